@@ -1,0 +1,436 @@
+//! The module's boundary: the only file with `export`. `wasm/ABI.md` documents every export in
+//! the order they appear here.
+//!
+//! Rules of the boundary:
+//! - Only i32 values cross. Every export returns an i32: a negative status from `Status` on
+//!   failure; otherwise 0, or the non-negative answer of a query (a count, a boolean as 0/1, a
+//!   handle through an out-pointer).
+//! - Objects are opaque handles (`index + 1 | generation << 20`), checked on every call: a stale
+//!   or forged handle is `Status.invalid_handle`, never a trap. Objects are reference counted, so
+//!   freeing a tokenizer or grammar handle while matchers use it is safe.
+//! - The host gets memory only from `ts_alloc`/`ts_free`, writes inputs there, and reads results
+//!   (masks, forced bytes, the error text) in place. The core keeps no host pointer after a call.
+//! - After a failure, `ts_error_message_ptr/len` give a readable message and
+//!   `ts_error_position` the byte offset into the grammar text it concerns (or -1).
+
+const std = @import("std");
+const builtin = @import("builtin");
+const matcher_mod = @import("matcher.zig");
+const regex_syntax = @import("regex_syntax.zig");
+const trie_mod = @import("trie.zig");
+const Tokenizer = matcher_mod.Tokenizer;
+const Grammar = matcher_mod.Grammar;
+const Matcher = matcher_mod.Matcher;
+
+pub const abi_version: i32 = 1;
+
+/// Append-only: a code keeps its number forever.
+pub const Status = enum(i32) {
+    ok = 0,
+    invalid_handle = -1,
+    out_of_memory = -2,
+    grammar_error = -3,
+    limit_exceeded = -4,
+    invalid_token = -5,
+    invalid_argument = -6,
+    matcher_failed = -7,
+    internal = -8,
+};
+
+const manifest =
+    \\{"abi_version":1,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
+;
+
+const gpa: std.mem.Allocator = if (builtin.cpu.arch.isWasm())
+    std.heap.wasm_allocator
+else
+    std.heap.page_allocator;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+var error_buffer: [1024]u8 = undefined;
+var error_len: usize = 0;
+var error_position: i32 = -1;
+
+fn fail(status: Status, position: i32, comptime fmt: []const u8, args: anytype) i32 {
+    const text = std.fmt.bufPrint(&error_buffer, fmt, args) catch blk: {
+        const ellipsis = "...";
+        @memcpy(error_buffer[error_buffer.len - ellipsis.len ..], ellipsis);
+        break :blk error_buffer[0..];
+    };
+    error_len = text.len;
+    error_position = position;
+    return @intFromEnum(status);
+}
+
+fn ok() i32 {
+    return @intFromEnum(Status.ok);
+}
+
+fn failMatcher(m: *const Matcher) i32 {
+    return switch (m.failure) {
+        .none => unreachable,
+        .lexer_limit => fail(.limit_exceeded, -1, "the grammar needs more lexer work than the limits allow (DFA states or derivative fuel); simplify the grammar or raise the limits", .{}),
+        .out_of_memory => fail(.out_of_memory, -1, "out of memory in the matcher core", .{}),
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handles
+
+fn HandleTable(comptime T: type) type {
+    return struct {
+        const Self = @This();
+        const Slot = struct { object: ?*T, generation: u32 };
+        const index_bits = 20;
+        const generation_mask: u32 = (1 << 11) - 1;
+
+        slots: std.ArrayList(Slot) = .empty,
+        free: std.ArrayList(u32) = .empty,
+
+        fn add(self: *Self, object: *T) error{ OutOfMemory, LimitExceeded }!i32 {
+            try self.free.ensureUnusedCapacity(gpa, 1);
+            const index: u32 = if (self.free.pop()) |i| i else blk: {
+                if (self.slots.items.len + 1 >= (1 << index_bits)) return error.LimitExceeded;
+                try self.slots.append(gpa, .{ .object = null, .generation = 0 });
+                break :blk @intCast(self.slots.items.len - 1);
+            };
+            const slot = &self.slots.items[index];
+            slot.object = object;
+            return @intCast((index + 1) | (slot.generation << index_bits));
+        }
+
+        fn get(self: *Self, handle: i32) ?*T {
+            if (handle <= 0) return null;
+            const h: u32 = @intCast(handle);
+            const index = (h & ((1 << index_bits) - 1)) -% 1;
+            if (index >= self.slots.items.len) return null;
+            const slot = self.slots.items[index];
+            if (slot.generation != h >> index_bits) return null;
+            return slot.object;
+        }
+
+        fn remove(self: *Self, handle: i32) ?*T {
+            const object = self.get(handle) orelse return null;
+            const index = (@as(u32, @intCast(handle)) & ((1 << index_bits) - 1)) - 1;
+            const slot = &self.slots.items[index];
+            slot.object = null;
+            slot.generation = (slot.generation + 1) & generation_mask;
+            // Capacity was reserved by `add`, so this cannot fail.
+            self.free.appendAssumeCapacity(index);
+            return object;
+        }
+    };
+}
+
+var tokenizers: HandleTable(Tokenizer) = .{};
+var grammars: HandleTable(Grammar) = .{};
+var matchers: HandleTable(Matcher) = .{};
+
+fn invalidHandle(comptime what: []const u8, handle: i32) i32 {
+    return fail(.invalid_handle, -1, "invalid or freed " ++ what ++ " handle {d}", .{handle});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host memory
+
+fn slice(comptime T: type, ptr: u32, count: u32) ?[]T {
+    if (count == 0) return &.{};
+    if (ptr == 0 or ptr % @alignOf(T) != 0) return null;
+    const p: [*]T = @ptrFromInt(ptr);
+    return p[0..count];
+}
+
+fn writeOut(out_ptr: u32, value: i32) bool {
+    const out = slice(i32, out_ptr, 1) orelse return false;
+    out[0] = value;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports
+
+export fn ts_abi_version() i32 {
+    return abi_version;
+}
+
+/// A JSON text naming the ABI version and every status code.
+export fn ts_manifest_ptr() i32 {
+    return @intCast(@intFromPtr(manifest.ptr));
+}
+
+export fn ts_manifest_len() i32 {
+    return manifest.len;
+}
+
+export fn ts_error_message_ptr() i32 {
+    return @intCast(@intFromPtr(&error_buffer));
+}
+
+export fn ts_error_message_len() i32 {
+    return @intCast(error_len);
+}
+
+export fn ts_error_position() i32 {
+    return error_position;
+}
+
+/// Allocates `size` bytes (8-byte aligned); 0 when out of memory.
+export fn ts_alloc(size: u32) i32 {
+    const bytes = gpa.alignedAlloc(u8, .@"8", @max(size, 1)) catch return 0;
+    return @intCast(@intFromPtr(bytes.ptr));
+}
+
+/// Frees a block from `ts_alloc`; `size` must be the size asked for.
+export fn ts_free(ptr: u32, size: u32) void {
+    if (ptr == 0) return;
+    const p: [*]align(8) u8 = @ptrFromInt(ptr);
+    gpa.free(p[0..@max(size, 1)]);
+}
+
+/// Creates a tokenizer from `n_ids` tokens: `offsets` (u32, n_ids + 1 entries) into `blob`,
+/// `kinds` (u8 per id: 0 text, 1 special, 2 unused), and `eos_count` EOS ids (u32).
+export fn ts_tokenizer_new(
+    blob_ptr: u32,
+    blob_len: u32,
+    offsets_ptr: u32,
+    kinds_ptr: u32,
+    n_ids: u32,
+    eos_ptr: u32,
+    eos_count: u32,
+    out_handle: u32,
+) i32 {
+    const blob = slice(u8, blob_ptr, blob_len) orelse return fail(.invalid_argument, -1, "bad token blob pointer", .{});
+    const offsets = slice(u32, offsets_ptr, n_ids + 1) orelse return fail(.invalid_argument, -1, "bad offsets pointer", .{});
+    const kinds = slice(u8, kinds_ptr, n_ids) orelse return fail(.invalid_argument, -1, "bad kinds pointer", .{});
+    const eos = slice(u32, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
+    const tokenizer = Tokenizer.create(gpa, blob, offsets, kinds, eos) catch |err| return switch (err) {
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory building the token trie", .{}),
+        error.InvalidTokens => fail(.invalid_argument, -1, "token tables are inconsistent (offsets must be non-decreasing and within the blob; kinds 0..2)", .{}),
+        error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{n_ids}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "vocabulary too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
+    };
+    const handle = tokenizers.add(tokenizer) catch {
+        tokenizer.release(gpa);
+        return fail(.out_of_memory, -1, "out of tokenizer handles", .{});
+    };
+    if (!writeOut(out_handle, handle)) {
+        _ = tokenizers.remove(handle);
+        tokenizer.release(gpa);
+        return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    }
+    return ok();
+}
+
+export fn ts_tokenizer_free(handle: i32) i32 {
+    const tokenizer = tokenizers.remove(handle) orelse return invalidHandle("tokenizer", handle);
+    tokenizer.release(gpa);
+    return ok();
+}
+
+/// Trie nodes of a tokenizer (for benchmarks and tests).
+export fn ts_tokenizer_node_count(handle: i32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    return @intCast(tokenizer.trie.nodes.len);
+}
+
+/// Compiles a regular expression the whole output must match. `flags`: bit 0 dot-all,
+/// bit 1 ASCII case-insensitive.
+export fn ts_grammar_new_regex(pattern_ptr: u32, pattern_len: u32, flags: u32, out_handle: u32) i32 {
+    const pattern = slice(u8, pattern_ptr, pattern_len) orelse return fail(.invalid_argument, -1, "bad pattern pointer", .{});
+    var diag: regex_syntax.Diagnostic = .{};
+    const syntax_flags: regex_syntax.Flags = .{
+        .dot_all = flags & 1 != 0,
+        .case_insensitive = flags & 2 != 0,
+    };
+    const grammar = Grammar.createRegex(gpa, pattern, syntax_flags, .{}, &diag) catch |err| return switch (err) {
+        error.Syntax => fail(.grammar_error, @intCast(diag.position), "{s}", .{diag.message}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "the regex is too large to compile within the limits", .{}),
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory compiling the regex", .{}),
+    };
+    const handle = grammars.add(grammar) catch {
+        grammar.release(gpa);
+        return fail(.out_of_memory, -1, "out of grammar handles", .{});
+    };
+    if (!writeOut(out_handle, handle)) {
+        _ = grammars.remove(handle);
+        grammar.release(gpa);
+        return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    }
+    return ok();
+}
+
+export fn ts_grammar_free(handle: i32) i32 {
+    const grammar = grammars.remove(handle) orelse return invalidHandle("grammar", handle);
+    grammar.release(gpa);
+    return ok();
+}
+
+/// DFA states the grammar's lazy lexer has built so far.
+export fn ts_grammar_state_count(handle: i32) i32 {
+    const grammar = grammars.get(handle) orelse return invalidHandle("grammar", handle);
+    return @intCast(grammar.lexer.stateCount());
+}
+
+fn addMatcher(m: *Matcher, out_handle: u32) i32 {
+    const handle = matchers.add(m) catch {
+        m.destroy();
+        return fail(.out_of_memory, -1, "out of matcher handles", .{});
+    };
+    if (!writeOut(out_handle, handle)) {
+        _ = matchers.remove(handle);
+        m.destroy();
+        return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    }
+    return ok();
+}
+
+export fn ts_matcher_new(tokenizer_handle: i32, grammar_handle: i32, out_handle: u32) i32 {
+    const tokenizer = tokenizers.get(tokenizer_handle) orelse return invalidHandle("tokenizer", tokenizer_handle);
+    const grammar = grammars.get(grammar_handle) orelse return invalidHandle("grammar", grammar_handle);
+    const m = Matcher.create(gpa, tokenizer, grammar) catch return fail(.out_of_memory, -1, "out of memory creating a matcher", .{});
+    return addMatcher(m, out_handle);
+}
+
+export fn ts_matcher_free(handle: i32) i32 {
+    const m = matchers.remove(handle) orelse return invalidHandle("matcher", handle);
+    m.destroy();
+    return ok();
+}
+
+export fn ts_matcher_fork(handle: i32, out_handle: u32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    const copy = m.fork() catch return fail(.out_of_memory, -1, "out of memory forking a matcher", .{});
+    return addMatcher(copy, out_handle);
+}
+
+export fn ts_matcher_reset(handle: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    m.reset();
+    return ok();
+}
+
+fn getLive(handle: i32) union(enum) { matcher: *Matcher, status: i32 } {
+    const m = matchers.get(handle) orelse return .{ .status = invalidHandle("matcher", handle) };
+    if (m.failure != .none) return .{ .status = failMatcher(m) };
+    return .{ .matcher = m };
+}
+
+fn checkTokens(m: *const Matcher, ids: []const u32) i32 {
+    const vocab = m.tokenizer.vocabSize();
+    for (ids, 0..) |id, i| {
+        if (id >= vocab) return fail(.invalid_token, -1, "token id {d} (position {d}) is not below the vocabulary size {d}", .{ id, i, vocab });
+    }
+    return ok();
+}
+
+/// Writes the mask (`out_words` u32 words, bit t%32 of word t/32 = token t allowed).
+/// `out_words` must be ceil(vocab_size / 32).
+export fn ts_matcher_fill_bitmask(handle: i32, out_ptr: u32, out_words: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const words_expected = (m.tokenizer.vocabSize() + 31) / 32;
+    if (out_words != words_expected) return fail(.invalid_argument, -1, "mask buffer has {d} words; this vocabulary needs {d}", .{ out_words, words_expected });
+    const out = slice(u32, out_ptr, out_words) orelse return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
+    m.computeMask() catch return failMatcher(m);
+    @memcpy(out, m.mask[0..out_words]);
+    return ok();
+}
+
+/// Consumes one token: 1 accepted, 0 refused (state unchanged), negative on error.
+export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const ids = [_]u32{token};
+    const check = checkTokens(m, &ids);
+    if (check != 0) return check;
+    const n = m.consume(&ids, true, true) catch return failMatcher(m);
+    return @intCast(n);
+}
+
+/// Consumes `count` tokens (u32 at `ids_ptr`) all or nothing; returns the length of the valid
+/// prefix (== count when consumed; otherwise nothing was consumed).
+export fn ts_matcher_consume_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
+    return consumeMany(handle, ids_ptr, count, true);
+}
+
+/// The length of the valid prefix of `count` tokens, without changing the state.
+export fn ts_matcher_validate_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
+    return consumeMany(handle, ids_ptr, count, false);
+}
+
+fn consumeMany(handle: i32, ids_ptr: u32, count: u32, commit: bool) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const check = checkTokens(m, ids);
+    if (check != 0) return check;
+    const n = m.consume(ids, commit, true) catch return failMatcher(m);
+    return @intCast(n);
+}
+
+/// Consumes `token`, then writes the next mask: the one call of a decoding step.
+/// Returns 1 (accepted, mask written), 0 (refused, state and buffer unchanged) or an error.
+export fn ts_matcher_consume_and_fill(handle: i32, token: u32, out_ptr: u32, out_words: u32) i32 {
+    const accepted = ts_matcher_consume_token(handle, token);
+    if (accepted != 1) return accepted;
+    const status = ts_matcher_fill_bitmask(handle, out_ptr, out_words);
+    if (status != 0) return status;
+    return 1;
+}
+
+/// Undoes the last `count` tokens (EOS counts as one).
+export fn ts_matcher_rollback(handle: i32, count: u32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    if (!m.rollback(count)) return fail(.invalid_argument, -1, "cannot roll back {d} tokens: only {d} consumed", .{ count, m.tokenCount() });
+    return ok();
+}
+
+export fn ts_matcher_token_count(handle: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    return @intCast(m.tokenCount());
+}
+
+/// 1 when the output may end here (EOS allowed), else 0.
+export fn ts_matcher_is_accepting(handle: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    return @intFromBool(m.isAccepting());
+}
+
+/// 1 when nothing but EOS can follow (or EOS was consumed, or the matcher failed), else 0.
+export fn ts_matcher_is_stopped(handle: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    const stopped = m.isStopped() catch return failMatcher(m);
+    return @intFromBool(stopped);
+}
+
+/// Writes the bytes the grammar forces next (at most `capacity`); returns how many.
+export fn ts_matcher_compute_ff_bytes(handle: i32, out_ptr: u32, capacity: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const out = slice(u8, out_ptr, capacity) orelse return fail(.invalid_argument, -1, "bad forced-bytes buffer", .{});
+    const n = m.forcedBytes(out) catch return failMatcher(m);
+    return @intCast(n);
+}
+
+/// A trap on purpose, so hosts can test that a trap inside the module is survivable.
+export fn ts_debug_trap() i32 {
+    @trap();
+}
+
+test {
+    _ = @import("regex.zig");
+    _ = @import("regex_syntax.zig");
+    _ = @import("lexer.zig");
+    _ = @import("trie.zig");
+    _ = @import("matcher.zig");
+}

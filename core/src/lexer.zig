@@ -1,0 +1,281 @@
+//! The lexer: a DFA over bytes, built lazily from the lexemes' regular expressions.
+//!
+//! A DFA state is a set of (lexeme index, expression) pairs — the lexemes still possible and
+//! what each still has to match — kept sorted and hash-consed, so equal sets are equal ids. The
+//! transition on byte b replaces each expression by its derivative and drops the pairs that
+//! became `nothing`; the empty set is the dead state.
+//!
+//! Transitions are cached in one flat table, `trans`, with a row per state and a column per byte
+//! class. State ids are *pre-multiplied*: a state's id is the offset of its row, so the hot step
+//! is `trans[state + class_of[byte]]` — two loads, no multiply. Row 0 is the dead state (all its
+//! entries are 0), so "dead" is the comparison `== 0`. Entries not computed yet hold `missing`;
+//! the slow path (`computeTransition`) fills them with derivatives, paid for with fuel.
+//!
+//! Byte classes (alphabet compression): bytes that every byte set of the grammar either contains
+//! or excludes together behave identically in every derivative, so one column serves them all.
+//! The partition is computed once when the lexer is built, from every byte set in the
+//! expression set; derivatives only ever create unions of existing sets, which the partition
+//! still respects.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const ExprSet = regex.ExprSet;
+const ExprId = regex.ExprId;
+
+pub const StateId = u32;
+pub const dead: StateId = 0;
+pub const missing: StateId = std.math.maxInt(u32);
+
+pub const Limits = struct {
+    /// DFA states; each costs a table row (4 bytes per byte class) plus its pair list.
+    state_count_max: u32 = 100_000,
+};
+
+pub const Error = regex.Error;
+
+const Span = struct { start: u32, len: u32 };
+
+pub const StateInfo = struct {
+    /// Lowest lexeme index whose expression is nullable here, or `none`.
+    accepting_lexeme: u32,
+
+    pub const none = std.math.maxInt(u32);
+};
+
+const PairsContext = struct {
+    lexer: *const Lexer,
+    pub fn hash(self: PairsContext, id: u32) u64 {
+        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(self.lexer.pairsOf(id)));
+    }
+    pub fn eql(self: PairsContext, a: u32, b: u32) bool {
+        return std.mem.eql(u32, self.lexer.pairsOf(a), self.lexer.pairsOf(b));
+    }
+};
+
+const PairsLookup = struct {
+    lexer: *const Lexer,
+    pub fn hash(_: PairsLookup, pairs: []const u32) u64 {
+        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(pairs));
+    }
+    pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
+        return std.mem.eql(u32, pairs, self.lexer.pairsOf(b));
+    }
+};
+
+pub const Lexer = struct {
+    gpa: Allocator,
+    exprs: *ExprSet,
+    lexemes: []const ExprId,
+    class_of: [256]u8,
+    class_count: u32,
+    /// A byte of each class, to take derivatives with.
+    class_representative: [256]u8,
+    /// How many bytes each class has (forced bytes need a class of exactly one byte).
+    class_size: [256]u16,
+    trans: std.ArrayList(StateId) = .empty,
+    pair_words: std.ArrayList(u32) = .empty,
+    pair_spans: std.ArrayList(Span) = .empty,
+    state_table: std.HashMapUnmanaged(u32, void, PairsContext, 80) = .empty,
+    info: std.ArrayList(StateInfo) = .empty,
+    limits: Limits,
+
+    /// Builds a lexer over `lexemes` (ids in `exprs`, which must outlive the lexer).
+    pub fn init(gpa: Allocator, exprs: *ExprSet, lexemes: []const ExprId, limits: Limits) Error!Lexer {
+        var lexer: Lexer = .{
+            .gpa = gpa,
+            .exprs = exprs,
+            .lexemes = lexemes,
+            .class_of = undefined,
+            .class_count = 0,
+            .class_representative = undefined,
+            .class_size = @splat(0),
+            .limits = limits,
+        };
+        errdefer lexer.deinit();
+        lexer.computeClasses();
+        const dead_state = try lexer.internState(&.{});
+        assert(dead_state == dead);
+        return lexer;
+    }
+
+    pub fn deinit(self: *Lexer) void {
+        self.trans.deinit(self.gpa);
+        self.pair_words.deinit(self.gpa);
+        self.pair_spans.deinit(self.gpa);
+        self.state_table.deinit(self.gpa);
+        self.info.deinit(self.gpa);
+        self.* = undefined;
+    }
+
+    fn computeClasses(self: *Lexer) void {
+        @memset(&self.class_of, 0);
+        var count: u32 = 1;
+        const Refiner = struct {
+            lexer: *Lexer,
+            count: *u32,
+            fn visit(r: @This(), set: regex.ByteSet) void {
+                // Split every class into its part inside `set` and its part outside.
+                var remap: [256]u16 = @splat(0xFFFF);
+                var new_count: u32 = 0;
+                var b: u32 = 0;
+                while (b < 256) : (b += 1) {
+                    const inside: u32 = @intFromBool(set.contains(@intCast(b)));
+                    const key = @as(u32, r.lexer.class_of[b]) * 2 + inside;
+                    if (remap[key] == 0xFFFF) {
+                        remap[key] = @intCast(new_count);
+                        new_count += 1;
+                    }
+                    r.lexer.class_of[b] = @intCast(remap[key]);
+                }
+                r.count.* = new_count;
+            }
+        };
+        self.exprs.forEachByteSet(Refiner{ .lexer = self, .count = &count }, Refiner.visit);
+        self.class_count = count;
+        var b: u32 = 256;
+        while (b > 0) {
+            b -= 1;
+            const class = self.class_of[b];
+            self.class_representative[class] = @intCast(b);
+            self.class_size[class] += 1;
+        }
+        assert(self.class_count >= 1 and self.class_count <= 256);
+    }
+
+    fn pairsOf(self: *const Lexer, state_index: u32) []const u32 {
+        const span = self.pair_spans.items[state_index];
+        return self.pair_words.items[span.start..][0..span.len];
+    }
+
+    pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
+        return state / self.class_count;
+    }
+
+    pub fn stateInfo(self: *const Lexer, state: StateId) StateInfo {
+        return self.info.items[self.stateIndex(state)];
+    }
+
+    pub fn isAccepting(self: *const Lexer, state: StateId) bool {
+        return self.stateInfo(state).accepting_lexeme != StateInfo.none;
+    }
+
+    pub fn stateCount(self: *const Lexer) u32 {
+        return @intCast(self.pair_spans.items.len);
+    }
+
+    /// Interns a sorted pair list (lexeme, expr, lexeme, expr, …) as a state.
+    fn internState(self: *Lexer, pairs: []const u32) Error!StateId {
+        assert(pairs.len % 2 == 0);
+        const gop = try self.state_table.getOrPutContextAdapted(
+            self.gpa,
+            pairs,
+            PairsLookup{ .lexer = self },
+            PairsContext{ .lexer = self },
+        );
+        if (gop.found_existing) return gop.key_ptr.* * self.class_count;
+        errdefer self.state_table.removeByPtr(gop.key_ptr);
+        const index: u32 = @intCast(self.pair_spans.items.len);
+        if (index >= self.limits.state_count_max) return error.LimitExceeded;
+        var accepting: u32 = StateInfo.none;
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (self.exprs.nullable(@enumFromInt(pairs[i + 1]))) {
+                accepting = @min(accepting, pairs[i]);
+            }
+        }
+        try self.trans.ensureUnusedCapacity(self.gpa, self.class_count);
+        try self.info.ensureUnusedCapacity(self.gpa, 1);
+        try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);
+        const start: u32 = @intCast(self.pair_words.items.len);
+        try self.pair_words.appendSlice(self.gpa, pairs);
+        self.pair_spans.appendAssumeCapacity(.{ .start = start, .len = @intCast(pairs.len) });
+        self.info.appendAssumeCapacity(.{ .accepting_lexeme = accepting });
+        self.trans.appendNTimesAssumeCapacity(if (index == 0) dead else missing, self.class_count);
+        gop.key_ptr.* = index;
+        return index * self.class_count;
+    }
+
+    /// The state in which every lexeme whose bit is set in `allowed` may start
+    /// (`allowed == null`: all lexemes).
+    pub fn startState(self: *Lexer, allowed: ?[]const bool) Error!StateId {
+        var pairs: std.ArrayList(u32) = .empty;
+        defer pairs.deinit(self.gpa);
+        for (self.lexemes, 0..) |e, i| {
+            if (allowed) |a| if (!a[i]) continue;
+            if (e == .nothing) continue;
+            try pairs.appendSlice(self.gpa, &.{ @intCast(i), e.index() });
+        }
+        return self.internState(pairs.items);
+    }
+
+    /// The state after `byte`, computing the transition if it is not cached.
+    pub inline fn next(self: *Lexer, state: StateId, byte: u8) Error!StateId {
+        const target = self.trans.items[state + self.class_of[byte]];
+        if (target != missing) return target;
+        return self.computeTransition(state, self.class_of[byte]);
+    }
+
+    /// Slow path: derive every pair of `state` by a byte of `class` and cache the result.
+    pub fn computeTransition(self: *Lexer, state: StateId, class: u8) Error!StateId {
+        assert(state % self.class_count == 0 and class < self.class_count);
+        const b = self.class_representative[class];
+        var result: std.ArrayList(u32) = .empty;
+        defer result.deinit(self.gpa);
+        const index = self.stateIndex(state);
+        const n = self.pair_spans.items[index].len;
+        var i: u32 = 0;
+        while (i < n) : (i += 2) {
+            // Re-read each time: deriving does not touch our arrays, but keep it obviously safe.
+            const pairs = self.pairsOf(index);
+            const lexeme = pairs[i];
+            const d = try self.exprs.deriv(@enumFromInt(pairs[i + 1]), b);
+            if (d != .nothing) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
+        }
+        const target = try self.internState(result.items);
+        self.trans.items[state + class] = target;
+        return target;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+const regex_syntax = @import("regex_syntax.zig");
+
+test "lazy DFA caches transitions and finds dead states" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const e = try regex_syntax.parse(&exprs, "[0-9]{1,3}", .{}, &diag);
+    var lexer = try Lexer.init(gpa, &exprs, &.{e}, .{});
+    defer lexer.deinit();
+    try std.testing.expectEqual(@as(u32, 2), lexer.class_count);
+    const s0 = try lexer.startState(null);
+    try std.testing.expect(!lexer.isAccepting(s0));
+    const s1 = try lexer.next(s0, '4');
+    try std.testing.expect(lexer.isAccepting(s1));
+    try std.testing.expectEqual(s1, try lexer.next(s0, '7')); // same class, cached
+    try std.testing.expectEqual(dead, try lexer.next(s0, 'x'));
+    const s3 = try lexer.next(try lexer.next(s1, '1'), '2');
+    try std.testing.expectEqual(dead, try lexer.next(s3, '3'));
+    try std.testing.expectEqual(dead, try lexer.next(dead, '3'));
+}
+
+test "state limit is an error" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const e = try regex_syntax.parse(&exprs, "a{0,100}", .{}, &diag);
+    var lexer = try Lexer.init(gpa, &exprs, &.{e}, .{ .state_count_max = 10 });
+    defer lexer.deinit();
+    var s = try lexer.startState(null);
+    var i: u32 = 0;
+    const result = while (i < 100) : (i += 1) {
+        s = lexer.next(s, 'a') catch |err| break err;
+    } else error.NoError;
+    try std.testing.expectEqual(error.LimitExceeded, result);
+}

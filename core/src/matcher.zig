@@ -1,0 +1,497 @@
+//! Tokenizers, compiled grammars and matchers: the objects behind the ABI handles.
+//!
+//! Ownership and lifetimes:
+//! - `Tokenizer` holds the token bytes and the trie; immutable after creation, shared by every
+//!   matcher over it (reference counted, so freeing a handle never leaves a matcher dangling).
+//! - `Grammar` holds the expression set and the lazy DFA. The DFA cache grows as matchers walk
+//!   it, within the grammar's limits; all matchers of a grammar share it (the module is single
+//!   threaded, so sharing needs no lock).
+//! - `Matcher` holds one decoding position: the DFA state after each consumed token (so rollback
+//!   is a truncation), whether EOS was consumed, and a sticky failure once a limit was hit.
+//!
+//! A token is allowed when the grammar's DFA survives all of its bytes: the regex can still be
+//! completed after it. EOS ids are allowed exactly when the current state accepts; consuming EOS
+//! stops the matcher. Special tokens other than EOS and unused ids are never allowed.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const regex_syntax = @import("regex_syntax.zig");
+const lexer_mod = @import("lexer.zig");
+const trie_mod = @import("trie.zig");
+const Lexer = lexer_mod.Lexer;
+const StateId = lexer_mod.StateId;
+const Trie = trie_mod.Trie;
+const Node = trie_mod.Node;
+const TokenKind = trie_mod.TokenKind;
+
+pub const Limits = struct {
+    /// Derivative and constructor work allowed for compiling a grammar.
+    fuel_compile_max: u64 = 2_000_000,
+    /// Derivative and constructor work allowed in one step (a mask, a consume, forced bytes).
+    fuel_step_max: u64 = 1_000_000,
+    state_count_max: u32 = 100_000,
+    expr_count_max: u32 = 2_000_000,
+    /// Tokens a matcher may hold in its history (rollback depth and memory bound).
+    token_history_max: u32 = 1_000_000,
+};
+
+pub const Error = error{ OutOfMemory, LimitExceeded };
+
+pub const Tokenizer = struct {
+    ref_count: u32 = 1,
+    blob: []u8,
+    offsets: []u32,
+    kinds: []TokenKind,
+    eos_ids: []u32,
+    trie: Trie,
+
+    pub const InitError = trie_mod.Error || error{InvalidEos};
+
+    pub fn create(
+        gpa: Allocator,
+        blob: []const u8,
+        offsets: []const u32,
+        kinds_raw: []const u8,
+        eos_ids: []const u32,
+    ) InitError!*Tokenizer {
+        for (kinds_raw) |k| if (k > @intFromEnum(TokenKind.unused)) return error.InvalidTokens;
+        const kinds: []const TokenKind = @ptrCast(kinds_raw);
+        for (eos_ids) |id| if (id >= kinds.len) return error.InvalidEos;
+        var trie = try Trie.build(gpa, blob, offsets, kinds);
+        errdefer trie.deinit(gpa);
+        const self = try gpa.create(Tokenizer);
+        errdefer gpa.destroy(self);
+        const blob_copy = try gpa.dupe(u8, blob);
+        errdefer gpa.free(blob_copy);
+        const offsets_copy = try gpa.dupe(u32, offsets);
+        errdefer gpa.free(offsets_copy);
+        const kinds_copy = try gpa.dupe(TokenKind, kinds);
+        errdefer gpa.free(kinds_copy);
+        const eos_copy = try gpa.dupe(u32, eos_ids);
+        self.* = .{
+            .blob = blob_copy,
+            .offsets = offsets_copy,
+            .kinds = kinds_copy,
+            .eos_ids = eos_copy,
+            .trie = trie,
+        };
+        return self;
+    }
+
+    pub fn release(self: *Tokenizer, gpa: Allocator) void {
+        assert(self.ref_count > 0);
+        self.ref_count -= 1;
+        if (self.ref_count > 0) return;
+        gpa.free(self.blob);
+        gpa.free(self.offsets);
+        gpa.free(self.kinds);
+        gpa.free(self.eos_ids);
+        self.trie.deinit(gpa);
+        gpa.destroy(self);
+    }
+
+    pub fn vocabSize(self: *const Tokenizer) u32 {
+        return @intCast(self.kinds.len);
+    }
+
+    pub fn tokenBytes(self: *const Tokenizer, id: u32) []const u8 {
+        return self.blob[self.offsets[id]..self.offsets[id + 1]];
+    }
+
+    pub fn isEos(self: *const Tokenizer, id: u32) bool {
+        return std.mem.indexOfScalar(u32, self.eos_ids, id) != null;
+    }
+
+    /// Words in a mask of this vocabulary, plus room for the trie's dummy bit.
+    pub fn maskWordsInternal(self: *const Tokenizer) u32 {
+        return self.vocabSize() / 32 + 1;
+    }
+};
+
+pub const Grammar = struct {
+    ref_count: u32 = 1,
+    exprs: regex.ExprSet,
+    lexemes: []regex.ExprId,
+    lexer: Lexer,
+    start: StateId,
+    limits: Limits,
+
+    pub const InitError = regex_syntax.Error;
+
+    /// Compiles a regular expression that the whole output must match.
+    pub fn createRegex(
+        gpa: Allocator,
+        pattern: []const u8,
+        flags: regex_syntax.Flags,
+        limits: Limits,
+        diag: *regex_syntax.Diagnostic,
+    ) InitError!*Grammar {
+        const self = try gpa.create(Grammar);
+        errdefer gpa.destroy(self);
+        self.limits = limits;
+        self.ref_count = 1;
+        self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
+        errdefer self.exprs.deinit();
+        self.exprs.fuel = limits.fuel_compile_max;
+        const e = try regex_syntax.parse(&self.exprs, pattern, flags, diag);
+        self.lexemes = try gpa.alloc(regex.ExprId, 1);
+        errdefer gpa.free(self.lexemes);
+        self.lexemes[0] = e;
+        self.lexer = try Lexer.init(gpa, &self.exprs, self.lexemes, .{ .state_count_max = limits.state_count_max });
+        errdefer self.lexer.deinit();
+        self.start = try self.lexer.startState(null);
+        return self;
+    }
+
+    pub fn release(self: *Grammar, gpa: Allocator) void {
+        assert(self.ref_count > 0);
+        self.ref_count -= 1;
+        if (self.ref_count > 0) return;
+        self.lexer.deinit();
+        gpa.free(self.lexemes);
+        self.exprs.deinit();
+        gpa.destroy(self);
+    }
+
+    /// Gives the next operation its own work budget.
+    fn refuel(self: *Grammar) void {
+        self.exprs.fuel = self.limits.fuel_step_max;
+    }
+};
+
+pub const Failure = enum { none, lexer_limit, out_of_memory };
+
+pub const Matcher = struct {
+    gpa: Allocator,
+    tokenizer: *Tokenizer,
+    grammar: *Grammar,
+    /// `states[i]` is the DFA state after `i` tokens; never empty.
+    states: std.ArrayList(StateId) = .empty,
+    eos_consumed: bool = false,
+    failure: Failure = .none,
+    /// The walk's stack of DFA states, one per trie depth.
+    walk_stack: []StateId,
+    /// The mask with room for the dummy bit; copied out to the host's buffer.
+    mask: []u32,
+
+    pub fn create(gpa: Allocator, tokenizer: *Tokenizer, grammar: *Grammar) Error!*Matcher {
+        const self = try gpa.create(Matcher);
+        errdefer gpa.destroy(self);
+        const walk_stack = try gpa.alloc(StateId, tokenizer.trie.depth_max + 1);
+        errdefer gpa.free(walk_stack);
+        const mask = try gpa.alloc(u32, tokenizer.maskWordsInternal());
+        errdefer gpa.free(mask);
+        self.* = .{
+            .gpa = gpa,
+            .tokenizer = tokenizer,
+            .grammar = grammar,
+            .walk_stack = walk_stack,
+            .mask = mask,
+        };
+        try self.states.append(gpa, grammar.start);
+        tokenizer.ref_count += 1;
+        grammar.ref_count += 1;
+        return self;
+    }
+
+    pub fn fork(self: *const Matcher) Error!*Matcher {
+        const copy = try create(self.gpa, self.tokenizer, self.grammar);
+        errdefer copy.destroy();
+        copy.states.clearRetainingCapacity();
+        try copy.states.appendSlice(self.gpa, self.states.items);
+        copy.eos_consumed = self.eos_consumed;
+        copy.failure = self.failure;
+        return copy;
+    }
+
+    pub fn destroy(self: *Matcher) void {
+        const gpa = self.gpa;
+        self.states.deinit(gpa);
+        gpa.free(self.walk_stack);
+        gpa.free(self.mask);
+        self.tokenizer.release(gpa);
+        self.grammar.release(gpa);
+        gpa.destroy(self);
+    }
+
+    pub fn reset(self: *Matcher) void {
+        self.states.shrinkRetainingCapacity(1);
+        self.eos_consumed = false;
+        self.failure = .none;
+    }
+
+    fn current(self: *const Matcher) StateId {
+        return self.states.items[self.states.items.len - 1];
+    }
+
+    /// Tokens consumed, EOS included.
+    pub fn tokenCount(self: *const Matcher) u32 {
+        return @intCast(self.states.items.len - 1 + @intFromBool(self.eos_consumed));
+    }
+
+    pub fn isAccepting(self: *const Matcher) bool {
+        if (self.failure != .none) return false;
+        return self.eos_consumed or self.grammar.lexer.isAccepting(self.current());
+    }
+
+    /// Stopped: EOS was consumed, the matcher failed, or nothing but EOS can follow.
+    pub fn isStopped(self: *Matcher) Error!bool {
+        if (self.eos_consumed or self.failure != .none) return true;
+        self.grammar.refuel();
+        const lexer = &self.grammar.lexer;
+        const state = self.current();
+        var class: u32 = 0;
+        while (class < lexer.class_count) : (class += 1) {
+            var target = lexer.trans.items[state + class];
+            if (target == lexer_mod.missing) {
+                target = lexer.computeTransition(state, @intCast(class)) catch |err| return self.fail(err);
+            }
+            if (target != lexer_mod.dead) return false;
+        }
+        return true;
+    }
+
+    fn fail(self: *Matcher, err: Error) Error {
+        self.failure = switch (err) {
+            error.LimitExceeded => .lexer_limit,
+            error.OutOfMemory => .out_of_memory,
+        };
+        return err;
+    }
+
+    /// The state after `token` from `state`, or null when the grammar refuses it.
+    fn advance(self: *Matcher, state: StateId, token: u32) Error!?StateId {
+        assert(token < self.tokenizer.vocabSize());
+        if (self.tokenizer.kinds[token] != .text) return null;
+        const bytes = self.tokenizer.tokenBytes(token);
+        if (bytes.len == 0) return null;
+        var s = state;
+        for (bytes) |b| {
+            s = try self.grammar.lexer.next(s, b);
+            if (s == lexer_mod.dead) return null;
+        }
+        return s;
+    }
+
+    /// Consumes the longest valid prefix of `tokens` when `commit`, else only measures it.
+    /// Returns the length of the valid prefix. With `atomic`, a partial prefix is undone.
+    pub fn consume(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
+        assert(self.failure == .none);
+        self.grammar.refuel();
+        const base_len = self.states.items.len;
+        const base_eos = self.eos_consumed;
+        var state = self.current();
+        var eos = self.eos_consumed;
+        var count: u32 = 0;
+        for (tokens) |token| {
+            if (eos) break;
+            if (self.tokenizer.isEos(token)) {
+                if (!self.grammar.lexer.isAccepting(state)) break;
+                eos = true;
+            } else {
+                const next = (self.advance(state, token) catch |err| return self.fail(err)) orelse break;
+                state = next;
+                if (commit) {
+                    if (self.states.items.len > self.grammar.limits.token_history_max) return self.fail(error.LimitExceeded);
+                    self.states.append(self.gpa, state) catch |err| return self.fail(err);
+                }
+            }
+            count += 1;
+        }
+        if (commit) {
+            self.eos_consumed = eos;
+            if (atomic and count < tokens.len) {
+                self.states.shrinkRetainingCapacity(base_len);
+                self.eos_consumed = base_eos;
+            }
+        }
+        return count;
+    }
+
+    pub fn rollback(self: *Matcher, count: u32) bool {
+        if (count > self.tokenCount()) return false;
+        var n = count;
+        if (n > 0 and self.eos_consumed) {
+            self.eos_consumed = false;
+            n -= 1;
+        }
+        self.states.shrinkRetainingCapacity(self.states.items.len - n);
+        self.failure = .none;
+        return true;
+    }
+
+    /// Computes the allowed-token mask into `self.mask`.
+    pub fn computeMask(self: *Matcher) Error!void {
+        assert(self.failure == .none);
+        @memset(self.mask, 0);
+        const tokenizer = self.tokenizer;
+        if (!self.eos_consumed) {
+            const state = self.current();
+            if (state != lexer_mod.dead) {
+                self.grammar.refuel();
+                walkTrie(tokenizer.trie.nodes, &self.grammar.lexer, state, self.walk_stack, self.mask) catch |err|
+                    return self.fail(err);
+            }
+            // Clear the dummy bit of nodes without a token.
+            const dummy = tokenizer.vocabSize();
+            self.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
+        }
+        if (self.eos_consumed or self.grammar.lexer.isAccepting(self.current())) {
+            for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+        }
+    }
+
+    /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
+    pub fn forcedBytes(self: *Matcher, out: []u8) Error!u32 {
+        assert(self.failure == .none);
+        if (self.eos_consumed) return 0;
+        self.grammar.refuel();
+        const lexer = &self.grammar.lexer;
+        var state = self.current();
+        var n: u32 = 0;
+        outer: while (n < out.len and state != lexer_mod.dead and !lexer.isAccepting(state)) {
+            var only_class: ?u8 = null;
+            var only_target: StateId = lexer_mod.dead;
+            var class: u32 = 0;
+            while (class < lexer.class_count) : (class += 1) {
+                var target = lexer.trans.items[state + class];
+                if (target == lexer_mod.missing) {
+                    target = lexer.computeTransition(state, @intCast(class)) catch |err| return self.fail(err);
+                }
+                if (target == lexer_mod.dead) continue;
+                if (only_class != null) break :outer;
+                only_class = @intCast(class);
+                only_target = target;
+            }
+            const c = only_class orelse break;
+            if (lexer.class_size[c] != 1) break;
+            out[n] = lexer.class_representative[c];
+            n += 1;
+            state = only_target;
+        }
+        return n;
+    }
+};
+
+/// The trie walk: sets the bit of every token whose bytes the DFA survives from `start`.
+///
+/// `stack[d]` is the DFA state after the first `d` bytes of the current path. The loop reads one
+/// node, takes one transition (two loads: the byte's class and the table entry), and either
+/// descends (alive, has children), moves to the next sibling (alive leaf), or skips the subtree
+/// (dead). Nodes without a token set the dummy bit just past the vocabulary instead of
+/// branching. The slow path only runs for transitions the lazy DFA has not computed yet.
+pub fn walkTrie(
+    nodes: []const Node,
+    lexer: *Lexer,
+    start: StateId,
+    stack: []StateId,
+    mask: []u32,
+) Error!void {
+    assert(start != lexer_mod.dead);
+    var trans = lexer.trans.items;
+    const class_of = &lexer.class_of;
+    stack[0] = start;
+    var depth: usize = 0;
+    var p: usize = 0;
+    while (p < nodes.len) {
+        const node = nodes[p];
+        var next = trans[stack[depth] + class_of[node.byte]];
+        if (next == lexer_mod.missing) {
+            next = try lexer.computeTransition(stack[depth], class_of[node.byte]);
+            trans = lexer.trans.items;
+        }
+        if (next != lexer_mod.dead) {
+            mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+            if (node.subtree_size > 1) {
+                depth += 1;
+                stack[depth] = next;
+                p += 1;
+                continue;
+            }
+        }
+        p += node.subtree_size;
+        depth -= node.pop;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+const TestSetup = struct {
+    tokenizer: *Tokenizer,
+    grammar: *Grammar,
+    matcher: *Matcher,
+
+    fn init(gpa: Allocator, tokens: []const []const u8, pattern: []const u8) !TestSetup {
+        var blob: std.ArrayList(u8) = .empty;
+        defer blob.deinit(gpa);
+        var offsets: std.ArrayList(u32) = .empty;
+        defer offsets.deinit(gpa);
+        var kinds: std.ArrayList(u8) = .empty;
+        defer kinds.deinit(gpa);
+        try offsets.append(gpa, 0);
+        for (tokens) |t| {
+            try blob.appendSlice(gpa, t);
+            try offsets.append(gpa, @intCast(blob.items.len));
+            try kinds.append(gpa, if (std.mem.eql(u8, t, "<eos>")) 1 else 0);
+        }
+        const eos: u32 = @intCast(tokens.len - 1);
+        const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{eos});
+        var diag: regex_syntax.Diagnostic = .{};
+        const grammar = try Grammar.createRegex(gpa, pattern, .{}, .{}, &diag);
+        const matcher = try Matcher.create(gpa, tokenizer, grammar);
+        return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };
+    }
+
+    fn deinit(self: *TestSetup, gpa: Allocator) void {
+        self.matcher.destroy();
+        self.grammar.release(gpa);
+        self.tokenizer.release(gpa);
+    }
+
+    fn allowed(self: *TestSetup, id: u32) bool {
+        return (self.matcher.mask[id >> 5] >> @intCast(id & 31)) & 1 != 0;
+    }
+};
+
+test "mask, consume, rollback and EOS over a tiny vocabulary" {
+    const gpa = std.testing.allocator;
+    const vocab = [_][]const u8{ "1", "12", "123", "1234", "a", "2", "<eos>" };
+    var t = try TestSetup.init(gpa, &vocab, "[0-9]{1,3}");
+    defer t.deinit(gpa);
+    const m = t.matcher;
+    try m.computeMask();
+    const expected_start = [_]bool{ true, true, true, false, false, true, false };
+    for (expected_start, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{1}, true, true)); // "12"
+    try m.computeMask();
+    const expected_after = [_]bool{ true, false, false, false, false, true, true };
+    for (expected_after, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
+    try std.testing.expect(m.isAccepting());
+    try std.testing.expect(!try m.isStopped());
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{2}, true, true)); // "123" too long
+    try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{5}, true, true)); // "2": "122"
+    try std.testing.expect(try m.isStopped()); // only EOS can follow
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{6}, true, true)); // EOS
+    try std.testing.expect(try m.isStopped());
+    try m.computeMask();
+    for (0..6) |id| try std.testing.expect(!t.allowed(@intCast(id)));
+    try std.testing.expect(t.allowed(6));
+    try std.testing.expect(m.rollback(2));
+    try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
+    try std.testing.expect(!try m.isStopped());
+    try std.testing.expect(!m.rollback(5));
+}
+
+test "forced bytes stop at a choice or an accepting state" {
+    const gpa = std.testing.allocator;
+    const vocab = [_][]const u8{ "a", "<eos>" };
+    var t = try TestSetup.init(gpa, &vocab, "hello (world|there)!");
+    defer t.deinit(gpa);
+    var buf: [64]u8 = undefined;
+    const n = try t.matcher.forcedBytes(&buf);
+    try std.testing.expectEqualStrings("hello ", buf[0..n]);
+}

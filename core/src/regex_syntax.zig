@@ -1,0 +1,699 @@
+//! Regex syntax → expressions in an `ExprSet`.
+//!
+//! The accepted syntax is the common core of ECMA-262 (JSON Schema `pattern`) and Rust's `regex`
+//! (Lark terminals): literals and escapes, `.`, bracket classes (negated, ranges, `\d \w \s` as
+//! ASCII), alternation, groups (capturing, `(?:…)`, named), the quantifiers `? * + {m} {m,}
+//! {m,n}` (a trailing lazy `?` is accepted: it changes which match is reported, not the
+//! language), inline flags `(?i)` `(?s)` at the start, and `^`/`$` at the ends of the pattern.
+//!
+//! Characters are Unicode scalar values; a class of characters becomes an alternation of UTF-8
+//! byte sequences (ranges split so every byte position is one contiguous byte range), so the
+//! matcher works on bytes and a token that ends inside a multi-byte character is still judged
+//! exactly.
+//!
+//! Everything the matcher cannot honour exactly is an error with the byte offset of the
+//! construct: lookaround, backreferences, word boundaries, `\p{…}` classes (for now), anchors
+//! in the middle of a pattern. The parser recurses on groups with a depth bound
+//! (`nesting_depth_max`) and refuses counted repetitions above `repeat_count_max`.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const regex = @import("regex.zig");
+const ExprSet = regex.ExprSet;
+const ExprId = regex.ExprId;
+const ByteSet = regex.ByteSet;
+
+pub const nesting_depth_max: u32 = 100;
+pub const repeat_count_max: u32 = 10_000;
+pub const class_range_count_max: u32 = 4_096;
+
+pub const Flags = struct {
+    /// `.` also matches `\n`.
+    dot_all: bool = false,
+    /// ASCII letters match both cases.
+    case_insensitive: bool = false,
+};
+
+pub const Diagnostic = struct {
+    /// Byte offset into the pattern where the problem is.
+    position: u32 = 0,
+    message: []const u8 = "",
+};
+
+pub const Error = regex.Error || error{Syntax};
+
+const max_scalar: u21 = 0x10FFFF;
+
+/// A set of Unicode scalar values as sorted, non-overlapping, non-adjacent ranges.
+const CharClass = struct {
+    ranges: std.ArrayList([2]u21) = .empty,
+
+    fn deinit(self: *CharClass, gpa: std.mem.Allocator) void {
+        self.ranges.deinit(gpa);
+    }
+
+    fn add(self: *CharClass, gpa: std.mem.Allocator, lo: u21, hi: u21) !void {
+        assert(lo <= hi);
+        if (self.ranges.items.len >= class_range_count_max) return error.LimitExceeded;
+        try self.ranges.append(gpa, .{ lo, hi });
+    }
+
+    fn normalize(self: *CharClass) void {
+        const items = self.ranges.items;
+        std.mem.sort([2]u21, items, {}, struct {
+            fn lessThan(_: void, a: [2]u21, b: [2]u21) bool {
+                return a[0] < b[0];
+            }
+        }.lessThan);
+        var out: usize = 0;
+        for (items) |r| {
+            if (out > 0 and @as(u32, r[0]) <= @as(u32, items[out - 1][1]) + 1) {
+                items[out - 1][1] = @max(items[out - 1][1], r[1]);
+            } else {
+                items[out] = r;
+                out += 1;
+            }
+        }
+        self.ranges.shrinkRetainingCapacity(out);
+    }
+
+    fn negate(self: *CharClass, gpa: std.mem.Allocator) !void {
+        self.normalize();
+        var result: CharClass = .{};
+        errdefer result.deinit(gpa);
+        var next: u32 = 0;
+        for (self.ranges.items) |r| {
+            if (r[0] > next) try result.add(gpa, @intCast(next), r[0] - 1);
+            next = @as(u32, r[1]) + 1;
+        }
+        if (next <= max_scalar) try result.add(gpa, @intCast(next), max_scalar);
+        self.deinit(gpa);
+        self.* = result;
+    }
+
+    fn addCaseFolds(self: *CharClass, gpa: std.mem.Allocator) !void {
+        const n = self.ranges.items.len;
+        for (0..n) |i| {
+            const r = self.ranges.items[i];
+            const pairs = [_][3]u21{ .{ 'a', 'z', 'A' }, .{ 'A', 'Z', 'a' } };
+            for (pairs) |p| {
+                const lo = @max(r[0], p[0]);
+                const hi = @min(r[1], p[1]);
+                if (lo <= hi) try self.add(gpa, lo - p[0] + p[2], hi - p[0] + p[2]);
+            }
+        }
+    }
+};
+
+pub const Parser = struct {
+    set: *ExprSet,
+    pattern: []const u8,
+    pos: u32 = 0,
+    depth: u32 = 0,
+    flags: Flags,
+    diag: *Diagnostic,
+
+    fn fail(self: *Parser, position: u32, message: []const u8) Error {
+        self.diag.* = .{ .position = position, .message = message };
+        return error.Syntax;
+    }
+
+    fn peek(self: *const Parser) ?u8 {
+        return if (self.pos < self.pattern.len) self.pattern[self.pos] else null;
+    }
+
+    fn peekAt(self: *const Parser, offset: u32) ?u8 {
+        const i = self.pos + offset;
+        return if (i < self.pattern.len) self.pattern[i] else null;
+    }
+
+    fn eat(self: *Parser, c: u8) bool {
+        if (self.peek() == c) {
+            self.pos += 1;
+            return true;
+        }
+        return false;
+    }
+
+    fn parseInlineFlags(self: *Parser) Error!void {
+        while (self.pos + 2 < self.pattern.len and self.pattern[self.pos] == '(' and
+            self.pattern[self.pos + 1] == '?')
+        {
+            var i = self.pos + 2;
+            var flags = self.flags;
+            while (i < self.pattern.len) : (i += 1) {
+                switch (self.pattern[i]) {
+                    'i' => flags.case_insensitive = true,
+                    's' => flags.dot_all = true,
+                    'u', 'm' => {},
+                    ')' => break,
+                    else => return, // not an inline-flag group: parse as a group
+                }
+            } else return;
+            if (i == self.pos + 2) return;
+            self.flags = flags;
+            self.pos = i + 1;
+        }
+    }
+
+    /// alternation := concatenation ('|' concatenation)*
+    fn parseAlternation(self: *Parser) Error!ExprId {
+        if (self.depth >= nesting_depth_max) return self.fail(self.pos, "groups nested too deeply");
+        self.depth += 1;
+        defer self.depth -= 1;
+        var result = try self.parseConcatenation();
+        while (self.eat('|')) {
+            result = try self.set.alt2(result, try self.parseConcatenation());
+        }
+        return result;
+    }
+
+    fn parseConcatenation(self: *Parser) Error!ExprId {
+        var parts: std.ArrayList(ExprId) = .empty;
+        defer parts.deinit(self.set.gpa);
+        while (self.peek()) |c| {
+            if (c == '|' or c == ')') break;
+            if (c == '^') {
+                if (self.pos != 0 and !(self.depth == 1 and parts.items.len == 0 and
+                    self.pattern[self.pos - 1] == '|'))
+                {
+                    return self.fail(self.pos, "'^' is only supported at the start of the pattern");
+                }
+                self.pos += 1;
+                continue;
+            }
+            if (c == '$') {
+                const at_end = self.pos + 1 == self.pattern.len or
+                    (self.depth == 1 and self.pattern[self.pos + 1] == '|');
+                if (!at_end) return self.fail(self.pos, "'$' is only supported at the end of the pattern");
+                self.pos += 1;
+                continue;
+            }
+            const atom = try self.parseAtom();
+            try parts.append(self.set.gpa, try self.parseQuantifiers(atom));
+        }
+        return self.set.concatAll(parts.items);
+    }
+
+    fn parseQuantifiers(self: *Parser, atom_in: ExprId) Error!ExprId {
+        var atom = atom_in;
+        while (self.peek()) |c| {
+            const start = self.pos;
+            var min: u32 = undefined;
+            var max: u32 = undefined;
+            switch (c) {
+                '?' => {
+                    min = 0;
+                    max = 1;
+                    self.pos += 1;
+                },
+                '*' => {
+                    min = 0;
+                    max = regex.repeat_unbounded;
+                    self.pos += 1;
+                },
+                '+' => {
+                    min = 1;
+                    max = regex.repeat_unbounded;
+                    self.pos += 1;
+                },
+                '{' => {
+                    const bounds = try self.parseCounted() orelse return atom;
+                    min = bounds[0];
+                    max = bounds[1];
+                },
+                else => return atom,
+            }
+            _ = self.eat('?'); // lazy: same language
+            if (self.peek() == '+') return self.fail(self.pos, "possessive quantifiers are not supported");
+            if (self.peek()) |n| {
+                if (n == '*' or n == '?' or n == '{') {
+                    if (n != '{' or (self.peekAt(1) != null and std.ascii.isDigit(self.peekAt(1).?))) {
+                        return self.fail(self.pos, "a quantifier cannot follow another quantifier");
+                    }
+                }
+            }
+            _ = start;
+            atom = try self.set.repeat(atom, min, max);
+        }
+        return atom;
+    }
+
+    /// `{m}`, `{m,}`, `{m,n}`; null (and no input consumed) when `{` is a literal brace.
+    fn parseCounted(self: *Parser) Error!?[2]u32 {
+        assert(self.peek() == '{');
+        const start = self.pos;
+        var i = self.pos + 1;
+        const min = self.parseNumber(&i) orelse return null;
+        var max = min;
+        if (i < self.pattern.len and self.pattern[i] == ',') {
+            i += 1;
+            max = self.parseNumber(&i) orelse regex.repeat_unbounded;
+        }
+        if (i >= self.pattern.len or self.pattern[i] != '}') return null;
+        self.pos = i + 1;
+        if (min > repeat_count_max or (max != regex.repeat_unbounded and max > repeat_count_max)) {
+            return self.fail(start, "counted repetition above 10000");
+        }
+        if (max < min) return self.fail(start, "repetition range {m,n} has n < m");
+        return .{ min, max };
+    }
+
+    fn parseNumber(self: *const Parser, i: *u32) ?u32 {
+        const begin = i.*;
+        var value: u64 = 0;
+        while (i.* < self.pattern.len and std.ascii.isDigit(self.pattern[i.*])) : (i.* += 1) {
+            value = @min(value * 10 + (self.pattern[i.*] - '0'), std.math.maxInt(u32) - 1);
+        }
+        if (i.* == begin) return null;
+        return @intCast(value);
+    }
+
+    fn parseAtom(self: *Parser) Error!ExprId {
+        const start = self.pos;
+        const c = self.peek().?;
+        switch (c) {
+            '(' => return self.parseGroup(),
+            '[' => {
+                var class = try self.parseClass();
+                defer class.deinit(self.set.gpa);
+                return self.classExpr(&class);
+            },
+            '.' => {
+                self.pos += 1;
+                var class: CharClass = .{};
+                defer class.deinit(self.set.gpa);
+                if (self.flags.dot_all) {
+                    try class.add(self.set.gpa, 0, max_scalar);
+                } else {
+                    try class.add(self.set.gpa, '\n', '\n');
+                    try class.negate(self.set.gpa);
+                }
+                return self.classExpr(&class);
+            },
+            '\\' => {
+                var class: CharClass = .{};
+                defer class.deinit(self.set.gpa);
+                try self.parseEscape(&class, false);
+                return self.classExpr(&class);
+            },
+            '*', '+', '?' => return self.fail(start, "quantifier without anything to repeat"),
+            '{' => {
+                if (try self.parseCounted() != null) return self.fail(start, "quantifier without anything to repeat");
+                self.pos += 1;
+                return self.charExpr('{');
+            },
+            else => {
+                const ch = try self.parseUtf8Char();
+                return self.charExpr(ch);
+            },
+        }
+    }
+
+    fn charExpr(self: *Parser, ch: u21) Error!ExprId {
+        var class: CharClass = .{};
+        defer class.deinit(self.set.gpa);
+        try class.add(self.set.gpa, ch, ch);
+        return self.classExpr(&class);
+    }
+
+    fn parseUtf8Char(self: *Parser) Error!u21 {
+        const start = self.pos;
+        const len = std.unicode.utf8ByteSequenceLength(self.pattern[start]) catch
+            return self.fail(start, "the pattern is not valid UTF-8");
+        if (start + len > self.pattern.len) return self.fail(start, "the pattern is not valid UTF-8");
+        const ch = std.unicode.utf8Decode(self.pattern[start..][0..len]) catch
+            return self.fail(start, "the pattern is not valid UTF-8");
+        self.pos += len;
+        return ch;
+    }
+
+    fn parseGroup(self: *Parser) Error!ExprId {
+        const start = self.pos;
+        assert(self.peek() == '(');
+        self.pos += 1;
+        if (self.eat('?')) {
+            const kind = self.peek() orelse return self.fail(start, "unclosed group");
+            switch (kind) {
+                ':' => self.pos += 1,
+                '=', '!' => return self.fail(start, "lookahead is not supported"),
+                '<' => {
+                    const next = self.peekAt(1);
+                    if (next == '=' or next == '!') return self.fail(start, "lookbehind is not supported");
+                    try self.skipGroupName(start);
+                },
+                'P' => {
+                    self.pos += 1;
+                    if (self.peek() != '<') return self.fail(start, "unsupported group syntax");
+                    try self.skipGroupName(start);
+                },
+                else => return self.fail(start, "unsupported group syntax (inline flags are only supported at the start)"),
+            }
+        }
+        const inner = try self.parseAlternation();
+        if (!self.eat(')')) return self.fail(start, "unclosed group");
+        return inner;
+    }
+
+    fn skipGroupName(self: *Parser, start: u32) Error!void {
+        assert(self.peek() == '<');
+        self.pos += 1;
+        while (self.peek()) |c| : (self.pos += 1) {
+            if (c == '>') {
+                self.pos += 1;
+                return;
+            }
+            if (!(std.ascii.isAlphanumeric(c) or c == '_')) break;
+        }
+        return self.fail(start, "bad group name");
+    }
+
+    /// `[` `^`? items `]`
+    fn parseClass(self: *Parser) Error!CharClass {
+        const start = self.pos;
+        assert(self.peek() == '[');
+        self.pos += 1;
+        const gpa = self.set.gpa;
+        var class: CharClass = .{};
+        errdefer class.deinit(gpa);
+        const negated = self.eat('^');
+        var first = true;
+        while (true) {
+            const c = self.peek() orelse return self.fail(start, "unclosed character class");
+            if (c == ']' and !first) {
+                self.pos += 1;
+                break;
+            }
+            if (c == '[' and self.peekAt(1) == ':') return self.fail(self.pos, "POSIX classes like [:alpha:] are not supported");
+            first = false;
+            const item_start = self.pos;
+            var lo: u21 = undefined;
+            if (c == '\\') {
+                var single: CharClass = .{};
+                defer single.deinit(gpa);
+                try self.parseEscape(&single, true);
+                if (single.ranges.items.len == 1 and single.ranges.items[0][0] == single.ranges.items[0][1] and
+                    self.peek() == '-' and self.peekAt(1) != null and self.peekAt(1).? != ']')
+                {
+                    lo = single.ranges.items[0][0];
+                } else {
+                    for (single.ranges.items) |r| try class.add(gpa, r[0], r[1]);
+                    continue;
+                }
+            } else {
+                lo = try self.parseUtf8Char();
+            }
+            if (self.peek() == '-' and self.peekAt(1) != null and self.peekAt(1).? != ']') {
+                self.pos += 1;
+                var hi: u21 = undefined;
+                if (self.peek() == '\\') {
+                    var single: CharClass = .{};
+                    defer single.deinit(gpa);
+                    const esc_start = self.pos;
+                    try self.parseEscape(&single, true);
+                    if (single.ranges.items.len != 1 or single.ranges.items[0][0] != single.ranges.items[0][1]) {
+                        return self.fail(esc_start, "a class escape cannot end a range");
+                    }
+                    hi = single.ranges.items[0][0];
+                } else {
+                    hi = try self.parseUtf8Char();
+                }
+                if (hi < lo) return self.fail(item_start, "character range is out of order");
+                try class.add(gpa, lo, hi);
+            } else {
+                try class.add(gpa, lo, lo);
+            }
+        }
+        if (self.flags.case_insensitive) try class.addCaseFolds(gpa);
+        if (negated) try class.negate(gpa);
+        return class;
+    }
+
+    /// An escape sequence; adds what it denotes to `class`.
+    fn parseEscape(self: *Parser, class: *CharClass, in_class: bool) Error!void {
+        const start = self.pos;
+        assert(self.peek() == '\\');
+        self.pos += 1;
+        const gpa = self.set.gpa;
+        const c = self.peek() orelse return self.fail(start, "pattern ends with a lone backslash");
+        self.pos += 1;
+        switch (c) {
+            'd', 'D', 'w', 'W', 's', 'S' => {
+                var sub: CharClass = .{};
+                defer sub.deinit(gpa);
+                switch (std.ascii.toLower(c)) {
+                    'd' => try sub.add(gpa, '0', '9'),
+                    'w' => {
+                        try sub.add(gpa, '0', '9');
+                        try sub.add(gpa, 'A', 'Z');
+                        try sub.add(gpa, '_', '_');
+                        try sub.add(gpa, 'a', 'z');
+                    },
+                    's' => {
+                        try sub.add(gpa, '\t', '\r');
+                        try sub.add(gpa, ' ', ' ');
+                    },
+                    else => unreachable,
+                }
+                if (std.ascii.isUpper(c)) try sub.negate(gpa);
+                for (sub.ranges.items) |r| try class.add(gpa, r[0], r[1]);
+            },
+            'n' => try class.add(gpa, '\n', '\n'),
+            'r' => try class.add(gpa, '\r', '\r'),
+            't' => try class.add(gpa, '\t', '\t'),
+            'f' => try class.add(gpa, 0x0C, 0x0C),
+            'v' => try class.add(gpa, 0x0B, 0x0B),
+            'a' => try class.add(gpa, 0x07, 0x07),
+            'e' => try class.add(gpa, 0x1B, 0x1B),
+            '0' => {
+                if (self.peek() != null and std.ascii.isDigit(self.peek().?)) return self.fail(start, "octal escapes are not supported");
+                try class.add(gpa, 0, 0);
+            },
+            'x' => {
+                const ch = try self.parseHexEscape(start, 2);
+                try class.add(gpa, ch, ch);
+            },
+            'u' => {
+                const ch = try self.parseHexEscape(start, 4);
+                try class.add(gpa, ch, ch);
+            },
+            'b' => {
+                if (in_class) {
+                    try class.add(gpa, 0x08, 0x08);
+                } else return self.fail(start, "word boundaries (\\b) are not supported");
+            },
+            'B', 'A', 'z', 'Z', 'G' => return self.fail(start, "this anchor escape is not supported"),
+            'p', 'P' => return self.fail(start, "Unicode property classes (\\p{...}) are not supported yet"),
+            'c' => return self.fail(start, "control escapes (\\cX) are not supported"),
+            'k', '1'...'9' => return self.fail(start, "backreferences are not supported"),
+            else => {
+                if (std.ascii.isAlphanumeric(c)) return self.fail(start, "unknown escape");
+                self.pos -= 1;
+                const ch = try self.parseUtf8Char();
+                try class.add(gpa, ch, ch);
+                return;
+            },
+        }
+        if (self.flags.case_insensitive and !in_class) try class.addCaseFolds(gpa);
+    }
+
+    /// After `\x` or `\u`: exactly `digits` hex digits, or `{h…}`.
+    fn parseHexEscape(self: *Parser, start: u32, digits: u32) Error!u21 {
+        var value: u32 = 0;
+        if (self.eat('{')) {
+            var n: u32 = 0;
+            while (self.peek()) |c| : (self.pos += 1) {
+                if (c == '}') break;
+                const d = std.fmt.charToDigit(c, 16) catch return self.fail(start, "bad hex escape");
+                value = value * 16 + d;
+                n += 1;
+                if (n > 6) return self.fail(start, "bad hex escape");
+            } else return self.fail(start, "bad hex escape");
+            self.pos += 1;
+            if (n == 0) return self.fail(start, "bad hex escape");
+        } else {
+            var n: u32 = 0;
+            while (n < digits) : (n += 1) {
+                const c = self.peek() orelse return self.fail(start, "bad hex escape");
+                const d = std.fmt.charToDigit(c, 16) catch return self.fail(start, "bad hex escape");
+                value = value * 16 + d;
+                self.pos += 1;
+            }
+        }
+        if (value > max_scalar or (value >= 0xD800 and value <= 0xDFFF)) {
+            return self.fail(start, "escape is not a Unicode scalar value");
+        }
+        return @intCast(value);
+    }
+
+    fn classExpr(self: *Parser, class: *CharClass) Error!ExprId {
+        if (self.flags.case_insensitive) try class.addCaseFolds(self.set.gpa);
+        class.normalize();
+        return utf8ClassExpr(self.set, class.ranges.items);
+    }
+};
+
+/// The UTF-8 encodings of the scalar values in `ranges` (sorted, disjoint), as an expression.
+/// Surrogates are excluded. Each range is split so that, for every split piece, byte position
+/// i of the encoding ranges over one contiguous byte interval independently of the others.
+fn utf8ClassExpr(set: *ExprSet, ranges: []const [2]u21) regex.Error!ExprId {
+    var members: std.ArrayList(ExprId) = .empty;
+    defer members.deinit(set.gpa);
+    var ascii: ByteSet = .{};
+    var stack: std.ArrayList([2]u21) = .empty;
+    defer stack.deinit(set.gpa);
+    for (ranges) |r| {
+        // Drop surrogates.
+        if (r[1] < 0xD800 or r[0] > 0xDFFF) {
+            try stack.append(set.gpa, r);
+        } else {
+            if (r[0] < 0xD800) try stack.append(set.gpa, .{ r[0], 0xD7FF });
+            if (r[1] > 0xDFFF) try stack.append(set.gpa, .{ 0xE000, r[1] });
+        }
+    }
+    while (stack.pop()) |r| {
+        const lo = r[0];
+        const hi = r[1];
+        // Split at encoded-length boundaries.
+        const boundaries = [_]u21{ 0x7F, 0x7FF, 0xFFFF };
+        var split = false;
+        for (boundaries) |bound| {
+            if (lo <= bound and hi > bound) {
+                try stack.append(set.gpa, .{ lo, bound });
+                try stack.append(set.gpa, .{ bound + 1, hi });
+                split = true;
+                break;
+            }
+        }
+        if (split) continue;
+        if (hi <= 0x7F) {
+            ascii.addRange(@intCast(lo), @intCast(hi));
+            continue;
+        }
+        // Split so that trailing continuation positions cover whole blocks.
+        var i: u5 = 1;
+        const len: u5 = if (hi <= 0x7FF) 2 else if (hi <= 0xFFFF) 3 else 4;
+        while (i < len) : (i += 1) {
+            const m: u21 = (@as(u21, 1) << (6 * @as(u5, i))) - 1;
+            if ((lo & ~m) != (hi & ~m)) {
+                if ((lo & m) != 0) {
+                    try stack.append(set.gpa, .{ lo, lo | m });
+                    try stack.append(set.gpa, .{ (lo | m) + 1, hi });
+                    split = true;
+                    break;
+                }
+                if ((hi & m) != m) {
+                    try stack.append(set.gpa, .{ lo, (hi & ~m) - 1 });
+                    try stack.append(set.gpa, .{ hi & ~m, hi });
+                    split = true;
+                    break;
+                }
+            }
+        }
+        if (split) continue;
+        var lo_bytes: [4]u8 = undefined;
+        var hi_bytes: [4]u8 = undefined;
+        const n = std.unicode.utf8Encode(lo, &lo_bytes) catch unreachable;
+        const n_hi = std.unicode.utf8Encode(hi, &hi_bytes) catch unreachable;
+        assert(n == n_hi);
+        var parts: [4]ExprId = undefined;
+        for (0..n) |k| {
+            var bs: ByteSet = .{};
+            bs.addRange(lo_bytes[k], hi_bytes[k]);
+            parts[k] = try set.byteSet(bs);
+        }
+        try members.append(set.gpa, try set.concatAll(parts[0..n]));
+    }
+    if (!ascii.isEmpty()) try members.append(set.gpa, try set.byteSet(ascii));
+    return set.alt(members.items);
+}
+
+/// Parses `pattern` into `set`. On `error.Syntax`, `diag` says where and why.
+pub fn parse(set: *ExprSet, pattern: []const u8, flags: Flags, diag: *Diagnostic) Error!ExprId {
+    var parser: Parser = .{ .set = set, .pattern = pattern, .flags = flags, .diag = diag };
+    try parser.parseInlineFlags();
+    const result = try parser.parseAlternation();
+    if (parser.pos < pattern.len) {
+        assert(pattern[parser.pos] == ')');
+        return parser.fail(parser.pos, "unmatched ')'");
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+fn fullMatch(pattern: []const u8, input: []const u8) !bool {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var diag: Diagnostic = .{};
+    var e = try parse(&set, pattern, .{}, &diag);
+    for (input) |b| e = try set.deriv(e, b);
+    return set.nullable(e);
+}
+
+fn expectSyntaxError(pattern: []const u8, position: u32) !void {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var diag: Diagnostic = .{};
+    try std.testing.expectError(error.Syntax, parse(&set, pattern, .{}, &diag));
+    try std.testing.expectEqual(position, diag.position);
+}
+
+test "literals, classes and quantifiers" {
+    try std.testing.expect(try fullMatch("abc", "abc"));
+    try std.testing.expect(!try fullMatch("abc", "abd"));
+    try std.testing.expect(try fullMatch("a|bc", "bc"));
+    try std.testing.expect(try fullMatch("(ab)+", "ababab"));
+    try std.testing.expect(!try fullMatch("(ab)+", ""));
+    try std.testing.expect(try fullMatch("[a-c]{2,3}", "cab"));
+    try std.testing.expect(!try fullMatch("[a-c]{2,3}", "cabc"));
+    try std.testing.expect(try fullMatch("x{2,}", "xxxxx"));
+    try std.testing.expect(try fullMatch("[^\"]*\"", "hello\""));
+    try std.testing.expect(!try fullMatch("[^\"]*\"", "he\"llo\""));
+    try std.testing.expect(try fullMatch("\\d+\\.\\d*", "12."));
+    try std.testing.expect(try fullMatch("^(?:yes|no)$", "no"));
+    try std.testing.expect(try fullMatch("a{,3}", "a{,3}"));
+    try std.testing.expect(try fullMatch("[]a]", "]"));
+    try std.testing.expect(try fullMatch("[a-]", "-"));
+    try std.testing.expect(try fullMatch("\\u00e9\\x41", "éA"));
+    try std.testing.expect(try fullMatch("(?i)abc", "AbC"));
+}
+
+test "unicode classes become UTF-8 byte sequences" {
+    try std.testing.expect(try fullMatch("[α-ω]+", "αβγ"));
+    try std.testing.expect(!try fullMatch("[α-ω]+", "αbγ"));
+    try std.testing.expect(try fullMatch(".", "日"));
+    try std.testing.expect(try fullMatch(".", "😀"));
+    try std.testing.expect(!try fullMatch(".", "\n"));
+    try std.testing.expect(try fullMatch("[^a]", "€"));
+    try std.testing.expect(!try fullMatch("[^a]", "\xed\xa0\x80")); // a surrogate is not UTF-8
+    try std.testing.expect(!try fullMatch(".", "\xff"));
+    try std.testing.expect(try fullMatch("[\\u0080-\\u{10FFFF}]", "\u{10FFFF}"));
+    try std.testing.expect(try fullMatch("[\\u0080-\\u{10FFFF}]", "\u{800}"));
+    try std.testing.expect(!try fullMatch("[\\u0080-\\u{10FFFF}]", "\x7f"));
+}
+
+test "unsupported and malformed patterns name the position" {
+    try expectSyntaxError("ab(c", 2);
+    try expectSyntaxError("a)", 1);
+    try expectSyntaxError("a(?=b)", 1);
+    try expectSyntaxError("x\\bx", 1);
+    try expectSyntaxError("*a", 0);
+    try expectSyntaxError("[b-a]", 1);
+    try expectSyntaxError("a{3,2}", 1);
+    try expectSyntaxError("ab\\", 2);
+    try expectSyntaxError("a^b", 1);
+    try expectSyntaxError("\\p{L}", 0);
+    try expectSyntaxError("[abc", 0);
+}
+
+test "deep nesting is refused, not a stack overflow" {
+    var buf: [1000]u8 = undefined;
+    @memset(buf[0..500], '(');
+    @memset(buf[500..], ')');
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var diag: Diagnostic = .{};
+    try std.testing.expectError(error.Syntax, parse(&set, &buf, .{}, &diag));
+}
