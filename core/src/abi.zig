@@ -183,10 +183,12 @@ export fn ts_alloc(size: u32) i32 {
 }
 
 /// Frees a block from `ts_alloc`; `size` must be the size asked for.
-export fn ts_free(ptr: u32, size: u32) void {
-    if (ptr == 0) return;
+export fn ts_free(ptr: u32, size: u32) i32 {
+    if (ptr == 0) return ok();
+    if (ptr % 8 != 0) return fail(.invalid_argument, -1, "ts_free: pointer {d} did not come from ts_alloc", .{ptr});
     const p: [*]align(8) u8 = @ptrFromInt(ptr);
     gpa.free(p[0..@max(size, 1)]);
+    return ok();
 }
 
 /// Creates a tokenizer from `n_ids` tokens: `offsets` (u32, n_ids + 1 entries) into `blob`,

@@ -175,6 +175,10 @@ pub const Matcher = struct {
     walk_stack: []StateId,
     /// The mask with room for the dummy bit; copied out to the host's buffer.
     mask: []u32,
+    /// The state `mask` was computed for, if it is still valid. The mask is a function of the
+    /// DFA state alone, and decoding often returns to the same state (inside a string, a run
+    /// of digits), so one entry saves most full walks.
+    mask_state: ?StateId = null,
 
     pub fn create(gpa: Allocator, tokenizer: *Tokenizer, grammar: *Grammar) Error!*Matcher {
         const self = try gpa.create(Matcher);
@@ -325,6 +329,8 @@ pub const Matcher = struct {
     /// Computes the allowed-token mask into `self.mask`.
     pub fn computeMask(self: *Matcher) Error!void {
         assert(self.failure == .none);
+        if (!self.eos_consumed and self.mask_state == self.current()) return;
+        self.mask_state = null;
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         if (!self.eos_consumed) {
@@ -341,6 +347,7 @@ pub const Matcher = struct {
         if (self.eos_consumed or self.grammar.lexer.isAccepting(self.current())) {
             for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
         }
+        if (!self.eos_consumed) self.mask_state = self.current();
     }
 
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.

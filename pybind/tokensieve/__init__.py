@@ -1,0 +1,27 @@
+"""tokensieve: constrained decoding with a grammar matcher core in WebAssembly.
+
+The public API is exactly `__all__`.
+"""
+
+from ._errors import CoreTrap as CoreTrap
+from ._errors import GrammarError as GrammarError
+from ._errors import LimitError as LimitError
+from ._errors import TokenizerError as TokenizerError
+from ._errors import TokensieveError as TokensieveError
+from ._grammar import Grammar as Grammar
+from ._matcher import Matcher as Matcher
+from ._tokenizer import Tokenizer as Tokenizer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CoreTrap",
+    "Grammar",
+    "GrammarError",
+    "LimitError",
+    "Matcher",
+    "Tokenizer",
+    "TokenizerError",
+    "TokensieveError",
+    "__version__",
+]

@@ -1,0 +1,7 @@
+"""`python -m tokensieve` is the `tokensieve` command."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,209 @@
+"""`tokensieve bench regex`: mask speed on real tokenizers, beside llguidance in the same run.
+
+Machines are noisy, so every figure is printed next to llguidance's figure for the same work in
+the same process, and the ratio is what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+# (name, pattern, a text the pattern matches: its canonical tokens are replayed)
+REGEX_CASES: list[tuple[str, str, str]] = [
+    ("string_body", r'[^"]*"', "The quick brown fox jumps over the lazy dog, then naps for a while "
+     "under the old oak tree near the river bank, dreaming of rabbits and warm summer days.\""),
+    ("digits", r"[0-9]{1,3}", "123"),
+    ("integer", r"-?(0|[1-9][0-9]*)", "-1234567890"),
+    ("json_string", r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"',
+     '"Hello, world! Caf\\u00e9 costs \\"3 euros\\" \\n and more text here"'),
+    ("date_time", r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", "2024-05-06T07:08:09.123+02:00"),
+    ("email", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6}", "john.doe@example.com"),
+    ("sentence", r"[A-Z][a-z ,']{0,200}[.!?]", "Hello there, it's a fine day for a walk in the park, isn't it?"),
+    ("uuid", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "123e4567-e89b-12d3-a456-426614174000"),
+]
+
+
+def find_shared() -> Path | None:
+    """The `shared/` fixtures folder: `$TOKENSIEVE_SHARED`, or `../shared` beside the repo."""
+    env = os.environ.get("TOKENSIEVE_SHARED")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve()
+    candidates += [p.parent / "shared" for p in here.parents] + [Path.cwd().parent / "shared"]
+    for c in candidates:
+        if (c / "tokenizers").is_dir():
+            return c
+    return None
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {
+        "avg": statistics.fmean(values),
+        "p50": _percentile(values, 0.5),
+        "p99": _percentile(values, 0.99),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def _replay(
+    make: Callable[[], Any], fill: Callable[[Any], None], consume: Callable[[Any, int], Any],
+    tokens: list[int], rounds: int,
+) -> list[float]:
+    """µs per mask along the token sequence, over `rounds` fresh matchers (one warm-up round)."""
+    times: list[float] = []
+    for r in range(rounds + 1):
+        m = make()
+        for t in tokens:
+            t0 = time.perf_counter()
+            fill(m)
+            dt = (time.perf_counter() - t0) * 1e6
+            if r:
+                times.append(dt)
+            consume(m, t)
+    return times
+
+
+def _first_masks(make: Callable[[], Any], fill: Callable[[Any], None], rounds: int) -> list[float]:
+    """µs for the first mask of fresh matchers (no mask cache can help), after one warm-up."""
+    times = []
+    for r in range(rounds + 1):
+        m = make()
+        t0 = time.perf_counter()
+        fill(m)
+        if r:
+            times.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
+def run_regex_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> dict[str, Any]:
+    """Measure; returns the figures (also printed as a table)."""
+    import numpy as np
+
+    from . import Grammar, Matcher, Tokenizer
+    from ._abi import Core, default_core
+    from ._matcher import tokenizer_handle
+    from ._runtime import load_runtime
+
+    t0 = time.perf_counter()
+    tok = Tokenizer.from_file(tokenizer_path)
+    load_s = time.perf_counter() - t0
+    fresh = Core(load_runtime())
+    t0 = time.perf_counter()
+    tokenizer_handle(fresh, tok)
+    trie_s = time.perf_counter() - t0
+    nodes = fresh.f["ts_tokenizer_node_count"](tokenizer_handle(fresh, tok))
+
+    core = default_core()
+    m0 = Matcher(tok, Grammar.regex("x"))
+    n_calls = 200_000
+    t0 = time.perf_counter()
+    f = core.f["ts_matcher_is_accepting"]
+    h = m0._handle
+    for _ in range(n_calls):
+        f(h)
+    call_us = (time.perf_counter() - t0) / n_calls * 1e6
+
+    llg = None
+    if vs_llguidance:
+        try:
+            import llguidance
+            import llguidance.numpy as llg_np
+        except ImportError:
+            print("llguidance is not installed: `pip install llguidance` for side-by-side figures")
+        else:
+            import gzip
+
+            raw = tokenizer_path.read_bytes()
+            text = gzip.decompress(raw).decode() if tokenizer_path.suffix == ".gz" else raw.decode()
+            llg_tok = llguidance.LLTokenizer(text)
+            llg_tok_noslice = llguidance.LLTokenizer(text, slices=[])
+            llg = (llguidance, llg_np, llg_tok, llg_tok_noslice)
+
+    results: dict[str, Any] = {
+        "tokenizer": str(tokenizer_path), "vocab_size": tok.vocab_size, "trie_nodes": nodes,
+        "tokenizer_load_s": load_s, "trie_build_s": trie_s, "wasm_call_us": call_us, "cases": {},
+    }
+    words = (tok.vocab_size + 31) // 32
+    buf = np.zeros((1, words), dtype=np.int32)
+    for name, pattern, sample in REGEX_CASES:
+        grammar = Grammar.regex(pattern)
+        tokens = tok.encode(sample)
+        row: dict[str, Any] = {"pattern": pattern, "tokens": len(tokens)}
+        row["ours_steps"] = _summary(_replay(
+            lambda: Matcher(tok, grammar), lambda m: m.fill_bitmask(buf), lambda m, t: m.consume_token(t),
+            tokens, rounds,
+        ))
+        row["ours_first"] = _summary(_first_masks(lambda: Matcher(tok, grammar), lambda m: m.fill_bitmask(buf), 20))
+        if llg is not None:
+            llguidance, llg_np, llg_tok, llg_tok_noslice = llg
+            g = llguidance.LLMatcher.grammar_from_regex(pattern)
+            lbuf = llg_np.allocate_token_bitmask(1, llg_tok.vocab_size)
+
+            def fill(m: Any) -> None:
+                llg_np.fill_next_token_bitmask(m, lbuf, 0)
+
+            row["llg_steps"] = _summary(_replay(
+                lambda: llguidance.LLMatcher(llg_tok, g), fill, lambda m, t: m.consume_token(t), tokens, rounds,
+            ))
+            row["llg_first"] = _summary(_first_masks(lambda: llguidance.LLMatcher(llg_tok, g), fill, 20))
+            row["llg_noslice_first"] = _summary(
+                _first_masks(lambda: llguidance.LLMatcher(llg_tok_noslice, g), fill, 20)
+            )
+        results["cases"][name] = row
+    _print(results)
+    return results
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"tokenizer: {r['tokenizer']} ({r['vocab_size']} ids, {r['trie_nodes']} trie nodes)")
+    print(f"load tokenizer.json: {r['tokenizer_load_s'] * 1e3:.0f} ms; build trie in the core: "
+          f"{r['trie_build_s'] * 1e3:.0f} ms; one WASM call from Python: {r['wasm_call_us']:.2f} µs")
+    has_llg = any("llg_steps" in c for c in r["cases"].values())
+    head = f"{'case':<12} {'tok':>4} | {'ours p50':>9} {'p99':>8} {'first':>8}"
+    if has_llg:
+        head += f" | {'llg p50':>8} {'p99':>8} {'first':>8} {'noslice':>8} | {'p50 x':>6} {'first x':>7}"
+    print(head)
+    print("-" * len(head))
+    for name, c in r["cases"].items():
+        o, of = c["ours_steps"], c["ours_first"]
+        line = f"{name:<12} {c['tokens']:>4} | {o['p50']:>9.1f} {o['p99']:>8.1f} {of['p50']:>8.1f}"
+        if "llg_steps" in c:
+            lg, lf, ln = c["llg_steps"], c["llg_first"], c["llg_noslice_first"]
+            line += (f" | {lg['p50']:>8.1f} {lg['p99']:>8.1f} {lf['p50']:>8.1f} {ln['p50']:>8.1f}"
+                     f" | {o['p50'] / lg['p50']:>6.2f} {of['p50'] / ln['p50']:>7.2f}")
+        print(line)
+    print("µs per mask. 'first' = first mask of a fresh matcher (no mask cache can help); 'noslice' = "
+          "llguidance without its slicer; 'x' columns = ours / llguidance (lower is better for us).")
+
+
+def add_regex_bench(sub: Any) -> None:
+    p = sub.add_parser("regex", help="per-mask µs for a handful of regexes (Llama-3 by default)")
+    p.add_argument("--tokenizer", type=Path, help="tokenizer.json(.gz); default ../shared/tokenizers/llama3")
+    p.add_argument("--rounds", type=int, default=5, help="replays of each sample")
+    p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+
+    def run(args: argparse.Namespace) -> int:
+        path = args.tokenizer
+        if path is None:
+            shared = find_shared()
+            if shared is None:
+                raise SystemExit("no tokenizer given and ../shared not found: pass --tokenizer PATH")
+            path = shared / "tokenizers" / "llama3" / "tokenizer.json.gz"
+        results = run_regex_bench(path, rounds=args.rounds, vs_llguidance=args.vs == "llguidance")
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return 0
+
+    p.set_defaults(run=run)

@@ -1,0 +1,299 @@
+"""`Matcher`: one decoding position of a grammar over a tokenizer, driven in the core."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ._abi import Core, default_core, free_later
+from ._errors import CoreTrap, TokensieveError
+from ._grammar import Grammar
+
+if TYPE_CHECKING:
+    from ._tokenizer import Tokenizer
+
+# Forced bytes are asked for in chunks of this size (the core stops at any choice).
+_FF_CHUNK_BYTES = 4096
+_FF_BYTES_MAX = 1 << 20
+
+_tokenizer_handles: weakref.WeakKeyDictionary[Core, weakref.WeakKeyDictionary[Any, int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def tokenizer_handle(core: Core, tokenizer: Tokenizer) -> int:
+    """The tokenizer's trie in `core`, built on first use and shared by all its matchers."""
+    per_core = _tokenizer_handles.setdefault(core, weakref.WeakKeyDictionary())
+    handle = per_core.get(tokenizer)
+    if handle is not None:
+        return handle
+    blob, offsets, kinds = tokenizer.core_tables()
+    eos = b"".join(int(t).to_bytes(4, "little") for t in tokenizer.eos_token_ids)
+    buffers = [core.put_bytes(data) for data in (blob, offsets, kinds, eos)]
+    try:
+        (blob_ptr, blob_len), (offsets_ptr, _), (kinds_ptr, n_ids), (eos_ptr, eos_len) = buffers
+        handle = core.call_out(
+            "ts_tokenizer_new", blob_ptr, blob_len, offsets_ptr, kinds_ptr, n_ids, eos_ptr, eos_len // 4
+        )
+    finally:
+        for ptr, size in buffers:
+            core.free(ptr, size)
+    per_core[tokenizer] = handle
+    free_later(tokenizer, core, "ts_tokenizer_free", handle)
+    return handle
+
+
+class Matcher:
+    """Tracks one output against a grammar and computes which tokens may come next.
+
+    A token is allowed when the output so far plus the token's bytes can still be completed to a
+    string of the grammar. EOS ids are allowed exactly when the output may end here; consuming
+    one stops the matcher. Special tokens (other than EOS) and ids beyond the tokenizer's own
+    (up to `vocab_size`) are never allowed.
+
+    Every method is one call into the WebAssembly core.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        grammar: what the output must follow.
+        vocab_size: the model's logits width, if wider than `tokenizer.vocab_size` is not
+            already; masks are this many bits.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, grammar: Grammar, *, vocab_size: int | None = None) -> None:
+        if not isinstance(grammar, Grammar):
+            raise TypeError(f"Matcher needs a tokensieve.Grammar, not {type(grammar).__name__}")
+        if vocab_size is not None and vocab_size != tokenizer.vocab_size:
+            tokenizer = tokenizer.with_vocab_size(vocab_size)
+        self.tokenizer = tokenizer
+        self.grammar = grammar
+        self.vocab_size: int = tokenizer.vocab_size
+        self.mask_words: int = (self.vocab_size + 31) // 32
+        self._core = default_core()
+        self._handle = self._core.call_out(
+            "ts_matcher_new", tokenizer_handle(self._core, tokenizer), grammar._handle(self._core)
+        )
+        self._init_buffers()
+
+    def _init_buffers(self) -> None:
+        core = self._core
+        self._mask_ptr = core.alloc(self.mask_words * 4)
+        self._ff_ptr = core.alloc(_FF_CHUNK_BYTES)
+        f = core.f
+        self._fill = f["ts_matcher_fill_bitmask"]
+        self._consume = f["ts_matcher_consume_token"]
+        self._consume_fill = f["ts_matcher_consume_and_fill"]
+        handle, mask, ff = self._handle, self._mask_ptr, self._ff_ptr
+        words = self.mask_words
+
+        def release(c: Core = core) -> None:
+            if not c.poisoned:
+                c.f["ts_matcher_free"](handle)
+                c.free(mask, words * 4)
+                c.free(ff, _FF_CHUNK_BYTES)
+
+        weakref.finalize(self, release)
+
+    def _live(self) -> Core:
+        core = self._core
+        if core.poisoned:
+            raise CoreTrap(
+                "this matcher's WASM core trapped earlier and cannot be used; create a new Matcher"
+            )
+        return core
+
+    def __repr__(self) -> str:
+        return f"<Matcher {self.grammar!r} tokens={self.token_count}>"
+
+    # -- masks -----------------------------------------------------------------------------
+
+    def compute_bitmask(self) -> Any:
+        """The allowed tokens as a bitmask.
+
+        Returns:
+            A numpy int32 array of ceil(vocab_size / 32) words: token t is allowed when bit
+            t % 32 (least significant first) of word t // 32 is set. Without numpy (Pyodide),
+            an `array.array("i")` with the same layout.
+
+        Raises:
+            LimitError: the grammar needed more lexer work than the limits allow.
+        """
+        try:
+            import numpy as np
+        except ImportError:
+            import array
+
+            out: Any = array.array("i", bytes(self.mask_words * 4))
+        else:
+            out = np.empty(self.mask_words, dtype=np.int32)
+        self._fill_into(memoryview(out).cast("B"))
+        return out
+
+    def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
+        """Write the allowed-token mask into row `row` of a caller's int32 array.
+
+        The layout is the one serving engines use (see `compute_bitmask`), copied straight from
+        the core's linear memory into the array.
+
+        Args:
+            bitmask: a numpy array or CPU torch tensor of int32, shape (batch, words) or
+                (words,), with words = ceil(vocab_size / 32); rows must be contiguous.
+            row: the row to fill.
+
+        Raises:
+            ValueError: wrong dtype, shape or device.
+        """
+        self._fill_into(_row_view(bitmask, row, self.mask_words))
+
+    def _fill_into(self, dest: memoryview) -> None:
+        core = self._live()
+        core.check(self._fill(self._handle, self._mask_ptr, self.mask_words), "fill_bitmask")
+        core.runtime.read_into(self._mask_ptr, dest)
+
+    def consume_and_fill_bitmask(self, token: int, bitmask: Any, row: int = 0) -> bool:
+        """Consume `token` and write the next mask, in one call into the core.
+
+        Returns:
+            True when the token was accepted (and the mask written); False when the grammar
+            refuses it (nothing changes).
+        """
+        dest = _row_view(bitmask, row, self.mask_words)
+        core = self._live()
+        if not 0 <= token < self.vocab_size:
+            raise _bad_token(token, self.vocab_size)
+        accepted = core.check(
+            self._consume_fill(self._handle, token, self._mask_ptr, self.mask_words), "consume"
+        )
+        if accepted:
+            core.runtime.read_into(self._mask_ptr, dest)
+        return bool(accepted)
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def consume_token(self, token: int) -> bool:
+        """Advance by one token.
+
+        Returns:
+            True when the grammar allows it (the state advanced); False when it does not (the
+            state is unchanged).
+
+        Raises:
+            TokensieveError: `token` is not below `vocab_size`.
+        """
+        core = self._live()
+        if not 0 <= token < self.vocab_size:
+            raise _bad_token(token, self.vocab_size)
+        return bool(core.check(self._consume(self._handle, token), "consume_token"))
+
+    def consume_tokens(self, tokens: Sequence[int]) -> bool:
+        """Advance by several tokens, all or nothing.
+
+        Returns:
+            True when all were consumed; False when one is refused (nothing is consumed).
+        """
+        core = self._live()
+        n = len(tokens)
+        ptr = core.put_ids(tokens)
+        valid = core.check(core.f["ts_matcher_consume_tokens"](self._handle, ptr, n), "consume_tokens")
+        return valid == n
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens`, from the start, the grammar would accept; the state is unchanged."""
+        core = self._live()
+        ptr = core.put_ids(tokens)
+        return core.check(core.f["ts_matcher_validate_tokens"](self._handle, ptr, len(tokens)), "validate_tokens")
+
+    def rollback(self, count: int) -> None:
+        """Undo the last `count` consumed tokens (an EOS counts as one).
+
+        Raises:
+            TokensieveError: fewer than `count` tokens were consumed.
+        """
+        if count < 0:
+            raise TokensieveError(f"rollback takes a non-negative count, not {count}")
+        core = self._live()
+        core.check(core.f["ts_matcher_rollback"](self._handle, count), "rollback")
+
+    def reset(self) -> None:
+        """Go back to the start of the grammar."""
+        core = self._live()
+        core.check(core.f["ts_matcher_reset"](self._handle), "reset")
+
+    def fork(self) -> Matcher:
+        """An independent copy of this matcher at the same position (shares the compiled grammar)."""
+        core = self._live()
+        copy = object.__new__(Matcher)
+        copy.tokenizer = self.tokenizer
+        copy.grammar = self.grammar
+        copy.vocab_size = self.vocab_size
+        copy.mask_words = self.mask_words
+        copy._core = core
+        copy._handle = core.call_out("ts_matcher_fork", self._handle)
+        copy._init_buffers()
+        return copy
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def token_count(self) -> int:
+        """Tokens consumed so far (EOS included)."""
+        core = self._live()
+        return core.check(core.f["ts_matcher_token_count"](self._handle))
+
+    def is_accepting(self) -> bool:
+        """True when the output may end here (EOS is allowed)."""
+        core = self._live()
+        return bool(core.check(core.f["ts_matcher_is_accepting"](self._handle)))
+
+    def is_stopped(self) -> bool:
+        """True when nothing but EOS can follow, or EOS was consumed."""
+        core = self._live()
+        return bool(core.check(core.f["ts_matcher_is_stopped"](self._handle), "is_stopped"))
+
+    def compute_ff_bytes(self) -> bytes:
+        """The bytes the grammar forces next: no alternative, and it cannot end before them.
+
+        Does not change the state. Empty when there is a choice (or the output may end here).
+        """
+        core = self._live()
+        n = core.check(
+            core.f["ts_matcher_compute_ff_bytes"](self._handle, self._ff_ptr, _FF_CHUNK_BYTES),
+            "compute_ff_bytes",
+        )
+        return core.read(self._ff_ptr, n)
+
+
+def _bad_token(token: int, vocab_size: int) -> TokensieveError:
+    return TokensieveError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
+
+
+def _row_view(bitmask: Any, row: int, words: int) -> memoryview:
+    """A writable byte view of one contiguous int32 row of a numpy array or CPU torch tensor."""
+    module = type(bitmask).__module__
+    if module.startswith("torch"):
+        if bitmask.device.type != "cpu":
+            raise ValueError(
+                f"fill_bitmask needs a CPU tensor (got device {bitmask.device}); fill a CPU "
+                "(ideally pinned) tensor and copy it to the device"
+            )
+        bitmask = bitmask.numpy()
+    shape = getattr(bitmask, "shape", None)
+    dtype = getattr(bitmask, "dtype", None)
+    if shape is None or dtype is None:
+        view = memoryview(bitmask)
+        if view.format not in ("i", "l") or view.itemsize != 4:
+            raise ValueError("fill_bitmask needs an int32 buffer")
+        target = view.cast("B")
+        if target.nbytes % (words * 4):
+            raise ValueError(f"the bitmask buffer's size is not a multiple of {words} int32 words")
+        return target[row * words * 4 : (row + 1) * words * 4]
+    if str(dtype) != "int32":
+        raise ValueError(f"fill_bitmask needs an int32 array, got {dtype}")
+    if shape[-1] != words:
+        raise ValueError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
+    target_row = bitmask[row] if len(shape) == 2 else bitmask
+    if len(shape) not in (1, 2):
+        raise ValueError(f"fill_bitmask needs a 1-D or 2-D array, got shape {tuple(shape)}")
+    if not target_row.flags["C_CONTIGUOUS"]:
+        raise ValueError("the bitmask row must be contiguous")
+    return memoryview(target_row).cast("B")

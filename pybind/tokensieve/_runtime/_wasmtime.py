@@ -1,0 +1,836 @@
+"""The wasmtime backend: the core under CPython, sandboxed, about a microsecond per call.
+
+This is the only file in the package that imports `wasmtime`.
+
+Why it is shaped this way:
+
+- **Unchecked calls.** wasmtime-py's `Func.__call__` looks up the function type,
+  builds typed `wasmtime_val_t` arrays and converts every value, about 20 µs a call.
+  A decoding step makes a few calls, so that alone would cost more than computing
+  the mask. Every export of the core is all-i32, so each callable here owns ONE
+  `wasmtime_val_raw_t` array (sized max(params, results)), writes the arguments
+  into it as plain i32 words and calls `wasmtime_func_call_unchecked` through a
+  ctypes prototype that takes bare addresses: about 1 µs in all (0.6 µs of it the
+  ctypes call itself, the rest argument checks and the lock).
+  The signature is checked once, when the callable is made, which is what makes the
+  unchecked call sound.
+- **The GIL is released during a call** (ordinary ctypes behaviour), so other
+  Python threads run meanwhile and the epoch ticker can interrupt a long call. A
+  per-runtime lock keeps two threads from entering the same store (or sharing a
+  raw array) at once.
+- **Compiled code is cached** in process (one `Module` per engine and module hash,
+  shared by every runtime) and on disk across processes (`Module.serialize`), keyed
+  by the sha256 of the wasm bytes, the wasmtime version and the engine
+  configuration. Entries carry their own sha256 and are written atomically; an
+  entry that fails any check is ignored and rebuilt, since deserializing trusts
+  the bytes it is given.
+- **Limits**: a store limiter caps linear memory (`memory.grow` past it returns
+  -1, which the core's allocator reports as out-of-memory, no trap). Fuel and
+  epoch deadlines are opt-in because they cost a little on every call and change
+  the compiled code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import math
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Final, NoReturn
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+from .._errors import CoreTrap, LimitError, TokensieveError
+
+__all__ = [
+    "WasmtimeRuntime",
+    "bench_call_us",
+    "default_cache_dir",
+    "MEMORY_LIMIT_BYTES_DEFAULT",
+]
+
+_log = logging.getLogger("tokensieve")
+
+MEMORY_LIMIT_BYTES_DEFAULT: Final = 4 << 30
+"""Default cap on linear memory: 4 GiB, the whole wasm32 address space."""
+
+_I32_MIN: Final = -(1 << 31)
+_U32_MAX: Final = (1 << 32) - 1
+_U32_MASK: Final = 0xFFFF_FFFF
+_EPOCH_TICK_S: Final = 0.01
+_CACHE_MAGIC: Final = b"TSCWASM\x01"
+_CACHE_HEADER_SIZE_BYTES: Final = len(_CACHE_MAGIC) + 32
+
+try:
+    _WASMTIME_VERSION: str | None = metadata.version("wasmtime")
+except metadata.PackageNotFoundError:  # pragma: no cover - vendored copies
+    _WASMTIME_VERSION = None
+
+# Raw prototypes over wasmtime's C API that take bare addresses (ints), so a call
+# skips wasmtime-py's argument conversion. The restype c_void_p yields int | None.
+_c_void_p = ctypes.c_void_p
+_call_unchecked = ctypes.CFUNCTYPE(
+    _c_void_p, _c_void_p, _c_void_p, _c_void_p, ctypes.c_size_t, _c_void_p
+)(("wasmtime_func_call_unchecked", ffi.dll))
+_memory_data = ctypes.CFUNCTYPE(_c_void_p, _c_void_p, _c_void_p)(
+    ("wasmtime_memory_data", ffi.dll)
+)
+_memory_data_size = ctypes.CFUNCTYPE(ctypes.c_size_t, _c_void_p, _c_void_p)(
+    ("wasmtime_memory_data_size", ffi.dll)
+)
+_set_fuel = ctypes.CFUNCTYPE(_c_void_p, _c_void_p, ctypes.c_uint64)(
+    ("wasmtime_context_set_fuel", ffi.dll)
+)
+_set_epoch_deadline = ctypes.CFUNCTYPE(None, _c_void_p, ctypes.c_uint64)(
+    ("wasmtime_context_set_epoch_deadline", ffi.dll)
+)
+_RAW_SIZE_BYTES: Final = ctypes.sizeof(ffi.wasmtime_val_raw_t)
+_RAW_STRIDE_WORDS: Final = _RAW_SIZE_BYTES // 4
+assert _RAW_SIZE_BYTES % 4 == 0, "wasmtime_val_raw_t is a whole number of i32 words"
+
+
+# --- engines and compiled modules -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _EngineOptions:
+    """Engine settings that change compiled code (so they key the module cache)."""
+
+    fuel: bool
+    epoch: bool
+
+    def fingerprint(self) -> str:
+        """Describe everything the serialized code depends on, as a stable string."""
+        return ";".join(
+            [
+                f"wasmtime={_WASMTIME_VERSION}",
+                "strategy=cranelift",
+                "opt=speed",
+                "simd=1",
+                f"fuel={int(self.fuel)}",
+                f"epoch={int(self.epoch)}",
+                f"target={sys.platform}-{platform.machine()}",
+            ]
+        )
+
+
+_engines: dict[_EngineOptions, wasmtime.Engine] = {}
+_modules: dict[str, wasmtime.Module] = {}
+_compile_lock = threading.Lock()
+_engine_lock = threading.Lock()
+
+
+def _engine(options: _EngineOptions) -> wasmtime.Engine:
+    """Return the process-wide engine for these options (created once).
+
+    Exactly one engine per options matters: a module compiled by one engine cannot
+    be instantiated in a store of another.
+    """
+    with _engine_lock:
+        engine = _engines.get(options)
+        if engine is None:
+            config = wasmtime.Config()
+            config.strategy = "cranelift"
+            config.cranelift_opt_level = "speed"
+            config.wasm_simd = True
+            config.consume_fuel = options.fuel
+            config.epoch_interruption = options.epoch
+            engine = wasmtime.Engine(config)
+            _engines[options] = engine
+        return engine
+
+
+def default_cache_dir() -> Path:
+    """Return where compiled modules are cached on disk.
+
+    Returns:
+        `$TOKENSIEVE_CACHE_DIR` if set, else `$XDG_CACHE_HOME/tokensieve`, else
+        `~/.cache/tokensieve`.
+    """
+    explicit = os.environ.get("TOKENSIEVE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "tokensieve"
+
+
+def _module_key(wasm_sha256: str, options: _EngineOptions) -> str:
+    """Key a compiled module by its bytes and everything the compiled code depends on."""
+    return hashlib.sha256(
+        f"{wasm_sha256}|{options.fingerprint()}".encode()
+    ).hexdigest()
+
+
+def _cache_path(cache_dir: Path, key: str) -> Path:
+    """Return the file that holds the compiled module with this key."""
+    return cache_dir / f"wasmtime-{_WASMTIME_VERSION}" / f"{key}.cwasm"
+
+
+def _read_cache_entry(path: Path) -> bytes | None:
+    """Return the serialized module stored at `path`, or None if absent or damaged."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    if len(blob) <= _CACHE_HEADER_SIZE_BYTES or not blob.startswith(_CACHE_MAGIC):
+        _log.debug("ignoring malformed module cache entry %s", path)
+        return None
+    digest = blob[len(_CACHE_MAGIC) : _CACHE_HEADER_SIZE_BYTES]
+    payload = blob[_CACHE_HEADER_SIZE_BYTES:]
+    if hashlib.sha256(payload).digest() != digest:
+        _log.debug("ignoring corrupt module cache entry %s", path)
+        return None
+    return payload
+
+
+def _write_cache_entry(path: Path, payload: bytes) -> None:
+    """Store a serialized module at `path` atomically (temp file + rename); never raises."""
+    temp_name: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False
+        ) as temp:
+            temp_name = temp.name
+            temp.write(_CACHE_MAGIC)
+            temp.write(hashlib.sha256(payload).digest())
+            temp.write(payload)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+        temp_name = None
+    except OSError as error:
+        _log.debug("cannot write module cache entry %s: %s", path, error)
+    finally:
+        if temp_name is not None:
+            try:
+                os.unlink(temp_name)
+            except OSError:
+                pass
+
+
+def _compile(engine: wasmtime.Engine, wasm: bytes) -> wasmtime.Module:
+    """Compile module bytes, turning wasmtime's error into a TokensieveError."""
+    try:
+        return wasmtime.Module(engine, wasm)
+    except wasmtime.WasmtimeError as error:
+        raise TokensieveError(
+            f"the WebAssembly module is invalid ({error}); rebuild the core or check "
+            f"the bytes passed as wasm_bytes= / wasm_path="
+        ) from None
+
+
+def _load_module(
+    wasm: bytes,
+    options: _EngineOptions,
+    cache_dir: Path | None,
+) -> tuple[wasmtime.Module, str, Path | None]:
+    """Find or compile the module: in-process cache, then disk cache, then Cranelift.
+
+    Args:
+        wasm: module bytes.
+        options: engine options (part of the key).
+        cache_dir: disk cache folder, or None to skip the disk cache.
+
+    Returns:
+        (module, where it came from: "memory_cache" | "disk_cache" | "compiled",
+        the disk cache file or None).
+    """
+    engine = _engine(options)
+    key = _module_key(hashlib.sha256(wasm).hexdigest(), options)
+    path = _cache_path(cache_dir, key) if cache_dir and _WASMTIME_VERSION else None
+    with _compile_lock:
+        module = _modules.get(key)
+        if module is not None:
+            return module, "memory_cache", path
+        source = "compiled"
+        if path is not None:
+            payload = _read_cache_entry(path)
+            if payload is not None:
+                try:
+                    module = wasmtime.Module.deserialize(engine, payload)
+                    source = "disk_cache"
+                except wasmtime.WasmtimeError as error:
+                    _log.debug("rebuilding module cache entry %s: %s", path, error)
+        if module is None:
+            module = _compile(engine, wasm)
+            if path is not None:
+                _write_cache_entry(path, bytes(module.serialize()))
+        _modules[key] = module
+        return module, source, path
+
+
+class _EpochTicker:
+    """Daemon thread that advances an engine's epoch every `_EPOCH_TICK_S` seconds."""
+
+    _tickers: dict[int, _EpochTicker] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def ensure(cls, engine: wasmtime.Engine) -> None:
+        """Start the ticker of `engine` unless it runs already."""
+        with cls._lock:
+            if id(engine) not in cls._tickers:
+                cls._tickers[id(engine)] = cls(engine)
+
+    def __init__(self, engine: wasmtime.Engine) -> None:
+        self._engine = engine
+        thread = threading.Thread(
+            target=self._run, name="tokensieve-epoch-ticker", daemon=True
+        )
+        thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(_EPOCH_TICK_S)
+            self._engine.increment_epoch()
+
+
+# --- the runtime --------------------------------------------------------------------
+
+
+class _StoreState:
+    """What every callable of one runtime shares: the store, its lock, its health.
+
+    Callables hold this object rather than the runtime, so there is no reference
+    cycle: dropping a runtime and its callables frees the store (and its linear
+    memory) at once instead of at the next garbage collection.
+    """
+
+    __slots__ = (
+        "store",
+        "context_address",
+        "lock",
+        "prepare_call",
+        "poisoned",
+        "poison_reason",
+    )
+
+    def __init__(
+        self,
+        store: wasmtime.Store,
+        fuel_per_call: int | None,
+        epoch_deadline_ticks: int | None,
+    ) -> None:
+        self.store = store
+        self.context_address: int = (
+            ctypes.cast(store._context(), ctypes.c_void_p).value or 0
+        )
+        self.lock = threading.Lock()
+        self.poisoned = False
+        self.poison_reason = ""
+        self.prepare_call: Callable[[], None] | None = None
+        if fuel_per_call is not None or epoch_deadline_ticks is not None:
+            context = self.context_address
+
+            def prepare_call() -> None:
+                if fuel_per_call is not None:
+                    _set_fuel(context, fuel_per_call)
+                if epoch_deadline_ticks is not None:
+                    _set_epoch_deadline(context, epoch_deadline_ticks)
+
+            self.prepare_call = prepare_call
+
+    def raise_failure(
+        self, name: str, error: int | None, trap: ctypes.c_void_p
+    ) -> NoReturn:
+        """Turn a trap or error out of an unchecked call into an exception; poison."""
+        trap_address = trap.value
+        trap.value = None
+        message = "unknown failure"
+        code: Any = None
+        if error is not None:  # wrapping takes ownership, so the error is freed
+            wrapped_error = wasmtime.WasmtimeError._from_ptr(
+                ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t))
+            )
+            message = str(wrapped_error)
+        if trap_address is not None:
+            wrapped_trap = wasmtime.Trap._from_ptr(
+                ctypes.cast(trap_address, ctypes.POINTER(ffi.wasm_trap_t))
+            )
+            message = wrapped_trap.message
+            code = _trap_code(wrapped_trap)
+        self.poison(name, message)
+        raise _error_for(name, message, code)
+
+    def poison(self, name: str, message: str) -> None:
+        """Mark the store unusable after a failed call."""
+        self.poisoned = True
+        self.poison_reason = f"{name}: {_trap_summary(message)}"
+
+    def poisoned_error(self, name: str) -> CoreTrap:
+        """Build the error for a call on a poisoned runtime."""
+        return CoreTrap(
+            f"cannot call {name}: this runtime is poisoned by an earlier failure "
+            f"({self.poison_reason}); create a new runtime (a new Matcher)"
+        )
+
+
+class WasmtimeRuntime:
+    """One instance of a module under wasmtime, with its own store and memory.
+
+    Attributes:
+        name: `"wasmtime"`.
+        poisoned: True once a call trapped (or ran out of fuel or time).
+        module_source: where the compiled code came from: `"compiled"`,
+            `"disk_cache"` or `"memory_cache"`.
+        cache_path: the disk cache file of this module (None if disabled).
+        memory_limit_bytes: the cap on linear memory.
+    """
+
+    name: str = "wasmtime"
+
+    def __init__(
+        self,
+        wasm: bytes,
+        *,
+        memory_limit_bytes: int | None = None,
+        fuel_per_call: int | None = None,
+        epoch_deadline_s: float | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        disk_cache: bool = True,
+    ) -> None:
+        """Compile (or fetch from cache) and instantiate a module.
+
+        Args:
+            wasm: module bytes; every export used through `func` must be all-i32.
+            memory_limit_bytes: cap on linear memory (default 4 GiB).
+            fuel_per_call: opt-in instruction budget per call (`LimitError` past it).
+            epoch_deadline_s: opt-in wall-clock budget per call, 10 ms resolution.
+            cache_dir: disk cache folder (default `default_cache_dir()`).
+            disk_cache: False to never touch the disk cache.
+
+        Raises:
+            ValueError: an option is out of range.
+            TokensieveError: the module is invalid, imports anything or has no memory.
+            LimitError: `memory_limit_bytes` is below the module's initial memory.
+            CoreTrap: the module trapped while starting.
+        """
+        if memory_limit_bytes is None:
+            memory_limit_bytes = MEMORY_LIMIT_BYTES_DEFAULT
+        if memory_limit_bytes <= 0:
+            raise ValueError(
+                f"memory_limit_bytes must be positive, got {memory_limit_bytes}"
+            )
+        if fuel_per_call is not None and fuel_per_call <= 0:
+            raise ValueError(f"fuel_per_call must be positive, got {fuel_per_call}")
+        if epoch_deadline_s is not None and not epoch_deadline_s > 0:
+            raise ValueError(
+                f"epoch_deadline_s must be positive, got {epoch_deadline_s}"
+            )
+        self.memory_limit_bytes = memory_limit_bytes
+        self._callables: dict[str, Callable[..., int]] = {}
+
+        options = _EngineOptions(
+            fuel=fuel_per_call is not None, epoch=epoch_deadline_s is not None
+        )
+        resolved_cache_dir: Path | None = None
+        if disk_cache:
+            try:
+                resolved_cache_dir = (
+                    Path(cache_dir) if cache_dir is not None else default_cache_dir()
+                )
+            except RuntimeError:  # no home directory: run without the disk cache
+                resolved_cache_dir = None
+        module, self.module_source, self.cache_path = _load_module(
+            wasm, options, resolved_cache_dir
+        )
+        if module.imports:
+            names = ", ".join(f"{i.module}.{i.name}" for i in module.imports)
+            raise TokensieveError(
+                f"the WebAssembly module imports {names}; tokensieve runs only "
+                f"freestanding modules (no imports)"
+            )
+        self._module = module
+
+        engine = _engine(options)
+        epoch_deadline_ticks = None
+        if epoch_deadline_s is not None:
+            # +1: the current tick may be about to end.
+            epoch_deadline_ticks = math.ceil(epoch_deadline_s / _EPOCH_TICK_S) + 1
+            _EpochTicker.ensure(engine)
+        store = wasmtime.Store(engine)
+        store.set_limits(memory_size=memory_limit_bytes)
+        self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks)
+        if state.prepare_call is not None:
+            state.prepare_call()
+        try:
+            instance = wasmtime.Instance(store, module, [])
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as error:
+            state.poison("instantiation", str(error))
+            minimum_bytes = self._initial_memory_bytes()
+            if minimum_bytes > memory_limit_bytes:
+                raise LimitError(
+                    f"the module needs {minimum_bytes} bytes of linear memory at start "
+                    f"but memory_limit_bytes={memory_limit_bytes}; raise "
+                    f"memory_limit_bytes"
+                ) from None
+            raise CoreTrap(
+                f"the WebAssembly module failed to start: {error}; this is a bug in "
+                f"tokensieve, please report it"
+            ) from None
+
+        self._exports = instance.exports(store)
+        memory = self._exports.get("memory")
+        if not isinstance(memory, wasmtime.Memory):
+            memory = next(
+                (e for e in self._exports.values() if isinstance(e, wasmtime.Memory)),
+                None,
+            )
+        if memory is None:
+            raise TokensieveError("the WebAssembly module exports no linear memory")
+        self._memory = memory
+        self._memory_address = ctypes.addressof(memory._memory)
+
+    @property
+    def poisoned(self) -> bool:
+        """True once a call trapped (or ran out of fuel or time)."""
+        return self._state.poisoned
+
+    def _initial_memory_bytes(self) -> int:
+        """Return the sum of the module's memories' minimum sizes, in bytes."""
+        total = 0
+        for export in self._module.exports:
+            if isinstance(export.type, wasmtime.MemoryType):
+                total += export.type.limits.min * 65536
+        return total
+
+    # --- calls ------------------------------------------------------------------
+
+    def _export_func(self, name: str) -> tuple[wasmtime.Func, int, int]:
+        """Find an all-i32 function export; return it with its param and result counts."""
+        export = self._exports.get(name)
+        if not isinstance(export, wasmtime.Func):
+            raise TokensieveError(
+                f"the WebAssembly module has no function export {name!r}; the "
+                f"package and its core are out of sync, reinstall tokensieve"
+            )
+        func_type = export.type(self._state.store)
+        i32 = wasmtime.ValType.i32()
+        params, results = func_type.params, func_type.results
+        if any(p != i32 for p in params) or any(r != i32 for r in results):
+            raise TokensieveError(
+                f"export {name!r} has signature ({', '.join(map(str, params))}) -> "
+                f"({', '.join(map(str, results))}); the runtime calls only exports "
+                f"whose parameters and result are i32"
+            )
+        if len(results) > 1:
+            raise TokensieveError(
+                f"export {name!r} returns {len(results)} values; the runtime "
+                f"calls only exports with at most one i32 result"
+            )
+        return export, len(params), len(results)
+
+    def func(self, name: str) -> Callable[..., int]:
+        """Return a fast callable for the export `name` (cached per name).
+
+        The callable takes ints in -2**31 .. 2**32-1 and returns the i32 result as a
+        signed int (0 if the export has no result). Cost: about 1 µs; the GIL is
+        released while the module runs.
+
+        Args:
+            name: export name.
+
+        Returns:
+            The callable.
+
+        Raises:
+            TokensieveError: no such export, or its signature is not all-i32.
+        """
+        existing = self._callables.get(name)
+        if existing is not None:
+            return existing
+        func, param_count, result_count = self._export_func(name)
+        callable_ = _fast_callable(self._state, name, func, param_count, result_count)
+        self._callables[name] = callable_
+        return callable_
+
+    def checked_func(self, name: str) -> Callable[..., int]:
+        """Return a callable through wasmtime-py's ordinary `Func.__call__` (~20 µs).
+
+        Kept for benchmarks and for cross-checking the fast path; same error handling.
+
+        Args:
+            name: export name.
+
+        Raises:
+            TokensieveError: no such export, or its signature is not all-i32.
+        """
+        func, param_count, _ = self._export_func(name)
+        state = self._state
+
+        def call_checked(*args: int) -> int:
+            if state.poisoned:
+                raise state.poisoned_error(name)
+            if len(args) != param_count:
+                raise TypeError(
+                    f"{name} takes {param_count} i32 arguments, got {len(args)}"
+                )
+            signed = [v - (1 << 32) if v > 0x7FFF_FFFF else v for v in args]
+            with state.lock:
+                if state.prepare_call is not None:
+                    state.prepare_call()
+                try:
+                    result = func(state.store, *signed)
+                except (wasmtime.Trap, wasmtime.WasmtimeError) as error:
+                    state.poison(name, str(error))
+                    raise _error_for(name, str(error), _trap_code(error)) from None
+            return 0 if result is None else int(result)
+
+        return call_checked
+
+    # --- memory -----------------------------------------------------------------
+
+    def memory_size_bytes(self) -> int:
+        """Return the current size of linear memory in bytes."""
+        return int(_memory_data_size(self._state.context_address, self._memory_address))
+
+    def _address(self, ptr: int, size: int) -> int:
+        """Return the host address of [ptr, ptr+size) in linear memory, bounds-checked.
+
+        Must be called with the lock held; the address is valid only until the next
+        call into the module (memory may move when it grows).
+        """
+        if not _I32_MIN <= ptr <= _U32_MAX or size < 0:
+            raise IndexError(f"bad linear memory range: ptr={ptr}, size={size}")
+        start = ptr & _U32_MASK
+        context, memory = self._state.context_address, self._memory_address
+        memory_size = _memory_data_size(context, memory)
+        if start + size > memory_size:
+            raise IndexError(
+                f"linear memory range [{start}, {start + size}) is outside the "
+                f"module's {memory_size} bytes; this is a bug in tokensieve, please "
+                f"report it"
+            )
+        base = _memory_data(context, memory) or 0
+        return base + start
+
+    def read(self, ptr: int, size: int) -> bytes:
+        """Copy `size` bytes at `ptr` out of linear memory.
+
+        Args:
+            ptr: u32 address (a negative i32 is read as its u32 value).
+            size: number of bytes.
+
+        Returns:
+            A new bytes object.
+
+        Raises:
+            IndexError: the range is outside linear memory.
+        """
+        with self._state.lock:
+            address = self._address(ptr, size)
+            return ctypes.string_at(address, size) if size else b""
+
+    def write(self, ptr: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy `data` (any C-contiguous buffer) into linear memory at `ptr`.
+
+        Args:
+            ptr: u32 address.
+            data: bytes, bytearray, or a memoryview / array of any item type.
+
+        Raises:
+            IndexError: the range is outside linear memory.
+            TypeError: `data` is not a C-contiguous buffer.
+        """
+        if isinstance(data, bytes):
+            source: Any = data
+            size = len(data)
+        else:
+            view = _byte_view(data)
+            size = view.nbytes
+            if view.readonly:
+                source = view.tobytes()
+            else:
+                source = (ctypes.c_char * size).from_buffer(view) if size else b""
+        with self._state.lock:
+            address = self._address(ptr, size)
+            if size:
+                ctypes.memmove(address, source, size)
+
+    def read_into(self, ptr: int, dest: memoryview) -> None:
+        """Copy `dest.nbytes` bytes at `ptr` straight into a writable buffer.
+
+        No intermediate bytes object: one memmove from linear memory into `dest`
+        (a numpy array, torch tensor memory, bytearray...).
+
+        Args:
+            ptr: u32 address.
+            dest: writable C-contiguous buffer (any item type).
+
+        Raises:
+            IndexError: the range is outside linear memory.
+            TypeError: `dest` is read-only or not C-contiguous.
+        """
+        view = _byte_view(dest)
+        if view.readonly:
+            raise TypeError("read_into needs a writable buffer, got a read-only one")
+        size = view.nbytes
+        target = (ctypes.c_char * size).from_buffer(view) if size else None
+        with self._state.lock:
+            address = self._address(ptr, size)
+            if target is not None:
+                ctypes.memmove(target, address, size)
+
+    def read_u32(self, ptr: int) -> int:
+        """Read a little-endian u32 at `ptr`.
+
+        Raises:
+            IndexError: the range is outside linear memory.
+        """
+        with self._state.lock:
+            return int.from_bytes(ctypes.string_at(self._address(ptr, 4), 4), "little")
+
+    def read_i32(self, ptr: int) -> int:
+        """Read a little-endian i32 at `ptr`.
+
+        Raises:
+            IndexError: the range is outside linear memory.
+        """
+        with self._state.lock:
+            return int.from_bytes(
+                ctypes.string_at(self._address(ptr, 4), 4), "little", signed=True
+            )
+
+
+def _fast_callable(
+    state: _StoreState,
+    name: str,
+    func: wasmtime.Func,
+    param_count: int,
+    result_count: int,
+) -> Callable[..., int]:
+    """Build the closure that calls `func` through `wasmtime_func_call_unchecked`.
+
+    Sound only because the caller checked that `func` belongs to `state.store` and
+    is (i32 x param_count) -> (i32 x result_count), with result_count <= 1.
+    """
+    slot_count = max(param_count, result_count, 1)
+    raw = (ffi.wasmtime_val_raw_t * slot_count)()
+    # The i32 field sits at offset 0 of each raw slot, so an int32 view over the
+    # array sets argument i at word i * stride and reads the result at word 0.
+    words = (ctypes.c_int32 * (slot_count * _RAW_STRIDE_WORDS)).from_buffer(raw)
+    stride = _RAW_STRIDE_WORDS
+    trap = ctypes.c_void_p()
+    context = state.context_address
+    func_address = ctypes.addressof(func._func)
+    raw_address = ctypes.addressof(raw)
+    trap_address = ctypes.addressof(trap)
+    has_result = result_count == 1
+    lock = state.lock
+    prepare = state.prepare_call
+    call = _call_unchecked
+
+    def call_export(*args: int) -> int:
+        if state.poisoned:
+            raise state.poisoned_error(name)
+        if len(args) != param_count:
+            raise TypeError(f"{name} takes {param_count} i32 arguments, got {len(args)}")
+        with lock:
+            word_index = 0
+            for value in args:
+                if not _I32_MIN <= value <= _U32_MAX:
+                    raise OverflowError(
+                        f"{name}: argument {value} does not fit in 32 bits "
+                        f"(allowed -2**31 .. 2**32-1)"
+                    )
+                words[word_index] = value
+                word_index += stride
+            if prepare is not None:
+                prepare()
+            error = call(context, func_address, raw_address, slot_count, trap_address)
+            if error is not None or trap.value is not None:
+                state.raise_failure(name, error, trap)
+            return words[0] if has_result else 0
+
+    call_export.__name__ = name
+    call_export.__qualname__ = f"WasmtimeRuntime.func({name!r})"
+    call_export.__doc__ = f"Call the export {name} (unchecked fast path)."
+    # The closure must own everything its addresses point at.
+    setattr(call_export, "_keep_alive", (state, func, raw, words, trap))
+    return call_export
+
+
+def _error_for(name: str, message: str, code: Any) -> Exception:
+    """Build the exception for a failed call (LimitError for fuel / deadline)."""
+    if code == wasmtime.TrapCode.OUT_OF_FUEL:
+        return LimitError(
+            f"{name} ran out of fuel (fuel_per_call is too small for this grammar or "
+            f"input); raise fuel_per_call or simplify the grammar. The runtime is now "
+            f"unusable; create a new one"
+        )
+    if code == wasmtime.TrapCode.INTERRUPT:
+        return LimitError(
+            f"{name} ran past its deadline (epoch_deadline_s); raise epoch_deadline_s "
+            f"or simplify the grammar. The runtime is now unusable; create a new one"
+        )
+    return CoreTrap(
+        f"the WebAssembly core trapped in {name} ({_trap_summary(message)}); this is "
+        f"a bug in tokensieve, please report it with the details below. The runtime "
+        f"is now unusable; create a new one.\n\n{message.strip()}"
+    )
+
+
+def _byte_view(data: Any) -> memoryview:
+    """Return a flat unsigned-byte view of a C-contiguous buffer."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if not view.c_contiguous:
+        raise TypeError("linear memory transfers need a C-contiguous buffer")
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def _trap_summary(message: str) -> str:
+    """Pick the line that says why wasmtime trapped (it comes after the backtrace)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        _, found, reason = line.partition("wasm trap: ")
+        if found:
+            return reason
+    return lines[-1] if lines else "no message"
+
+
+def _trap_code(error: BaseException) -> Any:
+    """Return a wasmtime trap's code, or None if unknown or not a trap."""
+    if not isinstance(error, wasmtime.Trap):
+        return None
+    try:
+        return error.trap_code
+    except ValueError:
+        return None
+
+
+def bench_call_us(
+    runtime: Any, name: str, *args: int, n: int = 100_000, checked: bool = False
+) -> float:
+    """Measure the average cost of calling an export, in microseconds.
+
+    Args:
+        runtime: a `WasmtimeRuntime` (any `Runtime` works with checked=False).
+        name: export to call.
+        *args: its arguments.
+        n: number of calls timed (after a short warm-up).
+        checked: time wasmtime-py's ordinary `Func.__call__` instead of the fast path.
+
+    Returns:
+        Mean wall-clock µs per call.
+    """
+    call = runtime.checked_func(name) if checked else runtime.func(name)
+    for _ in range(min(n, 1000)):
+        call(*args)
+    start = time.perf_counter()
+    for _ in range(n):
+        call(*args)
+    return (time.perf_counter() - start) / n * 1e6

@@ -1,0 +1,175 @@
+"""Regex masks over real tokenizers, checked against an independent oracle (tests/oracle.py).
+
+For every case in `tests/data/regex_cases.json` and every tokenizer, the accepted samples are
+tokenized canonically and replayed: at each step the core's mask must equal the set of tokens t
+for which (text so far + bytes(t)) can still be completed to a full match, as the `regex`
+module's partial matching decides it. Rejected samples must be refused exactly where the oracle
+says the text stops being completable. Every configuration runs under both module builds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oracle import RegexOracle
+from tokensieve import Grammar, Matcher
+
+CASES = json.loads((Path(__file__).parent / "data" / "regex_cases.json").read_text())
+CASE_IDS = [c["name"] for c in CASES]
+
+# Tokens checked exhaustively against the oracle per step on these; a sample elsewhere.
+FULL_CHECK_TOKENIZERS = {"gpt2"}
+SAMPLE_SIZE = 4000
+
+
+def mask_to_set(mask: np.ndarray, vocab_size: int) -> set[int]:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab_size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def expected_allowed(oracle: RegexOracle, tok, prefix: bytes, candidates) -> set[int]:
+    allowed = set()
+    for t in candidates:
+        if tok.is_special(t):
+            continue
+        data = tok.token_bytes(t)
+        if data and oracle.completable(prefix + data):
+            allowed.add(t)
+    return allowed
+
+
+def check_mask(m: Matcher, oracle: RegexOracle, tok, prefix: bytes, full: bool, rng: random.Random) -> set[int]:
+    got = mask_to_set(m.compute_bitmask(), tok.vocab_size)
+    eos = set(tok.eos_token_ids)
+    assert (got & eos == eos) == oracle.full_match(prefix), f"EOS after {prefix!r}"
+    assert (got & eos) in (set(), eos)
+    got_text = got - eos
+    if full:
+        candidates = range(tok.vocab_size)
+    else:
+        # Every allowed token (no false positives) plus a random sample (no false negatives).
+        candidates = sorted(got_text | set(rng.sample(range(tok.vocab_size), SAMPLE_SIZE)))
+    want = expected_allowed(oracle, tok, prefix, candidates)
+    got_in = {t for t in got_text if t in set(candidates)} if not full else got_text
+    missing = sorted(want - got_in)[:10]
+    extra = sorted(got_in - want)[:10]
+    assert not missing and not extra, (
+        f"after {prefix!r}: missing {[(t, tok.token_bytes(t)) for t in missing]}, "
+        f"extra {[(t, tok.token_bytes(t)) for t in extra]}"
+    )
+    return got
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_masks_follow_oracle_through_accepted_samples(case, tokenizer_name, tokenizer, wasm_variant):
+    rng = random.Random(case["name"])
+    oracle = RegexOracle(case["pattern"])
+    grammar = Grammar.regex(case["pattern"])
+    full = tokenizer_name in FULL_CHECK_TOKENIZERS
+    for text in case["accept"]:
+        m = Matcher(tokenizer, grammar)
+        tokens = tokenizer.encode(text)
+        prefix = b""
+        # Check the start, the end, and up to 4 positions in between.
+        steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(4, len(tokens) + 1))))
+        for i, t in enumerate(tokens):
+            if i in steps:
+                allowed = check_mask(m, oracle, tokenizer, prefix, full and i == 0, rng)
+                assert t in allowed, f"canonical token {t} {tokenizer.token_bytes(t)!r} refused after {prefix!r}"
+            assert m.consume_token(t), f"token {tokenizer.token_bytes(t)!r} refused after {prefix!r}"
+            prefix += tokenizer.token_bytes(t)
+        assert prefix == text.encode()
+        check_mask(m, oracle, tokenizer, prefix, full, rng)
+        assert m.is_accepting()
+        eos = tokenizer.eos_token_ids[0]
+        assert m.consume_token(eos)
+        assert m.is_stopped()
+        assert m.token_count == len(tokens) + 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_rejected_samples_fail_where_the_oracle_says(case, tokenizer, wasm_variant):
+    oracle = RegexOracle(case["pattern"])
+    grammar = Grammar.regex(case["pattern"])
+    for text in case["reject"] + case["accept"]:
+        tokens = tokenizer.encode(text)
+        expected = len(tokens)
+        prefix = b""
+        for i, t in enumerate(tokens):
+            prefix += tokenizer.token_bytes(t)
+            if not oracle.completable(prefix):
+                expected = i
+                break
+        m = Matcher(tokenizer, grammar)
+        assert m.validate_tokens(tokens) == expected, text
+        assert m.token_count == 0
+        assert m.consume_tokens(tokens) == (expected == len(tokens))
+        assert m.token_count == (len(tokens) if expected == len(tokens) else 0)
+        if expected == len(tokens):
+            assert m.is_accepting() == oracle.full_match(text.encode())
+
+
+def test_rollback_restores_earlier_masks(tokenizer, wasm_variant):
+    grammar = Grammar.regex(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z")
+    text = "2024-05-06T07:08:09Z"
+    tokens = tokenizer.encode(text)
+    m = Matcher(tokenizer, grammar)
+    masks = [m.compute_bitmask()]
+    for t in tokens:
+        assert m.consume_token(t)
+        masks.append(m.compute_bitmask())
+    for back in range(len(tokens), 0, -1):
+        m.rollback(1)
+        assert np.array_equal(m.compute_bitmask(), masks[back - 1])
+    assert m.token_count == 0
+    assert m.consume_tokens(tokens)
+    m.consume_token(tokenizer.eos_token_ids[0])
+    m.rollback(2)  # EOS and the last token
+    assert np.array_equal(m.compute_bitmask(), masks[-2])
+    with pytest.raises(Exception, match="roll back"):
+        m.rollback(len(tokens) + 5)
+
+
+def test_fork_and_reset_are_independent(tokenizer, wasm_variant):
+    grammar = Grammar.regex("(cat|dog) (runs|sleeps)")
+    m = Matcher(tokenizer, grammar)
+    start = m.compute_bitmask()
+    assert m.consume_tokens(tokenizer.encode("cat"))
+    f = m.fork()
+    assert f.consume_tokens(tokenizer.encode(" sleeps"))
+    assert f.is_accepting() and not m.is_accepting()
+    assert m.token_count == len(tokenizer.encode("cat"))
+    m.reset()
+    assert np.array_equal(m.compute_bitmask(), start)
+    assert f.is_accepting()
+
+
+def test_forced_bytes_follow_the_pattern(tokenizer, wasm_variant):
+    m = Matcher(tokenizer, Grammar.regex(r"The answer is: (yes|no)\."))
+    assert m.compute_ff_bytes() == b"The answer is: "
+    assert m.consume_tokens(tokenizer.encode("The answer is: y"))
+    assert m.compute_ff_bytes() == b"es."
+    m2 = Matcher(tokenizer, Grammar.regex(r"[0-9]+"))
+    assert m2.compute_ff_bytes() == b""
+    m3 = Matcher(tokenizer, Grammar.regex("日本"))
+    assert m3.compute_ff_bytes() == "日本".encode()
+
+
+def test_fill_bitmask_writes_one_row_of_a_batch(tokenizer, wasm_variant):
+    m = Matcher(tokenizer, Grammar.regex("[0-9]{1,3}"))
+    words = (tokenizer.vocab_size + 31) // 32
+    batch = np.full((3, words), -1, dtype=np.int32)
+    m.fill_bitmask(batch, row=1)
+    assert np.array_equal(batch[1], m.compute_bitmask())
+    assert (batch[0] == -1).all() and (batch[2] == -1).all()
+    with pytest.raises(ValueError, match="words"):
+        m.fill_bitmask(np.zeros((1, words + 1), dtype=np.int32))
+    with pytest.raises(ValueError, match="int32"):
+        m.fill_bitmask(np.zeros((1, words), dtype=np.int64))
+    assert m.consume_and_fill_bitmask(tokenizer.encode("7")[0], batch, row=2)
+    assert np.array_equal(batch[2], m.compute_bitmask())
