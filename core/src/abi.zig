@@ -269,6 +269,18 @@ export fn ts_grammar_free(handle: i32) i32 {
     return ok();
 }
 
+/// Sets a grammar's limits (0 keeps the current value): the derivative fuel one call may spend
+/// and the DFA states the grammar may build. Matchers of the grammar see the change at once.
+export fn ts_grammar_set_limits(handle: i32, fuel_step_max: u32, state_count_max: u32) i32 {
+    const grammar = grammars.get(handle) orelse return invalidHandle("grammar", handle);
+    if (fuel_step_max != 0) grammar.limits.fuel_step_max = fuel_step_max;
+    if (state_count_max != 0) {
+        grammar.limits.state_count_max = state_count_max;
+        grammar.lexer.limits.state_count_max = state_count_max;
+    }
+    return ok();
+}
+
 /// DFA states the grammar's lazy lexer has built so far.
 export fn ts_grammar_state_count(handle: i32) i32 {
     const grammar = grammars.get(handle) orelse return invalidHandle("grammar", handle);

@@ -331,6 +331,7 @@ pub const Parser = struct {
     fn parseGroup(self: *Parser) Error!ExprId {
         const start = self.pos;
         assert(self.peek() == '(');
+        if (self.depth >= nesting_depth_max) return self.fail(start, "groups nested too deeply");
         self.pos += 1;
         if (self.eat('?')) {
             const kind = self.peek() orelse return self.fail(start, "unclosed group");

@@ -9,6 +9,7 @@ from ._errors import LimitError as LimitError
 from ._errors import TokenizerError as TokenizerError
 from ._errors import TokensieveError as TokensieveError
 from ._grammar import Grammar as Grammar
+from ._grammar import Limits as Limits
 from ._matcher import Matcher as Matcher
 from ._tokenizer import Tokenizer as Tokenizer
 
@@ -19,6 +20,7 @@ __all__ = [
     "Grammar",
     "GrammarError",
     "LimitError",
+    "Limits",
     "Matcher",
     "Tokenizer",
     "TokenizerError",

@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 from ._abi import REGEX_FLAG_CASE_INSENSITIVE, REGEX_FLAG_DOT_ALL, Core, default_core, free_later
 from ._errors import GrammarError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Work and size limits of a compiled grammar; going over one is a `LimitError`.
+
+    Attributes:
+        step_fuel_max: derivative work one call (a mask, a consume, forced bytes) may do, in
+            units of one expression construction (~10 ns each); the default bounds a call to
+            roughly 10 ms of lexer construction.
+        dfa_state_count_max: lexer DFA states the grammar may build (each costs a table row of
+            4 bytes per byte class plus its expression list).
+    """
+
+    step_fuel_max: int = 1_000_000
+    dfa_state_count_max: int = 100_000
+
+    def __post_init__(self) -> None:
+        for name in ("step_fuel_max", "dfa_state_count_max"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 1 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"Limits.{name} must be an int in 1..2**32-1, not {value!r}")
 
 
 class Grammar:
@@ -18,15 +41,19 @@ class Grammar:
     kind: str
     source: str
     flags: int
+    limits: Limits
 
-    def __init__(self, kind: str, source: str, flags: int = 0) -> None:
+    def __init__(self, kind: str, source: str, flags: int = 0, limits: Limits | None = None) -> None:
         self.kind = kind
         self.source = source
         self.flags = flags
+        self.limits = limits or Limits()
         self._handles: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
 
     @classmethod
-    def regex(cls, pattern: str, *, dot_all: bool = False, ignore_case: bool = False) -> Grammar:
+    def regex(
+        cls, pattern: str, *, dot_all: bool = False, ignore_case: bool = False, limits: Limits | None = None
+    ) -> Grammar:
         """A grammar whose whole output must match the regular expression `pattern`.
 
         The syntax is the common core of ECMA-262 and Rust regexes (see `docs/regex.md`):
@@ -37,6 +64,7 @@ class Grammar:
             pattern: the regular expression.
             dot_all: `.` also matches a newline.
             ignore_case: ASCII letters match both cases.
+            limits: work and size limits (defaults: `Limits()`).
 
         Raises:
             GrammarError: the pattern is malformed or uses an unsupported construct; its
@@ -45,7 +73,7 @@ class Grammar:
         if not isinstance(pattern, str):
             raise TypeError(f"Grammar.regex takes a str pattern, not {type(pattern).__name__}")
         flags = (REGEX_FLAG_DOT_ALL if dot_all else 0) | (REGEX_FLAG_CASE_INSENSITIVE if ignore_case else 0)
-        grammar = cls("regex", pattern, flags)
+        grammar = cls("regex", pattern, flags, limits)
         grammar._handle(default_core())  # compile now, so a bad pattern fails here
         return grammar
 
@@ -68,8 +96,12 @@ class Grammar:
         finally:
             core.free(ptr, size)
         handle = core.out_i32()
-        self._handles[core] = handle
         free_later(self, core, "ts_grammar_free", handle)
+        core.check(
+            core.f["ts_grammar_set_limits"](handle, self.limits.step_fuel_max, self.limits.dfa_state_count_max),
+            "limits",
+        )
+        self._handles[core] = handle
         return handle
 
 

@@ -32,6 +32,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import logging
@@ -41,6 +42,7 @@ import platform
 import sys
 import tempfile
 import threading
+import weakref
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -126,6 +128,23 @@ class _EngineOptions:
 
 _engines: dict[_EngineOptions, wasmtime.Engine] = {}
 _modules: dict[str, wasmtime.Module] = {}
+_stores: "weakref.WeakSet[wasmtime.Store]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Free wasmtime objects before interpreter teardown.
+
+    wasmtime-py frees its objects in `__del__`, which fails noisily once the interpreter has
+    started tearing down modules; closing stores, then modules, then engines here, while
+    everything still works, leaves nothing for `__del__` to do.
+    """
+    for store in list(_stores):
+        store.close()
+    for module in _modules.values():
+        module.close()
+    for engine in _engines.values():
+        engine.close()
 _compile_lock = threading.Lock()
 _engine_lock = threading.Lock()
 
@@ -461,6 +480,7 @@ class WasmtimeRuntime:
             epoch_deadline_ticks = math.ceil(epoch_deadline_s / _EPOCH_TICK_S) + 1
             _EpochTicker.ensure(engine)
         store = wasmtime.Store(engine)
+        _stores.add(store)
         store.set_limits(memory_size=memory_limit_bytes)
         self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks)
         if state.prepare_call is not None:

@@ -1,0 +1,153 @@
+"""The boundary and the error paths: bad input gets a clear error and leaves things usable."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokensieve
+from tokensieve import CoreTrap, Grammar, GrammarError, LimitError, Limits, Matcher, Tokenizer, TokensieveError
+from tokensieve._abi import _EXPORTS, default_core
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def allowed_ids(m: Matcher, vocab_size: int) -> set[int]:
+    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def test_abi_md_lists_every_export_in_abi_zig_order():
+    source = (REPO / "core" / "src" / "abi.zig").read_text()
+    in_source = re.findall(r"^export fn (ts_\w+)\(", source, re.M)
+    doc = (REPO / "wasm" / "ABI.md").read_text()
+    in_doc = []
+    for line in doc.splitlines():
+        if line.startswith("| `ts_"):
+            in_doc += re.findall(r"`(ts_\w+)\(", line.split("|")[1])
+    assert in_doc == in_source
+    module_exports = {
+        e.name for e in __import__("wasmtime").Module.from_file(
+            __import__("wasmtime").Engine(), str(REPO / "pybind" / "tokensieve" / "_wasm" / "tokensieve.wasm")
+        ).exports
+    }
+    assert set(in_source) == module_exports - {"memory", "__stack_pointer"}
+    assert set(_EXPORTS) == set(in_source)
+    assert set(tokensieve.__all__) >= {"Grammar", "Matcher", "Tokenizer", "GrammarError"}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position", "message"),
+    [
+        ("ab(c", 2, "unclosed group"),
+        ("a)", 1, "unmatched"),
+        ("x(?=y)", 1, "lookahead"),
+        ("日本(", 2, "unclosed group"),  # character offsets, not bytes
+        ("[z-a]", 1, "out of order"),
+        ("a{5,2}", 1, "n < m"),
+        ("\\p{L}+", 0, "Unicode property"),
+        ("a\\1", 1, "backreference"),
+        ("a{1,100000}", 1, "above 10000"),
+        ("(" * 300 + ")" * 300, 99, "nested too deeply"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 20 else None,
+)
+def test_bad_patterns_name_the_place(pattern, position, message, wasm_variant):
+    with pytest.raises(GrammarError, match=message) as info:
+        Grammar.regex(pattern)
+    assert info.value.position == position
+    assert info.value.line == 1 and info.value.column == position + 1
+
+
+def test_bad_token_ids_raise_and_leave_the_matcher_usable(wasm_variant):
+    tok = Tokenizer.default()
+    m = Matcher(tok, Grammar.regex("[0-9]+"))
+    for bad in (tok.vocab_size, 2**31, -1):
+        with pytest.raises(TokensieveError, match="not in|not a valid"):
+            m.consume_token(bad)
+    with pytest.raises(TokensieveError, match="vocabulary size"):
+        m.validate_tokens([5, tok.vocab_size + 7])
+    with pytest.raises(TypeError):
+        m.consume_token("7")  # type: ignore[arg-type]
+    assert m.consume_token(tok.encode("42")[0])
+    assert m.token_count == 1
+
+
+def test_special_and_padding_ids_are_never_allowed(shared_dir, wasm_variant):
+    tok = Tokenizer.from_file(shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz")
+    m = Matcher(tok, Grammar.regex(r"<\|eot_id\|>|x*"), vocab_size=tok.vocab_size + 64)
+    assert m.vocab_size == tok.vocab_size + 64
+    allowed = allowed_ids(m, m.vocab_size)
+    eot = 128009
+    assert tok.is_special(eot) and eot not in tok.eos_token_ids
+    assert eot not in allowed
+    assert not any(t >= tok.vocab_size for t in allowed)
+    assert set(tok.eos_token_ids) <= allowed  # x* may be empty
+    assert tok.encode("<|eot_id|>")[0] in allowed  # the same text as plain tokens
+    assert not m.consume_token(eot)
+    assert not m.consume_token(tok.vocab_size + 3)  # padding: refused, not an error
+    assert m.mask_words == (tok.vocab_size + 64 + 31) // 32
+
+
+def test_eos_only_when_the_grammar_can_end(wasm_variant):
+    tok = Tokenizer.default()
+    eos = tok.eos_token_ids[0]
+    m = Matcher(tok, Grammar.regex("ab?"))
+    assert eos not in allowed_ids(m, tok.vocab_size)
+    assert not m.consume_token(eos)
+    assert m.consume_token(tok.encode("a")[0])
+    assert eos in allowed_ids(m, tok.vocab_size)
+    assert m.consume_token(eos)
+    assert m.is_stopped() and m.is_accepting()
+    assert allowed_ids(m, tok.vocab_size) == {eos}
+    assert not m.consume_token(tok.encode("b")[0])
+
+
+def test_limits_end_in_a_clear_error_not_a_hang(wasm_variant):
+    tok = Tokenizer.default()
+    # Needs 2**12 DFA states to track the last 12 letters; allow only 50.
+    grammar = Grammar.regex("(a|b)*a(a|b){12}", limits=Limits(dfa_state_count_max=50))
+    m = Matcher(tok, grammar)
+    text = tok.encode("ab" * 5 + "ba" * 5 + "aabb" * 10)
+    with pytest.raises(LimitError, match="limits"):
+        for t in text:
+            m.consume_token(t)
+            m.compute_bitmask()
+    assert m.is_stopped()
+    with pytest.raises(LimitError):
+        m.compute_bitmask()
+    m.reset()
+    assert m.consume_token(tok.encode("a")[0])
+    with pytest.raises(ValueError):
+        Limits(step_fuel_max=0)
+
+
+def test_a_trap_poisons_only_its_core(wasm_variant):
+    tok = Tokenizer.default()
+    grammar = Grammar.regex("[a-z]+")
+    m = Matcher(tok, grammar)
+    core = default_core()
+    with pytest.raises(CoreTrap):
+        core.f["ts_debug_trap"]()
+    with pytest.raises(CoreTrap, match="create a new Matcher"):
+        m.compute_bitmask()
+    fresh = Matcher(tok, grammar)  # a new core instance, same Python objects
+    assert default_core() is not core
+    assert fresh.consume_token(tok.encode("hello")[0])
+    assert len(allowed_ids(fresh, tok.vocab_size)) > 1000
+
+
+def test_freed_handles_are_refused_not_trapped(wasm_variant):
+    tok = Tokenizer.default()
+    m = Matcher(tok, Grammar.regex("x"))
+    core = default_core()
+    handle = m._handle
+    assert core.f["ts_matcher_free"](handle) == 0
+    with pytest.raises(TokensieveError, match="invalid or freed matcher handle"):
+        core.check(core.f["ts_matcher_is_accepting"](handle))
+    with pytest.raises(TokensieveError, match="invalid or freed"):
+        core.check(core.f["ts_matcher_free"](12345))
+    m._handle = -1  # keep the finalizer from freeing twice; it would only get a status

@@ -1,0 +1,97 @@
+"""The same module under Pyodide (in Node) computes the same masks as under wasmtime.
+
+Pyodide has no numpy and no `tokenizers` here, so this also proves the package's pure-Python
+paths: tokenizer.json parsing, the BPE fallback encoder, and `array`-based masks.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from tokensieve import Grammar, Matcher
+
+PATTERNS = [r'[^"]*"', r"[0-9]{1,3}", r"(yes|no|日本語)[.!]", r"[a-z ]{0,40}\."]
+TEXTS = ['The quick brown fox says hi"', "123", "日本語!", "hello wor"]
+
+PYODIDE_CODE = r"""
+import base64, sys, tokensieve
+from tokensieve import Grammar, Matcher, Tokenizer
+tok = Tokenizer.from_file("/tmp/llama3/tokenizer.json.gz")
+out = {"platform": sys.platform, "masks": [], "tokens": []}
+for variant in ("release", "safe"):
+    import os
+    os.environ["TOKENSIEVE_WASM_VARIANT"] = variant
+    for pattern, text in zip(PATTERNS, TEXTS):
+        m = Matcher(tok, Grammar.regex(pattern))
+        ids = tok.encode(text)
+        out["tokens"].append(ids)
+        masks = [m.compute_bitmask().tobytes()]
+        for t in ids:
+            if not m.consume_token(t):
+                break
+            masks.append(m.compute_bitmask().tobytes())
+        out["masks"].append([base64.b64encode(x).decode() for x in masks])
+        out.setdefault("ff", []).append(Matcher(tok, Grammar.regex(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
+RESULT = out
+"""
+
+
+def test_pyodide_masks_equal_wasmtime_masks(pyodide_run, shared_dir):
+    folder = shared_dir / "tokenizers" / "llama3"
+    code = f"PATTERNS = {PATTERNS!r}\nTEXTS = {TEXTS!r}\n" + PYODIDE_CODE
+    files = {f"/tmp/llama3/{name}": (folder / name).read_bytes() for name in ("tokenizer.json.gz", "tokenizer_config.json")}
+    result = pyodide_run(code, files=files)
+    assert result["platform"] == "emscripten"
+
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    expected_masks = []
+    expected_tokens = []
+    expected_ff = []
+    for pattern, text in zip(PATTERNS, TEXTS):
+        m = Matcher(tok, Grammar.regex(pattern))
+        ids = tok.encode(text)
+        expected_tokens.append(ids)
+        masks = [m.compute_bitmask().tobytes()]
+        for t in ids:
+            assert m.consume_token(t)
+            masks.append(m.compute_bitmask().tobytes())
+        expected_masks.append([base64.b64encode(x).decode() for x in masks])
+        expected_ff.append(Matcher(tok, Grammar.regex(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
+    # Both module builds ran under Pyodide, one after the other.
+    assert result["tokens"] == expected_tokens * 2
+    assert result["ff"] == expected_ff * 2
+    for got, want in zip(result["masks"], expected_masks * 2):
+        assert len(got) == len(want)
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert g == w, f"mask {i} differs"
+
+
+@pytest.mark.parametrize("variant", ["release", "safe"])
+def test_pyodide_reports_grammar_errors_and_traps(pyodide_run, variant):
+    code = f"""
+import os
+os.environ["TOKENSIEVE_WASM_VARIANT"] = {variant!r}
+from tokensieve import Grammar, GrammarError, CoreTrap, Matcher, Tokenizer
+from tokensieve._abi import default_core
+out = {{}}
+try:
+    Grammar.regex("ab(c")
+except GrammarError as e:
+    out["position"] = e.position
+core = default_core()
+try:
+    core.f["ts_debug_trap"]()
+except CoreTrap as e:
+    out["trap"] = True
+tok = Tokenizer.default()
+m = Matcher(tok, Grammar.regex("[0-9]+"))
+out["fresh_core"] = default_core() is not core
+out["ok_after_trap"] = m.consume_token(tok.encode("42")[0])
+RESULT = out
+"""
+    result = pyodide_run(code)
+    assert result == {"position": 2, "trap": True, "fresh_core": True, "ok_after_trap": True}
