@@ -62,10 +62,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _allowed_ids(mask: object, vocab_size: int) -> set[int]:
-    words = list(mask)  # type: ignore[call-overload]
     allowed = set()
-    for w, word in enumerate(words):
-        word &= 0xFFFFFFFF
+    for w, signed in enumerate(mask):  # type: ignore[call-overload]
+        word = int(signed) & 0xFFFFFFFF
         while word:
             low = word & -word
             t = w * 32 + low.bit_length() - 1
