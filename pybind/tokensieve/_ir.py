@@ -1,0 +1,104 @@
+"""The grammar IR: what every front-end (regex, Lark-like, GBNF, choices, JSON Schema) produces
+and the core compiles. Documented in `docs/grammar_ir.md`.
+
+A grammar is a context-free grammar over *lexemes* (terminals). A lexeme is a regular
+expression, a literal string, or a set of special tokens (by id). Rules are plain BNF: one
+nonterminal on the left, a sequence of symbols on the right (possibly empty); front-ends desugar
+`? * + {m,n}` and groups into helper nonterminals. One optional *skip* regex (whitespace,
+comments) may appear between any two lexemes.
+
+Symbols on right-hand sides are `Sym` values: `Sym.t(i)` for lexeme i, `Sym.n(j)` for
+nonterminal j.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Sequence
+
+LexemeKind = Literal["regex", "literal", "special"]
+
+
+class Sym(NamedTuple):
+    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index."""
+
+    terminal: bool
+    index: int
+
+    @staticmethod
+    def t(index: int) -> Sym:
+        return Sym(True, index)
+
+    @staticmethod
+    def n(index: int) -> Sym:
+        return Sym(False, index)
+
+
+@dataclass(frozen=True)
+class Lexeme:
+    """A terminal of the grammar.
+
+    Attributes:
+        name: for messages (`NUMBER`, `"{"`, `<|eot_id|>`).
+        kind: `"regex"` (value is a pattern, full-match), `"literal"` (value is the exact text),
+            or `"special"` (token_ids lists the special tokens that match it; value is unused).
+        value: the pattern or the literal text.
+        lazy: end the lexeme at the shortest match (for text that ends at a stop string),
+            instead of the longest.
+        token_ids: for `"special"` lexemes, the token ids it matches.
+    """
+
+    name: str
+    kind: LexemeKind
+    value: str = ""
+    lazy: bool = False
+    token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`lhs → rhs`; an empty `rhs` is an ε-rule."""
+
+    lhs: int
+    rhs: tuple[Sym, ...]
+
+
+@dataclass
+class GrammarIR:
+    """A whole grammar.
+
+    Attributes:
+        nonterminals: names, indexed by nonterminal index (for messages).
+        lexemes: indexed by lexeme index.
+        rules: in any order; a nonterminal may have several.
+        start: the start nonterminal.
+        skip: a regex that may appear between lexemes (e.g. whitespace), or None.
+        allow_initial_skip: the skip regex may also appear before the first lexeme (and after
+            the last one).
+        max_tokens: per-nonterminal limit on the tokens its text may span (nonterminal index →
+            limit), as in Lark's `max_tokens` attribute.
+    """
+
+    nonterminals: list[str] = field(default_factory=list)
+    lexemes: list[Lexeme] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    start: int = 0
+    skip: str | None = None
+    allow_initial_skip: bool = False
+    max_tokens: dict[int, int] = field(default_factory=dict)
+    _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def add_nonterminal(self, name: str) -> int:
+        self.nonterminals.append(name)
+        return len(self.nonterminals) - 1
+
+    def add_lexeme(self, lexeme: Lexeme) -> int:
+        """Add a lexeme, reusing an identical one; returns its index."""
+        index = self._lexeme_index.get(lexeme)
+        if index is None:
+            index = self._lexeme_index[lexeme] = len(self.lexemes)
+            self.lexemes.append(lexeme)
+        return index
+
+    def add_rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
+        self.rules.append(Rule(lhs, tuple(rhs)))
