@@ -18,6 +18,7 @@ const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
 const regex_syntax = @import("regex_syntax.zig");
 const trie_mod = @import("trie.zig");
+const earley = @import("earley.zig");
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
@@ -263,6 +264,33 @@ export fn ts_grammar_new_regex(pattern_ptr: u32, pattern_len: u32, flags: u32, o
     return ok();
 }
 
+/// Compiles a grammar IR: `word_count` u32 words (layout in wasm/ABI.md). A bad lexeme pattern
+/// is `grammar_error` with the message naming the lexeme index and `ts_error_position` the
+/// offset into its pattern.
+export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, out_handle: u32) i32 {
+    const words = slice(u32, words_ptr, word_count) orelse return fail(.invalid_argument, -1, "bad grammar IR pointer", .{});
+    var diag: earley.CompileDiagnostic = .{};
+    const grammar = Grammar.createIr(gpa, words, .{}, &diag) catch |err| return switch (err) {
+        error.Syntax => fail(.grammar_error, @intCast(diag.regex.position), "lexeme {d}: {s}", .{ diag.lexeme orelse 0, diag.regex.message }),
+        error.BadIr => if (diag.lexeme) |l|
+            fail(.grammar_error, -1, "lexeme {d}: {s}", .{ l, diag.message })
+        else
+            fail(.invalid_argument, -1, "malformed grammar IR: {s}", .{diag.message}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "the grammar is too large to compile within the limits", .{}),
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory compiling the grammar", .{}),
+    };
+    const handle = grammars.add(grammar) catch {
+        grammar.release(gpa);
+        return fail(.out_of_memory, -1, "out of grammar handles", .{});
+    };
+    if (!writeOut(out_handle, handle)) {
+        _ = grammars.remove(handle);
+        grammar.release(gpa);
+        return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    }
+    return ok();
+}
+
 export fn ts_grammar_free(handle: i32) i32 {
     const grammar = grammars.remove(handle) orelse return invalidHandle("grammar", handle);
     grammar.release(gpa);
@@ -447,4 +475,5 @@ test {
     _ = @import("lexer.zig");
     _ = @import("trie.zig");
     _ = @import("matcher.zig");
+    _ = @import("earley.zig");
 }

@@ -40,6 +40,11 @@ const Span = struct { start: u32, len: u32 };
 pub const StateInfo = struct {
     /// Lowest lexeme index whose expression is nullable here, or `none`.
     accepting_lexeme: u32,
+    /// The lexemes that match here: `accepting_lexemes[accepting_start..][0..accepting_count]`.
+    accepting_start: u32 = 0,
+    accepting_count: u32 = 0,
+    /// Some lazy lexeme matches here: the lexeme ends now, whatever could follow.
+    lazy_accepting: bool = false,
 
     pub const none = std.math.maxInt(u32);
 };
@@ -79,14 +84,24 @@ pub const Lexer = struct {
     pair_spans: std.ArrayList(Span) = .empty,
     state_table: std.HashMapUnmanaged(u32, void, PairsContext, 80) = .empty,
     info: std.ArrayList(StateInfo) = .empty,
+    accepting_lexemes: std.ArrayList(u32) = .empty,
+    /// Per lexeme: ends at its shortest match. Empty slice: no lazy lexemes.
+    lazy: []const bool = &.{},
     limits: Limits,
 
     /// Builds a lexer over `lexemes` (ids in `exprs`, which must outlive the lexer).
     pub fn init(gpa: Allocator, exprs: *ExprSet, lexemes: []const ExprId, limits: Limits) Error!Lexer {
+        return initWithLazy(gpa, exprs, lexemes, &.{}, limits);
+    }
+
+    /// Like `init`, with `lazy[i]` telling whether lexeme i ends at its shortest match.
+    pub fn initWithLazy(gpa: Allocator, exprs: *ExprSet, lexemes: []const ExprId, lazy: []const bool, limits: Limits) Error!Lexer {
+        assert(lazy.len == 0 or lazy.len == lexemes.len);
         var lexer: Lexer = .{
             .gpa = gpa,
             .exprs = exprs,
             .lexemes = lexemes,
+            .lazy = lazy,
             .class_of = undefined,
             .class_count = 0,
             .class_representative = undefined,
@@ -106,6 +121,7 @@ pub const Lexer = struct {
         self.pair_spans.deinit(self.gpa);
         self.state_table.deinit(self.gpa);
         self.info.deinit(self.gpa);
+        self.accepting_lexemes.deinit(self.gpa);
         self.* = undefined;
     }
 
@@ -161,6 +177,12 @@ pub const Lexer = struct {
         return self.stateInfo(state).accepting_lexeme != StateInfo.none;
     }
 
+    /// The lexemes that match in `state` (sorted by index).
+    pub fn acceptingLexemes(self: *const Lexer, state: StateId) []const u32 {
+        const info = self.stateInfo(state);
+        return self.accepting_lexemes.items[info.accepting_start..][0..info.accepting_count];
+    }
+
     pub fn stateCount(self: *const Lexer) u32 {
         return @intCast(self.pair_spans.items.len);
     }
@@ -179,19 +201,30 @@ pub const Lexer = struct {
         const index: u32 = @intCast(self.pair_spans.items.len);
         if (index >= self.limits.state_count_max) return error.LimitExceeded;
         var accepting: u32 = StateInfo.none;
+        const accepting_start: u32 = @intCast(self.accepting_lexemes.items.len);
+        var lazy_accepting = false;
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (self.exprs.nullable(@enumFromInt(pairs[i + 1]))) {
                 accepting = @min(accepting, pairs[i]);
+                try self.accepting_lexemes.append(self.gpa, pairs[i]);
+                if (self.lazy.len > 0 and self.lazy[pairs[i]]) lazy_accepting = true;
             }
         }
+        errdefer self.accepting_lexemes.shrinkRetainingCapacity(accepting_start);
+        const accepting_count: u32 = @as(u32, @intCast(self.accepting_lexemes.items.len)) - accepting_start;
         try self.trans.ensureUnusedCapacity(self.gpa, self.class_count);
         try self.info.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);
         const start: u32 = @intCast(self.pair_words.items.len);
         try self.pair_words.appendSlice(self.gpa, pairs);
         self.pair_spans.appendAssumeCapacity(.{ .start = start, .len = @intCast(pairs.len) });
-        self.info.appendAssumeCapacity(.{ .accepting_lexeme = accepting });
+        self.info.appendAssumeCapacity(.{
+            .accepting_lexeme = accepting,
+            .accepting_start = accepting_start,
+            .accepting_count = accepting_count,
+            .lazy_accepting = lazy_accepting,
+        });
         self.trans.appendNTimesAssumeCapacity(if (index == 0) dead else missing, self.class_count);
         gop.key_ptr.* = index;
         return index * self.class_count;

@@ -20,6 +20,8 @@ const regex = @import("regex.zig");
 const regex_syntax = @import("regex_syntax.zig");
 const lexer_mod = @import("lexer.zig");
 const trie_mod = @import("trie.zig");
+const earley = @import("earley.zig");
+const Position = earley.Position;
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
 const Trie = trie_mod.Trie;
@@ -117,8 +119,34 @@ pub const Grammar = struct {
     lexer: Lexer,
     start: StateId,
     limits: Limits,
+    /// Set for context-free grammars (from the grammar IR); null for a plain regex.
+    compiled: ?earley.Compiled = null,
 
     pub const InitError = regex_syntax.Error;
+
+    /// Compiles a grammar IR (see docs/grammar_ir.md).
+    pub fn createIr(
+        gpa: Allocator,
+        words: []const u32,
+        limits: Limits,
+        diag: *earley.CompileDiagnostic,
+    ) earley.CompileError!*Grammar {
+        const self = try gpa.create(Grammar);
+        errdefer gpa.destroy(self);
+        self.limits = limits;
+        self.ref_count = 1;
+        self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
+        errdefer self.exprs.deinit();
+        self.exprs.fuel = limits.fuel_compile_max;
+        self.compiled = try earley.compile(gpa, &self.exprs, words, diag);
+        errdefer self.compiled.?.deinit(gpa);
+        self.lexemes = &.{};
+        self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.?.lexeme_exprs, self.compiled.?.lazy, .{
+            .state_count_max = limits.state_count_max,
+        });
+        self.start = lexer_mod.dead;
+        return self;
+    }
 
     /// Compiles a regular expression that the whole output must match.
     pub fn createRegex(
@@ -135,6 +163,7 @@ pub const Grammar = struct {
         self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
         errdefer self.exprs.deinit();
         self.exprs.fuel = limits.fuel_compile_max;
+        self.compiled = null;
         const e = try regex_syntax.parse(&self.exprs, pattern, flags, diag);
         self.lexemes = try gpa.alloc(regex.ExprId, 1);
         errdefer gpa.free(self.lexemes);
@@ -150,7 +179,7 @@ pub const Grammar = struct {
         self.ref_count -= 1;
         if (self.ref_count > 0) return;
         self.lexer.deinit();
-        gpa.free(self.lexemes);
+        if (self.compiled) |*c| c.deinit(gpa) else gpa.free(self.lexemes);
         self.exprs.deinit();
         gpa.destroy(self);
     }
@@ -179,6 +208,8 @@ pub const Matcher = struct {
     /// DFA state alone, and decoding often returns to the same state (inside a string, a run
     /// of digits), so one entry saves most full walks.
     mask_state: ?StateId = null,
+    /// Context-free grammars: the parser and the position after each token.
+    cfg: ?CfgState = null,
 
     pub fn create(gpa: Allocator, tokenizer: *Tokenizer, grammar: *Grammar) Error!*Matcher {
         const self = try gpa.create(Matcher);
@@ -194,7 +225,12 @@ pub const Matcher = struct {
             .walk_stack = walk_stack,
             .mask = mask,
         };
+        errdefer self.states.deinit(gpa);
         try self.states.append(gpa, grammar.start);
+        if (grammar.compiled) |*compiled| {
+            grammar.refuel();
+            self.cfg = try CfgState.init(gpa, &compiled.cfg, &grammar.lexer, tokenizer.trie.depth_max + 1);
+        }
         tokenizer.ref_count += 1;
         grammar.ref_count += 1;
         return self;
@@ -207,11 +243,13 @@ pub const Matcher = struct {
         try copy.states.appendSlice(self.gpa, self.states.items);
         copy.eos_consumed = self.eos_consumed;
         copy.failure = self.failure;
+        if (self.cfg) |*c| try copy.cfg.?.copyFrom(c);
         return copy;
     }
 
     pub fn destroy(self: *Matcher) void {
         const gpa = self.gpa;
+        if (self.cfg) |*c| c.deinit(gpa);
         self.states.deinit(gpa);
         gpa.free(self.walk_stack);
         gpa.free(self.mask);
@@ -221,6 +259,7 @@ pub const Matcher = struct {
     }
 
     pub fn reset(self: *Matcher) void {
+        if (self.cfg) |*c| c.reset();
         self.states.shrinkRetainingCapacity(1);
         self.eos_consumed = false;
         self.failure = .none;
@@ -232,11 +271,21 @@ pub const Matcher = struct {
 
     /// Tokens consumed, EOS included.
     pub fn tokenCount(self: *const Matcher) u32 {
+        if (self.cfg) |*c| return @intCast(c.history.items.len - 1 + @intFromBool(self.eos_consumed));
         return @intCast(self.states.items.len - 1 + @intFromBool(self.eos_consumed));
     }
 
-    pub fn isAccepting(self: *const Matcher) bool {
+    pub fn isAccepting(self: *Matcher) bool {
         if (self.failure != .none) return false;
+        if (self.cfg) |*c| {
+            if (self.eos_consumed) return true;
+            self.grammar.refuel();
+            c.parser.beginStep();
+            return c.parser.eosAllowed(c.current()) catch |err| {
+                _ = self.fail(err) catch {};
+                return false;
+            };
+        }
         return self.eos_consumed or self.grammar.lexer.isAccepting(self.current());
     }
 
@@ -244,6 +293,7 @@ pub const Matcher = struct {
     pub fn isStopped(self: *Matcher) Error!bool {
         if (self.eos_consumed or self.failure != .none) return true;
         self.grammar.refuel();
+        if (self.cfg) |*c| return c.isStopped(self) catch |err| self.fail(err);
         const lexer = &self.grammar.lexer;
         const state = self.current();
         var class: u32 = 0;
@@ -284,6 +334,7 @@ pub const Matcher = struct {
     pub fn consume(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
         assert(self.failure == .none);
         self.grammar.refuel();
+        if (self.cfg) |*c| return c.consume(self, tokens, commit, atomic) catch |err| self.fail(err);
         const base_len = self.states.items.len;
         const base_eos = self.eos_consumed;
         var state = self.current();
@@ -321,6 +372,12 @@ pub const Matcher = struct {
             self.eos_consumed = false;
             n -= 1;
         }
+        if (self.cfg) |*c| {
+            c.history.shrinkRetainingCapacity(c.history.items.len - n);
+            c.mask_key = null;
+            self.failure = .none;
+            return true;
+        }
         self.states.shrinkRetainingCapacity(self.states.items.len - n);
         self.failure = .none;
         return true;
@@ -329,6 +386,10 @@ pub const Matcher = struct {
     /// Computes the allowed-token mask into `self.mask`.
     pub fn computeMask(self: *Matcher) Error!void {
         assert(self.failure == .none);
+        if (self.cfg) |*c| {
+            self.grammar.refuel();
+            return c.computeMask(self) catch |err| self.fail(err);
+        }
         if (!self.eos_consumed and self.mask_state == self.current()) return;
         self.mask_state = null;
         @memset(self.mask, 0);
@@ -355,6 +416,7 @@ pub const Matcher = struct {
         assert(self.failure == .none);
         if (self.eos_consumed) return 0;
         self.grammar.refuel();
+        if (self.cfg) |*c| return c.forcedBytes(out) catch |err| self.fail(err);
         const lexer = &self.grammar.lexer;
         var state = self.current();
         var n: u32 = 0;
@@ -381,6 +443,215 @@ pub const Matcher = struct {
         return n;
     }
 };
+
+/// The state of a matcher over a context-free grammar.
+pub const CfgState = struct {
+    parser: earley.Parser,
+    /// `history[i]` is the position after `i` tokens; never empty.
+    history: std.ArrayList(Position) = .empty,
+    walk_stack: []Position,
+    /// The position the matcher's mask was computed for (invalidated by rollback and reset,
+    /// which may rebuild rows under the same index).
+    mask_key: ?Position = null,
+
+    fn init(gpa: Allocator, cfg: *const earley.Cfg, lexer: *Lexer, depth: u32) Error!CfgState {
+        var parser = try earley.Parser.init(gpa, cfg, lexer, .{});
+        errdefer parser.deinit();
+        const walk_stack = try gpa.alloc(Position, depth);
+        errdefer gpa.free(walk_stack);
+        var state: CfgState = .{ .parser = parser, .walk_stack = walk_stack };
+        try state.history.append(gpa, parser.start());
+        return state;
+    }
+
+    fn deinit(self: *CfgState, gpa: Allocator) void {
+        self.parser.deinit();
+        self.history.deinit(gpa);
+        gpa.free(self.walk_stack);
+    }
+
+    fn copyFrom(self: *CfgState, other: *const CfgState) Error!void {
+        const current_row = other.current().row;
+        try self.parser.copyFrom(&other.parser, current_row);
+        self.history.clearRetainingCapacity();
+        try self.history.appendSlice(self.parser.gpa, other.history.items);
+    }
+
+    fn reset(self: *CfgState) void {
+        self.history.shrinkRetainingCapacity(1);
+        self.mask_key = null;
+    }
+
+    fn current(self: *const CfgState) Position {
+        return self.history.items[self.history.items.len - 1];
+    }
+
+    fn advance(self: *CfgState, m: *Matcher, at: Position, token: u32) Error!?Position {
+        const tokenizer = m.tokenizer;
+        switch (tokenizer.kinds[token]) {
+            .special => return self.parser.stepSpecial(at, token),
+            .unused => return null,
+            .text => {},
+        }
+        const bytes = tokenizer.tokenBytes(token);
+        if (bytes.len == 0) return null;
+        var pos = at;
+        for (bytes) |b| pos = try self.parser.stepByte(pos, b) orelse return null;
+        return pos;
+    }
+
+    fn consume(self: *CfgState, m: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
+        self.parser.beginStep();
+        const base_len = self.history.items.len;
+        var at = self.current();
+        var eos = m.eos_consumed;
+        var count: u32 = 0;
+        for (tokens) |token| {
+            if (eos) break;
+            if (m.tokenizer.isEos(token)) {
+                if (!try self.parser.eosAllowed(at)) break;
+                eos = true;
+            } else {
+                at = try self.advance(m, at, token) orelse break;
+                if (commit) {
+                    if (self.history.items.len > m.grammar.limits.token_history_max) return error.LimitExceeded;
+                    try self.history.append(self.parser.gpa, at);
+                }
+            }
+            count += 1;
+        }
+        if (commit) {
+            m.eos_consumed = eos;
+            if (atomic and count < tokens.len) {
+                self.history.shrinkRetainingCapacity(base_len);
+                m.eos_consumed = false;
+            }
+        }
+        return count;
+    }
+
+    fn computeMask(self: *CfgState, m: *Matcher) Error!void {
+        const at = self.current();
+        if (!m.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, at)) return;
+        self.mask_key = null;
+        @memset(m.mask, 0);
+        const tokenizer = m.tokenizer;
+        self.parser.beginStep();
+        if (!m.eos_consumed) {
+            try walkTrieCfg(tokenizer.trie.nodes, &self.parser, at, self.walk_stack, m.mask);
+            const dummy = tokenizer.vocabSize();
+            m.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
+            const Setter = struct {
+                mask: []u32,
+                vocab: u32,
+                fn set(ctx: @This(), id: u32) void {
+                    if (id < ctx.vocab) ctx.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+                }
+            };
+            try self.parser.forEachAllowedSpecial(at, Setter{ .mask = m.mask, .vocab = dummy }, Setter.set);
+        }
+        if (m.eos_consumed or try self.parser.eosAllowed(at)) {
+            for (tokenizer.eos_ids) |id| m.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+        }
+        if (!m.eos_consumed) self.mask_key = at;
+    }
+
+    /// True when no byte can follow and no special token is allowed.
+    fn isStopped(self: *CfgState, m: *Matcher) Error!bool {
+        _ = m;
+        self.parser.beginStep();
+        const at = self.current();
+        const lexer = self.parser.lexer;
+        var class: u32 = 0;
+        while (class < lexer.class_count) : (class += 1) {
+            if (try self.parser.stepByte(at, lexer.class_representative[class]) != null) return false;
+        }
+        var any_special = false;
+        const Flag = struct {
+            flag: *bool,
+            fn set(ctx: @This(), _: u32) void {
+                ctx.flag.* = true;
+            }
+        };
+        try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any_special }, Flag.set);
+        return !any_special;
+    }
+
+    fn forcedBytes(self: *CfgState, out: []u8) Error!u32 {
+        self.parser.beginStep();
+        const lexer = self.parser.lexer;
+        var at = self.current();
+        var n: u32 = 0;
+        outer: while (n < out.len) {
+            if (try self.parser.eosAllowed(at)) break;
+            var any_special = false;
+            const Flag = struct {
+                flag: *bool,
+                fn set(ctx: @This(), _: u32) void {
+                    ctx.flag.* = true;
+                }
+            };
+            try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any_special }, Flag.set);
+            if (any_special) break;
+            var only: ?u8 = null;
+            var class: u32 = 0;
+            while (class < lexer.class_count) : (class += 1) {
+                const b = lexer.class_representative[class];
+                if (try self.parser.stepByte(at, b) == null) continue;
+                if (only != null or lexer.class_size[class] != 1) break :outer;
+                only = b;
+            }
+            const b = only orelse break;
+            // Step again: the probe above may have rebuilt rows for later classes.
+            at = (try self.parser.stepByte(at, b)).?;
+            out[n] = b;
+            n += 1;
+        }
+        return n;
+    }
+};
+
+/// The trie walk over a context-free grammar: like `walkTrie`, with (lexer state, row) pairs
+/// on the stack. Inside a lexeme a step is the same table lookup; only lexeme boundaries
+/// (and transitions not built yet) go through the parser.
+pub fn walkTrieCfg(
+    nodes: []const Node,
+    parser: *earley.Parser,
+    start: Position,
+    stack: []Position,
+    mask: []u32,
+) Error!void {
+    const lexer = parser.lexer;
+    var trans = lexer.trans.items;
+    const class_of = &lexer.class_of;
+    const has_lazy = parser.cfg.has_lazy;
+    stack[0] = start;
+    var depth: usize = 0;
+    var p: usize = 0;
+    while (p < nodes.len) {
+        const node = nodes[p];
+        const cur = stack[depth];
+        const fast = trans[cur.lexer_state + class_of[node.byte]];
+        var next: ?Position = null;
+        if (fast != lexer_mod.missing and fast != lexer_mod.dead and !has_lazy) {
+            next = .{ .lexer_state = fast, .row = cur.row };
+        } else {
+            next = try parser.stepByte(cur, node.byte);
+            trans = lexer.trans.items;
+        }
+        if (next) |q| {
+            mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+            if (node.subtree_size > 1) {
+                depth += 1;
+                stack[depth] = q;
+                p += 1;
+                continue;
+            }
+        }
+        p += node.subtree_size;
+        depth -= node.pop;
+    }
+}
 
 /// The trie walk: sets the bit of every token whose bytes the DFA survives from `start`.
 ///

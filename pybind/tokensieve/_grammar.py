@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 from ._abi import REGEX_FLAG_CASE_INSENSITIVE, REGEX_FLAG_DOT_ALL, Core, default_core, free_later
 from ._errors import GrammarError
+
+if TYPE_CHECKING:
+    from ._ir import GrammarIR
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,14 @@ class Grammar:
     flags: int
     limits: Limits
 
-    def __init__(self, kind: str, source: str, flags: int = 0, limits: Limits | None = None) -> None:
+    def __init__(
+        self, kind: str, source: str, flags: int = 0, limits: Limits | None = None, ir: GrammarIR | None = None
+    ) -> None:
         self.kind = kind
         self.source = source
         self.flags = flags
         self.limits = limits or Limits()
+        self.ir = ir
         self._handles: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
 
     @classmethod
@@ -77,6 +85,38 @@ class Grammar:
         grammar._handle(default_core())  # compile now, so a bad pattern fails here
         return grammar
 
+    @classmethod
+    def from_ir(cls, ir: GrammarIR, *, source: str = "", kind: str = "ir", limits: Limits | None = None) -> Grammar:
+        """A grammar from the IR the front-ends produce (see docs/grammar_ir.md).
+
+        Raises:
+            GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
+        """
+        grammar = cls(kind, source, 0, limits, ir)
+        grammar._handle(default_core())
+        return grammar
+
+    @classmethod
+    def choice(cls, options: Sequence[str], *, limits: Limits | None = None) -> Grammar:
+        """A grammar whose output is exactly one of `options`.
+
+        Raises:
+            GrammarError: `options` is empty.
+        """
+        from ._ir import GrammarIR, Lexeme, Sym
+
+        options = list(options)
+        if not options or not all(isinstance(o, str) for o in options):
+            raise GrammarError("Grammar.choice needs a non-empty list of strings")
+        ir = GrammarIR()
+        start = ir.add_nonterminal("start")
+        for option in options:
+            if option == "":
+                ir.add_rule(start, [])
+            else:
+                ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(repr(option), "literal", option)))])
+        return cls.from_ir(ir, source=repr(options), kind="choice", limits=limits)
+
     def __repr__(self) -> str:
         return f"Grammar.{self.kind}({self.source!r})"
 
@@ -85,16 +125,30 @@ class Grammar:
         handle = self._handles.get(core)
         if handle is not None:
             return handle
-        data = self.source.encode("utf-8")
-        ptr, size = core.put_bytes(data)
-        try:
-            status = core.f["ts_grammar_new_regex"](ptr, size, self.flags, core.out_ptr)
+        if self.ir is not None:
+            from ._ir import encode_ir
+
+            data = encode_ir(self.ir)
+            ptr, size = core.put_bytes(data)
             try:
-                core.check(status, "regex")
-            except GrammarError as err:
-                raise _with_char_position(err, self.source, data) from None
-        finally:
-            core.free(ptr, size)
+                status = core.f["ts_grammar_new_ir"](ptr, size // 4, core.out_ptr)
+                try:
+                    core.check(status)
+                except GrammarError as err:
+                    raise _name_lexeme(err, self.ir) from None
+            finally:
+                core.free(ptr, size)
+        else:
+            data = self.source.encode("utf-8")
+            ptr, size = core.put_bytes(data)
+            try:
+                status = core.f["ts_grammar_new_regex"](ptr, size, self.flags, core.out_ptr)
+                try:
+                    core.check(status, "regex")
+                except GrammarError as err:
+                    raise _with_char_position(err, self.source, data) from None
+            finally:
+                core.free(ptr, size)
         handle = core.out_i32()
         free_later(self, core, "ts_grammar_free", handle)
         core.check(
@@ -120,3 +174,18 @@ def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarE
         line=line,
         column=column,
     )
+
+
+def _name_lexeme(err: GrammarError, ir: GrammarIR) -> GrammarError:
+    """Replace the core's lexeme index by the lexeme's name and pattern."""
+    match = re.match(r"lexeme (\d+): (.*)", str(err), re.S)
+    if not match:
+        return err
+    index = int(match.group(1))
+    if index < len(ir.lexemes):
+        lexeme = ir.lexemes[index]
+        what = f"{lexeme.name} /{lexeme.value}/"
+    else:
+        what = f"the skip pattern /{ir.skip}/"
+    where = f" at offset {err.position}" if err.position is not None else ""
+    return GrammarError(f"bad pattern in {what}{where}: {match.group(2)}", position=err.position)

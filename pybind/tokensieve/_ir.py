@@ -13,6 +13,7 @@ nonterminal j.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Sequence
 
@@ -77,6 +78,8 @@ class GrammarIR:
             the last one).
         max_tokens: per-nonterminal limit on the tokens its text may span (nonterminal index →
             limit), as in Lark's `max_tokens` attribute.
+        options: front-end options the IR has no field for, by name (the Lark front-end's
+            `%llguidance {...}` keys such as `no_forcing`, `allow_invalid_utf8`, `ignore_once`).
     """
 
     nonterminals: list[str] = field(default_factory=list)
@@ -86,6 +89,7 @@ class GrammarIR:
     skip: str | None = None
     allow_initial_skip: bool = False
     max_tokens: dict[int, int] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add_nonterminal(self, name: str) -> int:
@@ -102,3 +106,32 @@ class GrammarIR:
 
     def add_rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
         self.rules.append(Rule(lhs, tuple(rhs)))
+
+
+IR_MAGIC = 0x31475354
+_NONTERMINAL_FLAG = 1 << 31
+_KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
+
+
+def _text_words(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
+
+
+def encode_ir(ir: GrammarIR) -> bytes:
+    """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md)."""
+    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0)
+    out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
+    if ir.skip is not None:
+        out.append(_text_words(ir.skip))
+    for lexeme in ir.lexemes:
+        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], 1 if lexeme.lazy else 0)
+        if lexeme.kind == "special":
+            ids = lexeme.token_ids
+            out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
+        else:
+            out.append(head + _text_words(lexeme.value))
+    for rule in ir.rules:
+        symbols = [s.index if s.terminal else _NONTERMINAL_FLAG | s.index for s in rule.rhs]
+        out.append(struct.pack(f"<{len(symbols) + 2}I", rule.lhs, len(symbols), *symbols))
+    return b"".join(out)

@@ -1,0 +1,692 @@
+//! Context-free grammars over lexemes: the compiled form (`Cfg`) and an Earley parser (`Parser`)
+//! that the trie walk drives byte by byte together with the lexer.
+//!
+//! Layout of a compiled grammar: all right-hand sides in one flat array `rhs`; a rule is its
+//! symbols followed by an end marker (`end_flag | lhs`). An Earley item is a pair (position in
+//! `rhs`, origin row): the position names both the rule and the dot, so an item is 8 bytes and
+//! advancing the dot is `pos + 1`. Terminal symbols are lexeme indices; nonterminals are
+//! `nonterminal_base + index`. Rule 0 is the augmented start `S' → S`.
+//!
+//! Parsing state is a stack of rows (Earley sets), one per lexeme scanned, with their items in
+//! one array. A row also knows the lexer state to start the next lexeme in: the lexer restricted
+//! to the lexemes the row can accept next (and the skip lexeme where it may appear). During a
+//! trie walk, rows are pushed as lexemes end and popped by moving back down the walk's stack;
+//! rows above the current one stay in memory, and a row is reused when the same parent scans
+//! at the same lexer state again (`parent`, `key`), which is the common case when sibling
+//! tokens share their first lexeme.
+//!
+//! ε-rules: prediction of a nullable nonterminal also advances over it (Aycock and Horspool), so
+//! completion never needs to look at the row being built.
+//!
+//! Work is bounded: items per row and items built per call are capped, going over is
+//! `error.LimitExceeded`.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const regex_syntax = @import("regex_syntax.zig");
+const lexer_mod = @import("lexer.zig");
+const Lexer = lexer_mod.Lexer;
+const StateId = lexer_mod.StateId;
+
+pub const end_flag: u32 = 1 << 31;
+
+pub const Limits = struct {
+    row_item_count_max: u32 = 20_000,
+    step_item_count_max: u32 = 200_000,
+};
+
+pub const Error = error{ OutOfMemory, LimitExceeded };
+
+pub const LexemeKind = enum(u32) { regex = 0, literal = 1, special = 2 };
+
+/// A compiled context-free grammar (immutable once built).
+pub const Cfg = struct {
+    /// Text and special lexemes; the skip lexeme, if any, is lexeme `lexeme_count` in the lexer.
+    lexeme_count: u32,
+    nonterminal_base: u32,
+    skip_lexeme: ?u32,
+    allow_initial_skip: bool,
+    has_lazy: bool,
+    has_special: bool,
+    rhs: []u32,
+    /// Position in `rhs` of the first symbol of each rule of nonterminal n:
+    /// `rule_positions[nt_rules[n]..nt_rules[n + 1]]`.
+    rule_positions: []u32,
+    nt_rules: []u32,
+    nullable: []bool,
+    /// Position of the end marker of `S' → S`: an item (accept_pos, 0) means accepting.
+    accept_pos: u32,
+    /// Special lexemes: sorted token ids `special_ids[special_start[l]..special_start[l + 1]]`.
+    special_start: []u32,
+    special_ids: []u32,
+    is_special: []bool,
+
+    pub fn deinit(self: *Cfg, gpa: Allocator) void {
+        gpa.free(self.rhs);
+        gpa.free(self.rule_positions);
+        gpa.free(self.nt_rules);
+        gpa.free(self.nullable);
+        gpa.free(self.special_start);
+        gpa.free(self.special_ids);
+        gpa.free(self.is_special);
+        self.* = undefined;
+    }
+
+    pub fn nonterminalCount(self: *const Cfg) u32 {
+        return @intCast(self.nullable.len);
+    }
+
+    pub fn specialIds(self: *const Cfg, lexeme: u32) []const u32 {
+        return self.special_ids[self.special_start[lexeme]..self.special_start[lexeme + 1]];
+    }
+};
+
+pub const Item = packed struct(u64) {
+    pos: u32,
+    origin: u32,
+};
+
+pub const Row = struct {
+    items_start: u32,
+    items_end: u32,
+    lexer_start: StateId,
+    parent: u32,
+    /// What built the row from `parent`: the lexer state whose lexemes were scanned, or
+    /// `special_key | lexeme` for a special token. Rows with the same (parent, key) are equal.
+    key: u32,
+    accepting: bool,
+    after_skip: bool,
+};
+
+pub const special_key: u32 = 1 << 31;
+const no_parent = std.math.maxInt(u32);
+
+/// A position of the combined lexer and parser: the lexer state and the current row.
+pub const Position = struct {
+    lexer_state: StateId,
+    row: u32,
+};
+
+pub const Parser = struct {
+    gpa: Allocator,
+    cfg: *const Cfg,
+    lexer: *Lexer,
+    limits: Limits,
+    rows: std.ArrayList(Row) = .empty,
+    items: std.ArrayList(Item) = .empty,
+    seen: std.AutoHashMapUnmanaged(u64, void) = .empty,
+    allowed: []bool,
+    scan_set: []bool,
+    items_built_step: u32 = 0,
+
+    pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
+        const n = lexer.lexemes.len;
+        const allowed = try gpa.alloc(bool, n);
+        errdefer gpa.free(allowed);
+        const scan_set = try gpa.alloc(bool, n);
+        errdefer gpa.free(scan_set);
+        @memset(scan_set, false);
+        var parser: Parser = .{ .gpa = gpa, .cfg = cfg, .lexer = lexer, .limits = limits, .allowed = allowed, .scan_set = scan_set };
+        errdefer parser.deinit();
+        try parser.buildInitialRow();
+        return parser;
+    }
+
+    pub fn deinit(self: *Parser) void {
+        self.rows.deinit(self.gpa);
+        self.items.deinit(self.gpa);
+        self.seen.deinit(self.gpa);
+        self.gpa.free(self.allowed);
+        self.gpa.free(self.scan_set);
+        self.* = undefined;
+    }
+
+    /// Copies the committed rows `0..=row` of `other` (for forking).
+    pub fn copyFrom(self: *Parser, other: *const Parser, row: u32) Error!void {
+        self.rows.clearRetainingCapacity();
+        self.items.clearRetainingCapacity();
+        try self.rows.appendSlice(self.gpa, other.rows.items[0 .. row + 1]);
+        try self.items.appendSlice(self.gpa, other.items.items[0..other.rows.items[row].items_end]);
+    }
+
+    pub fn start(self: *const Parser) Position {
+        return .{ .lexer_state = self.rows.items[0].lexer_start, .row = 0 };
+    }
+
+    pub fn beginStep(self: *Parser) void {
+        self.items_built_step = 0;
+    }
+
+    fn buildInitialRow(self: *Parser) Error!void {
+        assert(self.rows.items.len == 0);
+        try self.rows.append(self.gpa, .{
+            .items_start = 0,
+            .items_end = 0,
+            .lexer_start = lexer_mod.dead,
+            .parent = no_parent,
+            .key = 0,
+            .accepting = false,
+            .after_skip = false,
+        });
+        self.seen.clearRetainingCapacity();
+        // The augmented rule S' → S starts at position 0.
+        try self.addItem(.{ .pos = 0, .origin = 0 });
+        try self.closeRow(0);
+    }
+
+    fn addItem(self: *Parser, item: Item) Error!void {
+        const gop = try self.seen.getOrPut(self.gpa, @bitCast(item));
+        if (gop.found_existing) return;
+        const row_items = self.items.items.len - self.rows.items[self.rows.items.len - 1].items_start;
+        if (row_items >= self.limits.row_item_count_max) return error.LimitExceeded;
+        self.items_built_step += 1;
+        if (self.items_built_step > self.limits.step_item_count_max) return error.LimitExceeded;
+        try self.items.append(self.gpa, item);
+    }
+
+    /// Predict and complete until the last row is closed, then set up its lexer start state.
+    fn closeRow(self: *Parser, k: u32) Error!void {
+        const cfg = self.cfg;
+        const row_start = self.rows.items[k].items_start;
+        var i: usize = row_start;
+        while (i < self.items.items.len) : (i += 1) {
+            const item = self.items.items[i];
+            const sym = cfg.rhs[item.pos];
+            if (sym & end_flag != 0) {
+                if (item.origin == k) continue; // ε: done by nullable prediction
+                const lhs_sym = cfg.nonterminal_base + (sym & ~end_flag);
+                const origin_row = self.rows.items[item.origin];
+                var j = origin_row.items_start;
+                while (j < origin_row.items_end) : (j += 1) {
+                    const waiting = self.items.items[j];
+                    if (cfg.rhs[waiting.pos] == lhs_sym) {
+                        try self.addItem(.{ .pos = waiting.pos + 1, .origin = waiting.origin });
+                    }
+                }
+            } else if (sym >= cfg.nonterminal_base) {
+                const nt = sym - cfg.nonterminal_base;
+                for (cfg.rule_positions[cfg.nt_rules[nt]..cfg.nt_rules[nt + 1]]) |pos| {
+                    try self.addItem(.{ .pos = pos, .origin = k });
+                }
+                if (cfg.nullable[nt]) try self.addItem(.{ .pos = item.pos + 1, .origin = item.origin });
+            }
+        }
+        const row = &self.rows.items[k];
+        row.items_end = @intCast(self.items.items.len);
+        // Which lexemes may come next, and is the parse complete?
+        @memset(self.allowed, false);
+        var any_lexeme = false;
+        row.accepting = false;
+        for (self.items.items[row.items_start..row.items_end]) |item| {
+            const sym = cfg.rhs[item.pos];
+            if (sym < cfg.lexeme_count) {
+                self.allowed[sym] = true;
+                any_lexeme = true;
+            } else if (item.pos == cfg.accept_pos and item.origin == 0) {
+                row.accepting = true;
+            }
+        }
+        if (cfg.skip_lexeme) |skip| {
+            const boundary_ok = k > 0 or cfg.allow_initial_skip;
+            const followed = any_lexeme or cfg.allow_initial_skip;
+            self.allowed[skip] = boundary_ok and followed and !row.after_skip;
+        }
+        row.lexer_start = try self.lexer.startState(self.allowed);
+    }
+
+    /// The row after scanning, from row `parent`, the lexemes matching in lexer state `state`
+    /// (or the special lexeme `special` when `state` is null); null when no item advances.
+    fn scan(self: *Parser, parent: u32, key: u32, lexemes: []const u32) Error!?u32 {
+        const k = parent + 1;
+        if (self.rows.items.len > k) {
+            const cached = self.rows.items[k];
+            if (cached.parent == parent and cached.key == key) return k;
+        }
+        self.rows.shrinkRetainingCapacity(k);
+        const parent_row = self.rows.items[parent];
+        self.items.shrinkRetainingCapacity(parent_row.items_end);
+        const cfg = self.cfg;
+        var skip_only = true;
+        for (lexemes) |l| {
+            self.scan_set[l] = true;
+            if (cfg.skip_lexeme == null or l != cfg.skip_lexeme.?) skip_only = false;
+        }
+        defer for (lexemes) |l| {
+            self.scan_set[l] = false;
+        };
+        try self.rows.append(self.gpa, .{
+            .items_start = parent_row.items_end,
+            .items_end = parent_row.items_end,
+            .lexer_start = lexer_mod.dead,
+            .parent = parent,
+            .key = key,
+            .accepting = false,
+            .after_skip = false,
+        });
+        self.seen.clearRetainingCapacity();
+        var advanced = false;
+        if (!skip_only) {
+            var j = parent_row.items_start;
+            while (j < parent_row.items_end) : (j += 1) {
+                const item = self.items.items[j];
+                const sym = cfg.rhs[item.pos];
+                if (sym < cfg.lexeme_count and self.scan_set[sym]) {
+                    try self.addItem(.{ .pos = item.pos + 1, .origin = item.origin });
+                    advanced = true;
+                }
+            }
+        }
+        if (!advanced) {
+            // A skip lexeme keeps the parse where it was.
+            const skip = cfg.skip_lexeme orelse return self.dropRow(k);
+            if (!self.scan_set_has(lexemes, skip)) return self.dropRow(k);
+            var j = parent_row.items_start;
+            while (j < parent_row.items_end) : (j += 1) {
+                const item = self.items.items[j];
+                // Keep origins: the row is a copy of its parent.
+                try self.items.append(self.gpa, item);
+            }
+            const row = &self.rows.items[k];
+            row.items_end = @intCast(self.items.items.len);
+            row.after_skip = true;
+            row.accepting = parent_row.accepting;
+            @memset(self.allowed, false);
+            for (self.items.items[row.items_start..row.items_end]) |item| {
+                const sym = cfg.rhs[item.pos];
+                if (sym < cfg.lexeme_count) self.allowed[sym] = true;
+            }
+            row.lexer_start = try self.lexer.startState(self.allowed);
+            return k;
+        }
+        try self.closeRow(k);
+        return k;
+    }
+
+    fn scan_set_has(self: *const Parser, lexemes: []const u32, l: u32) bool {
+        _ = self;
+        return std.mem.indexOfScalar(u32, lexemes, l) != null;
+    }
+
+    fn dropRow(self: *Parser, k: u32) ?u32 {
+        self.rows.shrinkRetainingCapacity(k);
+        self.items.shrinkRetainingCapacity(self.rows.items[k - 1].items_end);
+        return null;
+    }
+
+    /// Ends the lexeme in progress (lexer state `state`, which must accept) at row `row`.
+    fn endLexeme(self: *Parser, row: u32, state: StateId) Error!?u32 {
+        return self.scan(row, state, self.lexer.acceptingLexemes(state));
+    }
+
+    /// One byte from `at`; null when the grammar refuses it.
+    pub fn stepByte(self: *Parser, at: Position, b: u8) Error!?Position {
+        const lexer = self.lexer;
+        const t = try lexer.next(at.lexer_state, b);
+        if (t != lexer_mod.dead) {
+            if (!self.cfg.has_lazy or !lexer.stateInfo(t).lazy_accepting) return .{ .lexer_state = t, .row = at.row };
+            const r = try self.endLexeme(at.row, t) orelse return null;
+            return .{ .lexer_state = self.rows.items[r].lexer_start, .row = r };
+        }
+        // `b` cannot extend the lexeme: it ends here (longest match) and `b` starts the next.
+        if (at.lexer_state == self.rows.items[at.row].lexer_start) return null;
+        if (!lexer.isAccepting(at.lexer_state)) return null;
+        const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
+        const start_state = self.rows.items[r].lexer_start;
+        const t2 = try lexer.next(start_state, b);
+        if (t2 == lexer_mod.dead) return null;
+        if (self.cfg.has_lazy and lexer.stateInfo(t2).lazy_accepting) {
+            const r2 = try self.endLexeme(r, t2) orelse return null;
+            return .{ .lexer_state = self.rows.items[r2].lexer_start, .row = r2 };
+        }
+        return .{ .lexer_state = t2, .row = r };
+    }
+
+    /// The row at a lexeme boundary from `at`: `at.row` itself when no lexeme is in progress,
+    /// else the row after ending the lexeme (null if it cannot end here).
+    pub fn boundaryRow(self: *Parser, at: Position) Error!?u32 {
+        if (at.lexer_state == self.rows.items[at.row].lexer_start) return at.row;
+        if (!self.lexer.isAccepting(at.lexer_state)) return null;
+        return self.endLexeme(at.row, at.lexer_state);
+    }
+
+    /// May the output end at `at`?
+    pub fn eosAllowed(self: *Parser, at: Position) Error!bool {
+        const r = try self.boundaryRow(at) orelse return false;
+        const row = self.rows.items[r];
+        return row.accepting and (!row.after_skip or self.cfg.allow_initial_skip);
+    }
+
+    /// The position after special token `token` (matched by a special lexeme), or null.
+    pub fn stepSpecial(self: *Parser, at: Position, token: u32) Error!?Position {
+        const cfg = self.cfg;
+        if (!cfg.has_special) return null;
+        const r = try self.boundaryRow(at) orelse return null;
+        const row = self.rows.items[r];
+        var j = row.items_start;
+        while (j < row.items_end) : (j += 1) {
+            const sym = cfg.rhs[self.items.items[j].pos];
+            if (sym < cfg.lexeme_count and cfg.is_special[sym] and
+                std.sort.binarySearch(u32, cfg.specialIds(sym), token, orderU32) != null)
+            {
+                const r2 = try self.scan(r, special_key | sym, &.{sym}) orelse return null;
+                return .{ .lexer_state = self.rows.items[r2].lexer_start, .row = r2 };
+            }
+        }
+        return null;
+    }
+
+    /// Calls `visit(context, token)` for every special token allowed at `at`.
+    pub fn forEachAllowedSpecial(self: *Parser, at: Position, context: anytype, comptime visit: fn (@TypeOf(context), u32) void) Error!void {
+        const cfg = self.cfg;
+        if (!cfg.has_special) return;
+        const r = try self.boundaryRow(at) orelse return;
+        const row = self.rows.items[r];
+        var j = row.items_start;
+        while (j < row.items_end) : (j += 1) {
+            const sym = cfg.rhs[self.items.items[j].pos];
+            if (sym < cfg.lexeme_count and cfg.is_special[sym]) {
+                for (cfg.specialIds(sym)) |id| visit(context, id);
+            }
+        }
+    }
+};
+
+fn orderU32(a: u32, b: u32) std.math.Order {
+    return std.math.order(a, b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling the grammar IR (see docs/grammar_ir.md; the binary layout is in wasm/ABI.md)
+
+pub const ir_magic: u32 = 0x31475354; // "TSG1"
+pub const ir_nonterminal_flag: u32 = 1 << 31;
+
+pub const CompileError = regex_syntax.Error || error{BadIr};
+
+pub const CompileDiagnostic = struct {
+    /// The lexeme whose pattern failed, if any.
+    lexeme: ?u32 = null,
+    regex: regex_syntax.Diagnostic = .{},
+    message: []const u8 = "",
+};
+
+/// The compiled grammar plus what the lexer needs: one expression per lexer lexeme (text and
+/// special lexemes, then the skip lexeme) and their laziness.
+pub const Compiled = struct {
+    cfg: Cfg,
+    lexeme_exprs: []regex.ExprId,
+    lazy: []bool,
+
+    pub fn deinit(self: *Compiled, gpa: Allocator) void {
+        self.cfg.deinit(gpa);
+        gpa.free(self.lexeme_exprs);
+        gpa.free(self.lazy);
+        self.* = undefined;
+    }
+};
+
+const Reader = struct {
+    words: []const u32,
+    at: usize = 0,
+
+    fn word(self: *Reader) error{BadIr}!u32 {
+        if (self.at >= self.words.len) return error.BadIr;
+        self.at += 1;
+        return self.words[self.at - 1];
+    }
+
+    fn bytes(self: *Reader, len: u32) error{BadIr}![]const u8 {
+        const n_words = (len + 3) / 4;
+        if (self.at + n_words > self.words.len) return error.BadIr;
+        const all = std.mem.sliceAsBytes(self.words[self.at..][0..n_words]);
+        self.at += n_words;
+        return all[0..len];
+    }
+
+    fn slice(self: *Reader, len: u32) error{BadIr}![]const u32 {
+        if (self.at + len > self.words.len) return error.BadIr;
+        self.at += len;
+        return self.words[self.at - len ..][0..len];
+    }
+};
+
+fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
+    diag.message = message;
+    return error.BadIr;
+}
+
+pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
+    var r: Reader = .{ .words = words };
+    if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
+    const lexeme_count = try r.word();
+    const nt_count = try r.word();
+    const rule_count = try r.word();
+    const start_nt = try r.word();
+    const flags = try r.word();
+    if (nt_count == 0 or start_nt >= nt_count) return bad(diag, "start nonterminal out of range");
+    if (lexeme_count >= (1 << 24) or nt_count >= (1 << 24) or rule_count >= (1 << 24)) return bad(diag, "grammar too large");
+    const has_skip = flags & 2 != 0;
+    const lexer_lexemes = lexeme_count + @intFromBool(has_skip);
+
+    const lexeme_exprs = try gpa.alloc(regex.ExprId, lexer_lexemes);
+    errdefer gpa.free(lexeme_exprs);
+    const lazy = try gpa.alloc(bool, lexer_lexemes);
+    errdefer gpa.free(lazy);
+    @memset(lazy, false);
+    const is_special = try gpa.alloc(bool, lexeme_count);
+    errdefer gpa.free(is_special);
+    const special_start = try gpa.alloc(u32, lexeme_count + 1);
+    errdefer gpa.free(special_start);
+    var special_ids: std.ArrayList(u32) = .empty;
+    errdefer special_ids.deinit(gpa);
+
+    if (has_skip) {
+        const len = try r.word();
+        const pattern = try r.bytes(len);
+        diag.lexeme = lexeme_count;
+        lexeme_exprs[lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
+    }
+    var has_lazy = false;
+    var has_special = false;
+    for (0..lexeme_count) |l| {
+        const kind = try r.word();
+        const lexeme_flags = try r.word();
+        const n = try r.word();
+        lazy[l] = lexeme_flags & 1 != 0;
+        has_lazy = has_lazy or lazy[l];
+        special_start[l] = @intCast(special_ids.items.len);
+        is_special[l] = false;
+        diag.lexeme = @intCast(l);
+        switch (kind) {
+            @intFromEnum(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), .{}, &diag.regex),
+            @intFromEnum(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
+            @intFromEnum(LexemeKind.special) => {
+                lexeme_exprs[l] = .nothing;
+                is_special[l] = true;
+                has_special = true;
+                const ids = try r.slice(n);
+                try special_ids.appendSlice(gpa, ids);
+                std.mem.sort(u32, special_ids.items[special_start[l]..], {}, std.sort.asc(u32));
+            },
+            else => return bad(diag, "unknown lexeme kind"),
+        }
+        if (kind != @intFromEnum(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
+            return bad(diag, "a lexeme matches the empty string; make it match at least one character (use ? or * on the rule instead)");
+        }
+    }
+    diag.lexeme = null;
+    special_start[lexeme_count] = @intCast(special_ids.items.len);
+
+    // Rules: rule 0 is S' -> S with S' = nonterminal nt_count.
+    const total_nt = nt_count + 1;
+    const nt_base = lexeme_count;
+    var rhs: std.ArrayList(u32) = .empty;
+    errdefer rhs.deinit(gpa);
+    var rule_starts: std.ArrayList(u32) = .empty;
+    defer rule_starts.deinit(gpa);
+    var rule_lhs: std.ArrayList(u32) = .empty;
+    defer rule_lhs.deinit(gpa);
+    try rule_starts.append(gpa, 0);
+    try rule_lhs.append(gpa, nt_count);
+    try rhs.appendSlice(gpa, &.{ nt_base + start_nt, end_flag | nt_count });
+    for (0..rule_count) |_| {
+        const lhs = try r.word();
+        const len = try r.word();
+        if (lhs >= nt_count) return bad(diag, "rule left-hand side out of range");
+        const symbols = try r.slice(len);
+        try rule_starts.append(gpa, @intCast(rhs.items.len));
+        try rule_lhs.append(gpa, lhs);
+        for (symbols) |sym| {
+            if (sym & ir_nonterminal_flag != 0) {
+                const nt = sym & ~ir_nonterminal_flag;
+                if (nt >= nt_count) return bad(diag, "rule symbol: nonterminal out of range");
+                try rhs.append(gpa, nt_base + nt);
+            } else {
+                if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
+                try rhs.append(gpa, sym);
+            }
+        }
+        try rhs.append(gpa, end_flag | lhs);
+    }
+    if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
+
+    // Group rule positions by left-hand side.
+    const nt_rules = try gpa.alloc(u32, total_nt + 1);
+    errdefer gpa.free(nt_rules);
+    @memset(nt_rules, 0);
+    for (rule_lhs.items) |lhs| nt_rules[lhs + 1] += 1;
+    for (1..nt_rules.len) |i| nt_rules[i] += nt_rules[i - 1];
+    const rule_positions = try gpa.alloc(u32, rule_lhs.items.len);
+    errdefer gpa.free(rule_positions);
+    const fill = try gpa.dupe(u32, nt_rules[0..total_nt]);
+    defer gpa.free(fill);
+    for (rule_lhs.items, rule_starts.items) |lhs, pos| {
+        rule_positions[fill[lhs]] = pos;
+        fill[lhs] += 1;
+    }
+
+    // Nullable nonterminals: a fixpoint, at most one pass per nonterminal.
+    const nullable = try gpa.alloc(bool, total_nt);
+    errdefer gpa.free(nullable);
+    @memset(nullable, false);
+    var changed = true;
+    var passes: u32 = 0;
+    while (changed and passes <= total_nt) : (passes += 1) {
+        changed = false;
+        for (rule_lhs.items, rule_starts.items) |lhs, pos| {
+            if (nullable[lhs]) continue;
+            var p = pos;
+            const all_nullable = while (rhs.items[p] & end_flag == 0) : (p += 1) {
+                const sym = rhs.items[p];
+                if (sym < nt_base or !nullable[sym - nt_base]) break false;
+            } else true;
+            if (all_nullable) {
+                nullable[lhs] = true;
+                changed = true;
+            }
+        }
+    }
+
+    return .{
+        .cfg = .{
+            .lexeme_count = lexeme_count,
+            .nonterminal_base = nt_base,
+            .skip_lexeme = if (has_skip) lexeme_count else null,
+            .allow_initial_skip = flags & 1 != 0,
+            .has_lazy = has_lazy,
+            .has_special = has_special,
+            .rhs = try rhs.toOwnedSlice(gpa),
+            .rule_positions = rule_positions,
+            .nt_rules = nt_rules,
+            .nullable = nullable,
+            .accept_pos = 1,
+            .special_start = special_start,
+            .special_ids = try special_ids.toOwnedSlice(gpa),
+            .is_special = is_special,
+        },
+        .lexeme_exprs = lexeme_exprs,
+        .lazy = lazy,
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+const IrBuilder = struct {
+    words: std.ArrayList(u32) = .empty,
+
+    fn put(self: *IrBuilder, w: u32) !void {
+        try self.words.append(std.testing.allocator, w);
+    }
+
+    fn putBytes(self: *IrBuilder, text: []const u8) !void {
+        try self.put(@intCast(text.len));
+        var i: usize = 0;
+        while (i < text.len) : (i += 4) {
+            var chunk: [4]u8 = @splat(0);
+            const n = @min(4, text.len - i);
+            @memcpy(chunk[0..n], text[i..][0..n]);
+            try self.put(std.mem.readInt(u32, &chunk, .little));
+        }
+    }
+};
+
+fn walkText(parser: *Parser, text: []const u8) !?Position {
+    var at = parser.start();
+    for (text) |b| at = try parser.stepByte(at, b) orelse return null;
+    return at;
+}
+
+test "earley: arithmetic with precedence, skip and nullable rules" {
+    const gpa = std.testing.allocator;
+    // Lexemes: 0 NUMBER [0-9]+, 1 "+", 2 "*", 3 "(", 4 ")"; skip " +".
+    // expr -> expr "+" term | term ; term -> term "*" factor | factor ; factor -> NUMBER | "(" expr ")"
+    var b: IrBuilder = .{};
+    defer b.words.deinit(gpa);
+    const nt = ir_nonterminal_flag;
+    for ([_]u32{ ir_magic, 5, 3, 6, 0, 2 }) |w| try b.put(w);
+    try b.putBytes(" +");
+    try b.put(0);
+    try b.put(0);
+    try b.putBytes("[0-9]+");
+    for ([_][]const u8{ "+", "*", "(", ")" }) |lit| {
+        try b.put(1);
+        try b.put(0);
+        try b.putBytes(lit);
+    }
+    const rules = [_][]const u32{
+        &.{ 0, 3, nt | 0, 1, nt | 1 }, &.{ 0, 1, nt | 1 },
+        &.{ 1, 3, nt | 1, 2, nt | 2 }, &.{ 1, 1, nt | 2 },
+        &.{ 2, 1, 0 },                 &.{ 2, 3, 3, nt | 0, 4 },
+    };
+    for (rules) |rule| for (rule) |w| try b.put(w);
+
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
+    defer compiled.deinit(gpa);
+    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
+    defer lexer.deinit();
+    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
+    defer parser.deinit();
+
+    const good = [_][]const u8{ "1", "12 + 3", "(1+2)*3", "2 * (3 + 4) * 5", "((7))" };
+    for (good) |text| {
+        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(try parser.eosAllowed(at));
+    }
+    const prefixes = [_][]const u8{ "1 +", "(1+2", "(", "2 * (" };
+    for (prefixes) |text| {
+        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(!try parser.eosAllowed(at));
+    }
+    const bad_texts = [_][]const u8{ "1 2", "+1", "(1))", " 1", "1 * * 2" };
+    for (bad_texts) |text| {
+        if (try walkText(&parser, text)) |at| {
+            try std.testing.expect(!try parser.eosAllowed(at));
+        }
+    }
+}
