@@ -213,6 +213,12 @@ pub const Parser = struct {
                 if (cfg.nullable[nt]) try self.addItem(.{ .pos = item.pos + 1, .origin = item.origin });
             }
         }
+        try self.finishRow(k);
+    }
+
+    /// Sets the row's end, whether the parse is complete, and its lexer start state.
+    fn finishRow(self: *Parser, k: u32) Error!void {
+        const cfg = self.cfg;
         const row = &self.rows.items[k];
         row.items_end = @intCast(self.items.items.len);
         // Which lexemes may come next, and is the parse complete?
@@ -231,7 +237,7 @@ pub const Parser = struct {
         if (cfg.skip_lexeme) |skip| {
             const boundary_ok = k > 0 or cfg.allow_initial_skip;
             const followed = any_lexeme or cfg.allow_initial_skip;
-            self.allowed[skip] = boundary_ok and followed and !row.after_skip;
+            self.allowed[skip] = boundary_ok and followed;
         }
         row.lexer_start = try self.lexer.startState(self.allowed);
     }
@@ -248,14 +254,16 @@ pub const Parser = struct {
         const parent_row = self.rows.items[parent];
         self.items.shrinkRetainingCapacity(parent_row.items_end);
         const cfg = self.cfg;
+        // `lexemes` may point into the lexer's tables, which building the row can grow: use it
+        // only before `startState` runs.
         var skip_only = true;
+        var has_skip = false;
         for (lexemes) |l| {
             self.scan_set[l] = true;
-            if (cfg.skip_lexeme == null or l != cfg.skip_lexeme.?) skip_only = false;
+            const is_skip = cfg.skip_lexeme != null and l == cfg.skip_lexeme.?;
+            if (!is_skip) skip_only = false;
+            has_skip = has_skip or is_skip;
         }
-        defer for (lexemes) |l| {
-            self.scan_set[l] = false;
-        };
         try self.rows.append(self.gpa, .{
             .items_start = parent_row.items_end,
             .items_end = parent_row.items_end,
@@ -273,40 +281,33 @@ pub const Parser = struct {
                 const item = self.items.items[j];
                 const sym = cfg.rhs[item.pos];
                 if (sym < cfg.lexeme_count and self.scan_set[sym]) {
-                    try self.addItem(.{ .pos = item.pos + 1, .origin = item.origin });
+                    self.addItem(.{ .pos = item.pos + 1, .origin = item.origin }) catch |err| {
+                        for (lexemes) |l| self.scan_set[l] = false;
+                        return err;
+                    };
                     advanced = true;
                 }
             }
         }
-        if (!advanced) {
-            // A skip lexeme keeps the parse where it was.
-            const skip = cfg.skip_lexeme orelse return self.dropRow(k);
-            if (!self.scan_set_has(lexemes, skip)) return self.dropRow(k);
+        for (lexemes) |l| self.scan_set[l] = false;
+        if (advanced and has_skip) {
+            // The text also matched the skip lexeme: keep that reading too (the parse staying
+            // where it was). The union is still a sound Earley set: every item keeps its origin.
             var j = parent_row.items_start;
-            while (j < parent_row.items_end) : (j += 1) {
-                const item = self.items.items[j];
-                // Keep origins: the row is a copy of its parent.
-                try self.items.append(self.gpa, item);
-            }
-            const row = &self.rows.items[k];
-            row.items_end = @intCast(self.items.items.len);
-            row.after_skip = true;
-            row.accepting = parent_row.accepting;
-            @memset(self.allowed, false);
-            for (self.items.items[row.items_start..row.items_end]) |item| {
-                const sym = cfg.rhs[item.pos];
-                if (sym < cfg.lexeme_count) self.allowed[sym] = true;
-            }
-            row.lexer_start = try self.lexer.startState(self.allowed);
+            while (j < parent_row.items_end) : (j += 1) try self.addItem(self.items.items[j]);
+        }
+        if (!advanced) {
+            // A skip lexeme keeps the parse where it was: the row is a copy of its parent.
+            if (!has_skip) return self.dropRow(k);
+            const n = parent_row.items_end - parent_row.items_start;
+            try self.items.ensureUnusedCapacity(self.gpa, n);
+            self.items.appendSliceAssumeCapacity(self.items.items[parent_row.items_start..parent_row.items_end]);
+            self.rows.items[k].after_skip = true;
+            try self.finishRow(k);
             return k;
         }
         try self.closeRow(k);
         return k;
-    }
-
-    fn scan_set_has(self: *const Parser, lexemes: []const u32, l: u32) bool {
-        _ = self;
-        return std.mem.indexOfScalar(u32, lexemes, l) != null;
     }
 
     fn dropRow(self: *Parser, k: u32) ?u32 {

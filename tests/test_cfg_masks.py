@@ -1,0 +1,178 @@
+"""Context-free grammar masks in the core, checked against the slow reference recognizer.
+
+At several steps of sample texts (replayed as canonical tokens), every allowed token must be
+completable per `tests/reference_cfg.py` (no false positives), and a random sample of the
+other tokens must not be (no false negatives). Only tokens whose text is valid UTF-8 on its own
+are compared: the reference works on characters (byte-level behaviour is covered by the regex
+suite). Runs under both module builds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reference_cfg import ReferenceRecognizer
+from tokensieve import Grammar, Matcher
+from tokensieve._ir import GrammarIR, Lexeme, Sym
+
+DATA = Path(__file__).parent / "data" / "grammars"
+SAMPLE_SIZE = 600
+
+
+def ir_from_rules(rules: dict[str, list[list[str]]], lexemes: dict[str, tuple[str, str]], *, skip=None,
+                  lazy=(), allow_initial_skip=False) -> GrammarIR:
+    """A small IR from readable rules: symbols are lexeme names or nonterminal names."""
+    ir = GrammarIR(skip=skip, allow_initial_skip=allow_initial_skip)
+    nts = {name: ir.add_nonterminal(name) for name in rules}
+    lex = {name: ir.add_lexeme(Lexeme(name, kind, value, lazy=name in lazy)) for name, (kind, value) in lexemes.items()}
+    for name, alternatives in rules.items():
+        for alt in alternatives:
+            ir.add_rule(nts[name], [Sym.n(nts[s]) if s in nts else Sym.t(lex[s]) for s in alt])
+    ir.start = nts[next(iter(rules))]
+    return ir
+
+
+ARITH = ir_from_rules(
+    {
+        "expr": [["expr", "+", "term"], ["expr", "-", "term"], ["term"]],
+        "term": [["term", "*", "factor"], ["factor"]],
+        "factor": [["NUM"], ["(", "expr", ")"]],
+    },
+    {"NUM": ("regex", r"[0-9]+(\.[0-9]+)?"), "+": ("literal", "+"), "-": ("literal", "-"),
+     "*": ("literal", "*"), "(": ("literal", "("), ")": ("literal", ")")},
+    skip=r"[ \t]+",
+)
+
+JSON = ir_from_rules(
+    {
+        "value": [["object"], ["array"], ["STRING"], ["NUMBER"], ["true"], ["false"], ["null"]],
+        "object": [["{", "}"], ["{", "members", "}"]],
+        "members": [["pair"], ["members", ",", "pair"]],
+        "pair": [["STRING", ":", "value"]],
+        "array": [["[", "]"], ["[", "elements", "]"]],
+        "elements": [["value"], ["elements", ",", "value"]],
+    },
+    {"STRING": ("regex", r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'),
+     "NUMBER": ("regex", r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"),
+     "true": ("literal", "true"), "false": ("literal", "false"), "null": ("literal", "null"),
+     "{": ("literal", "{"), "}": ("literal", "}"), "[": ("literal", "["), "]": ("literal", "]"),
+     ",": ("literal", ","), ":": ("literal", ":")},
+    skip=r"[ \t\n\r]+",
+)
+
+COMMENTED = ir_from_rules(
+    {"doc": [["items"]], "items": [["item"], ["items", "item"]], "item": [["WORD"], ["COMMENT"]]},
+    {"WORD": ("regex", r"[a-z]+"), "COMMENT": ("regex", r"/\*(.|\n)*\*/")},
+    skip=r"[ \n]+", lazy=("COMMENT",),
+)
+
+NESTED = ir_from_rules(
+    {"list": [["[", "]"], ["[", "items", "]"]], "items": [["item"], ["items", ",", "item"]],
+     "item": [["list"], ["ATOM"], ["opt", "ATOM"]], "opt": [[], ["~"]]},
+    {"[": ("literal", "["), "]": ("literal", "]"), ",": ("literal", ","), "ATOM": ("regex", "[a-z]+"),
+     "~": ("literal", "~")},
+)
+
+CASES = {
+    "arith": (ARITH, ["1 + 2 * (3 - 4.5)", "((7))*8", "10-2-3"], ["1 + + 2", "(1"]),
+    "json": (JSON, ['{"a": [1, 2.5e-3, true], "b": {"c": null}}', "[]", '["x", {"y": "z\\n"}]'],
+             ['{"a" 1}', "[1,]"]),
+    "lazy_comment": (COMMENTED, ["abc /* a comment */ def", "/* x */ /* y */"], ["abc */"]),
+    "nested_nullable": (NESTED, ["[a,[b,~c],[]]", "[[[x]]]"], ["[a,,b]", "[~~a]"]),
+}
+
+
+def allowed_ids(m: Matcher, vocab_size: int) -> set[int]:
+    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def token_texts(tok) -> dict[int, str]:
+    out = {}
+    for t in range(tok.vocab_size):
+        if tok.is_special(t):
+            continue
+        try:
+            text = tok.token_bytes(t).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text:
+            out[t] = text
+    return out
+
+
+_TEXTS: dict[int, dict[int, str]] = {}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("tok_name", ["gpt2", "llama3"])
+def test_cfg_masks_follow_the_reference(name, tok_name, wasm_variant):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer(tok_name)
+    texts = _TEXTS.setdefault(id(tok), token_texts(tok))
+    ir, accept, reject = CASES[name]
+    ref = ReferenceRecognizer(ir)
+    grammar = Grammar.from_ir(ir)
+    rng = random.Random(name + tok_name)
+    eos = set(tok.eos_token_ids)
+    for text in accept:
+        assert ref.full_match(text), text
+        m = Matcher(tok, grammar)
+        tokens = tok.encode(text)
+        prefix = ""
+        steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(5, len(tokens) + 1))))
+        for i in range(len(tokens) + 1):
+            if i in steps:
+                got = allowed_ids(m, tok.vocab_size)
+                assert (got & eos == eos) == ref.full_match(prefix), f"EOS after {prefix!r}"
+                candidates = {t for t in got if t in texts} | {t for t in rng.sample(sorted(texts), SAMPLE_SIZE)}
+                wrong = [(t, texts[t]) for t in sorted(candidates) if (t in got) != ref.completable(prefix + texts[t])]
+                assert not wrong[:10], f"after {prefix!r}: mask disagrees with the reference on {wrong[:10]}"
+            if i < len(tokens):
+                assert m.consume_token(tokens[i]), f"{tok.token_bytes(tokens[i])!r} refused after {prefix!r}"
+                prefix += tok.token_bytes(tokens[i]).decode("utf-8", "replace")
+        assert m.is_accepting()
+        assert m.consume_token(tok.eos_token_ids[0])
+    for text in reject:
+        tokens = tok.encode(text)
+        chunks = [tok.token_bytes(t).decode("utf-8", "replace") for t in tokens]
+        want = ref.valid_prefix_len(chunks)
+        m = Matcher(tok, grammar)
+        assert m.validate_tokens(tokens) == want, text
+        if want == len(tokens):
+            assert not m.consume_tokens(tokens) or not m.is_accepting() or ref.full_match(text)
+
+
+def test_long_lists_cost_the_same_per_step(wasm_variant):
+    """Step 10,000 of a long JSON array costs about what step 100 does (no growth with position)."""
+    import time
+
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    m = Matcher(tok, Grammar.from_ir(JSON))
+    element = tok.encode("12, ")
+    assert m.consume_tokens(tok.encode("["))
+
+    def timed(n: int) -> float:
+        best = float("inf")
+        for _ in range(n):
+            t0 = time.perf_counter()
+            m.compute_bitmask()
+            best = min(best, time.perf_counter() - t0)
+            assert m.consume_tokens(element)
+        return best
+
+    timed(100)
+    early = timed(20)
+    for _ in range(10_000 // len(element)):
+        assert m.consume_tokens(element)
+    late = timed(20)
+    # Generous: a quadratic parser would be ~100x slower here.
+    assert late < early * 5 + 0.0005, (early, late)
