@@ -91,6 +91,9 @@ pub const Item = packed struct(u64) {
 pub const Row = struct {
     items_start: u32,
     items_end: u32,
+    /// Leo items of this row: `leo_entries[leo_start..leo_end]`.
+    leo_start: u32 = 0,
+    leo_end: u32 = 0,
     lexer_start: StateId,
     parent: u32,
     /// What built the row from `parent`: the lexer state whose lexemes were scanned, or
@@ -101,6 +104,8 @@ pub const Row = struct {
 };
 
 pub const special_key: u32 = 1 << 31;
+
+const LeoEntry = struct { nonterminal: u32, top: Item };
 const no_parent = std.math.maxInt(u32);
 
 /// A position of the combined lexer and parser: the lexer state and the current row.
@@ -119,6 +124,11 @@ pub const Parser = struct {
     seen: std.AutoHashMapUnmanaged(u64, void) = .empty,
     allowed: []bool,
     scan_set: []bool,
+    leo_entries: std.ArrayList(LeoEntry) = .empty,
+    /// Scratch for computing Leo entries: per nonterminal, items waiting on it in the row.
+    leo_count: []u32,
+    leo_item: []Item,
+    leo_touched: std.ArrayList(u32) = .empty,
     items_built_step: u32 = 0,
 
     pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
@@ -128,7 +138,21 @@ pub const Parser = struct {
         const scan_set = try gpa.alloc(bool, n);
         errdefer gpa.free(scan_set);
         @memset(scan_set, false);
-        var parser: Parser = .{ .gpa = gpa, .cfg = cfg, .lexer = lexer, .limits = limits, .allowed = allowed, .scan_set = scan_set };
+        const leo_count = try gpa.alloc(u32, cfg.nonterminalCount());
+        errdefer gpa.free(leo_count);
+        @memset(leo_count, 0);
+        const leo_item = try gpa.alloc(Item, cfg.nonterminalCount());
+        errdefer gpa.free(leo_item);
+        var parser: Parser = .{
+            .gpa = gpa,
+            .cfg = cfg,
+            .lexer = lexer,
+            .limits = limits,
+            .allowed = allowed,
+            .scan_set = scan_set,
+            .leo_count = leo_count,
+            .leo_item = leo_item,
+        };
         errdefer parser.deinit();
         try parser.buildInitialRow();
         return parser;
@@ -140,6 +164,10 @@ pub const Parser = struct {
         self.seen.deinit(self.gpa);
         self.gpa.free(self.allowed);
         self.gpa.free(self.scan_set);
+        self.leo_entries.deinit(self.gpa);
+        self.gpa.free(self.leo_count);
+        self.gpa.free(self.leo_item);
+        self.leo_touched.deinit(self.gpa);
         self.* = undefined;
     }
 
@@ -149,6 +177,8 @@ pub const Parser = struct {
         self.items.clearRetainingCapacity();
         try self.rows.appendSlice(self.gpa, other.rows.items[0 .. row + 1]);
         try self.items.appendSlice(self.gpa, other.items.items[0..other.rows.items[row].items_end]);
+        self.leo_entries.clearRetainingCapacity();
+        try self.leo_entries.appendSlice(self.gpa, other.leo_entries.items[0..other.rows.items[row].leo_end]);
     }
 
     pub fn start(self: *const Parser) Position {
@@ -196,7 +226,12 @@ pub const Parser = struct {
             const sym = cfg.rhs[item.pos];
             if (sym & end_flag != 0) {
                 if (item.origin == k) continue; // ε: done by nullable prediction
-                const lhs_sym = cfg.nonterminal_base + (sym & ~end_flag);
+                const lhs = sym & ~end_flag;
+                if (self.leoLookup(item.origin, lhs)) |top| {
+                    try self.addItem(top);
+                    continue;
+                }
+                const lhs_sym = cfg.nonterminal_base + lhs;
                 const origin_row = self.rows.items[item.origin];
                 var j = origin_row.items_start;
                 while (j < origin_row.items_end) : (j += 1) {
@@ -239,7 +274,50 @@ pub const Parser = struct {
             const followed = any_lexeme or cfg.allow_initial_skip;
             self.allowed[skip] = boundary_ok and followed;
         }
-        row.lexer_start = try self.lexer.startState(self.allowed);
+        try self.computeLeo(k);
+        self.rows.items[k].lexer_start = try self.lexer.startState(self.allowed);
+    }
+
+    /// Leo's optimisation (Leo 1991): when row `k` has exactly one item waiting on nonterminal
+    /// B, and B is the last symbol of that item's rule, completing B from row k is
+    /// deterministic all the way up a chain of such items. The chain's top item is stored once
+    /// here, so completing B later adds that one item instead of walking the chain: right
+    /// recursion (`list → item "," list`) stays linear instead of quadratic.
+    fn computeLeo(self: *Parser, k: u32) Error!void {
+        const cfg = self.cfg;
+        const row = self.rows.items[k];
+        self.leo_touched.clearRetainingCapacity();
+        for (self.items.items[row.items_start..row.items_end]) |item| {
+            const sym = cfg.rhs[item.pos];
+            if (sym & end_flag != 0 or sym < cfg.nonterminal_base) continue;
+            const nt = sym - cfg.nonterminal_base;
+            if (self.leo_count[nt] == 0) try self.leo_touched.append(self.gpa, nt);
+            self.leo_count[nt] += 1;
+            self.leo_item[nt] = item;
+        }
+        const leo_start: u32 = @intCast(self.leo_entries.items.len);
+        for (self.leo_touched.items) |nt| {
+            defer self.leo_count[nt] = 0;
+            if (self.leo_count[nt] != 1) continue;
+            const item = self.leo_item[nt];
+            const after = cfg.rhs[item.pos + 1];
+            if (after & end_flag == 0) continue; // B is not last: not deterministic
+            // Items predicted in this row (origin k) would need this row's entries, still being
+            // built: stop the chain there (a shorter chain is still correct).
+            const advanced: Item = .{ .pos = item.pos + 1, .origin = item.origin };
+            const top = if (item.origin < k) self.leoLookup(item.origin, after & ~end_flag) orelse advanced else advanced;
+            try self.leo_entries.append(self.gpa, .{ .nonterminal = nt, .top = top });
+        }
+        self.rows.items[k].leo_start = leo_start;
+        self.rows.items[k].leo_end = @intCast(self.leo_entries.items.len);
+    }
+
+    fn leoLookup(self: *const Parser, row_index: u32, nt: u32) ?Item {
+        const row = self.rows.items[row_index];
+        for (self.leo_entries.items[row.leo_start..row.leo_end]) |entry| {
+            if (entry.nonterminal == nt) return entry.top;
+        }
+        return null;
     }
 
     /// The row after scanning, from row `parent`, the lexemes matching in lexer state `state`
@@ -253,6 +331,7 @@ pub const Parser = struct {
         self.rows.shrinkRetainingCapacity(k);
         const parent_row = self.rows.items[parent];
         self.items.shrinkRetainingCapacity(parent_row.items_end);
+        self.leo_entries.shrinkRetainingCapacity(parent_row.leo_end);
         const cfg = self.cfg;
         // `lexemes` may point into the lexer's tables, which building the row can grow: use it
         // only before `startState` runs.
@@ -272,6 +351,8 @@ pub const Parser = struct {
             .key = key,
             .accepting = false,
             .after_skip = false,
+            .leo_start = parent_row.leo_end,
+            .leo_end = parent_row.leo_end,
         });
         self.seen.clearRetainingCapacity();
         var advanced = false;
@@ -312,6 +393,7 @@ pub const Parser = struct {
 
     fn dropRow(self: *Parser, k: u32) ?u32 {
         self.rows.shrinkRetainingCapacity(k);
+        self.leo_entries.shrinkRetainingCapacity(self.rows.items[k - 1].leo_end);
         self.items.shrinkRetainingCapacity(self.rows.items[k - 1].items_end);
         return null;
     }
