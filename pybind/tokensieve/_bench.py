@@ -29,6 +29,48 @@ REGEX_CASES: list[tuple[str, str, str]] = [
 ]
 
 
+JSON_LARK = r"""
+start: value
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" "}" | "{" pair ("," pair)* "}"
+pair: STRING ":" value
+array: "[" "]" | "[" value ("," value)* "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+
+C_LARK = r"""
+start: stmt+
+stmt: decl | assign | if_stmt | while_stmt | call ";" | "return" expr ";"
+decl: TYPE NAME ("=" expr)? ";"
+assign: NAME "=" expr ";"
+if_stmt: "if" "(" expr ")" block ("else" block)?
+while_stmt: "while" "(" expr ")" block
+block: "{" stmt* "}"
+call: NAME "(" (expr ("," expr)*)? ")"
+expr: atom (OP atom)*
+atom: NAME | NUMBER | STRING | call | "(" expr ")"
+TYPE: "int" | "float" | "char" | "void"
+NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
+NUMBER: /[0-9]+(\.[0-9]+)?/
+STRING: /"[^"\n]*"/
+OP: "+" | "-" | "*" | "/" | "<" | "<=" | "==" | "!=" | ">" | ">=" | "&&" | "||"
+COMMENT: /\/\/[^\n]*/
+%ignore /[ \t\n]+/
+%ignore COMMENT
+"""
+
+CFG_CASES: list[tuple[str, str, str]] = [
+    ("json", JSON_LARK, '{"name": "Alice Smith", "age": 31, "tags": ["admin", "user", "beta tester"], '
+     '"address": {"street": "12 Long Road", "city": "Springfield", "zip": "12345"}, "scores": [1.5, 2.25, -3e5, 0], '
+     '"active": true, "note": null, "bio": "Loves hiking, reading about the history of science and cooking '
+     'elaborate dinners for friends."}'),
+    ("c_like", C_LARK, 'int total = 0;\nint i = 0;\nwhile (i < 100) {\n    if (i == 42) { print("found it"); }\n'
+     '    else { total = total + compute(i, 2.5); }\n    i = i + 1;\n}\nreturn total;'),
+]
+
+
 def find_shared() -> Path | None:
     """The `shared/` fixtures folder: `$TOKENSIEVE_SHARED`, or `../shared` beside the repo."""
     env = os.environ.get("TOKENSIEVE_SHARED")
@@ -187,6 +229,91 @@ def _print(r: dict[str, Any]) -> None:
           "llguidance without its slicer; 'x' columns = ours / llguidance (lower is better for us).")
 
 
+def run_cfg_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> dict[str, Any]:
+    """Mask µs along sample texts for the JSON and C-like Lark grammars, llguidance beside."""
+    import gzip
+
+    import numpy as np
+
+    from . import Grammar, Matcher, Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer_path)
+    words = (tok.vocab_size + 31) // 32
+    buf = np.zeros((1, words), dtype=np.int32)
+    llg = None
+    if vs_llguidance:
+        try:
+            import llguidance
+            import llguidance.numpy as llg_np
+        except ImportError:
+            print("llguidance is not installed: `pip install llguidance` for side-by-side figures")
+        else:
+            raw = tokenizer_path.read_bytes()
+            text = gzip.decompress(raw).decode() if tokenizer_path.suffix == ".gz" else raw.decode()
+            llg = (llguidance, llg_np, llguidance.LLTokenizer(text), llguidance.LLTokenizer(text, slices=[]))
+    results: dict[str, Any] = {"tokenizer": str(tokenizer_path), "cases": {}}
+    for name, lark, sample in CFG_CASES:
+        grammar = Grammar.lark(lark)
+        tokens = tok.encode(sample)
+        row: dict[str, Any] = {"tokens": len(tokens)}
+        t0 = time.perf_counter()
+        Grammar.lark(lark)
+        row["ours_compile_us"] = (time.perf_counter() - t0) * 1e6
+        row["ours"] = _summary(_replay(
+            lambda: Matcher(tok, grammar), lambda m: m.fill_bitmask(buf), lambda m, t: m.consume_token(t), tokens, rounds,
+        ))
+        if llg is not None:
+            llguidance, llg_np, llg_tok, llg_tok_noslice = llg
+            g = llguidance.LLMatcher.grammar_from_lark(lark)
+            lbuf = llg_np.allocate_token_bitmask(1, llg_tok.vocab_size)
+            for key, lt in (("llg", llg_tok), ("llg_noslice", llg_tok_noslice)):
+                row[key] = _summary(_replay(
+                    lambda lt=lt: llguidance.LLMatcher(lt, g), lambda m: llg_np.fill_next_token_bitmask(m, lbuf, 0),
+                    lambda m, t: m.consume_token(t), tokens, rounds,
+                ))
+        results["cases"][name] = row
+    print(f"tokenizer: {tokenizer_path} ({tok.vocab_size} ids); µs per mask along a sample text")
+    head = f"{'grammar':<8} {'tok':>4} | {'ours avg':>8} {'p50':>6} {'p99':>7}"
+    if llg is not None:
+        head += f" | {'llg avg':>7} {'p50':>6} {'p99':>7} | {'noslice avg':>11} {'p50':>6} {'p99':>7} | {'avg x':>6} {'x noslice':>9}"
+    print(head)
+    print("-" * len(head))
+    for name, c in results["cases"].items():
+        o = c["ours"]
+        line = f"{name:<8} {c['tokens']:>4} | {o['avg']:>8.1f} {o['p50']:>6.1f} {o['p99']:>7.1f}"
+        if "llg" in c:
+            lg, ln = c["llg"], c["llg_noslice"]
+            line += (f" | {lg['avg']:>7.1f} {lg['p50']:>6.1f} {lg['p99']:>7.1f} | {ln['avg']:>11.1f} {ln['p50']:>6.1f} "
+                     f"{ln['p99']:>7.1f} | {o['avg'] / lg['avg']:>6.2f} {o['avg'] / ln['avg']:>9.2f}")
+        print(line)
+    print("'x' = ours / llguidance average (lower is better for us); 'noslice' = llguidance without its slicer.")
+    return results
+
+
+def add_cfg_bench(sub: Any) -> None:
+    p = sub.add_parser("cfg", help="per-mask µs for the JSON and C-like Lark grammars (Llama-3 by default)")
+    p.add_argument("--tokenizer", type=Path, help="tokenizer.json(.gz); default ../shared/tokenizers/llama3")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+
+    def run(args: argparse.Namespace) -> int:
+        path = args.tokenizer or _default_tokenizer()
+        results = run_cfg_bench(path, rounds=args.rounds, vs_llguidance=args.vs == "llguidance")
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return 0
+
+    p.set_defaults(run=run)
+
+
+def _default_tokenizer() -> Path:
+    shared = find_shared()
+    if shared is None:
+        raise SystemExit("no tokenizer given and ../shared not found: pass --tokenizer PATH")
+    return shared / "tokenizers" / "llama3" / "tokenizer.json.gz"
+
+
 def add_regex_bench(sub: Any) -> None:
     p = sub.add_parser("regex", help="per-mask µs for a handful of regexes (Llama-3 by default)")
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json(.gz); default ../shared/tokenizers/llama3")
@@ -195,12 +322,7 @@ def add_regex_bench(sub: Any) -> None:
     p.add_argument("--json", type=Path, help="also write the figures here")
 
     def run(args: argparse.Namespace) -> int:
-        path = args.tokenizer
-        if path is None:
-            shared = find_shared()
-            if shared is None:
-                raise SystemExit("no tokenizer given and ../shared not found: pass --tokenizer PATH")
-            path = shared / "tokenizers" / "llama3" / "tokenizer.json.gz"
+        path = args.tokenizer or _default_tokenizer()
         results = run_regex_bench(path, rounds=args.rounds, vs_llguidance=args.vs == "llguidance")
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))

@@ -89,9 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="benchmarks, side by side with llguidance when installed")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
-    from ._bench import add_regex_bench
+    from ._bench import add_cfg_bench, add_regex_bench
 
     add_regex_bench(bench_sub)
+    add_cfg_bench(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ._abi import REGEX_FLAG_CASE_INSENSITIVE, REGEX_FLAG_DOT_ALL, Core, default_core, free_later
 from ._errors import GrammarError
@@ -95,6 +95,34 @@ class Grammar:
         grammar = cls(kind, source, 0, limits, ir)
         grammar._handle(default_core())
         return grammar
+
+    @classmethod
+    def lark(cls, text: str, *, tokenizer: Any = None, limits: Limits | None = None) -> Grammar:
+        """A grammar in the Lark-like syntax llguidance users write (see docs/lark.md).
+
+        Args:
+            text: the grammar; `start` is the start rule.
+            tokenizer: needed only to resolve special tokens named like `<|eot_id|>`.
+            limits: work and size limits.
+
+        Raises:
+            GrammarError: with `line` and `column` of the problem.
+        """
+        from ._lark import lark_to_ir
+
+        ir = lark_to_ir(text, special_tokens=_special_token_map(tokenizer))
+        return cls.from_ir(ir, source=text, kind="lark", limits=limits)
+
+    @classmethod
+    def gbnf(cls, text: str, *, limits: Limits | None = None) -> Grammar:
+        """A grammar in llama.cpp's GBNF syntax (`root ::= …`).
+
+        Raises:
+            GrammarError: with `line` and `column` of the problem.
+        """
+        from ._gbnf import gbnf_to_ir
+
+        return cls.from_ir(gbnf_to_ir(text), source=text, kind="gbnf", limits=limits)
 
     @classmethod
     def choice(cls, options: Sequence[str], *, limits: Limits | None = None) -> Grammar:
@@ -189,3 +217,16 @@ def _name_lexeme(err: GrammarError, ir: GrammarIR) -> GrammarError:
         what = f"the skip pattern /{ir.skip}/"
     where = f" at offset {err.position}" if err.position is not None else ""
     return GrammarError(f"bad pattern in {what}{where}: {match.group(2)}", position=err.position)
+
+
+def _special_token_map(tokenizer: Any) -> dict[str, int] | None:
+    """Special token text → id, for resolving `<|name|>` in grammars."""
+    if tokenizer is None:
+        return None
+    out: dict[str, int] = {}
+    for t in range(tokenizer.vocab_size):
+        if tokenizer.is_special(t):
+            text = tokenizer.token_bytes(t).decode("utf-8", "replace")
+            if text:
+                out.setdefault(text, t)
+    return out

@@ -1,0 +1,105 @@
+"""Differential check against llguidance: the same Lark grammar, the same tokens, the same masks.
+
+llguidance is an independent implementation of the same semantics (lexer/parser split, longest
+match with one byte of look-ahead). With `%llguidance {"no_forcing": true}` its masks are plain
+masks, so at every step of the sample inputs the two masks must be equal, bit for bit, over the
+Llama-3 vocabulary. The grammars avoid the one documented difference (a skip right before EOS).
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from tokensieve import Grammar, Matcher
+
+import llguidance  # in the test extra: a missing oracle fails the suite rather than skipping
+import llguidance.numpy as llg_numpy
+
+GRAMMARS = {
+    "json": (
+        r'''
+start: value
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" "}" | "{" pair ("," pair)* "}"
+pair: STRING ":" value
+array: "[" "]" | "[" value ("," value)* "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+''',
+        ['{"name": "Alice", "tags": ["a", "b c"], "n": -1.5e3, "ok": true, "x": null}', '[1, [2, [3, {}]]]'],
+    ),
+    "arithmetic": (
+        r'''
+start: expr
+expr: expr "+" term | expr "-" term | term
+term: term "*" factor | term "/" factor | factor
+factor: NUMBER | "(" expr ")" | "-" factor
+NUMBER: /[0-9]+(\.[0-9]+)?/
+%ignore " "
+''',
+        ["(1 + 2) * 3 - 4 / (5 - -6)", "12*(3.5+7)"],
+    ),
+    "c_like": (
+        r'''
+start: stmt+
+stmt: decl | assign | if_stmt | while_stmt | call ";"
+decl: TYPE NAME ("=" expr)? ";"
+assign: NAME "=" expr ";"
+if_stmt: "if" "(" expr ")" block ("else" block)?
+while_stmt: "while" "(" expr ")" block
+block: "{" stmt* "}"
+call: NAME "(" (expr ("," expr)*)? ")"
+expr: atom (OP atom)*
+atom: NAME | NUMBER | call | "(" expr ")"
+TYPE: "int" | "float" | "char"
+NAME: /[a-z_][a-z0-9_]*/
+NUMBER: /[0-9]+/
+OP: "+" | "-" | "*" | "<" | "==" | ">"
+%ignore /[ \n]+/
+''',
+        ["int x = 1; while (x < 10) { x = x + 1; print(x); }", "if (a == b) { f(1, 2); } else { g(); }"],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def llama3_pair(shared_dir):
+    from conftest import load_shared_tokenizer
+
+    path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
+    ours = load_shared_tokenizer("llama3")
+    theirs = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode(), slices=[])
+    return ours, theirs
+
+
+@pytest.mark.parametrize("name", list(GRAMMARS))
+def test_masks_equal_llguidance_masks(name, llama3_pair, wasm_variant):
+    ours_tok, llg_tok = llama3_pair
+    text, samples = GRAMMARS[name]
+    grammar = Grammar.lark(text)
+    llg_grammar = llguidance.LLMatcher.grammar_from_lark('%llguidance {"no_forcing": true}\n' + text)
+    words = (ours_tok.vocab_size + 31) // 32
+    for sample in samples:
+        tokens = ours_tok.encode(sample)
+        m = Matcher(ours_tok, grammar)
+        lm = llguidance.LLMatcher(llg_tok, llg_grammar)
+        assert not lm.is_error(), lm.get_error()
+        theirs = llg_numpy.allocate_token_bitmask(1, llg_tok.vocab_size)
+        prefix = b""
+        for i, t in enumerate(tokens + [None]):
+            ours = m.compute_bitmask()
+            llg_numpy.fill_next_token_bitmask(lm, theirs, 0)
+            diff = np.flatnonzero(np.unpackbits((ours ^ theirs[0][:words]).view(np.uint8), bitorder="little"))
+            assert diff.size == 0, (
+                f"{name}: after {prefix!r} the masks differ on "
+                f"{[(int(d), ours_tok.token_bytes(int(d))) for d in diff[:8]]}"
+            )
+            if t is None:
+                break
+            assert m.consume_token(t) and lm.consume_token(t), prefix
+            prefix += ours_tok.token_bytes(t)
+        assert m.is_accepting() and lm.is_accepting()
