@@ -9,19 +9,12 @@ suite). Runs under both module builds.
 
 from __future__ import annotations
 
-import json
-import random
-from pathlib import Path
-
-import numpy as np
 import pytest
 
-from reference_cfg import ReferenceRecognizer
+from cfg_check import check_against_reference
 from tokensieve import Grammar, Matcher
 from tokensieve._ir import GrammarIR, Lexeme, Sym
 
-DATA = Path(__file__).parent / "data" / "grammars"
-SAMPLE_SIZE = 600
 
 
 def ir_from_rules(rules: dict[str, list[list[str]]], lexemes: dict[str, tuple[str, str]], *, skip=None,
@@ -94,66 +87,13 @@ CASES = {
 }
 
 
-def allowed_ids(m: Matcher, vocab_size: int) -> set[int]:
-    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size]
-    return set(np.flatnonzero(bits).tolist())
-
-
-def token_texts(tok) -> dict[int, str]:
-    out = {}
-    for t in range(tok.vocab_size):
-        if tok.is_special(t):
-            continue
-        try:
-            text = tok.token_bytes(t).decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if text:
-            out[t] = text
-    return out
-
-
-_TEXTS: dict[int, dict[int, str]] = {}
-
-
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("tok_name", ["gpt2", "llama3"])
 def test_cfg_masks_follow_the_reference(name, tok_name, wasm_variant):
     from conftest import load_shared_tokenizer
 
-    tok = load_shared_tokenizer(tok_name)
-    texts = _TEXTS.setdefault(id(tok), token_texts(tok))
     ir, accept, reject = CASES[name]
-    ref = ReferenceRecognizer(ir)
-    grammar = Grammar.from_ir(ir)
-    rng = random.Random(name + tok_name)
-    eos = set(tok.eos_token_ids)
-    for text in accept:
-        assert ref.full_match(text), text
-        m = Matcher(tok, grammar)
-        tokens = tok.encode(text)
-        prefix = ""
-        steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(5, len(tokens) + 1))))
-        for i in range(len(tokens) + 1):
-            if i in steps:
-                got = allowed_ids(m, tok.vocab_size)
-                assert (got & eos == eos) == ref.full_match(prefix), f"EOS after {prefix!r}"
-                candidates = {t for t in got if t in texts} | {t for t in rng.sample(sorted(texts), SAMPLE_SIZE)}
-                wrong = [(t, texts[t]) for t in sorted(candidates) if (t in got) != ref.completable(prefix + texts[t])]
-                assert not wrong[:10], f"after {prefix!r}: mask disagrees with the reference on {wrong[:10]}"
-            if i < len(tokens):
-                assert m.consume_token(tokens[i]), f"{tok.token_bytes(tokens[i])!r} refused after {prefix!r}"
-                prefix += tok.token_bytes(tokens[i]).decode("utf-8", "replace")
-        assert m.is_accepting()
-        assert m.consume_token(tok.eos_token_ids[0])
-    for text in reject:
-        tokens = tok.encode(text)
-        chunks = [tok.token_bytes(t).decode("utf-8", "replace") for t in tokens]
-        want = ref.valid_prefix_len(chunks)
-        m = Matcher(tok, grammar)
-        assert m.validate_tokens(tokens) == want, text
-        if want == len(tokens):
-            assert not m.consume_tokens(tokens) or not m.is_accepting() or ref.full_match(text)
+    check_against_reference(load_shared_tokenizer(tok_name), Grammar.from_ir(ir), ir, accept, reject, seed=name + tok_name)
 
 
 @pytest.mark.parametrize("ir", [JSON, RIGHT_LIST], ids=["left_recursive_json", "right_recursive"])

@@ -626,6 +626,10 @@ pub fn walkTrieCfg(
     const class_of = &lexer.class_of;
     const has_lazy = parser.cfg.has_lazy;
     stack[0] = start;
+    // Whether the lexeme in progress at each depth could end there: when it cannot, a dead
+    // transition is a plain refusal and the parser need not be asked.
+    var can_end_stack: [trie_mod.token_length_max + 1]bool = undefined;
+    can_end_stack[0] = lexer.isAccepting(start.lexer_state);
     var depth: usize = 0;
     var p: usize = 0;
     while (p < nodes.len) {
@@ -633,8 +637,13 @@ pub fn walkTrieCfg(
         const cur = stack[depth];
         const fast = trans[cur.lexer_state + class_of[node.byte]];
         var next: ?Position = null;
-        if (fast != lexer_mod.missing and fast != lexer_mod.dead and !has_lazy) {
-            next = .{ .lexer_state = fast, .row = cur.row };
+        if (fast != lexer_mod.missing and !has_lazy) {
+            if (fast != lexer_mod.dead) {
+                next = .{ .lexer_state = fast, .row = cur.row };
+            } else if (can_end_stack[depth]) {
+                next = try parser.stepByte(cur, node.byte);
+                trans = lexer.trans.items;
+            }
         } else {
             next = try parser.stepByte(cur, node.byte);
             trans = lexer.trans.items;
@@ -644,6 +653,7 @@ pub fn walkTrieCfg(
             if (node.subtree_size > 1) {
                 depth += 1;
                 stack[depth] = q;
+                can_end_stack[depth] = lexer.isAccepting(q.lexer_state);
                 p += 1;
                 continue;
             }

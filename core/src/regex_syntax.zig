@@ -348,7 +348,28 @@ pub const Parser = struct {
                     if (self.peek() != '<') return self.fail(start, "unsupported group syntax");
                     try self.skipGroupName(start);
                 },
-                else => return self.fail(start, "unsupported group syntax (inline flags are only supported at the start)"),
+                else => {
+                    // Scoped flags: (?is:...) or (?-i:...) apply inside the group only.
+                    var flags = self.flags;
+                    var on = true;
+                    while (self.peek()) |f| : (self.pos += 1) {
+                        switch (f) {
+                            'i' => flags.case_insensitive = on,
+                            's' => flags.dot_all = on,
+                            'u', 'm', 'x' => if (f == 'x') return self.fail(start, "verbose mode (?x) is not supported"),
+                            '-' => on = false,
+                            ':' => break,
+                            else => return self.fail(start, "unsupported group syntax"),
+                        }
+                    } else return self.fail(start, "unclosed group");
+                    self.pos += 1; // ':'
+                    const saved = self.flags;
+                    self.flags = flags;
+                    defer self.flags = saved;
+                    const inner = try self.parseAlternation();
+                    if (!self.eat(')')) return self.fail(start, "unclosed group");
+                    return inner;
+                },
             }
         }
         const inner = try self.parseAlternation();
@@ -659,6 +680,9 @@ test "literals, classes and quantifiers" {
     try std.testing.expect(try fullMatch("[a-]", "-"));
     try std.testing.expect(try fullMatch("\\u00e9\\x41", "éA"));
     try std.testing.expect(try fullMatch("(?i)abc", "AbC"));
+    try std.testing.expect(try fullMatch("a(?i:b)c", "aBc"));
+    try std.testing.expect(!try fullMatch("a(?i:b)c", "aBC"));
+    try std.testing.expect(try fullMatch("(?s:.)", "\n"));
 }
 
 test "unicode classes become UTF-8 byte sequences" {

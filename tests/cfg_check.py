@@ -1,0 +1,75 @@
+"""Shared check: a grammar's masks in the core against the reference recognizer."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from reference_cfg import ReferenceRecognizer
+from tokensieve import Grammar, Matcher
+from tokensieve._ir import GrammarIR
+
+SAMPLE_SIZE = 600
+# Allowed tokens checked per step (all of them when fewer): big masks would make the slow
+# reference dominate the suite.
+ALLOWED_SAMPLE_SIZE = 1500
+
+
+def allowed_ids(m: Matcher, vocab_size: int) -> set[int]:
+    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def token_texts(tok) -> dict[int, str]:
+    out = {}
+    for t in range(tok.vocab_size):
+        if tok.is_special(t):
+            continue
+        try:
+            text = tok.token_bytes(t).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text:
+            out[t] = text
+    return out
+
+
+_TEXTS: dict[int, dict[int, str]] = {}
+
+
+def check_against_reference(tok, grammar: Grammar, ir: GrammarIR, accept, reject, *, seed: str, steps_max: int = 5) -> None:
+    """Replay `accept` texts checking masks at a few steps; `reject` texts fail where the reference says."""
+    texts = _TEXTS.setdefault(id(tok), token_texts(tok))
+    ref = ReferenceRecognizer(ir)
+    rng = random.Random(seed)
+    eos = set(tok.eos_token_ids)
+    for text in accept:
+        assert ref.full_match(text), text
+        m = Matcher(tok, grammar)
+        tokens = tok.encode(text)
+        prefix = ""
+        steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(steps_max, len(tokens) + 1))))
+        for i in range(len(tokens) + 1):
+            if i in steps:
+                got = allowed_ids(m, tok.vocab_size)
+                assert (got & eos == eos) == ref.full_match(prefix), f"EOS after {prefix!r}"
+                allowed_texts = sorted(t for t in got if t in texts)
+                if len(allowed_texts) > ALLOWED_SAMPLE_SIZE:
+                    allowed_texts = rng.sample(allowed_texts, ALLOWED_SAMPLE_SIZE)
+                candidates = set(allowed_texts) | set(rng.sample(sorted(texts), SAMPLE_SIZE))
+                wrong = [(t, texts[t]) for t in sorted(candidates) if (t in got) != ref.completable(prefix + texts[t])]
+                assert not wrong[:10], f"after {prefix!r}: mask disagrees with the reference on {wrong[:10]}"
+            if i < len(tokens):
+                assert m.consume_token(tokens[i]), f"{tok.token_bytes(tokens[i])!r} refused after {prefix!r}"
+                prefix += tok.token_bytes(tokens[i]).decode("utf-8", "replace")
+        assert m.is_accepting()
+        assert m.consume_token(tok.eos_token_ids[0])
+    for text in reject:
+        tokens = tok.encode(text)
+        chunks = [tok.token_bytes(t).decode("utf-8", "replace") for t in tokens]
+        want = ref.valid_prefix_len(chunks)
+        m = Matcher(tok, grammar)
+        assert m.validate_tokens(tokens) == want, text
+        if want == len(tokens):
+            assert not m.consume_tokens(tokens) or not m.is_accepting() or ref.full_match(text)
