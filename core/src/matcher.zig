@@ -229,7 +229,7 @@ pub const Matcher = struct {
         try self.states.append(gpa, grammar.start);
         if (grammar.compiled) |*compiled| {
             grammar.refuel();
-            self.cfg = try CfgState.init(gpa, &compiled.cfg, &grammar.lexer, tokenizer.trie.depth_max + 1);
+            self.cfg = try CfgState.init(gpa, &compiled.cfg, &grammar.lexer);
         }
         tokenizer.ref_count += 1;
         grammar.ref_count += 1;
@@ -449,17 +449,14 @@ pub const CfgState = struct {
     parser: earley.Parser,
     /// `history[i]` is the position after `i` tokens; never empty.
     history: std.ArrayList(Position) = .empty,
-    walk_stack: []Position,
     /// The position the matcher's mask was computed for (invalidated by rollback and reset,
     /// which may rebuild rows under the same index).
     mask_key: ?Position = null,
 
-    fn init(gpa: Allocator, cfg: *const earley.Cfg, lexer: *Lexer, depth: u32) Error!CfgState {
+    fn init(gpa: Allocator, cfg: *const earley.Cfg, lexer: *Lexer) Error!CfgState {
         var parser = try earley.Parser.init(gpa, cfg, lexer, .{});
         errdefer parser.deinit();
-        const walk_stack = try gpa.alloc(Position, depth);
-        errdefer gpa.free(walk_stack);
-        var state: CfgState = .{ .parser = parser, .walk_stack = walk_stack };
+        var state: CfgState = .{ .parser = parser };
         try state.history.append(gpa, parser.start());
         return state;
     }
@@ -467,7 +464,6 @@ pub const CfgState = struct {
     fn deinit(self: *CfgState, gpa: Allocator) void {
         self.parser.deinit();
         self.history.deinit(gpa);
-        gpa.free(self.walk_stack);
     }
 
     fn copyFrom(self: *CfgState, other: *const CfgState) Error!void {
@@ -538,7 +534,7 @@ pub const CfgState = struct {
         const tokenizer = m.tokenizer;
         self.parser.beginStep();
         if (!m.eos_consumed) {
-            try walkTrieCfg(tokenizer.trie.nodes, &self.parser, at, self.walk_stack, m.mask);
+            try walkTrieCfg(tokenizer.trie.nodes, &self.parser, at, m.mask);
             const dummy = tokenizer.vocabSize();
             m.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
             const Setter = struct {
@@ -618,42 +614,45 @@ pub fn walkTrieCfg(
     nodes: []const Node,
     parser: *earley.Parser,
     start: Position,
-    stack: []Position,
     mask: []u32,
 ) Error!void {
     const lexer = parser.lexer;
     var trans = lexer.trans.items;
     const class_of = &lexer.class_of;
     const has_lazy = parser.cfg.has_lazy;
-    stack[0] = start;
-    // Whether the lexeme in progress at each depth could end there: when it cannot, a dead
-    // transition is a plain refusal and the parser need not be asked.
-    var can_end_stack: [trie_mod.token_length_max + 1]bool = undefined;
-    can_end_stack[0] = lexer.isAccepting(start.lexer_state);
+    // The lexer state and the row per trie depth, in separate arrays: inside a lexeme the loop
+    // touches only lexer states. `can_end`: the lexeme in progress could end at that depth;
+    // when it cannot, a dead transition is a plain refusal and the parser is not asked.
+    var states: [trie_mod.token_length_max + 1]StateId = undefined;
+    var rows: [trie_mod.token_length_max + 1]u32 = undefined;
+    var can_end: [trie_mod.token_length_max + 1]bool = undefined;
+    states[0] = start.lexer_state;
+    rows[0] = start.row;
+    can_end[0] = lexer.isAccepting(start.lexer_state);
     var depth: usize = 0;
     var p: usize = 0;
     while (p < nodes.len) {
         const node = nodes[p];
-        const cur = stack[depth];
-        const fast = trans[cur.lexer_state + class_of[node.byte]];
-        var next: ?Position = null;
-        if (fast != lexer_mod.missing and !has_lazy) {
-            if (fast != lexer_mod.dead) {
-                next = .{ .lexer_state = fast, .row = cur.row };
-            } else if (can_end_stack[depth]) {
-                next = try parser.stepByte(cur, node.byte);
-                trans = lexer.trans.items;
-            }
-        } else {
-            next = try parser.stepByte(cur, node.byte);
+        const state = states[depth];
+        var next_state = trans[state + class_of[node.byte]];
+        var next_row = rows[depth];
+        var alive = next_state != lexer_mod.dead;
+        if (next_state == lexer_mod.missing or has_lazy or (!alive and can_end[depth])) {
+            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth] }, node.byte);
             trans = lexer.trans.items;
+            alive = q != null;
+            if (q) |pos| {
+                next_state = pos.lexer_state;
+                next_row = pos.row;
+            }
         }
-        if (next) |q| {
+        if (alive) {
             mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
             if (node.subtree_size > 1) {
                 depth += 1;
-                stack[depth] = q;
-                can_end_stack[depth] = lexer.isAccepting(q.lexer_state);
+                states[depth] = next_state;
+                rows[depth] = next_row;
+                can_end[depth] = lexer.isAccepting(next_state);
                 p += 1;
                 continue;
             }
