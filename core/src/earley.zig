@@ -540,6 +540,34 @@ fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
     return error.BadIr;
 }
 
+/// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
+/// flags have bit 1 set (each list: a count, then length-prefixed patterns).
+fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
+    var parts: [64]regex.ExprId = undefined;
+    var n: usize = 0;
+    parts[n] = base;
+    n += 1;
+    const and_count = try r.word();
+    if (and_count > 32) return bad(diag, "too many and-patterns (at most 32)");
+    for (0..and_count) |_| {
+        const len = try r.word();
+        parts[n] = try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex);
+        n += 1;
+    }
+    const not_count = try r.word();
+    if (not_count > 0) {
+        var excluded: std.ArrayList(regex.ExprId) = .empty;
+        defer excluded.deinit(exprs.gpa);
+        for (0..not_count) |_| {
+            const len = try r.word();
+            try excluded.append(exprs.gpa, try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex));
+        }
+        parts[n] = try exprs.not(try exprs.alt(excluded.items));
+        n += 1;
+    }
+    return exprs.andAll(parts[0..n]);
+}
+
 pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
     var r: Reader = .{ .words = words };
     if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
@@ -594,6 +622,10 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
                 std.mem.sort(u32, special_ids.items[special_start[l]..], {}, std.sort.asc(u32));
             },
             else => return bad(diag, "unknown lexeme kind"),
+        }
+        if (lexeme_flags & 2 != 0) {
+            if (kind == @intFromEnum(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
+            lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
         }
         if (kind != @intFromEnum(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
             return bad(diag, "a lexeme matches the empty string; make it match at least one character (use ? or * on the rule instead)");

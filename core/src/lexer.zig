@@ -237,10 +237,18 @@ pub const Lexer = struct {
         defer pairs.deinit(self.gpa);
         for (self.lexemes, 0..) |e, i| {
             if (allowed) |a| if (!a[i]) continue;
-            if (e == .nothing) continue;
+            if (try self.isDead(e)) continue;
             try pairs.appendSlice(self.gpa, &.{ @intCast(i), e.index() });
         }
         return self.internState(pairs.items);
+    }
+
+    /// Can `e` match nothing more? One comparison for plain terms; a bounded search for terms
+    /// with intersections or complements (see `ExprSet.isEmpty`).
+    fn isDead(self: *Lexer, e: ExprId) Error!bool {
+        if (e == .nothing) return true;
+        if (!self.exprs.isBoolean(e)) return false;
+        return self.exprs.isEmpty(e, self.class_representative[0..self.class_count]);
     }
 
     /// The state after `byte`, computing the transition if it is not cached.
@@ -264,7 +272,7 @@ pub const Lexer = struct {
             const pairs = self.pairsOf(index);
             const lexeme = pairs[i];
             const d = try self.exprs.deriv(@enumFromInt(pairs[i + 1]), b);
-            if (d != .nothing) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
+            if (!try self.isDead(d)) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
         }
         const target = try self.internState(result.items);
         self.trans.items[state + class] = target;

@@ -47,9 +47,16 @@ pub const Tag = enum(u8) {
     alt,
     /// `child`, `min`, `max` (`repeat_unbounded` for no upper bound).
     repeat,
+    /// Intersection of two or more members, sorted, no duplicates.
+    and_,
+    /// Complement of `child` (all byte strings it does not match).
+    not_,
 };
 
 const flag_nullable: u32 = 1 << 8;
+/// Set on terms that contain an intersection or a complement: for those, "denotes the empty
+/// language" is no longer "is `nothing`", and `isEmpty` must search.
+const flag_boolean: u32 = 1 << 9;
 
 pub const ByteSet = struct {
     bits: [8]u32 = @splat(0),
@@ -88,6 +95,9 @@ pub const Error = error{ LimitExceeded, OutOfMemory };
 
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
+
+/// Terms an emptiness search may visit before giving up with `error.LimitExceeded`.
+pub const empty_search_visited_max: u32 = 20_000;
 
 pub const Limits = struct {
     /// Distinct terms the set may hold (about 40 bytes each with the tables).
@@ -128,6 +138,7 @@ pub const ExprSet = struct {
     spans: std.ArrayList(Span) = .empty,
     table: std.HashMapUnmanaged(u32, void, IdContext, 80) = .empty,
     deriv_cache: std.AutoHashMapUnmanaged(u64, ExprId) = .empty,
+    empty_cache: std.AutoHashMapUnmanaged(u32, bool) = .empty,
     scratch: std.ArrayList(u32) = .empty,
     /// Units of construction work left; `deriv` and the constructors spend it.
     fuel: u64 = std.math.maxInt(u64),
@@ -149,6 +160,7 @@ pub const ExprSet = struct {
         self.spans.deinit(self.gpa);
         self.table.deinit(self.gpa);
         self.deriv_cache.deinit(self.gpa);
+        self.empty_cache.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.* = undefined;
     }
@@ -168,6 +180,15 @@ pub const ExprSet = struct {
 
     pub fn nullable(self: *const ExprSet, e: ExprId) bool {
         return self.runOf(e.index())[0] & flag_nullable != 0;
+    }
+
+    /// Contains an intersection or complement (emptiness needs `isEmpty`).
+    pub fn isBoolean(self: *const ExprSet, e: ExprId) bool {
+        return self.runOf(e.index())[0] & flag_boolean != 0;
+    }
+
+    fn booleanFlag(self: *const ExprSet, e: ExprId) u32 {
+        return self.runOf(e.index())[0] & flag_boolean;
     }
 
     /// The arguments of a node (the words after its header).
@@ -251,7 +272,8 @@ pub const ExprSet = struct {
             const b: ExprId = @enumFromInt(self.args(head)[1]);
             return self.concat(a, try self.concat(b, tail));
         }
-        const flags = if (self.nullable(head) and self.nullable(tail)) flag_nullable else 0;
+        const flags = (if (self.nullable(head) and self.nullable(tail)) flag_nullable else 0) |
+            self.booleanFlag(head) | self.booleanFlag(tail);
         return self.intern(&.{ @intFromEnum(Tag.concat) | flags, head.index(), tail.index() });
     }
 
@@ -321,7 +343,9 @@ pub const ExprSet = struct {
         }
         if (unique == 0) return .nothing;
         if (unique == 1) return @enumFromInt(list[0]);
-        self.scratch.items[base] = @intFromEnum(Tag.alt) | (if (nullable_any) flag_nullable else 0);
+        var boolean: u32 = 0;
+        for (self.scratch.items[base + 1 .. base + 1 + unique]) |m| boolean |= self.booleanFlag(@enumFromInt(m));
+        self.scratch.items[base] = @intFromEnum(Tag.alt) | (if (nullable_any) flag_nullable else 0) | boolean;
         // `intern` copies the run, and may not grow `scratch` itself.
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
     }
@@ -338,8 +362,47 @@ pub const ExprSet = struct {
             const inner = self.args(child);
             if (inner[1] == 0 and inner[2] == repeat_unbounded) return child;
         }
-        const flags = if (min == 0 or self.nullable(child)) flag_nullable else 0;
+        const flags = (if (min == 0 or self.nullable(child)) flag_nullable else 0) | self.booleanFlag(child);
         return self.intern(&.{ @intFromEnum(Tag.repeat) | flags, child.index(), min, max });
+    }
+
+    /// The intersection of `members`.
+    pub fn andAll(self: *ExprSet, members: []const ExprId) Error!ExprId {
+        try self.spend();
+        const base = self.scratch.items.len;
+        defer self.scratch.shrinkRetainingCapacity(base);
+        try self.scratch.append(self.gpa, 0);
+        for (members) |m| {
+            if (m == .nothing) return .nothing;
+            if (self.tag(m) == .and_) {
+                try self.scratch.appendSlice(self.gpa, self.args(m));
+            } else {
+                try self.scratch.append(self.gpa, m.index());
+            }
+        }
+        const list = self.scratch.items[base + 1 ..];
+        std.mem.sort(u32, list, {}, std.sort.asc(u32));
+        var unique: usize = 0;
+        var all_nullable = true;
+        for (list, 0..) |item, i| {
+            if (i == 0 or item != list[unique - 1]) {
+                list[unique] = item;
+                unique += 1;
+                all_nullable = all_nullable and self.nullable(@enumFromInt(item));
+            }
+        }
+        if (unique == 0) return self.not(.nothing);
+        if (unique == 1) return @enumFromInt(list[0]);
+        self.scratch.items[base] = @intFromEnum(Tag.and_) | flag_boolean | (if (all_nullable) flag_nullable else 0);
+        return self.intern(self.scratch.items[base .. base + 1 + unique]);
+    }
+
+    /// The complement of `child`.
+    pub fn not(self: *ExprSet, child: ExprId) Error!ExprId {
+        try self.spend();
+        if (self.tag(child) == .not_) return @enumFromInt(self.args(child)[0]);
+        const flags = flag_boolean | (if (self.nullable(child)) 0 else flag_nullable);
+        return self.intern(&.{ @intFromEnum(Tag.not_) | flags, child.index() });
     }
 
     /// The derivative of `e` by `b`: the strings s such that `b s` matches `e`.
@@ -379,6 +442,16 @@ pub const ExprSet = struct {
                 for (members) |*m| m.* = try self.deriv(m.*, b);
                 return self.alt(members);
             },
+            .and_ => {
+                const n = self.args(e).len;
+                var small: [16]ExprId = undefined;
+                const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
+                defer if (n > small.len) self.gpa.free(members);
+                for (members, self.args(e)) |*dst, src| dst.* = @enumFromInt(src);
+                for (members) |*m| m.* = try self.deriv(m.*, b);
+                return self.andAll(members);
+            },
+            .not_ => return self.not(try self.deriv(@enumFromInt(self.args(e)[0]), b)),
             .repeat => {
                 const a = self.args(e);
                 const child: ExprId = @enumFromInt(a[0]);
@@ -390,6 +463,45 @@ pub const ExprSet = struct {
                 return self.concat(try self.deriv(child, b), rest);
             },
         }
+    }
+
+    /// Does `e` denote the empty language? Exact: a search over derivatives by one byte of each
+    /// class in `representatives` for a nullable term, bounded by fuel and `visited_max`.
+    pub fn isEmpty(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
+        if (e == .nothing) return true;
+        if (!self.isBoolean(e)) return false;
+        if (self.empty_cache.get(e.index())) |hit| return hit;
+        var queue: std.ArrayList(ExprId) = .empty;
+        defer queue.deinit(self.gpa);
+        var visited: std.AutoHashMapUnmanaged(u32, void) = .empty;
+        defer visited.deinit(self.gpa);
+        try queue.append(self.gpa, e);
+        try visited.put(self.gpa, e.index(), {});
+        var head: usize = 0;
+        const non_empty = search: while (head < queue.items.len) : (head += 1) {
+            const x = queue.items[head];
+            if (self.nullable(x)) break :search true;
+            if (self.empty_cache.get(x.index())) |empty| {
+                if (!empty) break :search true;
+                continue;
+            }
+            for (representatives) |b| {
+                const y = try self.deriv(x, b);
+                if (y == .nothing) continue;
+                if (!self.isBoolean(y)) break :search true; // plain terms other than ∅ are non-empty
+                if (visited.contains(y.index())) continue;
+                if (visited.count() >= empty_search_visited_max) return error.LimitExceeded;
+                try visited.put(self.gpa, y.index(), {});
+                try queue.append(self.gpa, y);
+            }
+        } else false;
+        if (non_empty) {
+            try self.empty_cache.put(self.gpa, e.index(), false);
+        } else {
+            // Nothing reachable is nullable: every visited term is empty.
+            for (queue.items) |x| try self.empty_cache.put(self.gpa, x.index(), true);
+        }
+        return !non_empty;
     }
 
     /// Every byte set that occurs in the set, for alphabet compression.
@@ -445,6 +557,29 @@ test "derivatives recognise simple languages" {
     try std.testing.expect(!try matches(&set, e, "aaa"));
     // The derivative of a* b by a is the same term: the DFA is finite.
     try std.testing.expectEqual(e, try set.deriv(e, 'a'));
+}
+
+test "intersection and complement, with an exact emptiness check" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var lower: ByteSet = .{};
+    lower.addRange('a', 'z');
+    const word = try set.repeat(try set.byteSet(lower), 1, repeat_unbounded);
+    const not_cat = try set.not(try set.literal("cat"));
+    const e = try set.andAll(&.{ word, not_cat });
+    try std.testing.expect(try matches(&set, e, "dog"));
+    try std.testing.expect(try matches(&set, e, "cats"));
+    try std.testing.expect(!try matches(&set, e, "cat"));
+    try std.testing.expect(!try matches(&set, e, ""));
+    var reps: [256]u8 = undefined;
+    for (&reps, 0..) |*r, i| r.* = @intCast(i);
+    try std.testing.expect(!try set.isEmpty(e, &reps));
+    // [a-z]{2} ∩ ¬[a-z]+ is empty, though not syntactically ∅.
+    const two = try set.repeat(try set.byteSet(lower), 2, 2);
+    const empty = try set.andAll(&.{ two, try set.not(word) });
+    try std.testing.expect(empty != .nothing);
+    try std.testing.expect(try set.isEmpty(empty, &reps));
+    try std.testing.expect(try set.isEmpty(try set.deriv(empty, 'q'), &reps));
 }
 
 test "running out of fuel is an error, not a hang" {

@@ -47,6 +47,10 @@ class Lexeme:
         lazy: end the lexeme at the shortest match (for text that ends at a stop string),
             instead of the longest.
         token_ids: for `"special"` lexemes, the token ids it matches.
+        and_patterns: regexes the text must also match (intersection), e.g. a JSON Schema
+            `pattern` together with `maxLength`.
+        not_patterns: regexes the text must not match (difference), e.g. property names
+            already taken, for `additionalProperties` keys.
     """
 
     name: str
@@ -54,6 +58,8 @@ class Lexeme:
     value: str = ""
     lazy: bool = False
     token_ids: tuple[int, ...] = ()
+    and_patterns: tuple[str, ...] = ()
+    not_patterns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,12 +131,16 @@ def encode_ir(ir: GrammarIR) -> bytes:
     if ir.skip is not None:
         out.append(_text_words(ir.skip))
     for lexeme in ir.lexemes:
-        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], 1 if lexeme.lazy else 0)
+        boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
+        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], (1 if lexeme.lazy else 0) | (2 if boolean else 0))
         if lexeme.kind == "special":
             ids = lexeme.token_ids
             out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
         else:
             out.append(head + _text_words(lexeme.value))
+        if boolean:
+            for patterns in (lexeme.and_patterns, lexeme.not_patterns):
+                out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p) for p in patterns))
     for rule in ir.rules:
         symbols = [s.index if s.terminal else _NONTERMINAL_FLAG | s.index for s in rule.rhs]
         out.append(struct.pack(f"<{len(symbols) + 2}I", rule.lhs, len(symbols), *symbols))
