@@ -238,6 +238,15 @@ export fn ts_tokenizer_node_count(handle: i32) i32 {
     return @intCast(tokenizer.trie.nodes.len);
 }
 
+/// 1 when some token's bytes strictly extend the `len` bytes at `ptr`, else 0 (the
+/// grammar-free question of `tokenize_partial`); answered from the trie, not the vocabulary.
+export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
+    const node = tokenizer.trie.find(bytes) orelse return 0;
+    return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
+}
+
 /// Compiles a regular expression the whole output must match. `flags`: bit 0 dot-all,
 /// bit 1 ASCII case-insensitive.
 export fn ts_grammar_new_regex(pattern_ptr: u32, pattern_len: u32, flags: u32, out_handle: u32) i32 {
@@ -462,6 +471,20 @@ export fn ts_matcher_compute_ff_bytes(handle: i32, out_ptr: u32, capacity: u32) 
     const out = slice(u8, out_ptr, capacity) orelse return fail(.invalid_argument, -1, "bad forced-bytes buffer", .{});
     const n = m.forcedBytes(out) catch return failMatcher(m);
     return @intCast(n);
+}
+
+/// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar
+/// allow a token that strictly extends the `suffix_len` bytes at `suffix_ptr`? 1 or 0; the
+/// state does not change. Fast-forward healing asks this before committing forced bytes.
+export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len: u32, suffix_ptr: u32, suffix_len: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const prefix = slice(u8, prefix_ptr, prefix_len) orelse return fail(.invalid_argument, -1, "bad prefix pointer", .{});
+    const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
+    const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
+    return @intFromBool(allowed);
 }
 
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.

@@ -411,6 +411,51 @@ pub const Matcher = struct {
         if (!self.eos_consumed) self.mask_state = self.current();
     }
 
+    /// One byte from `at` under either kind of grammar (regex: only `lexer_state` is used).
+    fn stepAny(self: *Matcher, at: Position, b: u8) Error!?Position {
+        if (self.cfg) |*c| return c.parser.stepByte(at, b);
+        const next = try self.grammar.lexer.next(at.lexer_state, b);
+        return if (next == lexer_mod.dead) null else .{ .lexer_state = next, .row = 0 };
+    }
+
+    /// After the bytes `prefix` (which the grammar must allow from here), does the grammar
+    /// allow some token that strictly extends `suffix`? The question fast-forward healing asks
+    /// before committing forced bytes as tokens. Does not change the state.
+    pub fn extensionAllowed(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
+        assert(self.failure == .none);
+        if (self.eos_consumed) return false;
+        self.grammar.refuel();
+        if (self.cfg) |*c| c.parser.beginStep();
+        const trie = &self.tokenizer.trie;
+        const node_index = trie.find(suffix) orelse return false;
+        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
+        var at: Position = if (self.cfg) |*c| c.current() else .{ .lexer_state = self.current(), .row = 0 };
+        for (prefix) |b| at = (self.stepAny(at, b) catch |err| return self.fail(err)) orelse return false;
+        for (suffix) |b| at = (self.stepAny(at, b) catch |err| return self.fail(err)) orelse return false;
+        // Depth-first over the subtree below `suffix`, stopping at the first allowed token.
+        var stack: [trie_mod.token_length_max + 1]Position = undefined;
+        stack[0] = at;
+        var depth: usize = 0;
+        var p: usize = node_index + 1;
+        while (p < subtree_end) {
+            const node = trie.nodes[p];
+            const next = self.stepAny(stack[depth], node.byte) catch |err| return self.fail(err);
+            if (next) |q| {
+                if (node.token != self.tokenizer.vocabSize()) return true;
+                if (node.subtree_size > 1) {
+                    depth += 1;
+                    stack[depth] = q;
+                    p += 1;
+                    continue;
+                }
+            }
+            p += node.subtree_size;
+            // Never pop above the subtree's root: the walk ends there anyway.
+            depth -|= node.pop;
+        }
+        return false;
+    }
+
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
     pub fn forcedBytes(self: *Matcher, out: []u8) Error!u32 {
         assert(self.failure == .none);
@@ -478,7 +523,7 @@ pub const CfgState = struct {
         self.mask_key = null;
     }
 
-    fn current(self: *const CfgState) Position {
+    pub fn current(self: *const CfgState) Position {
         return self.history.items[self.history.items.len - 1];
     }
 

@@ -133,6 +133,21 @@ pub const Trie = struct {
         };
     }
 
+    /// The node reached by the path `bytes` from the root, or null when no token starts so.
+    pub fn find(self: *const Trie, bytes: []const u8) ?u32 {
+        if (bytes.len == 0) return null;
+        var p: usize = 0;
+        var end: usize = self.nodes.len;
+        for (bytes, 0..) |b, i| {
+            while (p < end and self.nodes[p].byte != b) p += self.nodes[p].subtree_size;
+            if (p >= end) return null;
+            if (i + 1 == bytes.len) return @intCast(p);
+            end = p + self.nodes[p].subtree_size;
+            p += 1;
+        }
+        unreachable;
+    }
+
     fn closeNode(nodes: []Node, i: u32) void {
         nodes[i].subtree_size = @intCast(nodes.len - i);
     }
@@ -208,6 +223,20 @@ test "flat trie holds every token once, in DFS order" {
         if (id == 1) continue; // "ab" has two ids; the map keeps the last
         try std.testing.expectEqual(@as(u32, @intCast(id)), seen.get(t).?);
     }
+}
+
+test "find follows a path of bytes" {
+    const gpa = std.testing.allocator;
+    const tokens = [_][]const u8{ "a", "ab", "abc", "b", "ba" };
+    var v = try TestVocab.init(gpa, &tokens);
+    defer v.deinit(gpa);
+    var trie = try Trie.build(gpa, v.blob.items, v.offsets.items, v.kinds.items);
+    defer trie.deinit(gpa);
+    try std.testing.expectEqual(@as(u24, 2), trie.nodes[trie.find("abc").?].token);
+    try std.testing.expectEqual(@as(u24, 4), trie.nodes[trie.find("ba").?].token);
+    try std.testing.expectEqual(@as(?u32, null), trie.find("ac"));
+    try std.testing.expectEqual(@as(?u32, null), trie.find("abcd"));
+    try std.testing.expectEqual(@as(u22, 3), trie.nodes[trie.find("a").?].subtree_size);
 }
 
 test "bad token tables are refused" {

@@ -250,6 +250,21 @@ class Matcher:
         core = self._live()
         return bool(core.check(core.f["ts_matcher_is_stopped"](self._handle), "is_stopped"))
 
+    def extension_allowed(self, prefix: bytes, suffix: bytes) -> bool:
+        """After the bytes `prefix`, would the grammar allow a token strictly extending `suffix`?
+
+        The question fast-forward healing asks before turning forced bytes into tokens. Does
+        not change the state; False when the grammar refuses `prefix` itself.
+        """
+        core = self._live()
+        data = bytes(prefix) + bytes(suffix)
+        ptr, size = core.put_bytes(data)
+        try:
+            answer = core.f["ts_matcher_extension_allowed"](self._handle, ptr, len(prefix), ptr + len(prefix), len(suffix))
+            return bool(core.check(answer, "extension_allowed"))
+        finally:
+            core.free(ptr, size)
+
     def compute_ff_bytes(self) -> bytes:
         """The bytes the grammar forces next: no alternative, and it cannot end before them.
 
@@ -261,6 +276,17 @@ class Matcher:
             "compute_ff_bytes",
         )
         return core.read(self._ff_ptr, n)
+
+
+def token_has_extension(tokenizer: Tokenizer, data: bytes) -> bool:
+    """Does some token of `tokenizer` strictly extend `data`? Answered by the core's trie."""
+    core = default_core()
+    handle = tokenizer_handle(core, tokenizer)
+    ptr, size = core.put_bytes(bytes(data))
+    try:
+        return bool(core.check(core.f["ts_tokenizer_has_extension"](handle, ptr, size), "has_extension"))
+    finally:
+        core.free(ptr, size)
 
 
 def _bad_token(token: int, vocab_size: int) -> TokensieveError:

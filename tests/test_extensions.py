@@ -1,0 +1,41 @@
+"""The trie-backed extension questions fast-forward healing asks, against brute force."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from oracle import RegexOracle
+from tokensieve import Grammar, Matcher
+from tokensieve._matcher import token_has_extension
+
+
+def test_has_extension_matches_a_vocabulary_scan(shared_dir):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
+    rng = random.Random(7)
+    probes = [b"order", b"name", b"_of", b" the", b"\"", b"{\"", b"zzqx", b"\xe6\x97", b"123"]
+    probes += [t[: rng.randint(1, len(t))] for t in rng.sample([t for t in texts if t], 150)]
+    for probe in probes:
+        want = any(len(t) > len(probe) and t.startswith(probe) for t in texts)
+        assert token_has_extension(tok, probe) == want, probe
+
+
+@pytest.mark.parametrize("pattern", [r'\{"name": "[a-z ]{1,20}", "age": [0-9]+\}', r"(order|ordinal|orbit)s?!"])
+def test_extension_allowed_matches_brute_force(pattern, wasm_variant):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    oracle = RegexOracle(pattern)
+    texts = {t: tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)}
+    m = Matcher(tok, Grammar.regex(pattern))
+    cases = [(b"", b"or"), (b"or", b"d"), (b"", b"{\""), (b"{\"name\": \"", b"ab"), (b"{\"na", b"me"), (b"x", b"y"), (b"", b"orbit")]
+    for prefix, suffix in cases:
+        want = oracle.completable(prefix) and any(
+            len(b) > len(suffix) and b.startswith(suffix) and oracle.completable(prefix + b) for b in texts.values()
+        )
+        assert m.extension_allowed(prefix, suffix) == want, (prefix, suffix)
+    assert m.token_count == 0
