@@ -12,19 +12,33 @@ import pytest
 
 from tokensieve import Grammar, Matcher
 
-PATTERNS = [r'[^"]*"', r"[0-9]{1,3}", r"(yes|no|日本語)[.!]", r"[a-z ]{0,40}\."]
-TEXTS = ['The quick brown fox says hi"', "123", "日本語!", "hello wor"]
+PATTERNS = [r'[^"]*"', r"[0-9]{1,3}", r"(yes|no|日本語)[.!]", r"[a-z ]{0,40}\.", "lark:" + r"""
+start: value
+value: "{" "}" | "{" pair ("," pair)* "}" | "[" "]" | "[" value ("," value)* "]" | STRING | NUMBER
+pair: STRING ":" value
+STRING: /"[^"\\]*"/
+NUMBER: /[0-9]+/
+%ignore /[ ]+/
+"""]
+TEXTS = ['The quick brown fox says hi"', "123", "日本語!", "hello wor", '{"a": [1, 22, {"b": "c d"}], "e": "日本"}']
+
+
+def make_grammar(pattern):
+    return Grammar.lark(pattern[5:]) if pattern.startswith("lark:") else Grammar.regex(pattern)
+
 
 PYODIDE_CODE = r"""
 import base64, sys, tokensieve
 from tokensieve import Grammar, Matcher, Tokenizer
+def make_grammar(pattern):
+    return Grammar.lark(pattern[5:]) if pattern.startswith("lark:") else Grammar.regex(pattern)
 tok = Tokenizer.from_file("/tmp/llama3/tokenizer.json.gz")
 out = {"platform": sys.platform, "masks": [], "tokens": []}
 for variant in ("release", "safe"):
     import os
     os.environ["TOKENSIEVE_WASM_VARIANT"] = variant
     for pattern, text in zip(PATTERNS, TEXTS):
-        m = Matcher(tok, Grammar.regex(pattern))
+        m = Matcher(tok, make_grammar(pattern))
         ids = tok.encode(text)
         out["tokens"].append(ids)
         masks = [m.compute_bitmask().tobytes()]
@@ -33,7 +47,7 @@ for variant in ("release", "safe"):
                 break
             masks.append(m.compute_bitmask().tobytes())
         out["masks"].append([base64.b64encode(x).decode() for x in masks])
-        out.setdefault("ff", []).append(Matcher(tok, Grammar.regex(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
+        out.setdefault("ff", []).append(Matcher(tok, make_grammar(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
 RESULT = out
 """
 
@@ -52,7 +66,7 @@ def test_pyodide_masks_equal_wasmtime_masks(pyodide_run, shared_dir):
     expected_tokens = []
     expected_ff = []
     for pattern, text in zip(PATTERNS, TEXTS):
-        m = Matcher(tok, Grammar.regex(pattern))
+        m = Matcher(tok, make_grammar(pattern))
         ids = tok.encode(text)
         expected_tokens.append(ids)
         masks = [m.compute_bitmask().tobytes()]
@@ -60,7 +74,7 @@ def test_pyodide_masks_equal_wasmtime_masks(pyodide_run, shared_dir):
             assert m.consume_token(t)
             masks.append(m.compute_bitmask().tobytes())
         expected_masks.append([base64.b64encode(x).decode() for x in masks])
-        expected_ff.append(Matcher(tok, Grammar.regex(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
+        expected_ff.append(Matcher(tok, make_grammar(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
     # Both module builds ran under Pyodide, one after the other.
     assert result["tokens"] == expected_tokens * 2
     assert result["ff"] == expected_ff * 2
