@@ -77,6 +77,13 @@ RIGHT_LIST = ir_from_rules(
     skip=" +",
 )
 
+# A lexeme whose derivative can equal itself (`[^"]*"` after `a`): a boundary must still be
+# told apart from the middle of a lexeme (EOS after `abc` is not allowed).
+OPTIONAL_RUN = ir_from_rules(
+    {"start": [[], ["RUN"], ["RUN", "RUN"]]},
+    {"RUN": ("regex", '[^"]*"')},
+)
+
 CASES = {
     "arith": (ARITH, ["1 + 2 * (3 - 4.5)", "((7))*8", "10-2-3"], ["1 + + 2", "(1"]),
     "json": (JSON, ['{"a": [1, 2.5e-3, true], "b": {"c": null}}', "[]", '["x", {"y": "z\\n"}]'],
@@ -84,6 +91,7 @@ CASES = {
     "lazy_comment": (COMMENTED, ["abc /* a comment */ def", "/* x */ /* y */"], ["abc */"]),
     "nested_nullable": (NESTED, ["[a,[b,~c],[]]", "[[[x]]]"], ["[a,,b]", "[~~a]"]),
     "right_recursion": (RIGHT_LIST, ["[1, 2, 3]", "[42]"], ["[1,,2]", "[1 2]"]),
+    "self_looping_lexeme": (OPTIONAL_RUN, ['abc"', 'x y"z"', '"'], ['a"b"c"']),
 }
 
 

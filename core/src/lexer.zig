@@ -28,6 +28,9 @@ pub const StateId = u32;
 pub const dead: StateId = 0;
 pub const missing: StateId = std.math.maxInt(u32);
 
+/// Lexeme index of the marker pair that only start states carry (see `startState`).
+const start_marker: u32 = std.math.maxInt(u32);
+
 pub const Limits = struct {
     /// DFA states; each costs a table row (4 bytes per byte class) plus its pair list.
     state_count_max: u32 = 100_000,
@@ -240,6 +243,10 @@ pub const Lexer = struct {
             if (try self.isDead(e)) continue;
             try pairs.appendSlice(self.gpa, &.{ @intCast(i), e.index() });
         }
+        // The marker makes a start state differ from every state reached by reading bytes,
+        // even when a lexeme's derivative equals itself (`[^"]*"` after `a`): "no lexeme in
+        // progress" is then one comparison with the row's start state.
+        if (pairs.items.len > 0) try pairs.appendSlice(self.gpa, &.{ start_marker, ExprId.nothing.index() });
         return self.internState(pairs.items);
     }
 
@@ -271,6 +278,7 @@ pub const Lexer = struct {
             // Re-read each time: deriving does not touch our arrays, but keep it obviously safe.
             const pairs = self.pairsOf(index);
             const lexeme = pairs[i];
+            if (lexeme == start_marker) continue;
             const d = try self.exprs.deriv(@enumFromInt(pairs[i + 1]), b);
             if (!try self.isDead(d)) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
         }
