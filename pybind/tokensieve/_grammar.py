@@ -114,6 +114,47 @@ class Grammar:
         return cls.from_ir(ir, source=text, kind="lark", limits=limits)
 
     @classmethod
+    def json_schema(
+        cls,
+        schema: dict[str, Any] | bool | str,
+        *,
+        whitespace: str = "flexible",
+        lenient: bool = False,
+        additional_properties_default: bool = True,
+        key_separator: str = ":",
+        item_separator: str = ",",
+        limits: Limits | None = None,
+    ) -> Grammar:
+        """A grammar whose matches are the JSON texts valid under a JSON Schema.
+
+        Args:
+            schema: the schema, parsed (dict or bool) or as JSON text.
+            whitespace: `"flexible"` (whitespace between lexemes), `"compact"`, or a skip regex.
+            lenient: ignore unsupported keywords with a warning instead of an error.
+            additional_properties_default: how a missing `additionalProperties` counts.
+            key_separator: the text between a key and its value.
+            item_separator: the text between items and between properties.
+            limits: work and size limits.
+
+        Raises:
+            GrammarError: with `json_pointer` naming the unsupported or invalid part.
+        """
+        import json
+
+        from ._json_schema import json_schema_to_ir
+
+        ir = json_schema_to_ir(
+            schema,
+            whitespace=whitespace,
+            lenient=lenient,
+            additional_properties_default=additional_properties_default,
+            key_separator=key_separator,
+            item_separator=item_separator,
+        )
+        source = schema if isinstance(schema, str) else json.dumps(schema)
+        return cls.from_ir(ir, source=source, kind="json_schema", limits=limits)
+
+    @classmethod
     def gbnf(cls, text: str, *, limits: Limits | None = None) -> Grammar:
         """A grammar in llama.cpp's GBNF syntax (`root ::= …`).
 

@@ -1,0 +1,1575 @@
+"""The JSON Schema front-end: a JSON Schema → `GrammarIR` whose matches are JSON texts valid
+under the schema (compact, or with whitespace between lexemes).
+
+The design follows llguidance's (`docs/json_schema.md` there), so schemas behave the same:
+
+- **Lexemes.** Every scalar is ONE lexeme: a string is `"` + body + `"` (body from `pattern`,
+  `format` or `minLength`/`maxLength`), a number or integer one regex (with its bounds built in),
+  `true|false` one regex, `null` a literal; object keys are literal lexemes (`"name"`), and the
+  punctuation `{ } [ ] , :` are literals. Whitespace is the IR's skip regex, so it may appear
+  between any two lexemes but never before the first or after the last (`allow_initial_skip`
+  is off).
+- **Objects.** Properties come in `properties` order, then `required` keys not listed there
+  (with the `additionalProperties` schema), then any additional properties (when
+  `additionalProperties` is not `false`; a missing one counts as `additional_properties_default`).
+  Each optional property may be absent; commas are placed by two chains of nonterminals
+  ("something was emitted before" / "nothing yet"), so an object with n properties costs O(n)
+  rules. Additional keys are any string (listed names are not excluded; duplicates are not
+  detected).
+- **Arrays.** `prefixItems` (or a draft-4 `items` list), then `items` (or `additionalItems`)
+  for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
+  and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
+  bounds. Repetition is left-recursive.
+- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too (**treated as `anyOf`**:
+  an instance matching two options is accepted; a warning says so). `allOf`, and `$ref` with
+  sibling keywords, are *merged* into one schema (types intersected, properties merged with the
+  other side's `additionalProperties` for keys it does not list, `required` united, the tighter
+  bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
+  options. Two different `pattern`s (or a `pattern` with `minLength`/`maxLength`) use the IR's
+  intersection lexemes (`Lexeme.and_patterns`).
+- **`$ref`.** Local references only (`#`, `#/json/pointer` with `~0 ~1` and percent escapes,
+  `#anchor` via `$anchor` or a draft-6 `$id: "#name"`, or the root `$id` followed by a fragment).
+  A plain `$ref` (nothing but annotations beside it) becomes one nonterminal per target,
+  compiled once from a worklist, so recursive schemas work and the Python stack stays bounded.
+- **Strings.** A `pattern` is ECMA-262 with *search* semantics: unless a top-level alternative
+  starts with `^` (ends with `$`) it is wrapped in "any JSON string characters". The pattern
+  describes the *decoded* string while the lexeme matches *JSON-escaped* text, so the pattern
+  is translated character set by character set (`_EcmaPattern`): printable ASCII other than
+  `"` and `\\` matches itself (`/` also as `\\/`); `"` and `\\` match their escapes; control
+  characters match their short escape (`\\n`) and `\\u00XX`; non-ASCII characters match
+  themselves raw or as `\\uXXXX` (any hex case); astral characters as a surrogate-pair escape
+  only when the set holds all of them. Printable ASCII written as `\\u0041` is not accepted
+  inside patterns (no serializer writes that). `\\d \\w` are ASCII, `\\s` is ECMA's set.
+  Lookaround, backreferences, `\\b`, `\\p{..}` and anchors inside groups are `GrammarError`s
+  (lenient: the pattern is dropped with a warning).
+- **Formats** `date-time date time duration email hostname ipv4 ipv6 uuid uri uri-reference`
+  are regexes here; other formats accept any string and add a warning.
+- **Integers** with `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (draft-4 boolean
+  and draft-6 numeric forms) are exact decimal digit-range regexes (`int_range_regex`).
+  **Numbers** with bounds are exact for integer bounds: the integer part is a digit range and
+  the fraction is free, zero or non-zero as the bound needs; a bounded number is written
+  without an exponent. Non-integer bounds are rounded outward (a superset; warning).
+  Unbounded numbers follow JSON's grammar. `-0` is not accepted.
+- **enum/const** values are emitted structurally (objects and arrays as punctuation and
+  literals, so whitespace may appear inside them), scalars as literal text of their compact
+  JSON; strings with non-ASCII or escaped characters accept both raw and `\\u` forms; an
+  integer-valued number also matches with a zero fraction (`1.0`). Values are filtered by
+  `type` only, not by the other keywords beside them.
+- `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
+  property or anyOf option that is `false` is dropped).
+
+Options: `whitespace` "flexible" (skip `[ \\t\\n\\r]+`), "compact" (no skip) or a regex;
+`lenient` turns unsupported keywords, patterns and conflicting merges into warnings (the
+result then accepts a *superset* of the valid instances: `patternProperties` values become
+allowed additional properties); `additional_properties_default`; `key_separator` and
+`item_separator` (literal texts). Warnings are in `ir.options["warnings"]` (a list of str).
+
+Errors are `GrammarError` with `json_pointer` set to the offending place, e.g.
+`/properties/a/not`. Limits: nesting deeper than `NESTING_DEPTH_MAX` schema levels, more than
+`GRAMMAR_SYMBOL_COUNT_MAX` grammar symbols, or `REPEAT_COUNT_MAX` in a string length.
+
+TODO (not yet supported, in rough order of MaskBench frequency):
+- `oneOf` exactness (llguidance accepts it only when options are provably disjoint).
+- `uniqueItems`, `minProperties`/`maxProperties`, `patternProperties`, `propertyNames`,
+  `dependentRequired`/`dependencies`, `if`/`then`/`else`, `not`, `contains`, `unevaluated*`,
+  `$dynamicRef` (errors; lenient mode ignores them).
+- `multipleOf` (ignored with a warning).
+- Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
+- Excluding listed property names from additional-property keys (`Lexeme.not_patterns`).
+- enum/const values checked against sibling keywords; `format` intersected with lengths.
+- Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+from typing import Any, Iterable, Sequence
+
+from ._errors import GrammarError
+from ._ir import GrammarIR, Lexeme, Sym
+
+__all__ = [
+    "json_schema_to_ir",
+    "int_range_regex",
+    "number_range_regex",
+    "string_regex",
+    "pattern_to_json_regex",
+    "FORMAT_REGEXES",
+    "NESTING_DEPTH_MAX",
+    "GRAMMAR_SYMBOL_COUNT_MAX",
+    "REPEAT_COUNT_MAX",
+]
+
+NESTING_DEPTH_MAX = 128  # schema levels (JSON pointer segments) below the root
+GRAMMAR_SYMBOL_COUNT_MAX = 500_000  # symbols over all rules (each rule counts 1 + its length)
+REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
+ANY_OF_PRODUCT_MAX = 256  # options when merging two anyOf lists (allOf of anyOfs)
+WHITESPACE_FLEXIBLE = r"[ \t\n\r]+"
+
+# Keywords that only annotate: ignored silently.
+ANNOTATIONS = frozenset(
+    {
+        "$schema", "$id", "id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
+        "title", "description", "default", "examples", "example", "readOnly", "writeOnly",
+        "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+        "nullable", "xml", "externalDocs",
+    }
+)
+# Keywords this front-end does not implement: GrammarError, or a warning when lenient.
+UNSUPPORTED = frozenset(
+    {
+        "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+        "uniqueItems", "contains", "minContains", "maxContains", "propertyNames",
+        "patternProperties", "minProperties", "maxProperties", "unevaluatedProperties",
+        "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+    }
+)
+TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
+ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
+
+# One character of a JSON string, as it appears in the JSON text.
+STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+
+_REGEX_META = set("\\.^$|?*+()[]{}")
+_CLASS_META = set("\\]^-[")
+_CODE_POINT_MAX = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
+
+
+# =============================================================================================
+# Public entry point
+# =============================================================================================
+
+
+def json_schema_to_ir(
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "flexible",
+    lenient: bool = False,
+    additional_properties_default: bool = True,
+    key_separator: str = ":",
+    item_separator: str = ",",
+) -> GrammarIR:
+    """Translate a JSON Schema into a grammar whose matches are the JSON texts it accepts.
+
+    Args:
+        schema: the schema, as a parsed value (dict or bool) or as JSON text.
+        whitespace: `"flexible"` (`[ \\t\\n\\r]+` may appear between lexemes), `"compact"`
+            (none), or any other string: a regex used as the skip pattern.
+        lenient: unsupported keywords, untranslatable patterns and conflicting merges become
+            warnings (the grammar then accepts a superset) instead of errors.
+        additional_properties_default: whether an object without `additionalProperties`
+            accepts properties it does not list (JSON Schema says yes).
+        key_separator: the literal text between a key and its value.
+        item_separator: the literal text between array items and between properties.
+
+    Returns:
+        The IR; `ir.options["warnings"]` lists what was ignored or approximated.
+
+    Raises:
+        GrammarError: the schema is malformed, unsatisfiable at the top, uses an unsupported
+            keyword (unless `lenient`), or is too large; `json_pointer` names the place.
+
+    Cost: linear in the schema size for most schemas; `allOf` of several `anyOf`s multiplies.
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as err:
+            raise GrammarError(f"the schema is not valid JSON: {err}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError(
+            f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
+        )
+    if whitespace == "flexible":
+        skip: str | None = WHITESPACE_FLEXIBLE
+    elif whitespace == "compact":
+        skip = None
+    elif isinstance(whitespace, str) and whitespace:
+        skip = whitespace
+    else:
+        raise GrammarError(f'whitespace must be "flexible", "compact" or a regex, not {whitespace!r}')
+    compiler = _Compiler(
+        schema,
+        lenient=lenient,
+        additional_properties_default=additional_properties_default,
+        key_separator=key_separator,
+        item_separator=item_separator,
+    )
+    ir = compiler.run()
+    ir.skip = skip
+    ir.allow_initial_skip = False
+    ir.options["warnings"] = compiler.warnings
+    return ir
+
+
+# =============================================================================================
+# Regex building blocks
+# =============================================================================================
+
+
+def _escape_char(code: int) -> str:
+    """One character as a regex atom outside a class."""
+    ch = chr(code)
+    if ch in _REGEX_META:
+        return "\\" + ch
+    if code < 0x20 or code == 0x7F:
+        return f"\\x{code:02x}"
+    return ch
+
+
+def _class_char(code: int) -> str:
+    """One character inside `[...]`."""
+    ch = chr(code)
+    if ch in _CLASS_META:
+        return "\\" + ch
+    if code < 0x20 or code == 0x7F:
+        return f"\\x{code:02x}"
+    return ch
+
+
+def _class_of(ranges: Sequence[tuple[int, int]]) -> str:
+    """A character class for non-empty inclusive code point ranges."""
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(_class_char(lo))
+        elif hi == lo + 1:
+            parts.append(_class_char(lo) + _class_char(hi))
+        else:
+            parts.append(f"{_class_char(lo)}-{_class_char(hi)}")
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_char(ranges[0][0])
+    return "[" + "".join(parts) + "]"
+
+
+def _alt(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _digit_class(lo: int, hi: int, base: int) -> str:
+    """Digits lo..hi of `base` (10 or 16; hex letters in both cases)."""
+    if base == 10:
+        if lo == hi:
+            return str(lo)
+        return "[0-9]" if (lo, hi) == (0, 9) else f"[{lo}-{hi}]"
+    if lo == hi:
+        return str(lo) if lo <= 9 else f"[{chr(87 + lo)}{chr(55 + lo)}]"
+    parts = []
+    if lo <= 9:
+        top = min(hi, 9)
+        parts.append(str(lo) if lo == top else f"{lo}-{top}")
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        for first in ("a", "A"):
+            x, y = chr(ord(first) + a), chr(ord(first) + b)
+            parts.append(x if x == y else f"{x}-{y}")
+    return "[" + "".join(parts) + "]"
+
+
+def _repeat(atom: str, count: int) -> str:
+    if count == 0:
+        return ""
+    return atom if count == 1 else f"{atom}{{{count}}}"
+
+
+def _fixed_width_range(lo: Sequence[int], hi: Sequence[int], base: int) -> str:
+    """A regex for the digit strings of one width whose value lies in [lo, hi] (digit lists)."""
+    if not lo:
+        return ""
+    rest = len(lo) - 1
+    top = base - 1
+    if all(d == 0 for d in lo[1:]) and all(d == top for d in hi[1:]):
+        return _digit_class(lo[0], hi[0], base) + _repeat(_digit_class(0, top, base), rest)
+    if lo[0] == hi[0]:
+        return _digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], hi[1:], base)
+    alts = [_digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], [top] * rest, base)]
+    if lo[0] + 1 <= hi[0] - 1:
+        alts.append(_digit_class(lo[0] + 1, hi[0] - 1, base) + _repeat(_digit_class(0, top, base), rest))
+    alts.append(_digit_class(hi[0], hi[0], base) + _fixed_width_range([0] * rest, hi[1:], base))
+    return _alt(alts)
+
+
+def _digits(value: int, width: int, base: int) -> list[int]:
+    out = []
+    for _ in range(width):
+        value, digit = divmod(value, base)
+        out.append(digit)
+    return out[::-1]
+
+
+def _hex_range(lo: int, hi: int, width: int) -> str:
+    """A regex for `width` hex digits (either case) denoting a value in [lo, hi]."""
+    return _fixed_width_range(_digits(lo, width, 16), _digits(hi, width, 16), 16)
+
+
+def _nonneg_range(lo: int, hi: int | None) -> str | None:
+    """A regex for the decimal numerals without leading zeros of the integers in [lo, hi]."""
+    if hi is not None and lo > hi:
+        return None
+    width_lo = len(str(lo))
+    alts = []
+    if hi is None:
+        alts.append(_fixed_width_range(_digits(lo, width_lo, 10), [9] * width_lo, 10))
+        alts.append(f"[1-9][0-9]{{{width_lo},}}")
+    else:
+        width_hi = len(str(hi))
+        for width in range(width_lo, width_hi + 1):
+            a = lo if width == width_lo else 10 ** (width - 1)
+            b = hi if width == width_hi else 10**width - 1
+            alts.append(_fixed_width_range(_digits(a, width, 10), _digits(b, width, 10), 10))
+    return _alt(alts)
+
+
+def int_range_regex(lo: int | None, hi: int | None) -> str | None:
+    """A regex matching exactly the JSON integers (no leading zeros, no `-0`) in [lo, hi].
+
+    Args:
+        lo: the least value, or None for no lower bound.
+        hi: the greatest value, or None for no upper bound.
+
+    Returns:
+        The pattern, or None when the interval is empty.
+    """
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    alts = []
+    if hi is None or hi >= 0:
+        nonneg = _nonneg_range(max(lo, 0) if lo is not None else 0, hi)
+        if nonneg is not None:
+            alts.append(nonneg)
+    if lo is None or lo < 0:
+        neg = _nonneg_range(max(1, -hi) if hi is not None else 1, -lo if lo is not None else None)
+        if neg is not None:
+            alts.append("-" + neg)
+    return _alt(alts) if alts else None
+
+
+_FRACTION_ANY = r"(?:\.[0-9]+)?"
+_FRACTION_ZERO = r"(?:\.0+)?"
+_FRACTION_NONZERO = r"\.[0-9]*[1-9][0-9]*"
+
+
+def _magnitude_pieces(a: int, a_open: bool, b: int | None, b_open: bool) -> list[str]:
+    """Regexes (no sign, no exponent) for the decimals m with a <(=) m <(=) b; a >= 0."""
+    pieces = []
+    core = _nonneg_range(a + 1 if a_open else a, None if b is None else b - 1)
+    if core is not None:
+        pieces.append(core + _FRACTION_ANY)
+    if a_open and (b is None or a < b):
+        pieces.append(str(a) + _FRACTION_NONZERO)
+    if b is not None and not b_open and (b > a or (b == a and not a_open)):
+        pieces.append(str(b) + _FRACTION_ZERO)
+    return pieces
+
+
+def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: bool) -> str | None:
+    """A regex for the JSON numbers x, written without exponent, with lo <(=) x <(=) hi.
+
+    Bounds are integers (None = unbounded); `*_open` makes a bound exclusive. Exact: `1.5` is
+    in (1, 2), `2.0` is in [.., 2] but not in [.., 2). Returns None for an empty interval.
+    """
+    alts = []
+    # x >= 0: the magnitude is x.
+    if hi is None or hi >= 0:
+        a, a_open = (0, False) if lo is None or lo < 0 else (lo, lo_open)
+        alts += _magnitude_pieces(a, a_open, hi, hi_open)
+    # x < 0: the magnitude is -x > 0.
+    if lo is None or lo < 0:
+        a, a_open = (0, True) if hi is None or hi >= 0 else (-hi, hi_open)
+        b = None if lo is None else -lo
+        neg = _magnitude_pieces(a, a_open, b, lo_open)
+        if neg:
+            alts.append("-" + _alt(neg))
+    return _alt(alts) if alts else None
+
+
+def string_regex(min_length: int, max_length: int | None) -> str:
+    """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
+
+    Raises:
+        GrammarError: `min_length` above `REPEAT_COUNT_MAX`.
+    """
+    if min_length > REPEAT_COUNT_MAX:
+        raise GrammarError(f"minLength {min_length} is above {REPEAT_COUNT_MAX}, the largest supported")
+    if max_length is not None and max_length > REPEAT_COUNT_MAX:
+        max_length = None
+    if min_length == 0 and max_length is None:
+        count = "*"
+    elif max_length is None:
+        count = "+" if min_length == 1 else f"{{{min_length},}}"
+    elif min_length == max_length:
+        count = f"{{{min_length}}}"
+    else:
+        count = f"{{{min_length},{max_length}}}"
+    return f'"{STRING_CHAR}{count}"'
+
+
+_SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+
+
+def _json_char_regex(code: int) -> str:
+    """One decoded character as the JSON-escaped text that may spell it (exact)."""
+    ch = chr(code)
+    if ch == '"':
+        return r'\\"'
+    if ch == "\\":
+        return r"\\\\"
+    if code < 0x20:
+        forms = [r"\\u00" + _hex_range(code, code, 2)]
+        if code in _SHORT_ESCAPES:
+            forms.insert(0, "\\\\" + _SHORT_ESCAPES[code])
+        return _alt(forms)
+    if code < 0x7F:
+        return _escape_char(code)
+    if code <= 0xFFFF:
+        return _alt([_escape_char(code), r"\\u" + _hex_range(code, code, 4)])
+    high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+    return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
+
+
+def _json_string_lexeme(text: str) -> Lexeme:
+    """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
+    if all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in text):
+        return Lexeme(json.dumps(text), "literal", json.dumps(text))
+    body = "".join(_json_char_regex(ord(c)) for c in text)
+    return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
+
+
+# =============================================================================================
+# Character sets and ECMA-262 patterns
+# =============================================================================================
+
+Ranges = list[tuple[int, int]]
+
+
+def _normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    """Sorted, merged, surrogate-free ranges."""
+    cut: Ranges = []
+    for lo, hi in ranges:
+        if lo <= _SURROGATES[1] and hi >= _SURROGATES[0]:
+            if lo < _SURROGATES[0]:
+                cut.append((lo, _SURROGATES[0] - 1))
+            if hi > _SURROGATES[1]:
+                cut.append((_SURROGATES[1] + 1, hi))
+        else:
+            cut.append((lo, hi))
+    out: Ranges = []
+    for lo, hi in sorted(cut):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _negate(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    next_lo = 0
+    for lo, hi in _normalize(ranges):
+        if lo > next_lo:
+            out.append((next_lo, lo - 1))
+        next_lo = hi + 1
+    if next_lo <= _CODE_POINT_MAX:
+        out.append((next_lo, _CODE_POINT_MAX))
+    return _normalize(out)
+
+
+def _intersect(ranges: Ranges, lo: int, hi: int) -> Ranges:
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if a <= hi and b >= lo]
+
+
+_DIGIT: Ranges = [(0x30, 0x39)]
+_WORD: Ranges = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+_SPACE: Ranges = _normalize(
+    [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+)
+_DOT: Ranges = _negate([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+_CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
+
+
+def _charset_json_regex(ranges: Ranges) -> str | None:
+    """A regex for the JSON-escaped spellings of one character from `ranges` (see module doc)."""
+    ranges = _normalize(ranges)
+    if not ranges:
+        return None
+    forms = []
+    raw = _normalize(
+        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, _CODE_POINT_MAX)) for r in _intersect(ranges, *piece)
+    )
+    if raw:
+        forms.append(_class_of(raw))
+    for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\"), (0x2F, r"\\/")):
+        if _intersect(ranges, code, code):
+            forms.append(spelled)
+    controls = _intersect(ranges, 0, 0x1F)
+    shorts = [c for c in sorted(_SHORT_ESCAPES) if _intersect(controls, c, c)]
+    if shorts:
+        forms.append("\\\\" + _class_of([(ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts]))
+    escaped = [r"\\u00" + _hex_range(lo, hi, 2) for lo, hi in controls]
+    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in _intersect(ranges, 0x80, 0xFFFF)]
+    if _intersect(ranges, 0x10000, _CODE_POINT_MAX) == [(0x10000, _CODE_POINT_MAX)]:
+        escaped.append(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+    forms += escaped
+    return _alt(forms)
+
+
+class _PatternError(Exception):
+    """A pattern this translator refuses (message says why)."""
+
+
+class _EcmaPattern:
+    """Translate an ECMA-262 `pattern` into a lexeme regex over the JSON-escaped string body."""
+
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+        self.depth = 0
+
+    def translate(self) -> str:
+        any_chars = STRING_CHAR + "*"
+        alts = []
+        for text, anchored_start, anchored_end in self._alternation(top=True):
+            alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
+        if self.i != len(self.p):
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        return _alt(alts) if len(alts) > 1 else alts[0]
+
+    def _peek(self, k: int = 0) -> str:
+        return self.p[self.i + k] if self.i + k < len(self.p) else ""
+
+    def _alternation(self, top: bool) -> list[tuple[str, bool, bool]]:
+        alts = [self._sequence(top)]
+        while self._peek() == "|":
+            self.i += 1
+            alts.append(self._sequence(top))
+        return alts
+
+    def _sequence(self, top: bool) -> tuple[str, bool, bool]:
+        out: list[str] = []
+        start = end = False
+        while self.i < len(self.p) and self.p[self.i] not in "|)":
+            c = self.p[self.i]
+            if end:
+                raise _PatternError(f"'$' in the middle of the pattern (offset {self.i - 1})")
+            if c == "^":
+                if not top or out or start:
+                    raise _PatternError(f"'^' in the middle of the pattern (offset {self.i})")
+                start = True
+                self.i += 1
+                continue
+            if c == "$":
+                if not top:
+                    raise _PatternError(f"'$' inside a group (offset {self.i})")
+                end = True
+                self.i += 1
+                continue
+            atom = self._atom()
+            out.append(atom + self._quantifier())
+        if top and self._peek() == ")":
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        return "".join(out), start, end
+
+    def _quantifier(self) -> str:
+        c = self._peek()
+        if c in ("*", "+", "?"):
+            self.i += 1
+            q = c
+        elif c == "{":
+            close = self.p.find("}", self.i)
+            body = self.p[self.i + 1 : close] if close > 0 else ""
+            parts = body.split(",")
+            if close < 0 or not (1 <= len(parts) <= 2) or not parts[0].isdigit() or not all(
+                x.isdigit() for x in parts[1:] if x
+            ):
+                return ""  # not a quantifier: `{` is a literal (ECMA annex B)
+            counts = [int(x) for x in parts if x]
+            if any(n > REPEAT_COUNT_MAX for n in counts):
+                raise _PatternError(f"a count above {REPEAT_COUNT_MAX} at offset {self.i}")
+            if len(counts) == 2 and counts[0] > counts[1]:
+                raise _PatternError(f"counts out of order at offset {self.i}")
+            self.i = close + 1
+            q = "{" + body + "}"
+        else:
+            return ""
+        if self._peek() == "?":
+            self.i += 1  # lazy: same language
+        if self._peek() in ("*", "+", "?", "{") and self._peek() != "{":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        return q
+
+    def _atom(self) -> str:
+        c = self.p[self.i]
+        if c == "(":
+            return self._group()
+        if c == "[":
+            return self._set(self._class())
+        if c == ".":
+            self.i += 1
+            return self._set(_DOT)
+        if c == "\\":
+            return self._set(self._escape(in_class=False))
+        if c in "*+?":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        self.i += 1
+        code = ord(c)
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {self.i - 1}")
+        return self._set([(code, code)])
+
+    def _set(self, ranges: Ranges) -> str:
+        text = _charset_json_regex(ranges)
+        if text is None:
+            raise _PatternError("a character class that matches nothing")
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1] and 0x20 <= ranges[0][0] < 0x7F:
+            if chr(ranges[0][0]) not in '"\\/':
+                return text  # one printable ASCII character: itself
+        return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
+
+    def _group(self) -> str:
+        start = self.i
+        self.i += 1
+        if self._peek() == "?":
+            if self.p.startswith("?:", self.i):
+                self.i += 2
+            elif self.p.startswith("?<", self.i) and self._peek(2) not in ("=", "!"):
+                close = self.p.find(">", self.i)
+                if close < 0:
+                    raise _PatternError(f"unterminated group name at offset {start}")
+                self.i = close + 1
+            else:
+                raise _PatternError(f"lookaround or unknown group at offset {start} (not supported)")
+        self.depth += 1
+        if self.depth > 100:
+            raise _PatternError("groups nested deeper than 100")
+        alts = self._alternation(top=False)
+        self.depth -= 1
+        if self._peek() != ")":
+            raise _PatternError(f"unclosed group opened at offset {start}")
+        self.i += 1
+        return "(?:" + "|".join(text for text, _, _ in alts) + ")"
+
+    def _class(self) -> Ranges:
+        start = self.i
+        self.i += 1
+        negated = self._peek() == "^"
+        if negated:
+            self.i += 1
+        ranges: Ranges = []
+        while True:
+            c = self._peek()
+            if c == "":
+                raise _PatternError(f"unclosed character class opened at offset {start}")
+            if c == "]":
+                self.i += 1
+                break
+            lo = self._class_atom()
+            if self._peek() == "-" and self._peek(1) not in ("]", ""):
+                self.i += 1
+                hi = self._class_atom()
+                if len(lo) != 1 or len(hi) != 1 or lo[0][0] != lo[0][1] or hi[0][0] != hi[0][1]:
+                    raise _PatternError(f"a range with a class escape in the class at offset {start}")
+                if lo[0][0] > hi[0][0]:
+                    raise _PatternError(f"a range out of order in the class at offset {start}")
+                ranges.append((lo[0][0], hi[0][0]))
+            else:
+                ranges += lo
+        ranges = _normalize(ranges)
+        return _negate(ranges) if negated else ranges
+
+    def _class_atom(self) -> Ranges:
+        c = self.p[self.i]
+        if c == "\\":
+            if self._peek(1) == "b":
+                self.i += 2
+                return [(0x08, 0x08)]
+            return self._escape(in_class=True)
+        self.i += 1
+        return [(ord(c), ord(c))]
+
+    def _escape(self, in_class: bool) -> Ranges:
+        at = self.i
+        c = self._peek(1)
+        self.i += 2
+        if c == "":
+            raise _PatternError("a pattern ending in a backslash")
+        if c.lower() in _CLASS_ESCAPES:
+            ranges = _CLASS_ESCAPES[c.lower()]
+            return _negate(ranges) if c.isupper() else ranges
+        if c in _CHAR_ESCAPES and not (c == "0" and self._peek().isdigit()):
+            code = _CHAR_ESCAPES[c]
+        elif c == "x":
+            code = self._hex(2, at)
+        elif c == "u":
+            if self._peek() == "{":
+                close = self.p.find("}", self.i)
+                if close < 0:
+                    raise _PatternError(f"bad \\u{{...}} escape at offset {at}")
+                code = self._parse_hex(self.p[self.i + 1 : close], at)
+                self.i = close + 1
+            else:
+                code = self._hex(4, at)
+                if 0xD800 <= code <= 0xDBFF and self.p.startswith("\\u", self.i):
+                    save = self.i
+                    self.i += 2
+                    low = self._hex(4, at)
+                    if 0xDC00 <= low <= 0xDFFF:
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    else:
+                        self.i = save
+        elif c == "c" and self._peek().isalpha():
+            code = ord(self._peek()) % 32
+            self.i += 1
+        elif c in "bB":
+            raise _PatternError(f"word boundary \\{c} at offset {at} (not supported)")
+        elif c.isdigit():
+            raise _PatternError(f"backreference \\{c} at offset {at} (not supported)")
+        elif c in "pP":
+            raise _PatternError(f"Unicode property \\{c}{{...}} at offset {at} (not supported)")
+        elif c == "k":
+            raise _PatternError(f"named backreference at offset {at} (not supported)")
+        else:
+            code = ord(c)  # identity escape: `\.`, `\-`, `\/` ...
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {at}")
+        return [(code, code)]
+
+    def _hex(self, count: int, at: int) -> int:
+        text = self.p[self.i : self.i + count]
+        self.i += count
+        return self._parse_hex(text if len(text) == count else "", at)
+
+    @staticmethod
+    def _parse_hex(text: str, at: int) -> int:
+        try:
+            code = int(text, 16)
+        except ValueError:
+            raise _PatternError(f"bad hex escape at offset {at}") from None
+        if code > _CODE_POINT_MAX:
+            raise _PatternError(f"code point above U+10FFFF at offset {at}")
+        return code
+
+
+def pattern_to_json_regex(pattern: str) -> str:
+    """Translate an ECMA-262 `pattern` (search semantics) into a regex over the JSON-escaped
+    body of a string (without the quotes). See the module docstring for what is exact.
+
+    Raises:
+        GrammarError: the pattern is malformed or uses an unsupported construct.
+    """
+    try:
+        return _EcmaPattern(pattern).translate()
+    except _PatternError as err:
+        raise GrammarError(f"pattern {pattern!r}: {err}") from None
+
+
+# =============================================================================================
+# Formats (ASCII-only, so the JSON-escaped text is the text itself; `/` may be `\/` in URIs)
+# =============================================================================================
+
+_DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (
+    rf"P(?:[0-9]+W|[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?(?:{_DUR_TIME})?|[0-9]+M(?:[0-9]+D)?(?:{_DUR_TIME})?"
+    rf"|[0-9]+D(?:{_DUR_TIME})?|{_DUR_TIME})"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_OCTET = int_range_regex(0, 255)
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV6 = "(?:" + "|".join(
+    [
+        rf"(?:{_H16}:){{7}}{_H16}",
+        rf"(?:{_H16}:){{1,7}}:",
+        rf"(?:{_H16}:){{1,6}}:{_H16}",
+        rf"(?:{_H16}:){{1,5}}(?::{_H16}){{1,2}}",
+        rf"(?:{_H16}:){{1,4}}(?::{_H16}){{1,3}}",
+        rf"(?:{_H16}:){{1,3}}(?::{_H16}){{1,4}}",
+        rf"(?:{_H16}:){{1,2}}(?::{_H16}){{1,5}}",
+        rf"{_H16}:(?::{_H16}){{1,6}}",
+        rf":(?:(?::{_H16}){{1,7}}|:)",
+        rf"(?:{_H16}:){{6}}{_IPV4}",
+        rf"::(?:{_H16}:){{0,5}}{_IPV4}",
+        rf"(?:{_H16}:){{1,5}}:(?:{_H16}:){{0,4}}{_IPV4}",
+    ]
+) + ")"
+_URI_CHAR = r"(?:[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%]|/|\\/)"
+FORMAT_REGEXES: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "duration": _DURATION,
+    "email": rf"[A-Za-z0-9!#$%&'*+=?^_`{{|}}~.-]+@{_HOSTNAME}",
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*",
+    "uri-reference": rf"{_URI_CHAR}*",
+}
+
+
+# =============================================================================================
+# Schema algebra: JSON pointers, normalization, merging (allOf)
+# =============================================================================================
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _has_constraints(schema: dict[str, Any]) -> bool:
+    return any(k not in ANNOTATIONS for k in schema)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _type_allows(types: Sequence[str], value: Any) -> bool:
+    t = _json_type(value)
+    return t in types or (t == "integer" and "number" in types)
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values (1 == 1.0, but true != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) or _is_number(b):
+        return _is_number(a) and _is_number(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
+    out = []
+    for t in a:
+        if t in b:
+            out.append(t)
+        elif t == "integer" and "number" in b:
+            out.append("integer")
+        elif t == "number" and "integer" in b:
+            out.append("integer")
+    return list(dict.fromkeys(out))
+
+
+def _and(a: Any, b: Any) -> Any:
+    """The schema both a and b must hold (without flattening)."""
+    if a is True or a == {}:
+        return b
+    if b is True or b == {} or a == b:
+        return a
+    if a is False or b is False:
+        return False
+    return {"allOf": [a, b]}
+
+
+# Keywords whose two different values cannot be merged here (others merge or are annotations).
+_KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema"}
+
+_MAX_OF = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
+_MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
+
+
+# =============================================================================================
+# The compiler
+# =============================================================================================
+
+
+class _Compiler:
+    """Schema → IR. One instance per call; see the module docstring for the translation."""
+
+    def __init__(
+        self,
+        root: dict[str, Any] | bool,
+        *,
+        lenient: bool,
+        additional_properties_default: bool,
+        key_separator: str,
+        item_separator: str,
+    ) -> None:
+        self.root = root
+        self.lenient = lenient
+        self.additional_default = additional_properties_default
+        self.ir = GrammarIR()
+        self.warnings: list[str] = []
+        self.symbol_count = 0
+        self.ref_nonterminals: dict[str, int] = {}
+        self.pending: list[tuple[int, str]] = []
+        self.anchors: dict[str, str] | None = None
+        self.memo: dict[Any, int] = {}
+        self.any_value: int | None = None
+        self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
+        self.comma = Sym.t(self.ir.add_lexeme(Lexeme(repr(item_separator), "literal", item_separator)))
+        self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
+        self.rbrace = Sym.t(self.ir.add_lexeme(Lexeme("'}'", "literal", "}")))
+        self.lbracket = Sym.t(self.ir.add_lexeme(Lexeme("'['", "literal", "[")))
+        self.rbracket = Sym.t(self.ir.add_lexeme(Lexeme("']'", "literal", "]")))
+
+    # ---- output helpers ----------------------------------------------------------------------
+
+    def warn(self, message: str, pointer: str) -> None:
+        text = f"{pointer or '/'}: {message}"
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def fail(self, message: str, pointer: str) -> GrammarError:
+        return GrammarError(f"{message} (at {pointer or '/'})", json_pointer=pointer)
+
+    def unsupported(self, message: str, pointer: str) -> None:
+        """Raise for an unsupported construct, or warn when lenient."""
+        if not self.lenient:
+            raise self.fail(f"{message}; pass lenient=True to ignore it", pointer)
+        self.warn(f"{message}; ignored (lenient)", pointer)
+
+    def rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
+        self.symbol_count += len(rhs) + 1
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise GrammarError(
+                f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
+                "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
+                json_pointer="",
+            )
+        self.ir.add_rule(lhs, rhs)
+
+    def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
+        return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+
+    def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
+        nt = self.ir.add_nonterminal(name)
+        for alt in alternatives:
+            self.rule(nt, alt)
+        return nt
+
+    def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
+        """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
+        alts = [list(a) for a in alternatives if a is not None]
+        alts = list({tuple(a): a for a in alts}.values())
+        if not alts:
+            return None
+        if len(alts) == 1 and len(alts[0]) == 1:
+            return alts[0][0]
+        return Sym.n(self.nonterminal(name, alts))
+
+    def inline(self, name: str, alternatives: list[list[Sym]], cache: dict[int, list[Sym]], key: int) -> list[Sym]:
+        """A sequence standing for `alternatives`: the one alternative itself, else a nonterminal."""
+        if len(alternatives) == 1:
+            return alternatives[0]
+        if key not in cache:
+            cache[key] = [Sym.n(self.nonterminal(name, alternatives))]
+        return cache[key]
+
+    # ---- driver ------------------------------------------------------------------------------
+
+    def run(self) -> GrammarIR:
+        start = self.ir.add_nonterminal("start")
+        top = self.compile(self.root, "")
+        if top is None:
+            raise GrammarError("the schema accepts no value at all (it is `false` or unsatisfiable)", json_pointer="")
+        self.rule(start, [top])
+        while self.pending:
+            nt, pointer = self.pending.pop()
+            sym = self.compile(self.lookup(pointer), pointer)
+            if sym is not None:
+                self.rule(nt, [sym])
+        self.prune(start)
+        self.ir.start = start
+        return self.ir
+
+    def prune(self, start: int) -> None:
+        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion)."""
+        productive: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in self.ir.rules:
+                if r.lhs not in productive and all(s.terminal or s.index in productive for s in r.rhs):
+                    productive.add(r.lhs)
+                    changed = True
+        if start not in productive:
+            raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
+        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or s.index in productive for s in r.rhs)]
+
+    # ---- references --------------------------------------------------------------------------
+
+    def ref_pointer(self, ref: Any, pointer: str) -> str:
+        """The canonical JSON pointer (into the root) of a local `$ref`."""
+        if not isinstance(ref, str):
+            raise self.fail("$ref must be a string", pointer + "/$ref")
+        fragment: str | None = None
+        if ref.startswith("#"):
+            fragment = ref[1:]
+        elif isinstance(self.root, dict):
+            root_id = self.root.get("$id", self.root.get("id"))
+            if isinstance(root_id, str) and root_id and ref.split("#", 1)[0] == root_id.split("#", 1)[0]:
+                fragment = ref.split("#", 1)[1] if "#" in ref else ""
+        if fragment is None:
+            raise self.fail(f"$ref {ref!r} is not local (only '#...' references are supported)", pointer + "/$ref")
+        fragment = urllib.parse.unquote(fragment)
+        if fragment and not fragment.startswith("/"):
+            anchors = self.find_anchors()
+            if fragment not in anchors:
+                raise self.fail(f"$ref {ref!r}: no $anchor {fragment!r} in the schema", pointer + "/$ref")
+            return anchors[fragment]
+        self.lookup(fragment, ref_at=pointer)  # check it exists
+        return fragment
+
+    def find_anchors(self) -> dict[str, str]:
+        if self.anchors is None:
+            self.anchors = {}
+            stack: list[tuple[Any, str]] = [(self.root, "")]
+            while stack:
+                node, pointer = stack.pop()
+                if isinstance(node, dict):
+                    for key in ("$anchor", "$id", "id"):
+                        value = node.get(key)
+                        if not isinstance(value, str):
+                            continue
+                        if key == "$anchor" and value:
+                            self.anchors.setdefault(value, pointer)
+                        elif value.startswith("#") and len(value) > 1:  # draft-6 `$id: "#name"`
+                            self.anchors.setdefault(value[1:], pointer)
+                    stack += [(v, f"{pointer}/{_escape_pointer(k)}") for k, v in node.items()]
+                elif isinstance(node, list):
+                    stack += [(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+        return self.anchors
+
+    def lookup(self, pointer: str, ref_at: str | None = None) -> Any:
+        node: Any = self.root
+        if pointer == "":
+            return node
+        for raw in pointer[1:].split("/"):
+            key = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                where = pointer if ref_at is None else ref_at
+                raise self.fail(f"$ref target #{pointer} does not exist", where + "/$ref")
+        return node
+
+    def ref_symbol(self, ref: Any, pointer: str) -> Sym:
+        target = self.ref_pointer(ref, pointer)
+        nt = self.ref_nonterminal(target)
+        return Sym.n(nt)
+
+    def ref_nonterminal(self, target: str) -> int:
+        nt = self.ref_nonterminals.get(target)
+        if nt is None:
+            nt = self.ref_nonterminals[target] = self.ir.add_nonterminal(f"#{target}")
+            self.pending.append((nt, target))
+        return nt
+
+    # ---- normalization and merging ----------------------------------------------------------
+
+    def normalize(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """A copy with draft-4 forms rewritten: boolean exclusive bounds, `items` lists."""
+        d = dict(schema)
+        for excl, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            value = d.get(excl)
+            if isinstance(value, bool):
+                del d[excl]
+                if value and bound in d:
+                    d[excl] = d.pop(bound)
+        items = d.get("items")
+        if isinstance(items, list):
+            d["prefixItems"] = items
+            if "additionalItems" in d:
+                d["items"] = d.pop("additionalItems")
+            else:
+                del d["items"]
+        else:
+            d.pop("additionalItems", None)
+        for key in ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"):
+            if key in d and not isinstance(d[key], list):
+                raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
+        if "const" in d:
+            const = d.pop("const")
+            d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
+        if "type" in d:
+            types = d["type"] if isinstance(d["type"], list) else [d["type"]]
+            for t in types:
+                if t not in TYPES:
+                    raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
+            d["type"] = list(types)
+        if "properties" in d and not isinstance(d["properties"], dict):
+            raise self.fail("properties must be an object", f"{pointer}/properties")
+        return d
+
+    def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable."""
+        if schema is True:
+            return {}
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
+        self.check_depth(pointer)
+        d = self.normalize(schema, pointer)
+        parts: list[dict[str, Any] | None] = []
+        if "$ref" in d:
+            target = self.ref_pointer(d.pop("$ref"), pointer)
+            if target in expanding or len(expanding) > NESTING_DEPTH_MAX:
+                raise self.fail("a $ref with sibling keywords (or inside allOf) leads back to itself", pointer)
+            parts.append(self.flatten(self.lookup(target), target, expanding | {target}))
+        for i, sub in enumerate(d.pop("allOf", [])):
+            parts.append(self.flatten(sub, f"{pointer}/allOf/{i}", expanding))
+        result = d
+        for part in parts:
+            merged = None if part is None else self.merge(result, part, pointer)
+            if merged is None:
+                return None
+            result = merged
+        return result
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
+        """The intersection of two flattened schemas (see the module docstring)."""
+        out = dict(a)
+        for key, vb in b.items():
+            if key not in out:
+                out[key] = vb
+                continue
+            va = out[key]
+            if key in ANNOTATIONS or va == vb and key not in ("properties", "anyOf", "oneOf"):
+                continue
+            if key == "type":
+                out[key] = _intersect_types(va, vb)
+            elif key == "properties":
+                out[key] = self.merge_properties(a, b)
+            elif key == "required":
+                out[key] = list(dict.fromkeys(list(va) + list(vb)))
+            elif key in _MAX_OF:
+                out[key] = max(va, vb)
+            elif key in _MIN_OF:
+                out[key] = min(va, vb)
+            elif key in ("additionalProperties", "items"):
+                out[key] = _and(va, vb)
+            elif key == "prefixItems":
+                n = max(len(va), len(vb))
+                rest_a, rest_b = a.get("items", True), b.get("items", True)
+                out[key] = [
+                    _and(va[i] if i < len(va) else rest_a, vb[i] if i < len(vb) else rest_b) for i in range(n)
+                ]
+            elif key == "enum":
+                out[key] = [v for v in va if any(_json_equal(v, w) for w in vb)]
+            elif key in ("anyOf", "oneOf"):
+                if len(va) * len(vb) > ANY_OF_PRODUCT_MAX:
+                    raise self.fail(
+                        f"merging two {key} lists of {len(va)} and {len(vb)} options makes more than "
+                        f"{ANY_OF_PRODUCT_MAX}; simplify the allOf",
+                        pointer,
+                    )
+                out[key] = [_and(x, y) for x in va for y in vb]
+            elif key == "pattern":
+                out["_patterns"] = list(dict.fromkeys(out.get("_patterns", []) + [vb] + b.get("_patterns", [])))
+            elif key == "format":
+                self.warn(f"two formats {va!r} and {vb!r} merged; keeping {va!r}", pointer)
+            elif key == "multipleOf":
+                if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
+                    out[key] = math.lcm(int(va), int(vb))
+            elif key in _KEYWORDS:
+                out.setdefault("_conflicts", []).append(key)
+            # other keys are not keywords (`x-...`, `@type`): keep a's value
+        return out
+
+    def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
+        out = {}
+        for key in list(pa) + [k for k in pb if k not in pa]:
+            out[key] = _and(pa.get(key, extra_a), pb.get(key, extra_b))
+        return out
+
+    # ---- checks ------------------------------------------------------------------------------
+
+    def check_depth(self, pointer: str) -> None:
+        if pointer.count("/") > NESTING_DEPTH_MAX:
+            raise GrammarError(
+                f"the schema nests deeper than {NESTING_DEPTH_MAX} levels (or a $ref with siblings recurses) "
+                f"at {pointer[:200]}...",
+                json_pointer=pointer,
+            )
+
+    def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
+        for key, value in d.items():
+            if key not in UNSUPPORTED:
+                continue
+            trivial = (
+                (key == "uniqueItems" and value is False)
+                or (key in ("minProperties", "minContains") and value == 0)
+                or (key in ("patternProperties", "dependentRequired", "dependentSchemas", "dependencies")
+                    and value == {})
+                or (key == "propertyNames" and value in (True, {}))
+            )
+            if not trivial:
+                self.unsupported(f"the keyword {key!r} is not supported", f"{pointer}/{key}")
+        for key in d.get("_conflicts", []):
+            self.unsupported(f"allOf/$ref merges two different values of {key!r}", pointer)
+
+    # ---- schemas -----------------------------------------------------------------------------
+
+    def compile(self, schema: Any, pointer: str) -> Sym | None:
+        """A symbol deriving exactly the JSON texts of `schema`; None when it accepts nothing."""
+        self.check_depth(pointer)
+        if schema is True:
+            return Sym.n(self.any())
+        if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
+            {k: v for k, v in schema.items() if k != "$ref"}
+        ):
+            return self.ref_symbol(schema["$ref"], pointer)
+        d = self.flatten(schema, pointer)
+        if d is None:
+            return None
+        return self.compile_flat(d, pointer)
+
+    def compile_flat(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        if not _has_constraints(d):
+            return Sym.n(self.any())
+        self.check_keywords(d, pointer)
+        for key in ("anyOf", "oneOf"):
+            if key in d:
+                return self.compile_options(d, key, pointer)
+        if "enum" in d:
+            return self.compile_enum(d, pointer)
+        types = d.get("type", ALL_TYPES)
+        if "number" in types:
+            types = [t for t in types if t != "integer"]
+        alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
+        return self.choice(f"{pointer or '/'}:types", alternatives)
+
+    def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
+        if key == "oneOf":
+            self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
+        rest = {k: v for k, v in d.items() if k != key}
+        # Property order: an anyOf written before `properties` puts its options' properties first.
+        order = list(d)
+        option_first = "properties" in d and order.index(key) < order.index("properties")
+        alternatives: list[list[Sym] | None] = []
+        for i, option in enumerate(d[key]):
+            where = f"{pointer}/{key}/{i}"
+            if _has_constraints(rest):
+                flat = self.flatten(option, where)
+                merged = None if flat is None else self.merge(*((flat, rest) if option_first else (rest, flat)), where)
+                sym = None if merged is None else self.compile_flat(merged, where)
+            else:
+                sym = self.compile(option, where)
+            alternatives.append([sym] if sym is not None else None)
+        return self.choice(f"{pointer or '/'}:{key}", alternatives)
+
+    def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        types = d.get("type", TYPES)
+        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in d["enum"] if _type_allows(types, v)]
+        return self.choice(f"{pointer or '/'}:enum", alternatives)
+
+    def compile_type(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        if t == "null":
+            return self.lexeme("null", "literal", "null")
+        if t == "boolean":
+            return self.lexeme("boolean", "regex", "true|false")
+        if t == "string":
+            return self.compile_string(d, pointer)
+        if t in ("integer", "number"):
+            return self.compile_number(t, d, pointer)
+        if t == "array":
+            return self.compile_array(d, pointer)
+        return self.compile_object(d, pointer)
+
+    # ---- scalars -----------------------------------------------------------------------------
+
+    def int_keyword(self, d: dict[str, Any], key: str, default: int | None, pointer: str) -> int | None:
+        value = d.get(key, default)
+        if value is None or value == default:
+            return value
+        if not _is_number(value) or value < 0 or not float(value).is_integer():
+            raise self.fail(f"{key} must be a non-negative integer, not {value!r}", f"{pointer}/{key}")
+        return int(value)
+
+    def compile_string(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        min_length = self.int_keyword(d, "minLength", 0, pointer) or 0
+        max_length = self.int_keyword(d, "maxLength", None, pointer)
+        if max_length is not None and min_length > max_length:
+            return None
+        patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
+        bodies = []
+        for i, pattern in enumerate(patterns):
+            if not isinstance(pattern, str):
+                raise self.fail("pattern must be a string", f"{pointer}/pattern")
+            try:
+                bodies.append('"' + pattern_to_json_regex(pattern) + '"')
+            except GrammarError as err:
+                self.unsupported(str(err), f"{pointer}/pattern")
+        fmt = d.get("format")
+        if fmt is not None and fmt not in FORMAT_REGEXES:
+            self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
+        elif fmt is not None and bodies:
+            self.warn(f"format {fmt!r} is ignored because a pattern is given", f"{pointer}/format")
+        elif fmt is not None:
+            bodies.append('"' + FORMAT_REGEXES[fmt] + '"')
+        try:
+            length = string_regex(min_length, max_length)
+        except GrammarError as err:
+            raise self.fail(str(err), f"{pointer}/minLength") from None
+        if not bodies:
+            if min_length == 0 and max_length is None:
+                return self.string()
+            upper = "" if max_length is None else max_length
+            return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
+        if min_length > 0 or max_length is not None:
+            bodies.append(length)  # intersected with the pattern/format (Lexeme.and_patterns)
+        name = f"string:{pointer or '/'}"
+        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]))
+
+    def compile_number(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+            if key in d and not _is_number(d[key]):
+                raise self.fail(f"{key} must be a number, not {d[key]!r}", f"{pointer}/{key}")
+        lo, lo_open = d.get("minimum"), False
+        if "exclusiveMinimum" in d and (lo is None or d["exclusiveMinimum"] >= lo):
+            lo, lo_open = d["exclusiveMinimum"], True
+        hi, hi_open = d.get("maximum"), False
+        if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
+            hi, hi_open = d["exclusiveMaximum"], True
+        multiple = d.get("multipleOf")
+        if multiple is not None and not (t == "integer" and float(multiple).is_integer() and multiple == 1):
+            self.warn(f"multipleOf {multiple} is ignored", f"{pointer}/multipleOf")
+        if t == "integer":
+            lo_i = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
+            hi_i = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
+            if lo_i is None and hi_i is None:
+                return self.lexeme("integer", "regex", INTEGER_REGEX)
+            rx = int_range_regex(lo_i, hi_i)
+            return None if rx is None else self.lexeme(f"integer[{lo_i},{hi_i}]", "regex", rx)
+        if lo is None and hi is None:
+            return self.lexeme("number", "regex", NUMBER_REGEX)
+        if lo is not None and not float(lo).is_integer():
+            self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
+            lo, lo_open = math.floor(lo), False
+        if hi is not None and not float(hi).is_integer():
+            self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
+            hi, hi_open = math.ceil(hi), False
+        lo_i = None if lo is None else int(lo)
+        hi_i = None if hi is None else int(hi)
+        rx = number_range_regex(lo_i, lo_open, hi_i, hi_open)
+        name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+        return None if rx is None else self.lexeme(name, "regex", rx)
+
+    # ---- values ------------------------------------------------------------------------------
+
+    def value_syms(self, value: Any, pointer: str, depth: int = 0) -> list[Sym]:
+        """The symbols of one constant JSON value (enum/const), built structurally."""
+        if depth > NESTING_DEPTH_MAX:
+            raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", pointer)
+        if isinstance(value, str):
+            return [Sym.t(self.ir.add_lexeme(_json_string_lexeme(value)))]
+        if isinstance(value, list):
+            out = [self.lbracket]
+            for i, item in enumerate(value):
+                out += ([self.comma] if i else []) + self.value_syms(item, pointer, depth + 1)
+            return out + [self.rbracket]
+        if isinstance(value, dict):
+            out = [self.lbrace]
+            for i, (key, item) in enumerate(value.items()):
+                out += [self.comma] if i else []
+                out += [Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), self.colon]
+                out += self.value_syms(item, pointer, depth + 1)
+            return out + [self.rbrace]
+        if value is None or isinstance(value, bool):
+            text = json.dumps(value)
+            return [self.lexeme(text, "literal", text)]
+        if _is_number(value):
+            if float(value).is_integer() and abs(value) < 1e16:
+                text = str(int(value))
+                return [self.lexeme(text, "regex", text + _FRACTION_ZERO)]
+            text = json.dumps(value)
+            return [self.lexeme(text, "literal", text)]
+        raise self.fail(f"an enum/const value that is not JSON: {value!r}", pointer)
+
+    def string(self) -> Sym:
+        return self.lexeme("string", "regex", string_regex(0, None))
+
+    def any(self) -> int:
+        """The nonterminal of any JSON value (built once)."""
+        if self.any_value is not None:
+            return self.any_value
+        value = self.any_value = self.ir.add_nonterminal("any")
+        obj = self.ir.add_nonterminal("any:object")
+        members = self.ir.add_nonterminal("any:members")
+        arr = self.ir.add_nonterminal("any:array")
+        items = self.ir.add_nonterminal("any:items")
+        string = self.string()
+        for lexeme in (
+            string,
+            self.lexeme("number", "regex", NUMBER_REGEX),
+            self.lexeme("boolean", "regex", "true|false"),
+            self.lexeme("null", "literal", "null"),
+        ):
+            self.rule(value, [lexeme])
+        self.rule(value, [Sym.n(obj)])
+        self.rule(value, [Sym.n(arr)])
+        self.rule(obj, [self.lbrace, self.rbrace])
+        self.rule(obj, [self.lbrace, Sym.n(members), self.rbrace])
+        self.rule(members, [string, self.colon, Sym.n(value)])
+        self.rule(members, [Sym.n(members), self.comma, string, self.colon, Sym.n(value)])
+        self.rule(arr, [self.lbracket, self.rbracket])
+        self.rule(arr, [self.lbracket, Sym.n(items), self.rbracket])
+        self.rule(items, [Sym.n(value)])
+        self.rule(items, [Sym.n(items), self.comma, Sym.n(value)])
+        return value
+
+    # ---- objects -----------------------------------------------------------------------------
+
+    def compile_object(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        properties: dict[str, Any] = d.get("properties", {})
+        required = d.get("required", [])
+        for key in required:
+            if not isinstance(key, str):
+                raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
+        extra_schema = d.get("additionalProperties", self.additional_default)
+        extra_where = f"{pointer}/additionalProperties"
+        pattern_properties = d.get("patternProperties") or {}
+        if pattern_properties and self.lenient:
+            extra_schema = {"anyOf": [extra_schema, *pattern_properties.values()]}
+            extra_where = f"{pointer}/patternProperties"
+        # (key lexeme, value symbol, required)
+        members: list[tuple[Sym, Sym, bool]] = []
+        for key, sub in properties.items():
+            sym = self.compile(sub, f"{pointer}/properties/{_escape_pointer(key)}")
+            if sym is None:
+                if key in required:
+                    return None
+                continue
+            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
+        extra_sym = None if extra_schema is False else self.compile(extra_schema, extra_where)
+        for key in required:
+            if key in properties:
+                continue
+            if extra_sym is None:
+                return None
+            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), extra_sym, True))
+        name = pointer or "/"
+        # after[i]: alternatives for members i.. when something came before (so commas lead).
+        cache: dict[int, list[Sym]] = {}
+        if extra_sym is not None:
+            string = self.string()
+            pair = [string, self.colon, extra_sym]
+            extras = self.ir.add_nonterminal(f"{name}:extras")
+            self.rule(extras, pair)
+            self.rule(extras, [Sym.n(extras), self.comma, *pair])
+            after: list[list[Sym]] = [[], [self.comma, Sym.n(extras)]]
+            first: list[list[Sym]] = [[], [Sym.n(extras)]]
+        else:
+            after, first = [[]], [[]]
+        n = len(members)
+        for i in range(n - 1, -1, -1):
+            key_sym, value_sym, is_required = members[i]
+            rest = self.inline(f"{name}:after{i + 1}", after, cache, i + 1)
+            with_this = [key_sym, self.colon, value_sym, *rest]
+            first = [with_this] + (first if not is_required else [])
+            after = [[self.comma, *with_this]] + (after if not is_required else [])
+        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in first])
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    def compile_array(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        min_items = self.int_keyword(d, "minItems", 0, pointer) or 0
+        max_items = self.int_keyword(d, "maxItems", None, pointer)
+        if max_items is not None and min_items > max_items:
+            return None
+        prefix = d.get("prefixItems", [])
+        prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
+        items = d.get("items", True)
+        rest = None if items is False else self.compile(items, f"{pointer}/items")
+        name = pointer or "/"
+        k = len(prefix)
+        # tail: the alternatives after k items, for the items beyond the prefix.
+        if (max_items is not None and k >= max_items) or rest is None:
+            tail: list[list[Sym]] | None = [[]] if k >= min_items else None
+        else:
+            lo = max(0, min_items - k)
+            hi = None if max_items is None else max_items - k
+            if k > 0:
+                tail = [self.repeat(f"{name}:items", (self.comma, rest), lo, hi)]
+            else:
+                more = self.repeat(f"{name}:items", (self.comma, rest), max(lo, 1) - 1, None if hi is None else hi - 1)
+                tail = ([[]] if lo == 0 else []) + [[rest, *more]]
+        cache: dict[int, list[Sym]] = {}
+        alts = tail
+        for i in range(k - 1, -1, -1):
+            stop: list[list[Sym]] = [[]] if i >= min_items else []
+            if max_items is not None and i >= max_items:
+                alts = stop or None
+                continue
+            sym = prefix_syms[i]
+            go = []
+            if sym is not None and alts is not None:
+                go = [[*([self.comma] if i else []), sym, *self.inline(f"{name}:from{i + 1}", alts, cache, i + 1)]]
+            alts = (stop + go) or None
+        if alts is None:
+            return None
+        return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
+        """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""
+        out = self.power(name, unit, lo)
+        if hi is None:
+            key = ("star", unit)
+            if key not in self.memo:
+                star = self.memo[key] = self.ir.add_nonterminal(f"{name}*")
+                self.rule(star, [])
+                self.rule(star, [Sym.n(star), *unit])
+            return out + [Sym.n(self.memo[key])]
+        return out + self.up_to(name, unit, hi - lo)
+
+    def power(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
+        """unit^count, by doubling rules when count is large."""
+        if count <= 4:
+            return list(unit) * count
+        key = ("pow", unit, count)
+        if key not in self.memo:
+            half = self.power(name, unit, count // 2)
+            rhs = half + half + (list(unit) if count % 2 else [])
+            self.memo[key] = self.nonterminal(f"{name}^{count}", [rhs])
+        return [Sym.n(self.memo[key])]
+
+    def up_to(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
+        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules."""
+        if count == 0:
+            return []
+        key = ("upto", unit, count)
+        if key not in self.memo:
+            nt = self.ir.add_nonterminal(f"{name}{{0,{count}}}")
+            self.memo[key] = nt
+            if count == 1:
+                self.rule(nt, [])
+                self.rule(nt, list(unit))
+            else:
+                high = 1 << (count.bit_length() - 1)  # largest power of two <= count
+                self.rule(nt, self.up_to(name, unit, high - 1))
+                self.rule(nt, self.power(name, unit, high) + self.up_to(name, unit, count - high))
+        return [Sym.n(self.memo[key])]

@@ -1,0 +1,561 @@
+"""Tests of the JSON Schema front-end (`tokensieve._json_schema`).
+
+- Pieces against brute force: integer and number range regexes, string lengths, the
+  ECMA-pattern translation (against Python's `re.search` on the decoded string).
+- Schemas through the slow reference recognizer (`tests/reference_cfg.py`): compact JSON of
+  valid instances must be full matches, invalid ones not.
+- Errors carry JSON pointers; limits are enforced; `lenient` turns errors into warnings.
+- A fixed sample of MaskBench schemas (../shared/data/jsonschemabench): most compile, and
+  their valid instances match (the known failures are instances whose property order differs
+  from the schema's, which this front-end fixes by design, as llguidance does).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import re
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+import regex
+
+from reference_cfg import ReferenceRecognizer
+from tokensieve import Grammar
+from tokensieve._errors import GrammarError
+from tokensieve._json_schema import (
+    FORMAT_REGEXES,
+    GRAMMAR_SYMBOL_COUNT_MAX,
+    int_range_regex,
+    json_schema_to_ir,
+    number_range_regex,
+    pattern_to_json_regex,
+    string_regex,
+)
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def recognizer(schema: Any, **options: Any) -> ReferenceRecognizer:
+    return ReferenceRecognizer(json_schema_to_ir(schema, **options))
+
+
+# ---- integer and number ranges ----------------------------------------------------------------
+
+INT_BOUNDS = [None, -1000, -101, -100, -99, -10, -9, -1, 0, 1, 7, 9, 10, 19, 20, 99, 100, 101, 250, 999, 1000]
+
+
+@pytest.mark.parametrize("lo", INT_BOUNDS)
+def test_int_range_regex_matches_brute_force(lo: int | None) -> None:
+    for hi in INT_BOUNDS:
+        rx = int_range_regex(lo, hi)
+        if lo is not None and hi is not None and lo > hi:
+            assert rx is None
+            continue
+        assert rx is not None
+        compiled = re.compile(rx)
+        for n in range(-1300, 1300):
+            expected = (lo is None or n >= lo) and (hi is None or n <= hi)
+            assert bool(compiled.fullmatch(str(n))) == expected, (lo, hi, n, rx)
+        for text in ("01", "-0", "00", "-01", "+1", "1.0", ""):
+            assert not compiled.fullmatch(text), (lo, hi, text)
+
+
+def test_int_range_regex_large_bounds() -> None:
+    lo, hi = -(2**63), 2**63 - 1
+    compiled = re.compile(int_range_regex(lo, hi) or "")
+    for n in (lo, lo + 1, -1, 0, hi - 1, hi, 12345678901234567):
+        assert compiled.fullmatch(str(n))
+    for n in (lo - 1, hi + 1, 10**19, -(10**19)):
+        assert not compiled.fullmatch(str(n))
+
+
+def _decimal_strings() -> list[str]:
+    out = []
+    for n in range(-25, 26):
+        out.append(str(n))
+        for frac in ("0", "00", "5", "05", "50", "001", "999"):
+            out.append(f"{n}.{frac}")
+    out += ["-0.5", "-0.0", "-0.001", "0.5"]
+    return out
+
+
+@pytest.mark.parametrize("lo_open", [False, True])
+@pytest.mark.parametrize("hi_open", [False, True])
+def test_number_range_regex_matches_brute_force(lo_open: bool, hi_open: bool) -> None:
+    bounds = [None, -20, -3, -1, 0, 1, 3, 10, 20]
+    texts = _decimal_strings()
+    for lo in bounds:
+        for hi in bounds:
+            rx = number_range_regex(lo, lo_open, hi, hi_open)
+            compiled = re.compile(rx) if rx else None
+            for text in texts:
+                x = Fraction(text)
+                expected = (lo is None or (x > lo if lo_open else x >= lo)) and (
+                    hi is None or (x < hi if hi_open else x <= hi)
+                )
+                if text.startswith("-0") and x == 0:
+                    expected = False  # -0 and -0.0 are never produced
+                got = bool(compiled and compiled.fullmatch(text))
+                assert got == expected, (lo, lo_open, hi, hi_open, text, rx)
+
+
+# ---- strings and patterns ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("low,high", [(0, None), (1, None), (2, 4), (3, 3), (0, 0), (5, 20000)])
+def test_string_regex_counts_characters_not_escapes(low: int, high: int | None) -> None:
+    compiled = regex.compile(string_regex(low, high))
+    for value in ["", "a", "ab", "a\"c", "\\\\", "é\n", "abcd", "abcde", "\u2028x\ty", "x" * 30]:
+        for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            expected = low <= len(value) and (high is None or len(value) <= high)
+            assert bool(compiled.fullmatch(text)) == expected, (low, high, text)
+    assert not compiled.fullmatch('"a')
+    assert not compiled.fullmatch('"\x01"')
+
+
+def test_string_regex_refuses_huge_min_length() -> None:
+    with pytest.raises(GrammarError):
+        string_regex(20000, None)
+
+
+PATTERN_CASES = [
+    ("^[a-z]+$", ["abc", "", "aBc", "a1"]),
+    ("abc", ["abc", "xabcx", "ab", ""]),
+    ("^\\d{3}-\\d{4}$", ["555-1234", "5551234", "55-1234"]),
+    ("^[^/]+$", ["a", "a/b", "é", '"q"', "a\\b", "\n"]),
+    ('^a"b\\\\c$', ['a"b\\c', "ab\\c"]),
+    ("^.+$", ["x", "", "\n", "é", "a\tb"]),  # (ECMA `.` also excludes \r and U+2028, unlike Python)
+    ("^\\S+@\\S+$", ["a@b", "a @b", "é@ü"]),
+    ("^(foo|bar)?baz$", ["baz", "foobaz", "barbaz", "fbaz"]),
+    ("^[A-Z]{2,3}$|^x$", ["AB", "ABC", "A", "x", "xx"]),
+    ("^\\w+\\s\\w+$", ["ab cd", "ab\tcd", "abcd", "a\u00a0b"]),
+    ("^[\\u4e00-\\u9fa5]+$", ["中文", "abc", "中a"]),
+    ("^\\/api\\/", ["/api/x", "api/x"]),
+    ("^a{2}", ["aa", "a", "aab"]),
+    ("^[-+]?[0-9]*\\.?[0-9]+$", ["1.5", "-3", ".5", "1."]),
+    ("^x{1,3}?$", ["x", "xxx", "xxxx"]),
+]
+
+
+@pytest.mark.parametrize("pattern,values", PATTERN_CASES)
+def test_pattern_translation_agrees_with_search_on_the_decoded_string(pattern: str, values: list[str]) -> None:
+    compiled = regex.compile(pattern_to_json_regex(pattern))
+    python_pattern = pattern.replace("\\/", "/")
+    for value in values:
+        expected = re.search(python_pattern, value) is not None
+        for ascii_only in (True, False):
+            body = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+            assert bool(compiled.fullmatch(body)) == expected, (pattern, value, body)
+
+
+@pytest.mark.parametrize(
+    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a"]
+)
+def test_unsupported_patterns_raise(pattern: str) -> None:
+    with pytest.raises(GrammarError):
+        pattern_to_json_regex(pattern)
+
+
+@pytest.mark.parametrize(
+    "fmt,good,bad",
+    [
+        ("date", ["2024-02-29"], ["2024-13-01", "24-01-01"]),
+        ("date-time", ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+02:00"], ["2024-01-02 03:04"]),
+        ("time", ["23:59:60Z"], ["24:00:00Z"]),
+        ("duration", ["P1D", "PT5M", "P1Y2M", "P3W"], ["P", "PT", "1D"]),
+        ("email", ["a.b@example.com"], ["a@", "@b.com"]),
+        ("hostname", ["example.com", "a-b.c"], ["-a.com", "a..b"]),
+        ("ipv4", ["192.168.0.1", "0.0.0.0"], ["256.1.1.1", "1.2.3", "01.2.3.4"]),
+        ("ipv6", ["::1", "fe80::1", "2001:db8:0:0:0:0:2:1", "::ffff:1.2.3.4"], ["1:2", ":::"]),
+        ("uuid", ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
+        ("uri", ["https://example.com/a?b=c#d", "urn:isbn:123"], ["example.com", "a b:c"]),
+    ],
+)
+def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
+    compiled = regex.compile(FORMAT_REGEXES[fmt])
+    for text in good:
+        assert compiled.fullmatch(text), (fmt, text)
+    for text in bad:
+        assert not compiled.fullmatch(text), (fmt, text)
+
+
+# ---- whole schemas through the reference recognizer -------------------------------------------
+
+SCHEMA_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
+    ("true", True, [1, "a", None, [1, {"a": []}], {"x": {"y": [True]}}], []),
+    ("empty", {}, [1.5, "x", [], {}], []),
+    ("null", {"type": "null"}, [None], [0, "null", False]),
+    ("boolean", {"type": "boolean"}, [True, False], [None, 1]),
+    ("type_list", {"type": ["string", "null"]}, ["a", None], [1, True]),
+    ("integer", {"type": "integer"}, [0, -5, 123], [1.5, "1"]),
+    ("integer_bounds", {"type": "integer", "minimum": -3, "maximum": 12}, [-3, 0, 12], [-4, 13, 100]),
+    ("integer_exclusive_draft6", {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}, [1, 9], [0, 10]),
+    (
+        "integer_exclusive_draft4",
+        {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 5, "exclusiveMaximum": False},
+        [1, 5],
+        [0, 6],
+    ),
+    ("number", {"type": "number"}, [0, -1.5, 1e10, 3.25], ["1"]),
+    ("number_bounds", {"type": "number", "minimum": 0, "maximum": 1}, [0, 0.5, 1, 1.0], [-0.5, 1.5, 2]),
+    ("number_exclusive", {"type": "number", "exclusiveMinimum": 0}, [0.001, 7], [0, -1]),
+    ("string", {"type": "string"}, ["", "a\"b", "é", "\n"], [1, None]),
+    ("string_lengths", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é\n"], ["a", "abcd"]),
+    ("pattern", {"type": "string", "pattern": "^[a-c]+$"}, ["abc", "a"], ["abd", ""]),
+    ("pattern_search", {"type": "string", "pattern": "x\\d"}, ["ax1b", "x0"], ["ax", "x"]),
+    ("format_date", {"type": "string", "format": "date"}, ["2020-01-31"], ["2020-1-31", "x"]),
+    ("unknown_format", {"type": "string", "format": "color"}, ["red", ""], [1]),
+    ("enum", {"enum": ["a", 1, None, True, [1, "x"], {"k": "v"}, "é\"q"]}, ["a", 1, 1.0, None, True, [1, "x"], {"k": "v"}, "é\"q"], ["b", 2, False, [1], {}]),
+    ("const", {"const": {"a": [1, 2]}}, [{"a": [1, 2]}], [{"a": [1]}, {"a": [1, 2], "b": 1}]),
+    ("enum_filtered_by_type", {"type": "string", "enum": ["a", 1]}, ["a"], [1]),
+    (
+        "object",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+            "required": ["b"],
+            "additionalProperties": False,
+        },
+        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "c": True}, {"b": "x", "c": False}],
+        [{}, {"a": 1}, {"b": "x", "d": 1}, {"a": "1", "b": "x"}, {"b": "x", "a": 1}],
+    ),
+    (
+        "object_all_optional",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": False},
+        [{}, {"a": 1}, {"b": 2}, {"a": 1, "b": 2}],
+        [{"c": 1}, {"a": 1, "b": 2, "c": 3}],
+    ),
+    (
+        "object_additional_schema",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        [{}, {"a": 1}, {"a": 1, "x": "y", "z": "w"}, {"x": "y"}],
+        [{"x": 1}, {"a": 1, "x": None}],
+    ),
+    (
+        "object_required_not_listed",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]},
+        [{"a": 1, "b": [True]}, {"a": 1, "b": 2, "c": 3}],
+        [{"a": 1}],
+    ),
+    (
+        "object_false_property",
+        {"type": "object", "properties": {"a": False, "b": {"type": "null"}}, "additionalProperties": False},
+        [{}, {"b": None}],
+        [{"a": 1}],
+    ),
+    (
+        "object_escaped_key",
+        {"type": "object", "properties": {"a\"b": {"type": "integer"}, "é": {"type": "integer"}}, "required": ["a\"b", "é"]},
+        [{"a\"b": 1, "é": 2}],
+        [{"é": 2}],
+    ),
+    ("array", {"type": "array", "items": {"type": "integer"}}, [[], [1], [1, 2, 3]], [[1, "a"], {}]),
+    (
+        "array_bounds",
+        {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4},
+        [[1, 2], [1, 2, 3, 4]],
+        [[], [1], [1, 2, 3, 4, 5]],
+    ),
+    (
+        "array_large_bounds",
+        {"type": "array", "items": {"type": "null"}, "minItems": 9, "maxItems": 37},
+        [[None] * 9, [None] * 20, [None] * 37],
+        [[None] * 8, [None] * 38],
+    ),
+    (
+        "prefix_items",
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        [[], ["a"], ["a", 1]],
+        [[1], ["a", 1, 2]],
+    ),
+    (
+        "draft4_items_list",
+        {"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "integer"}, "minItems": 2},
+        [["a", 1], ["a", 1, 2]],
+        [["a"], ["a", "b"]],
+    ),
+    ("any_of", {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]}, ["x", 5], [4, None]),
+    ("one_of_as_any_of", {"oneOf": [{"type": "string"}, {"type": "null"}]}, ["x", None], [1]),
+    (
+        "any_of_with_siblings",
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "required": ["kind"],
+            "anyOf": [
+                {"properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                {"properties": {"s": {"type": "string"}}, "required": ["s"]},
+            ],
+        },
+        [{"kind": "a", "n": 1}, {"kind": "b", "s": "x"}],
+        [{"kind": "a", "n": "x"}, {"n": 1}, {"kind": "b"}],
+    ),
+    (
+        "any_of_merge_meets_additional_properties_false",
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "additionalProperties": False,
+            "anyOf": [{"properties": {"n": {"type": "integer"}}}],
+        },
+        [{"kind": "a"}, {}],
+        [{"kind": "a", "n": 1}],
+    ),
+    (
+        "all_of_merge",
+        {
+            "allOf": [
+                {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
+                {"properties": {"a": {"maximum": 9}, "b": {"type": "string"}}, "required": ["b"]},
+            ]
+        },
+        [{"a": 0, "b": "x"}, {"a": 9, "b": ""}],
+        [{"a": 10, "b": "x"}, {"a": 1}, {"b": "x"}, {"a": -1, "b": "x"}],
+    ),
+    (
+        "all_of_types_intersect",
+        {"allOf": [{"type": ["integer", "string"]}, {"type": ["number", "null"]}]},
+        [1],
+        ["a", None, 1.5],
+    ),
+    (
+        "ref",
+        {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+        [[1, 2]],
+        [[0]],
+    ),
+    (
+        "ref_pointer_escapes",
+        {"definitions": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}}, "anyOf": [{"$ref": "#/definitions/a~1b"}, {"$ref": "#/definitions/c~0d"}]},
+        [1, "x"],
+        [None],
+    ),
+    (
+        "ref_recursive_tree",
+        {
+            "$ref": "#/definitions/node",
+            "definitions": {
+                "node": {
+                    "type": "object",
+                    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
+                    "required": ["v"],
+                    "additionalProperties": False,
+                }
+            },
+        },
+        [{"v": 1}, {"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]}],
+        [{"v": 1, "kids": [{}]}, {"kids": []}],
+    ),
+    (
+        "ref_root_recursion",
+        {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#"}}]},
+        [1, [], [1, [2, [3]]]],
+        ["a", [["a"]]],
+    ),
+    (
+        "ref_with_siblings",
+        {"$defs": {"s": {"type": "string", "minLength": 2}}, "$ref": "#/$defs/s", "maxLength": 3},
+        ["ab", "abc"],
+        ["a", "abcd"],
+    ),
+    ("anchor", {"$defs": {"x": {"$anchor": "pos", "type": "integer"}}, "$ref": "#pos"}, [1], ["1"]),
+]
+
+
+@pytest.mark.parametrize("name,schema,valid,invalid", SCHEMA_CASES, ids=[c[0] for c in SCHEMA_CASES])
+def test_schema_matches_valid_and_rejects_invalid(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    rec = recognizer(schema)
+    for instance in valid:
+        assert rec.full_match(compact(instance)), (name, compact(instance))
+    for instance in invalid:
+        assert not rec.full_match(compact(instance)), (name, compact(instance))
+
+
+def test_non_ascii_enum_and_keys_match_escaped_and_raw() -> None:
+    rec = recognizer({"type": "object", "properties": {"ключ": {"enum": ["é", "a\nb"]}}, "required": ["ключ"]})
+    for instance in ({"ключ": "é"}, {"ключ": "a\nb"}):
+        assert rec.full_match(json.dumps(instance, separators=(",", ":")))
+        assert rec.full_match(json.dumps(instance, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_flexible_whitespace_between_lexemes_only() -> None:
+    rec = recognizer({"type": "object", "properties": {"a": {"type": "array"}}})
+    assert rec.full_match('{ "a" :\n[ 1 ,\t2 ] }')
+    assert not rec.full_match(' {"a":[]}')
+    assert not rec.full_match('{"a":[]} ')
+    compact_rec = recognizer({"type": "object", "properties": {"a": {"type": "array"}}}, whitespace="compact")
+    assert compact_rec.full_match('{"a":[1]}')
+    assert not compact_rec.full_match('{ "a":[1]}')
+    custom = recognizer({"type": "array"}, whitespace=" ")
+    assert custom.full_match("[1, 2]") and not custom.full_match("[1,\n2]")
+
+
+def test_separators_options() -> None:
+    rec = recognizer({"type": "object", "properties": {"a": {"type": "array"}}}, whitespace="compact", key_separator=": ", item_separator=", ")
+    assert rec.full_match('{"a": [1, 2]}')
+    assert not rec.full_match('{"a":[1,2]}')
+
+
+def test_additional_properties_default_false() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert recognizer(schema).full_match('{"a":1,"b":2}')
+    assert not recognizer(schema, additional_properties_default=False).full_match('{"a":1,"b":2}')
+
+
+def test_schema_as_json_text() -> None:
+    assert recognizer('{"type": "integer"}').full_match("12")
+
+
+# ---- errors, warnings, limits -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema,pointer",
+    [
+        ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "/properties/a/not"),
+        ({"type": "array", "uniqueItems": True}, "/uniqueItems"),
+        ({"anyOf": [{"type": "object", "minProperties": 2}]}, "/anyOf/0/minProperties"),
+        ({"properties": {"a~b/c": {"if": {}}}}, "/properties/a~0b~1c/if"),
+        ({"$ref": "#/definitions/missing"}, "/$ref"),
+        ({"items": {"$ref": "http://example.com/s.json"}}, "/items/$ref"),
+        ({"type": "strin"}, "/type"),
+        ({"type": "string", "pattern": "(?<=a)b"}, "/pattern"),
+        (False, ""),
+        ({"type": "integer", "minimum": 5, "maximum": 1}, ""),
+        ({"type": "string", "minLength": "3"}, "/minLength"),
+    ],
+)
+def test_errors_name_the_json_pointer(schema: Any, pointer: str) -> None:
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == pointer, str(info.value)
+
+
+def test_lenient_ignores_unsupported_keywords_with_warnings() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+        "patternProperties": {"^x-": {"type": "integer"}},
+        "additionalProperties": False,
+        "not": {"required": ["zzz"]},
+    }
+    ir = json_schema_to_ir(schema, lenient=True)
+    warnings = ir.options["warnings"]
+    assert any("uniqueItems" in w for w in warnings) and any("'not'" in w for w in warnings)
+    rec = ReferenceRecognizer(ir)
+    assert rec.full_match('{"tags":["a","a"],"x-y":3}')  # a superset: patternProperties allowed
+
+
+def test_annotations_are_silent_and_oneof_warns() -> None:
+    ir = json_schema_to_ir(
+        {"$schema": "x", "title": "t", "description": "d", "default": 1, "examples": [1], "$comment": "c", "type": "integer"}
+    )
+    assert ir.options["warnings"] == []
+    ir = json_schema_to_ir({"oneOf": [{"type": "integer"}, {"type": "number"}]})
+    assert any("oneOf" in w for w in ir.options["warnings"])
+
+
+def test_unsatisfiable_recursion_is_an_error() -> None:
+    with pytest.raises(GrammarError):
+        json_schema_to_ir({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})
+
+
+def test_cyclic_ref_with_siblings_is_an_error() -> None:
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir({"$defs": {"a": {"$ref": "#/$defs/a", "minimum": 1}}, "$ref": "#/$defs/a", "type": "integer"})
+    assert "itself" in str(info.value)
+
+
+def test_nesting_deeper_than_the_limit_is_an_error() -> None:
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(200):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert "deeper" in str(info.value)
+
+
+def test_grammar_size_limit() -> None:
+    props = {f"p{i}": {"enum": list(range(200))} for i in range(GRAMMAR_SYMBOL_COUNT_MAX // 100)}
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir({"type": "object", "properties": props})
+    assert "larger than" in str(info.value)
+
+
+def test_huge_item_counts_stay_small() -> None:
+    ir = json_schema_to_ir({"type": "array", "items": {"type": "null"}, "minItems": 100_000, "maxItems": 1_000_000})
+    assert len(ir.rules) < 200
+
+
+# ---- through the core -------------------------------------------------------------------------
+
+
+def test_grammar_json_schema_compiles_in_the_core() -> None:
+    grammar = Grammar.json_schema(
+        {"type": "object", "properties": {"d": {"type": "string", "format": "date-time"}, "s": {"type": "string", "pattern": "^[^/]+$"}, "n": {"type": "integer", "minimum": -5, "maximum": 500}}}
+    )
+    assert grammar.kind == "json_schema"
+    with pytest.raises(GrammarError):
+        Grammar.json_schema({"type": "object", "not": {}})
+
+
+# ---- MaskBench sample ---------------------------------------------------------------------------
+
+SAMPLE_SIZE = 100
+SAMPLE_SEED = 20250
+INSTANCE_LENGTH_MAX = 600  # characters of compact JSON checked by the slow reference
+
+
+def _maskbench_rows() -> list[dict[str, Any]]:
+    env = os.environ.get("TOKENSIEVE_SHARED")
+    shared = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared"
+    folder = shared / "data" / "jsonschemabench" / "maskbench"
+    files = sorted(folder.glob("*.jsonl.gz"))
+    if not files:
+        pytest.fail(f"MaskBench data missing: expected {folder}/*.jsonl.gz (set TOKENSIEVE_SHARED)")
+    rows = []
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle]
+    return rows
+
+
+def test_maskbench_sample_compiles_and_matches_valid_instances() -> None:
+    sample = random.Random(SAMPLE_SEED).sample(_maskbench_rows(), SAMPLE_SIZE)
+    compiled = checked = matched = 0
+    unsupported: list[str] = []
+    mismatches: list[str] = []
+    compile_seconds = 0.0
+    for row in sample:
+        start = time.perf_counter()
+        try:
+            ir = json_schema_to_ir(row["schema"])
+        except GrammarError as err:
+            unsupported.append(f"{row['id']}: {err}")
+            continue
+        compile_seconds += time.perf_counter() - start
+        compiled += 1
+        rec = ReferenceRecognizer(ir)
+        for test in row["tests"]:
+            text = compact(test["data"])
+            if not test["valid"] or len(text) > INSTANCE_LENGTH_MAX:
+                continue
+            checked += 1
+            if rec.full_match(text):
+                matched += 1
+            else:
+                mismatches.append(f"{row['id']}: {text[:120]}")
+    print(f"\nMaskBench sample: {compiled}/{SAMPLE_SIZE} compiled, {1000 * compile_seconds / max(compiled, 1):.2f} ms each;"
+          f" {matched}/{checked} valid instances matched")
+    assert compiled >= 0.7 * SAMPLE_SIZE, "\n".join(unsupported)
+    assert checked >= 50
+    # Known misses: instances whose property order differs from the schema's `properties`.
+    assert matched >= 0.9 * checked, "\n".join(mismatches)
