@@ -75,7 +75,6 @@ TODO (not yet supported, in rough order of MaskBench frequency):
   `$dynamicRef` (errors; lenient mode ignores them).
 - `multipleOf` (ignored with a warning).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
-- Excluding listed property names from additional-property keys (`Lexeme.not_patterns`).
 - enum/const values checked against sibling keywords; `format` intersected with lengths.
 - Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
 """
@@ -430,6 +429,13 @@ def _json_char_regex(code: int) -> str:
         return _alt([_escape_char(code), r"\\u" + _hex_range(code, code, 4)])
     high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
     return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
+
+
+def _key_regex(lexeme: Lexeme) -> str:
+    """The regex of a key lexeme (literal lexemes escaped)."""
+    if lexeme.kind == "regex":
+        return lexeme.value
+    return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
 
 
 def _json_string_lexeme(text: str) -> Lexeme:
@@ -1477,6 +1483,12 @@ class _Compiler:
         cache: dict[int, list[Sym]] = {}
         if extra_sym is not None:
             string = self.string()
+            if members:
+                # Additional keys are any string but the listed names: a listed key must
+                # satisfy its own schema (llguidance does the same).
+                names = tuple(_key_regex(self.ir.lexemes[key.index]) for key, _, _ in members)
+                base = self.ir.lexemes[string.index]
+                string = Sym.t(self.ir.add_lexeme(Lexeme(f"{base.name} (not {len(names)} listed keys)", "regex", base.value, not_patterns=names)))
             pair = [string, self.colon, extra_sym]
             extras = self.ir.add_nonterminal(f"{name}:extras")
             self.rule(extras, pair)
