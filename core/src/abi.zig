@@ -16,14 +16,13 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
-const regex_syntax = @import("regex_syntax.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 
-pub const abi_version: i32 = 1;
+pub const abi_version: i32 = 2;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -39,7 +38,7 @@ pub const Status = enum(i32) {
 };
 
 const manifest =
-    \\{"abi_version":1,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
+    \\{"abi_version":2,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
 ;
 
 const gpa: std.mem.Allocator = if (builtin.cpu.arch.isWasm())
@@ -247,39 +246,13 @@ export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
     return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
 }
 
-/// Compiles a regular expression the whole output must match. `flags`: bit 0 dot-all,
-/// bit 1 ASCII case-insensitive.
-export fn ts_grammar_new_regex(pattern_ptr: u32, pattern_len: u32, flags: u32, out_handle: u32) i32 {
-    const pattern = slice(u8, pattern_ptr, pattern_len) orelse return fail(.invalid_argument, -1, "bad pattern pointer", .{});
-    var diag: regex_syntax.Diagnostic = .{};
-    const syntax_flags: regex_syntax.Flags = .{
-        .dot_all = flags & 1 != 0,
-        .case_insensitive = flags & 2 != 0,
-    };
-    const grammar = Grammar.createRegex(gpa, pattern, syntax_flags, .{}, &diag) catch |err| return switch (err) {
-        error.Syntax => fail(.grammar_error, @intCast(diag.position), "{s}", .{diag.message}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "the regex is too large to compile within the limits", .{}),
-        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory compiling the regex", .{}),
-    };
-    const handle = grammars.add(grammar) catch {
-        grammar.release(gpa);
-        return fail(.out_of_memory, -1, "out of grammar handles", .{});
-    };
-    if (!writeOut(out_handle, handle)) {
-        _ = grammars.remove(handle);
-        grammar.release(gpa);
-        return fail(.invalid_argument, -1, "bad out-pointer", .{});
-    }
-    return ok();
-}
-
 /// Compiles a grammar IR: `word_count` u32 words (layout in wasm/ABI.md). A bad lexeme pattern
 /// is `grammar_error` with the message naming the lexeme index and `ts_error_position` the
 /// offset into its pattern.
 export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, out_handle: u32) i32 {
     const words = slice(u32, words_ptr, word_count) orelse return fail(.invalid_argument, -1, "bad grammar IR pointer", .{});
     var diag: earley.CompileDiagnostic = .{};
-    const grammar = Grammar.createIr(gpa, words, .{}, &diag) catch |err| return switch (err) {
+    const grammar = Grammar.create(gpa, words, .{}, &diag) catch |err| return switch (err) {
         error.Syntax => fail(.grammar_error, @intCast(diag.regex.position), "lexeme {d}: {s}", .{ diag.lexeme orelse 0, diag.regex.message }),
         error.BadIr => if (diag.lexeme) |l|
             fail(.grammar_error, -1, "lexeme {d}: {s}", .{ l, diag.message })

@@ -601,17 +601,23 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     }
     var has_lazy = false;
     var has_special = false;
+    var optional_lexemes: std.ArrayList(u32) = .empty;
+    defer optional_lexemes.deinit(gpa);
     for (0..lexeme_count) |l| {
         const kind = try r.word();
         const lexeme_flags = try r.word();
         const n = try r.word();
         lazy[l] = lexeme_flags & 1 != 0;
+        const syntax_flags: regex_syntax.Flags = .{
+            .dot_all = lexeme_flags & 4 != 0,
+            .case_insensitive = lexeme_flags & 8 != 0,
+        };
         has_lazy = has_lazy or lazy[l];
         special_start[l] = @intCast(special_ids.items.len);
         is_special[l] = false;
         diag.lexeme = @intCast(l);
         switch (kind) {
-            @intFromEnum(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), .{}, &diag.regex),
+            @intFromEnum(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
             @intFromEnum(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
             @intFromEnum(LexemeKind.special) => {
                 lexeme_exprs[l] = .nothing;
@@ -628,14 +634,18 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
         }
         if (kind != @intFromEnum(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
-            return bad(diag, "a lexeme matches the empty string; make it match at least one character (use ? or * on the rule instead)");
+            // A lexeme never matches empty text: keep its non-empty part, and let the rules
+            // skip it instead (every use of it becomes an optional nonterminal, below).
+            lexeme_exprs[l] = try exprs.andAll(&.{ lexeme_exprs[l], try exprs.not(.epsilon) });
+            try optional_lexemes.append(gpa, @intCast(l));
         }
     }
     diag.lexeme = null;
     special_start[lexeme_count] = @intCast(special_ids.items.len);
 
-    // Rules: rule 0 is S' -> S with S' = nonterminal nt_count.
-    const total_nt = nt_count + 1;
+    // Rules: rule 0 is S' -> S with S' = nonterminal nt_count; then the rules read from the IR;
+    // then `opt_l -> l | ε` for each nullable lexeme l (nonterminals nt_count + 1 + i).
+    const total_nt = nt_count + 1 + @as(u32, @intCast(optional_lexemes.items.len));
     const nt_base = lexeme_count;
     var rhs: std.ArrayList(u32) = .empty;
     errdefer rhs.deinit(gpa);
@@ -660,12 +670,22 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
                 try rhs.append(gpa, nt_base + nt);
             } else {
                 if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
-                try rhs.append(gpa, sym);
+                const optional = std.mem.indexOfScalar(u32, optional_lexemes.items, sym);
+                try rhs.append(gpa, if (optional) |i| nt_base + nt_count + 1 + @as(u32, @intCast(i)) else sym);
             }
         }
         try rhs.append(gpa, end_flag | lhs);
     }
     if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
+    for (optional_lexemes.items, 0..) |l, i| {
+        const opt: u32 = nt_count + 1 + @as(u32, @intCast(i));
+        try rule_starts.append(gpa, @intCast(rhs.items.len));
+        try rule_lhs.append(gpa, opt);
+        try rhs.appendSlice(gpa, &.{ l, end_flag | opt });
+        try rule_starts.append(gpa, @intCast(rhs.items.len));
+        try rule_lhs.append(gpa, opt);
+        try rhs.append(gpa, end_flag | opt);
+    }
 
     // Group rule positions by left-hand side.
     const nt_rules = try gpa.alloc(u32, total_nt + 1);

@@ -3,15 +3,17 @@
 //! Ownership and lifetimes:
 //! - `Tokenizer` holds the token bytes and the trie; immutable after creation, shared by every
 //!   matcher over it (reference counted, so freeing a handle never leaves a matcher dangling).
-//! - `Grammar` holds the expression set and the lazy DFA. The DFA cache grows as matchers walk
-//!   it, within the grammar's limits; all matchers of a grammar share it (the module is single
-//!   threaded, so sharing needs no lock).
-//! - `Matcher` holds one decoding position: the DFA state after each consumed token (so rollback
-//!   is a truncation), whether EOS was consumed, and a sticky failure once a limit was hit.
+//! - `Grammar` holds a compiled grammar IR (`earley.Cfg`), its expression set and the lazy
+//!   lexer DFA. The DFA cache grows as matchers walk it, within the grammar's limits; all
+//!   matchers of a grammar share it (the module is single threaded: no lock needed). A plain
+//!   regex is the grammar `S → L` over one lexeme, so there is one code path.
+//! - `Matcher` holds one decoding position: its Earley parser (rows), the position (lexer
+//!   state, row) after each consumed token — rollback is a truncation — whether EOS was
+//!   consumed, and a sticky failure once a limit was hit.
 //!
-//! A token is allowed when the grammar's DFA survives all of its bytes: the regex can still be
-//! completed after it. EOS ids are allowed exactly when the current state accepts; consuming EOS
-//! stops the matcher. Special tokens other than EOS and unused ids are never allowed.
+//! A token is allowed when the lexer and parser survive all of its bytes: the output can still
+//! be completed after it. EOS ids are allowed exactly when the output may end here; consuming
+//! EOS stops the matcher. Special tokens are allowed where a special lexeme is; unused ids never.
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -175,17 +177,12 @@ fn allSliceBytesLead(lexer: *Lexer, from: StateId, to: StateId) Error!bool {
 pub const Grammar = struct {
     ref_count: u32 = 1,
     exprs: regex.ExprSet,
-    lexemes: []regex.ExprId,
+    compiled: earley.Compiled,
     lexer: Lexer,
-    start: StateId,
     limits: Limits,
-    /// Set for context-free grammars (from the grammar IR); null for a plain regex.
-    compiled: ?earley.Compiled = null,
-
-    pub const InitError = regex_syntax.Error;
 
     /// Compiles a grammar IR (see docs/grammar_ir.md).
-    pub fn createIr(
+    pub fn create(
         gpa: Allocator,
         words: []const u32,
         limits: Limits,
@@ -199,38 +196,10 @@ pub const Grammar = struct {
         errdefer self.exprs.deinit();
         self.exprs.fuel = limits.fuel_compile_max;
         self.compiled = try earley.compile(gpa, &self.exprs, words, diag);
-        errdefer self.compiled.?.deinit(gpa);
-        self.lexemes = &.{};
-        self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.?.lexeme_exprs, self.compiled.?.lazy, .{
+        errdefer self.compiled.deinit(gpa);
+        self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
             .state_count_max = limits.state_count_max,
         });
-        self.start = lexer_mod.dead;
-        return self;
-    }
-
-    /// Compiles a regular expression that the whole output must match.
-    pub fn createRegex(
-        gpa: Allocator,
-        pattern: []const u8,
-        flags: regex_syntax.Flags,
-        limits: Limits,
-        diag: *regex_syntax.Diagnostic,
-    ) InitError!*Grammar {
-        const self = try gpa.create(Grammar);
-        errdefer gpa.destroy(self);
-        self.limits = limits;
-        self.ref_count = 1;
-        self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
-        errdefer self.exprs.deinit();
-        self.exprs.fuel = limits.fuel_compile_max;
-        self.compiled = null;
-        const e = try regex_syntax.parse(&self.exprs, pattern, flags, diag);
-        self.lexemes = try gpa.alloc(regex.ExprId, 1);
-        errdefer gpa.free(self.lexemes);
-        self.lexemes[0] = e;
-        self.lexer = try Lexer.init(gpa, &self.exprs, self.lexemes, .{ .state_count_max = limits.state_count_max });
-        errdefer self.lexer.deinit();
-        self.start = try self.lexer.startState(null);
         return self;
     }
 
@@ -239,7 +208,7 @@ pub const Grammar = struct {
         self.ref_count -= 1;
         if (self.ref_count > 0) return;
         self.lexer.deinit();
-        if (self.compiled) |*c| c.deinit(gpa) else gpa.free(self.lexemes);
+        self.compiled.deinit(gpa);
         self.exprs.deinit();
         gpa.destroy(self);
     }
@@ -256,41 +225,29 @@ pub const Matcher = struct {
     gpa: Allocator,
     tokenizer: *Tokenizer,
     grammar: *Grammar,
-    /// `states[i]` is the DFA state after `i` tokens; never empty.
-    states: std.ArrayList(StateId) = .empty,
+    parser: earley.Parser,
+    /// `history[i]` is the position after `i` tokens; never empty.
+    history: std.ArrayList(Position) = .empty,
     eos_consumed: bool = false,
     failure: Failure = .none,
-    /// The walk's stack of DFA states, one per trie depth.
-    walk_stack: []StateId,
     /// The mask with room for the dummy bit; copied out to the host's buffer.
     mask: []u32,
-    /// The state `mask` was computed for, if it is still valid. The mask is a function of the
-    /// DFA state alone, and decoding often returns to the same state (inside a string, a run
-    /// of digits), so one entry saves most full walks.
-    mask_state: ?StateId = null,
-    /// Context-free grammars: the parser and the position after each token.
-    cfg: ?CfgState = null,
+    /// The position `mask` was computed for, while still valid. Decoding often comes back to
+    /// the same position (inside a string, a run of digits), so one entry saves most walks.
+    /// Rollback and reset clear it: they may rebuild rows under the same index.
+    mask_key: ?Position = null,
 
     pub fn create(gpa: Allocator, tokenizer: *Tokenizer, grammar: *Grammar) Error!*Matcher {
         const self = try gpa.create(Matcher);
         errdefer gpa.destroy(self);
-        const walk_stack = try gpa.alloc(StateId, tokenizer.trie.depth_max + 1);
-        errdefer gpa.free(walk_stack);
         const mask = try gpa.alloc(u32, tokenizer.maskWordsInternal());
         errdefer gpa.free(mask);
-        self.* = .{
-            .gpa = gpa,
-            .tokenizer = tokenizer,
-            .grammar = grammar,
-            .walk_stack = walk_stack,
-            .mask = mask,
-        };
-        errdefer self.states.deinit(gpa);
-        try self.states.append(gpa, grammar.start);
-        if (grammar.compiled) |*compiled| {
-            grammar.refuel();
-            self.cfg = try CfgState.init(gpa, &compiled.cfg, &grammar.lexer);
-        }
+        grammar.refuel();
+        var parser = try earley.Parser.init(gpa, &grammar.compiled.cfg, &grammar.lexer, .{});
+        errdefer parser.deinit();
+        self.* = .{ .gpa = gpa, .tokenizer = tokenizer, .grammar = grammar, .parser = parser, .mask = mask };
+        errdefer self.history.deinit(gpa);
+        try self.history.append(gpa, parser.start());
         tokenizer.ref_count += 1;
         grammar.ref_count += 1;
         return self;
@@ -299,19 +256,18 @@ pub const Matcher = struct {
     pub fn fork(self: *const Matcher) Error!*Matcher {
         const copy = try create(self.gpa, self.tokenizer, self.grammar);
         errdefer copy.destroy();
-        copy.states.clearRetainingCapacity();
-        try copy.states.appendSlice(self.gpa, self.states.items);
+        try copy.parser.copyFrom(&self.parser, self.current().row);
+        copy.history.clearRetainingCapacity();
+        try copy.history.appendSlice(self.gpa, self.history.items);
         copy.eos_consumed = self.eos_consumed;
         copy.failure = self.failure;
-        if (self.cfg) |*c| try copy.cfg.?.copyFrom(c);
         return copy;
     }
 
     pub fn destroy(self: *Matcher) void {
         const gpa = self.gpa;
-        if (self.cfg) |*c| c.deinit(gpa);
-        self.states.deinit(gpa);
-        gpa.free(self.walk_stack);
+        self.parser.deinit();
+        self.history.deinit(gpa);
         gpa.free(self.mask);
         self.tokenizer.release(gpa);
         self.grammar.release(gpa);
@@ -319,52 +275,19 @@ pub const Matcher = struct {
     }
 
     pub fn reset(self: *Matcher) void {
-        if (self.cfg) |*c| c.reset();
-        self.states.shrinkRetainingCapacity(1);
+        self.history.shrinkRetainingCapacity(1);
         self.eos_consumed = false;
         self.failure = .none;
+        self.mask_key = null;
     }
 
-    fn current(self: *const Matcher) StateId {
-        return self.states.items[self.states.items.len - 1];
+    pub fn current(self: *const Matcher) Position {
+        return self.history.items[self.history.items.len - 1];
     }
 
     /// Tokens consumed, EOS included.
     pub fn tokenCount(self: *const Matcher) u32 {
-        if (self.cfg) |*c| return @intCast(c.history.items.len - 1 + @intFromBool(self.eos_consumed));
-        return @intCast(self.states.items.len - 1 + @intFromBool(self.eos_consumed));
-    }
-
-    pub fn isAccepting(self: *Matcher) bool {
-        if (self.failure != .none) return false;
-        if (self.cfg) |*c| {
-            if (self.eos_consumed) return true;
-            self.grammar.refuel();
-            c.parser.beginStep();
-            return c.parser.eosAllowed(c.current()) catch |err| {
-                _ = self.fail(err) catch {};
-                return false;
-            };
-        }
-        return self.eos_consumed or self.grammar.lexer.isAccepting(self.current());
-    }
-
-    /// Stopped: EOS was consumed, the matcher failed, or nothing but EOS can follow.
-    pub fn isStopped(self: *Matcher) Error!bool {
-        if (self.eos_consumed or self.failure != .none) return true;
-        self.grammar.refuel();
-        if (self.cfg) |*c| return c.isStopped(self) catch |err| self.fail(err);
-        const lexer = &self.grammar.lexer;
-        const state = self.current();
-        var class: u32 = 0;
-        while (class < lexer.class_count) : (class += 1) {
-            var target = lexer.trans.items[state + class];
-            if (target == lexer_mod.missing) {
-                target = lexer.computeTransition(state, @intCast(class)) catch |err| return self.fail(err);
-            }
-            if (target != lexer_mod.dead) return false;
-        }
-        return true;
+        return @intCast(self.history.items.len - 1 + @intFromBool(self.eos_consumed));
     }
 
     fn fail(self: *Matcher, err: Error) Error {
@@ -375,42 +298,90 @@ pub const Matcher = struct {
         return err;
     }
 
-    /// The state after `token` from `state`, or null when the grammar refuses it.
-    fn advance(self: *Matcher, state: StateId, token: u32) Error!?StateId {
+    /// Starts an operation: a fresh work budget for the lexer and the parser.
+    fn begin(self: *Matcher) void {
+        self.grammar.refuel();
+        self.parser.beginStep();
+    }
+
+    pub fn isAccepting(self: *Matcher) bool {
+        if (self.failure != .none) return false;
+        if (self.eos_consumed) return true;
+        self.begin();
+        return self.parser.eosAllowed(self.current()) catch |err| {
+            _ = self.fail(err) catch {};
+            return false;
+        };
+    }
+
+    /// Stopped: EOS was consumed, the matcher failed, or nothing but EOS can follow.
+    pub fn isStopped(self: *Matcher) Error!bool {
+        if (self.eos_consumed or self.failure != .none) return true;
+        self.begin();
+        const open = self.anyContinuation(self.current()) catch |err| return self.fail(err);
+        return !open;
+    }
+
+    /// Can anything but EOS follow `at`: a byte, or a special token?
+    fn anyContinuation(self: *Matcher, at: Position) Error!bool {
+        const lexer = &self.grammar.lexer;
+        var class: u32 = 0;
+        while (class < lexer.class_count) : (class += 1) {
+            if (try self.parser.stepByte(at, lexer.class_representative[class]) != null) return true;
+        }
+        return self.anySpecialAllowed(at);
+    }
+
+    fn anySpecialAllowed(self: *Matcher, at: Position) Error!bool {
+        var any = false;
+        const Flag = struct {
+            flag: *bool,
+            fn set(ctx: @This(), _: u32) void {
+                ctx.flag.* = true;
+            }
+        };
+        try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any }, Flag.set);
+        return any;
+    }
+
+    /// The position after `token` from `at`, or null when the grammar refuses it.
+    fn advance(self: *Matcher, at: Position, token: u32) Error!?Position {
         assert(token < self.tokenizer.vocabSize());
-        if (self.tokenizer.kinds[token] != .text) return null;
+        switch (self.tokenizer.kinds[token]) {
+            .special => return self.parser.stepSpecial(at, token),
+            .unused => return null,
+            .text => {},
+        }
         const bytes = self.tokenizer.tokenBytes(token);
         if (bytes.len == 0) return null;
-        var s = state;
-        for (bytes) |b| {
-            s = try self.grammar.lexer.next(s, b);
-            if (s == lexer_mod.dead) return null;
-        }
-        return s;
+        var pos = at;
+        for (bytes) |b| pos = try self.parser.stepByte(pos, b) orelse return null;
+        return pos;
     }
 
     /// Consumes the longest valid prefix of `tokens` when `commit`, else only measures it.
     /// Returns the length of the valid prefix. With `atomic`, a partial prefix is undone.
     pub fn consume(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
         assert(self.failure == .none);
-        self.grammar.refuel();
-        if (self.cfg) |*c| return c.consume(self, tokens, commit, atomic) catch |err| self.fail(err);
-        const base_len = self.states.items.len;
-        const base_eos = self.eos_consumed;
-        var state = self.current();
+        self.begin();
+        return self.consumeInner(tokens, commit, atomic) catch |err| self.fail(err);
+    }
+
+    fn consumeInner(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
+        const base_len = self.history.items.len;
+        var at = self.current();
         var eos = self.eos_consumed;
         var count: u32 = 0;
         for (tokens) |token| {
             if (eos) break;
             if (self.tokenizer.isEos(token)) {
-                if (!self.grammar.lexer.isAccepting(state)) break;
+                if (!try self.parser.eosAllowed(at)) break;
                 eos = true;
             } else {
-                const next = (self.advance(state, token) catch |err| return self.fail(err)) orelse break;
-                state = next;
+                at = try self.advance(at, token) orelse break;
                 if (commit) {
-                    if (self.states.items.len > self.grammar.limits.token_history_max) return self.fail(error.LimitExceeded);
-                    self.states.append(self.gpa, state) catch |err| return self.fail(err);
+                    if (self.history.items.len > self.grammar.limits.token_history_max) return error.LimitExceeded;
+                    try self.history.append(self.gpa, at);
                 }
             }
             count += 1;
@@ -418,8 +389,8 @@ pub const Matcher = struct {
         if (commit) {
             self.eos_consumed = eos;
             if (atomic and count < tokens.len) {
-                self.states.shrinkRetainingCapacity(base_len);
-                self.eos_consumed = base_eos;
+                self.history.shrinkRetainingCapacity(base_len);
+                self.eos_consumed = false;
             }
         }
         return count;
@@ -432,13 +403,8 @@ pub const Matcher = struct {
             self.eos_consumed = false;
             n -= 1;
         }
-        if (self.cfg) |*c| {
-            c.history.shrinkRetainingCapacity(c.history.items.len - n);
-            c.mask_key = null;
-            self.failure = .none;
-            return true;
-        }
-        self.states.shrinkRetainingCapacity(self.states.items.len - n);
+        self.history.shrinkRetainingCapacity(self.history.items.len - n);
+        self.mask_key = null;
         self.failure = .none;
         return true;
     }
@@ -446,208 +412,24 @@ pub const Matcher = struct {
     /// Computes the allowed-token mask into `self.mask`.
     pub fn computeMask(self: *Matcher) Error!void {
         assert(self.failure == .none);
-        if (self.cfg) |*c| {
-            self.grammar.refuel();
-            return c.computeMask(self) catch |err| self.fail(err);
-        }
-        if (!self.eos_consumed and self.mask_state == self.current()) return;
-        self.mask_state = null;
+        self.begin();
+        self.computeMaskInner() catch |err| return self.fail(err);
+    }
+
+    fn computeMaskInner(self: *Matcher) Error!void {
+        const at = self.current();
+        if (!self.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, at)) return;
+        self.mask_key = null;
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         if (!self.eos_consumed) {
-            const state = self.current();
-            if (state != lexer_mod.dead) {
-                self.grammar.refuel();
-                const sliced = sliceApplies(&self.grammar.lexer, state) catch |err| return self.fail(err);
-                if (sliced) @memcpy(self.mask, tokenizer.slice_mask);
-                const trie = if (sliced) &tokenizer.rest_trie else &tokenizer.trie;
-                walkTrie(trie.nodes, &self.grammar.lexer, state, self.walk_stack, self.mask) catch |err|
-                    return self.fail(err);
-            }
+            const sliced = !self.parser.cfg.has_lazy and try sliceApplies(self.parser.lexer, at.lexer_state);
+            if (sliced) @memcpy(self.mask, tokenizer.slice_mask);
+            const trie = if (sliced) &tokenizer.rest_trie else &tokenizer.trie;
+            try walkTrie(trie.nodes, &self.parser, at, self.mask);
             // Clear the dummy bit of nodes without a token.
             const dummy = tokenizer.vocabSize();
             self.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
-        }
-        if (self.eos_consumed or self.grammar.lexer.isAccepting(self.current())) {
-            for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
-        }
-        if (!self.eos_consumed) self.mask_state = self.current();
-    }
-
-    /// One byte from `at` under either kind of grammar (regex: only `lexer_state` is used).
-    fn stepAny(self: *Matcher, at: Position, b: u8) Error!?Position {
-        if (self.cfg) |*c| return c.parser.stepByte(at, b);
-        const next = try self.grammar.lexer.next(at.lexer_state, b);
-        return if (next == lexer_mod.dead) null else .{ .lexer_state = next, .row = 0 };
-    }
-
-    /// After the bytes `prefix` (which the grammar must allow from here), does the grammar
-    /// allow some token that strictly extends `suffix`? The question fast-forward healing asks
-    /// before committing forced bytes as tokens. Does not change the state.
-    pub fn extensionAllowed(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
-        assert(self.failure == .none);
-        if (self.eos_consumed) return false;
-        self.grammar.refuel();
-        if (self.cfg) |*c| c.parser.beginStep();
-        const trie = &self.tokenizer.trie;
-        const node_index = trie.find(suffix) orelse return false;
-        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
-        var at: Position = if (self.cfg) |*c| c.current() else .{ .lexer_state = self.current(), .row = 0 };
-        for (prefix) |b| at = (self.stepAny(at, b) catch |err| return self.fail(err)) orelse return false;
-        for (suffix) |b| at = (self.stepAny(at, b) catch |err| return self.fail(err)) orelse return false;
-        // Depth-first over the subtree below `suffix`, stopping at the first allowed token.
-        var stack: [trie_mod.token_length_max + 1]Position = undefined;
-        stack[0] = at;
-        var depth: usize = 0;
-        var p: usize = node_index + 1;
-        while (p < subtree_end) {
-            const node = trie.nodes[p];
-            const next = self.stepAny(stack[depth], node.byte) catch |err| return self.fail(err);
-            if (next) |q| {
-                if (node.token != self.tokenizer.vocabSize()) return true;
-                if (node.subtree_size > 1) {
-                    depth += 1;
-                    stack[depth] = q;
-                    p += 1;
-                    continue;
-                }
-            }
-            p += node.subtree_size;
-            // Never pop above the subtree's root: the walk ends there anyway.
-            depth -|= node.pop;
-        }
-        return false;
-    }
-
-    /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
-    pub fn forcedBytes(self: *Matcher, out: []u8) Error!u32 {
-        assert(self.failure == .none);
-        if (self.eos_consumed) return 0;
-        self.grammar.refuel();
-        if (self.cfg) |*c| return c.forcedBytes(out) catch |err| self.fail(err);
-        const lexer = &self.grammar.lexer;
-        var state = self.current();
-        var n: u32 = 0;
-        outer: while (n < out.len and state != lexer_mod.dead and !lexer.isAccepting(state)) {
-            var only_class: ?u8 = null;
-            var only_target: StateId = lexer_mod.dead;
-            var class: u32 = 0;
-            while (class < lexer.class_count) : (class += 1) {
-                var target = lexer.trans.items[state + class];
-                if (target == lexer_mod.missing) {
-                    target = lexer.computeTransition(state, @intCast(class)) catch |err| return self.fail(err);
-                }
-                if (target == lexer_mod.dead) continue;
-                if (only_class != null) break :outer;
-                only_class = @intCast(class);
-                only_target = target;
-            }
-            const c = only_class orelse break;
-            if (lexer.class_size[c] != 1) break;
-            out[n] = lexer.class_representative[c];
-            n += 1;
-            state = only_target;
-        }
-        return n;
-    }
-};
-
-/// The state of a matcher over a context-free grammar.
-pub const CfgState = struct {
-    parser: earley.Parser,
-    /// `history[i]` is the position after `i` tokens; never empty.
-    history: std.ArrayList(Position) = .empty,
-    /// The position the matcher's mask was computed for (invalidated by rollback and reset,
-    /// which may rebuild rows under the same index).
-    mask_key: ?Position = null,
-
-    fn init(gpa: Allocator, cfg: *const earley.Cfg, lexer: *Lexer) Error!CfgState {
-        var parser = try earley.Parser.init(gpa, cfg, lexer, .{});
-        errdefer parser.deinit();
-        var state: CfgState = .{ .parser = parser };
-        try state.history.append(gpa, parser.start());
-        return state;
-    }
-
-    fn deinit(self: *CfgState, gpa: Allocator) void {
-        self.parser.deinit();
-        self.history.deinit(gpa);
-    }
-
-    fn copyFrom(self: *CfgState, other: *const CfgState) Error!void {
-        const current_row = other.current().row;
-        try self.parser.copyFrom(&other.parser, current_row);
-        self.history.clearRetainingCapacity();
-        try self.history.appendSlice(self.parser.gpa, other.history.items);
-    }
-
-    fn reset(self: *CfgState) void {
-        self.history.shrinkRetainingCapacity(1);
-        self.mask_key = null;
-    }
-
-    pub fn current(self: *const CfgState) Position {
-        return self.history.items[self.history.items.len - 1];
-    }
-
-    fn advance(self: *CfgState, m: *Matcher, at: Position, token: u32) Error!?Position {
-        const tokenizer = m.tokenizer;
-        switch (tokenizer.kinds[token]) {
-            .special => return self.parser.stepSpecial(at, token),
-            .unused => return null,
-            .text => {},
-        }
-        const bytes = tokenizer.tokenBytes(token);
-        if (bytes.len == 0) return null;
-        var pos = at;
-        for (bytes) |b| pos = try self.parser.stepByte(pos, b) orelse return null;
-        return pos;
-    }
-
-    fn consume(self: *CfgState, m: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
-        self.parser.beginStep();
-        const base_len = self.history.items.len;
-        var at = self.current();
-        var eos = m.eos_consumed;
-        var count: u32 = 0;
-        for (tokens) |token| {
-            if (eos) break;
-            if (m.tokenizer.isEos(token)) {
-                if (!try self.parser.eosAllowed(at)) break;
-                eos = true;
-            } else {
-                at = try self.advance(m, at, token) orelse break;
-                if (commit) {
-                    if (self.history.items.len > m.grammar.limits.token_history_max) return error.LimitExceeded;
-                    try self.history.append(self.parser.gpa, at);
-                }
-            }
-            count += 1;
-        }
-        if (commit) {
-            m.eos_consumed = eos;
-            if (atomic and count < tokens.len) {
-                self.history.shrinkRetainingCapacity(base_len);
-                m.eos_consumed = false;
-            }
-        }
-        return count;
-    }
-
-    fn computeMask(self: *CfgState, m: *Matcher) Error!void {
-        const at = self.current();
-        if (!m.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, at)) return;
-        self.mask_key = null;
-        @memset(m.mask, 0);
-        const tokenizer = m.tokenizer;
-        self.parser.beginStep();
-        if (!m.eos_consumed) {
-            const sliced = !self.parser.cfg.has_lazy and try sliceApplies(self.parser.lexer, at.lexer_state);
-            if (sliced) @memcpy(m.mask, tokenizer.slice_mask);
-            const trie = if (sliced) &tokenizer.rest_trie else &tokenizer.trie;
-            try walkTrieCfg(trie.nodes, &self.parser, at, m.mask);
-            const dummy = tokenizer.vocabSize();
-            m.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
             const Setter = struct {
                 mask: []u32,
                 vocab: u32,
@@ -655,51 +437,29 @@ pub const CfgState = struct {
                     if (id < ctx.vocab) ctx.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
                 }
             };
-            try self.parser.forEachAllowedSpecial(at, Setter{ .mask = m.mask, .vocab = dummy }, Setter.set);
+            try self.parser.forEachAllowedSpecial(at, Setter{ .mask = self.mask, .vocab = dummy }, Setter.set);
         }
-        if (m.eos_consumed or try self.parser.eosAllowed(at)) {
-            for (tokenizer.eos_ids) |id| m.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+        if (self.eos_consumed or try self.parser.eosAllowed(at)) {
+            for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
         }
-        if (!m.eos_consumed) self.mask_key = at;
+        if (!self.eos_consumed) self.mask_key = at;
     }
 
-    /// True when no byte can follow and no special token is allowed.
-    fn isStopped(self: *CfgState, m: *Matcher) Error!bool {
-        _ = m;
-        self.parser.beginStep();
-        const at = self.current();
-        const lexer = self.parser.lexer;
-        var class: u32 = 0;
-        while (class < lexer.class_count) : (class += 1) {
-            if (try self.parser.stepByte(at, lexer.class_representative[class]) != null) return false;
-        }
-        var any_special = false;
-        const Flag = struct {
-            flag: *bool,
-            fn set(ctx: @This(), _: u32) void {
-                ctx.flag.* = true;
-            }
-        };
-        try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any_special }, Flag.set);
-        return !any_special;
+    /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
+    pub fn forcedBytes(self: *Matcher, out: []u8) Error!u32 {
+        assert(self.failure == .none);
+        if (self.eos_consumed) return 0;
+        self.begin();
+        return self.forcedBytesInner(out) catch |err| self.fail(err);
     }
 
-    fn forcedBytes(self: *CfgState, out: []u8) Error!u32 {
-        self.parser.beginStep();
-        const lexer = self.parser.lexer;
+    fn forcedBytesInner(self: *Matcher, out: []u8) Error!u32 {
+        const lexer = &self.grammar.lexer;
         var at = self.current();
         var n: u32 = 0;
         outer: while (n < out.len) {
             if (try self.parser.eosAllowed(at)) break;
-            var any_special = false;
-            const Flag = struct {
-                flag: *bool,
-                fn set(ctx: @This(), _: u32) void {
-                    ctx.flag.* = true;
-                }
-            };
-            try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any_special }, Flag.set);
-            if (any_special) break;
+            if (try self.anySpecialAllowed(at)) break;
             var only: ?u8 = null;
             var class: u32 = 0;
             while (class < lexer.class_count) : (class += 1) {
@@ -709,19 +469,65 @@ pub const CfgState = struct {
                 only = b;
             }
             const b = only orelse break;
-            // Step again: the probe above may have rebuilt rows for later classes.
+            // Step again: probing later classes may have rebuilt the rows the first step made.
             at = (try self.parser.stepByte(at, b)).?;
             out[n] = b;
             n += 1;
         }
         return n;
     }
+
+    /// After the bytes `prefix` (which the grammar must allow from here), does the grammar
+    /// allow some token that strictly extends `suffix`? The question fast-forward healing asks
+    /// before committing forced bytes as tokens. Does not change the state.
+    pub fn extensionAllowed(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
+        assert(self.failure == .none);
+        if (self.eos_consumed) return false;
+        self.begin();
+        return self.extensionAllowedInner(prefix, suffix) catch |err| self.fail(err);
+    }
+
+    fn extensionAllowedInner(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
+        const trie = &self.tokenizer.trie;
+        const node_index = trie.find(suffix) orelse return false;
+        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
+        var at = self.current();
+        for (prefix) |b| at = try self.parser.stepByte(at, b) orelse return false;
+        for (suffix) |b| at = try self.parser.stepByte(at, b) orelse return false;
+        // Depth-first over the subtree below `suffix`, stopping at the first allowed token.
+        var stack: [trie_mod.token_length_max + 1]Position = undefined;
+        stack[0] = at;
+        var depth: usize = 0;
+        var p: usize = node_index + 1;
+        while (p < subtree_end) {
+            const node = trie.nodes[p];
+            if (try self.parser.stepByte(stack[depth], node.byte)) |q| {
+                if (node.token != self.tokenizer.vocabSize()) return true;
+                if (node.subtree_size > 1) {
+                    depth += 1;
+                    stack[depth] = q;
+                    p += 1;
+                    continue;
+                }
+            }
+            p += node.subtree_size;
+            // The last node may pop above the subtree's root: the walk ends there anyway.
+            depth -|= node.pop;
+        }
+        return false;
+    }
 };
 
-/// The trie walk over a context-free grammar: like `walkTrie`, with (lexer state, row) pairs
-/// on the stack. Inside a lexeme a step is the same table lookup; only lexeme boundaries
-/// (and transitions not built yet) go through the parser.
-pub fn walkTrieCfg(
+/// The trie walk: sets the bit of every token whose bytes the lexer and parser survive from
+/// `start`.
+///
+/// The lexer state and the row per trie depth are kept in separate arrays: inside a lexeme
+/// the loop touches only lexer states, and a step is two loads (the byte's class, the
+/// transition). The parser runs only at lexeme boundaries and for transitions the lazy DFA has
+/// not built yet. `can_end[d]`: the lexeme in progress at depth d could end there; when it
+/// cannot, a dead transition is a plain refusal. Nodes without a token set the dummy bit just
+/// past the vocabulary instead of branching; a refused byte skips the node's whole subtree.
+pub fn walkTrie(
     nodes: []const Node,
     parser: *earley.Parser,
     start: Position,
@@ -731,9 +537,6 @@ pub fn walkTrieCfg(
     var trans = lexer.trans.items;
     const class_of = &lexer.class_of;
     const has_lazy = parser.cfg.has_lazy;
-    // The lexer state and the row per trie depth, in separate arrays: inside a lexeme the loop
-    // touches only lexer states. `can_end`: the lexeme in progress could end at that depth;
-    // when it cannot, a dead transition is a plain refusal and the parser is not asked.
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
     var rows: [trie_mod.token_length_max + 1]u32 = undefined;
     var can_end: [trie_mod.token_length_max + 1]bool = undefined;
@@ -773,49 +576,23 @@ pub fn walkTrieCfg(
     }
 }
 
-/// The trie walk: sets the bit of every token whose bytes the DFA survives from `start`.
-///
-/// `stack[d]` is the DFA state after the first `d` bytes of the current path. The loop reads one
-/// node, takes one transition (two loads: the byte's class and the table entry), and either
-/// descends (alive, has children), moves to the next sibling (alive leaf), or skips the subtree
-/// (dead). Nodes without a token set the dummy bit just past the vocabulary instead of
-/// branching. The slow path only runs for transitions the lazy DFA has not computed yet.
-pub fn walkTrie(
-    nodes: []const Node,
-    lexer: *Lexer,
-    start: StateId,
-    stack: []StateId,
-    mask: []u32,
-) Error!void {
-    assert(start != lexer_mod.dead);
-    var trans = lexer.trans.items;
-    const class_of = &lexer.class_of;
-    stack[0] = start;
-    var depth: usize = 0;
-    var p: usize = 0;
-    while (p < nodes.len) {
-        const node = nodes[p];
-        var next = trans[stack[depth] + class_of[node.byte]];
-        if (next == lexer_mod.missing) {
-            next = try lexer.computeTransition(stack[depth], class_of[node.byte]);
-            trans = lexer.trans.items;
-        }
-        if (next != lexer_mod.dead) {
-            mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
-            if (node.subtree_size > 1) {
-                depth += 1;
-                stack[depth] = next;
-                p += 1;
-                continue;
-            }
-        }
-        p += node.subtree_size;
-        depth -= node.pop;
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tests
+
+/// The IR words of the one-lexeme grammar `S → /pattern/`.
+fn regexIr(gpa: Allocator, pattern: []const u8) !std.ArrayList(u32) {
+    var words: std.ArrayList(u32) = .empty;
+    try words.appendSlice(gpa, &.{ earley.ir_magic, 1, 1, 1, 0, 0, 0, 0, @intCast(pattern.len) });
+    var i: usize = 0;
+    while (i < pattern.len) : (i += 4) {
+        var chunk: [4]u8 = @splat(0);
+        const n = @min(4, pattern.len - i);
+        @memcpy(chunk[0..n], pattern[i..][0..n]);
+        try words.append(gpa, std.mem.readInt(u32, &chunk, .little));
+    }
+    try words.appendSlice(gpa, &.{ 0, 1, 0 });
+    return words;
+}
 
 const TestSetup = struct {
     tokenizer: *Tokenizer,
@@ -837,8 +614,10 @@ const TestSetup = struct {
         }
         const eos: u32 = @intCast(tokens.len - 1);
         const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{eos});
-        var diag: regex_syntax.Diagnostic = .{};
-        const grammar = try Grammar.createRegex(gpa, pattern, .{}, .{}, &diag);
+        var words = try regexIr(gpa, pattern);
+        defer words.deinit(gpa);
+        var diag: earley.CompileDiagnostic = .{};
+        const grammar = try Grammar.create(gpa, words.items, .{}, &diag);
         const matcher = try Matcher.create(gpa, tokenizer, grammar);
         return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };
     }
@@ -882,6 +661,18 @@ test "mask, consume, rollback and EOS over a tiny vocabulary" {
     try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
     try std.testing.expect(!try m.isStopped());
     try std.testing.expect(!m.rollback(5));
+}
+
+test "a nullable regex: EOS at the start, then the non-empty part" {
+    const gpa = std.testing.allocator;
+    const vocab = [_][]const u8{ "x", "xx", "<eos>" };
+    var t = try TestSetup.init(gpa, &vocab, "x*");
+    defer t.deinit(gpa);
+    try t.matcher.computeMask();
+    try std.testing.expect(t.allowed(0) and t.allowed(1) and t.allowed(2));
+    try std.testing.expectEqual(@as(u32, 2), try t.matcher.consume(&.{ 1, 0 }, true, true));
+    try t.matcher.computeMask();
+    try std.testing.expect(t.allowed(0) and t.allowed(2));
 }
 
 test "forced bytes stop at a choice or an accepting state" {

@@ -374,6 +374,7 @@ pub const ExprSet = struct {
         try self.scratch.append(self.gpa, 0);
         for (members) |m| {
             if (m == .nothing) return .nothing;
+            if (self.isTop(m)) continue; // "any string" is the unit of intersection
             if (self.tag(m) == .and_) {
                 try self.scratch.appendSlice(self.gpa, self.args(m));
             } else {
@@ -395,6 +396,11 @@ pub const ExprSet = struct {
         if (unique == 1) return @enumFromInt(list[0]);
         self.scratch.items[base] = @intFromEnum(Tag.and_) | flag_boolean | (if (all_nullable) flag_nullable else 0);
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
+    }
+
+    /// Is `e` the complement of ∅ (every byte string)?
+    pub fn isTop(self: *const ExprSet, e: ExprId) bool {
+        return self.tag(e) == .not_ and self.args(e)[0] == ExprId.nothing.index();
     }
 
     /// The complement of `child`.

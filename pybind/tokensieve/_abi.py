@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from ._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from ._runtime import Runtime, load_runtime
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class Status(IntEnum):
@@ -40,7 +40,7 @@ _EXPORTS = (
     "ts_error_message_ptr", "ts_error_message_len", "ts_error_position",
     "ts_alloc", "ts_free",
     "ts_tokenizer_new", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
-    "ts_grammar_new_regex", "ts_grammar_new_ir", "ts_grammar_free", "ts_grammar_set_limits", "ts_grammar_state_count",
+    "ts_grammar_new_ir", "ts_grammar_free", "ts_grammar_set_limits", "ts_grammar_state_count",
     "ts_matcher_new", "ts_matcher_free", "ts_matcher_fork", "ts_matcher_reset",
     "ts_matcher_fill_bitmask", "ts_matcher_consume_token", "ts_matcher_consume_tokens",
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
@@ -48,8 +48,6 @@ _EXPORTS = (
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_debug_trap",
 )
 
-REGEX_FLAG_DOT_ALL = 1
-REGEX_FLAG_CASE_INSENSITIVE = 2
 
 
 class Core:

@@ -7,7 +7,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._abi import REGEX_FLAG_CASE_INSENSITIVE, REGEX_FLAG_DOT_ALL, Core, default_core, free_later
+from ._abi import Core, default_core, free_later
 from ._errors import GrammarError
 
 if TYPE_CHECKING:
@@ -45,15 +45,11 @@ class Grammar:
 
     kind: str
     source: str
-    flags: int
     limits: Limits
 
-    def __init__(
-        self, kind: str, source: str, flags: int = 0, limits: Limits | None = None, ir: GrammarIR | None = None
-    ) -> None:
+    def __init__(self, kind: str, source: str, ir: GrammarIR, limits: Limits | None = None) -> None:
         self.kind = kind
         self.source = source
-        self.flags = flags
         self.limits = limits or Limits()
         self.ir = ir
         self._handles: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
@@ -80,10 +76,16 @@ class Grammar:
         """
         if not isinstance(pattern, str):
             raise TypeError(f"Grammar.regex takes a str pattern, not {type(pattern).__name__}")
-        flags = (REGEX_FLAG_DOT_ALL if dot_all else 0) | (REGEX_FLAG_CASE_INSENSITIVE if ignore_case else 0)
-        grammar = cls("regex", pattern, flags, limits)
-        grammar._handle(default_core())  # compile now, so a bad pattern fails here
-        return grammar
+        from ._ir import GrammarIR, Lexeme, Sym
+
+        ir = GrammarIR()
+        start = ir.add_nonterminal("start")
+        lexeme = Lexeme("regex", "regex", pattern, dot_all=dot_all, ignore_case=ignore_case)
+        ir.add_rule(start, [Sym.t(ir.add_lexeme(lexeme))])
+        return cls.from_ir(ir, source=pattern, kind="regex", limits=limits)
+
+    def __repr__(self) -> str:
+        return f"Grammar.{self.kind}({self.source!r})"
 
     @classmethod
     def from_ir(cls, ir: GrammarIR, *, source: str = "", kind: str = "ir", limits: Limits | None = None) -> Grammar:
@@ -92,7 +94,7 @@ class Grammar:
         Raises:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
-        grammar = cls(kind, source, 0, limits, ir)
+        grammar = cls(kind, source, ir, limits)
         grammar._handle(default_core())
         return grammar
 
@@ -186,38 +188,25 @@ class Grammar:
                 ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(repr(option), "literal", option)))])
         return cls.from_ir(ir, source=repr(options), kind="choice", limits=limits)
 
-    def __repr__(self) -> str:
-        return f"Grammar.{self.kind}({self.source!r})"
-
     def _handle(self, core: Core) -> int:
         """The compiled grammar in `core`, compiling it on first use."""
         handle = self._handles.get(core)
         if handle is not None:
             return handle
-        if self.ir is not None:
-            from ._ir import encode_ir
+        from ._ir import encode_ir
 
-            data = encode_ir(self.ir)
-            ptr, size = core.put_bytes(data)
+        data = encode_ir(self.ir)
+        ptr, size = core.put_bytes(data)
+        try:
+            status = core.f["ts_grammar_new_ir"](ptr, size // 4, core.out_ptr)
             try:
-                status = core.f["ts_grammar_new_ir"](ptr, size // 4, core.out_ptr)
-                try:
-                    core.check(status)
-                except GrammarError as err:
-                    raise _name_lexeme(err, self.ir) from None
-            finally:
-                core.free(ptr, size)
-        else:
-            data = self.source.encode("utf-8")
-            ptr, size = core.put_bytes(data)
-            try:
-                status = core.f["ts_grammar_new_regex"](ptr, size, self.flags, core.out_ptr)
-                try:
-                    core.check(status, "regex")
-                except GrammarError as err:
-                    raise _with_char_position(err, self.source, data) from None
-            finally:
-                core.free(ptr, size)
+                core.check(status)
+            except GrammarError as err:
+                if self.kind == "regex":
+                    raise _with_char_position(err, self.source, self.source.encode("utf-8")) from None
+                raise _name_lexeme(err, self.ir) from None
+        finally:
+            core.free(ptr, size)
         handle = core.out_i32()
         free_later(self, core, "ts_grammar_free", handle)
         core.check(
@@ -235,7 +224,7 @@ def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarE
     char_pos = len(data[: err.position].decode("utf-8", "replace"))
     line = source.count("\n", 0, char_pos) + 1
     column = char_pos - (source.rfind("\n", 0, char_pos) + 1) + 1
-    message = str(err).removeprefix("regex: ")
+    message = re.sub(r"^lexeme \d+: ", "", str(err))
     pointer = f"\n  {source}\n  {' ' * char_pos}^" if "\n" not in source and len(source) < 200 else ""
     return GrammarError(
         f"bad regex at position {char_pos}: {message}{pointer}",

@@ -51,6 +51,8 @@ class Lexeme:
             `pattern` together with `maxLength`.
         not_patterns: regexes the text must not match (difference), e.g. property names
             already taken, for `additionalProperties` keys.
+        dot_all: in `value`, `.` also matches a newline.
+        ignore_case: in `value`, ASCII letters match both cases.
     """
 
     name: str
@@ -60,6 +62,8 @@ class Lexeme:
     token_ids: tuple[int, ...] = ()
     and_patterns: tuple[str, ...] = ()
     not_patterns: tuple[str, ...] = ()
+    dot_all: bool = False
+    ignore_case: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ def encode_ir(ir: GrammarIR) -> bytes:
         out.append(_text_words(ir.skip))
     for lexeme in ir.lexemes:
         boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
-        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], (1 if lexeme.lazy else 0) | (2 if boolean else 0))
+        flags = (1 if lexeme.lazy else 0) | (2 if boolean else 0) | (4 if lexeme.dot_all else 0) | (8 if lexeme.ignore_case else 0)
+        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)
         if lexeme.kind == "special":
             ids = lexeme.token_ids
             out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
