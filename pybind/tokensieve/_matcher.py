@@ -277,6 +277,26 @@ class Matcher:
         )
         return core.read(self._ff_ptr, n)
 
+    def compute_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
+        """The tokens the grammar forces next, healed to be canonical (see `_fastforward`).
+
+        Args:
+            lookback: how many trailing tokens may be dropped because a longer allowed token
+                could start inside them (0: no healing).
+            context_tokens: the output's recent tokens; the last one is tokenizer context.
+
+        Does not change the state. Forced special tokens are included as their ids.
+        """
+        from ._fastforward import compute_ff_tokens
+
+        return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
+
+    def consume_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
+        """Consume the tokens `compute_ff_tokens` returns, and return them."""
+        from ._fastforward import consume_ff_tokens
+
+        return consume_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
+
 
 def token_has_extension(tokenizer: Tokenizer, data: bytes) -> bool:
     """Does some token of `tokenizer` strictly extend `data`? Answered by the core's trie."""

@@ -1120,6 +1120,19 @@ class Tokenizer:
         """
         return self._encode_with(text_or_bytes, "auto")
 
+    def tokenize_partial(
+        self, new_bytes: bytes, recent_tokens: Sequence[int] | None = None
+    ) -> tuple[list[int], bytes]:
+        """Tokenize the part of `new_bytes` that bytes coming after it cannot change.
+
+        Returns:
+            (tokens, leftover) with `decode(tokens) + leftover == new_bytes`; trailing bytes
+            that some longer token could extend are left over (see `_fastforward`).
+        """
+        from ._fastforward import tokenize_partial
+
+        return tokenize_partial(self, new_bytes, recent_tokens)
+
     def _encode_with(
         self, text_or_bytes: str | bytes, engine: Literal["auto", "hf", "python"]
     ) -> list[int]:
