@@ -247,8 +247,17 @@ def _ff_text_tokens(
     tokenizer = matcher.tokenizer
     facts = _facts(tokenizer)
     tokens = encode_in_context(tokenizer, forced, recent_tokens)
-    keep = _chop_position(tokenizer, facts, forced, tokens, lookback, matcher)
-    end = _drop_past(tokenizer, tokens, len(forced), keep)
+    # Chop until stable: dropping the tail can expose a kept token that a longer allowed token
+    # would replace (`":` `[]` → drop `[]` → `":` itself is extended by `":[`).
+    end = len(forced)
+    dropped = 0
+    while tokens and dropped < lookback:
+        keep = _chop_position(tokenizer, facts, forced[:end], tokens, lookback - dropped, matcher)
+        if keep >= end:
+            break
+        before = len(tokens)
+        end = _drop_past(tokenizer, tokens, end, keep)
+        dropped += before - len(tokens)
     return tokens, end == len(forced)
 
 
