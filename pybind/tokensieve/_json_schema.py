@@ -1273,15 +1273,14 @@ class _Compiler:
         if key == "oneOf":
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
-        # Property order: an anyOf written before `properties` puts its options' properties first.
-        order = list(d)
-        option_first = "properties" in d and order.index(key) < order.index("properties")
+        # Property order: the sibling `properties` first, then the option's (as llguidance does;
+        # MaskBench's instances follow that order).
         alternatives: list[list[Sym] | None] = []
         for i, option in enumerate(d[key]):
             where = f"{pointer}/{key}/{i}"
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
-                merged = None if flat is None else self.merge(*((flat, rest) if option_first else (rest, flat)), where)
+                merged = None if flat is None else self.merge(rest, flat, where)
                 sym = None if merged is None else self.compile_flat(merged, where)
             else:
                 sym = self.compile(option, where)
