@@ -1,0 +1,469 @@
+"""The GBNF front-end (`tokensieve._gbnf`): IR shape, lexeme merging, errors, and the language.
+
+Three layers:
+
+- IR-level tests pin how GBNF constructs become lexemes and rules (merged runs, inlined regular
+  rules, left-recursive repetition, optional helpers for runs that can be empty).
+- Error tests check the message, line and column for malformed grammars.
+- Semantic tests run every grammar of the corpus (`data/grammars/gbnf_cases.json`) through the
+  reference IR recognizer (`reference_cfg.py`, greedy lexing as in docs/grammar_ir.md), and
+  compare it with `CharLevelMatcher` below: a plain Earley recognizer over *characters* built
+  straight from the GBNF syntax tree, with no lexemes at all. Agreement on the corpus strings,
+  on mutations of them and on seeded random grammars shows that merging characters into
+  lexemes did not change the language.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import random
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import regex
+from reference_cfg import ReferenceRecognizer, _to_python_pattern
+
+from tokensieve._errors import GrammarError
+from tokensieve._gbnf import (
+    CharSet,
+    Choice,
+    GbnfGrammar,
+    Node,
+    Repeat,
+    RuleRef,
+    Concat,
+    SpecialToken,
+    gbnf_to_ir,
+    parse_gbnf,
+)
+from tokensieve._ir import GrammarIR
+
+GRAMMARS_DIR = Path(__file__).resolve().parent / "data" / "grammars"
+CASES: list[dict] = json.loads((GRAMMARS_DIR / "gbnf_cases.json").read_text(encoding="utf-8"))
+MUTATED_TEXT_LEN_MAX = 70  # corpus strings up to this length also get mutated
+
+
+# =================================================================================================
+# A character-level reference: Earley over the GBNF syntax tree, one character per step
+# =================================================================================================
+
+CharSymbol = tuple[str, object]  # ("n", nonterminal) | ("c", ranges)
+
+
+class CharLevelMatcher:
+    """Full-match recognizer for a GBNF grammar read literally: terminals are characters.
+
+    Repetitions expand into plain rules (`x{m,n}` into every count), so it is only meant for
+    small grammars. Earley with Aycock–Horspool nullable handling.
+    """
+
+    def __init__(self, grammar: GbnfGrammar) -> None:
+        self.rules: list[tuple[int, tuple[CharSymbol, ...]]] = []
+        self.names: dict[str, int] = {}
+        self.count = 0
+        for name in grammar.rules:
+            self.names[name] = self._new()
+        for name, rule in grammar.rules.items():
+            self._choice(self.names[name], rule.body)
+        self.start = self.names["root"]
+        self.by_lhs: dict[int, list[int]] = {}
+        for index, (lhs, _) in enumerate(self.rules):
+            self.by_lhs.setdefault(lhs, []).append(index)
+        self.nullable: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in self.rules:
+                if lhs not in self.nullable and all(k == "n" and v in self.nullable for k, v in rhs):
+                    self.nullable.add(lhs)
+                    changed = True
+
+    def _new(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def _choice(self, lhs: int, choice: Choice) -> None:
+        for alternative in choice.alternatives:
+            self.rules.append((lhs, tuple(self._symbol(i) for i in alternative.items)))
+
+    def _symbol(self, node: Node) -> CharSymbol:
+        if isinstance(node, CharSet):
+            return ("c", node.ranges)
+        if isinstance(node, RuleRef):
+            return ("n", self.names[node.name])
+        if isinstance(node, SpecialToken):
+            return ("c", ())  # a special token is never text
+        nt = self._new()
+        if isinstance(node, Concat):
+            self.rules.append((nt, tuple(self._symbol(i) for i in node.items)))
+        elif isinstance(node, Choice):
+            self._choice(nt, node)
+        else:
+            assert isinstance(node, Repeat)
+            inner = self._symbol(node.item)
+            if node.max_count is None:
+                star = self._new()
+                self.rules += [(star, ()), (star, (("n", star), inner))]
+                self.rules.append((nt, (inner,) * node.min_count + (("n", star),)))
+            else:
+                self.rules += [(nt, (inner,) * k) for k in range(node.min_count, node.max_count + 1)]
+        return ("n", nt)
+
+    def full_match(self, text: str) -> bool:
+        sets: list[set[tuple[int, int, int]]] = [set() for _ in range(len(text) + 1)]
+        sets[0] = {(r, 0, 0) for r in self.by_lhs.get(self.start, [])}
+        for i in range(len(text) + 1):
+            work = list(sets[i])
+            while work:
+                r, d, origin = work.pop()
+                lhs, rhs = self.rules[r]
+                new: list[tuple[int, int, int]] = []
+                if d < len(rhs):
+                    kind, value = rhs[d]
+                    if kind == "n":
+                        new = [(r2, 0, i) for r2 in self.by_lhs.get(value, [])]  # type: ignore[call-overload]
+                        if value in self.nullable:
+                            new.append((r, d + 1, origin))
+                    elif i < len(text) and _in_ranges(value, ord(text[i])):  # type: ignore[arg-type]
+                        sets[i + 1].add((r, d + 1, origin))
+                else:
+                    new = [
+                        (r2, d2 + 1, o2)
+                        for (r2, d2, o2) in sets[origin]
+                        if d2 < len(self.rules[r2][1]) and self.rules[r2][1][d2] == ("n", lhs)
+                    ]
+                for item in new:
+                    if item not in sets[i]:
+                        sets[i].add(item)
+                        work.append(item)
+            if i < len(text) and not sets[i + 1]:
+                return False
+        return any(
+            self.rules[r][0] == self.start and d == len(self.rules[r][1]) and o == 0
+            for r, d, o in sets[len(text)]
+        )
+
+
+def _in_ranges(ranges: tuple[tuple[int, int], ...], c: int) -> bool:
+    i = bisect.bisect_right(ranges, (c, 0x110000)) - 1
+    return i >= 0 and ranges[i][0] <= c <= ranges[i][1]
+
+
+# =================================================================================================
+# Helpers
+# =================================================================================================
+
+
+def lexeme_values(ir: GrammarIR) -> list[tuple[str, str]]:
+    return [(lexeme.kind, lexeme.value) for lexeme in ir.lexemes]
+
+
+def rules_text(ir: GrammarIR) -> list[str]:
+    """Rules as `lhs -> sym sym`, lexemes written by value, for readable assertions."""
+    out = []
+    for rule in ir.rules:
+        rhs = [repr(ir.lexemes[s.index].value) if s.terminal else ir.nonterminals[s.index] for s in rule.rhs]
+        out.append(f"{ir.nonterminals[rule.lhs]} -> {' '.join(rhs)}".rstrip())
+    return out
+
+
+def matcher(text: str) -> ReferenceRecognizer:
+    return ReferenceRecognizer(gbnf_to_ir(text))
+
+
+def case_grammar(case: dict) -> str:
+    return (GRAMMARS_DIR / case["file"]).read_text(encoding="utf-8")
+
+
+def mutations(text: str) -> Iterator[str]:
+    """Single-character deletions and duplications: near misses of a valid text."""
+    for i in range(len(text)):
+        yield text[:i] + text[i + 1 :]
+        yield text[:i] + text[i] + text[i:]
+
+
+# =================================================================================================
+# IR shape
+# =================================================================================================
+
+
+def test_literal_rule_becomes_one_literal_lexeme() -> None:
+    ir = gbnf_to_ir('root ::= "hello"')
+    assert lexeme_values(ir) == [("literal", "hello")]
+    assert rules_text(ir) == ["root -> 'hello'"]
+    assert ir.nonterminals[ir.start] == "root"
+
+
+def test_regular_grammar_becomes_a_single_regex_lexeme() -> None:
+    ir = gbnf_to_ir(case_grammar({"file": "gbnf/chess.gbnf"}))
+    assert len(ir.lexemes) == 1 and ir.lexemes[0].kind == "regex"
+    assert rules_text(ir) == [f"root -> {ir.lexemes[0].value!r}"]
+
+
+def test_run_of_literals_and_classes_between_references_is_one_lexeme() -> None:
+    ir = gbnf_to_ir('root ::= [0-9]+ "." [0-9]* ";" root?')
+    assert ("regex", r"[0-9]+\.[0-9]*\;") in lexeme_values(ir)
+
+
+def test_class_then_literal_in_one_run_stays_one_lexeme() -> None:
+    ir = gbnf_to_ir('root ::= [a-z]* "x" ("," root)?')
+    assert ("regex", "[a-z]*x") in lexeme_values(ir)
+    assert matcher('root ::= [a-z]* "x" ("," root)?').full_match("abx,x,xxx")
+
+
+def test_lexeme_that_would_swallow_what_follows_is_split_to_characters() -> None:
+    # `[a-z]+` as a lexeme followed by a reference that starts with "x" would eat the x.
+    grammar = 'root ::= [a-z]+ tail\ntail ::= "x" | "(" root ")"'
+    ir = gbnf_to_ir(grammar)
+    assert ("regex", "[a-z]+") not in lexeme_values(ir)
+    assert ("regex", "[a-z]") in lexeme_values(ir)
+    recognizer = ReferenceRecognizer(ir)
+    assert recognizer.full_match("abx") and recognizer.full_match("a(xx)")
+    assert not recognizer.full_match("ab")
+
+
+def test_lookahead_is_judged_by_utf8_lead_byte() -> None:
+    # After "x" comes "é" (C3 A9). The rival "xë" (… C3 AB) cannot take "é", but the core looks
+    # one *byte* ahead and C3 would extend it, so "xë" must not stay one lexeme.
+    ir = gbnf_to_ir('root ::= "x" tail | "xë" tail\ntail ::= "é" | "(" root ")"')
+    assert ("literal", "xë") not in lexeme_values(ir)
+    assert ReferenceRecognizer(ir).full_match("x(xëé)")
+    # With a follower of another lead byte the two lexemes stay whole.
+    ir = gbnf_to_ir('root ::= "x" tail | "xë" tail\ntail ::= "a" | "(" root ")"')
+    assert {("literal", "x"), ("literal", "xë")} <= set(lexeme_values(ir))
+
+
+def test_keywords_and_identifiers_stay_whole_lexemes_in_the_c_grammar() -> None:
+    values = lexeme_values(gbnf_to_ir(case_grammar({"file": "gbnf/c.gbnf"})))
+    assert ("regex", "[A-Z\\_a-z][0-9A-Z\\_a-z]*") in values
+    assert {("literal", "while"), ("literal", "return")} <= set(values)
+
+
+def test_regular_rule_is_inlined_into_the_run_that_uses_it() -> None:
+    ir = gbnf_to_ir('root ::= "(" item ")" root?\nitem ::= [a-z]+ ("," [a-z]+)*')
+    assert ("regex", r"\([a-z]+(?:\,[a-z]+)*\)") in lexeme_values(ir)
+    assert "item" not in ir.nonterminals
+
+
+def test_recursive_rules_stay_nonterminals() -> None:
+    ir = gbnf_to_ir(case_grammar({"file": "gbnf/json.gbnf"}))
+    assert {"root", "value", "object", "array", "member"} <= set(ir.nonterminals)
+    assert "string" not in ir.nonterminals  # regular: inlined as one lexeme
+    assert any(kind == "regex" and value.startswith('\\"') for kind, value in lexeme_values(ir))
+
+
+def test_nonterminal_repetition_is_left_recursive() -> None:
+    ir = gbnf_to_ir('root ::= x*\nx ::= "a" x? "b"')
+    star = next(ir.nonterminals[r.rhs[0].index] for r in ir.rules if ir.nonterminals[r.lhs] == "root")
+    assert f"{star} -> {star} x" in rules_text(ir)
+    assert f"{star} ->" in rules_text(ir)
+
+
+def test_no_lexeme_matches_the_empty_text() -> None:
+    ir = gbnf_to_ir('root ::= "a" [0-9]* x [ ]? | ""\nx ::= "(" root ")" | ""')
+    for kind, value in lexeme_values(ir):
+        if kind == "regex":
+            assert regex.fullmatch(_to_python_pattern(value), "") is None, value
+        else:
+            assert value
+    recognizer = ReferenceRecognizer(ir)
+    assert all(recognizer.full_match(t) for t in ["", "a", "a12", "a() ", "a1(a)"])
+
+
+def test_bounded_repetition_of_a_nonterminal() -> None:
+    recognizer = matcher('root ::= x{2,4}\nx ::= "(" root? ")"')
+    assert [recognizer.full_match("()" * n) for n in range(6)] == [False, False, True, True, True, False]
+
+
+def test_special_token_becomes_a_special_lexeme() -> None:
+    ir = gbnf_to_ir('root ::= <[128009]> "a"')
+    assert ir.lexemes[0].kind == "special" and ir.lexemes[0].token_ids == (128009,)
+    assert ("literal", "a") in lexeme_values(ir)
+
+
+def test_dot_matches_any_character_including_newline() -> None:
+    recognizer = matcher('root ::= "<" . ">"')
+    assert all(recognizer.full_match(f"<{c}>") for c in ["a", "\n", "é", "😀", "\x00"])
+    assert not recognizer.full_match("<>") and not recognizer.full_match("<ab>")
+
+
+def test_escapes_in_literals_and_classes() -> None:
+    ir = gbnf_to_ir(r'root ::= "\x41\u00e9\U0001F600\t\"\\\[\]" [\n\r\]]')
+    assert lexeme_values(ir) == [("regex", r"Aé😀\x09\"\\\[\][\x0A\x0D\]]")]
+    recognizer = ReferenceRecognizer(ir)
+    assert recognizer.full_match('Aé😀\t"\\[]\n') and recognizer.full_match('Aé😀\t"\\[]]')
+
+
+def test_negated_classes_ranges_and_a_literal_dash() -> None:
+    recognizer = matcher(r'root ::= [^a-c\n] [x-] [-y] [a-cq]')
+    assert recognizer.full_match("d--a") and recognizer.full_match("zxyq")
+    assert not recognizer.full_match("a--a") and not recognizer.full_match("\n--a")
+    assert not recognizer.full_match("dz-a")
+
+
+def test_rule_continues_over_lines_until_the_next_rule_head() -> None:
+    grammar = """
+    # comment before
+    root ::= "a"   # trailing comment
+             "b"
+           | "c"
+             item
+    item ::=
+        "d"
+    """
+    recognizer = matcher(grammar)
+    assert recognizer.full_match("ab") and recognizer.full_match("cd")
+    assert not recognizer.full_match("a")
+
+
+def test_rule_names_with_dashes_digits_and_underscores() -> None:
+    recognizer = matcher('root ::= my-rule_2 r2\nmy-rule_2 ::= "x"\nr2 ::= "y"')
+    assert recognizer.full_match("xy")
+
+
+def test_empty_alternatives_and_empty_groups_match_the_empty_text() -> None:
+    recognizer = matcher('root ::= "a" ws "b" ()\nws ::= | " " | "\\n"')
+    assert recognizer.full_match("ab") and recognizer.full_match("a b") and recognizer.full_match("a\nb")
+    assert not recognizer.full_match("a  b")
+
+
+def test_quantifiers_apply_to_the_whole_literal_and_stack() -> None:
+    recognizer = matcher('root ::= "ab"+ "c"?? "d"{2}')
+    assert recognizer.full_match("ababdd") and recognizer.full_match("abcdd")
+    assert not recognizer.full_match("abbdd") and not recognizer.full_match("abd")
+
+
+def test_deep_nesting_and_long_repetition_counts_are_handled() -> None:
+    deep = "root ::= " + "(" * 199 + '"a"' + ")" * 199 + " tail\ntail ::= \"b\" root?"
+    assert matcher(deep).full_match("abab")
+    recognizer = matcher('root ::= "x" [a-c]{3,10000} "y"')
+    assert recognizer.full_match("xabcy") and not recognizer.full_match("xaby")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_corpus_ir_compiles_in_the_core(case: dict) -> None:
+    from tokensieve._grammar import Grammar
+
+    Grammar.from_ir(gbnf_to_ir(case_grammar(case)), source=case_grammar(case), kind="gbnf")
+
+
+# =================================================================================================
+# Errors: message, line and column
+# =================================================================================================
+
+ERROR_CASES = [
+    ("root ::= foo", 1, 10, "rule 'foo' is not defined"),
+    ('start ::= "a"', 1, 1, "no 'root' rule"),
+    ('root ::= "abc', 1, 10, "unterminated string literal"),
+    ("root ::= [a-z", 1, 10, "unterminated character class"),
+    ('root ::= "\\q"', 1, 11, "bad escape"),
+    ('root ::= "\\x4"', 1, 11, "exactly 2 hex digits"),
+    ('root ::= "\\uD800"', 1, 11, "not a Unicode scalar value"),
+    ('root ::= "a"{3,1}', 1, 13, "minimum is above the maximum"),
+    ('root ::= "a"{x}', 1, 14, "expected a number"),
+    ('root ::= "a"{2,3', 1, 17, "expected '}'"),
+    ('root ::= "a"{20000}', 1, 14, "above 10000"),
+    ('root ::= * "a"', 1, 10, "nothing to repeat"),
+    ('root ::= "a" | ?', 1, 16, "nothing to repeat"),
+    ('root ::= ("a" | "b"', 1, 10, "unclosed '('"),
+    ('root ::= "a" )', 1, 14, "unmatched ')'"),
+    ('root ::= "a"\nroot ::= "b"', 2, 1, "defined twice"),
+    ('root "a"', 1, 6, "expected '::='"),
+    ('::= "a"', 1, 1, "no rule name"),
+    ("root ::= [z-a]", 1, 11, "reversed range"),
+    ("root ::= []", 1, 10, "matches no character"),
+    ("root ::= <think>", 1, 10, "write the token id"),
+    ('root ::= "a" @', 1, 14, "unexpected character '@'"),
+    ('root ::= a\n\na ::= "x" |\n  b', 4, 3, "rule 'b' is not defined"),
+    ('root ::= ("a"\n  x ::= "b")', 2, 3, "inside parentheses"),
+    ("root ::= " + "(" * 201 + '"a"' + ")" * 201, 1, 210, "nested deeper than 200"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), ERROR_CASES, ids=[c[3] for c in ERROR_CASES])
+def test_malformed_grammar_reports_line_and_column(text: str, line: int, column: int, fragment: str) -> None:
+    with pytest.raises(GrammarError) as info:
+        gbnf_to_ir(text)
+    err = info.value
+    assert fragment in str(err)
+    assert (err.line, err.column) == (line, column), str(err)
+    assert err.position is not None and text.count("\n", 0, err.position) + 1 == line
+    assert f"line {line}, column {column}" in str(err)
+
+
+def test_non_string_input_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        gbnf_to_ir(b'root ::= "a"')  # type: ignore[arg-type]
+
+
+# =================================================================================================
+# Semantics on the corpus
+# =================================================================================================
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_corpus_accepts_and_rejects(case: dict) -> None:
+    recognizer = ReferenceRecognizer(gbnf_to_ir(case_grammar(case)))
+    for text in case["accept"]:
+        assert recognizer.full_match(text), f"{case['name']}: should accept {text!r}"
+        for cut in range(len(text)):
+            assert recognizer.completable(text[:cut]), f"{case['name']}: prefix {text[:cut]!r} of {text!r}"
+    for text in case["reject"]:
+        assert not recognizer.full_match(text), f"{case['name']}: should reject {text!r}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_corpus_matches_the_character_level_reading(case: dict) -> None:
+    grammar = case_grammar(case)
+    lexemes = ReferenceRecognizer(gbnf_to_ir(grammar))
+    characters = CharLevelMatcher(parse_gbnf(grammar))
+    texts = set(case["accept"]) | set(case["reject"])
+    for text in case["accept"]:
+        texts.update(text[:cut] for cut in range(len(text)))
+        if len(text) <= MUTATED_TEXT_LEN_MAX:
+            texts.update(mutations(text))
+    for text in sorted(texts):
+        assert lexemes.full_match(text) == characters.full_match(text), f"{case['name']}: {text!r}"
+
+
+# ---- seeded random grammars -------------------------------------------------------------------
+
+RANDOM_ATOMS = ['"a"', '"b"', '"ab"', '"ba"', "[ab]", "[a-c]", "[^a]", '"c"', '"aa"', ".", '""']
+
+
+def random_expression(rng: random.Random, names: list[str], depth: int) -> str:
+    alternatives = []
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        items = []
+        for _ in range(rng.randint(0 if rng.random() < 0.1 else 1, 3)):
+            r = rng.random()
+            if r < 0.35:
+                item = rng.choice(names)
+            elif r < 0.5 and depth < 2:
+                item = "(" + random_expression(rng, names, depth + 1) + ")"
+            else:
+                item = rng.choice(RANDOM_ATOMS)
+            item += rng.choice(["", "", "", "", "*", "+", "?", "{0,2}", "{1,2}"])
+            items.append(item)
+        alternatives.append(" ".join(items))
+    return " | ".join(alternatives)
+
+
+def random_grammar(seed: int) -> str:
+    rng = random.Random(seed)
+    names = ["root"] + [f"r{i}" for i in range(rng.randint(0, 3))]
+    return "\n".join(f"{name} ::= {random_expression(rng, names, 0)}" for name in names)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_grammar_matches_the_character_level_reading(seed: int) -> None:
+    grammar = random_grammar(seed)
+    lexemes = ReferenceRecognizer(gbnf_to_ir(grammar))
+    characters = CharLevelMatcher(parse_gbnf(grammar))
+    for length in range(5):
+        for chars in itertools.product("abc", repeat=length):
+            text = "".join(chars)
+            assert lexemes.full_match(text) == characters.full_match(text), f"{grammar}\n{text!r}"
