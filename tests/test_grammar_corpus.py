@@ -29,8 +29,7 @@ CASES = _cases("cases.json", "lark") + _cases("gbnf_cases.json", "gbnf")
 def test_corpus_grammar_masks_follow_the_reference(kind, case, tok_name, wasm_variant):
     from conftest import load_shared_tokenizer
 
-    folder = DATA / ("gbnf" if kind == "gbnf" else "")
-    text = (folder / case["file"]).read_text()
+    text = (DATA / case["file"]).read_text()
     ir = gbnf_to_ir(text) if kind == "gbnf" else lark_to_ir(text)
     grammar = Grammar.from_ir(ir, source=text, kind=kind)
     check_against_reference(
