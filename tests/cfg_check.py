@@ -48,10 +48,14 @@ def check_against_reference(tok, grammar: Grammar, ir: GrammarIR, accept, reject
         assert ref.full_match(text), text
         m = Matcher(tok, grammar)
         tokens = tok.encode(text)
-        prefix = ""
+        prefix_bytes = b""
         steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(steps_max, len(tokens) + 1))))
         for i in range(len(tokens) + 1):
-            if i in steps:
+            try:
+                prefix = prefix_bytes.decode("utf-8")
+            except UnicodeDecodeError:
+                prefix = None  # inside a character: the reference works on characters
+            if i in steps and prefix is not None:
                 got = allowed_ids(m, tok.vocab_size)
                 assert (got & eos == eos) == ref.full_match(prefix), f"EOS after {prefix!r}"
                 allowed_texts = sorted(t for t in got if t in texts)
@@ -61,15 +65,31 @@ def check_against_reference(tok, grammar: Grammar, ir: GrammarIR, accept, reject
                 wrong = [(t, texts[t]) for t in sorted(candidates) if (t in got) != ref.completable(prefix + texts[t])]
                 assert not wrong[:10], f"after {prefix!r}: mask disagrees with the reference on {wrong[:10]}"
             if i < len(tokens):
-                assert m.consume_token(tokens[i]), f"{tok.token_bytes(tokens[i])!r} refused after {prefix!r}"
-                prefix += tok.token_bytes(tokens[i]).decode("utf-8", "replace")
+                assert m.consume_token(tokens[i]), f"{tok.token_bytes(tokens[i])!r} refused after {prefix_bytes!r}"
+                prefix_bytes += tok.token_bytes(tokens[i])
         assert m.is_accepting()
         assert m.consume_token(tok.eos_token_ids[0])
     for text in reject:
         tokens = tok.encode(text)
-        chunks = [tok.token_bytes(t).decode("utf-8", "replace") for t in tokens]
-        want = ref.valid_prefix_len(chunks)
+        want = _valid_prefix_len(ref, [tok.token_bytes(t) for t in tokens])
         m = Matcher(tok, grammar)
         assert m.validate_tokens(tokens) == want, text
         if want == len(tokens):
             assert not m.consume_tokens(tokens) or not m.is_accepting() or ref.full_match(text)
+
+
+def _valid_prefix_len(ref: ReferenceRecognizer, chunks: list[bytes]) -> int:
+    """Tokens from the start after which the text is still completable; a prefix that ends
+    inside a character is judged at the next character boundary (the reference reads chars)."""
+    data = b""
+    last_ok = 0
+    for i, chunk in enumerate(chunks):
+        data += chunk
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if not ref.completable(text):
+            return last_ok
+        last_ok = i + 1
+    return len(chunks)
