@@ -8,6 +8,9 @@ from ._errors import GrammarError as GrammarError
 from ._errors import LimitError as LimitError
 from ._errors import TokenizerError as TokenizerError
 from ._errors import TokensieveError as TokensieveError
+from ._generate import GenerateResult as GenerateResult
+from ._generate import Sampling as Sampling
+from ._generate import generate as generate
 from ._grammar import Grammar as Grammar
 from ._grammar import Limits as Limits
 from ._matcher import Matcher as Matcher
@@ -17,13 +20,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CoreTrap",
+    "GenerateResult",
     "Grammar",
     "GrammarError",
     "LimitError",
     "Limits",
     "Matcher",
+    "Sampling",
     "Tokenizer",
     "TokenizerError",
     "TokensieveError",
     "__version__",
+    "generate",
 ]
