@@ -1273,17 +1273,27 @@ class _Compiler:
         if key == "oneOf":
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
-        # Property order: the sibling `properties` first, then the option's (as llguidance does;
-        # MaskBench's instances follow that order).
+        # Property order: both the sibling `properties` first and the option's first are
+        # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
         for i, option in enumerate(d[key]):
             where = f"{pointer}/{key}/{i}"
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
-                merged = None if flat is None else self.merge(rest, flat, where)
-                sym = None if merged is None else self.compile_flat(merged, where)
-            else:
-                sym = self.compile(option, where)
+                orders = [] if flat is None else [(rest, flat), (flat, rest)]
+                seen_orders: list[list[str]] = []
+                for left, right in orders:
+                    merged = self.merge(left, right, where)
+                    if merged is None:
+                        continue
+                    key_order = list(merged.get("properties", {}))
+                    if key_order in seen_orders:
+                        continue
+                    seen_orders.append(key_order)
+                    sym = self.compile_flat(merged, where)
+                    alternatives.append([sym] if sym is not None else None)
+                continue
+            sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
         return self.choice(f"{pointer or '/'}:{key}", alternatives)
 
