@@ -438,25 +438,8 @@ pub const ExprSet = struct {
                 if (!self.nullable(head)) return left;
                 return self.alt2(left, try self.deriv(tail, b));
             },
-            .alt => {
-                // Copy the members first: `deriv` may grow the arena and move `args`.
-                const n = self.args(e).len;
-                var small: [16]ExprId = undefined;
-                const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
-                defer if (n > small.len) self.gpa.free(members);
-                for (members, self.args(e)) |*dst, src| dst.* = @enumFromInt(src);
-                for (members) |*m| m.* = try self.deriv(m.*, b);
-                return self.alt(members);
-            },
-            .and_ => {
-                const n = self.args(e).len;
-                var small: [16]ExprId = undefined;
-                const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
-                defer if (n > small.len) self.gpa.free(members);
-                for (members, self.args(e)) |*dst, src| dst.* = @enumFromInt(src);
-                for (members) |*m| m.* = try self.deriv(m.*, b);
-                return self.andAll(members);
-            },
+            .alt => return self.derivMembers(e, b, alt),
+            .and_ => return self.derivMembers(e, b, andAll),
             .not_ => return self.not(try self.deriv(@enumFromInt(self.args(e)[0]), b)),
             .repeat => {
                 const a = self.args(e);
@@ -469,6 +452,23 @@ pub const ExprSet = struct {
                 return self.concat(try self.deriv(child, b), rest);
             },
         }
+    }
+
+    /// `combine` of the derivatives of `e`'s members (for alternation and intersection).
+    fn derivMembers(
+        self: *ExprSet,
+        e: ExprId,
+        b: u8,
+        comptime combine: fn (*ExprSet, []const ExprId) Error!ExprId,
+    ) Error!ExprId {
+        // Copy the members first: `deriv` may grow the arena and move `args`.
+        const n = self.args(e).len;
+        var small: [16]ExprId = undefined;
+        const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
+        defer if (n > small.len) self.gpa.free(members);
+        for (members, self.args(e)) |*dst, src| dst.* = @enumFromInt(src);
+        for (members) |*m| m.* = try self.deriv(m.*, b);
+        return combine(self, members);
     }
 
     /// Does `e` denote the empty language? Exact: a search over derivatives by one byte of each
