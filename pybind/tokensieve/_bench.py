@@ -83,6 +83,21 @@ def find_shared() -> Path | None:
     return None
 
 
+def _load_llguidance(tokenizer_path: Path) -> tuple[Any, Any, Any, Any] | None:
+    """(llguidance, llguidance.numpy, tokenizer, tokenizer without slicer), or None if missing."""
+    try:
+        import llguidance
+        import llguidance.numpy as llg_np
+    except ImportError:
+        print("llguidance is not installed: `pip install llguidance` for side-by-side figures")
+        return None
+    import gzip
+
+    raw = tokenizer_path.read_bytes()
+    text = gzip.decompress(raw).decode() if tokenizer_path.suffix == ".gz" else raw.decode()
+    return llguidance, llg_np, llguidance.LLTokenizer(text), llguidance.LLTokenizer(text, slices=[])
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -156,21 +171,7 @@ def run_regex_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -
         f(h)
     call_us = (time.perf_counter() - t0) / n_calls * 1e6
 
-    llg = None
-    if vs_llguidance:
-        try:
-            import llguidance
-            import llguidance.numpy as llg_np
-        except ImportError:
-            print("llguidance is not installed: `pip install llguidance` for side-by-side figures")
-        else:
-            import gzip
-
-            raw = tokenizer_path.read_bytes()
-            text = gzip.decompress(raw).decode() if tokenizer_path.suffix == ".gz" else raw.decode()
-            llg_tok = llguidance.LLTokenizer(text)
-            llg_tok_noslice = llguidance.LLTokenizer(text, slices=[])
-            llg = (llguidance, llg_np, llg_tok, llg_tok_noslice)
+    llg = _load_llguidance(tokenizer_path) if vs_llguidance else None
 
     results: dict[str, Any] = {
         "tokenizer": str(tokenizer_path), "vocab_size": tok.vocab_size, "trie_nodes": nodes,
@@ -231,8 +232,6 @@ def _print(r: dict[str, Any]) -> None:
 
 def run_cfg_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> dict[str, Any]:
     """Mask µs along sample texts for the JSON and C-like Lark grammars, llguidance beside."""
-    import gzip
-
     import numpy as np
 
     from . import Grammar, Matcher, Tokenizer
@@ -240,17 +239,7 @@ def run_cfg_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> 
     tok = Tokenizer.from_file(tokenizer_path)
     words = (tok.vocab_size + 31) // 32
     buf = np.zeros((1, words), dtype=np.int32)
-    llg = None
-    if vs_llguidance:
-        try:
-            import llguidance
-            import llguidance.numpy as llg_np
-        except ImportError:
-            print("llguidance is not installed: `pip install llguidance` for side-by-side figures")
-        else:
-            raw = tokenizer_path.read_bytes()
-            text = gzip.decompress(raw).decode() if tokenizer_path.suffix == ".gz" else raw.decode()
-            llg = (llguidance, llg_np, llguidance.LLTokenizer(text), llguidance.LLTokenizer(text, slices=[]))
+    llg = _load_llguidance(tokenizer_path) if vs_llguidance else None
     results: dict[str, Any] = {"tokenizer": str(tokenizer_path), "cases": {}}
     for name, lark, sample in CFG_CASES:
         grammar = Grammar.lark(lark)
