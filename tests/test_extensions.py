@@ -39,3 +39,41 @@ def test_extension_allowed_matches_brute_force(pattern, wasm_variant):
         )
         assert m.extension_allowed(prefix, suffix) == want, (prefix, suffix)
     assert m.token_count == 0
+
+
+def _first_extensible(texts, data, start, allowed):
+    """Brute force: the earliest i >= start with a token strictly extending data[i:] that `allowed` accepts."""
+    for i in range(start, len(data)):
+        suffix = data[i:]
+        if any(len(b) > len(suffix) and b.startswith(suffix) and allowed(data[:i] + b) for b in texts):
+            return i
+    return len(data)
+
+
+def test_token_heal_position_matches_a_vocabulary_scan(shared_dir):
+    from conftest import load_shared_tokenizer
+    from tokensieve._matcher import token_heal_position
+
+    tok = load_shared_tokenizer("llama3")
+    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
+    for data, start in [(b"name_of_the_person\"", 0), (b"name_of_the_person\"", 14), (b"order", 0), (b"zzqxzzqx", 0),
+                        (b"\xe6\x97\xa5\xe6", 1), (b"abc", 3)]:
+        assert token_heal_position(tok, data, start) == _first_extensible(texts, data, start, lambda _: True), data
+    with pytest.raises(ValueError):
+        token_heal_position(tok, b"abc", 4)
+
+
+@pytest.mark.parametrize("pattern", [r'\{"name": "[a-z ]{1,20}", "age": [0-9]+\}', r"(order|ordinal|orbit)s?!"])
+def test_heal_position_matches_brute_force(pattern, wasm_variant):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    oracle = RegexOracle(pattern)
+    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
+    m = Matcher(tok, Grammar.regex(pattern))
+    cases = [b"{\"name\": \"", b"{\"name\": \"ab", b"or", b"orbit", b"ordinals", b"{\"na", b"{"]
+    for data in cases:
+        for start in range(len(data) + 1):
+            want = _first_extensible(texts, data, start, oracle.completable)
+            assert m.heal_position(data, start) == want, (data, start)
+    assert m.token_count == 0

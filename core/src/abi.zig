@@ -246,6 +246,21 @@ export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
     return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
 }
 
+/// The earliest offset `i >= from` such that some token strictly extends the bytes from `i` to
+/// the end of the `len` bytes at `ptr`; `len` when none does (the grammar-free healing of
+/// `tokenize_partial` in one call).
+export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
+    if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
+    var index: u32 = from;
+    while (index < len) : (index += 1) {
+        const node = tokenizer.trie.find(bytes[index..]) orelse continue;
+        if (tokenizer.trie.nodes[node].subtree_size > 1) break;
+    }
+    return @intCast(index);
+}
+
 /// Compiles a grammar IR: `word_count` u32 words (layout in wasm/ABI.md). A bad lexeme pattern
 /// is `grammar_error` with the message naming the lexeme index and `ts_error_position` the
 /// offset into its pattern.
@@ -458,6 +473,20 @@ export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len:
     const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
     const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
     return @intFromBool(allowed);
+}
+
+/// Fast-forward healing in one call: the earliest offset `i >= from` such that some token
+/// strictly extends the bytes from `i` to the end of the `len` bytes at `ptr`, and the grammar,
+/// after the bytes before `i`, allows such a token; `len` when none. The state does not change.
+export fn ts_matcher_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
+    if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
+    const index = m.healPosition(bytes, from) catch return failMatcher(m);
+    return @intCast(index);
 }
 
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.

@@ -488,13 +488,17 @@ pub const Matcher = struct {
     }
 
     fn extensionAllowedInner(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
-        const trie = &self.tokenizer.trie;
-        const node_index = trie.find(suffix) orelse return false;
-        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
+        const node_index = self.tokenizer.trie.find(suffix) orelse return false;
         var at = self.current();
         for (prefix) |b| at = try self.parser.stepByte(at, b) orelse return false;
-        for (suffix) |b| at = try self.parser.stepByte(at, b) orelse return false;
-        // Depth-first over the subtree below `suffix`, stopping at the first allowed token.
+        return self.extensionFrom(at, node_index, suffix);
+    }
+
+    /// Depth-first over the trie subtree below `node_index` from `at`, stopping at the first
+    /// token the grammar allows.
+    fn subtreeAllows(self: *Matcher, at: Position, node_index: u32) Error!bool {
+        const trie = &self.tokenizer.trie;
+        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
         var stack: [trie_mod.token_length_max + 1]Position = undefined;
         stack[0] = at;
         var depth: usize = 0;
@@ -515,6 +519,40 @@ pub const Matcher = struct {
             depth -|= node.pop;
         }
         return false;
+    }
+
+    /// The earliest offset `i >= from` such that some token strictly extends `data[i..]` and
+    /// the grammar, after `data[0..i]`, allows such a token; `data.len` when there is none.
+    /// The whole healing question of fast-forwarding in one call: `data` are the forced bytes,
+    /// `from` where the look-back window starts. Does not change the state.
+    pub fn healPosition(self: *Matcher, data: []const u8, from: usize) Error!usize {
+        assert(self.failure == .none);
+        assert(from <= data.len);
+        if (self.eos_consumed) return data.len;
+        self.begin();
+        return self.healPositionInner(data, from) catch |err| self.fail(err);
+    }
+
+    fn healPositionInner(self: *Matcher, data: []const u8, from: usize) Error!usize {
+        const trie = &self.tokenizer.trie;
+        var at = self.current();
+        for (data[0..from]) |b| at = try self.parser.stepByte(at, b) orelse return data.len;
+        var index = from;
+        while (index < data.len) : (index += 1) {
+            if (trie.find(data[index..])) |node| {
+                if (trie.nodes[node].subtree_size > 1 and try self.extensionFrom(at, node, data[index..])) return index;
+            }
+            at = try self.parser.stepByte(at, data[index]) orelse return data.len;
+        }
+        return data.len;
+    }
+
+    /// From `at`, does the grammar allow `suffix` (whose trie node is `node_index`) followed
+    /// by the bytes of some token below that node?
+    fn extensionFrom(self: *Matcher, start: Position, node_index: u32, suffix: []const u8) Error!bool {
+        var at = start;
+        for (suffix) |b| at = try self.parser.stepByte(at, b) orelse return false;
+        return self.subtreeAllows(at, node_index);
     }
 };
 

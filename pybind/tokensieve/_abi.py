@@ -40,12 +40,13 @@ _EXPORTS = (
     "ts_error_message_ptr", "ts_error_message_len", "ts_error_position",
     "ts_alloc", "ts_free",
     "ts_tokenizer_new", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
+    "ts_tokenizer_heal_position",
     "ts_grammar_new_ir", "ts_grammar_free", "ts_grammar_set_limits", "ts_grammar_state_count",
     "ts_matcher_new", "ts_matcher_free", "ts_matcher_fork", "ts_matcher_reset",
     "ts_matcher_fill_bitmask", "ts_matcher_consume_token", "ts_matcher_consume_tokens",
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
-    "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_debug_trap",
+    "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position", "ts_debug_trap",
 )
 
 

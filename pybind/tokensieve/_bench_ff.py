@@ -1,8 +1,11 @@
 """`tokensieve bench ff`: how many tokens fast-forwarding forces on MaskBench, and how canonical.
 
 Each valid MaskBench instance is serialized compactly (`","`, `":"`), tokenized with the
-tokenizer (Llama-3 by default) and replayed against its schema's grammar (compact whitespace;
-`lenient`, so unsupported keywords widen the grammar instead of skipping the schema).
+tokenizer (Llama-3 by default) and replayed against its schema's grammar (`lenient`, so
+unsupported keywords widen the grammar instead of skipping the schema). The grammar has flexible
+whitespace by default, as in the seed's measurement: forcing then stops wherever whitespace may
+come, typically right after a key's closing quote, which the canonical tokenization merges with
+the `:` that follows. `--whitespace compact` forces through `":"` instead.
 At each position the matcher's fast-forward tokens are compared with the instance's next
 canonical tokens:
 
@@ -106,7 +109,7 @@ def _replay(matcher: Any, tokenizer: Any, tokens: list[int], lookback: int) -> _
 
 def run_ff_bench(
     tokenizer_path: Path, data_dir: Path, *, sample: int | None, seed: int, lookbacks: tuple[int, ...], lenient: bool = True,
-    quiet: bool = False,
+    whitespace: str = "flexible", quiet: bool = False,
 ) -> dict[str, Any]:
     """Replay MaskBench valid instances with fast-forwarding at each look-back; return figures."""
     from . import Grammar, Matcher, Tokenizer
@@ -134,7 +137,7 @@ def run_ff_bench(
         grammar = grammars.get(schema_id)
         if grammar is None:
             try:
-                grammar = grammars[schema_id] = Grammar.json_schema(schema, whitespace="compact", lenient=lenient)
+                grammar = grammars[schema_id] = Grammar.json_schema(schema, whitespace=whitespace, lenient=lenient)
             except (GrammarError, RecursionError, ValueError):
                 skipped_schemas.add(schema_id)
                 continue
@@ -166,6 +169,7 @@ def run_ff_bench(
         "rejected": rejected,
         "schemas_skipped": len(skipped_schemas),
         "seconds": time.perf_counter() - start,
+        "whitespace": whitespace,
         "lookbacks": {},
     }
     for lookback, tally in tallies.items():
@@ -189,7 +193,7 @@ def _print(report: dict[str, Any]) -> None:
     print(
         f"tokenizer: {report['tokenizer']}; {report['replayed']} of {report['instances']} valid instances "
         f"replayed ({report['rejected']} refused by the grammar, {report['schemas_skipped']} schemas not "
-        f"compiled), {report['seconds']:.0f} s"
+        f"compiled), {report['whitespace']} whitespace, {report['seconds']:.0f} s"
     )
     head = (f"{'lookback':>8} | {'tokens':>8} {'forced':>7} {'share':>6} | {'ff seqs':>7} {'non-canon':>9} "
             f"{'share':>6} | {'µs p50':>6} {'p99':>6} {'p50 forcing':>11}")
@@ -217,6 +221,8 @@ def add_ff_bench(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lookback", type=int, nargs="+", default=list(LOOKBACKS_DEFAULT))
     p.add_argument("--strict", action="store_true", help="skip schemas with unsupported keywords (default: lenient)")
+    p.add_argument("--whitespace", choices=("flexible", "compact"), default="flexible",
+                   help="the grammar's whitespace (instances are always compact); flexible is the seed's setup")
     p.add_argument("--json", type=Path, help="also write the figures here")
 
     def run(args: argparse.Namespace) -> int:
@@ -227,7 +233,7 @@ def add_ff_bench(sub: Any) -> None:
         data_dir = args.data or shared / "data" / "jsonschemabench" / "maskbench"  # type: ignore[operator]
         report = run_ff_bench(
             tokenizer_path, data_dir, sample=args.sample, seed=args.seed, lookbacks=tuple(args.lookback),
-            lenient=not args.strict,
+            lenient=not args.strict, whitespace=args.whitespace,
         )
         _print(report)
         if args.json:

@@ -25,9 +25,9 @@ Its tokens decode to a prefix of the input and are a prefix of the tokenization 
 followed by (almost) any continuation.
 
 Cost per call: one `compute_ff_bytes` (most decoding steps stop there, with no forced bytes);
-with forced bytes one `encode` (memoised per tokenizer), and for each candidate suffix one
-"does a token extend it?" question answered from the core's trie (memoised per tokenizer),
-asking the grammar (`extension_allowed`) only for suffixes that some token extends. No work is
+with forced bytes one `encode` (memoised per tokenizer) and one call into the core per chop
+(`Matcher.heal_position`), which walks the look-back window's suffixes in the trie and asks the
+grammar only about suffixes that some token extends. No work is
 proportional to the vocabulary except once per tokenizer (the longest token's length) and, for
 grammars with special-token lexemes, a mask to see whether a special token is forced.
 """
@@ -54,9 +54,9 @@ _CACHE_KEY_BYTES_MAX: Final = 512
 
 
 class _TokenizerFacts:
-    """Per-tokenizer memos: the longest text token, extension answers and encodings."""
+    """Per-tokenizer memos: the longest text token and encodings."""
 
-    __slots__ = ("token_length_max", "has_extension", "encodings")
+    __slots__ = ("token_length_max", "encodings")
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         kinds = tokenizer._kinds
@@ -64,7 +64,6 @@ class _TokenizerFacts:
             (len(data) for token_id, data in enumerate(tokenizer._token_bytes) if kinds[token_id] == 0),
             default=0,
         )
-        self.has_extension: dict[bytes, bool] = {}
         self.encodings: dict[bytes, tuple[int, ...]] = {}
 
 
@@ -84,19 +83,6 @@ def _remember(cache: dict[bytes, Any], key: bytes, value: Any) -> None:
         if len(cache) >= _CACHE_ENTRIES_MAX:
             cache.clear()
         cache[key] = value
-
-
-def _has_extension(tokenizer: Tokenizer, facts: _TokenizerFacts, data: bytes) -> bool:
-    """Does some text token strictly extend `data`? (trie question, memoised)."""
-    if len(data) >= facts.token_length_max:
-        return False
-    answer = facts.has_extension.get(data)
-    if answer is None:
-        from ._matcher import token_has_extension
-
-        answer = token_has_extension(tokenizer, data)
-        _remember(facts.has_extension, data, answer)
-    return answer
 
 
 def _encode(tokenizer: Tokenizer, facts: _TokenizerFacts, data: bytes) -> tuple[int, ...]:
@@ -149,19 +135,20 @@ def _chop_position(
     """The earliest byte offset in `data` from which a longer (allowed) token could start.
 
     Only the bytes of the last `lookback` tokens are examined; `len(data)` when nothing is found.
+    One call into the core (its trie, and the grammar when `matcher` is given).
     """
     end = len(data)
     if lookback <= 0 or not tokens:
         return end
     tail_bytes = sum(len(tokenizer.token_bytes(t)) for t in tokens[-lookback:])
     start = max(0, end - tail_bytes, end - facts.token_length_max + 1)
-    for index in range(start, end):
-        suffix = data[index:]
-        if not _has_extension(tokenizer, facts, suffix):
-            continue
-        if matcher is None or matcher.extension_allowed(data[:index], suffix):
-            return index
-    return end
+    if start >= end:
+        return end
+    if matcher is None:
+        from ._matcher import token_heal_position
+
+        return token_heal_position(tokenizer, data, start)
+    return matcher.heal_position(data, start)
 
 
 def _drop_past(tokenizer: Tokenizer, tokens: list[int], total_bytes: int, keep_bytes: int) -> int:
@@ -281,7 +268,7 @@ def compute_ff_tokens(
         Token ids to append, possibly empty. A special token the grammar forces (the only
         allowed token, not EOS) is included as its id, and forcing continues after it.
 
-    Cost: a few µs with no forced bytes; one encode plus a few trie and grammar questions with.
+    Cost: a few µs with no forced bytes; with, one encode plus one core call per chop.
     """
     if lookback < 0:
         raise ValueError(f"lookback must be >= 0, not {lookback}")

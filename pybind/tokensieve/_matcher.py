@@ -265,6 +265,27 @@ class Matcher:
         finally:
             core.free(ptr, size)
 
+    def heal_position(self, data: bytes, start: int = 0) -> int:
+        """The earliest offset `i >= start` from which a token the grammar allows (after
+        `data[:i]`) strictly extends `data[i:]`; `len(data)` when there is none.
+
+        Fast-forward healing's question in one call into the core. Does not change the state.
+        """
+        core = self._live()
+        if not 0 <= start <= len(data):
+            raise ValueError(f"start {start} is outside 0..{len(data)}")
+        if len(data) <= _FF_CHUNK_BYTES:
+            ptr, size, owned = self._ff_ptr, len(data), False
+            core.runtime.write(ptr, bytes(data))
+        else:
+            ptr, size = core.put_bytes(bytes(data))
+            owned = True
+        try:
+            return core.check(core.f["ts_matcher_heal_position"](self._handle, ptr, size, start), "heal_position")
+        finally:
+            if owned:
+                core.free(ptr, size)
+
     def compute_ff_bytes(self) -> bytes:
         """The bytes the grammar forces next: no alternative, and it cannot end before them.
 
@@ -305,6 +326,20 @@ def token_has_extension(tokenizer: Tokenizer, data: bytes) -> bool:
     ptr, size = core.put_bytes(bytes(data))
     try:
         return bool(core.check(core.f["ts_tokenizer_has_extension"](handle, ptr, size), "has_extension"))
+    finally:
+        core.free(ptr, size)
+
+
+def token_heal_position(tokenizer: Tokenizer, data: bytes, start: int = 0) -> int:
+    """The earliest offset `i >= start` such that some token strictly extends `data[i:]`;
+    `len(data)` when none (`tokenize_partial`'s healing, one call into the core)."""
+    if not 0 <= start <= len(data):
+        raise ValueError(f"start {start} is outside 0..{len(data)}")
+    core = default_core()
+    handle = tokenizer_handle(core, tokenizer)
+    ptr, size = core.put_bytes(bytes(data))
+    try:
+        return core.check(core.f["ts_tokenizer_heal_position"](handle, ptr, size, start), "heal_position")
     finally:
         core.free(ptr, size)
 
