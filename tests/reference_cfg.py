@@ -21,9 +21,11 @@ Resolutions of points the doc leaves open (test_reference_cfg.py pins those it c
   differs only when the lead byte of a non-ASCII character could extend a lexeme but the whole
   character cannot.
 - A lexeme never matches empty text (at EOS an empty current lexeme means "at a boundary").
-- Skip regexes may follow each other. When the skip regex and real lexemes both match a lexeme,
-  both readings are kept (the parser either stays or advances over the real ones). EOS right
-  after a skip needs `allow_initial_skip`.
+- Skip regexes may follow each other, unless `skip_once`. When the skip regex and real lexemes
+  both match a lexeme, both readings are kept (the parser either stays or advances over the real
+  ones); with `skip_once` only the real reading may be followed by a skip (the core merges the
+  two readings into one row and allows a skip after either; no test grammar tells them apart).
+  EOS right after a skip needs `allow_initial_skip`.
 - When a lazy candidate matches, the lexeme ends even if a greedy candidate could go on; every
   candidate fully matching at that point is scanned.
 - Rules that can never derive a lexeme sequence (unproductive) are dropped first, so "the
@@ -207,7 +209,8 @@ class ReferenceRecognizer:
     def _boundary(self, chart: _Chart, after_skip: bool) -> _Config:
         """The configuration at the start of a lexeme."""
         candidates = {i for i in chart.last.by_lexeme if self._patterns[i] is not None}
-        if self._skip is not None and (self.ir.allow_initial_skip or len(chart.sets) > 1):
+        once_done = after_skip and self.ir.skip_once
+        if self._skip is not None and not once_done and (self.ir.allow_initial_skip or len(chart.sets) > 1):
             candidates.add(SKIP)
         return _Config(chart, "", frozenset(candidates), after_skip)
 

@@ -559,3 +559,25 @@ def test_maskbench_sample_compiles_and_matches_valid_instances() -> None:
     assert checked >= 50
     # Known misses: instances whose property order differs from the schema's `properties`.
     assert matched >= 0.9 * checked, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("whitespace", [r"[ ]{1,2}", r"[ \n]{0,3}", r" ?"])
+def test_bounded_whitespace_pattern_bounds_each_gap(whitespace: str) -> None:
+    # llguidance issue #240: a bounded whitespace pattern must bound the text between two
+    # lexemes, not each of several skips in a row. Oracle: Python's `re` on the gaps.
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    from tokensieve import Matcher, Tokenizer
+
+    rec = recognizer(schema, whitespace=whitespace)
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema(schema, whitespace=whitespace)
+    gap = re.compile(whitespace)
+    rng = random.Random(whitespace)
+    pieces = ["{", '"a"', ":", "[", "1", ",", "22", "]", "}"]
+    for _ in range(150):
+        gaps = [rng.choice(["", " ", "  ", "   ", "\n", " \n ", "\n\n\n\n"]) for _ in pieces[:-1]]
+        text = "".join(p + g for p, g in zip(pieces, gaps)) + pieces[-1]
+        want = all(g == "" or gap.fullmatch(g) for g in gaps)
+        assert rec.full_match(text) == want, (whitespace, text)
+        m = Matcher(tok, grammar)
+        assert (m.consume_tokens(tok.encode(text)) and m.is_accepting()) == want, (whitespace, text)

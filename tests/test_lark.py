@@ -175,6 +175,21 @@ def test_ignore_directives_form_one_skip_regex() -> None:
     assert ir.skip == r"[ \t]+|#[^\n]*|//.*"
 
 
+def test_ignore_repeats_unless_ignore_once() -> None:
+    grammar = '%ignore " "\nstart: "a" "b"'
+    assert matches(grammar, "a   b")
+    once = '%llguidance {"ignore_once": true}\n' + grammar
+    assert matches(once, "a b") and not matches(once, "a  b")
+    from tokensieve import Grammar, Matcher, Tokenizer
+
+    tok = Tokenizer.default()
+    for text, repeat_ok, once_ok in [("a b", True, True), ("a  b", True, False), ("a   b", True, False)]:
+        for source, want in [(grammar, repeat_ok), (once, once_ok)]:
+            m = Matcher(tok, Grammar.lark(source))
+            ok = all(m.consume_token(t) for t in tok.encode(text)) and m.is_accepting()
+            assert ok == want, (source, text)
+
+
 def test_common_imports() -> None:
     ir = lark_to_ir(
         "%import common (INT, WS)\n%import common.CNAME -> ID\n%import common.INT\n"

@@ -48,6 +48,8 @@ pub const Cfg = struct {
     nonterminal_base: u32,
     skip_lexeme: ?u32,
     allow_initial_skip: bool,
+    /// At most one skip between two lexemes (so a bounded skip regex bounds that text).
+    skip_once: bool,
     has_lazy: bool,
     has_special: bool,
     rhs: []u32,
@@ -272,7 +274,9 @@ pub const Parser = struct {
         if (cfg.skip_lexeme) |skip| {
             const boundary_ok = k > 0 or cfg.allow_initial_skip;
             const followed = any_lexeme or cfg.allow_initial_skip;
-            self.allowed[skip] = boundary_ok and followed;
+            // With `skip_once`, a bounded skip regex bounds the text between two lexemes
+            // (`[ ]{0,4}`: at most four spaces, not four at a time).
+            self.allowed[skip] = boundary_ok and followed and !(cfg.skip_once and row.after_skip);
         }
         try self.computeLeo(k);
         self.rows.items[k].lexer_start = try self.lexer.startState(self.allowed);
@@ -730,6 +734,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             .nonterminal_base = nt_base,
             .skip_lexeme = if (has_skip) lexeme_count else null,
             .allow_initial_skip = flags & 1 != 0,
+            .skip_once = flags & 4 != 0,
             .has_lazy = has_lazy,
             .has_special = has_special,
             .rhs = try rhs.toOwnedSlice(gpa),

@@ -86,6 +86,8 @@ class GrammarIR:
         skip: a regex that may appear between lexemes (e.g. whitespace), or None.
         allow_initial_skip: the skip regex may also appear before the first lexeme (and after
             the last one).
+        skip_once: the skip regex matches at most once between two lexemes (so a bounded
+            regex bounds the text there); otherwise skips may follow each other.
         max_tokens: per-nonterminal limit on the tokens its text may span (nonterminal index →
             limit), as in Lark's `max_tokens` attribute.
         options: front-end options the IR has no field for, by name (the Lark front-end's
@@ -98,6 +100,7 @@ class GrammarIR:
     start: int = 0
     skip: str | None = None
     allow_initial_skip: bool = False
+    skip_once: bool = False
     max_tokens: dict[int, int] = field(default_factory=dict)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -130,7 +133,7 @@ def _text_words(text: str) -> bytes:
 
 def encode_ir(ir: GrammarIR) -> bytes:
     """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md)."""
-    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0)
+    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.skip_once else 0)
     out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
     if ir.skip is not None:
         out.append(_text_words(ir.skip))

@@ -201,6 +201,7 @@ def json_schema_to_ir(
     )
     ir = compiler.run()
     ir.skip = skip
+    ir.skip_once = True  # a bounded whitespace pattern bounds each gap (llguidance #240)
     ir.allow_initial_skip = False
     ir.options["warnings"] = compiler.warnings
     return ir

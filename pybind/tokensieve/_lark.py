@@ -44,7 +44,8 @@ What is accepted:
   which needs token backtracking). `stop=""` adds nothing and does not make the lexeme lazy.
   `max_tokens` is allowed on any rule and goes to `GrammarIR.max_tokens`.
 - **Directives**: `%ignore X` (several are alternatives; together they become `GrammarIR.skip`,
-  which may repeat between lexemes; `ignore_once` is passed on in `options`); `%import common.X`,
+  which may repeat between lexemes; with `ignore_once` or `skip_repetition: "once"` it is
+  matched at most once: `GrammarIR.skip_once`); `%import common.X`,
   `%import common.X -> Y`, `%import common (A, B)` from `COMMON_TERMINALS`; `%override`
   (replaces an earlier definition); `%llguidance {json}` with the options `allow_initial_skip`
   (→ `GrammarIR.allow_initial_skip`), `no_forcing`, `allow_invalid_utf8`, `ignore_once`,
@@ -1542,6 +1543,8 @@ class _Compiler:
         if rx.pattern == "":
             raise self.source.error("%ignore matches only the empty string", self.grammar.ignores[0].pos)
         self.ir.skip = rx.pattern
+        options = self.grammar.options
+        self.ir.skip_once = bool(options.get("ignore_once")) or options.get("skip_repetition") == "once"
 
     # -- rules ---------------------------------------------------------------------------------
 
@@ -1839,7 +1842,7 @@ def _prune(source: _Source, ir: GrammarIR, start: int, start_pos: int) -> Gramma
     new_nt = {start: 0}
     new_lexeme: dict[int, int] = {}
     order = [start]
-    out = GrammarIR(skip=ir.skip, allow_initial_skip=ir.allow_initial_skip, options=dict(ir.options))
+    out = GrammarIR(skip=ir.skip, allow_initial_skip=ir.allow_initial_skip, skip_once=ir.skip_once, options=dict(ir.options))
     for nt in order:  # grows while iterating: breadth-first
         for r in by_lhs.get(nt, []):
             for s in rules[r].rhs:
