@@ -37,12 +37,15 @@ What is accepted:
   text, then by the text between `<|` and `|>`), `<[123]>`, `<[100-200]>`, `<[1,5,7-9]>`.
 - **Rule attributes**: `name[lazy]: BODY`, `name[stop="..."]`, `name[suffix="..."]`,
   `name[max_tokens=N]`; `capture`, `capture="n"`, `stop_capture="n"` and `temperature=T` are
-  accepted and ignored. `lazy`, `stop` and `suffix` need a body that is terminal-only (strings,
-  regexes, UPPERCASE names, no rules): it becomes one lazy regex lexeme. `stop=X` and `suffix=X`
+  accepted and ignored. `lazy`, `stop`, `suffix` and `max_tokens` need a body that is
+  terminal-only (strings, regexes, UPPERCASE names, no rules): it becomes one regex lexeme
+  (lazy with `lazy`, `stop`, `suffix`). `stop=X` and `suffix=X`
   (X a string, regex or terminal) both append X to the lexeme and make it lazy: the stop text
   stays **visible** in the output, like llguidance's `suffix=` (llguidance's `stop=` hides it,
   which needs token backtracking). `stop=""` adds nothing and does not make the lexeme lazy.
-  `max_tokens` is allowed on any rule and goes to `GrammarIR.max_tokens`.
+  With `max_tokens=N` (as in llguidance) the lexeme may span at most N tokens of output; when
+  the budget is spent at a token boundary the lexeme ends there if it matches
+  (`Lexeme.max_tokens`, docs/lark.md).
 - **Directives**: `%ignore X` (several are alternatives; together they become `GrammarIR.skip`,
   which may repeat between lexemes; `ignore_once` is passed on in `options`); `%import common.X`,
   `%import common.X -> Y`, `%import common (A, B)` from `COMMON_TERMINALS`; `%override`
@@ -1547,22 +1550,24 @@ class _Compiler:
 
     def _rule(self, d: _Def) -> None:
         lhs = self.nonterminal_of[d.name]
-        if d.lazy or d.stop is not None:
-            self.ir.add_rule(lhs, [self._lazy_lexeme(d)])
+        if d.lazy or d.stop is not None or d.max_tokens is not None:
+            self.ir.add_rule(lhs, [self._one_lexeme(d)])
         else:
             for alt in self._alternatives(d.body, d.name):
                 self.ir.add_rule(lhs, alt)
-        if d.max_tokens is not None:
-            self.ir.max_tokens[lhs] = d.max_tokens
 
-    def _lazy_lexeme(self, d: _Def) -> Sym:
-        """The one lexeme of a rule with `lazy`, `stop=` or `suffix=`."""
+    def _one_lexeme(self, d: _Def) -> Sym:
+        """The one lexeme of a rule with `lazy`, `stop=`, `suffix=` or `max_tokens=`."""
         for node in _walk(d.body):
             if isinstance(node, _Special) or (isinstance(node, _Name) and not node.terminal):
+                attributes = (
+                    ("lazy", d.lazy), ("stop=/suffix=", d.stop is not None), ("max_tokens=", d.max_tokens is not None)
+                )
+                used = [name for name, on in attributes if on]
                 raise self.source.error(
-                    f"rule {d.name}: lazy, stop= and suffix= need a body made only of strings, "
-                    "/regexes/ and TERMINALS (it becomes one lexeme); move the rest into "
-                    "another rule",
+                    f"rule {d.name}: {' and '.join(used)} {'needs' if len(used) == 1 else 'need'} "
+                    "a body made only of strings, /regexes/ and TERMINALS (it becomes one lexeme); "
+                    "move the rest into another rule",
                     d.attr_pos,
                 )
         context = f"rule {d.name}"
@@ -1573,7 +1578,7 @@ class _Compiler:
             if stop.pattern != "":
                 rx = _concat_rx([rx, stop])
                 lazy = True
-        return self._lexeme("regex", rx.pattern, d.name, lazy=lazy)
+        return self._lexeme("regex", rx.pattern, d.name, lazy=lazy, max_tokens=d.max_tokens or 0)
 
     def _alternatives(self, expr: _Expr, owner: str) -> list[list[Sym]]:
         alts: list[_Expr] = []
@@ -1634,13 +1639,20 @@ class _Compiler:
         return [Sym.n(index)]
 
     def _lexeme(
-        self, kind: LexemeKind, value: str, name: str, *, lazy: bool = False, token_ids: tuple[int, ...] = ()
+        self,
+        kind: LexemeKind,
+        value: str,
+        name: str,
+        *,
+        lazy: bool = False,
+        token_ids: tuple[int, ...] = (),
+        max_tokens: int = 0,
     ) -> Sym:
-        """The lexeme with this kind/value/laziness, shared by every use (first name wins)."""
-        key = (kind, value, lazy, token_ids)
+        """The lexeme with this kind/value/laziness/budget, shared by every use (first name wins)."""
+        key = (kind, value, lazy, token_ids, max_tokens)
         index = self.lexeme_of.get(key)
         if index is None:
-            lexeme = Lexeme(name, kind, value, lazy, token_ids)
+            lexeme = Lexeme(name, kind, value, lazy, token_ids, max_tokens=max_tokens)
             index = self.lexeme_of[key] = self.ir.add_lexeme(lexeme)
         return Sym.t(index)
 
@@ -1855,5 +1867,4 @@ def _prune(source: _Source, ir: GrammarIR, start: int, start_pos: int) -> Gramma
             rhs = [Sym.t(new_lexeme[s.index]) if s.terminal else Sym.n(new_nt[s.index]) for s in rules[r].rhs]
             out.add_rule(new_nt[nt], rhs)
     out.start = 0
-    out.max_tokens = {new_nt[nt]: limit for nt, limit in ir.max_tokens.items() if nt in new_nt}
     return out
