@@ -114,3 +114,58 @@ def test_rollback_and_fork_restore_the_budget(wasm_variant):
     assert allowed_ids(m) >= {c, x}
     assert allowed_ids(fork) == {x}  # the word ended at the boundary: only "x" can follow
     assert fork.consume_token(x) and fork.is_accepting()
+
+
+REAL_CASES = {
+    "free_text": ('start: intro "\\n" /[0-9]+/\nintro[max_tokens=4]: /[A-Za-z ,.]+/', ["Hello there, this\n123", "Hi\n7"]),
+    "lazy_note": ('start: "<note>" body "</note>"\nbody[max_tokens=4, lazy]: /[a-z .]*/ "."', ["<note>a b c.</note>"]),
+}
+
+
+@pytest.mark.parametrize("name", list(REAL_CASES))
+def test_llama3_masks_follow_the_oracle_token_by_token(name, wasm_variant):
+    """Each step of the samples on Llama-3: every allowed text token and a random sample of the
+    others agree with the oracle; after the budget is spent only what follows the lexeme fits."""
+    import random
+
+    from cfg_check import token_texts
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    texts = token_texts(tok)
+    text, samples = REAL_CASES[name]
+    ir = lark_to_ir(text)
+    ref = ReferenceRecognizer(ir)
+    rng = random.Random(name)
+    eos = tok.eos_token_ids[0]
+    for sample in samples:
+        m = Matcher(tok, Grammar.from_ir(ir))
+        prefix: list[str] = []
+        for t in tok.encode(sample) + [None]:
+            bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[: tok.vocab_size]
+            got = set(np.flatnonzero(bits).tolist())
+            assert (eos in got) == ref.token_prefix_ok(prefix)[1], prefix
+            allowed = sorted(i for i in got if i in texts)
+            candidates = set(rng.sample(allowed, min(300, len(allowed)))) | set(rng.sample(sorted(texts), 300))
+            wrong = [texts[i] for i in sorted(candidates) if (i in got) != ref.token_prefix_ok(prefix + [texts[i]])[0]]
+            assert not wrong, f"after {prefix}: {wrong[:8]}"
+            if t is None:
+                break
+            assert m.consume_token(t), (prefix, texts[t])
+            prefix.append(texts[t])
+        assert m.is_accepting()
+
+
+def test_a_spent_budget_leaves_only_the_next_lexeme(wasm_variant):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    m = Matcher(tok, Grammar.lark('start: intro "\\n" /[0-9]+/\nintro[max_tokens=4]: /[A-Za-z ,.]+/'))
+    assert m.consume_tokens(tok.encode("Hello there, this"))
+    assert m.token_count == 4
+    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[: tok.vocab_size]
+    allowed = [tok.token_bytes(int(i)) for i in np.flatnonzero(bits)]
+    assert allowed and all(b.startswith(b"\n") for b in allowed), allowed[:10]
+    assert m.compute_ff_bytes() == b"\n"
+    m.rollback(1)
+    assert m.consume_tokens(tok.encode(" is"))  # three tokens in: one more word fits
