@@ -23,6 +23,9 @@ Resolutions of points the doc leaves open (test_reference_cfg.py pins those it c
 - A lexeme never matches empty text (at EOS an empty current lexeme means "at a boundary").
   A lexeme whose pattern matches the empty string is optional where rules use it (as
   `docs/grammar_ir.md` says): the parser may step over it like over a nullable nonterminal.
+- `no_skip` nonterminals: at a boundary the skip regex is a candidate only if the last Earley
+  set holds an item past its first symbol whose rule's left side is not `no_skip` (a rule in
+  progress across the boundary that lets it in), or at the very start.
 - Skip regexes may follow each other. When the skip regex and real lexemes both match a lexeme,
   both readings are kept (the parser either stays or advances over the real ones). EOS right
   after a skip needs `allow_initial_skip`.
@@ -256,9 +259,14 @@ class ReferenceRecognizer:
     def _boundary(self, chart: _Chart, after_skip: bool) -> _Config:
         """The configuration at the start of a lexeme."""
         candidates = {i for i in chart.last.by_lexeme if self._patterns[i] is not None}
-        if self._skip is not None and (self.ir.allow_initial_skip or len(chart.sets) > 1):
+        if self._skip is not None and (self.ir.allow_initial_skip or len(chart.sets) > 1) and self._skip_in_progress(chart):
             candidates.add(SKIP)
         return _Config(chart, "", frozenset(candidates), after_skip)
+
+    def _skip_in_progress(self, chart: _Chart) -> bool:
+        if not self.ir.no_skip or len(chart.sets) == 1:
+            return True
+        return any(dot > 0 and self._rules[r].lhs not in self.ir.no_skip for r, dot, _ in chart.last.items)
 
     def _end_lexeme(self, config: _Config) -> list[_Config]:
         """End the (non-empty) current lexeme: scan every candidate that fully matches it."""

@@ -75,9 +75,14 @@ pub const Cfg = struct {
     /// Per lexer lexeme (the skip lexeme included): the most tokens it may span, 0 = no limit.
     token_max: []u32,
     has_token_max: bool,
+    /// Per position in `rhs`, when some nonterminal has no skip: the item at that position is
+    /// a rule in progress (dot past its first symbol) that lets the skip lexeme in. Empty when
+    /// every rule does.
+    skip_in_progress: []bool,
 
     pub fn deinit(self: *Cfg, gpa: Allocator) void {
         gpa.free(self.token_max);
+        gpa.free(self.skip_in_progress);
         gpa.free(self.rhs);
         gpa.free(self.rule_positions);
         gpa.free(self.nt_rules);
@@ -298,8 +303,10 @@ pub const Parser = struct {
         // Which lexemes may come next, and is the parse complete?
         @memset(self.allowed, false);
         var any_lexeme = false;
+        var skip_in_progress = cfg.skip_in_progress.len == 0 or k == 0;
         row.accepting = false;
         for (self.items.items[row.items_start..row.items_end]) |item| {
+            if (cfg.skip_in_progress.len > 0) skip_in_progress = skip_in_progress or cfg.skip_in_progress[item.pos];
             const sym = cfg.rhs[item.pos];
             if (sym < cfg.lexeme_count) {
                 self.allowed[sym] = true;
@@ -311,7 +318,9 @@ pub const Parser = struct {
         if (cfg.skip_lexeme) |skip| {
             const boundary_ok = k > 0 or cfg.allow_initial_skip;
             const followed = any_lexeme or cfg.allow_initial_skip;
-            self.allowed[skip] = boundary_ok and followed;
+            // Between two lexemes of no-skip rules (JSON inside a Lark grammar, whose
+            // whitespace is in its rules) the skip needs some other rule in progress.
+            self.allowed[skip] = boundary_ok and followed and skip_in_progress;
         }
         try self.computeLeo(k);
         self.rows.items[k].lexer_start = try self.lexer.startState(self.allowed);
@@ -712,6 +721,17 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         diag.lexeme = lexeme_count;
         lexeme_exprs[lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
     }
+    const no_skip = try gpa.alloc(bool, nt_count + 1);
+    defer gpa.free(no_skip);
+    @memset(no_skip, false);
+    const has_no_skip = flags & 4 != 0;
+    if (has_no_skip) {
+        const count = try r.word();
+        for (try r.slice(count)) |nt| {
+            if (nt >= nt_count) return bad(diag, "no-skip nonterminal out of range");
+            no_skip[nt] = true;
+        }
+    }
     var has_lazy = false;
     var has_special = false;
     var optional_lexemes: std.ArrayList(u32) = .empty;
@@ -806,6 +826,23 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         try rhs.append(gpa, end_flag | opt);
     }
 
+    // Items of rules that let the skip in, past their first symbol (see `skip_in_progress`).
+    var skip_in_progress: []bool = &.{};
+    errdefer gpa.free(skip_in_progress);
+    if (has_no_skip) {
+        skip_in_progress = try gpa.alloc(bool, rhs.items.len);
+        for (rule_lhs.items, rule_starts.items) |lhs, pos| {
+            // S' lets it in; an optional lexeme's rule (one symbol) leaves it to its user.
+            const lets_skip = lhs == nt_count or (lhs < nt_count and !no_skip[lhs]);
+            var p = pos;
+            skip_in_progress[p] = false;
+            while (rhs.items[p] & end_flag == 0) {
+                p += 1;
+                skip_in_progress[p] = lets_skip;
+            }
+        }
+    }
+
     // Group rule positions by left-hand side.
     const nt_rules = try gpa.alloc(u32, total_nt + 1);
     errdefer gpa.free(nt_rules);
@@ -861,6 +898,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             .is_special = is_special,
             .token_max = token_max,
             .has_token_max = std.mem.indexOfNone(u32, token_max, &.{0}) != null,
+            .skip_in_progress = skip_in_progress,
         },
         .lexeme_exprs = lexeme_exprs,
         .lazy = lazy,

@@ -90,6 +90,9 @@ class GrammarIR:
         skip: a regex that may appear between lexemes (e.g. whitespace), or None.
         allow_initial_skip: the skip regex may also appear before the first lexeme (and after
             the last one).
+        no_skip: nonterminals whose text admits no skip regex between their lexemes (their
+            rules spell out their own whitespace, e.g. JSON inside a Lark grammar): at a lexeme
+            boundary the skip regex needs some other rule in progress across it (`docs/grammar_ir.md`).
         options: front-end options the IR has no field for, by name (the Lark front-end's
             `%llguidance {...}` keys such as `no_forcing`, `allow_invalid_utf8`, `ignore_once`).
     """
@@ -100,6 +103,7 @@ class GrammarIR:
     start: int = 0
     skip: str | None = None
     allow_initial_skip: bool = False
+    no_skip: set[int] = field(default_factory=set)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -131,10 +135,12 @@ def _text_words(text: str) -> bytes:
 
 def encode_ir(ir: GrammarIR) -> bytes:
     """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md)."""
-    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0)
+    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.no_skip else 0)
     out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
     if ir.skip is not None:
         out.append(_text_words(ir.skip))
+    if ir.no_skip:
+        out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
     for lexeme in ir.lexemes:
         boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
         flags = (
