@@ -21,6 +21,11 @@ Resolutions of points the doc leaves open (test_reference_cfg.py pins those it c
   differs only when the lead byte of a non-ASCII character could extend a lexeme but the whole
   character cannot.
 - A lexeme never matches empty text (at EOS an empty current lexeme means "at a boundary").
+  A lexeme whose pattern matches the empty string is optional where rules use it (as
+  `docs/grammar_ir.md` says): the parser may step over it like over a nullable nonterminal.
+- `no_skip` nonterminals: at a boundary the skip regex is a candidate only if the last Earley
+  set holds an item past its first symbol whose rule's left side is not `no_skip` (a rule in
+  progress across the boundary that lets it in), or at the very start.
 - Skip regexes may follow each other, unless `skip_once`. When the skip regex and real lexemes
   both match a lexeme, both readings are kept (the parser either stays or advances over the real
   ones); with `skip_once` only the real reading may be followed by a skip (the core merges the
@@ -32,7 +37,13 @@ Resolutions of points the doc leaves open (test_reference_cfg.py pins those it c
   lexemes the parser can accept next" are those after which the parse can still finish.
 - Special lexemes never match text. They still count as a possible future in `completable`
   (text followed by a special token), but `full_match` of text never crosses one.
-- `max_tokens` is token-level and is not modelled.
+- Token budgets (`Lexeme.max_tokens`) only exist for token sequences: `token_prefix_ok` reads
+  the text token by token. A lexeme counts the tokens it has characters in. Where one token
+  ends and the next begins, candidates whose budget is spent are dropped; if none is left the
+  lexeme ends right there (every candidate that fully matches is scanned), else it goes on
+  with the rest. The texts-only answers (`full_match`, `completable`) ignore budgets.
+  Future tokens are assumed to be able to hold any text: after the last token, what is left of
+  a lexeme could come in one more token.
 - Regex syntax is handed to the `regex` module (flag `ASCII`); `\\u{H…}` and `\\x{H…}` are
   rewritten to `\\UHHHHHHHH` first.
 
@@ -114,6 +125,7 @@ class _Config(NamedTuple):
     current: str  # text of the current lexeme; "" at a boundary
     candidates: frozenset[int]  # lexemes (or SKIP) that still match `current` partially
     after_skip: bool  # at a boundary: the last lexeme was the skip regex
+    spanned: int = 0  # tokens the current lexeme has characters in (token_prefix_ok only)
 
 
 class ReferenceRecognizer:
@@ -144,6 +156,9 @@ class ReferenceRecognizer:
             else:
                 self._patterns.append(None)  # special: matches tokens, never text
         self._skip = regex.compile(_to_python_pattern(ir.skip), regex.ASCII) if ir.skip else None
+        self._optional_lexemes = {
+            i for i, p in enumerate(self._patterns) if p is not None and p.fullmatch("") is not None
+        }
         for rule in ir.rules:
             for sym in rule.rhs:
                 bound = len(ir.lexemes) if sym.terminal else len(ir.nonterminals)
@@ -153,7 +168,7 @@ class ReferenceRecognizer:
         self._rules_by_lhs: dict[int, list[int]] = {}
         for i, rule in enumerate(self._rules):
             self._rules_by_lhs.setdefault(rule.lhs, []).append(i)
-        self._nullable = _nullable_nonterminals(self._rules)
+        self._nullable = _nullable_nonterminals(self._rules, self._optional_lexemes)
         self._match_cache: dict[tuple[int, str, bool], bool] = {}
         self._configs_cache: dict[str, frozenset[_Config]] = {}
         self._charts: dict[tuple[int, frozenset[Item]], _Chart] = {}
@@ -162,7 +177,10 @@ class ReferenceRecognizer:
 
     def full_match(self, text: str) -> bool:
         """True when `text` is a complete match (EOS is allowed after it)."""
-        for config in self._configs(text):
+        return self._any_full_match(self._configs(text))
+
+    def _any_full_match(self, configs: Iterable[_Config]) -> bool:
+        for config in configs:
             ends = [config] if not config.current else self._end_lexeme(config)
             if any(self._eos_ok(end.chart, end.after_skip) for end in ends):
                 return True
@@ -173,7 +191,10 @@ class ReferenceRecognizer:
 
         Cost: one step per character not already cached for a prefix of `text`.
         """
-        for config in self._configs(text):
+        return self._any_completable(self._configs(text))
+
+    def _any_completable(self, configs: Iterable[_Config]) -> bool:
+        for config in configs:
             if config.current and any(c != SKIP for c in config.candidates):
                 return True  # the current lexeme can still become one the parser expects
             # At a boundary, or inside a skip: finish now, or go on with any expected lexeme.
@@ -181,6 +202,37 @@ class ReferenceRecognizer:
             if self._eos_ok(config.chart, after_skip) or config.chart.last.by_lexeme:
                 return True
         return False
+
+    def token_prefix_ok(self, tokens: Sequence[str]) -> tuple[bool, bool]:
+        """(completable, full match) of the text of `tokens`, with token budgets applied.
+
+        Completable: the next token can start (budgets allow it) and the text can still become
+        a full match; full match: EOS may follow the last token.
+        """
+        chart = self._initial_chart()
+        configs = frozenset() if chart is None else frozenset([self._boundary(chart, False)])
+        for i, token in enumerate(tokens):
+            if i > 0:
+                configs = frozenset(c for config in configs for c in self._enter_token(config))
+            for char in token:
+                configs = frozenset(
+                    _spanned(after, config) for config in configs for after in self._step(config, char)
+                )
+                if len(configs) > self.config_count_max:
+                    raise ReferenceLimitError(f"more than {self.config_count_max} configurations")
+        full = self._any_full_match(configs)
+        entered = frozenset(c for config in configs for c in self._enter_token(config))
+        return self._any_completable(entered) or full, full
+
+    def _enter_token(self, config: _Config) -> list[_Config]:
+        """The configurations in which the next token starts (token budgets applied)."""
+        if not config.current:
+            return [config]
+        budget = {c for c in config.candidates if c == SKIP or not self.ir.lexemes[c].max_tokens
+                  or config.spanned < self.ir.lexemes[c].max_tokens}
+        if budget:  # goes on: its next character is in one more token
+            return [config._replace(candidates=frozenset(budget), spanned=config.spanned + 1)]
+        return self._end_lexeme(config)
 
     def valid_prefix_len(self, chunks: Sequence[str]) -> int:
         """How many leading chunks keep the concatenation completable (the first failure index)."""
@@ -210,9 +262,17 @@ class ReferenceRecognizer:
         """The configuration at the start of a lexeme."""
         candidates = {i for i in chart.last.by_lexeme if self._patterns[i] is not None}
         once_done = after_skip and self.ir.skip_once
-        if self._skip is not None and not once_done and (self.ir.allow_initial_skip or len(chart.sets) > 1):
+        if (
+            self._skip is not None and not once_done and (self.ir.allow_initial_skip or len(chart.sets) > 1)
+            and self._skip_in_progress(chart)
+        ):
             candidates.add(SKIP)
         return _Config(chart, "", frozenset(candidates), after_skip)
+
+    def _skip_in_progress(self, chart: _Chart) -> bool:
+        if not self.ir.no_skip or len(chart.sets) == 1:
+            return True
+        return any(dot > 0 and self._rules[r].lhs not in self.ir.no_skip for r, dot, _ in chart.last.items)
 
     def _end_lexeme(self, config: _Config) -> list[_Config]:
         """End the (non-empty) current lexeme: scan every candidate that fully matches it."""
@@ -292,7 +352,9 @@ class ReferenceRecognizer:
             if dot < len(rhs):
                 sym = rhs[dot]
                 if sym.terminal:
-                    continue
+                    if sym.index not in self._optional_lexemes:
+                        continue
+                    new = [(rule_index, dot + 1, origin)]  # an optional lexeme: step over it
                 new = [(r, 0, k) for r in self._rules_by_lhs.get(sym.index, [])]
                 if sym.index in self._nullable:  # Aycock–Horspool: B ⇒* ε, so step over it
                     new.append((rule_index, dot + 1, origin))
@@ -318,6 +380,14 @@ class ReferenceRecognizer:
         return chart
 
 
+def _spanned(after: _Config, before: _Config) -> _Config:
+    """`after` (one character read from `before`) with its lexeme's token count: a lexeme that
+    just started has one token, one that went on keeps its count."""
+    if not after.current:
+        return after
+    return after._replace(spanned=1 if len(after.current) == 1 else before.spanned)
+
+
 def _productive_rules(rules: Sequence[Rule]) -> list[Rule]:
     """The rules whose every symbol can derive some lexeme sequence."""
     productive: set[int] = set()
@@ -331,14 +401,17 @@ def _productive_rules(rules: Sequence[Rule]) -> list[Rule]:
     return [r for r in rules if all(s.terminal or s.index in productive for s in r.rhs)]
 
 
-def _nullable_nonterminals(rules: Sequence[Rule]) -> set[int]:
-    """Nonterminals that derive the empty sequence (lexemes never match empty text)."""
+def _nullable_nonterminals(rules: Sequence[Rule], optional_lexemes: set[int]) -> set[int]:
+    """Nonterminals that derive the empty sequence (over nullable nonterminals and optional
+    lexemes only)."""
     nullable: set[int] = set()
     changed = True
     while changed:
         changed = False
         for rule in rules:
-            if rule.lhs not in nullable and all(not s.terminal and s.index in nullable for s in rule.rhs):
+            if rule.lhs not in nullable and all(
+                s.index in optional_lexemes if s.terminal else s.index in nullable for s in rule.rhs
+            ):
                 nullable.add(rule.lhs)
                 changed = True
     return nullable

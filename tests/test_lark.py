@@ -265,15 +265,24 @@ def test_lazy_stop_suffix_and_max_tokens_attributes() -> None:
         'b[stop="\\n", max_tokens=10, temperature=0.7, capture]: /[^\\n]*/\n'
         'c[suffix=STOP, capture="x", stop_capture="y"]: TEXT\n'
         'd[stop=""]: /[0-9]+/\n'
-        'e[max_tokens=3]: "x" e | "y"\n'
+        'e[max_tokens=3]: "x" | "y" TEXT\n'
         'TEXT: /[a-z]+/\nSTOP: "</" /[a-z]+/ ">"'
     )
     assert lexeme(ir, "a") == Lexeme("a", "regex", ".*END", lazy=True)
-    assert lexeme(ir, "b") == Lexeme("b", "regex", "[^\\n]*\\x0A", lazy=True)
+    assert lexeme(ir, "b") == Lexeme("b", "regex", "[^\\n]*\\x0A", lazy=True, max_tokens=10)
     assert lexeme(ir, "c") == Lexeme("c", "regex", "[a-z]+</[a-z]+>", lazy=True)
     assert lexeme(ir, "d") == Lexeme("d", "regex", "[0-9]+", lazy=False)
-    names = ir.nonterminals
-    assert {names[nt]: limit for nt, limit in ir.max_tokens.items()} == {"b": 10, "e": 3}
+    assert lexeme(ir, "e") == Lexeme("e", "regex", "x|y[a-z]+", max_tokens=3)
+
+
+def test_max_tokens_needs_a_terminal_only_body() -> None:
+    # As in llguidance: the budget belongs to one lexeme, which the lexer can end at a token
+    # boundary; a rule over other rules has no such point.
+    with pytest.raises(GrammarError, match=r"rule e: max_tokens= needs a body made only of") as info:
+        lark_to_ir('start: e\ne[max_tokens=3]: "x" e | "y"')
+    assert (info.value.line, info.value.column) == (2, 2)
+    with pytest.raises(GrammarError, match="must be a positive integer"):
+        lark_to_ir('start: e\ne[max_tokens=0]: "x"')
 
 
 def test_case_insensitive_strings_and_regex_flags() -> None:
@@ -365,7 +374,8 @@ ERRORS = [
     ("terminal_uses_rule", 'start: A\nA: "a" b\nb: "b"', 2, 8, "refers to rule 'b'"),
     ("special_in_terminal", "start: A\nA: <[1]>", 2, 4, "special tokens"),
     ("special_without_map", "start: <|eot_id|>", 1, 8, "special_tokens="),
-    ("json", 'start: "x" j\nj: %json {"type": "object"}', 2, 4, "%json is not supported yet"),
+    ("json_schema_error", 'start: "x" j\nj: %json {"type": "objekt"}', 2, 4, "in this %json schema"),
+    ("regex_directive", 'start: "x" j\nj: %regex {"substring_words": "a b"}', 2, 4, "%regex"),
     ("llguidance_key", '%llguidance {"fast": true}\nstart: "a"', 1, 1, "unknown %llguidance option 'fast'"),
     ("llguidance_type", '%llguidance {"no_forcing": 1}\nstart: "a"', 1, 1, "true or false"),
     ("llguidance_json", '%llguidance {"no_forcing": tru}\nstart: "a"', 1, 28, "JSON object"),
@@ -380,7 +390,7 @@ ERRORS = [
     ("two_quantifiers", 'start: "a"+*', 1, 12, "two repetition operators"),
     ("backwards_count", 'start: "a"{3,1}', 1, 11, "min <= max"),
     ("count_too_big", 'start: "a"{2,20000}', 1, 14, "above 10000"),
-    ("lazy_with_rule", 'start: a\na[lazy]: b "x"\nb: "b"', 2, 2, "need a body made only of"),
+    ("lazy_with_rule", 'start: a\na[lazy]: b "x"\nb: "b"', 2, 2, "a body made only of"),
     ("unknown_attribute", 'start[speed=3]: "a"', 1, 7, "unknown attribute 'speed'"),
     ("mixed_case", 'start: Foo\nFoo: "a"', 1, 8, "mixes cases"),
     ("grammar_ref", "start: @sub", 1, 8, "grammar references"),

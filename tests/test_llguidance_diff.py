@@ -3,7 +3,9 @@
 llguidance is an independent implementation of the same semantics (lexer/parser split, longest
 match with one byte of look-ahead). With `%llguidance {"no_forcing": true}` its masks are plain
 masks, so at every step of the sample inputs the two masks must be equal, bit for bit, over the
-Llama-3 vocabulary. The grammars avoid the one documented difference (a skip right before EOS).
+Llama-3 vocabulary. The grammars avoid the documented differences (a skip right before EOS;
+where a token budget starts counting, and a capped lexeme that does not match when its budget
+runs out).
 """
 
 from __future__ import annotations
@@ -62,6 +64,34 @@ OP: "+" | "-" | "*" | "<" | "==" | ">"
 %ignore /[ \n]+/
 ''',
         ["int x = 1; while (x < 10) { x = x + 1; print(x); }", "if (a == b) { f(1, 2); } else { g(); }"],
+    ),
+    # Token budgets. The samples spend whole budgets (the intro's four tokens end at "\n", the
+    # value's three at ";"), and every capped lexeme starts in the token where the lexeme before
+    # it ended, where both count from the same token (docs/lark.md has where they differ).
+    "max_tokens_free_text": (
+        r'''
+start: intro "\n" NUMBER
+intro[max_tokens=4]: /[A-Za-z ,.]+/
+NUMBER: /[0-9]+/
+''',
+        ["Hello there, this\n123", "Hi\n42"],
+    ),
+    "max_tokens_repeated": (
+        r'''
+start: item+
+item: KEY "=" value ";"
+value[max_tokens=3]: /[a-z0-9][a-z0-9 ]*/
+KEY: /[a-z]+/
+%ignore " "
+''',
+        ["alpha=some long;beta=x;", "a=bcd e;k=the quick brown;"],
+    ),
+    "max_tokens_lazy": (
+        r'''
+start: "<note>" body "</note>"
+body[max_tokens=5, lazy]: /(.|\n)*/ "."
+''',
+        ["<note>a b c.</note>", "<note>Hi.</note>"],
     ),
 }
 

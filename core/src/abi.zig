@@ -22,7 +22,7 @@ const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 
-pub const abi_version: i32 = 2;
+pub const abi_version: i32 = 3;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -38,7 +38,7 @@ pub const Status = enum(i32) {
 };
 
 const manifest =
-    \\{"abi_version":2,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
+    \\{"abi_version":3,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
 ;
 
 const gpa: std.mem.Allocator = if (builtin.cpu.arch.isWasm())

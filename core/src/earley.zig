@@ -18,6 +18,16 @@
 //! ε-rules: prediction of a nullable nonterminal also advances over it (Aycock and Horspool), so
 //! completion never needs to look at the row being built.
 //!
+//! Token budgets (a lexeme's `max_tokens`): a capped lexeme may span at most N tokens of the
+//! model's output, counted from the token holding its first byte (`Position.lexeme_token`).
+//! Budgets are only checked where one token ends and the next begins (`enterToken`): inside a
+//! token every byte is in the same token, so the trie walk's hot loop never looks at them.
+//! Entering a token, the lexemes of the lexeme in progress whose budget is spent are dropped
+//! from the lexer state; when none is left the lexeme ends right there, at the token boundary,
+//! even if the next byte could have extended it (llguidance's rule) — or, when it does not
+//! match yet, the position is dead. `tokenEndAlive` asks the same question before a token is
+//! allowed, so a mask never lets the output into a lexeme it cannot finish in budget.
+//!
 //! Work is bounded: items per row and items built per call are capped, going over is
 //! `error.LimitExceeded`.
 
@@ -64,8 +74,17 @@ pub const Cfg = struct {
     special_start: []u32,
     special_ids: []u32,
     is_special: []bool,
+    /// Per lexer lexeme (the skip lexeme included): the most tokens it may span, 0 = no limit.
+    token_max: []u32,
+    has_token_max: bool,
+    /// Per position in `rhs`, when some nonterminal has no skip: the item at that position is
+    /// a rule in progress (dot past its first symbol) that lets the skip lexeme in. Empty when
+    /// every rule does.
+    skip_in_progress: []bool,
 
     pub fn deinit(self: *Cfg, gpa: Allocator) void {
+        gpa.free(self.token_max);
+        gpa.free(self.skip_in_progress);
         gpa.free(self.rhs);
         gpa.free(self.rule_positions);
         gpa.free(self.nt_rules);
@@ -114,6 +133,20 @@ const no_parent = std.math.maxInt(u32);
 pub const Position = struct {
     lexer_state: StateId,
     row: u32,
+    /// Index of the token holding the first byte of the lexeme in progress (meaningless at a
+    /// lexeme boundary). Token budgets count from here.
+    lexeme_token: u32 = 0,
+};
+
+/// What the token budgets of a lexer state's lexemes allow: `most`, the largest budget
+/// (`unlimited` when some lexeme has none), and `least`, the smallest budget of a capped
+/// lexeme (`unlimited` when none is capped). `least == 0` marks an entry not computed yet.
+const Budget = struct {
+    most: u32,
+    least: u32,
+
+    const unlimited = std.math.maxInt(u32);
+    const unknown: Budget = .{ .most = 0, .least = 0 };
 };
 
 pub const Parser = struct {
@@ -132,11 +165,19 @@ pub const Parser = struct {
     leo_item: []Item,
     leo_touched: std.ArrayList(u32) = .empty,
     items_built_step: u32 = 0,
+    /// Index of the token whose bytes are being stepped (set by the matcher before stepping).
+    token_index: u32 = 0,
+    /// Per lexer state index: its `Budget`, filled on demand (grammars with budgets only).
+    budgets: std.ArrayList(Budget) = .empty,
+    /// Scratch for `enterToken`: which lexemes may go on into the next token.
+    keep: []bool,
 
     pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
         const n = lexer.lexemes.len;
         const allowed = try gpa.alloc(bool, n);
         errdefer gpa.free(allowed);
+        const keep = try gpa.alloc(bool, n);
+        errdefer gpa.free(keep);
         const scan_set = try gpa.alloc(bool, n);
         errdefer gpa.free(scan_set);
         @memset(scan_set, false);
@@ -151,6 +192,7 @@ pub const Parser = struct {
             .lexer = lexer,
             .limits = limits,
             .allowed = allowed,
+            .keep = keep,
             .scan_set = scan_set,
             .leo_count = leo_count,
             .leo_item = leo_item,
@@ -165,6 +207,8 @@ pub const Parser = struct {
         self.items.deinit(self.gpa);
         self.seen.deinit(self.gpa);
         self.gpa.free(self.allowed);
+        self.gpa.free(self.keep);
+        self.budgets.deinit(self.gpa);
         self.gpa.free(self.scan_set);
         self.leo_entries.deinit(self.gpa);
         self.gpa.free(self.leo_count);
@@ -261,8 +305,10 @@ pub const Parser = struct {
         // Which lexemes may come next, and is the parse complete?
         @memset(self.allowed, false);
         var any_lexeme = false;
+        var skip_in_progress = cfg.skip_in_progress.len == 0 or k == 0;
         row.accepting = false;
         for (self.items.items[row.items_start..row.items_end]) |item| {
+            if (cfg.skip_in_progress.len > 0) skip_in_progress = skip_in_progress or cfg.skip_in_progress[item.pos];
             const sym = cfg.rhs[item.pos];
             if (sym < cfg.lexeme_count) {
                 self.allowed[sym] = true;
@@ -274,9 +320,11 @@ pub const Parser = struct {
         if (cfg.skip_lexeme) |skip| {
             const boundary_ok = k > 0 or cfg.allow_initial_skip;
             const followed = any_lexeme or cfg.allow_initial_skip;
-            // With `skip_once`, a bounded skip regex bounds the text between two lexemes
-            // (`[ ]{0,4}`: at most four spaces, not four at a time).
-            self.allowed[skip] = boundary_ok and followed and !(cfg.skip_once and row.after_skip);
+            // Between two lexemes of no-skip rules (JSON inside a Lark grammar, whose
+            // whitespace is in its rules) the skip needs some other rule in progress. With
+            // `skip_once`, a bounded skip regex bounds the text between two lexemes (`[ ]{0,4}`:
+            // at most four spaces, not four at a time).
+            self.allowed[skip] = boundary_ok and followed and skip_in_progress and !(cfg.skip_once and row.after_skip);
         }
         try self.computeLeo(k);
         self.rows.items[k].lexer_start = try self.lexer.startState(self.allowed);
@@ -412,7 +460,11 @@ pub const Parser = struct {
         const lexer = self.lexer;
         const t = try lexer.next(at.lexer_state, b);
         if (t != lexer_mod.dead) {
-            if (!self.cfg.has_lazy or !lexer.stateInfo(t).lazy_accepting) return .{ .lexer_state = t, .row = at.row };
+            if (!self.cfg.has_lazy or !lexer.stateInfo(t).lazy_accepting) {
+                const fresh = at.lexer_state == self.rows.items[at.row].lexer_start;
+                const first = if (fresh) self.token_index else at.lexeme_token;
+                return .{ .lexer_state = t, .row = at.row, .lexeme_token = first };
+            }
             const r = try self.endLexeme(at.row, t) orelse return null;
             return .{ .lexer_state = self.rows.items[r].lexer_start, .row = r };
         }
@@ -427,7 +479,74 @@ pub const Parser = struct {
             const r2 = try self.endLexeme(r, t2) orelse return null;
             return .{ .lexer_state = self.rows.items[r2].lexer_start, .row = r2 };
         }
-        return .{ .lexer_state = t2, .row = r };
+        return .{ .lexer_state = t2, .row = r, .lexeme_token = self.token_index };
+    }
+
+    /// The position from which the text token with index `token` starts, `at` being the
+    /// position after the tokens before it: lexemes in progress whose budget is spent are
+    /// dropped, and when none can go on the lexeme ends here (null if it does not match).
+    /// Without budgets, `at` itself. Special tokens and EOS start from `at` unchanged: they
+    /// never extend a lexeme.
+    pub fn enterToken(self: *Parser, at: Position, token: u32) Error!?Position {
+        if (!self.cfg.has_token_max) return at;
+        const row = self.rows.items[at.row];
+        if (at.lexer_state == row.lexer_start) return .{ .lexer_state = at.lexer_state, .row = at.row, .lexeme_token = token };
+        assert(token > at.lexeme_token);
+        const spent = token - at.lexeme_token;
+        const budget = try self.stateBudget(at.lexer_state);
+        if (spent < budget.least) return at;
+        if (spent < budget.most) {
+            for (self.cfg.token_max, self.keep) |limit, *keep| keep.* = limit == 0 or spent < limit;
+            const state = try self.lexer.restrict(at.lexer_state, self.keep);
+            assert(state != lexer_mod.dead);
+            return .{ .lexer_state = state, .row = at.row, .lexeme_token = at.lexeme_token };
+        }
+        if (!self.lexer.isAccepting(at.lexer_state)) return null;
+        const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
+        return .{ .lexer_state = self.rows.items[r].lexer_start, .row = r, .lexeme_token = token };
+    }
+
+    /// After the last byte of a text token, `at`: can the next token start (`enterToken` would
+    /// not refuse)? Lets masks refuse a token that leaves a capped lexeme unfinished when its
+    /// budget runs out. Without budgets, always true.
+    pub fn tokenEndAlive(self: *Parser, at: Position, next_token: u32) Error!bool {
+        if (!self.cfg.has_token_max) return true;
+        if (at.lexer_state == self.rows.items[at.row].lexer_start) return true;
+        const budget = try self.stateBudget(at.lexer_state);
+        return next_token - at.lexeme_token < budget.most or self.lexer.isAccepting(at.lexer_state);
+    }
+
+    /// Is `at` inside a capped lexeme, or right after one that ended lazily? Forced bytes stop
+    /// before such a byte: how many tokens they become is not known yet.
+    pub fn inBudgetedLexeme(self: *Parser, at: Position) Error!bool {
+        if (!self.cfg.has_token_max) return false;
+        const row = self.rows.items[at.row];
+        const state = if (at.lexer_state != row.lexer_start) at.lexer_state else if (row.key & special_key == 0 and at.row > 0) row.key else return false;
+        return (try self.stateBudget(state)).least != Budget.unlimited;
+    }
+
+    fn stateBudget(self: *Parser, state: StateId) Error!Budget {
+        const index = self.lexer.stateIndex(state);
+        if (index >= self.budgets.items.len) {
+            try self.budgets.appendNTimes(self.gpa, Budget.unknown, index + 1 - self.budgets.items.len);
+        }
+        const cached = self.budgets.items[index];
+        if (cached.least != 0) return cached;
+        var budget: Budget = .{ .most = 0, .least = Budget.unlimited };
+        const pairs = self.lexer.statePairs(state);
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] == lexer_mod.start_marker) continue;
+            const limit = self.cfg.token_max[pairs[i]];
+            if (limit == 0) {
+                budget.most = Budget.unlimited;
+            } else {
+                budget.most = @max(budget.most, limit);
+                budget.least = @min(budget.least, limit);
+            }
+        }
+        self.budgets.items[index] = budget;
+        return budget;
     }
 
     /// The row at a lexeme boundary from `at`: `at.row` itself when no lexeme is in progress,
@@ -592,6 +711,9 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     @memset(lazy, false);
     const is_special = try gpa.alloc(bool, lexeme_count);
     errdefer gpa.free(is_special);
+    const token_max = try gpa.alloc(u32, lexer_lexemes);
+    errdefer gpa.free(token_max);
+    @memset(token_max, 0);
     const special_start = try gpa.alloc(u32, lexeme_count + 1);
     errdefer gpa.free(special_start);
     var special_ids: std.ArrayList(u32) = .empty;
@@ -602,6 +724,17 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         const pattern = try r.bytes(len);
         diag.lexeme = lexeme_count;
         lexeme_exprs[lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
+    }
+    const no_skip = try gpa.alloc(bool, nt_count + 1);
+    defer gpa.free(no_skip);
+    @memset(no_skip, false);
+    const has_no_skip = flags & 4 != 0;
+    if (has_no_skip) {
+        const count = try r.word();
+        for (try r.slice(count)) |nt| {
+            if (nt >= nt_count) return bad(diag, "no-skip nonterminal out of range");
+            no_skip[nt] = true;
+        }
     }
     var has_lazy = false;
     var has_special = false;
@@ -636,6 +769,12 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         if (lexeme_flags & 2 != 0) {
             if (kind == @intFromEnum(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
             lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
+        }
+        if (lexeme_flags & 16 != 0) {
+            // A special lexeme is one token: a budget cannot bind it.
+            const limit = try r.word();
+            if (limit == 0) return bad(diag, "a lexeme's max_tokens must be at least 1");
+            if (kind != @intFromEnum(LexemeKind.special)) token_max[l] = limit;
         }
         if (kind != @intFromEnum(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
             // A lexeme never matches empty text: keep its non-empty part, and let the rules
@@ -691,6 +830,23 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         try rhs.append(gpa, end_flag | opt);
     }
 
+    // Items of rules that let the skip in, past their first symbol (see `skip_in_progress`).
+    var skip_in_progress: []bool = &.{};
+    errdefer gpa.free(skip_in_progress);
+    if (has_no_skip) {
+        skip_in_progress = try gpa.alloc(bool, rhs.items.len);
+        for (rule_lhs.items, rule_starts.items) |lhs, pos| {
+            // S' lets it in; an optional lexeme's rule (one symbol) leaves it to its user.
+            const lets_skip = lhs == nt_count or (lhs < nt_count and !no_skip[lhs]);
+            var p = pos;
+            skip_in_progress[p] = false;
+            while (rhs.items[p] & end_flag == 0) {
+                p += 1;
+                skip_in_progress[p] = lets_skip;
+            }
+        }
+    }
+
     // Group rule positions by left-hand side.
     const nt_rules = try gpa.alloc(u32, total_nt + 1);
     errdefer gpa.free(nt_rules);
@@ -734,7 +890,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             .nonterminal_base = nt_base,
             .skip_lexeme = if (has_skip) lexeme_count else null,
             .allow_initial_skip = flags & 1 != 0,
-            .skip_once = flags & 4 != 0,
+            .skip_once = flags & 8 != 0,
             .has_lazy = has_lazy,
             .has_special = has_special,
             .rhs = try rhs.toOwnedSlice(gpa),
@@ -745,6 +901,9 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             .special_start = special_start,
             .special_ids = try special_ids.toOwnedSlice(gpa),
             .is_special = is_special,
+            .token_max = token_max,
+            .has_token_max = std.mem.indexOfNone(u32, token_max, &.{0}) != null,
+            .skip_in_progress = skip_in_progress,
         },
         .lexeme_exprs = lexeme_exprs,
         .lazy = lazy,

@@ -29,7 +29,7 @@ pub const dead: StateId = 0;
 pub const missing: StateId = std.math.maxInt(u32);
 
 /// Lexeme index of the marker pair that only start states carry (see `startState`).
-const start_marker: u32 = std.math.maxInt(u32);
+pub const start_marker: u32 = std.math.maxInt(u32);
 
 pub const Limits = struct {
     /// DFA states; each costs a table row (4 bytes per byte class) plus its pair list.
@@ -263,6 +263,28 @@ pub const Lexer = struct {
         const target = self.trans.items[state + self.class_of[byte]];
         if (target != missing) return target;
         return self.computeTransition(state, self.class_of[byte]);
+    }
+
+    /// The lexemes still possible in `state`, as pairs (lexeme, expression, …); a start state
+    /// also holds the marker pair (lexeme `start_marker`).
+    pub fn statePairs(self: *const Lexer, state: StateId) []const u32 {
+        return self.pairsOf(self.stateIndex(state));
+    }
+
+    /// `state` without the lexemes whose bit in `keep` is clear (the dead state when none is
+    /// left). Used at token boundaries to drop lexemes whose token budget is spent.
+    pub fn restrict(self: *Lexer, state: StateId, keep: []const bool) Error!StateId {
+        var result: std.ArrayList(u32) = .empty;
+        defer result.deinit(self.gpa);
+        const index = self.stateIndex(state);
+        var i: u32 = 0;
+        while (i < self.pair_spans.items[index].len) : (i += 2) {
+            const pairs = self.pairsOf(index);
+            if (pairs[i] != start_marker and !keep[pairs[i]]) continue;
+            try result.appendSlice(self.gpa, pairs[i..][0..2]);
+        }
+        if (result.items.len == 2 and result.items[0] == start_marker) return dead;
+        return self.internState(result.items);
     }
 
     /// Slow path: derive every pair of `state` by a byte of `class` and cache the result.

@@ -322,12 +322,26 @@ pub const Matcher = struct {
         return !open;
     }
 
+    /// Index of the next token: tokens consumed so far, EOS excluded.
+    fn nextTokenIndex(self: *const Matcher) u32 {
+        return @intCast(self.history.items.len - 1);
+    }
+
+    /// The position the next text token starts from (token budgets applied; see
+    /// `earley.Parser.enterToken`), or null when no text token can follow.
+    fn enterNextToken(self: *Matcher, at: Position) Error!?Position {
+        self.parser.token_index = self.nextTokenIndex();
+        return self.parser.enterToken(at, self.parser.token_index);
+    }
+
     /// Can anything but EOS follow `at`: a byte, or a special token?
     fn anyContinuation(self: *Matcher, at: Position) Error!bool {
         const lexer = &self.grammar.lexer;
-        var class: u32 = 0;
-        while (class < lexer.class_count) : (class += 1) {
-            if (try self.parser.stepByte(at, lexer.class_representative[class]) != null) return true;
+        if (try self.enterNextToken(at)) |entered| {
+            var class: u32 = 0;
+            while (class < lexer.class_count) : (class += 1) {
+                if (try self.parser.stepByte(entered, lexer.class_representative[class]) != null) return true;
+            }
         }
         return self.anySpecialAllowed(at);
     }
@@ -344,8 +358,9 @@ pub const Matcher = struct {
         return any;
     }
 
-    /// The position after `token` from `at`, or null when the grammar refuses it.
-    fn advance(self: *Matcher, at: Position, token: u32) Error!?Position {
+    /// The position after `token`, the token with index `index`, from `at`; null when the
+    /// grammar refuses it.
+    fn advance(self: *Matcher, at: Position, token: u32, index: u32) Error!?Position {
         assert(token < self.tokenizer.vocabSize());
         switch (self.tokenizer.kinds[token]) {
             .special => return self.parser.stepSpecial(at, token),
@@ -354,8 +369,10 @@ pub const Matcher = struct {
         }
         const bytes = self.tokenizer.tokenBytes(token);
         if (bytes.len == 0) return null;
-        var pos = at;
+        self.parser.token_index = index;
+        var pos = try self.parser.enterToken(at, index) orelse return null;
         for (bytes) |b| pos = try self.parser.stepByte(pos, b) orelse return null;
+        if (!try self.parser.tokenEndAlive(pos, index + 1)) return null;
         return pos;
     }
 
@@ -369,6 +386,7 @@ pub const Matcher = struct {
 
     fn consumeInner(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
         const base_len = self.history.items.len;
+        const base_index = self.nextTokenIndex();
         var at = self.current();
         var eos = self.eos_consumed;
         var count: u32 = 0;
@@ -378,7 +396,7 @@ pub const Matcher = struct {
                 if (!try self.parser.eosAllowed(at)) break;
                 eos = true;
             } else {
-                at = try self.advance(at, token) orelse break;
+                at = try self.advance(at, token, base_index + count) orelse break;
                 if (commit) {
                     if (self.history.items.len > self.grammar.limits.token_history_max) return error.LimitExceeded;
                     try self.history.append(self.gpa, at);
@@ -422,11 +440,21 @@ pub const Matcher = struct {
         self.mask_key = null;
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
-        if (!self.eos_consumed) {
-            const sliced = !self.parser.cfg.has_lazy and try sliceApplies(self.parser.lexer, at.lexer_state);
+        // With token budgets the mask also depends on the token index, and a slice token must
+        // still be checked where it ends: no mask cache, no slicer.
+        const budgeted = self.parser.cfg.has_token_max;
+        if (!self.eos_consumed) walk: {
+            const entered = try self.enterNextToken(at) orelse break :walk;
+            const sliced = !self.parser.cfg.has_lazy and !budgeted and try sliceApplies(self.parser.lexer, entered.lexer_state);
             if (sliced) @memcpy(self.mask, tokenizer.slice_mask);
             const trie = if (sliced) &tokenizer.rest_trie else &tokenizer.trie;
-            try walkTrie(trie.nodes, &self.parser, at, self.mask);
+            if (budgeted) {
+                try walkTrieBudgeted(trie.nodes, &self.parser, entered, self.mask);
+            } else {
+                try walkTrie(trie.nodes, &self.parser, entered, self.mask);
+            }
+        }
+        if (!self.eos_consumed) {
             // Clear the dummy bit of nodes without a token.
             const dummy = tokenizer.vocabSize();
             self.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
@@ -442,7 +470,7 @@ pub const Matcher = struct {
         if (self.eos_consumed or try self.parser.eosAllowed(at)) {
             for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
         }
-        if (!self.eos_consumed) self.mask_key = at;
+        if (!self.eos_consumed and !budgeted) self.mask_key = at;
     }
 
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
@@ -455,7 +483,12 @@ pub const Matcher = struct {
 
     fn forcedBytesInner(self: *Matcher, out: []u8) Error!u32 {
         const lexer = &self.grammar.lexer;
-        var at = self.current();
+        const raw = self.current();
+        if (try self.parser.eosAllowed(raw)) return 0;
+        if (try self.anySpecialAllowed(raw)) return 0;
+        // The forced bytes are stepped as if they all went into the next token; how many tokens
+        // they become is not known, so they stop before a byte of a capped lexeme.
+        var at = try self.enterNextToken(raw) orelse return 0;
         var n: u32 = 0;
         outer: while (n < out.len) {
             if (try self.parser.eosAllowed(at)) break;
@@ -470,7 +503,9 @@ pub const Matcher = struct {
             }
             const b = only orelse break;
             // Step again: probing later classes may have rebuilt the rows the first step made.
-            at = (try self.parser.stepByte(at, b)).?;
+            const next = (try self.parser.stepByte(at, b)).?;
+            if (try self.parser.inBudgetedLexeme(next)) break;
+            at = next;
             out[n] = b;
             n += 1;
         }
@@ -489,7 +524,7 @@ pub const Matcher = struct {
 
     fn extensionAllowedInner(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
         const node_index = self.tokenizer.trie.find(suffix) orelse return false;
-        var at = self.current();
+        var at = try self.enterNextToken(self.current()) orelse return false;
         for (prefix) |b| at = try self.parser.stepByte(at, b) orelse return false;
         return self.extensionFrom(at, node_index, suffix);
     }
@@ -535,7 +570,7 @@ pub const Matcher = struct {
 
     fn healPositionInner(self: *Matcher, data: []const u8, from: usize) Error!usize {
         const trie = &self.tokenizer.trie;
-        var at = self.current();
+        var at = try self.enterNextToken(self.current()) orelse return data.len;
         for (data[0..from]) |b| at = try self.parser.stepByte(at, b) orelse return data.len;
         var index = from;
         while (index < data.len) : (index += 1) {
@@ -571,6 +606,29 @@ pub fn walkTrie(
     start: Position,
     mask: []u32,
 ) Error!void {
+    return walkTrieImpl(false, nodes, parser, start, mask);
+}
+
+/// `walkTrie` for grammars with token budgets: a node's token is allowed only if the output
+/// can go on past its end (`earley.Parser.tokenEndAlive`); its subtree is walked either way,
+/// since a longer token may finish the capped lexeme. A separate instance, so the plain walk
+/// keeps its loop.
+pub fn walkTrieBudgeted(
+    nodes: []const Node,
+    parser: *earley.Parser,
+    start: Position,
+    mask: []u32,
+) Error!void {
+    return walkTrieImpl(true, nodes, parser, start, mask);
+}
+
+fn walkTrieImpl(
+    comptime budgeted: bool,
+    nodes: []const Node,
+    parser: *earley.Parser,
+    start: Position,
+    mask: []u32,
+) Error!void {
     const lexer = parser.lexer;
     var trans = lexer.trans.items;
     const class_of = &lexer.class_of;
@@ -590,7 +648,9 @@ pub fn walkTrie(
         var next_row = rows[depth];
         var alive = next_state != lexer_mod.dead;
         if (next_state == lexer_mod.missing or has_lazy or (!alive and can_end[depth])) {
-            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth] }, node.byte);
+            // The lexeme in progress started in this token unless it is the start's own.
+            const first = if (rows[depth] == start.row) start.lexeme_token else parser.token_index;
+            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token = first }, node.byte);
             trans = lexer.trans.items;
             alive = q != null;
             if (q) |pos| {
@@ -599,7 +659,15 @@ pub fn walkTrie(
             }
         }
         if (alive) {
-            mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+            if (budgeted) {
+                const first = if (next_row == start.row) start.lexeme_token else parser.token_index;
+                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token = first };
+                if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
+                    mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+                }
+            } else {
+                mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+            }
             if (node.subtree_size > 1) {
                 depth += 1;
                 states[depth] = next_state;

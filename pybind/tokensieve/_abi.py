@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from ._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from ._runtime import Runtime, load_runtime
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class Status(IntEnum):

@@ -53,6 +53,9 @@ class Lexeme:
             already taken, for `additionalProperties` keys.
         dot_all: in `value`, `.` also matches a newline.
         ignore_case: in `value`, ASCII letters match both cases.
+        max_tokens: the most tokens of model output one occurrence may span (0: no limit).
+            When the budget is spent at a token boundary the lexeme ends there if it matches
+            (even if the next byte could extend it); `docs/grammar_ir.md` has the details.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Lexeme:
     not_patterns: tuple[str, ...] = ()
     dot_all: bool = False
     ignore_case: bool = False
+    max_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,9 @@ class GrammarIR:
             the last one).
         skip_once: the skip regex matches at most once between two lexemes (so a bounded
             regex bounds the text there); otherwise skips may follow each other.
-        max_tokens: per-nonterminal limit on the tokens its text may span (nonterminal index →
-            limit), as in Lark's `max_tokens` attribute.
+        no_skip: nonterminals whose text admits no skip regex between their lexemes (their
+            rules spell out their own whitespace, e.g. JSON inside a Lark grammar): at a lexeme
+            boundary the skip regex needs some other rule in progress across it (`docs/grammar_ir.md`).
         options: front-end options the IR has no field for, by name (the Lark front-end's
             `%llguidance {...}` keys such as `no_forcing`, `allow_invalid_utf8`, `ignore_once`).
     """
@@ -101,7 +106,7 @@ class GrammarIR:
     skip: str | None = None
     allow_initial_skip: bool = False
     skip_once: bool = False
-    max_tokens: dict[int, int] = field(default_factory=dict)
+    no_skip: set[int] = field(default_factory=set)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -133,13 +138,24 @@ def _text_words(text: str) -> bytes:
 
 def encode_ir(ir: GrammarIR) -> bytes:
     """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md)."""
-    flags = (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.skip_once else 0)
+    flags = (
+        (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.no_skip else 0)
+        | (8 if ir.skip_once else 0)
+    )
     out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
     if ir.skip is not None:
         out.append(_text_words(ir.skip))
+    if ir.no_skip:
+        out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
     for lexeme in ir.lexemes:
         boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
-        flags = (1 if lexeme.lazy else 0) | (2 if boolean else 0) | (4 if lexeme.dot_all else 0) | (8 if lexeme.ignore_case else 0)
+        flags = (
+            (1 if lexeme.lazy else 0)
+            | (2 if boolean else 0)
+            | (4 if lexeme.dot_all else 0)
+            | (8 if lexeme.ignore_case else 0)
+            | (16 if lexeme.max_tokens else 0)
+        )
         head = struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)
         if lexeme.kind == "special":
             ids = lexeme.token_ids
@@ -149,6 +165,8 @@ def encode_ir(ir: GrammarIR) -> bytes:
         if boolean:
             for patterns in (lexeme.and_patterns, lexeme.not_patterns):
                 out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p) for p in patterns))
+        if lexeme.max_tokens:
+            out.append(struct.pack("<I", lexeme.max_tokens))
     for rule in ir.rules:
         symbols = [s.index if s.terminal else _NONTERMINAL_FLAG | s.index for s in rule.rhs]
         out.append(struct.pack(f"<{len(symbols) + 2}I", rule.lhs, len(symbols), *symbols))

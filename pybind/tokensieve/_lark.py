@@ -37,12 +37,15 @@ What is accepted:
   text, then by the text between `<|` and `|>`), `<[123]>`, `<[100-200]>`, `<[1,5,7-9]>`.
 - **Rule attributes**: `name[lazy]: BODY`, `name[stop="..."]`, `name[suffix="..."]`,
   `name[max_tokens=N]`; `capture`, `capture="n"`, `stop_capture="n"` and `temperature=T` are
-  accepted and ignored. `lazy`, `stop` and `suffix` need a body that is terminal-only (strings,
-  regexes, UPPERCASE names, no rules): it becomes one lazy regex lexeme. `stop=X` and `suffix=X`
+  accepted and ignored. `lazy`, `stop`, `suffix` and `max_tokens` need a body that is
+  terminal-only (strings, regexes, UPPERCASE names, no rules): it becomes one regex lexeme
+  (lazy with `lazy`, `stop`, `suffix`). `stop=X` and `suffix=X`
   (X a string, regex or terminal) both append X to the lexeme and make it lazy: the stop text
   stays **visible** in the output, like llguidance's `suffix=` (llguidance's `stop=` hides it,
   which needs token backtracking). `stop=""` adds nothing and does not make the lexeme lazy.
-  `max_tokens` is allowed on any rule and goes to `GrammarIR.max_tokens`.
+  With `max_tokens=N` (as in llguidance) the lexeme may span at most N tokens of output; when
+  the budget is spent at a token boundary the lexeme ends there if it matches
+  (`Lexeme.max_tokens`, docs/lark.md).
 - **Directives**: `%ignore X` (several are alternatives; together they become `GrammarIR.skip`,
   which may repeat between lexemes; with `ignore_once` or `skip_repetition: "once"` it is
   matched at most once: `GrammarIR.skip_once`); `%import common.X`,
@@ -50,6 +53,13 @@ What is accepted:
   (replaces an earlier definition); `%llguidance {json}` with the options `allow_initial_skip`
   (→ `GrammarIR.allow_initial_skip`), `no_forcing`, `allow_invalid_utf8`, `ignore_once`,
   `skip_repetition: "once"` — all stored in `GrammarIR.options`; other keys are errors.
+- **`%json {schema}`** anywhere a rule name can stand (`args: %json {...}`): the JSON Schema
+  front-end compiles the schema (compact) and its rules are merged in under names
+  `json@LINE:COL/...`. Inside it only JSON whitespace (`[ \\t\\n\\r]+`) may appear between
+  lexemes — spelled out around the punctuation, never before the first lexeme or after the
+  last — and the grammar's `%ignore` does not reach in (its nonterminals are `no_skip` in the
+  IR); `%ignore` still applies on both sides of it. A bad schema is a `GrammarError` at the
+  `%json`, with the schema's `json_pointer`.
 - Comments: `//` and `#` to the end of the line. Newlines inside `( )`, `[ ]` and `{ }` are
   ignored.
 
@@ -61,15 +71,16 @@ start nonterminal is index 0.
 Errors are `GrammarError` with `position` (0-based character offset), `line` and `column`
 (1-based); the message starts with "line L, column C:", says what to change, and shows the line.
 
-Not supported (a `GrammarError` says so): `%json` (the JSON Schema front-end is a later
-issue), `%regex`, `@grammar` references and nested grammars, `%declare`, templates
-(`name{x}: ...`), other imports than `common`, negated and wildcard token sets (`<[^1]>`,
-`<[*]>`), the regex flag `x`, the `&` and `~` terminal operators of llguidance, parametric rules.
+Not supported (a `GrammarError` says so): `%regex`, `@grammar` references and nested
+grammars, `%declare`, templates (`name{x}: ...`), other imports than `common`, negated and
+wildcard token sets (`<[^1]>`, `<[*]>`), the regex flag `x`, the `&` and `~` terminal operators
+of llguidance, parametric rules.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -77,6 +88,7 @@ from typing import Iterator, Mapping, NoReturn, Union
 
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, LexemeKind, Sym
+from ._json_schema import json_schema_to_ir
 
 __all__ = ["lark_to_ir", "COMMON_TERMINALS", "NESTING_DEPTH_MAX", "REPEAT_COUNT_MAX"]
 
@@ -463,29 +475,23 @@ class _Lexer:
         m = _DIRECTIVE_RE.match(self.text, start)
         assert m is not None
         name = m.group()[1:]
-        if name == "json":
-            raise self.source.error(
-                "%json is not supported yet (inline JSON Schemas come with the JSON Schema "
-                "front-end); write the JSON structure as rules for now",
-                start,
-            )
         if name == "regex":
             raise self.source.error("%regex {...} is not supported; write the regex as /.../", start)
-        if name != "llguidance":
+        if name not in ("llguidance", "json"):
             self._emit("directive", start, m.end(), name)
             return
         j = m.end()
         while j < len(self.text) and self.text[j] in " \t\r\n":
             j += 1
+        example = '%llguidance {"allow_initial_skip": true}' if name == "llguidance" else '%json {"type": "object"}'
         try:
             value, end = json.JSONDecoder().raw_decode(self.text, j)
         except json.JSONDecodeError as err:
             raise self.source.error(
-                f"%llguidance needs a JSON object after it ({err.msg}), e.g. "
-                '%llguidance {"allow_initial_skip": true}',
-                err.pos,
+                f"%{name} needs a JSON object after it ({err.msg}), e.g. {example}", err.pos
             ) from None
-        self.tokens.append(_Token("directive", start, self.text[start:end], name, json_value=value))
+        kind = "directive" if name == "llguidance" else "json"
+        self.tokens.append(_Token(kind, start, self.text[start:end], name, json_value=value))
         self.i = end
 
 
@@ -563,7 +569,16 @@ class _Repeat:
     max: int | None
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat]
+@dataclass(frozen=True)
+class _Json:
+    """`%json {schema}`: a JSON Schema standing for the JSON texts it accepts."""
+
+    pos: int
+    text: str  # the schema as written, for equality (the parsed value is not hashable)
+    schema: object = field(compare=False, hash=False, default=None)
+
+
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json]
 
 
 @dataclass
@@ -611,7 +626,7 @@ def _walk(expr: _Expr) -> Iterator[_Expr]:
 # Parser
 # ----------------------------------------------------------------------------------------------
 
-_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special"})
+_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json"})
 _OP_COUNTS: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None), "+": (1, None)}
 _ATTRIBUTES_HELP = 'lazy, max_tokens=N, stop="...", suffix="...", capture, temperature=T'
 
@@ -870,6 +885,8 @@ class _Parser:
                     f"the {tok.flags!r} prefix is only allowed where a rule is defined", tok.pos
                 )
             atom = _Name(tok.pos, tok.value, tok.kind == "term")
+        elif tok.kind == "json":
+            atom = _Json(tok.pos, tok.text, tok.json_value)
         else:
             atom = _Special(tok.pos, tok.value)
         return self._repetition(atom)
@@ -1417,6 +1434,8 @@ class _Compiler:
         self.lexeme_of: dict[tuple[object, ...], int] = {}
         self.helper_of: dict[tuple[object, ...], int] = {}
         self.helper_names: dict[str, int] = {}
+        self.json_of: dict[str, Sym] = {}
+        self.warnings: list[str] = []
 
     def run(self) -> GrammarIR:
         """Compile terminals, rules, skip and options; then prune."""
@@ -1439,6 +1458,8 @@ class _Compiler:
         self._skip()
         self.ir.allow_initial_skip = bool(self.grammar.options.get("allow_initial_skip", False))
         self.ir.options = dict(self.grammar.options)
+        if self.warnings:
+            self.ir.options["warnings"] = list(self.warnings)
         return _prune(self.source, self.ir, self.nonterminal_of["start"], defs["start"].pos)
 
     # -- terminals -----------------------------------------------------------------------------
@@ -1485,6 +1506,8 @@ class _Compiler:
                 refs.append(node)
             elif isinstance(node, _Special):
                 self._no_special(node, f"terminal {d.name}")
+            elif isinstance(node, _Json):
+                self._no_json(node, f"terminal {d.name}")
         return refs
 
     def _check_terminal_ref(self, node: _Name, context: str) -> None:
@@ -1497,6 +1520,13 @@ class _Compiler:
             )
         if node.name not in self.grammar.defs:
             raise self.source.error(_undefined_terminal(node.name), node.pos)
+
+    def _no_json(self, node: _Json, context: str) -> NoReturn:
+        raise self.source.error(
+            f"%json cannot be used in {context} (a terminal is one regex); use it in a rule, "
+            "e.g. args: %json {...}",
+            node.pos,
+        )
 
     def _no_special(self, node: _Special, context: str) -> NoReturn:
         raise self.source.error(
@@ -1517,6 +1547,8 @@ class _Compiler:
             return self.terminal_rx[expr.name]
         if isinstance(expr, _Special):
             self._no_special(expr, context)
+        if isinstance(expr, _Json):
+            self._no_json(expr, context)
         if isinstance(expr, _Seq):
             return _concat_rx([self._rx(item, context) for item in expr.items])
         if isinstance(expr, _Alt):
@@ -1550,22 +1582,24 @@ class _Compiler:
 
     def _rule(self, d: _Def) -> None:
         lhs = self.nonterminal_of[d.name]
-        if d.lazy or d.stop is not None:
-            self.ir.add_rule(lhs, [self._lazy_lexeme(d)])
+        if d.lazy or d.stop is not None or d.max_tokens is not None:
+            self.ir.add_rule(lhs, [self._one_lexeme(d)])
         else:
             for alt in self._alternatives(d.body, d.name):
                 self.ir.add_rule(lhs, alt)
-        if d.max_tokens is not None:
-            self.ir.max_tokens[lhs] = d.max_tokens
 
-    def _lazy_lexeme(self, d: _Def) -> Sym:
-        """The one lexeme of a rule with `lazy`, `stop=` or `suffix=`."""
+    def _one_lexeme(self, d: _Def) -> Sym:
+        """The one lexeme of a rule with `lazy`, `stop=`, `suffix=` or `max_tokens=`."""
         for node in _walk(d.body):
-            if isinstance(node, _Special) or (isinstance(node, _Name) and not node.terminal):
+            if isinstance(node, (_Special, _Json)) or (isinstance(node, _Name) and not node.terminal):
+                attributes = (
+                    ("lazy", d.lazy), ("stop=/suffix=", d.stop is not None), ("max_tokens=", d.max_tokens is not None)
+                )
+                used = [name for name, on in attributes if on]
                 raise self.source.error(
-                    f"rule {d.name}: lazy, stop= and suffix= need a body made only of strings, "
-                    "/regexes/ and TERMINALS (it becomes one lexeme); move the rest into "
-                    "another rule",
+                    f"rule {d.name}: {' and '.join(used)} {'needs' if len(used) == 1 else 'need'} "
+                    "a body made only of strings, /regexes/ and TERMINALS (it becomes one lexeme); "
+                    "move the rest into another rule",
                     d.attr_pos,
                 )
         context = f"rule {d.name}"
@@ -1576,7 +1610,7 @@ class _Compiler:
             if stop.pattern != "":
                 rx = _concat_rx([rx, stop])
                 lazy = True
-        return self._lexeme("regex", rx.pattern, d.name, lazy=lazy)
+        return self._lexeme("regex", rx.pattern, d.name, lazy=lazy, max_tokens=d.max_tokens or 0)
 
     def _alternatives(self, expr: _Expr, owner: str) -> list[list[Sym]]:
         alts: list[_Expr] = []
@@ -1608,6 +1642,8 @@ class _Compiler:
         if isinstance(item, _Special):
             ids = self._special_ids(item)
             return [self._lexeme("special", "", item.text, token_ids=ids)]
+        if isinstance(item, _Json):
+            return [self._json(item)]
         if isinstance(item, _Seq):
             return self._sequence(item, owner)
         if isinstance(item, _Alt):
@@ -1637,13 +1673,20 @@ class _Compiler:
         return [Sym.n(index)]
 
     def _lexeme(
-        self, kind: LexemeKind, value: str, name: str, *, lazy: bool = False, token_ids: tuple[int, ...] = ()
+        self,
+        kind: LexemeKind,
+        value: str,
+        name: str,
+        *,
+        lazy: bool = False,
+        token_ids: tuple[int, ...] = (),
+        max_tokens: int = 0,
     ) -> Sym:
-        """The lexeme with this kind/value/laziness, shared by every use (first name wins)."""
-        key = (kind, value, lazy, token_ids)
+        """The lexeme with this kind/value/laziness/budget, shared by every use (first name wins)."""
+        key = (kind, value, lazy, token_ids, max_tokens)
         index = self.lexeme_of.get(key)
         if index is None:
-            lexeme = Lexeme(name, kind, value, lazy, token_ids)
+            lexeme = Lexeme(name, kind, value, lazy, token_ids, max_tokens=max_tokens)
             index = self.lexeme_of[key] = self.ir.add_lexeme(lexeme)
         return Sym.t(index)
 
@@ -1692,6 +1735,26 @@ class _Compiler:
                 )
             ids.update(range(lo, hi + 1))
         return tuple(sorted(ids))
+
+    # -- %json ---------------------------------------------------------------------------------
+
+    def _json(self, item: _Json) -> Sym:
+        """The schema's grammar merged into this one (see `_merge_json`); one copy per text."""
+        sym = self.json_of.get(item.text)
+        if sym is None:
+            where = self.source.where(item.pos)
+            try:
+                sub = json_schema_to_ir(item.schema, whitespace="compact")
+            except GrammarError as err:
+                pointer = err.json_pointer
+                at = f" (at {pointer or '/'})" if pointer is not None and f"(at {pointer}" not in str(err) else ""
+                error = self.source.error(f"in this %json schema: {err}{at}", item.pos)
+                error.json_pointer = pointer
+                raise error from None
+            line, column = self.source.line_column(item.pos)
+            sym = self.json_of[item.text] = _merge_json(self.ir, sub, f"json@{line}:{column}")
+            self.warnings.extend(f"%json at {where}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
+        return sym
 
     # -- repetition helpers --------------------------------------------------------------------
 
@@ -1788,6 +1851,60 @@ class _Compiler:
         return Sym.n(helper)
 
 
+# JSON whitespace between the lexemes of an embedded schema (llguidance's default for %json).
+JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
+_JSON_OPEN = ("{", "[")
+_JSON_CLOSE = ("}", "]")
+_JSON_SEPARATORS = (",", ":")
+
+
+def _merge_json(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
+    """Append the compact JSON grammar `sub` to `ir`, with its own whitespace; return its start.
+
+    The Lark grammar's `%ignore` is the IR's one skip regex, which must not reach inside the
+    JSON. So every JSON nonterminal is marked `no_skip`, and JSON whitespace is spelled out in
+    the rules: it may follow `{ [ , :` and precede `} ] , :` — every boundary between two JSON
+    lexemes has punctuation on one side, so this is exactly "between any two lexemes, not
+    before the first or after the last". Names get `prefix` so messages tell copies apart.
+    """
+    nt_base = len(ir.nonterminals)
+    for name in sub.nonterminals:
+        ir.add_nonterminal(f"{prefix}/{name}")
+    lexeme_of = [ir.add_lexeme(dataclasses.replace(lx, name=f"{prefix} {lx.name}")) for lx in sub.lexemes]
+    ws = Sym.t(ir.add_lexeme(Lexeme(f"{prefix} whitespace", "regex", JSON_WHITESPACE)))
+    padded: dict[int, Sym] = {}
+
+    def pad(index: int) -> Sym:
+        """The punctuation lexeme `index` of `sub` with the whitespace it may have around it."""
+        sym = padded.get(index)
+        if sym is None:
+            lexeme = sub.lexemes[index]
+            p = Sym.t(lexeme_of[index])
+            helper = ir.add_nonterminal(f"{prefix}/{lexeme.value} ws")
+            ir.no_skip.add(helper)
+            before = lexeme.value not in _JSON_OPEN
+            after = lexeme.value not in _JSON_CLOSE
+            for lead in ([[], [ws]] if before else [[]]):
+                for trail in ([[], [ws]] if after else [[]]):
+                    ir.add_rule(helper, lead + [p] + trail)
+            sym = padded[index] = Sym.n(helper)
+        return sym
+
+    punctuation = {
+        i for i, lx in enumerate(sub.lexemes)
+        if lx.kind == "literal" and lx.value in _JSON_OPEN + _JSON_CLOSE + _JSON_SEPARATORS
+    }
+    for rule in sub.rules:
+        rhs = [
+            (pad(s.index) if s.index in punctuation else Sym.t(lexeme_of[s.index])) if s.terminal
+            else Sym.n(nt_base + s.index)
+            for s in rule.rhs
+        ]
+        ir.add_rule(nt_base + rule.lhs, rhs)
+    ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
+    return Sym.n(nt_base + sub.start)
+
+
 def _undefined_terminal(name: str) -> str:
     if name in COMMON_TERMINALS:
         return f"terminal {name} is not defined; add `%import common.{name}`"
@@ -1858,5 +1975,5 @@ def _prune(source: _Source, ir: GrammarIR, start: int, start_pos: int) -> Gramma
             rhs = [Sym.t(new_lexeme[s.index]) if s.terminal else Sym.n(new_nt[s.index]) for s in rules[r].rhs]
             out.add_rule(new_nt[nt], rhs)
     out.start = 0
-    out.max_tokens = {new_nt[nt]: limit for nt, limit in ir.max_tokens.items() if nt in new_nt}
+    out.no_skip = {new_nt[nt] for nt in ir.no_skip if nt in new_nt}
     return out
