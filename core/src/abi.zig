@@ -328,7 +328,10 @@ fn addMatcher(m: *Matcher, out_handle: u32) i32 {
 export fn ts_matcher_new(tokenizer_handle: i32, grammar_handle: i32, out_handle: u32) i32 {
     const tokenizer = tokenizers.get(tokenizer_handle) orelse return invalidHandle("tokenizer", tokenizer_handle);
     const grammar = grammars.get(grammar_handle) orelse return invalidHandle("grammar", grammar_handle);
-    const m = Matcher.create(gpa, tokenizer, grammar) catch return fail(.out_of_memory, -1, "out of memory creating a matcher", .{});
+    const m = Matcher.create(gpa, tokenizer, grammar) catch |err| return switch (err) {
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory creating a matcher", .{}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "the grammar's first step needs more lexer work than the limits allow (DFA states or derivative fuel); simplify the grammar or raise the limits", .{}),
+    };
     return addMatcher(m, out_handle);
 }
 
@@ -340,7 +343,10 @@ export fn ts_matcher_free(handle: i32) i32 {
 
 export fn ts_matcher_fork(handle: i32, out_handle: u32) i32 {
     const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
-    const copy = m.fork() catch return fail(.out_of_memory, -1, "out of memory forking a matcher", .{});
+    const copy = m.fork() catch |err| return switch (err) {
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory forking a matcher", .{}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "forking a matcher needs more lexer work than the limits allow", .{}),
+    };
     return addMatcher(copy, out_handle);
 }
 

@@ -197,24 +197,31 @@ pub const Parser = struct {
             .leo_count = leo_count,
             .leo_item = leo_item,
         };
-        errdefer parser.deinit();
+        // Only the lists: the errdefers above free the slices (freeing them twice here
+        // corrupted the allocator after a grammar hit a limit in its first row).
+        errdefer parser.deinitLists();
         try parser.buildInitialRow();
         return parser;
     }
 
     pub fn deinit(self: *Parser) void {
+        self.deinitLists();
+        self.gpa.free(self.allowed);
+        self.gpa.free(self.keep);
+        self.gpa.free(self.scan_set);
+        self.gpa.free(self.leo_count);
+        self.gpa.free(self.leo_item);
+        self.* = undefined;
+    }
+
+    /// Frees the growable lists, which start empty and which `init`'s errdefers do not cover.
+    fn deinitLists(self: *Parser) void {
         self.rows.deinit(self.gpa);
         self.items.deinit(self.gpa);
         self.seen.deinit(self.gpa);
-        self.gpa.free(self.allowed);
-        self.gpa.free(self.keep);
         self.budgets.deinit(self.gpa);
-        self.gpa.free(self.scan_set);
         self.leo_entries.deinit(self.gpa);
-        self.gpa.free(self.leo_count);
-        self.gpa.free(self.leo_item);
         self.leo_touched.deinit(self.gpa);
-        self.* = undefined;
     }
 
     /// Copies the committed rows `0..=row` of `other` (for forking).
@@ -938,12 +945,10 @@ fn walkText(parser: *Parser, text: []const u8) !?Position {
     return at;
 }
 
-test "earley: arithmetic with precedence, skip and nullable rules" {
-    const gpa = std.testing.allocator;
-    // Lexemes: 0 NUMBER [0-9]+, 1 "+", 2 "*", 3 "(", 4 ")"; skip " +".
-    // expr -> expr "+" term | term ; term -> term "*" factor | factor ; factor -> NUMBER | "(" expr ")"
-    var b: IrBuilder = .{};
-    defer b.words.deinit(gpa);
+/// The IR of the arithmetic grammar the tests below use.
+/// Lexemes: 0 NUMBER [0-9]+, 1 "+", 2 "*", 3 "(", 4 ")"; skip " +".
+/// expr -> expr "+" term | term ; term -> term "*" factor | factor ; factor -> NUMBER | "(" expr ")"
+fn arithmeticIr(b: *IrBuilder) !void {
     const nt = ir_nonterminal_flag;
     for ([_]u32{ ir_magic, 5, 3, 6, 0, 2 }) |w| try b.put(w);
     try b.putBytes(" +");
@@ -961,6 +966,13 @@ test "earley: arithmetic with precedence, skip and nullable rules" {
         &.{ 2, 1, 0 },                 &.{ 2, 3, 3, nt | 0, 4 },
     };
     for (rules) |rule| for (rule) |w| try b.put(w);
+}
+
+test "earley: arithmetic with precedence, skip and nullable rules" {
+    const gpa = std.testing.allocator;
+    var b: IrBuilder = .{};
+    defer b.words.deinit(gpa);
+    try arithmeticIr(&b);
 
     var exprs = try regex.ExprSet.init(gpa, .{});
     defer exprs.deinit();
@@ -988,4 +1000,27 @@ test "earley: arithmetic with precedence, skip and nullable rules" {
             try std.testing.expect(!try parser.eosAllowed(at));
         }
     }
+}
+
+/// Compiles the arithmetic grammar and starts a parser with `gpa`, then frees everything.
+fn buildArithmeticParser(gpa: Allocator) !void {
+    var b: IrBuilder = .{};
+    defer b.words.deinit(std.testing.allocator);
+    try arithmeticIr(&b);
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
+    defer compiled.deinit(gpa);
+    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
+    defer lexer.deinit();
+    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
+    defer parser.deinit();
+    _ = try walkText(&parser, "(1+2)*3");
+}
+
+test "earley: every allocation failure while building a parser is freed exactly once" {
+    // Parser.init once freed its slices twice when its first row failed, which corrupted the
+    // WASM allocator for every later grammar in the process.
+    try std.testing.checkAllAllocationFailures(std.testing.allocator, buildArithmeticParser, .{});
 }

@@ -720,10 +720,12 @@ const TestSetup = struct {
         }
         const eos: u32 = @intCast(tokens.len - 1);
         const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{eos});
+        errdefer tokenizer.release(gpa);
         var words = try regexIr(gpa, pattern);
         defer words.deinit(gpa);
         var diag: earley.CompileDiagnostic = .{};
         const grammar = try Grammar.create(gpa, words.items, .{}, &diag);
+        errdefer grammar.release(gpa);
         const matcher = try Matcher.create(gpa, tokenizer, grammar);
         return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };
     }
@@ -789,4 +791,25 @@ test "forced bytes stop at a choice or an accepting state" {
     var buf: [64]u8 = undefined;
     const n = try t.matcher.forcedBytes(&buf);
     try std.testing.expectEqualStrings("hello ", buf[0..n]);
+}
+
+/// Builds a tokenizer, grammar and matcher with `gpa` and runs each kind of step once.
+fn exerciseMatcher(gpa: Allocator) !void {
+    const vocab = [_][]const u8{ "1", "12", "a", "ab", "x", "\"", "<eos>" };
+    var t = try TestSetup.init(gpa, &vocab, "([0-9]{1,3}x|ab)+\"");
+    defer t.deinit(gpa);
+    const m = t.matcher;
+    try m.computeMask();
+    _ = try m.consume(&.{ 1, 4 }, true, true);
+    const copy = try m.fork();
+    copy.destroy();
+    try m.computeMask();
+    var out: [16]u8 = undefined;
+    _ = try m.forcedBytes(&out);
+    _ = try m.healPosition("ab", 0);
+    _ = m.rollback(1);
+}
+
+test "every allocation failure in a matcher's life is freed exactly once" {
+    try std.testing.checkAllAllocationFailures(std.testing.allocator, exerciseMatcher, .{});
 }
