@@ -187,6 +187,42 @@ def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
         assert not compiled.fullmatch(text), (fmt, text)
 
 
+def test_date_format_knows_the_calendar() -> None:
+    # Oracle: Python's calendar. Every day of a leap and a common year, of century years
+    # (1900 is not leap, 2000 is), and impossible days around each month's end.
+    import datetime
+
+    compiled = regex.compile(FORMAT_REGEXES["date"])
+    for year in (1900, 2000, 2023, 2024, 2100, 2400, 1):
+        for month in range(1, 13):
+            for day in range(1, 33):
+                text = f"{year:04d}-{month:02d}-{day:02d}"
+                try:
+                    datetime.date(year, month, day)
+                    want = True
+                except ValueError:
+                    want = False
+                assert bool(compiled.fullmatch(text)) == want, text
+
+
+def test_a_listed_key_with_an_unsatisfiable_schema_may_not_appear() -> None:
+    # `mode` is listed, but no value is both an object and one of the strings; it is not an
+    # additional property either, so no object with `mode` is valid.
+    # (The reference recognizer ignores the key lexeme's exclusions: the core decides.)
+    from tokensieve import Matcher, Tokenizer
+
+    schema = {"type": "object", "properties": {"mode": {"enum": ["all", "ssl"], "type": "object"}, "b": {"type": "integer"}}}
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema(schema)
+
+    def accepts(text: str) -> bool:
+        m = Matcher(tok, grammar)
+        return m.consume_tokens(tok.encode(text)) and m.is_accepting()
+
+    assert accepts('{"b":1}') and accepts('{"c":"x"}') and accepts('{"b":1,"modes":2}')
+    assert not accepts('{"mode":"all"}') and not accepts('{"mode":"x"}') and not accepts('{"b":1,"mode":{}}')
+
+
 # ---- whole schemas through the reference recognizer -------------------------------------------
 
 SCHEMA_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [

@@ -780,7 +780,12 @@ def pattern_to_json_regex(pattern: str) -> str:
 # Formats (ASCII-only, so the JSON-escaped text is the text itself; `/` may be `\/` in URIs)
 # =============================================================================================
 
-_DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+# RFC 3339 full-date with the days of each month; 29 February only in leap years.
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_DATE = (
+    r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    rf"|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)"
+)
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 _DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 _DURATION = (
@@ -1493,10 +1498,12 @@ class _Compiler:
         cache: dict[int, list[Sym]] = {}
         if extra_sym is not None:
             string = self.string()
-            if members:
+            listed = [*properties, *(key for key in required if key not in properties)]
+            if listed:
                 # Additional keys are any string but the listed names: a listed key must
-                # satisfy its own schema (llguidance does the same).
-                names = tuple(_key_regex(self.ir.lexemes[key.index]) for key, _, _ in members)
+                # satisfy its own schema (llguidance does the same), and one whose schema
+                # nothing satisfies may not appear at all.
+                names = tuple(_key_regex(_json_string_lexeme(key)) for key in listed)
                 base = self.ir.lexemes[string.index]
                 string = Sym.t(self.ir.add_lexeme(Lexeme(f"{base.name} (not {len(names)} listed keys)", "regex", base.value, not_patterns=names)))
             pair = [string, self.colon, extra_sym]
