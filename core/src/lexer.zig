@@ -29,7 +29,7 @@ pub const dead: StateId = 0;
 pub const missing: StateId = std.math.maxInt(u32);
 
 /// Lexeme index of the marker pair that only start states carry (see `startState`).
-const start_marker: u32 = std.math.maxInt(u32);
+pub const start_marker: u32 = std.math.maxInt(u32);
 
 pub const Limits = struct {
     /// DFA states; each costs a table row (4 bytes per byte class) plus its pair list.
@@ -166,6 +166,12 @@ pub const Lexer = struct {
     fn pairsOf(self: *const Lexer, state_index: u32) []const u32 {
         const span = self.pair_spans.items[state_index];
         return self.pair_words.items[span.start..][0..span.len];
+    }
+
+    /// The (lexeme, expression) pairs of `state`, flattened; start states end with the marker
+    /// pair (`start_marker`, nothing). Valid until the next state is added.
+    pub fn statePairs(self: *const Lexer, state: StateId) []const u32 {
+        return self.pairsOf(self.stateIndex(state));
     }
 
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {

@@ -23,6 +23,7 @@ const regex_syntax = @import("regex_syntax.zig");
 const lexer_mod = @import("lexer.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
+const slicer = @import("slicer.zig");
 const Position = earley.Position;
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
@@ -50,10 +51,8 @@ pub const Tokenizer = struct {
     kinds: []TokenKind,
     eos_ids: []u32,
     trie: Trie,
-    /// The slicer (see `slice_bytes`): tokens made only of slice bytes, as a mask, and the trie
-    /// of all the other text tokens.
-    slice_mask: []u32,
-    rest_trie: Trie,
+    /// Text tokens as precomputed masks, each with the trie of the other tokens (`slicer.zig`).
+    slices: slicer.Slices,
 
     pub const InitError = trie_mod.Error || error{InvalidEos};
 
@@ -69,26 +68,8 @@ pub const Tokenizer = struct {
         for (eos_ids) |id| if (id >= kinds.len) return error.InvalidEos;
         var trie = try Trie.build(gpa, blob, offsets, kinds);
         errdefer trie.deinit(gpa);
-        // Split the text tokens into the slice and the rest.
-        const slice_mask = try gpa.alloc(u32, kinds.len / 32 + 1);
-        errdefer gpa.free(slice_mask);
-        @memset(slice_mask, 0);
-        const rest_kinds = try gpa.dupe(TokenKind, kinds);
-        defer gpa.free(rest_kinds);
-        for (kinds, 0..) |kind, id| {
-            if (kind != .text) continue;
-            const bytes = blob[offsets[id]..offsets[id + 1]];
-            if (bytes.len == 0) continue;
-            const in_slice = for (bytes) |b| {
-                if (!isSliceByte(b)) break false;
-            } else true;
-            if (in_slice) {
-                slice_mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
-                rest_kinds[id] = .unused;
-            }
-        }
-        var rest_trie = try Trie.build(gpa, blob, offsets, rest_kinds);
-        errdefer rest_trie.deinit(gpa);
+        var slices = try slicer.Slices.build(gpa, blob, offsets, kinds);
+        errdefer slices.deinit(gpa);
         const self = try gpa.create(Tokenizer);
         errdefer gpa.destroy(self);
         const blob_copy = try gpa.dupe(u8, blob);
@@ -104,8 +85,7 @@ pub const Tokenizer = struct {
             .kinds = kinds_copy,
             .eos_ids = eos_copy,
             .trie = trie,
-            .slice_mask = slice_mask,
-            .rest_trie = rest_trie,
+            .slices = slices,
         };
         return self;
     }
@@ -119,8 +99,7 @@ pub const Tokenizer = struct {
         gpa.free(self.kinds);
         gpa.free(self.eos_ids);
         self.trie.deinit(gpa);
-        self.rest_trie.deinit(gpa);
-        gpa.free(self.slice_mask);
+        self.slices.deinit(gpa);
         gpa.destroy(self);
     }
 
@@ -142,43 +121,13 @@ pub const Tokenizer = struct {
     }
 };
 
-/// The slice: printable ASCII except `"` and `\`, the bytes of text that JSON strings, prose
-/// and comments take freely. When the lexer state loops on every slice byte (inside a JSON
-/// string body, a `[^"]*` run), every token made only of slice bytes is allowed, whatever
-/// it is: its mask bits are OR-ed in from `Tokenizer.slice_mask` and only the rest of the
-/// trie is walked. Exact, and about two thirds of a 128k vocabulary fall in the slice.
-pub fn isSliceByte(b: u8) bool {
-    return b >= 0x20 and b <= 0x7E and b != '"' and b != '\\';
-}
-
-/// Is every token made of slice bytes allowed from `state`? True when every slice byte leads
-/// to one same state, which then loops on every slice byte (inside a string body the two are
-/// the same state; at the start of one they differ). Computes missing transitions.
-fn sliceApplies(lexer: *Lexer, state: StateId) Error!bool {
-    if (state == lexer_mod.dead) return false;
-    const target = try lexer.next(state, 'a');
-    if (target == lexer_mod.dead) return false;
-    return try allSliceBytesLead(lexer, state, target) and try allSliceBytesLead(lexer, target, target);
-}
-
-fn allSliceBytesLead(lexer: *Lexer, from: StateId, to: StateId) Error!bool {
-    var seen: [256]bool = @splat(false);
-    var b: u32 = 0x20;
-    while (b <= 0x7E) : (b += 1) {
-        if (!isSliceByte(@intCast(b))) continue;
-        const class = lexer.class_of[b];
-        if (seen[class]) continue;
-        seen[class] = true;
-        if (try lexer.next(from, @intCast(b)) != to) return false;
-    }
-    return true;
-}
-
 pub const Grammar = struct {
     ref_count: u32 = 1,
     exprs: regex.ExprSet,
     compiled: earley.Compiled,
     lexer: Lexer,
+    /// Text depth of the lexer's states, for choosing a slice (see `slicer.zig`).
+    slice_depths: slicer.DepthCache,
     limits: Limits,
 
     /// Compiles a grammar IR (see docs/grammar_ir.md).
@@ -200,6 +149,7 @@ pub const Grammar = struct {
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
             .state_count_max = limits.state_count_max,
         });
+        self.slice_depths = slicer.DepthCache.init(gpa);
         return self;
     }
 
@@ -207,6 +157,7 @@ pub const Grammar = struct {
         assert(self.ref_count > 0);
         self.ref_count -= 1;
         if (self.ref_count > 0) return;
+        self.slice_depths.deinit();
         self.lexer.deinit();
         self.compiled.deinit(gpa);
         self.exprs.deinit();
@@ -423,9 +374,12 @@ pub const Matcher = struct {
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         if (!self.eos_consumed) {
-            const sliced = !self.parser.cfg.has_lazy and try sliceApplies(self.parser.lexer, at.lexer_state);
-            if (sliced) @memcpy(self.mask, tokenizer.slice_mask);
-            const trie = if (sliced) &tokenizer.rest_trie else &tokenizer.trie;
+            // Lazy lexemes can end inside a token even while the lexer stays alive: no slices.
+            const slice = if (self.parser.cfg.has_lazy) null else tokenizer.slices.pick(
+                try self.grammar.slice_depths.depthOf(self.parser.lexer, at.lexer_state),
+            );
+            if (slice) |s| @memcpy(self.mask, s.mask);
+            const trie = if (slice) |s| &s.rest else &tokenizer.trie;
             try walkTrie(trie.nodes, &self.parser, at, self.mask);
             // Clear the dummy bit of nodes without a token.
             const dummy = tokenizer.vocabSize();
