@@ -183,10 +183,10 @@ pub const depth_unbounded: u16 = 0xFFFE;
 const depth_unknown: u16 = 0xFFFF;
 const depth_finite_max: u16 = 0xFFFD;
 /// Structural recursion (alternation inside concatenation inside …) deeper than this counts
-/// as depth 0, and a finiteness check visiting more terms than `finite_visit_max` says "not
+/// as depth 0, and a finiteness check needing more than `finite_visit_max` new visits says "not
 /// finite": both only make the answer more conservative.
 const expr_depth_max: u32 = 16;
-const finite_visit_max: u32 = 4096;
+const finite_visit_max: u32 = 200_000;
 
 pub const Error = regex.Error;
 
@@ -199,10 +199,11 @@ pub const DepthCache = struct {
     depths: std.ArrayList(u16) = .empty,
     /// Does expression X match every text character? By expression id.
     covers_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    /// Does expression E denote a finite language? By expression id.
+    finite_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
     /// Per text state: one byte per (byte class, next text state), to take derivatives with.
     edges: [text_state_count]std.ArrayList(Edge) = @splat(.empty),
     edges_ready: bool = false,
-    scratch: std.ArrayList(ExprId) = .empty,
 
     pub fn init(gpa: Allocator) DepthCache {
         return .{ .gpa = gpa };
@@ -211,8 +212,8 @@ pub const DepthCache = struct {
     pub fn deinit(self: *DepthCache) void {
         self.depths.deinit(self.gpa);
         self.covers_memo.deinit(self.gpa);
+        self.finite_memo.deinit(self.gpa);
         for (&self.edges) |*e| e.deinit(self.gpa);
-        self.scratch.deinit(self.gpa);
         self.* = undefined;
     }
 
@@ -269,7 +270,7 @@ pub const DepthCache = struct {
                 var positive: ?ExprId = null;
                 for (args) |raw| {
                     const m: ExprId = @enumFromInt(raw);
-                    if (exprs.tag(m) == .not_ and isFinite(exprs, @enumFromInt(exprs.args(m)[0]))) continue;
+                    if (exprs.tag(m) == .not_ and try self.isFinite(exprs, @enumFromInt(exprs.args(m)[0]))) continue;
                     if (positive != null) return 0;
                     positive = m;
                 }
@@ -279,6 +280,50 @@ pub const DepthCache = struct {
             },
             else => return 0,
         }
+    }
+
+    /// Does `e` denote a finite language (no unbounded repetition, no complement)? Post-order
+    /// over the term with an explicit stack, remembered per sub-term: the derivatives of a list
+    /// of names share their tails. A term needing more than `finite_visit_max` new visits
+    /// counts as infinite.
+    fn isFinite(self: *DepthCache, exprs: *const ExprSet, e: ExprId) Error!bool {
+        if (self.finite_memo.get(e.index())) |hit| return hit;
+        const Entry = struct { expr: ExprId, expanded: bool };
+        var stack: std.ArrayList(Entry) = .empty;
+        defer stack.deinit(self.gpa);
+        try stack.append(self.gpa, .{ .expr = e, .expanded = false });
+        var visits: u32 = 0;
+        while (stack.pop()) |top| {
+            const x = top.expr;
+            if (self.finite_memo.contains(x.index())) continue;
+            visits += 1;
+            if (visits > finite_visit_max) return false;
+            const args = exprs.args(x);
+            const children: []const u32 = switch (exprs.tag(x)) {
+                .nothing, .epsilon, .byte_set => &.{},
+                .not_ => {
+                    try self.finite_memo.put(self.gpa, x.index(), false);
+                    continue;
+                },
+                .repeat => if (args[2] == regex.repeat_unbounded) {
+                    try self.finite_memo.put(self.gpa, x.index(), false);
+                    continue;
+                } else args[0..1],
+                .concat, .alt, .and_ => args,
+            };
+            if (!top.expanded) {
+                try stack.append(self.gpa, .{ .expr = x, .expanded = true });
+                for (children) |c| {
+                    if (!self.finite_memo.contains(c)) try stack.append(self.gpa, .{ .expr = @enumFromInt(c), .expanded = false });
+                }
+                continue;
+            }
+            // Children were finished before this second visit (the stack is last in, first out).
+            var finite = true;
+            for (children) |c| finite = finite and (self.finite_memo.get(c) orelse false);
+            try self.finite_memo.put(self.gpa, x.index(), finite);
+        }
+        return self.finite_memo.get(e.index()) orelse false;
     }
 
     /// Does `x` match every text character (as a whole match)? Derivatives by one byte of each
@@ -329,34 +374,6 @@ pub const DepthCache = struct {
         self.edges_ready = true;
     }
 };
-
-/// Does `e` denote a finite language (no unbounded repetition, no complement)? Bounded: a term
-/// with more than `finite_visit_max` sub-terms counts as infinite.
-fn isFinite(exprs: *const ExprSet, e: ExprId) bool {
-    var stack: [64]ExprId = undefined;
-    var len: usize = 1;
-    stack[0] = e;
-    var visited: u32 = 0;
-    while (len > 0) {
-        len -= 1;
-        const x = stack[len];
-        visited += 1;
-        if (visited > finite_visit_max) return false;
-        const args = exprs.args(x);
-        const children: []const u32 = switch (exprs.tag(x)) {
-            .nothing, .epsilon, .byte_set => &.{},
-            .not_ => return false,
-            .repeat => if (args[2] == regex.repeat_unbounded) return false else args[0..1],
-            .concat, .alt, .and_ => args,
-        };
-        if (len + children.len > stack.len) return false;
-        for (children) |c| {
-            stack[len] = @enumFromInt(c);
-            len += 1;
-        }
-    }
-    return true;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -411,7 +428,13 @@ test "text depth of a string that must differ from listed names" {
     defer exprs.deinit();
     var diag: regex_syntax.Diagnostic = .{};
     const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
-    const names = try regex_syntax.parse(&exprs, "\"(?:name|id)\"", .{}, &diag);
+    // Many names: the finiteness check must not depend on how wide the alternation is.
+    var names_pattern: std.ArrayList(u8) = .empty;
+    defer names_pattern.deinit(gpa);
+    try names_pattern.appendSlice(gpa, "\"(?:name|id");
+    for (0..200) |i| try names_pattern.print(gpa, "|key{d}", .{i});
+    try names_pattern.appendSlice(gpa, ")\"");
+    const names = try regex_syntax.parse(&exprs, names_pattern.items, .{}, &diag);
     const key = try exprs.andAll(&.{ string, try exprs.not(names) });
     const bounded = try regex_syntax.parse(&exprs, "\"[^\"\\\\]{0,5}\"", .{}, &diag);
     const bounded_key = try exprs.andAll(&.{ bounded, try exprs.not(names) });
@@ -424,6 +447,7 @@ test "text depth of a string that must differ from listed names" {
     const s = try lexer.next(try lexer.startState(&only_key), '"');
     try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s));
     try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'n')));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(try lexer.next(s, 'k'), 'e')));
     // Bounded text with exclusions: finitely many completions, so no structural answer.
     const b = try lexer.next(try lexer.startState(&only_bounded), '"');
     try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b));
