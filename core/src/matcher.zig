@@ -535,17 +535,34 @@ pub fn walkTrie(
 
 /// The IR words of the one-lexeme grammar `S → /pattern/`.
 fn regexIr(gpa: Allocator, pattern: []const u8) !std.ArrayList(u32) {
+    return booleanIr(gpa, pattern, &.{});
+}
+
+/// The IR words of `S → L` where L matches `pattern` but none of `excluded`.
+fn booleanIr(gpa: Allocator, pattern: []const u8, excluded: []const []const u8) !std.ArrayList(u32) {
     var words: std.ArrayList(u32) = .empty;
-    try words.appendSlice(gpa, &.{ earley.ir_magic, 1, 1, 1, 0, 0, 0, 0, @intCast(pattern.len) });
-    var i: usize = 0;
-    while (i < pattern.len) : (i += 4) {
-        var chunk: [4]u8 = @splat(0);
-        const n = @min(4, pattern.len - i);
-        @memcpy(chunk[0..n], pattern[i..][0..n]);
-        try words.append(gpa, std.mem.readInt(u32, &chunk, .little));
+    errdefer words.deinit(gpa);
+    const lexeme_flags: u32 = if (excluded.len > 0) 2 else 0;
+    try words.appendSlice(gpa, &.{ earley.ir_magic, 1, 1, 1, 0, 0, 0, lexeme_flags });
+    try appendIrBytes(gpa, &words, pattern);
+    if (excluded.len > 0) {
+        try words.appendSlice(gpa, &.{ 0, @intCast(excluded.len) });
+        for (excluded) |x| try appendIrBytes(gpa, &words, x);
     }
     try words.appendSlice(gpa, &.{ 0, 1, 0 });
     return words;
+}
+
+/// A length in bytes, then the bytes padded with zeros to whole words.
+fn appendIrBytes(gpa: Allocator, words: *std.ArrayList(u32), bytes: []const u8) !void {
+    try words.append(gpa, @intCast(bytes.len));
+    var i: usize = 0;
+    while (i < bytes.len) : (i += 4) {
+        var chunk: [4]u8 = @splat(0);
+        const n = @min(4, bytes.len - i);
+        @memcpy(chunk[0..n], bytes[i..][0..n]);
+        try words.append(gpa, std.mem.readInt(u32, &chunk, .little));
+    }
 }
 
 const TestSetup = struct {
@@ -554,6 +571,10 @@ const TestSetup = struct {
     matcher: *Matcher,
 
     fn init(gpa: Allocator, tokens: []const []const u8, pattern: []const u8) !TestSetup {
+        return initExcluding(gpa, tokens, pattern, &.{});
+    }
+
+    fn initExcluding(gpa: Allocator, tokens: []const []const u8, pattern: []const u8, excluded: []const []const u8) !TestSetup {
         var blob: std.ArrayList(u8) = .empty;
         defer blob.deinit(gpa);
         var offsets: std.ArrayList(u32) = .empty;
@@ -568,10 +589,12 @@ const TestSetup = struct {
         }
         const eos: u32 = @intCast(tokens.len - 1);
         const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{eos});
-        var words = try regexIr(gpa, pattern);
+        errdefer tokenizer.release(gpa);
+        var words = try booleanIr(gpa, pattern, excluded);
         defer words.deinit(gpa);
         var diag: earley.CompileDiagnostic = .{};
         const grammar = try Grammar.create(gpa, words.items, .{}, &diag);
+        errdefer grammar.release(gpa);
         const matcher = try Matcher.create(gpa, tokenizer, grammar);
         return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };
     }
@@ -637,4 +660,89 @@ test "forced bytes stop at a choice or an accepting state" {
     var buf: [64]u8 = undefined;
     const n = try t.matcher.forcedBytes(&buf);
     try std.testing.expectEqualStrings("hello ", buf[0..n]);
+}
+
+/// A vocabulary for slicer tests: every single byte (id = byte), then `count` random tokens of
+/// 2–40 bytes built from text, quotes, backslashes, control bytes, whole and partial UTF-8
+/// characters, then `<eos>`.
+fn slicerTestVocab(arena: Allocator, count: u32) ![]const []const u8 {
+    const pieces = [_][]const u8{
+        "a", "b", "e", "m", "n", " ", "z", "-", "{", "0", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xe4\xb8\xad",
+        "\"", "\\", "\n", "\x7f", "\xc3", "\xa9", "\xe2\x82", "\xff",
+    };
+    // Text pieces are drawn more often, so most tokens are text and the slices are large.
+    const text_piece_count = 14;
+    var tokens: std.ArrayList([]const u8) = .empty;
+    for (0..256) |b| try tokens.append(arena, try arena.dupe(u8, &.{@intCast(b)}));
+    var prng = std.Random.DefaultPrng.init(0x5eed);
+    const random = prng.random();
+    for (0..count) |_| {
+        const len = random.intRangeAtMost(usize, 2, 40);
+        var token: std.ArrayList(u8) = .empty;
+        while (token.items.len < len) {
+            const i = if (random.uintLessThan(u32, 10) < 9) random.uintLessThan(usize, text_piece_count) else random.uintLessThan(usize, pieces.len);
+            try token.appendSlice(arena, pieces[i]);
+        }
+        try tokens.append(arena, token.items[0..@min(token.items.len, 40)]);
+    }
+    try tokens.append(arena, "<eos>");
+    return tokens.items;
+}
+
+const SlicerCase = struct {
+    pattern: []const u8,
+    excluded: []const []const u8 = &.{},
+    text: []const u8,
+    /// Some step must use a slice (so the case tests the slicer, not only the walk).
+    sliced: bool,
+};
+
+test "masks with slices equal full trie walks, byte by byte" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const vocab = try slicerTestVocab(arena, 3000);
+    var many_names: std.ArrayList([]const u8) = .empty;
+    for (0..100) |i| try many_names.append(arena, try std.fmt.allocPrint(arena, "\"name{d}\"", .{i}));
+    const json_char = "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})";
+    const cases = [_]SlicerCase{
+        .{ .pattern = "[^\"]*\"", .text = "h\xc3\xa9llo w\xc3\xb6rld \xe2\x82\xac\xf0\x9f\x98\x80 \\ \n end\"", .sliced = true },
+        .{ .pattern = "\"[^\"\\\\\\x00-\\x1f]{0,40}\"", .text = "\"abcdefgh\xc3\xa9ijklmnopqrstuvwxyz 0123456789\xe2\x82\xac-\"", .sliced = true },
+        .{ .pattern = "\"" ++ json_char ++ "{3,20}\"", .text = "\"ab\\ncd\\u00e9 \xe4\xb8\xad\xe4\xb8\xad efgh\"", .sliced = true },
+        .{ .pattern = "[^\"]{0,20}", .text = "abc \xc3\xa9 defghijklmno", .sliced = true },
+        .{ .pattern = "[ -~]{0,30}", .text = "plain ascii text, 30 bytes ok", .sliced = false },
+        .{ .pattern = "[^\"\xc3\xa9]*\"", .text = "no e-acute here \xe2\x82\xac\"", .sliced = false },
+        .{ .pattern = "[a-z ]{0,50}", .text = "some words here", .sliced = false },
+        .{ .pattern = "\"[^\"\\\\]*\"", .excluded = many_names.items, .text = "\"name1 \xc3\xa9x\"", .sliced = true },
+        .{ .pattern = "\"[^\"\\\\]{0,12}\"", .excluded = &.{ "\"ab\"", "\"abc\"" }, .text = "\"abz\"", .sliced = true },
+    };
+    for (cases) |case| {
+        var t = try TestSetup.initExcluding(gpa, vocab, case.pattern, case.excluded);
+        defer t.deinit(gpa);
+        const m = t.matcher;
+        const expected = try gpa.alloc(u32, m.mask.len);
+        defer gpa.free(expected);
+        const eos: u32 = t.tokenizer.vocabSize() - 1;
+        var sliced_steps: u32 = 0;
+        for (0..case.text.len + 1) |i| {
+            try m.computeMask();
+            @memset(expected, 0);
+            try walkTrie(t.tokenizer.trie.nodes, &m.parser, m.current(), expected);
+            for ([_]u32{ eos, t.tokenizer.vocabSize() }) |id| {
+                expected[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+                m.mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+            }
+            std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
+                std.debug.print("case {s} after {d} bytes\n", .{ case.pattern, i });
+                return err;
+            };
+            m.mask_key = null; // the mask was edited above
+            const depth = try t.grammar.slice_depths.depthOf(&t.grammar.lexer, m.current().lexer_state);
+            if (t.tokenizer.slices.pick(depth) != null) sliced_steps += 1;
+            if (i == case.text.len) break;
+            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{case.text[i]}, true, true));
+        }
+        try std.testing.expectEqual(case.sliced, sliced_steps > 0);
+    }
 }

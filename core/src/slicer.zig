@@ -22,7 +22,8 @@
 //! - an alternation has the largest depth of its members;
 //! - `A & ~E1 & ~E2 …` with every `Ei` finite has depth ∞ when A has: A then gives each text
 //!   string infinitely many completions, and finitely many are excluded (JSON object keys other
-//!   than the listed ones);
+//!   than the listed ones); `A & ~ε` (a nullable lexeme's non-empty part) has A's depth, since
+//!   a token is never empty;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and kept for the grammar's lifetime. It reads no transitions, so bounded strings
@@ -266,16 +267,25 @@ pub const DepthCache = struct {
                 return best;
             },
             .and_ => {
-                // A & ~E1 & ~E2 … with finite Ei: unbounded when A is.
+                // A & ~E1 & ~E2 …: with every Ei finite, unbounded when A is. `~ε` (how a
+                // nullable lexeme keeps its non-empty part) excludes nothing a token can reach.
                 var positive: ?ExprId = null;
+                var excludes_finite = false;
                 for (args) |raw| {
                     const m: ExprId = @enumFromInt(raw);
-                    if (exprs.tag(m) == .not_ and try self.isFinite(exprs, @enumFromInt(exprs.args(m)[0]))) continue;
+                    if (exprs.tag(m) == .not_) {
+                        const excluded: ExprId = @enumFromInt(exprs.args(m)[0]);
+                        if (excluded == .epsilon) continue;
+                        if (!try self.isFinite(exprs, excluded)) return 0;
+                        excludes_finite = true;
+                        continue;
+                    }
                     if (positive != null) return 0;
                     positive = m;
                 }
                 const a = positive orelse return 0;
                 const d = try self.exprDepth(exprs, a, levels - 1);
+                if (!excludes_finite) return d;
                 return if (d == depth_unbounded) depth_unbounded else 0;
             },
             else => return 0,
