@@ -78,6 +78,10 @@ pub const Lexer = struct {
     lexemes: []const ExprId,
     class_of: [256]u8,
     class_count: u32,
+    /// ceil(2^32 / class_count): `stateIndex` multiplies by it instead of dividing, since the
+    /// walk asks "is this state accepting?" for every trie node it enters and a division costs
+    /// tens of cycles. Exact for every multiple of `class_count` below 2^32 (see `stateIndex`).
+    class_reciprocal: u64 = 0,
     /// A byte of each class, to take derivatives with.
     class_representative: [256]u8,
     /// How many bytes each class has (forced bytes need a class of exactly one byte).
@@ -153,6 +157,7 @@ pub const Lexer = struct {
         };
         self.exprs.forEachByteSet(Refiner{ .lexer = self, .count = &count }, Refiner.visit);
         self.class_count = count;
+        self.class_reciprocal = ((@as(u64, 1) << 32) + count - 1) / count;
         var b: u32 = 256;
         while (b > 0) {
             b -= 1;
@@ -175,7 +180,11 @@ pub const Lexer = struct {
     }
 
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
-        return state / self.class_count;
+        // state = k·c and c·r = 2^32 + e with 0 ≤ e < c, so state·r = k·2^32 + k·e, and
+        // k·e < k·c = state < 2^32: the high word is exactly k.
+        const index: u32 = @intCast((@as(u64, state) * self.class_reciprocal) >> 32);
+        assert(index * self.class_count == state);
+        return index;
     }
 
     pub fn stateInfo(self: *const Lexer, state: StateId) StateInfo {
