@@ -5,7 +5,7 @@ slice shows up as many tokens of one kind or of one length being wrong. Here eve
 sample is checked on real tokenizers, against `tests/oracle.py`, on a candidate set chosen to
 catch that: all allowed tokens that are sampled (no false positives), up to 40 tokens of every
 byte length (the bounded slices end at 8, 16 and 32 bytes), tokens with non-ASCII bytes,
-quotes and backslashes, and a random sample (no false negatives).
+quotes and backslashes, identifier-like tokens, and a random sample (no false negatives).
 """
 
 from __future__ import annotations
@@ -37,12 +37,19 @@ CASES = [
     ("without_cjk", r'[^"\u4e00-\u9fff]*"', ['no han characters here, ok"']),
     ("without_e_acute", r'[^"é]*"', ['cafe without accents"']),
     ("newline_free", r'[^\n]{0,35}\n', ['a "quoted" \\ line\n']),
+    # The word family ([0-9A-Za-z_]): identifier-like patterns, and classes that miss a word
+    # character (no slice there).
+    ("word_pattern", r'"[\-0-9A-Z_a-z]{1,255}"', ['"snake_case-and-kebab-42"', '"x"']),
+    ("identifier", r'[A-Za-z_][A-Za-z0-9_]*', ["_private_value9", "CamelCaseName"]),
+    ("lowercase_digits", r'[a-z0-9]+', ["lowercase0and9digits"]),
+    ("word_bounded", r'\w{0,12}', ["word_12_char"]),
 ]
 
 
 def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
     by_length: dict[int, list[int]] = defaultdict(list)
     odd: list[int] = []
+    words: list[int] = []
     for t in range(tok.vocab_size):
         if tok.is_special(t):
             continue
@@ -50,10 +57,13 @@ def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
         by_length[len(data)].append(t)
         if any(b >= 0x80 or b in b'"\\' for b in data):
             odd.append(t)
+        elif data.replace(b"_", b"a").isalnum():
+            words.append(t)
     chosen: set[int] = set()
     for ids in by_length.values():
         chosen.update(rng.sample(ids, min(40, len(ids))))
     chosen.update(rng.sample(odd, min(600, len(odd))))
+    chosen.update(rng.sample(words, min(600, len(words))))
     chosen.update(rng.sample(range(tok.vocab_size), 1500))
     chosen.update(rng.sample(sorted(allowed), min(1500, len(allowed))))
     return sorted(chosen)

@@ -375,8 +375,10 @@ pub const Matcher = struct {
         const tokenizer = self.tokenizer;
         if (!self.eos_consumed) {
             // Lazy lexemes can end inside a token even while the lexer stays alive: no slices.
-            const slice = if (self.parser.cfg.has_lazy) null else tokenizer.slices.pick(
-                try self.grammar.slice_depths.depthOf(self.parser.lexer, at.lexer_state),
+            const slice = if (self.parser.cfg.has_lazy) null else try tokenizer.slices.pick(
+                &self.grammar.slice_depths,
+                self.parser.lexer,
+                at.lexer_state,
             );
             if (slice) |s| @memcpy(self.mask, s.mask);
             const trie = if (slice) |s| &s.rest else &tokenizer.trie;
@@ -681,11 +683,11 @@ test "forced bytes stop at a choice or an accepting state" {
 /// characters, then `<eos>`.
 fn slicerTestVocab(arena: Allocator, count: u32) ![]const []const u8 {
     const pieces = [_][]const u8{
-        "a", "b", "e", "m", "n", " ", "z", "-", "{", "0", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xe4\xb8\xad",
+        "a", "b", "e", "m", "n", " ", "z", "-", "{", "0", "A", "_", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xe4\xb8\xad",
         "\"", "\\", "\n", "\x7f", "\xc3", "\xa9", "\xe2\x82", "\xff",
     };
     // Text pieces are drawn more often, so most tokens are text and the slices are large.
-    const text_piece_count = 14;
+    const text_piece_count = 16;
     var tokens: std.ArrayList([]const u8) = .empty;
     for (0..256) |b| try tokens.append(arena, try arena.dupe(u8, &.{@intCast(b)}));
     var prng = std.Random.DefaultPrng.init(0x5eed);
@@ -725,9 +727,13 @@ test "masks with slices equal full trie walks, byte by byte" {
         .{ .pattern = "\"[^\"\\\\\\x00-\\x1f]{0,40}\"", .text = "\"abcdefgh\xc3\xa9ijklmnopqrstuvwxyz 0123456789\xe2\x82\xac-\"", .sliced = true },
         .{ .pattern = "\"" ++ json_char ++ "{3,20}\"", .text = "\"ab\\ncd\\u00e9 \xe4\xb8\xad\xe4\xb8\xad efgh\"", .sliced = true },
         .{ .pattern = "[^\"]{0,20}", .text = "abc \xc3\xa9 defghijklmno", .sliced = true },
-        .{ .pattern = "[ -~]{0,30}", .text = "plain ascii text, 30 bytes ok", .sliced = false },
-        .{ .pattern = "[^\"\xc3\xa9]*\"", .text = "no e-acute here \xe2\x82\xac\"", .sliced = false },
+        .{ .pattern = "[ -~]{0,30}", .text = "plain ascii text, 30 bytes ok", .sliced = true }, // the word slice
+        .{ .pattern = "[ -^a-~]{0,30}", .text = "ascii without underscore", .sliced = false },
+        .{ .pattern = "[^\"\xc3\xa9]*\"", .text = "no e-acute here \xe2\x82\xac\"", .sliced = true }, // the word slice
         .{ .pattern = "[a-z ]{0,50}", .text = "some words here", .sliced = false },
+        .{ .pattern = "\"[\\-0-9A-Z_a-z]{1,255}\"", .text = "\"snake_case-and-kebab_42\"", .sliced = true },
+        .{ .pattern = "[A-Za-z_][A-Za-z0-9_]*", .text = "_identifier_9Z", .sliced = true },
+        .{ .pattern = "[a-z0-9]+", .text = "lower0case9", .sliced = false },
         .{ .pattern = "\"[^\"\\\\]*\"", .excluded = many_names.items, .text = "\"name1 \xc3\xa9x\"", .sliced = true },
         .{ .pattern = "\"[^\"\\\\]{0,12}\"", .excluded = &.{ "\"ab\"", "\"abc\"" }, .text = "\"abz\"", .sliced = true },
     };
@@ -752,11 +758,13 @@ test "masks with slices equal full trie walks, byte by byte" {
                 return err;
             };
             m.mask_key = null; // the mask was edited above
-            const depth = try t.grammar.slice_depths.depthOf(&t.grammar.lexer, m.current().lexer_state);
-            if (t.tokenizer.slices.pick(depth) != null) sliced_steps += 1;
+            if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state) != null) sliced_steps += 1;
             if (i == case.text.len) break;
             try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{case.text[i]}, true, true));
         }
-        try std.testing.expectEqual(case.sliced, sliced_steps > 0);
+        std.testing.expectEqual(case.sliced, sliced_steps > 0) catch |err| {
+            std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });
+            return err;
+        };
     }
 }

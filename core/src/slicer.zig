@@ -1,21 +1,27 @@
 //! The slicer: precomputed masks for the tokens that free text allows, so a mask inside a
 //! string body does not walk the two thirds of the vocabulary that are plain words.
 //!
-//! A *slice* is a set of tokens fixed per tokenizer: the tokens whose bytes are **text** — a
-//! prefix of a sequence of text characters, which are printable ASCII except `"` and `\` and
-//! every non-ASCII Unicode scalar value in UTF-8 — and that are at most `bound_bytes` long. A
-//! token may end inside a character (`text_next` accepts prefixes); it may not start inside
-//! one. Each slice stores its tokens as a mask and a trie of every *other* text token (the rest
-//! trie). There are a few slices of decreasing bounds (`bounds_bytes`), the first one without a
-//! bound: when a lexer state allows every text string of `b` bytes, the mask of the slice with
-//! the largest bound ≤ `b` is OR-ed in and only its rest trie is walked. The result is exact:
-//! slice and rest trie partition the text tokens, and a slice is used only where each of its
-//! tokens keeps the lexer alive byte after byte (so the walk would have allowed it too).
+//! A *slice* is a set of tokens fixed per tokenizer: the tokens whose bytes are strings of one
+//! *family* of characters and that are at most `bound_bytes` long. Two families:
+//! - **text**: printable ASCII except `"` and `\`, and every non-ASCII Unicode scalar value in
+//!   UTF-8 (JSON string bodies, `[^"]*`, prose). A token may end inside a character (the
+//!   automaton accepts prefixes); it may not start inside one.
+//! - **word**: `[0-9A-Za-z_]`, the characters identifier-like patterns allow
+//!   (`^[a-zA-Z0-9_-]+$`, `\w+`, the inside of a C identifier).
+//! Each slice stores its tokens as a mask and a trie of every *other* text token (the rest
+//! trie). The text family has a few bounds (`text_bounds_bytes`) after the unbounded slice; the
+//! word family only an unbounded one (its rest trie is big, its patterns are mostly long). When
+//! a lexer state allows every string of the family up to a slice's bound, the slice's mask is
+//! OR-ed in and only its rest trie is walked; of the slices that apply, the one with the
+//! smallest rest trie wins (`Slices.items` is sorted that way). The result is exact: slice and
+//! rest trie partition the text tokens, and a slice is used only where each of its tokens keeps
+//! the lexer alive byte after byte (so the walk would have allowed it too).
 //!
 //! Which states allow which slice is decided from the state's expressions, not by exploring
-//! the DFA (`DepthCache`): the *text depth* of a state is a number of bytes `d` such that every
-//! text string of at most `d` bytes keeps some pair of the state alive. Structurally:
-//! - `X{m,n}` where X matches every text character (`covers`, checked once per X with
+//! the DFA (`DepthCache`): the *depth* of a state for a family is a number of bytes `d` such
+//! that every string of the family of at most `d` bytes keeps some pair of the state alive.
+//! Structurally:
+//! - `X{m,n}` where X matches every character of the family (`covers`, checked once per X with
 //!   derivatives) has depth n (a string of d ≤ n bytes has at most n characters, counting a
 //!   trailing partial one; padding with more X reaches m);
 //! - `h t` has at least the depth of `h` (t is not empty: plain terms never are);
@@ -26,7 +32,7 @@
 //!   a token is never empty;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
-//! state and kept for the grammar's lifetime. It reads no transitions, so bounded strings
+//! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded strings
 //! (`maxLength`: a new DFA state per character) pay nothing beyond their structural check.
 //!
 //! Memory per tokenizer (Llama-3, 128k ids): see `docs/trie.md`.
@@ -44,11 +50,14 @@ const trie_mod = @import("trie.zig");
 const Trie = trie_mod.Trie;
 const TokenKind = trie_mod.TokenKind;
 
-/// Bounds of the bounded slices, longest first; the unbounded slice comes before them.
+/// Bounds of the bounded text slices, longest first; the unbounded slice comes before them.
 /// Chosen from Llama-3's rest-trie sizes: ≤32 leaves 13k nodes to walk, ≤16 26k, ≤8 144k
 /// (of 275k); bounded strings (`maxLength`) use them until few characters are left.
-pub const bounds_bytes = [_]u16{ 32, 16, 8 };
-pub const slice_count_max = bounds_bytes.len + 1;
+pub const text_bounds_bytes = [_]u16{ 32, 16, 8 };
+pub const slice_count_max = text_bounds_bytes.len + 2;
+
+pub const Family = enum(u1) { text, word };
+pub const family_count = 2;
 
 // -- text characters as a byte automaton ------------------------------------------------------
 
@@ -90,19 +99,42 @@ pub const text_next: [text_state_count][256]u8 = blk: {
     break :blk table;
 };
 
-/// Are `bytes` a prefix of a sequence of text characters?
-pub fn isText(bytes: []const u8) bool {
+/// The word automaton: one state, looping on `[0-9A-Za-z_]` (padded to the text shape).
+const word_next: [text_state_count][256]u8 = blk: {
+    var table: [text_state_count][256]u8 = @splat(@splat(reject));
+    for ('0'..'9' + 1) |b| table[0][b] = 0;
+    for ('A'..'Z' + 1) |b| table[0][b] = 0;
+    for ('a'..'z' + 1) |b| table[0][b] = 0;
+    table[0]['_'] = 0;
+    break :blk table;
+};
+
+pub fn familyNext(family: Family) *const [text_state_count][256]u8 {
+    return switch (family) {
+        .text => &text_next,
+        .word => &word_next,
+    };
+}
+
+/// Are `bytes` a prefix of a string of the family's characters?
+pub fn isIn(family: Family, bytes: []const u8) bool {
+    const next = familyNext(family);
     var state: u8 = 0;
     for (bytes) |b| {
-        state = text_next[state][b];
+        state = next[state][b];
         if (state == reject) return false;
     }
     return true;
 }
 
+pub fn isText(bytes: []const u8) bool {
+    return isIn(.text, bytes);
+}
+
 // -- per tokenizer: the slices ----------------------------------------------------------------
 
 pub const Slice = struct {
+    family: Family,
     /// Every token of the slice has at most this many bytes.
     bound_bytes: u16,
     token_count: u32,
@@ -113,29 +145,47 @@ pub const Slice = struct {
 };
 
 pub const Slices = struct {
-    /// By decreasing bound; the first is the unbounded slice, whose bound is its longest token.
+    /// By increasing rest-trie size: the first slice that applies leaves the least to walk.
     items: [slice_count_max]Slice,
     count: u32,
 
     pub fn build(gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
-        var longest: u16 = 0;
-        for (kinds, 0..) |kind, id| {
-            const bytes = blob[offsets[id]..offsets[id + 1]];
-            if (kind == .text and isText(bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
-        }
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
-        self.items[0] = try buildOne(gpa, blob, offsets, kinds, longest);
-        self.count = 1;
-        for (bounds_bytes) |bound| {
-            if (bound >= longest) continue; // the unbounded slice already is this one
-            self.items[self.count] = try buildOne(gpa, blob, offsets, kinds, bound);
+        for ([_]Family{ .text, .word }) |family| {
+            // The unbounded slice's bound is its longest token.
+            var longest: u16 = 0;
+            for (kinds, 0..) |kind, id| {
+                const bytes = blob[offsets[id]..offsets[id + 1]];
+                if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
+            }
+            if (longest == 0) continue;
+            self.items[self.count] = try buildOne(gpa, blob, offsets, kinds, family, longest);
             self.count += 1;
+            if (family != .text) continue;
+            for (text_bounds_bytes) |bound| {
+                if (bound >= longest) continue; // the unbounded slice already is this one
+                self.items[self.count] = try buildOne(gpa, blob, offsets, kinds, family, bound);
+                self.count += 1;
+            }
         }
+        const BySize = struct {
+            fn lessThan(_: void, x: Slice, y: Slice) bool {
+                return x.rest.nodes.len < y.rest.nodes.len;
+            }
+        };
+        std.mem.sort(Slice, self.items[0..self.count], {}, BySize.lessThan);
         return self;
     }
 
-    fn buildOne(gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, bound: u16) trie_mod.Error!Slice {
+    fn buildOne(
+        gpa: Allocator,
+        blob: []const u8,
+        offsets: []const u32,
+        kinds: []const TokenKind,
+        family: Family,
+        bound: u16,
+    ) trie_mod.Error!Slice {
         const mask = try gpa.alloc(u32, kinds.len / 32 + 1);
         errdefer gpa.free(mask);
         @memset(mask, 0);
@@ -144,13 +194,13 @@ pub const Slices = struct {
         var token_count: u32 = 0;
         for (kinds, 0..) |kind, id| {
             const bytes = blob[offsets[id]..offsets[id + 1]];
-            if (kind != .text or bytes.len == 0 or bytes.len > bound or !isText(bytes)) continue;
+            if (kind != .text or bytes.len == 0 or bytes.len > bound or !isIn(family, bytes)) continue;
             mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
             rest_kinds[id] = .unused;
             token_count += 1;
         }
         const rest = try Trie.build(gpa, blob, offsets, rest_kinds);
-        return .{ .bound_bytes = bound, .token_count = token_count, .mask = mask, .rest = rest };
+        return .{ .family = family, .bound_bytes = bound, .token_count = token_count, .mask = mask, .rest = rest };
     }
 
     pub fn deinit(self: *Slices, gpa: Allocator) void {
@@ -161,9 +211,13 @@ pub const Slices = struct {
         self.count = 0;
     }
 
-    /// The largest slice whose tokens a state of text depth `depth` all allows, if any.
-    pub fn pick(self: *const Slices, depth: u16) ?*const Slice {
+    /// The slice with the smallest rest trie whose tokens `state` all allows, if any.
+    pub fn pick(self: *const Slices, cache: *DepthCache, lexer: *Lexer, state: StateId) Error!?*const Slice {
+        var depths: [family_count]?u16 = @splat(null);
         for (self.items[0..self.count]) |*s| {
+            const f = @intFromEnum(s.family);
+            const depth = depths[f] orelse try cache.depthOf(lexer, state, s.family);
+            depths[f] = depth;
             if (s.bound_bytes <= depth) return s;
         }
         return null;
@@ -193,17 +247,18 @@ pub const Error = regex.Error;
 
 const Edge = struct { byte: u8, next: u8 };
 
-/// The text depth of each DFA state of one grammar's lexer, computed on first use.
+/// The depth of each DFA state of one grammar's lexer for each family, computed on first use.
 pub const DepthCache = struct {
     gpa: Allocator,
-    /// By state index; `depth_unknown` until computed.
-    depths: std.ArrayList(u16) = .empty,
-    /// Does expression X match every text character? By expression id.
-    covers_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    /// Per family, by state index; `depth_unknown` until computed.
+    depths: [family_count]std.ArrayList(u16) = @splat(.empty),
+    /// Does expression X match every character of the family? By `id << 1 | family`.
+    covers_memo: std.AutoHashMapUnmanaged(u64, bool) = .empty,
     /// Does expression E denote a finite language? By expression id.
     finite_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
-    /// Per text state: one byte per (byte class, next text state), to take derivatives with.
-    edges: [text_state_count]std.ArrayList(Edge) = @splat(.empty),
+    /// Per family and automaton state: one byte per (byte class, next state), to take
+    /// derivatives with.
+    edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
     edges_ready: bool = false,
 
     pub fn init(gpa: Allocator) DepthCache {
@@ -211,23 +266,24 @@ pub const DepthCache = struct {
     }
 
     pub fn deinit(self: *DepthCache) void {
-        self.depths.deinit(self.gpa);
+        for (&self.depths) |*d| d.deinit(self.gpa);
         self.covers_memo.deinit(self.gpa);
         self.finite_memo.deinit(self.gpa);
-        for (&self.edges) |*e| e.deinit(self.gpa);
+        for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
         self.* = undefined;
     }
 
-    /// The text depth of `state`: every text string of at most this many bytes keeps the lexer
-    /// alive from it (`depth_unbounded`: any length).
-    pub fn depthOf(self: *DepthCache, lexer: *Lexer, state: StateId) Error!u16 {
+    /// The depth of `state` for `family`: every string of the family of at most this many
+    /// bytes keeps the lexer alive from it (`depth_unbounded`: any length).
+    pub fn depthOf(self: *DepthCache, lexer: *Lexer, state: StateId, family: Family) Error!u16 {
         if (state == lexer_mod.dead) return 0;
         const index = lexer.stateIndex(state);
-        if (index < self.depths.items.len) {
-            const known = self.depths.items[index];
+        const depths = &self.depths[@intFromEnum(family)];
+        if (index < depths.items.len) {
+            const known = depths.items[index];
             if (known != depth_unknown) return known;
         } else {
-            try self.depths.appendNTimes(self.gpa, depth_unknown, index + 1 - self.depths.items.len);
+            try depths.appendNTimes(self.gpa, depth_unknown, index + 1 - depths.items.len);
         }
         try self.prepareEdges(lexer);
         var best: u16 = 0;
@@ -235,33 +291,33 @@ pub const DepthCache = struct {
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (pairs[i] == lexer_mod.start_marker) continue;
-            best = @max(best, try self.exprDepth(lexer.exprs, @enumFromInt(pairs[i + 1]), expr_depth_max));
+            best = @max(best, try self.exprDepth(lexer.exprs, @enumFromInt(pairs[i + 1]), family, expr_depth_max));
             if (best == depth_unbounded) break;
         }
-        self.depths.items[index] = best;
+        depths.items[index] = best;
         return best;
     }
 
-    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, levels: u32) Error!u16 {
+    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, levels: u32) Error!u16 {
         if (levels == 0) return 0;
         const args = exprs.args(e);
         switch (exprs.tag(e)) {
             .repeat => {
                 const max = args[2]; // read before `covers` may grow the arena
-                if (!try self.covers(exprs, @enumFromInt(args[0]))) return 0;
+                if (!try self.covers(exprs, @enumFromInt(args[0]), family)) return 0;
                 return if (max == regex.repeat_unbounded) depth_unbounded else @intCast(@min(max, depth_finite_max));
             },
             .concat => {
                 // A boolean tail may denote ∅, which would leave the head no completion.
                 if (exprs.isBoolean(@enumFromInt(args[1]))) return 0;
-                return self.exprDepth(exprs, @enumFromInt(args[0]), levels - 1);
+                return self.exprDepth(exprs, @enumFromInt(args[0]), family, levels - 1);
             },
             .alt => {
                 var best: u16 = 0;
                 var i: usize = 0;
                 // Re-read the members each time: `covers` may grow the arena.
                 while (i < exprs.args(e).len) : (i += 1) {
-                    best = @max(best, try self.exprDepth(exprs, @enumFromInt(exprs.args(e)[i]), levels - 1));
+                    best = @max(best, try self.exprDepth(exprs, @enumFromInt(exprs.args(e)[i]), family, levels - 1));
                     if (best == depth_unbounded) break;
                 }
                 return best;
@@ -284,7 +340,7 @@ pub const DepthCache = struct {
                     positive = m;
                 }
                 const a = positive orelse return 0;
-                const d = try self.exprDepth(exprs, a, levels - 1);
+                const d = try self.exprDepth(exprs, a, family, levels - 1);
                 if (!excludes_finite) return d;
                 return if (d == depth_unbounded) depth_unbounded else 0;
             },
@@ -336,16 +392,18 @@ pub const DepthCache = struct {
         return self.finite_memo.get(e.index()) orelse false;
     }
 
-    /// Does `x` match every text character (as a whole match)? Derivatives by one byte of each
-    /// (byte class, text state) edge, at most four levels deep; remembered per expression.
-    fn covers(self: *DepthCache, exprs: *ExprSet, x: ExprId) Error!bool {
-        if (self.covers_memo.get(x.index())) |hit| return hit;
-        const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x);
-        try self.covers_memo.put(self.gpa, x.index(), result);
+    /// Does `x` match every character of the family (as a whole match)? Derivatives by one byte
+    /// of each (byte class, automaton state) edge, at most four levels deep; remembered per
+    /// expression.
+    fn covers(self: *DepthCache, exprs: *ExprSet, x: ExprId, family: Family) Error!bool {
+        const key = (@as(u64, x.index()) << 1) | @intFromEnum(family);
+        if (self.covers_memo.get(key)) |hit| return hit;
+        const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x, &self.edges[@intFromEnum(family)]);
+        try self.covers_memo.put(self.gpa, key, result);
         return result;
     }
 
-    fn coversUncached(self: *DepthCache, exprs: *ExprSet, x: ExprId) Error!bool {
+    fn coversUncached(self: *DepthCache, exprs: *ExprSet, x: ExprId, edges: *const [text_state_count]std.ArrayList(Edge)) Error!bool {
         // Depth-first over (derivative, text state) pairs; the text automaton has no cycle
         // outside state 0, so the stack holds at most three levels of edges.
         const Entry = struct { expr: ExprId, state: u8 };
@@ -353,7 +411,7 @@ pub const DepthCache = struct {
         defer stack.deinit(self.gpa);
         try stack.append(self.gpa, .{ .expr = x, .state = 0 });
         while (stack.pop()) |top| {
-            for (self.edges[top.state].items) |edge| {
+            for (edges[top.state].items) |edge| {
                 const d = try exprs.deriv(top.expr, edge.byte);
                 if (edge.next == 0) {
                     if (!exprs.nullable(d)) return false;
@@ -366,27 +424,35 @@ pub const DepthCache = struct {
         return true;
     }
 
-    /// Text bytes grouped by (lexer byte class, next text state): derivatives by one byte of a
-    /// group stand for all of them.
+    /// The family's bytes grouped by (lexer byte class, next automaton state): derivatives by
+    /// one byte of a group stand for all of them.
     fn prepareEdges(self: *DepthCache, lexer: *const Lexer) Error!void {
         if (self.edges_ready) return;
-        for (&self.edges, 0..) |*list, state| {
+        for (&self.edges, 0..) |*per_family, f| for (per_family, 0..) |*list, state| {
+            const table = familyNext(@enumFromInt(f));
             var seen: [256][text_state_count]bool = @splat(@splat(false));
             for (0..256) |b| {
-                const next = text_next[state][b];
+                const next = table[state][b];
                 if (next == reject) continue;
                 const class = lexer.class_of[b];
                 if (seen[class][next]) continue;
                 seen[class][next] = true;
                 try list.append(self.gpa, .{ .byte = @intCast(b), .next = next });
             }
-        }
+        };
         self.edges_ready = true;
     }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Tests
+
+test "word automaton: letters, digits and underscore" {
+    try std.testing.expect(isIn(.word, "snake_case_42"));
+    try std.testing.expect(!isIn(.word, "kebab-case"));
+    try std.testing.expect(!isIn(.word, " word"));
+    try std.testing.expect(!isIn(.word, "caf\xc3\xa9"));
+}
 
 test "text automaton: ASCII minus quote and backslash, UTF-8 scalar values, prefixes" {
     try std.testing.expect(isText("hello world"));
@@ -407,7 +473,7 @@ test "text automaton: ASCII minus quote and backslash, UTF-8 scalar values, pref
 
 const regex_syntax = @import("regex_syntax.zig");
 
-fn depthOfPattern(pattern: []const u8, prefix: []const u8) !u16 {
+fn depthOfPattern(pattern: []const u8, prefix: []const u8, family: Family) !u16 {
     const gpa = std.testing.allocator;
     var exprs = try ExprSet.init(gpa, .{});
     defer exprs.deinit();
@@ -419,17 +485,23 @@ fn depthOfPattern(pattern: []const u8, prefix: []const u8) !u16 {
     defer cache.deinit();
     var s = try lexer.startState(null);
     for (prefix) |b| s = try lexer.next(s, b);
-    return cache.depthOf(&lexer, s);
+    return cache.depthOf(&lexer, s, family);
 }
 
 test "text depth of lexer states" {
-    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[^\"]*\"", ""));
-    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt])*\"", "\"ab"));
-    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f])*\"", "")); // a quote first
-    try std.testing.expectEqual(@as(u16, 10), try depthOfPattern("\"[^\"\\\\\\x00-\\x1f]{0,12}\"", "\"ab"));
-    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[a-z ]*", "")); // not every text character
-    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"\\x80-\\x{10FFFF}]*", "")); // ASCII only
-    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"]*\"", "\xc3")); // inside a character
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[^\"]*\"", "", .text));
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt])*\"", "\"ab", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f])*\"", "", .text)); // a quote first
+    try std.testing.expectEqual(@as(u16, 10), try depthOfPattern("\"[^\"\\\\\\x00-\\x1f]{0,12}\"", "\"ab", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[a-z ]*", "", .text)); // not every text character
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"\\x80-\\x{10FFFF}]*", "", .text)); // ASCII only
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"]*\"", "\xc3", .text)); // inside a character
+    // The word family: identifier-like classes.
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[\\-0-9A-Z_a-z]+", "", .word));
+    try std.testing.expectEqual(@as(u16, 254), try depthOfPattern("\"[\\-0-9A-Z_a-z]{1,255}\"", "\"a", .word));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("\"[\\-0-9A-Z_a-z]{1,255}\"", "\"a", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[a-z0-9]+", "", .word)); // no capitals
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[^\"]*\"", "", .word));
 }
 
 test "text depth of a string that must differ from listed names" {
@@ -455,10 +527,10 @@ test "text depth of a string that must differ from listed names" {
     const only_key = [_]bool{ true, false };
     const only_bounded = [_]bool{ false, true };
     const s = try lexer.next(try lexer.startState(&only_key), '"');
-    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s));
-    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'n')));
-    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(try lexer.next(s, 'k'), 'e')));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s, .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'n'), .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(try lexer.next(s, 'k'), 'e'), .text));
     // Bounded text with exclusions: finitely many completions, so no structural answer.
     const b = try lexer.next(try lexer.startState(&only_bounded), '"');
-    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b));
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b, .text));
 }
