@@ -68,7 +68,7 @@ pub const Tokenizer = struct {
         for (eos_ids) |id| if (id >= kinds.len) return error.InvalidEos;
         var trie = try Trie.build(gpa, blob, offsets, kinds);
         errdefer trie.deinit(gpa);
-        var slices = try slicer.Slices.build(gpa, blob, offsets, kinds);
+        var slices = try slicer.Slices.build(gpa, &trie, blob, offsets, kinds);
         errdefer slices.deinit(gpa);
         const self = try gpa.create(Tokenizer);
         errdefer gpa.destroy(self);

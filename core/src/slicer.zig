@@ -149,7 +149,8 @@ pub const Slices = struct {
     items: [slice_count_max]Slice,
     count: u32,
 
-    pub fn build(gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
+    /// Builds the slices; `trie` is the tokenizer's full trie, which the rest tries are cut from.
+    pub fn build(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
         for ([_]Family{ .text, .word }) |family| {
@@ -160,12 +161,12 @@ pub const Slices = struct {
                 if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
             }
             if (longest == 0) continue;
-            self.items[self.count] = try buildOne(gpa, blob, offsets, kinds, family, longest);
+            self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, longest);
             self.count += 1;
             if (family != .text) continue;
             for (text_bounds_bytes) |bound| {
                 if (bound >= longest) continue; // the unbounded slice already is this one
-                self.items[self.count] = try buildOne(gpa, blob, offsets, kinds, family, bound);
+                self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, bound);
                 self.count += 1;
             }
         }
@@ -180,6 +181,7 @@ pub const Slices = struct {
 
     fn buildOne(
         gpa: Allocator,
+        trie: *const Trie,
         blob: []const u8,
         offsets: []const u32,
         kinds: []const TokenKind,
@@ -199,7 +201,7 @@ pub const Slices = struct {
             rest_kinds[id] = .unused;
             token_count += 1;
         }
-        const rest = try Trie.build(gpa, blob, offsets, rest_kinds);
+        const rest = try trie.filtered(gpa, rest_kinds);
         return .{ .family = family, .bound_bytes = bound, .token_count = token_count, .mask = mask, .rest = rest };
     }
 
