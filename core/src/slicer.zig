@@ -32,8 +32,9 @@
 //!   a token is never empty;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
-//! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded strings
-//! (`maxLength`: a new DFA state per character) pay nothing beyond their structural check.
+//! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
+//! strings (`maxLength`: a new DFA state per character) pay nothing beyond their structural
+//! check.
 //!
 //! Memory per tokenizer (Llama-3, 128k ids): see `docs/trie.md`.
 
