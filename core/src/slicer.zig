@@ -10,7 +10,7 @@
 //!   (`^[a-zA-Z0-9_-]+$`, `\w+`, the inside of a C identifier).
 //! Each slice stores its tokens as a mask and a trie of every *other* text token (the rest
 //! trie). The text family has a few bounds (`text_bounds_bytes`) after the unbounded slice; the
-//! word family only an unbounded one (its rest trie is big, its patterns are mostly long). When
+//! word family one slice of at most `word_bound_bytes` (its rest trie is big). When
 //! a lexer state allows every string of the family up to a slice's bound, the slice's mask is
 //! OR-ed in and only its rest trie is walked; of the slices that apply, the one with the
 //! smallest rest trie wins (`Slices.items` is sorted that way). The result is exact: slice and
@@ -55,6 +55,10 @@ const TokenKind = trie_mod.TokenKind;
 /// Chosen from Llama-3's rest-trie sizes: ≤32 leaves 13k nodes to walk, ≤16 26k, ≤8 144k
 /// (of 275k); bounded strings (`maxLength`) use them until few characters are left.
 pub const text_bounds_bytes = [_]u16{ 32, 16, 8 };
+/// The one word slice's bound. Longer word tokens are rare (118 of 34.7k on Llama-3) and cost
+/// the rest trie little (207k nodes against 205k without a bound), while patterns such as
+/// `[a-zA-Z0-9_-]{1,40}` would never reach the unbounded slice's bound (64 bytes on Llama-3).
+pub const word_bound_bytes: u16 = 16;
 pub const slice_count_max = text_bounds_bytes.len + 2;
 
 pub const Family = enum(u1) { text, word };
@@ -155,14 +159,15 @@ pub const Slices = struct {
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
         for ([_]Family{ .text, .word }) |family| {
-            // The unbounded slice's bound is its longest token.
+            // An unbounded slice's bound is its longest token.
             var longest: u16 = 0;
             for (kinds, 0..) |kind, id| {
                 const bytes = blob[offsets[id]..offsets[id + 1]];
                 if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
             }
             if (longest == 0) continue;
-            self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, longest);
+            const first_bound = if (family == .word) @min(longest, word_bound_bytes) else longest;
+            self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, first_bound);
             self.count += 1;
             if (family != .text) continue;
             for (text_bounds_bytes) |bound| {
