@@ -230,18 +230,11 @@ pub const Slices = struct {
         }
         return null;
     }
-
-    /// Bytes held by the slices (masks and rest tries).
-    pub fn memoryBytes(self: *const Slices) usize {
-        var total: usize = 0;
-        for (self.items[0..self.count]) |s| total += s.mask.len * 4 + s.rest.nodes.len * @sizeOf(trie_mod.Node);
-        return total;
-    }
 };
 
-// -- per grammar: the text depth of lexer states ----------------------------------------------
+// -- per grammar: the depth of lexer states, per family --------------------------------------
 
-/// Text depths: finite ones are at most `depth_finite_max`.
+/// Depths: finite ones are at most `depth_finite_max`.
 pub const depth_unbounded: u16 = 0xFFFE;
 const depth_unknown: u16 = 0xFFFF;
 const depth_finite_max: u16 = 0xFFFD;
