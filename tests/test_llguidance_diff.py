@@ -45,6 +45,27 @@ NUMBER: /[0-9]+(\.[0-9]+)?/
 ''',
         ["(1 + 2) * 3 - 4 / (5 - -6)", "12*(3.5+7)"],
     ),
+    # Slices: several string lexemes alive in one lexer state (bounded, word-pattern,
+    # unbounded), non-ASCII text, bounds running out, identifiers.
+    "slices": (
+        r'''
+start: "{" pair ("," pair)* "}"
+pair: KEY ":" value | ID ":" WORDY
+value: SHORT | WORDY | TEXT | NUMBER
+KEY: /"[a-z_]{1,12}"/
+ID: /'[a-z]+'/
+SHORT: /"[^"\\\x00-\x1f]{0,10}"/
+WORDY: /"[\-0-9A-Z_a-z]{1,24}"/
+TEXT: /"[^"\\\x00-\x1f]*"/
+NUMBER: /-?[0-9]+/
+%ignore /[ \t\n]+/
+''',
+        [
+            '{"name": "Zoë Ünïcode, 東京 and a fairly long tail of words", "id_x": "abc-DEF_12", "n": 42}',
+            '{"s": "short", "w": "kebab-case-and_snake_case-identifiers_0", "t": "😀 emoji text"}',
+            "{'ident': \"Some_Word-42_and_more_9\", 'x': \"y\"}",
+        ],
+    ),
     "c_like": (
         r'''
 start: stmt+

@@ -173,3 +173,24 @@ def test_fill_bitmask_writes_one_row_of_a_batch(tokenizer, wasm_variant):
         m.fill_bitmask(np.zeros((1, words), dtype=np.int64))
     assert m.consume_and_fill_bitmask(tokenizer.encode("7")[0], batch, row=2)
     assert np.array_equal(batch[2], m.compute_bitmask())
+
+
+def test_fill_bitmask_follows_the_buffer_and_row_it_is_given(tokenizer, wasm_variant):
+    # Fills of the same (array, row) reuse its validated view; any other target must be
+    # validated and written afresh.
+    m = Matcher(tokenizer, Grammar.regex("[0-9]{1,3}"))
+    words = (tokenizer.vocab_size + 31) // 32
+    first = np.full((2, words), -1, dtype=np.int32)
+    second = np.full((2, words), -1, dtype=np.int32)
+    want = m.compute_bitmask()
+    m.fill_bitmask(first, row=0)
+    m.fill_bitmask(first, row=0)
+    m.fill_bitmask(first, row=1)
+    m.fill_bitmask(second, row=1)
+    assert np.array_equal(first[0], want) and np.array_equal(first[1], want)
+    assert (second[0] == -1).all() and np.array_equal(second[1], want)
+    assert m.consume_token(tokenizer.encode("7")[0])
+    m.fill_bitmask(second, row=1)
+    assert np.array_equal(second[1], m.compute_bitmask()) and not np.array_equal(second[1], want)
+    with pytest.raises(ValueError, match="int32"):
+        m.fill_bitmask(np.zeros((1, words), dtype=np.int64))

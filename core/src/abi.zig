@@ -507,4 +507,5 @@ test {
     _ = @import("trie.zig");
     _ = @import("matcher.zig");
     _ = @import("earley.zig");
+    _ = @import("slicer.zig");
 }

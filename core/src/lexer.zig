@@ -78,6 +78,10 @@ pub const Lexer = struct {
     lexemes: []const ExprId,
     class_of: [256]u8,
     class_count: u32,
+    /// ceil(2^32 / class_count): `stateIndex` multiplies by it instead of dividing, since the
+    /// walk asks "is this state accepting?" for every trie node it enters and a division costs
+    /// tens of cycles. Exact for every multiple of `class_count` below 2^32 (see `stateIndex`).
+    class_reciprocal: u64 = 0,
     /// A byte of each class, to take derivatives with.
     class_representative: [256]u8,
     /// How many bytes each class has (forced bytes need a class of exactly one byte).
@@ -153,6 +157,7 @@ pub const Lexer = struct {
         };
         self.exprs.forEachByteSet(Refiner{ .lexer = self, .count = &count }, Refiner.visit);
         self.class_count = count;
+        self.class_reciprocal = ((@as(u64, 1) << 32) + count - 1) / count;
         var b: u32 = 256;
         while (b > 0) {
             b -= 1;
@@ -168,8 +173,18 @@ pub const Lexer = struct {
         return self.pair_words.items[span.start..][0..span.len];
     }
 
+    /// The (lexeme, expression) pairs of `state`, flattened; start states end with the marker
+    /// pair (`start_marker`, nothing). Valid until the next state is added.
+    pub fn statePairs(self: *const Lexer, state: StateId) []const u32 {
+        return self.pairsOf(self.stateIndex(state));
+    }
+
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
-        return state / self.class_count;
+        // state = k·c and c·r = 2^32 + e with 0 ≤ e < c, so state·r = k·2^32 + k·e, and
+        // k·e < k·c = state < 2^32: the high word is exactly k.
+        const index: u32 = @intCast((@as(u64, state) * self.class_reciprocal) >> 32);
+        assert(index * self.class_count == state);
+        return index;
     }
 
     pub fn stateInfo(self: *const Lexer, state: StateId) StateInfo {
@@ -263,12 +278,6 @@ pub const Lexer = struct {
         const target = self.trans.items[state + self.class_of[byte]];
         if (target != missing) return target;
         return self.computeTransition(state, self.class_of[byte]);
-    }
-
-    /// The lexemes still possible in `state`, as pairs (lexeme, expression, …); a start state
-    /// also holds the marker pair (lexeme `start_marker`).
-    pub fn statePairs(self: *const Lexer, state: StateId) []const u32 {
-        return self.pairsOf(self.stateIndex(state));
     }
 
     /// `state` without the lexemes whose bit in `keep` is clear (the dead state when none is

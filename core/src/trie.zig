@@ -133,6 +133,60 @@ pub const Trie = struct {
         };
     }
 
+    /// The trie of the tokens whose kind in `kinds` is `.text` — a subset of this trie's tokens
+    /// — equal node for node to `build` over those tokens, but made in one pass over this
+    /// trie instead of sorting the vocabulary again. Pre-order keeps a subtree contiguous, so
+    /// "does the subtree hold a kept token" and "how many nodes of the subtree are kept" are
+    /// differences of prefix sums; depths do not change, since a kept node's ancestors are kept.
+    pub fn filtered(self: *const Trie, gpa: Allocator, kinds: []const TokenKind) Error!Trie {
+        assert(kinds.len == self.token_count);
+        const n = self.nodes.len;
+        // kept_before[i]: nodes before i ending a kept token; out_before[i]: nodes before i kept.
+        const kept_before = try gpa.alloc(u32, n + 1);
+        defer gpa.free(kept_before);
+        const out_before = try gpa.alloc(u32, n + 1);
+        defer gpa.free(out_before);
+        const depths = try gpa.alloc(u16, n);
+        defer gpa.free(depths);
+        kept_before[0] = 0;
+        for (self.nodes, 0..) |node, i| {
+            const kept = node.token != self.token_count and kinds[node.token] == .text;
+            kept_before[i + 1] = kept_before[i] + @intFromBool(kept);
+            depths[i] = if (i == 0) 1 else if (self.nodes[i - 1].subtree_size > 1) depths[i - 1] + 1 else depths[i - 1] - self.nodes[i - 1].pop;
+        }
+        out_before[0] = 0;
+        for (self.nodes, 0..) |node, i| {
+            const has_kept = kept_before[i + node.subtree_size] > kept_before[i];
+            out_before[i + 1] = out_before[i] + @intFromBool(has_kept);
+        }
+        const nodes = try gpa.alloc(Node, out_before[n]);
+        errdefer gpa.free(nodes);
+        var depth_max: u32 = 0;
+        for (self.nodes, 0..) |node, i| {
+            const end = i + node.subtree_size;
+            if (out_before[end] == out_before[i]) continue; // no kept token below
+            const kept = kept_before[i + 1] > kept_before[i];
+            // The first kept node after this subtree (if any) sets the pop.
+            const next_index = out_before[end];
+            const next_depth: u16 = if (next_index < nodes.len) firstKeptDepth(out_before, depths, end) else 1;
+            nodes[out_before[i]] = .{
+                .byte = node.byte,
+                .token = if (kept) node.token else @intCast(self.token_count),
+                .subtree_size = @intCast(out_before[end] - out_before[i]),
+                .pop = @intCast(depths[i] - next_depth),
+            };
+            if (kept) depth_max = @max(depth_max, depths[i]);
+        }
+        return .{ .nodes = nodes, .depth_max = depth_max, .token_count = self.token_count };
+    }
+
+    /// The depth of the first kept node at or after old index `from` (one exists).
+    fn firstKeptDepth(out_before: []const u32, depths: []const u16, from: usize) u16 {
+        var j = from;
+        while (out_before[j + 1] == out_before[j]) j += 1;
+        return depths[j];
+    }
+
     /// The node reached by the path `bytes` from the root, or null when no token starts so.
     pub fn find(self: *const Trie, bytes: []const u8) ?u32 {
         if (bytes.len == 0) return null;
@@ -245,4 +299,67 @@ test "bad token tables are refused" {
     try std.testing.expectError(error.InvalidTokens, Trie.build(gpa, "abc", &.{ 0, 2 }, &kinds));
     try std.testing.expectError(error.InvalidTokens, Trie.build(gpa, "abc", &.{ 0, 2, 9 }, &kinds));
     try std.testing.expectError(error.InvalidTokens, Trie.build(gpa, "abc", &.{ 2, 1, 3 }, &kinds));
+}
+
+/// Checks that every token node's path spells the token, and returns how many token nodes.
+fn checkPaths(gpa: Allocator, trie: Trie, v: *const TestVocab) !u32 {
+    var prefix: std.ArrayList(u8) = .empty;
+    defer prefix.deinit(gpa);
+    var count: u32 = 0;
+    for (trie.nodes) |node| {
+        try prefix.append(gpa, node.byte);
+        if (node.token != trie.token_count) {
+            const id = node.token;
+            try std.testing.expectEqualStrings(v.blob.items[v.offsets.items[id]..v.offsets.items[id + 1]], prefix.items);
+            count += 1;
+        }
+        if (node.subtree_size == 1) prefix.shrinkRetainingCapacity(prefix.items.len - 1 - node.pop);
+    }
+    return count;
+}
+
+test "a filtered trie equals the trie built from the kept tokens" {
+    const gpa = std.testing.allocator;
+    var prng = std.Random.DefaultPrng.init(7);
+    const random = prng.random();
+    for ([_]bool{ false, true }) |with_duplicates| {
+        var tokens: std.ArrayList([]const u8) = .empty;
+        defer {
+            for (tokens.items) |t| gpa.free(t);
+            tokens.deinit(gpa);
+        }
+        var seen: std.StringHashMapUnmanaged(void) = .empty;
+        defer seen.deinit(gpa);
+        while (tokens.items.len < 600) {
+            const t = try gpa.alloc(u8, random.intRangeAtMost(usize, 1, 7));
+            for (t) |*b| b.* = "abc"[random.uintLessThan(usize, 3)];
+            if (!with_duplicates and (try seen.getOrPut(gpa, t)).found_existing) {
+                gpa.free(t);
+                continue;
+            }
+            try tokens.append(gpa, t);
+        }
+        var v = try TestVocab.init(gpa, tokens.items);
+        defer v.deinit(gpa);
+        var full = try Trie.build(gpa, v.blob.items, v.offsets.items, v.kinds.items);
+        defer full.deinit(gpa);
+        for (0..4) |round| {
+            const kinds = try gpa.dupe(TokenKind, v.kinds.items);
+            defer gpa.free(kinds);
+            var kept: u32 = 0;
+            for (kinds) |*k| {
+                if (random.uintLessThan(u32, 4) <= round) k.* = .unused else kept += 1;
+            }
+            var built = try Trie.build(gpa, v.blob.items, v.offsets.items, kinds);
+            defer built.deinit(gpa);
+            var filtered = try full.filtered(gpa, kinds);
+            defer filtered.deinit(gpa);
+            try std.testing.expectEqual(built.depth_max, filtered.depth_max);
+            try std.testing.expectEqual(kept, try checkPaths(gpa, filtered, &v));
+            // Without duplicates the layouts are identical; with them, `build` hangs longer
+            // tokens under the last kept duplicate and the filter under the last one overall
+            // (then a node without a token): the same paths, possibly one node more.
+            if (!with_duplicates) try std.testing.expectEqualSlices(Node, built.nodes, filtered.nodes);
+        }
+    }
 }

@@ -83,6 +83,9 @@ class Matcher:
         self._fill = f["ts_matcher_fill_bitmask"]
         self._consume = f["ts_matcher_consume_token"]
         self._consume_fill = f["ts_matcher_consume_and_fill"]
+        # The last (bitmask, row) filled and its validated byte view: decoding loops fill the
+        # same buffer at every step, and validating it costs more than a cached mask.
+        self._last_dest: tuple[Any, int, memoryview] | None = None
         handle, mask, ff = self._handle, self._mask_ptr, self._ff_ptr
         words = self.mask_words
 
@@ -140,10 +143,22 @@ class Matcher:
                 (words,), with words = ceil(vocab_size / 32); rows must be contiguous.
             row: the row to fill.
 
+        The matcher remembers the last array it filled (repeated fills of the same row skip
+        re-validating it), which keeps that array alive and its size fixed while the matcher
+        is alive.
+
         Raises:
             ValueError: wrong dtype, shape or device.
         """
-        self._fill_into(_row_view(bitmask, row, self.mask_words))
+        self._fill_into(self._dest(bitmask, row))
+
+    def _dest(self, bitmask: Any, row: int) -> memoryview:
+        last = self._last_dest
+        if last is not None and last[0] is bitmask and last[1] == row:
+            return last[2]
+        view = _row_view(bitmask, row, self.mask_words)
+        self._last_dest = (bitmask, row, view)
+        return view
 
     def _fill_into(self, dest: memoryview) -> None:
         core = self._live()
@@ -157,7 +172,7 @@ class Matcher:
             True when the token was accepted (and the mask written); False when the grammar
             refuses it (nothing changes).
         """
-        dest = _row_view(bitmask, row, self.mask_words)
+        dest = self._dest(bitmask, row)
         core = self._live()
         if not 0 <= token < self.vocab_size:
             raise _bad_token(token, self.vocab_size)

@@ -1,0 +1,537 @@
+//! The slicer: precomputed masks for the tokens that free text allows, so a mask inside a
+//! string body does not walk the two thirds of the vocabulary that are plain words.
+//!
+//! A *slice* is a set of tokens fixed per tokenizer: the tokens whose bytes are strings of one
+//! *family* of characters and that are at most `bound_bytes` long. Two families:
+//! - **text**: printable ASCII except `"` and `\`, and every non-ASCII Unicode scalar value in
+//!   UTF-8 (JSON string bodies, `[^"]*`, prose). A token may end inside a character (the
+//!   automaton accepts prefixes); it may not start inside one.
+//! - **word**: `[0-9A-Za-z_]`, the characters identifier-like patterns allow
+//!   (`^[a-zA-Z0-9_-]+$`, `\w+`, the inside of a C identifier).
+//! Each slice stores its tokens as a mask and a trie of every *other* text token (the rest
+//! trie). The text family has a few bounds (`text_bounds_bytes`) after the unbounded slice; the
+//! word family one slice of at most `word_bound_bytes` (its rest trie is big). When
+//! a lexer state allows every string of the family up to a slice's bound, the slice's mask is
+//! OR-ed in and only its rest trie is walked; of the slices that apply, the one with the
+//! smallest rest trie wins (`Slices.items` is sorted that way). The result is exact: slice and
+//! rest trie partition the text tokens, and a slice is used only where each of its tokens keeps
+//! the lexer alive byte after byte (so the walk would have allowed it too).
+//!
+//! Which states allow which slice is decided from the state's expressions, not by exploring
+//! the DFA (`DepthCache`): the *depth* of a state for a family is a number of bytes `d` such
+//! that every string of the family of at most `d` bytes keeps some pair of the state alive.
+//! Structurally:
+//! - `X{m,n}` where X matches every character of the family (`covers`, checked once per X with
+//!   derivatives) has depth n (a string of d ≤ n bytes has at most n characters, counting a
+//!   trailing partial one; padding with more X reaches m);
+//! - `h t` has at least the depth of `h` (t is not empty: plain terms never are);
+//! - an alternation has the largest depth of its members;
+//! - `A & ~E1 & ~E2 …` with every `Ei` finite has depth ∞ when A has: A then gives each text
+//!   string infinitely many completions, and finitely many are excluded (JSON object keys other
+//!   than the listed ones); `A & ~ε` (a nullable lexeme's non-empty part) has A's depth, since
+//!   a token is never empty;
+//! - anything else has depth 0 (the walk covers it).
+//! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
+//! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
+//! strings (`maxLength`: a new DFA state per character) pay nothing beyond their structural
+//! check.
+//!
+//! Memory per tokenizer (Llama-3, 128k ids): see `docs/trie.md`.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const ExprId = regex.ExprId;
+const ExprSet = regex.ExprSet;
+const lexer_mod = @import("lexer.zig");
+const Lexer = lexer_mod.Lexer;
+const StateId = lexer_mod.StateId;
+const trie_mod = @import("trie.zig");
+const Trie = trie_mod.Trie;
+const TokenKind = trie_mod.TokenKind;
+
+/// Bounds of the bounded text slices, longest first; the unbounded slice comes before them.
+/// Chosen from Llama-3's rest-trie sizes: ≤32 leaves 13k nodes to walk, ≤16 26k, ≤8 144k
+/// (of 275k); bounded strings (`maxLength`) use them until few characters are left.
+pub const text_bounds_bytes = [_]u16{ 32, 16, 8 };
+/// The one word slice's bound. Longer word tokens are rare (118 of 34.7k on Llama-3) and cost
+/// the rest trie little (207k nodes against 205k without a bound), while patterns such as
+/// `[a-zA-Z0-9_-]{1,40}` would never reach the unbounded slice's bound (64 bytes on Llama-3).
+pub const word_bound_bytes: u16 = 16;
+pub const slice_count_max = text_bounds_bytes.len + 2;
+
+pub const Family = enum(u1) { text, word };
+pub const family_count = 2;
+
+// -- text characters as a byte automaton ------------------------------------------------------
+
+/// States of the text automaton: 0 = between characters; the others wait for continuation
+/// bytes (with the narrowed second-byte ranges of E0, ED, F0 and F4 that exclude overlong
+/// forms, surrogates and values above U+10FFFF). `reject` = not text.
+pub const text_state_count = 8;
+pub const reject: u8 = 0xFF;
+const need1 = 1;
+const need2 = 2;
+const need3 = 3;
+const after_e0 = 4;
+const after_ed = 5;
+const after_f0 = 6;
+const after_f4 = 7;
+
+pub const text_next: [text_state_count][256]u8 = blk: {
+    @setEvalBranchQuota(10_000);
+    var table: [text_state_count][256]u8 = @splat(@splat(reject));
+    for (0x20..0x7F) |b| {
+        if (b != '"' and b != '\\') table[0][b] = 0;
+    }
+    for (0xC2..0xE0) |b| table[0][b] = need1;
+    table[0][0xE0] = after_e0;
+    for (0xE1..0xF0) |b| table[0][b] = need2;
+    table[0][0xED] = after_ed;
+    table[0][0xF0] = after_f0;
+    for (0xF1..0xF4) |b| table[0][b] = need3;
+    table[0][0xF4] = after_f4;
+    for (0x80..0xC0) |b| {
+        table[need1][b] = 0;
+        table[need2][b] = need1;
+        table[need3][b] = need2;
+    }
+    for (0xA0..0xC0) |b| table[after_e0][b] = need1;
+    for (0x80..0xA0) |b| table[after_ed][b] = need1;
+    for (0x90..0xC0) |b| table[after_f0][b] = need2;
+    for (0x80..0x90) |b| table[after_f4][b] = need2;
+    break :blk table;
+};
+
+/// The word automaton: one state, looping on `[0-9A-Za-z_]` (padded to the text shape).
+const word_next: [text_state_count][256]u8 = blk: {
+    var table: [text_state_count][256]u8 = @splat(@splat(reject));
+    for ('0'..'9' + 1) |b| table[0][b] = 0;
+    for ('A'..'Z' + 1) |b| table[0][b] = 0;
+    for ('a'..'z' + 1) |b| table[0][b] = 0;
+    table[0]['_'] = 0;
+    break :blk table;
+};
+
+pub fn familyNext(family: Family) *const [text_state_count][256]u8 {
+    return switch (family) {
+        .text => &text_next,
+        .word => &word_next,
+    };
+}
+
+/// Are `bytes` a prefix of a string of the family's characters?
+pub fn isIn(family: Family, bytes: []const u8) bool {
+    const next = familyNext(family);
+    var state: u8 = 0;
+    for (bytes) |b| {
+        state = next[state][b];
+        if (state == reject) return false;
+    }
+    return true;
+}
+
+pub fn isText(bytes: []const u8) bool {
+    return isIn(.text, bytes);
+}
+
+// -- per tokenizer: the slices ----------------------------------------------------------------
+
+pub const Slice = struct {
+    family: Family,
+    /// Every token of the slice has at most this many bytes.
+    bound_bytes: u16,
+    token_count: u32,
+    /// The slice's tokens, in the matcher's mask layout (one spare word for the dummy bit).
+    mask: []u32,
+    /// The trie of the text tokens not in the slice.
+    rest: Trie,
+};
+
+pub const Slices = struct {
+    /// By increasing rest-trie size: the first slice that applies leaves the least to walk.
+    items: [slice_count_max]Slice,
+    count: u32,
+
+    /// Builds the slices; `trie` is the tokenizer's full trie, which the rest tries are cut from.
+    pub fn build(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
+        var self: Slices = .{ .items = undefined, .count = 0 };
+        errdefer self.deinit(gpa);
+        for ([_]Family{ .text, .word }) |family| {
+            // An unbounded slice's bound is its longest token.
+            var longest: u16 = 0;
+            for (kinds, 0..) |kind, id| {
+                const bytes = blob[offsets[id]..offsets[id + 1]];
+                if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
+            }
+            if (longest == 0) continue;
+            const first_bound = if (family == .word) @min(longest, word_bound_bytes) else longest;
+            self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, first_bound);
+            self.count += 1;
+            if (family != .text) continue;
+            for (text_bounds_bytes) |bound| {
+                if (bound >= longest) continue; // the unbounded slice already is this one
+                self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, bound);
+                self.count += 1;
+            }
+        }
+        const BySize = struct {
+            fn lessThan(_: void, x: Slice, y: Slice) bool {
+                return x.rest.nodes.len < y.rest.nodes.len;
+            }
+        };
+        std.mem.sort(Slice, self.items[0..self.count], {}, BySize.lessThan);
+        return self;
+    }
+
+    fn buildOne(
+        gpa: Allocator,
+        trie: *const Trie,
+        blob: []const u8,
+        offsets: []const u32,
+        kinds: []const TokenKind,
+        family: Family,
+        bound: u16,
+    ) trie_mod.Error!Slice {
+        const mask = try gpa.alloc(u32, kinds.len / 32 + 1);
+        errdefer gpa.free(mask);
+        @memset(mask, 0);
+        const rest_kinds = try gpa.dupe(TokenKind, kinds);
+        defer gpa.free(rest_kinds);
+        var token_count: u32 = 0;
+        for (kinds, 0..) |kind, id| {
+            const bytes = blob[offsets[id]..offsets[id + 1]];
+            if (kind != .text or bytes.len == 0 or bytes.len > bound or !isIn(family, bytes)) continue;
+            mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+            rest_kinds[id] = .unused;
+            token_count += 1;
+        }
+        const rest = try trie.filtered(gpa, rest_kinds);
+        return .{ .family = family, .bound_bytes = bound, .token_count = token_count, .mask = mask, .rest = rest };
+    }
+
+    pub fn deinit(self: *Slices, gpa: Allocator) void {
+        for (self.items[0..self.count]) |*s| {
+            gpa.free(s.mask);
+            s.rest.deinit(gpa);
+        }
+        self.count = 0;
+    }
+
+    /// The slice with the smallest rest trie whose tokens `state` all allows, if any.
+    pub fn pick(self: *const Slices, cache: *DepthCache, lexer: *Lexer, state: StateId) Error!?*const Slice {
+        var depths: [family_count]?u16 = @splat(null);
+        for (self.items[0..self.count]) |*s| {
+            const f = @intFromEnum(s.family);
+            const depth = depths[f] orelse try cache.depthOf(lexer, state, s.family);
+            depths[f] = depth;
+            if (s.bound_bytes <= depth) return s;
+        }
+        return null;
+    }
+};
+
+// -- per grammar: the depth of lexer states, per family --------------------------------------
+
+/// Depths: finite ones are at most `depth_finite_max`.
+pub const depth_unbounded: u16 = 0xFFFE;
+const depth_unknown: u16 = 0xFFFF;
+const depth_finite_max: u16 = 0xFFFD;
+/// Structural recursion (alternation inside concatenation inside …) deeper than this counts
+/// as depth 0, and a finiteness check needing more than `finite_visit_max` new visits says "not
+/// finite": both only make the answer more conservative.
+const expr_depth_max: u32 = 16;
+const finite_visit_max: u32 = 200_000;
+
+pub const Error = regex.Error;
+
+const Edge = struct { byte: u8, next: u8 };
+
+/// The depth of each DFA state of one grammar's lexer for each family, computed on first use.
+pub const DepthCache = struct {
+    gpa: Allocator,
+    /// Per family, by state index; `depth_unknown` until computed.
+    depths: [family_count]std.ArrayList(u16) = @splat(.empty),
+    /// Does expression X match every character of the family? By `id << 1 | family`.
+    covers_memo: std.AutoHashMapUnmanaged(u64, bool) = .empty,
+    /// Does expression E denote a finite language? By expression id.
+    finite_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    /// Per family and automaton state: one byte per (byte class, next state), to take
+    /// derivatives with.
+    edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
+    edges_ready: bool = false,
+
+    pub fn init(gpa: Allocator) DepthCache {
+        return .{ .gpa = gpa };
+    }
+
+    pub fn deinit(self: *DepthCache) void {
+        for (&self.depths) |*d| d.deinit(self.gpa);
+        self.covers_memo.deinit(self.gpa);
+        self.finite_memo.deinit(self.gpa);
+        for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
+        self.* = undefined;
+    }
+
+    /// The depth of `state` for `family`: every string of the family of at most this many
+    /// bytes keeps the lexer alive from it (`depth_unbounded`: any length).
+    pub fn depthOf(self: *DepthCache, lexer: *Lexer, state: StateId, family: Family) Error!u16 {
+        if (state == lexer_mod.dead) return 0;
+        const index = lexer.stateIndex(state);
+        const depths = &self.depths[@intFromEnum(family)];
+        if (index < depths.items.len) {
+            const known = depths.items[index];
+            if (known != depth_unknown) return known;
+        } else {
+            try depths.appendNTimes(self.gpa, depth_unknown, index + 1 - depths.items.len);
+        }
+        try self.prepareEdges(lexer);
+        var best: u16 = 0;
+        const pairs = lexer.statePairs(state);
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] == lexer_mod.start_marker) continue;
+            best = @max(best, try self.exprDepth(lexer.exprs, @enumFromInt(pairs[i + 1]), family, expr_depth_max));
+            if (best == depth_unbounded) break;
+        }
+        depths.items[index] = best;
+        return best;
+    }
+
+    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, levels: u32) Error!u16 {
+        if (levels == 0) return 0;
+        const args = exprs.args(e);
+        switch (exprs.tag(e)) {
+            .repeat => {
+                const max = args[2]; // read before `covers` may grow the arena
+                if (!try self.covers(exprs, @enumFromInt(args[0]), family)) return 0;
+                return if (max == regex.repeat_unbounded) depth_unbounded else @intCast(@min(max, depth_finite_max));
+            },
+            .concat => {
+                // A boolean tail may denote ∅, which would leave the head no completion.
+                if (exprs.isBoolean(@enumFromInt(args[1]))) return 0;
+                return self.exprDepth(exprs, @enumFromInt(args[0]), family, levels - 1);
+            },
+            .alt => {
+                var best: u16 = 0;
+                var i: usize = 0;
+                // Re-read the members each time: `covers` may grow the arena.
+                while (i < exprs.args(e).len) : (i += 1) {
+                    best = @max(best, try self.exprDepth(exprs, @enumFromInt(exprs.args(e)[i]), family, levels - 1));
+                    if (best == depth_unbounded) break;
+                }
+                return best;
+            },
+            .and_ => {
+                // A & ~E1 & ~E2 …: with every Ei finite, unbounded when A is. `~ε` (how a
+                // nullable lexeme keeps its non-empty part) excludes nothing a token can reach.
+                var positive: ?ExprId = null;
+                var excludes_finite = false;
+                for (args) |raw| {
+                    const m: ExprId = @enumFromInt(raw);
+                    if (exprs.tag(m) == .not_) {
+                        const excluded: ExprId = @enumFromInt(exprs.args(m)[0]);
+                        if (excluded == .epsilon) continue;
+                        if (!try self.isFinite(exprs, excluded)) return 0;
+                        excludes_finite = true;
+                        continue;
+                    }
+                    if (positive != null) return 0;
+                    positive = m;
+                }
+                const a = positive orelse return 0;
+                const d = try self.exprDepth(exprs, a, family, levels - 1);
+                if (!excludes_finite) return d;
+                return if (d == depth_unbounded) depth_unbounded else 0;
+            },
+            else => return 0,
+        }
+    }
+
+    /// Does `e` denote a finite language (no unbounded repetition, no complement)? Post-order
+    /// over the term with an explicit stack, remembered per sub-term: the derivatives of a list
+    /// of names share their tails. A term needing more than `finite_visit_max` new visits
+    /// counts as infinite.
+    fn isFinite(self: *DepthCache, exprs: *const ExprSet, e: ExprId) Error!bool {
+        if (self.finite_memo.get(e.index())) |hit| return hit;
+        const Entry = struct { expr: ExprId, expanded: bool };
+        var stack: std.ArrayList(Entry) = .empty;
+        defer stack.deinit(self.gpa);
+        try stack.append(self.gpa, .{ .expr = e, .expanded = false });
+        var visits: u32 = 0;
+        while (stack.pop()) |top| {
+            const x = top.expr;
+            if (self.finite_memo.contains(x.index())) continue;
+            visits += 1;
+            if (visits > finite_visit_max) return false;
+            const args = exprs.args(x);
+            const children: []const u32 = switch (exprs.tag(x)) {
+                .nothing, .epsilon, .byte_set => &.{},
+                .not_ => {
+                    try self.finite_memo.put(self.gpa, x.index(), false);
+                    continue;
+                },
+                .repeat => if (args[2] == regex.repeat_unbounded) {
+                    try self.finite_memo.put(self.gpa, x.index(), false);
+                    continue;
+                } else args[0..1],
+                .concat, .alt, .and_ => args,
+            };
+            if (!top.expanded) {
+                try stack.append(self.gpa, .{ .expr = x, .expanded = true });
+                for (children) |c| {
+                    if (!self.finite_memo.contains(c)) try stack.append(self.gpa, .{ .expr = @enumFromInt(c), .expanded = false });
+                }
+                continue;
+            }
+            // Children were finished before this second visit (the stack is last in, first out).
+            var finite = true;
+            for (children) |c| finite = finite and (self.finite_memo.get(c) orelse false);
+            try self.finite_memo.put(self.gpa, x.index(), finite);
+        }
+        return self.finite_memo.get(e.index()) orelse false;
+    }
+
+    /// Does `x` match every character of the family (as a whole match)? Derivatives by one byte
+    /// of each (byte class, automaton state) edge, at most four levels deep; remembered per
+    /// expression.
+    fn covers(self: *DepthCache, exprs: *ExprSet, x: ExprId, family: Family) Error!bool {
+        const key = (@as(u64, x.index()) << 1) | @intFromEnum(family);
+        if (self.covers_memo.get(key)) |hit| return hit;
+        const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x, &self.edges[@intFromEnum(family)]);
+        try self.covers_memo.put(self.gpa, key, result);
+        return result;
+    }
+
+    fn coversUncached(self: *DepthCache, exprs: *ExprSet, x: ExprId, edges: *const [text_state_count]std.ArrayList(Edge)) Error!bool {
+        // Depth-first over (derivative, text state) pairs; the text automaton has no cycle
+        // outside state 0, so the stack holds at most three levels of edges.
+        const Entry = struct { expr: ExprId, state: u8 };
+        var stack: std.ArrayList(Entry) = .empty;
+        defer stack.deinit(self.gpa);
+        try stack.append(self.gpa, .{ .expr = x, .state = 0 });
+        while (stack.pop()) |top| {
+            for (edges[top.state].items) |edge| {
+                const d = try exprs.deriv(top.expr, edge.byte);
+                if (edge.next == 0) {
+                    if (!exprs.nullable(d)) return false;
+                } else {
+                    if (d == .nothing) return false;
+                    try stack.append(self.gpa, .{ .expr = d, .state = edge.next });
+                }
+            }
+        }
+        return true;
+    }
+
+    /// The family's bytes grouped by (lexer byte class, next automaton state): derivatives by
+    /// one byte of a group stand for all of them.
+    fn prepareEdges(self: *DepthCache, lexer: *const Lexer) Error!void {
+        if (self.edges_ready) return;
+        for (&self.edges, 0..) |*per_family, f| for (per_family, 0..) |*list, state| {
+            const table = familyNext(@enumFromInt(f));
+            var seen: [256][text_state_count]bool = @splat(@splat(false));
+            for (0..256) |b| {
+                const next = table[state][b];
+                if (next == reject) continue;
+                const class = lexer.class_of[b];
+                if (seen[class][next]) continue;
+                seen[class][next] = true;
+                try list.append(self.gpa, .{ .byte = @intCast(b), .next = next });
+            }
+        };
+        self.edges_ready = true;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+test "word automaton: letters, digits and underscore" {
+    try std.testing.expect(isIn(.word, "snake_case_42"));
+    try std.testing.expect(!isIn(.word, "kebab-case"));
+    try std.testing.expect(!isIn(.word, " word"));
+    try std.testing.expect(!isIn(.word, "caf\xc3\xa9"));
+}
+
+test "text automaton: ASCII minus quote and backslash, UTF-8 scalar values, prefixes" {
+    try std.testing.expect(isText("hello world"));
+    try std.testing.expect(isText("caf\xc3\xa9"));
+    try std.testing.expect(isText("caf\xc3")); // ends inside a character
+    try std.testing.expect(isText("\xe2\x82\xac")); // €
+    try std.testing.expect(isText("\xf0\x9f\x98\x80")); // 😀
+    try std.testing.expect(!isText("a\"b"));
+    try std.testing.expect(!isText("a\\n"));
+    try std.testing.expect(!isText("a\nb"));
+    try std.testing.expect(!isText("\x7f"));
+    try std.testing.expect(!isText("\xa9")); // starts inside a character
+    try std.testing.expect(!isText("\xc0\x80")); // overlong
+    try std.testing.expect(!isText("\xed\xa0\x80")); // surrogate
+    try std.testing.expect(!isText("\xf4\x90\x80\x80")); // above U+10FFFF
+    try std.testing.expect(!isText("\xe0\x80")); // overlong three-byte form
+}
+
+const regex_syntax = @import("regex_syntax.zig");
+
+fn depthOfPattern(pattern: []const u8, prefix: []const u8, family: Family) !u16 {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const e = try regex_syntax.parse(&exprs, pattern, .{}, &diag);
+    var lexer = try Lexer.init(gpa, &exprs, &.{e}, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    var s = try lexer.startState(null);
+    for (prefix) |b| s = try lexer.next(s, b);
+    return cache.depthOf(&lexer, s, family);
+}
+
+test "text depth of lexer states" {
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[^\"]*\"", "", .text));
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt])*\"", "\"ab", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("\"(?:[^\"\\\\\\x00-\\x1f])*\"", "", .text)); // a quote first
+    try std.testing.expectEqual(@as(u16, 10), try depthOfPattern("\"[^\"\\\\\\x00-\\x1f]{0,12}\"", "\"ab", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[a-z ]*", "", .text)); // not every text character
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"\\x80-\\x{10FFFF}]*", "", .text)); // ASCII only
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[^\"]*\"", "\xc3", .text)); // inside a character
+    // The word family: identifier-like classes.
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[\\-0-9A-Z_a-z]+", "", .word));
+    try std.testing.expectEqual(@as(u16, 254), try depthOfPattern("\"[\\-0-9A-Z_a-z]{1,255}\"", "\"a", .word));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("\"[\\-0-9A-Z_a-z]{1,255}\"", "\"a", .text));
+    try std.testing.expectEqual(@as(u16, 0), try depthOfPattern("[a-z0-9]+", "", .word)); // no capitals
+    try std.testing.expectEqual(depth_unbounded, try depthOfPattern("[^\"]*\"", "", .word));
+}
+
+test "text depth of a string that must differ from listed names" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
+    // Many names: the finiteness check must not depend on how wide the alternation is.
+    var names_pattern: std.ArrayList(u8) = .empty;
+    defer names_pattern.deinit(gpa);
+    try names_pattern.appendSlice(gpa, "\"(?:name|id");
+    for (0..200) |i| try names_pattern.print(gpa, "|key{d}", .{i});
+    try names_pattern.appendSlice(gpa, ")\"");
+    const names = try regex_syntax.parse(&exprs, names_pattern.items, .{}, &diag);
+    const key = try exprs.andAll(&.{ string, try exprs.not(names) });
+    const bounded = try regex_syntax.parse(&exprs, "\"[^\"\\\\]{0,5}\"", .{}, &diag);
+    const bounded_key = try exprs.andAll(&.{ bounded, try exprs.not(names) });
+    var lexer = try Lexer.init(gpa, &exprs, &.{ key, bounded_key }, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    const only_key = [_]bool{ true, false };
+    const only_bounded = [_]bool{ false, true };
+    const s = try lexer.next(try lexer.startState(&only_key), '"');
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s, .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'n'), .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(try lexer.next(s, 'k'), 'e'), .text));
+    // Bounded text with exclusions: finitely many completions, so no structural answer.
+    const b = try lexer.next(try lexer.startState(&only_bounded), '"');
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b, .text));
+}

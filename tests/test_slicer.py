@@ -1,0 +1,141 @@
+"""Slices (precomputed masks of text tokens, `core/src/slicer.zig`) against the regex oracle.
+
+The slicer answers whole groups of tokens at once from a lexer state's expressions, so a wrong
+slice shows up as many tokens of one kind or of one length being wrong. Here every step of each
+sample is checked on real tokenizers, against `tests/oracle.py`, on a candidate set chosen to
+catch that: all allowed tokens that are sampled (no false positives), up to 40 tokens of every
+byte length (the bounded slices end at 8, 16 and 32 bytes), tokens with non-ASCII bytes,
+quotes and backslashes, identifier-like tokens, and a random sample (no false negatives).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from oracle import RegexOracle
+from tokensieve import Grammar, Matcher
+from tokensieve._ir import GrammarIR, Lexeme, Sym
+
+TOKENIZERS = ("llama3", "gpt2")
+JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+# (name, pattern, samples): bounded text crossing the slice bounds, non-ASCII text, and classes
+# that leave out some text characters (no slice may apply there).
+CASES = [
+    ("bounded_40", r'"[^"\\\x00-\x1f]{0,40}"',
+     ['"The quick brown fox jumps over the dog."', '"Ünïcödé: café, naïve, 東京, 😀 ok"', '""']),
+    ("bounded_min_max", r'[^"]{5,12}"', ['hello world"', 'héllo"']),
+    ("json_escaped_20", rf'"{JSON_CHAR}{{0,20}}"', ['"a \\"quoted\\" word"', '"tab\\there é"']),
+    ("unbounded_text", r'[^"]*"', ['Grüße aus Köln, 你好世界 and more text here"']),
+    ("nullable_bounded", r'[^"]{0,25}', ["short", "exactly twenty-five chars"]),
+    ("ascii_only", r'[ -~]{0,30}', ["plain ascii, nothing else"]),
+    ("latin1_only", r'[\x20-\xff]{0,30}', ["café au lait"]),
+    ("without_cjk", r'[^"\u4e00-\u9fff]*"', ['no han characters here, ok"']),
+    ("without_e_acute", r'[^"é]*"', ['cafe without accents"']),
+    ("newline_free", r'[^\n]{0,35}\n', ['a "quoted" \\ line\n']),
+    # The word family ([0-9A-Za-z_]): identifier-like patterns, and classes that miss a word
+    # character (no slice there).
+    ("word_pattern", r'"[\-0-9A-Z_a-z]{1,255}"', ['"snake_case-and-kebab-42"', '"x"']),
+    ("identifier", r'[A-Za-z_][A-Za-z0-9_]*', ["_private_value9", "CamelCaseName"]),
+    ("lowercase_digits", r'[a-z0-9]+', ["lowercase0and9digits"]),
+    ("word_bounded", r'\w{0,12}', ["word_12_char"]),
+]
+
+
+def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
+    by_length: dict[int, list[int]] = defaultdict(list)
+    odd: list[int] = []
+    words: list[int] = []
+    for t in range(tok.vocab_size):
+        if tok.is_special(t):
+            continue
+        data = tok.token_bytes(t)
+        by_length[len(data)].append(t)
+        if any(b >= 0x80 or b in b'"\\' for b in data):
+            odd.append(t)
+        elif data.replace(b"_", b"a").isalnum():
+            words.append(t)
+    chosen: set[int] = set()
+    for ids in by_length.values():
+        chosen.update(rng.sample(ids, min(40, len(ids))))
+    chosen.update(rng.sample(odd, min(600, len(odd))))
+    chosen.update(rng.sample(words, min(600, len(words))))
+    chosen.update(rng.sample(range(tok.vocab_size), 1500))
+    chosen.update(rng.sample(sorted(allowed), min(1500, len(allowed))))
+    return sorted(chosen)
+
+
+def _allowed(m: Matcher, vocab_size: int) -> set[int]:
+    bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def _check_step(m: Matcher, tok, completable, prefix: bytes, rng: random.Random, what: str) -> None:
+    got = _allowed(m, tok.vocab_size) - set(tok.eos_token_ids)
+    wrong = []
+    for t in _candidates(tok, got, rng):
+        data = tok.token_bytes(t)
+        want = bool(data) and not tok.is_special(t) and completable(prefix + data)
+        if want != (t in got):
+            wrong.append((t, data, "missing" if want else "extra"))
+    assert not wrong, f"{what} after {prefix!r}: {wrong[:8]}"
+
+
+@pytest.mark.parametrize("tokenizer_name", TOKENIZERS)
+@pytest.mark.parametrize(("name", "pattern", "samples"), CASES, ids=[c[0] for c in CASES])
+def test_slices_follow_the_oracle_at_every_step(name, pattern, samples, tokenizer_name):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer(tokenizer_name)
+    oracle = RegexOracle(pattern)
+    grammar = Grammar.regex(pattern)
+    rng = random.Random(f"{name}:{tokenizer_name}")
+    for text in samples:
+        m = Matcher(tok, grammar)
+        prefix = b""
+        for t in tok.encode(text):
+            _check_step(m, tok, oracle.completable, prefix, rng, name)
+            assert m.consume_token(t), prefix
+            prefix += tok.token_bytes(t)
+        _check_step(m, tok, oracle.completable, prefix, rng, name)
+
+
+def _key_grammar(names: list[str]) -> Grammar:
+    """A JSON key that is none of `names` (how `additionalProperties` keys are compiled)."""
+    ir = GrammarIR()
+    start = ir.add_nonterminal("start")
+    nots = tuple('"' + n + '"' for n in names)
+    key = Lexeme("key", "regex", rf'"{JSON_CHAR}*"', not_patterns=nots)
+    ir.add_rule(start, [Sym.t(ir.add_lexeme(key))])
+    return Grammar.from_ir(ir)
+
+
+@pytest.mark.parametrize("tokenizer_name", TOKENIZERS)
+def test_keys_other_than_listed_names_follow_the_oracle(tokenizer_name):
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer(tokenizer_name)
+    names = ["name", "id", "type"] + [f"property{i}" for i in range(120)]
+    listed = {('"' + n + '"').encode() for n in names}
+    oracle = RegexOracle(rf'"{JSON_CHAR}*"')
+
+    def completable(data: bytes) -> bool:
+        # Every unclosed key has infinitely many completions; a closed one must not be listed.
+        return oracle.completable(data) and data not in listed
+
+    grammar = _key_grammar(names)
+    rng = random.Random(f"keys:{tokenizer_name}")
+    for text in ['"property1x"', '"named"', '"typé ok"', '"ids"']:
+        m = Matcher(tok, grammar)
+        prefix = b""
+        for t in tok.encode(text):
+            _check_step(m, tok, completable, prefix, rng, "keys")
+            assert m.consume_token(t), prefix
+            prefix += tok.token_bytes(t)
+        _check_step(m, tok, completable, prefix, rng, "keys")
+    m = Matcher(tok, grammar)
+    assert m.consume_tokens(tok.encode('"property7')) and not m.consume_tokens(tok.encode('"'))
