@@ -88,6 +88,8 @@ from typing import Any, Iterable, Sequence
 
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, Sym
+from ._json_instance import InstanceChecker, Undecidable
+from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
 __all__ = [
     "json_schema_to_ir",
@@ -119,18 +121,26 @@ ANNOTATIONS = frozenset(
 # Keywords this front-end does not implement: GrammarError, or a warning when lenient.
 UNSUPPORTED = frozenset(
     {
-        "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-        "uniqueItems", "contains", "minContains", "maxContains", "propertyNames",
-        "patternProperties", "minProperties", "maxProperties", "unevaluatedProperties",
-        "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+        "$recursiveAnchor",
     }
 )
+# Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
+CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
+COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
+CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
+OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
+ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
+UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
+PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
 
 # One character of a JSON string, as it appears in the JSON text.
 STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
 
 _REGEX_META = set("\\.^$|?*+()[]{}")
@@ -409,6 +419,20 @@ def string_regex(min_length: int, max_length: int | None) -> str:
 
 
 _SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+
+
+def _number_spelling_regex(value: int | float) -> str:
+    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`)."""
+    from decimal import Decimal
+
+    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    text = format(abs(dec), "f")
+    whole, _, fraction = text.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    sign = "" if dec >= 0 else "-"
+    if fraction:
+        return f"{sign}{whole}\\.{fraction}0*"
+    return f"{sign}{whole}{_FRACTION_ZERO}" if dec != 0 else f"-?0{_FRACTION_ZERO}"
 
 
 def _json_char_regex(code: int) -> str:
@@ -884,6 +908,40 @@ def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _types_of(d: dict[str, Any]) -> set[str]:
+    if "enum" in d:
+        return {_json_type(v) for v in d["enum"]}
+    return set(d.get("type", TYPES))
+
+
+def _literals(schema: Any) -> list[Any] | None:
+    """The values a (raw) schema allows, when it lists them with `const`/`enum`."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    return schema["enum"] if isinstance(schema.get("enum"), list) else None
+
+
+def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether no value is valid under both flattened schemas, by types, listed values, or a
+    required property whose listed values differ (a discriminator). Sufficient, not complete."""
+    ta, tb = _types_of(a), _types_of(b)
+    if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
+        return True
+    if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
+        return True
+    for key in set(a.get("required", [])) & set(b.get("required", [])):
+        va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
+        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+            return True
+    return False
+
+
+def _trivial_schema(schema: Any) -> bool:
+    return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
+
+
 def _and(a: Any, b: Any) -> Any:
     """The schema both a and b must hold (without flattening)."""
     if a is True or a == {}:
@@ -930,6 +988,13 @@ class _Compiler:
         self.anchors: dict[str, str] | None = None
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
+        self.checker = InstanceChecker(
+            lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
+        )
+        self.clause_alternative_count = 0
+        self.compile_depth = 0
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
         self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
         self.comma = Sym.t(self.ir.add_lexeme(Lexeme(repr(item_separator), "literal", item_separator)))
         self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
@@ -1124,9 +1189,40 @@ class _Compiler:
                 if t not in TYPES:
                     raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
             d["type"] = list(types)
-        if "properties" in d and not isinstance(d["properties"], dict):
-            raise self.fail("properties must be an object", f"{pointer}/properties")
+        for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
+            if key in d and not isinstance(d[key], dict):
+                raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
+        clauses = self.clauses(d, pointer)
+        if clauses:
+            d["_clauses"] = clauses
         return d
+
+    def clauses(self, d: dict[str, Any], pointer: str) -> list[dict[str, Any]]:
+        """Pop the clause keywords (`CLAUSE_KEYWORDS`) of a schema being normalized, one clause
+        per assertion; each carries its JSON pointer as `_at`."""
+        out: list[dict[str, Any]] = []
+        if "not" in d:
+            out.append({"not": d.pop("not"), "_at": f"{pointer}/not"})
+        branches = {k: d.pop(k) for k in ("then", "else") if k in d}
+        if "if" in d and self.draft_before_7:
+            d.pop("if")
+            self.warn("if/then/else are not keywords before draft 7 ($schema); ignored", pointer)
+        if "if" in d:
+            condition = d.pop("if")
+            if branches:
+                out.append({"if": condition, **branches, "_at": pointer})
+        for key, kind in (("dependencies", None), ("dependentRequired", "dependentRequired"), ("dependentSchemas", "dependentSchemas")):
+            for name, need in d.pop(key, {}).items():
+                where = f"{pointer}/{key}/{_escape_pointer(name)}"
+                this = kind or ("dependentRequired" if isinstance(need, list) else "dependentSchemas")
+                if this == "dependentRequired":
+                    if not isinstance(need, list) or not all(isinstance(n, str) for n in need):
+                        raise self.fail(f"{key} of {name!r} must list property names", where)
+                    if need:
+                        out.append({"dependentRequired": {name: need}, "_at": where})
+                elif need is not True and need != {}:
+                    out.append({"dependentSchemas": {name: need}, "_at": where})
+        return out
 
     def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
         """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable."""
@@ -1157,6 +1253,12 @@ class _Compiler:
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
         out = dict(a)
+        for x, y in ((a, b), (b, a)):
+            # A key matching x's pattern but not y's must meet x's pattern schema AND y's
+            # additionalProperties: no single object schema says that.
+            if x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True)):
+                if set(x["patternProperties"]) != set(y.get("patternProperties", {})):
+                    out.setdefault("_conflicts", []).append("patternProperties")
         for key, vb in b.items():
             if key not in out:
                 out[key] = vb
@@ -1199,6 +1301,16 @@ class _Compiler:
             elif key == "multipleOf":
                 if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
                     out[key] = math.lcm(int(va), int(vb))
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts"):
+                out[key] = list(va) + [v for v in vb if v not in va]
+            elif key == "_patterns":
+                out[key] = list(dict.fromkeys(list(va) + list(vb)))
+            elif key == "_non_integer" or key == "uniqueItems":
+                out[key] = bool(va or vb)
+            elif key == "patternProperties":
+                out[key] = {**va, **{p: _and(va[p], s) if p in va else s for p, s in vb.items()}}
+            elif key == "propertyNames":
+                out[key] = _and(va, vb)
             elif key in _KEYWORDS:
                 out.setdefault("_conflicts", []).append(key)
             # other keys are not keywords (`x-...`, `@type`): keep a's value
@@ -1206,11 +1318,27 @@ class _Compiler:
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
         out = {}
         for key in list(pa) + [k for k in pb if k not in pa]:
-            out[key] = _and(pa.get(key, extra_a), pb.get(key, extra_b))
+            out[key] = _and(self.member_schema(a, key), self.member_schema(b, key))
         return out
+
+    def member_schema(self, d: dict[str, Any], key: str) -> Any:
+        """What the object schema `d` requires of the value of property `key`: its `properties`
+        entry, else the `patternProperties` it matches, else `additionalProperties`."""
+        if key in d.get("properties", {}):
+            return d["properties"][key]
+        matching = [s for p, s in d.get("patternProperties", {}).items() if self.key_matches(p, key, "")]
+        if matching:
+            return matching[0] if len(matching) == 1 else {"allOf": matching}
+        return d.get("additionalProperties", True)
+
+    def key_matches(self, pattern: str, key: str, pointer: str) -> bool:
+        """Whether a property name matches a `patternProperties` pattern (search semantics)."""
+        try:
+            return self.checker.pattern_matches(pattern, key)
+        except Undecidable as err:
+            raise self.fail(f"patternProperties: {err}", f"{pointer}/patternProperties") from None
 
     # ---- checks ------------------------------------------------------------------------------
 
@@ -1223,20 +1351,30 @@ class _Compiler:
             )
 
     def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
-        for key, value in d.items():
-            if key not in UNSUPPORTED:
-                continue
-            trivial = (
-                (key == "uniqueItems" and value is False)
-                or (key in ("minProperties", "minContains") and value == 0)
-                or (key in ("patternProperties", "dependentRequired", "dependentSchemas", "dependencies")
-                    and value == {})
-                or (key == "propertyNames" and value in (True, {}))
-            )
-            if not trivial:
+        for key in d:
+            if key in UNSUPPORTED:
                 self.unsupported(f"the keyword {key!r} is not supported", f"{pointer}/{key}")
-        for key in d.get("_conflicts", []):
+        for key in dict.fromkeys(d.get("_conflicts", [])):
             self.unsupported(f"allOf/$ref merges two different values of {key!r}", pointer)
+
+    # ---- what `_json_schema_logic` needs (its Context protocol) ------------------------------
+
+    def body_regex(self, pattern: Any, pointer: str) -> str:
+        if not isinstance(pattern, str):
+            raise self.fail("pattern must be a string", pointer)
+        try:
+            return pattern_to_json_regex(pattern)
+        except GrammarError as err:
+            raise Unexpressible(str(err), pointer) from None
+
+    def format_regex(self, name: Any) -> str | None:
+        return FORMAT_REGEXES.get(name) if isinstance(name, str) else None
+
+    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool:
+        """Whether no JSON value is valid under two of the options (a sufficient check)."""
+        flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
+        live = [f for f in flats if f is not None]
+        return all(_disjoint(a, b) for i, a in enumerate(live) for b in live[i + 1 :])
 
     # ---- schemas -----------------------------------------------------------------------------
 
@@ -1257,12 +1395,34 @@ class _Compiler:
     def compile_flat(self, d: dict[str, Any], pointer: str) -> Sym | None:
         if not _has_constraints(d):
             return Sym.n(self.any())
+        # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
+        # the recursion (a schema can reach itself through them).
+        self.compile_depth += 1
+        try:
+            if self.compile_depth > COMPILE_DEPTH_MAX:
+                raise GrammarError(
+                    f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
+                    f"expanded (at {pointer[:200]})",
+                    json_pointer=pointer,
+                )
+            return self.compile_flat_checked(d, pointer)
+        finally:
+            self.compile_depth -= 1
+
+    def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        if "enum" in d:
+            return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
+        structured = [v for v in d.get("_not_enum", []) if isinstance(v, (list, dict))]
+        if structured:
+            # An object or array value excluded: the negation of a schema pinning it down.
+            d = dict(d, _not_enum=[v for v in d["_not_enum"] if not isinstance(v, (list, dict))])
+            d["_clauses"] = [{"not": value_schema(v), "_at": pointer} for v in structured] + d.get("_clauses", [])
+        if "_clauses" in d:
+            return self.compile_clauses(d, pointer)
         for key in ("anyOf", "oneOf"):
             if key in d:
                 return self.compile_options(d, key, pointer)
-        if "enum" in d:
-            return self.compile_enum(d, pointer)
         types = d.get("type", ALL_TYPES)
         if "number" in types:
             types = [t for t in types if t != "integer"]
@@ -1270,14 +1430,18 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf":
+        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
+        options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
+        return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
+
+    def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
+        """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
-        for i, option in enumerate(d[key]):
-            where = f"{pointer}/{key}/{i}"
+        for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
                 orders = [] if flat is None else [(rest, flat), (flat, rest)]
@@ -1295,18 +1459,55 @@ class _Compiler:
                 continue
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
-        return self.choice(f"{pointer or '/'}:{key}", alternatives)
+        return self.choice(name, alternatives)
+
+    def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
+        the rest of the schema; the other clauses are expanded inside each alternative."""
+        clause, *others = d["_clauses"]
+        rest = {k: v for k, v in d.items() if k != "_clauses"}
+        if others:
+            rest["_clauses"] = others
+        at = clause.get("_at", pointer)
+        try:
+            alternatives = clause_alternatives(clause, self)
+        except Unexpressible as err:
+            self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
+            return self.compile_flat(rest, pointer)
+        self.clause_alternative_count += len(alternatives)
+        if self.clause_alternative_count > CLAUSE_ALTERNATIVE_COUNT_MAX:
+            raise self.fail(
+                f"not/if/dependencies expand into more than {CLAUSE_ALTERNATIVE_COUNT_MAX} alternatives; "
+                "simplify the schema",
+                at,
+            )
+        if not alternatives:
+            return None
+        return self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        types = d.get("type", TYPES)
-        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in d["enum"] if _type_allows(types, v)]
+        """The listed values that every other keyword accepts (checked value by value)."""
+        if "_conflicts" in d:
+            self.check_keywords(d, pointer)
+        rest = {k: v for k, v in d.items() if k != "enum"}
+        try:
+            values = [v for v in d["enum"] if self.checker.valid(v, rest, pointer)]
+        except Undecidable as err:
+            self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
+            types = d.get("type", TYPES)
+            values = [v for v in d["enum"] if _type_allows(types, v)]
+        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in values]
         return self.choice(f"{pointer or '/'}:enum", alternatives)
 
     def compile_type(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        excluded = d.get("_not_enum", [])
         if t == "null":
-            return self.lexeme("null", "literal", "null")
+            return None if None in excluded else self.lexeme("null", "literal", "null")
         if t == "boolean":
-            return self.lexeme("boolean", "regex", "true|false")
+            left = [b for b in (True, False) if not any(v is b for v in excluded)]
+            if len(left) == 2:
+                return self.lexeme("boolean", "regex", "true|false")
+            return self.value_syms(left[0], pointer)[0] if left else None
         if t == "string":
             return self.compile_string(d, pointer)
         if t in ("integer", "number"):
@@ -1350,15 +1551,18 @@ class _Compiler:
             length = string_regex(min_length, max_length)
         except GrammarError as err:
             raise self.fail(str(err), f"{pointer}/minLength") from None
-        if not bodies:
+        # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
+        nots = [_key_regex(_json_string_lexeme(v)) for v in d.get("_not_enum", []) if isinstance(v, str)]
+        nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
+        if not bodies and not nots:
             if min_length == 0 and max_length is None:
                 return self.string()
             upper = "" if max_length is None else max_length
             return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
-        if min_length > 0 or max_length is not None:
+        if not bodies or min_length > 0 or max_length is not None:
             bodies.append(length)  # intersected with the pattern/format (Lexeme.and_patterns)
         name = f"string:{pointer or '/'}"
-        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]))
+        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]), not_patterns=tuple(dict.fromkeys(nots)))
 
     def compile_number(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
         for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
@@ -1373,14 +1577,24 @@ class _Compiler:
         multiple = d.get("multipleOf")
         if multiple is not None and not (t == "integer" and float(multiple).is_integer() and multiple == 1):
             self.warn(f"multipleOf {multiple} is ignored", f"{pointer}/multipleOf")
+        # Excluded values (`not` of enum/const): the lexeme's not_patterns; an exponent could
+        # spell them in unboundedly many ways, so such numbers are written without one.
+        nots = tuple(dict.fromkeys(_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)))
+        non_integer = bool(d.get("_non_integer"))
         if t == "integer":
+            if non_integer:
+                return None
             lo_i = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
             hi_i = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
             if lo_i is None and hi_i is None:
-                return self.lexeme("integer", "regex", INTEGER_REGEX)
+                return self.lexeme("integer", "regex", INTEGER_REGEX, not_patterns=nots)
             rx = int_range_regex(lo_i, hi_i)
-            return None if rx is None else self.lexeme(f"integer[{lo_i},{hi_i}]", "regex", rx)
+            return None if rx is None else self.lexeme(f"integer[{lo_i},{hi_i}]", "regex", rx, not_patterns=nots)
         if lo is None and hi is None:
+            if non_integer:
+                return self.lexeme("non-integer", "regex", NON_INTEGER_REGEX, not_patterns=nots)
+            if nots:
+                return self.lexeme("number", "regex", NUMBER_REGEX_NO_EXPONENT, not_patterns=nots)
             return self.lexeme("number", "regex", NUMBER_REGEX)
         if lo is not None and not float(lo).is_integer():
             self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
@@ -1392,7 +1606,10 @@ class _Compiler:
         hi_i = None if hi is None else int(hi)
         rx = number_range_regex(lo_i, lo_open, hi_i, hi_open)
         name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
-        return None if rx is None else self.lexeme(name, "regex", rx)
+        if rx is None:
+            return None
+        ands = (NON_INTEGER_REGEX,) if non_integer else ()
+        return self.lexeme(name, "regex", rx, and_patterns=ands, not_patterns=nots)
 
     # ---- values ------------------------------------------------------------------------------
 
@@ -1460,60 +1677,200 @@ class _Compiler:
     # ---- objects -----------------------------------------------------------------------------
 
     def compile_object(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Listed properties in `properties` order, then `required` names not listed, then any
+        other keys (pattern and additional properties), counted when min/maxProperties ask."""
         properties: dict[str, Any] = d.get("properties", {})
         required = d.get("required", [])
         for key in required:
             if not isinstance(key, str):
                 raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
-        extra_schema = d.get("additionalProperties", self.additional_default)
-        extra_where = f"{pointer}/additionalProperties"
-        pattern_properties = d.get("patternProperties") or {}
-        if pattern_properties and self.lenient:
-            extra_schema = {"anyOf": [extra_schema, *pattern_properties.values()]}
-            extra_where = f"{pointer}/patternProperties"
+        patterns: dict[str, Any] = d.get("patternProperties", {})
+        names = d.get("propertyNames", True)
+        low = self.int_keyword(d, "minProperties", 0, pointer) or 0
+        high = self.int_keyword(d, "maxProperties", None, pointer)
+        if high is not None and low > high:
+            return None
+        key_parts = self.key_constraint(names, pointer)
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
-        for key, sub in properties.items():
-            sym = self.compile(sub, f"{pointer}/properties/{_escape_pointer(key)}")
+        taken = list(properties) + [k for k in required if k not in properties]
+        for key in taken:
+            listed = key in properties
+            where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
+            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
+            if listed:
+                parts = [properties[key], *matching]
+            else:
+                parts = matching or [d.get("additionalProperties", self.additional_default)]
+            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+            sym = self.compile(schema, where) if self.name_allowed(key, names, pointer) else None
             if sym is None:
                 if key in required:
                     return None
                 continue
             members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
-        extra_sym = None if extra_schema is False else self.compile(extra_schema, extra_where)
-        for key in required:
-            if key in properties:
-                continue
-            if extra_sym is None:
+        regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
+        pair = None
+        if regions:
+            pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+        return self.object_body(members, pair, low, high, pointer)
+
+    def name_allowed(self, key: str, names: Any, pointer: str) -> bool:
+        """Whether a property name satisfies `propertyNames`."""
+        if _trivial_schema(names):
+            return True
+        try:
+            return self.checker.valid(key, names, f"{pointer}/propertyNames")
+        except Undecidable as err:
+            self.unsupported(f"propertyNames cannot be checked on {key!r} ({err})", f"{pointer}/propertyNames")
+            return True
+
+    def key_constraint(self, names: Any, pointer: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`propertyNames` as (and, not) regexes on key lexemes; None when no key is allowed."""
+        if _trivial_schema(names):
+            return (), ()
+        where = f"{pointer}/propertyNames"
+        flat = self.flatten(names, where)
+        flat = None if flat is None else self.merge(flat, {"type": ["string"]}, where)
+        if flat is None:
+            return None
+        if "enum" in flat:
+            values = [v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, flat, pointer)]
+            if not values:
                 return None
-            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), extra_sym, True))
-        name = pointer or "/"
-        # after[i]: alternatives for members i.. when something came before (so commas lead).
-        cache: dict[int, list[Sym]] = {}
-        if extra_sym is not None:
-            string = self.string()
-            if members:
-                # Additional keys are any string but the listed names: a listed key must
-                # satisfy its own schema (llguidance does the same).
-                names = tuple(_key_regex(self.ir.lexemes[key.index]) for key, _, _ in members)
-                base = self.ir.lexemes[string.index]
-                string = Sym.t(self.ir.add_lexeme(Lexeme(f"{base.name} (not {len(names)} listed keys)", "regex", base.value, not_patterns=names)))
-            pair = [string, self.colon, extra_sym]
-            extras = self.ir.add_nonterminal(f"{name}:extras")
-            self.rule(extras, pair)
-            self.rule(extras, [Sym.n(extras), self.comma, *pair])
-            after: list[list[Sym]] = [[], [self.comma, Sym.n(extras)]]
-            first: list[list[Sym]] = [[], [Sym.n(extras)]]
+            return (_alt([_key_regex(_json_string_lexeme(v)) for v in values]),), ()
+        sym = self.compile_flat(flat, where)
+        if sym is None:
+            return None
+        if not sym.terminal:
+            self.unsupported("propertyNames must describe a single string lexeme here", where)
+            return (), ()
+        lexeme = self.ir.lexemes[sym.index]
+        return (_key_regex(lexeme), *lexeme.and_patterns), lexeme.not_patterns
+
+    def key_regions(
+        self, d: dict[str, Any], taken: list[str], key_parts: tuple[tuple[str, ...], tuple[str, ...]], pointer: str
+    ) -> list[tuple[Sym, Sym]]:
+        """(key lexeme, value symbol) for the keys beyond the listed ones: one region per set
+        of `patternProperties` patterns a key matches (all subsets when there are at most
+        `PATTERN_SUBSETS_MAX` patterns, else one pattern each, keys matching several refused),
+        and one for `additionalProperties` (keys matching no pattern). Listed names are
+        excluded from every region."""
+        key_ands, key_nots = key_parts
+        name_nots = [_key_regex(_json_string_lexeme(k)) for k in taken]
+        found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
+        for pattern, schema in d.get("patternProperties", {}).items():
+            where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
+            try:
+                found.append((where, '"' + pattern_to_json_regex(pattern) + '"', schema))
+            except GrammarError as err:
+                self.unsupported(str(err), where)
+        if len(found) <= PATTERN_SUBSETS_MAX:
+            subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
         else:
-            after, first = [[]], [[]]
+            subsets = [[i] for i in range(len(found))]
+            self.warn(
+                f"more than {PATTERN_SUBSETS_MAX} patternProperties: a key matching several patterns is refused",
+                f"{pointer}/patternProperties",
+            )
+        regions: list[tuple[Sym, Sym]] = []
+        for subset in subsets:
+            schemas = [found[i][2] for i in subset]
+            value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
+            if value is None:
+                continue
+            ands = [found[i][1] for i in subset]
+            nots = [found[i][1] for i in range(len(found)) if i not in subset]
+            lexeme = Lexeme(
+                f"key:{found[subset[0]][0]}" + (f"+{len(subset) - 1}" if len(subset) > 1 else ""),
+                "regex",
+                ands[0],
+                and_patterns=tuple(ands[1:]) + key_ands,
+                not_patterns=tuple(nots + name_nots) + key_nots,
+            )
+            regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
+        extra = d.get("additionalProperties", self.additional_default)
+        value = None if extra is False else self.compile(extra, f"{pointer}/additionalProperties")
+        if value is not None:
+            nots = [f[1] for f in found] + name_nots
+            base = self.ir.lexemes[self.string().index]
+            if not nots and not key_ands and not key_nots:
+                key = self.string()
+            else:
+                name = f"key:{pointer or '/'}/additionalProperties"
+                lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
+                key = Sym.t(self.ir.add_lexeme(lexeme))
+            regions.append((key, value))
+        return regions
+
+    def object_body(self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str) -> Sym | None:
+        """`{ members, extras }` with the member and extra count in [low, high].
+
+        State (i, c): members i.. remain and c properties came before (so a comma leads when
+        c > 0). Without count bounds c is 0 or 1; with them c counts up to `high`, or up to
+        `low` when there is no `high` (past `low` the count no longer matters). Extras (`pair`)
+        come last, as a left-recursive repetition bounded by what the count leaves.
+        """
         n = len(members)
+        required_count = sum(1 for m in members if m[2])
+        if high is not None and required_count > high:
+            return None
+        if low <= required_count:
+            low = 0
+        if high is not None and pair is None and high >= n:
+            high = None
+        top = max(low, 1) if high is None else high
+        name = pointer or "/"
+        if (n + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+            raise self.fail(
+                f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
+                "loosen the bounds",
+                pointer,
+            )
+        unit = None if pair is None else (self.comma, Sym.n(pair))
+
+        def tail(c: int) -> list[list[Sym]] | None:
+            low_left = max(low - c, 0)
+            high_left = None if high is None else high - c
+            if unit is None:
+                return [[]] if low_left == 0 else None
+            if c > 0:
+                return [self.repeat(f"{name}:extras", unit, low_left, high_left)]
+            alts: list[list[Sym]] = [[]] if low_left == 0 else []
+            if high_left is None or high_left >= 1:
+                more_high = None if high_left is None else high_left - 1
+                alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
+            return alts or None
+
+        table: dict[tuple[int, int], list[list[Sym]] | None] = {(n, c): tail(c) for c in range(top + 1)}
+        nts: dict[tuple[int, int], int] = {}
+
+        def seq(i: int, c: int) -> list[Sym] | None:
+            alts = table[(i, c)]
+            if alts is None:
+                return None
+            if len(alts) == 1:
+                return alts[0]
+            if (i, c) not in nts:
+                nts[(i, c)] = self.nonterminal(f"{name}:after{i}.{c}", alts)
+            return [Sym.n(nts[(i, c)])]
+
         for i in range(n - 1, -1, -1):
             key_sym, value_sym, is_required = members[i]
-            rest = self.inline(f"{name}:after{i + 1}", after, cache, i + 1)
-            with_this = [key_sym, self.colon, value_sym, *rest]
-            first = [with_this] + (first if not is_required else [])
-            after = [[self.comma, *with_this]] + (after if not is_required else [])
-        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in first])
+            for c in range(top + 1):
+                alts = []
+                after = min(c + 1, top) if high is None else c + 1
+                rest = seq(i + 1, after) if after <= top else None
+                if rest is not None:
+                    alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                skip = None if is_required else seq(i + 1, c)
+                if skip is not None:
+                    alts.append(skip)
+                table[(i, c)] = alts or None
+        top_alts = table[(0, 0)]
+        if top_alts is None:
+            return None
+        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
 
     # ---- arrays ------------------------------------------------------------------------------
 
@@ -1522,6 +1879,17 @@ class _Compiler:
         max_items = self.int_keyword(d, "maxItems", None, pointer)
         if max_items is not None and min_items > max_items:
             return None
+        if d.get("uniqueItems") is True:
+            unique = self.unique_array(d, min_items, max_items, pointer)
+            if unique is not NotImplemented:
+                return unique
+            self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
+        least = self.int_keyword(d, "minContains", 1, pointer)
+        most = self.int_keyword(d, "maxContains", None, pointer)
+        if "contains" in d and (least or most is not None):
+            if not d.get("prefixItems"):
+                return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
+            self.unsupported("contains beside prefixItems is not supported", f"{pointer}/contains")
         prefix = d.get("prefixItems", [])
         prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
         items = d.get("items", True)
@@ -1554,6 +1922,107 @@ class _Compiler:
         if alts is None:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`uniqueItems` over a small finite item domain (enum, boolean, null), exactly: one
+        state per set of values used so far. NotImplemented when the domain is not finite or
+        has more than `UNIQUE_DOMAIN_MAX` values (the caller then warns)."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
+        flat = self.flatten(d.get("items", True), where)
+        if flat is None:
+            return self.choice(f"{pointer or '/'}:array", [[self.lbracket, self.rbracket]] if min_items == 0 else [])
+        rest = {k: v for k, v in flat.items() if k != "enum"}
+        if "enum" in flat:
+            candidates = flat["enum"]
+        elif flat.get("type") == ["boolean"]:
+            candidates = [True, False]
+        elif flat.get("type") == ["null"]:
+            candidates = [None]
+        else:
+            return NotImplemented
+        domain: list[Any] = []
+        try:
+            for value in candidates:
+                if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
+                    domain.append(value)
+        except Undecidable:
+            return NotImplemented
+        if len(domain) > UNIQUE_DOMAIN_MAX:
+            return NotImplemented
+        top = len(domain) if max_items is None else min(max_items, len(domain))
+        syms = [self.value_syms(v, where) for v in domain]
+        name = pointer or "/"
+        memo: dict[int, int | None] = {}
+        for used in sorted(range(1 << len(domain)), key=lambda u: -bin(u).count("1")):
+            count = bin(used).count("1")
+            if count > top:
+                continue
+            alts: list[list[Sym]] = [[]] if count >= min_items else []
+            for i, value in enumerate(syms):
+                after = memo.get(used | 1 << i)
+                if not used >> i & 1 and after is not None:
+                    alts.append([*([self.comma] if used else []), *value, Sym.n(after)])
+            memo[used] = self.nonterminal(f"{name}:unique{used:x}", alts) if alts else None
+        start = memo[0]
+        return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
+
+    def contains_array(
+        self, d: dict[str, Any], min_items: int, max_items: int | None, least: int, most: int | None, pointer: str
+    ) -> Sym | None:
+        """Arrays with between `least` and `most` items valid under `contains`.
+
+        Items are read left-recursively with a state (items so far, matches so far), both
+        clamped where they stop mattering. A matching item is `items AND contains`; another is
+        `items AND NOT contains` when `maxContains` bounds the matches, else just `items`
+        (marking one of several matches is enough: ambiguous, but exact).
+        """
+        items = d.get("items", True)
+        where = f"{pointer}/contains"
+        yes = self.compile({"allOf": [items, d["contains"]]}, where)
+        no = self.compile({"allOf": [items, {"not": d["contains"]}]} if most is not None else items, where)
+        if most is not None and least > most:
+            return None
+        t_top = max(min_items, 1) if max_items is None else max_items
+        c_top = least if most is None else most
+        if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
+            raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
+        name = pointer or "/"
+        states: dict[tuple[int, int], int] = {}
+
+        def state(t: int, c: int) -> int:
+            if (t, c) not in states:
+                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{c}")
+            return states[(t, c)]
+
+        def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
+            out = []
+            if max_items is not None and t + 1 > max_items:
+                return out
+            t2 = min(t + 1, t_top) if max_items is None else t + 1
+            saturated = most is None and c >= least
+            if yes is not None and not saturated and (most is None or c + 1 <= most):
+                out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
+            if no is not None:
+                out.append((no, t2, c))
+            return out
+
+        todo = [(0, 0)]
+        seen = {(0, 0)}
+        while todo:
+            t, c = todo.pop()
+            for item, t2, c2 in steps(t, c):
+                lhs = state(t2, c2)
+                self.rule(lhs, [item] if t == 0 else [Sym.n(state(t, c)), self.comma, item])
+                if (t2, c2) not in seen:
+                    seen.add((t2, c2))
+                    todo.append((t2, c2))
+        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and least == 0 else []
+        for (t, c), nt in states.items():
+            if t >= min_items and c >= least:
+                alts.append([self.lbracket, Sym.n(nt), self.rbracket])
+        return self.choice(f"{name}:array", alts)
 
     def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
         """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""
