@@ -142,6 +142,13 @@ PATTERN_CASES = [
     ("^a{2}", ["aa", "a", "aab"]),
     ("^[-+]?[0-9]*\\.?[0-9]+$", ["1.5", "-3", ".5", "1."]),
     ("^x{1,3}?$", ["x", "xxx", "xxxx"]),
+    # Anchors at the edges of groups and alternatives (distributed into branches).
+    ("(^gs://(.+))|(^http://(.+))", ["gs://a", "xgs://a", "http://b", "gs://"]),
+    ("^$|(^\\S+$)", ["", "abc", "a b", " "]),
+    ("^([^,]|$)", ["", "a", "ab", ",", ",a"]),
+    ("(^Hpt_|^Int_|_Armour_)", ["Hpt_x", "xHpt_", "a_Armour_b", "Int"]),
+    ("^([0-9x]+\\.[0-9x]+\\.*[0-9x]*$|%VERSION%)", ["1.2", "1.2.3", "%VERSION%x", "x%VERSION%", "1.2a"]),
+    ("(^$)", ["", "a"]),
 ]
 
 
@@ -157,7 +164,7 @@ def test_pattern_translation_agrees_with_search_on_the_decoded_string(pattern: s
 
 
 @pytest.mark.parametrize(
-    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a"]
+    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a", "(^a)*", "(a$)+b", "/^a$/"]
 )
 def test_unsupported_patterns_raise(pattern: str) -> None:
     with pytest.raises(GrammarError):

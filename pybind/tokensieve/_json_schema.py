@@ -106,6 +106,7 @@ __all__ = [
 NESTING_DEPTH_MAX = 128  # schema levels (JSON pointer segments) below the root
 GRAMMAR_SYMBOL_COUNT_MAX = 500_000  # symbols over all rules (each rule counts 1 + its length)
 REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
+PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
 ANY_OF_PRODUCT_MAX = 256  # options when merging two anyOf lists (allOf of anyOfs)
 WHITESPACE_FLEXIBLE = r"[ \t\n\r]+"
 
@@ -562,49 +563,66 @@ class _EcmaPattern:
         self.i = 0
         self.depth = 0
 
+    # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
+    # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
+    # at end), and a branch is `any* text any*` without the anchored sides. An unquantified
+    # group that holds anchors is distributed into the branches around it
+    # (`(^a|b)c` → `^ac | bc`), so `(^gs://.+)|(^https?://.+)`, `^$|(^\S+$)` and
+    # `^([^,]|$)` are exact; an anchor anywhere else (inside a repeated group, after text
+    # that must be non-empty) is refused.
+
     def translate(self) -> str:
         any_chars = STRING_CHAR + "*"
         alts = []
-        for text, anchored_start, anchored_end in self._alternation(top=True):
+        for anchored_start, text, anchored_end in self._alternation():
             alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
         if self.i != len(self.p):
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        alts = list(dict.fromkeys(alts))
         return _alt(alts) if len(alts) > 1 else alts[0]
 
     def _peek(self, k: int = 0) -> str:
         return self.p[self.i + k] if self.i + k < len(self.p) else ""
 
-    def _alternation(self, top: bool) -> list[tuple[str, bool, bool]]:
-        alts = [self._sequence(top)]
+    def _alternation(self) -> list[tuple[bool, str, bool]]:
+        alts = self._sequence()
         while self._peek() == "|":
             self.i += 1
-            alts.append(self._sequence(top))
+            alts = alts + self._sequence()
         return alts
 
-    def _sequence(self, top: bool) -> tuple[str, bool, bool]:
-        out: list[str] = []
-        start = end = False
+    def _sequence(self) -> list[tuple[bool, str, bool]]:
+        """The branches of one sequence: (anchored at start, regex text, anchored at end)."""
+        branches: list[tuple[bool, str, bool]] = [(False, "", False)]
         while self.i < len(self.p) and self.p[self.i] not in "|)":
+            at = self.i
             c = self.p[self.i]
-            if end:
-                raise _PatternError(f"'$' in the middle of the pattern (offset {self.i - 1})")
-            if c == "^":
-                if not top or out or start:
-                    raise _PatternError(f"'^' in the middle of the pattern (offset {self.i})")
-                start = True
+            if c in "^$":
                 self.i += 1
-                continue
-            if c == "$":
-                if not top:
-                    raise _PatternError(f"'$' inside a group (offset {self.i})")
-                end = True
-                self.i += 1
-                continue
-            atom = self._atom()
-            out.append(atom + self._quantifier())
-        if top and self._peek() == ")":
+                parts = [(c == "^", "", c == "$")]
+            elif c == "(":
+                parts = self._group()
+                q = self._quantifier()
+                if q or len(parts) > 1 and not any(s or e for s, _, e in parts):
+                    if any(s or e for s, _, e in parts):
+                        raise _PatternError(f"an anchor inside a repeated group (offset {at})")
+                    parts = [(False, "(?:" + "|".join(t for _, t, _ in parts) + ")" + q, False)]
+            else:
+                parts = [(False, self._atom() + self._quantifier(), False)]
+            joined = []
+            for s1, t1, e1 in branches:
+                for s2, t2, e2 in parts:
+                    if s2 and (t1 or e1):
+                        raise _PatternError(f"'^' in the middle of the pattern (offset {at})")
+                    if e1 and t2:
+                        raise _PatternError(f"'$' in the middle of the pattern (offset {at})")
+                    joined.append((s1 or s2, t1 + t2, e1 or e2))
+            if len(joined) > PATTERN_BRANCH_COUNT_MAX:
+                raise _PatternError(f"anchors in groups make more than {PATTERN_BRANCH_COUNT_MAX} branches")
+            branches = joined
+        if self.depth == 0 and self._peek() == ")":
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
-        return "".join(out), start, end
+        return branches
 
     def _quantifier(self) -> str:
         c = self._peek()
@@ -636,8 +654,6 @@ class _EcmaPattern:
 
     def _atom(self) -> str:
         c = self.p[self.i]
-        if c == "(":
-            return self._group()
         if c == "[":
             return self._set(self._class())
         if c == ".":
@@ -662,7 +678,7 @@ class _EcmaPattern:
                 return text  # one printable ASCII character: itself
         return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
 
-    def _group(self) -> str:
+    def _group(self) -> list[tuple[bool, str, bool]]:
         start = self.i
         self.i += 1
         if self._peek() == "?":
@@ -678,12 +694,14 @@ class _EcmaPattern:
         self.depth += 1
         if self.depth > 100:
             raise _PatternError("groups nested deeper than 100")
-        alts = self._alternation(top=False)
+        alts = self._alternation()
         self.depth -= 1
         if self._peek() != ")":
             raise _PatternError(f"unclosed group opened at offset {start}")
         self.i += 1
-        return "(?:" + "|".join(text for text, _, _ in alts) + ")"
+        if not any(s or e for s, _, e in alts):
+            return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
+        return alts
 
     def _class(self) -> Ranges:
         start = self.i
