@@ -13,7 +13,7 @@ Semantics are those of the grammar front-end, not a general validator's:
   take it; `format` uses `FORMAT_REGEXES` and is an assertion (unknown formats pass).
 - `$ref` with siblings applies both (2019-09 semantics), as the front-end's merge does.
 - Internal keys the front-end adds while merging and negating (`_patterns`, `_clauses`,
-  `_not_enum`, `_not_bodies`, `_non_integer`) are understood.
+  `_not_enum`, `_not_bodies`, `_non_integer`, `_not_multiple_of`) are understood.
 
 What it cannot decide (a pattern its translation refuses, `unevaluated*`, `$dynamicRef`, a
 `$ref` nesting past `DEPTH_MAX`) raises `Undecidable`; callers then fall back to the grammar.
@@ -201,6 +201,8 @@ class InstanceChecker:
         if _is_number(multiple) and multiple > 0 and x % _exact(multiple) != 0:
             return False
         if schema.get("_non_integer") and x.denominator == 1:
+            return False
+        if any(x % _exact(m) == 0 for m in schema.get("_not_multiple_of", ())):
             return False
         return True
 

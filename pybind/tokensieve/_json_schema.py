@@ -398,6 +398,156 @@ def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: b
     return _alt(alts) if alts else None
 
 
+MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
+
+
+def multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
+
+    With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
+    most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
+    remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
+    into a regex. Returns None for a non-positive multiple or when the regex would be larger
+    than `MULTIPLE_REGEX_SIZE_MAX` (large c with many remainders).
+    """
+    from decimal import Decimal
+
+    if not _is_number(multiple) or multiple <= 0:
+        return None
+    dec = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    sign, digits, exponent = dec.normalize().as_tuple()
+    c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
+    j = max(0, -exponent) if isinstance(exponent, int) else 0
+    if c > 1000 or j > 12:
+        return None
+    # States: "S" start, "Z" integer part 0, ("i", r) integer part ≡ r, ("d", r) after '.',
+    # ("f", r, k) k fraction digits read, ("z", r) past j fraction digits (zeros only).
+    edges: dict[tuple[Any, Any], set[str]] = {}
+
+    def edge(a: Any, b: Any, chars: str) -> None:
+        edges.setdefault((a, b), set()).update(chars)
+
+    def step(r: int, d: str) -> int:
+        return (10 * r + int(d)) % c
+
+    edge("S", "Z", "0")
+    for d in "123456789":
+        edge("S", ("i", int(d) % c), d)
+    for r in range(c):
+        for d in "0123456789":
+            edge(("i", r), ("i", step(r, d)), d)
+        edge(("i", r), ("d", r), ".")
+        if j == 0:
+            edge(("d", r), ("z", r), "0")
+        else:
+            for d in "0123456789":
+                edge(("d", r), ("f", step(r, d), 1), d)
+            for k in range(1, j):
+                for d in "0123456789":
+                    edge(("f", r, k), ("f", step(r, d), k + 1), d)
+            edge(("f", r, j), ("z", r), "0")
+        edge(("z", r), ("z", r), "0")
+    edge("Z", ("d", 0), ".")
+    accepting = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
+    accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
+    accepting |= {("z", r) for r in range(c) if r == 0}
+    edges, start, accepting = _minimize(edges, "S", accepting)
+    body = _dfa_regex(edges, start, accepting, MULTIPLE_REGEX_SIZE_MAX)
+    return None if body is None else "-?" + _group(body)
+
+
+def _group(rx: str) -> str:
+    return rx if len(rx) == 1 else f"(?:{rx})"
+
+
+def _minimize(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any]) -> tuple[dict[tuple[Any, Any], set[str]], Any, set[Any]]:
+    """Moore's partition refinement of a partial DFA given as labelled edges; states become
+    block numbers. (`x mod 10` needs 2 states, not 10, and state elimination is exponential
+    in the states it is given.)"""
+    delta: dict[Any, dict[str, Any]] = {}
+    for (a, b), chars in edges.items():
+        for ch in chars:
+            delta.setdefault(a, {})[ch] = b
+        delta.setdefault(b, {})
+    block = {q: int(q in accepting) for q in delta}
+    while True:
+        signatures = {q: (block[q], tuple(sorted((ch, block[t]) for ch, t in delta[q].items()))) for q in delta}
+        numbering: dict[Any, int] = {}
+        refined = {q: numbering.setdefault(sig, len(numbering)) for q, sig in signatures.items()}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = refined
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for q, moves in delta.items():
+        for ch, t in moves.items():
+            out.setdefault((block[q], block[t]), set()).add(ch)
+    return out, block[start], {block[q] for q in accepting}
+
+
+def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any], size_max: int) -> str | None:
+    """A regex for a DFA's language by state elimination (None past `size_max` characters)."""
+    labels: dict[tuple[Any, Any], str] = {}
+    for (a, b), chars in edges.items():
+        codes = sorted(ord(ch) for ch in chars)
+        ranges: list[tuple[int, int]] = []
+        for code in codes:
+            if ranges and code == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+        labels[(a, b)] = _class_of(ranges)
+    begin, end = ("begin",), ("end",)
+    labels[(begin, start)] = ""
+    for state in accepting:
+        labels[(state, end)] = ""
+    states = {a for a, _ in labels} | {b for _, b in labels}
+    states -= {begin, end}
+
+    def union(x: str | None, y: str) -> str:
+        if x is None or x == y:
+            return y
+        return f"(?:{x}|{y})"
+
+    while states:
+        def cost(q: Any) -> int:
+            ins = sum(1 for (a, b) in labels if b == q and a != q)
+            outs = sum(1 for (a, b) in labels if a == q and b != q)
+            return ins * outs
+
+        q = min(states, key=cost)
+        states.discard(q)
+        loop = labels.pop((q, q), None)
+        star = "" if loop is None else _group(loop) + "*"
+        ins = [(a, rx) for (a, b), rx in labels.items() if b == q]
+        outs = [(b, rx) for (a, b), rx in labels.items() if a == q]
+        for a, _ in ins:
+            del labels[(a, q)]
+        for b, _ in outs:
+            del labels[(q, b)]
+        for a, rin in ins:
+            for b, rout in outs:
+                piece = _seq(rin) + star + _seq(rout)
+                labels[(a, b)] = union(labels.get((a, b)), piece)
+                if len(labels[(a, b)]) > size_max:
+                    return None
+    return labels.get((begin, end))
+
+
+def _seq(rx: str) -> str:
+    """`rx` made safe to concatenate (wrapped when it is a bare alternation)."""
+    depth = 0
+    for ch_i, ch in enumerate(rx):
+        if ch == "\\":
+            continue
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|" and depth == 0 and (ch_i == 0 or rx[ch_i - 1] != "\\"):
+            return f"(?:{rx})"
+    return rx
+
+
 def string_regex(min_length: int, max_length: int | None) -> str:
     """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
 
@@ -1319,7 +1469,9 @@ class _Compiler:
             elif key == "multipleOf":
                 if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
                     out[key] = math.lcm(int(va), int(vb))
-            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts"):
+                else:
+                    out.setdefault("_conflicts", []).append(key)
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
@@ -1592,42 +1744,52 @@ class _Compiler:
         hi, hi_open = d.get("maximum"), False
         if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
             hi, hi_open = d["exclusiveMaximum"], True
+        # Intersected (multipleOf, non-integer) and excluded (not enum/const, not multipleOf)
+        # regexes. An exponent could spell an excluded value in unboundedly many ways and
+        # breaks digit-wise divisibility, so such numbers are written without one (a subset).
+        ands: list[str] = []
+        nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
         multiple = d.get("multipleOf")
-        if multiple is not None and not (t == "integer" and float(multiple).is_integer() and multiple == 1):
-            self.warn(f"multipleOf {multiple} is ignored", f"{pointer}/multipleOf")
-        # Excluded values (`not` of enum/const): the lexeme's not_patterns; an exponent could
-        # spell them in unboundedly many ways, so such numbers are written without one.
-        nots = tuple(dict.fromkeys(_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)))
-        non_integer = bool(d.get("_non_integer"))
-        if t == "integer":
-            if non_integer:
+        if multiple is not None and not (t == "integer" and multiple == 1):
+            rx = multiple_of_regex(multiple)
+            if rx is None:
+                self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
+            else:
+                ands.append(rx)
+        for excluded in d.get("_not_multiple_of", []):
+            rx = multiple_of_regex(excluded)
+            if rx is None:
+                self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)
+            else:
+                nots.append(rx)
+        if d.get("_non_integer"):
+            if t == "integer":
                 return None
+            ands.append(NON_INTEGER_REGEX)
+        if t == "integer":
             lo_i = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
             hi_i = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
-            if lo_i is None and hi_i is None:
-                return self.lexeme("integer", "regex", INTEGER_REGEX, not_patterns=nots)
-            rx = int_range_regex(lo_i, hi_i)
-            return None if rx is None else self.lexeme(f"integer[{lo_i},{hi_i}]", "regex", rx, not_patterns=nots)
-        if lo is None and hi is None:
-            if non_integer:
-                return self.lexeme("non-integer", "regex", NON_INTEGER_REGEX, not_patterns=nots)
-            if nots:
-                return self.lexeme("number", "regex", NUMBER_REGEX_NO_EXPONENT, not_patterns=nots)
-            return self.lexeme("number", "regex", NUMBER_REGEX)
-        if lo is not None and not float(lo).is_integer():
-            self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
-            lo, lo_open = math.floor(lo), False
-        if hi is not None and not float(hi).is_integer():
-            self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
-            hi, hi_open = math.ceil(hi), False
-        lo_i = None if lo is None else int(lo)
-        hi_i = None if hi is None else int(hi)
-        rx = number_range_regex(lo_i, lo_open, hi_i, hi_open)
-        name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
-        if rx is None:
+            name = "integer" if lo_i is None and hi_i is None else f"integer[{lo_i},{hi_i}]"
+            base = INTEGER_REGEX if lo_i is None and hi_i is None else int_range_regex(lo_i, hi_i)
+        elif lo is None and hi is None:
+            name = "number"
+            base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
+        else:
+            if lo is not None and not float(lo).is_integer():
+                self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
+                lo, lo_open = math.floor(lo), False
+            if hi is not None and not float(hi).is_integer():
+                self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
+                hi, hi_open = math.ceil(hi), False
+            lo_i = None if lo is None else int(lo)
+            hi_i = None if hi is None else int(hi)
+            base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
+            name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+        if base is None:
             return None
-        ands = (NON_INTEGER_REGEX,) if non_integer else ()
-        return self.lexeme(name, "regex", rx, and_patterns=ands, not_patterns=nots)
+        if ands or nots:
+            name += f":{pointer or '/'}"
+        return self.lexeme(name, "regex", base, and_patterns=tuple(dict.fromkeys(ands)), not_patterns=tuple(dict.fromkeys(nots)))
 
     # ---- values ------------------------------------------------------------------------------
 

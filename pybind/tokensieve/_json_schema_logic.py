@@ -26,8 +26,8 @@ under two of them has two parses); recognition is unaffected.
 What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
 naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`,
 `propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `oneOf`
-(unless its options are provably disjoint), `multipleOf` other than integers and powers of ten,
-`contains` with `minContains`/`maxContains`, `items` after `prefixItems`.
+(unless its options are provably disjoint), `contains` with `minContains`/`maxContains`,
+`items` after `prefixItems`.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _complement_types(types: list[str]) -> list[Any]:
 def _negate_multiple(multiple: Any, at: str) -> list[Any]:
     if multiple == 1:
         return [{"type": ["number"], "_non_integer": True}]
-    raise Unexpressible(f"the negation of multipleOf {multiple}", f"{at}/multipleOf")
+    return [{"type": ["number"], "_not_multiple_of": [multiple]}]
 
 
 def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
@@ -242,6 +242,6 @@ _KEYWORDS = frozenset(
         "propertyNames", "prefixItems", "items", "additionalItems", "contains", "minContains",
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
-        "_not_enum", "_not_bodies", "_non_integer",
+        "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of",
     }
 )
