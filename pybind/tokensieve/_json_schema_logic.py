@@ -194,7 +194,9 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     for i, sub in enumerate(prefix):
         if not _trivial(sub):
             alts.append({"type": ["array"], "minItems": i + 1, "prefixItems": [True] * i + [{"not": sub}]})
-    if not _trivial(d.get("items", True)):
+    if d.get("items", True) is False and prefix:
+        alts.append({"type": ["array"], "minItems": len(prefix) + 1})
+    elif not _trivial(d.get("items", True)):
         if prefix:
             raise unexpressible("items")
         alts.append({"type": ["array"], "contains": {"not": d["items"]}})
