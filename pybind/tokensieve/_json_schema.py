@@ -9,19 +9,24 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   punctuation `{ } [ ] , :` are literals. Whitespace is the IR's skip regex, so it may appear
   between any two lexemes but never before the first or after the last (`allow_initial_skip`
   is off).
-- **Objects.** Properties come in `properties` order, then `required` keys not listed there
-  (with the `additionalProperties` schema), then any additional properties (when
-  `additionalProperties` is not `false`; a missing one counts as `additional_properties_default`).
-  Each optional property may be absent; commas are placed by two chains of nonterminals
-  ("something was emitted before" / "nothing yet"), so an object with n properties costs O(n)
-  rules. Additional keys are any string (listed names are not excluded; duplicates are not
-  detected).
+- **Objects.** Properties come in `properties` order, then `required` keys not listed there,
+  then any other keys (`patternProperties` and `additionalProperties`; a missing
+  `additionalProperties` counts as `additional_properties_default`). Each optional property
+  may be absent; a state (member, properties so far) places the commas and, with
+  `minProperties`/`maxProperties`, counts (up to `OBJECT_STATE_COUNT_MAX` states). Other keys
+  are key lexemes with intersection/difference parts: one per set of matching patterns
+  (`pattern & ~other patterns & ~listed names`; all subsets up to `PATTERN_SUBSETS_MAX`
+  patterns, so overlapping patterns are exact; beyond that a key matching several is
+  refused), and `string & ~patterns & ~names` for additional keys. `propertyNames` is
+  intersected into every key lexeme and checked on listed names. Duplicate keys are not
+  detected.
 - **Arrays.** `prefixItems` (or a draft-4 `items` list), then `items` (or `additionalItems`)
   for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
   bounds. Repetition is left-recursive.
-- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too (**treated as `anyOf`**:
-  an instance matching two options is accepted; a warning says so). `allOf`, and `$ref` with
+- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: exact when the options
+  are provably disjoint (types, listed values, a required discriminator property), otherwise
+  **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
   sibling keywords, are *merged* into one schema (types intersected, properties merged with the
   other side's `additionalProperties` for keys it does not list, `required` united, the tighter
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
@@ -53,29 +58,44 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
 - **enum/const** values are emitted structurally (objects and arrays as punctuation and
   literals, so whitespace may appear inside them), scalars as literal text of their compact
   JSON; strings with non-ASCII or escaped characters accept both raw and `\\u` forms; an
-  integer-valued number also matches with a zero fraction (`1.0`). Values are filtered by
-  `type` only, not by the other keywords beside them.
+  integer-valued number also matches with a zero fraction (`1.0`). Each value is checked
+  against every other keyword beside it (`_json_instance.py`), so an enum is exact whatever
+  else the schema says (`not`, `oneOf`, `uniqueItems`, ...).
+- **`not`, `if`/`then`/`else`, `dependentRequired`, `dependentSchemas`, `dependencies`** are
+  kept as clauses and expanded into alternatives of plain schemas (`_json_schema_logic.py`):
+  `not` is pushed inwards keyword by keyword (`not {required: [a]}` → an object without `a`,
+  `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
+  `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
+  present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
+  `propertyNames`, `additionalProperties`, overlapping `oneOf`) are errors. `if`/`then`/`else`
+  are ignored under a draft-04/06 `$schema`, where they are not keywords.
+- **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
+  read left-recursively) and `uniqueItems`: exact when the items range over at most
+  `UNIQUE_DOMAIN_MAX` values (enum, boolean), **otherwise not enforced** (a warning).
+- **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
+  the digits, minimized and turned into a regex (`multiple_of_regex`); such numbers are written
+  without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters are ignored with a
+  warning.
 - `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
   property or anyOf option that is `false` is dropped).
 
 Options: `whitespace` "flexible" (skip `[ \\t\\n\\r]+`), "compact" (no skip) or a regex;
-`lenient` turns unsupported keywords, patterns and conflicting merges into warnings (the
-result then accepts a *superset* of the valid instances: `patternProperties` values become
-allowed additional properties); `additional_properties_default`; `key_separator` and
+`lenient` turns unsupported keywords, patterns, negations and conflicting merges into warnings
+(the result then accepts a *superset* of the valid instances); `additional_properties_default`; `key_separator` and
 `item_separator` (literal texts). Warnings are in `ir.options["warnings"]` (a list of str).
 
 Errors are `GrammarError` with `json_pointer` set to the offending place, e.g.
 `/properties/a/not`. Limits: nesting deeper than `NESTING_DEPTH_MAX` schema levels, more than
 `GRAMMAR_SYMBOL_COUNT_MAX` grammar symbols, or `REPEAT_COUNT_MAX` in a string length.
 
+Every keyword's treatment (exact, approximate and in which direction, or error) is listed in
+`docs/json_schema.md`.
+
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` exactness (llguidance accepts it only when options are provably disjoint).
-- `uniqueItems`, `minProperties`/`maxProperties`, `patternProperties`, `propertyNames`,
-  `dependentRequired`/`dependencies`, `if`/`then`/`else`, `not`, `contains`, `unevaluated*`,
-  `$dynamicRef` (errors; lenient mode ignores them).
-- `multipleOf` (ignored with a warning).
+- `oneOf` with overlapping options exactly (as `A and not B | B and not A` where negations exist).
+- `unevaluated*`, `$dynamicRef` (errors; lenient mode ignores them).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
-- enum/const values checked against sibling keywords; `format` intersected with lengths.
+- `format` intersected with lengths; `contains` beside `prefixItems`.
 - Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
 """
 
