@@ -198,7 +198,7 @@ class InstanceChecker:
         if _is_number(ex_lo) and x <= _exact(ex_lo) or _is_number(ex_hi) and x >= _exact(ex_hi):
             return False
         multiple = schema.get("multipleOf")
-        if _is_number(multiple) and multiple > 0 and x % _exact(multiple) != 0:
+        if _is_number(multiple) and multiple is not None and multiple > 0 and x % _exact(multiple) != 0:
             return False
         if schema.get("_non_integer") and x.denominator == 1:
             return False

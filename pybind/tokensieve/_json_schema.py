@@ -468,7 +468,7 @@ def multiple_of_regex(multiple: int | float) -> str | None:
             edge(("f", r, j), ("z", r), "0")
         edge(("z", r), ("z", r), "0")
     edge("Z", ("d", 0), ".")
-    accepting = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
+    accepting: set[Any] = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
     accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
     accepting |= {("z", r) for r in range(c) if r == 0}
     edges, start, accepting = _minimize(edges, "S", accepting)
@@ -1391,7 +1391,7 @@ class _Compiler:
         out: list[dict[str, Any]] = []
         if "not" in d:
             out.append({"not": d.pop("not"), "_at": f"{pointer}/not"})
-        branches = {k: d.pop(k) for k in ("then", "else") if k in d}
+        branches: dict[str, Any] = {k: d.pop(k) for k in ("then", "else") if k in d}
         if "if" in d and self.draft_before_7:
             d.pop("if")
             self.warn("if/then/else are not keywords before draft 7 ($schema); ignored", pointer)
@@ -2197,7 +2197,7 @@ class _Compiler:
             return states[(t, c)]
 
         def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
-            out = []
+            out: list[tuple[Sym, int, int]] = []
             if max_items is not None and t + 1 > max_items:
                 return out
             t2 = min(t + 1, t_top) if max_items is None else t + 1
