@@ -97,6 +97,7 @@ class InstanceChecker:
         self.body_regex = body_regex
         self.format_regexes = format_regexes
         self.compiled: dict[str, re.Pattern[str]] = {}
+        self.bodies: dict[str, str] = {}
 
     def valid(self, value: Any, schema: Any, pointer: str = "") -> bool:
         """Whether `value` is valid under `schema`.
@@ -123,10 +124,12 @@ class InstanceChecker:
         return self._regex(body).fullmatch(escaped) is not None
 
     def pattern_matches(self, pattern: str, text: str) -> bool:
-        try:
-            body = self.body_regex(pattern)
-        except Exception as err:  # the front-end's GrammarError: a pattern it refuses
-            raise Undecidable(str(err)) from None
+        body = self.bodies.get(pattern)
+        if body is None:
+            try:
+                body = self.bodies[pattern] = self.body_regex(pattern)
+            except Exception as err:  # the front-end's GrammarError: a pattern it refuses
+                raise Undecidable(str(err)) from None
         return self.body_matches(body, text)
 
     # ---- the check ---------------------------------------------------------------------------

@@ -101,6 +101,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.parse
@@ -419,16 +420,20 @@ def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: b
 
 
 MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
+MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
 
 
+@functools.lru_cache(maxsize=256)
 def multiple_of_regex(multiple: int | float) -> str | None:
     """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
 
     With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
     most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
     remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
-    into a regex. Returns None for a non-positive multiple or when the regex would be larger
-    than `MULTIPLE_REGEX_SIZE_MAX` (large c with many remainders).
+    into a regex. Returns None for a non-positive multiple, or when the minimized automaton
+    has more than `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
+    `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
+    exponentially with them).
     """
     from decimal import Decimal
 
@@ -472,6 +477,8 @@ def multiple_of_regex(multiple: int | float) -> str | None:
     accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
     accepting |= {("z", r) for r in range(c) if r == 0}
     edges, start, accepting = _minimize(edges, "S", accepting)
+    if len({q for pair in edges for q in pair}) > MULTIPLE_STATE_COUNT_MAX:
+        return None
     body = _dfa_regex(edges, start, accepting, MULTIPLE_REGEX_SIZE_MAX)
     return None if body is None else "-?" + _group(body)
 
@@ -550,6 +557,8 @@ def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: se
                 labels[(a, b)] = union(labels.get((a, b)), piece)
                 if len(labels[(a, b)]) > size_max:
                     return None
+        if sum(len(rx) for rx in labels.values()) > 8 * size_max:
+            return None
     return labels.get((begin, end))
 
 
