@@ -142,6 +142,13 @@ PATTERN_CASES = [
     ("^a{2}", ["aa", "a", "aab"]),
     ("^[-+]?[0-9]*\\.?[0-9]+$", ["1.5", "-3", ".5", "1."]),
     ("^x{1,3}?$", ["x", "xxx", "xxxx"]),
+    # Anchors at the edges of groups and alternatives (distributed into branches).
+    ("(^gs://(.+))|(^http://(.+))", ["gs://a", "xgs://a", "http://b", "gs://"]),
+    ("^$|(^\\S+$)", ["", "abc", "a b", " "]),
+    ("^([^,]|$)", ["", "a", "ab", ",", ",a"]),
+    ("(^Hpt_|^Int_|_Armour_)", ["Hpt_x", "xHpt_", "a_Armour_b", "Int"]),
+    ("^([0-9x]+\\.[0-9x]+\\.*[0-9x]*$|%VERSION%)", ["1.2", "1.2.3", "%VERSION%x", "x%VERSION%", "1.2a"]),
+    ("(^$)", ["", "a"]),
 ]
 
 
@@ -157,7 +164,7 @@ def test_pattern_translation_agrees_with_search_on_the_decoded_string(pattern: s
 
 
 @pytest.mark.parametrize(
-    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a"]
+    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a", "(^a)*", "(a$)+b", "/^a$/"]
 )
 def test_unsupported_patterns_raise(pattern: str) -> None:
     with pytest.raises(GrammarError):
@@ -456,10 +463,10 @@ def test_schema_as_json_text() -> None:
 @pytest.mark.parametrize(
     "schema,pointer",
     [
-        ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "/properties/a/not"),
-        ({"type": "array", "uniqueItems": True}, "/uniqueItems"),
-        ({"anyOf": [{"type": "object", "minProperties": 2}]}, "/anyOf/0/minProperties"),
-        ({"properties": {"a~b/c": {"if": {}}}}, "/properties/a~0b~1c/if"),
+        ({"type": "object", "properties": {"a": {"not": {"uniqueItems": True}}}}, "/properties/a/not/uniqueItems"),
+        ({"type": "array", "unevaluatedItems": False}, "/unevaluatedItems"),
+        ({"anyOf": [{"type": "object", "unevaluatedProperties": False}]}, "/anyOf/0/unevaluatedProperties"),
+        ({"properties": {"a~b/c": {"$dynamicRef": "#x"}}}, "/properties/a~0b~1c/$dynamicRef"),
         ({"$ref": "#/definitions/missing"}, "/$ref"),
         ({"items": {"$ref": "http://example.com/s.json"}}, "/items/$ref"),
         ({"type": "strin"}, "/type"),
@@ -478,16 +485,16 @@ def test_errors_name_the_json_pointer(schema: Any, pointer: str) -> None:
 def test_lenient_ignores_unsupported_keywords_with_warnings() -> None:
     schema = {
         "type": "object",
-        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
-        "patternProperties": {"^x-": {"type": "integer"}},
-        "additionalProperties": False,
-        "not": {"required": ["zzz"]},
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "not": {"uniqueItems": True}}},
+        "unevaluatedProperties": False,
     }
+    with pytest.raises(GrammarError):
+        json_schema_to_ir(schema)
     ir = json_schema_to_ir(schema, lenient=True)
     warnings = ir.options["warnings"]
-    assert any("uniqueItems" in w for w in warnings) and any("'not'" in w for w in warnings)
+    assert any("uniqueItems" in w for w in warnings) and any("unevaluatedProperties" in w for w in warnings)
     rec = ReferenceRecognizer(ir)
-    assert rec.full_match('{"tags":["a","a"],"x-y":3}')  # a superset: patternProperties allowed
+    assert rec.full_match('{"tags":["a","b"],"x-y":3}')  # a superset: both keywords dropped
 
 
 def test_annotations_are_silent_and_oneof_warns() -> None:

@@ -9,19 +9,24 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   punctuation `{ } [ ] , :` are literals. Whitespace is the IR's skip regex, so it may appear
   between any two lexemes but never before the first or after the last (`allow_initial_skip`
   is off).
-- **Objects.** Properties come in `properties` order, then `required` keys not listed there
-  (with the `additionalProperties` schema), then any additional properties (when
-  `additionalProperties` is not `false`; a missing one counts as `additional_properties_default`).
-  Each optional property may be absent; commas are placed by two chains of nonterminals
-  ("something was emitted before" / "nothing yet"), so an object with n properties costs O(n)
-  rules. Additional keys are any string (listed names are not excluded; duplicates are not
-  detected).
+- **Objects.** Properties come in `properties` order, then `required` keys not listed there,
+  then any other keys (`patternProperties` and `additionalProperties`; a missing
+  `additionalProperties` counts as `additional_properties_default`). Each optional property
+  may be absent; a state (member, properties so far) places the commas and, with
+  `minProperties`/`maxProperties`, counts (up to `OBJECT_STATE_COUNT_MAX` states). Other keys
+  are key lexemes with intersection/difference parts: one per set of matching patterns
+  (`pattern & ~other patterns & ~listed names`; all subsets up to `PATTERN_SUBSETS_MAX`
+  patterns, so overlapping patterns are exact; beyond that a key matching several is
+  refused), and `string & ~patterns & ~names` for additional keys. `propertyNames` is
+  intersected into every key lexeme and checked on listed names. Duplicate keys are not
+  detected.
 - **Arrays.** `prefixItems` (or a draft-4 `items` list), then `items` (or `additionalItems`)
   for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
   bounds. Repetition is left-recursive.
-- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too (**treated as `anyOf`**:
-  an instance matching two options is accepted; a warning says so). `allOf`, and `$ref` with
+- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: exact when the options
+  are provably disjoint (types, listed values, a required discriminator property), otherwise
+  **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
   sibling keywords, are *merged* into one schema (types intersected, properties merged with the
   other side's `additionalProperties` for keys it does not list, `required` united, the tighter
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
@@ -53,34 +58,50 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
 - **enum/const** values are emitted structurally (objects and arrays as punctuation and
   literals, so whitespace may appear inside them), scalars as literal text of their compact
   JSON; strings with non-ASCII or escaped characters accept both raw and `\\u` forms; an
-  integer-valued number also matches with a zero fraction (`1.0`). Values are filtered by
-  `type` only, not by the other keywords beside them.
+  integer-valued number also matches with a zero fraction (`1.0`). Each value is checked
+  against every other keyword beside it (`_json_instance.py`), so an enum is exact whatever
+  else the schema says (`not`, `oneOf`, `uniqueItems`, ...).
+- **`not`, `if`/`then`/`else`, `dependentRequired`, `dependentSchemas`, `dependencies`** are
+  kept as clauses and expanded into alternatives of plain schemas (`_json_schema_logic.py`):
+  `not` is pushed inwards keyword by keyword (`not {required: [a]}` → an object without `a`,
+  `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
+  `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
+  present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
+  `propertyNames`, `additionalProperties`, overlapping `oneOf`) are errors. `if`/`then`/`else`
+  are ignored under a draft-04/06 `$schema`, where they are not keywords.
+- **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
+  read left-recursively) and `uniqueItems`: exact when the items range over at most
+  `UNIQUE_DOMAIN_MAX` values (enum, boolean), **otherwise not enforced** (a warning).
+- **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
+  the digits, minimized and turned into a regex (`multiple_of_regex`); such numbers are written
+  without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters are ignored with a
+  warning.
 - `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
   property or anyOf option that is `false` is dropped).
 
 Options: `whitespace` "flexible" (skip `[ \\t\\n\\r]+`), "compact" (no skip) or a regex;
-`lenient` turns unsupported keywords, patterns and conflicting merges into warnings (the
-result then accepts a *superset* of the valid instances: `patternProperties` values become
-allowed additional properties); `additional_properties_default`; `key_separator` and
+`lenient` turns unsupported keywords, patterns, negations and conflicting merges into warnings
+(the result then accepts a *superset* of the valid instances); `additional_properties_default`; `key_separator` and
 `item_separator` (literal texts). Warnings are in `ir.options["warnings"]` (a list of str).
 
 Errors are `GrammarError` with `json_pointer` set to the offending place, e.g.
 `/properties/a/not`. Limits: nesting deeper than `NESTING_DEPTH_MAX` schema levels, more than
 `GRAMMAR_SYMBOL_COUNT_MAX` grammar symbols, or `REPEAT_COUNT_MAX` in a string length.
 
+Every keyword's treatment (exact, approximate and in which direction, or error) is listed in
+`docs/json_schema.md`.
+
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` exactness (llguidance accepts it only when options are provably disjoint).
-- `uniqueItems`, `minProperties`/`maxProperties`, `patternProperties`, `propertyNames`,
-  `dependentRequired`/`dependencies`, `if`/`then`/`else`, `not`, `contains`, `unevaluated*`,
-  `$dynamicRef` (errors; lenient mode ignores them).
-- `multipleOf` (ignored with a warning).
+- `oneOf` with overlapping options exactly (as `A and not B | B and not A` where negations exist).
+- `unevaluated*`, `$dynamicRef` (errors; lenient mode ignores them).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
-- enum/const values checked against sibling keywords; `format` intersected with lengths.
+- `format` intersected with lengths; `contains` beside `prefixItems`.
 - Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.parse
@@ -88,6 +109,8 @@ from typing import Any, Iterable, Sequence
 
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, Sym
+from ._json_instance import InstanceChecker, Undecidable
+from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
 __all__ = [
     "json_schema_to_ir",
@@ -104,6 +127,7 @@ __all__ = [
 NESTING_DEPTH_MAX = 128  # schema levels (JSON pointer segments) below the root
 GRAMMAR_SYMBOL_COUNT_MAX = 500_000  # symbols over all rules (each rule counts 1 + its length)
 REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
+PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
 ANY_OF_PRODUCT_MAX = 256  # options when merging two anyOf lists (allOf of anyOfs)
 WHITESPACE_FLEXIBLE = r"[ \t\n\r]+"
 
@@ -119,18 +143,26 @@ ANNOTATIONS = frozenset(
 # Keywords this front-end does not implement: GrammarError, or a warning when lenient.
 UNSUPPORTED = frozenset(
     {
-        "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-        "uniqueItems", "contains", "minContains", "maxContains", "propertyNames",
-        "patternProperties", "minProperties", "maxProperties", "unevaluatedProperties",
-        "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+        "$recursiveAnchor",
     }
 )
+# Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
+CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
+COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
+CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
+OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
+ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
+UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
+PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
 
 # One character of a JSON string, as it appears in the JSON text.
 STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
 
 _REGEX_META = set("\\.^$|?*+()[]{}")
@@ -388,6 +420,164 @@ def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: b
     return _alt(alts) if alts else None
 
 
+MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
+MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
+
+
+@functools.lru_cache(maxsize=256)
+def multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
+
+    With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
+    most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
+    remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
+    into a regex. Returns None for a non-positive multiple, or when the minimized automaton
+    has more than `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
+    `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
+    exponentially with them).
+    """
+    from decimal import Decimal
+
+    if not _is_number(multiple) or multiple <= 0:
+        return None
+    dec = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    sign, digits, exponent = dec.normalize().as_tuple()
+    c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
+    j = max(0, -exponent) if isinstance(exponent, int) else 0
+    if c > 1000 or j > 12:
+        return None
+    # States: "S" start, "Z" integer part 0, ("i", r) integer part ≡ r, ("d", r) after '.',
+    # ("f", r, k) k fraction digits read, ("z", r) past j fraction digits (zeros only).
+    edges: dict[tuple[Any, Any], set[str]] = {}
+
+    def edge(a: Any, b: Any, chars: str) -> None:
+        edges.setdefault((a, b), set()).update(chars)
+
+    def step(r: int, d: str) -> int:
+        return (10 * r + int(d)) % c
+
+    edge("S", "Z", "0")
+    for d in "123456789":
+        edge("S", ("i", int(d) % c), d)
+    for r in range(c):
+        for d in "0123456789":
+            edge(("i", r), ("i", step(r, d)), d)
+        edge(("i", r), ("d", r), ".")
+        if j == 0:
+            edge(("d", r), ("z", r), "0")
+        else:
+            for d in "0123456789":
+                edge(("d", r), ("f", step(r, d), 1), d)
+            for k in range(1, j):
+                for d in "0123456789":
+                    edge(("f", r, k), ("f", step(r, d), k + 1), d)
+            edge(("f", r, j), ("z", r), "0")
+        edge(("z", r), ("z", r), "0")
+    edge("Z", ("d", 0), ".")
+    accepting: set[Any] = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
+    accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
+    accepting |= {("z", r) for r in range(c) if r == 0}
+    edges, start, accepting = _minimize(edges, "S", accepting)
+    if len({q for pair in edges for q in pair}) > MULTIPLE_STATE_COUNT_MAX:
+        return None
+    body = _dfa_regex(edges, start, accepting, MULTIPLE_REGEX_SIZE_MAX)
+    return None if body is None else "-?" + _group(body)
+
+
+def _group(rx: str) -> str:
+    return rx if len(rx) == 1 else f"(?:{rx})"
+
+
+def _minimize(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any]) -> tuple[dict[tuple[Any, Any], set[str]], Any, set[Any]]:
+    """Moore's partition refinement of a partial DFA given as labelled edges; states become
+    block numbers. (`x mod 10` needs 2 states, not 10, and state elimination is exponential
+    in the states it is given.)"""
+    delta: dict[Any, dict[str, Any]] = {}
+    for (a, b), chars in edges.items():
+        for ch in chars:
+            delta.setdefault(a, {})[ch] = b
+        delta.setdefault(b, {})
+    block = {q: int(q in accepting) for q in delta}
+    while True:
+        signatures = {q: (block[q], tuple(sorted((ch, block[t]) for ch, t in delta[q].items()))) for q in delta}
+        numbering: dict[Any, int] = {}
+        refined = {q: numbering.setdefault(sig, len(numbering)) for q, sig in signatures.items()}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = refined
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for q, moves in delta.items():
+        for ch, t in moves.items():
+            out.setdefault((block[q], block[t]), set()).add(ch)
+    return out, block[start], {block[q] for q in accepting}
+
+
+def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any], size_max: int) -> str | None:
+    """A regex for a DFA's language by state elimination (None past `size_max` characters)."""
+    labels: dict[tuple[Any, Any], str] = {}
+    for (a, b), chars in edges.items():
+        codes = sorted(ord(ch) for ch in chars)
+        ranges: list[tuple[int, int]] = []
+        for code in codes:
+            if ranges and code == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+        labels[(a, b)] = _class_of(ranges)
+    begin, end = ("begin",), ("end",)
+    labels[(begin, start)] = ""
+    for state in accepting:
+        labels[(state, end)] = ""
+    states = {a for a, _ in labels} | {b for _, b in labels}
+    states -= {begin, end}
+
+    def union(x: str | None, y: str) -> str:
+        if x is None or x == y:
+            return y
+        return f"(?:{x}|{y})"
+
+    while states:
+        def cost(q: Any) -> int:
+            ins = sum(1 for (a, b) in labels if b == q and a != q)
+            outs = sum(1 for (a, b) in labels if a == q and b != q)
+            return ins * outs
+
+        q = min(states, key=cost)
+        states.discard(q)
+        loop = labels.pop((q, q), None)
+        star = "" if loop is None else _group(loop) + "*"
+        ins = [(a, rx) for (a, b), rx in labels.items() if b == q]
+        outs = [(b, rx) for (a, b), rx in labels.items() if a == q]
+        for a, _ in ins:
+            del labels[(a, q)]
+        for b, _ in outs:
+            del labels[(q, b)]
+        for a, rin in ins:
+            for b, rout in outs:
+                piece = _seq(rin) + star + _seq(rout)
+                labels[(a, b)] = union(labels.get((a, b)), piece)
+                if len(labels[(a, b)]) > size_max:
+                    return None
+        if sum(len(rx) for rx in labels.values()) > 8 * size_max:
+            return None
+    return labels.get((begin, end))
+
+
+def _seq(rx: str) -> str:
+    """`rx` made safe to concatenate (wrapped when it is a bare alternation)."""
+    depth = 0
+    for ch_i, ch in enumerate(rx):
+        if ch == "\\":
+            continue
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|" and depth == 0 and (ch_i == 0 or rx[ch_i - 1] != "\\"):
+            return f"(?:{rx})"
+    return rx
+
+
 def string_regex(min_length: int, max_length: int | None) -> str:
     """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
 
@@ -410,6 +600,20 @@ def string_regex(min_length: int, max_length: int | None) -> str:
 
 
 _SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+
+
+def _number_spelling_regex(value: int | float) -> str:
+    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`)."""
+    from decimal import Decimal
+
+    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    text = format(abs(dec), "f")
+    whole, _, fraction = text.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    sign = "" if dec >= 0 else "-"
+    if fraction:
+        return f"{sign}{whole}\\.{fraction}0*"
+    return f"{sign}{whole}{_FRACTION_ZERO}" if dec != 0 else f"-?0{_FRACTION_ZERO}"
 
 
 def _json_char_regex(code: int) -> str:
@@ -539,49 +743,66 @@ class _EcmaPattern:
         self.i = 0
         self.depth = 0
 
+    # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
+    # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
+    # at end), and a branch is `any* text any*` without the anchored sides. An unquantified
+    # group that holds anchors is distributed into the branches around it
+    # (`(^a|b)c` → `^ac | bc`), so `(^gs://.+)|(^https?://.+)`, `^$|(^\S+$)` and
+    # `^([^,]|$)` are exact; an anchor anywhere else (inside a repeated group, after text
+    # that must be non-empty) is refused.
+
     def translate(self) -> str:
         any_chars = STRING_CHAR + "*"
         alts = []
-        for text, anchored_start, anchored_end in self._alternation(top=True):
+        for anchored_start, text, anchored_end in self._alternation():
             alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
         if self.i != len(self.p):
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        alts = list(dict.fromkeys(alts))
         return _alt(alts) if len(alts) > 1 else alts[0]
 
     def _peek(self, k: int = 0) -> str:
         return self.p[self.i + k] if self.i + k < len(self.p) else ""
 
-    def _alternation(self, top: bool) -> list[tuple[str, bool, bool]]:
-        alts = [self._sequence(top)]
+    def _alternation(self) -> list[tuple[bool, str, bool]]:
+        alts = self._sequence()
         while self._peek() == "|":
             self.i += 1
-            alts.append(self._sequence(top))
+            alts = alts + self._sequence()
         return alts
 
-    def _sequence(self, top: bool) -> tuple[str, bool, bool]:
-        out: list[str] = []
-        start = end = False
+    def _sequence(self) -> list[tuple[bool, str, bool]]:
+        """The branches of one sequence: (anchored at start, regex text, anchored at end)."""
+        branches: list[tuple[bool, str, bool]] = [(False, "", False)]
         while self.i < len(self.p) and self.p[self.i] not in "|)":
+            at = self.i
             c = self.p[self.i]
-            if end:
-                raise _PatternError(f"'$' in the middle of the pattern (offset {self.i - 1})")
-            if c == "^":
-                if not top or out or start:
-                    raise _PatternError(f"'^' in the middle of the pattern (offset {self.i})")
-                start = True
+            if c in "^$":
                 self.i += 1
-                continue
-            if c == "$":
-                if not top:
-                    raise _PatternError(f"'$' inside a group (offset {self.i})")
-                end = True
-                self.i += 1
-                continue
-            atom = self._atom()
-            out.append(atom + self._quantifier())
-        if top and self._peek() == ")":
+                parts = [(c == "^", "", c == "$")]
+            elif c == "(":
+                parts = self._group()
+                q = self._quantifier()
+                if q or len(parts) > 1 and not any(s or e for s, _, e in parts):
+                    if any(s or e for s, _, e in parts):
+                        raise _PatternError(f"an anchor inside a repeated group (offset {at})")
+                    parts = [(False, "(?:" + "|".join(t for _, t, _ in parts) + ")" + q, False)]
+            else:
+                parts = [(False, self._atom() + self._quantifier(), False)]
+            joined = []
+            for s1, t1, e1 in branches:
+                for s2, t2, e2 in parts:
+                    if s2 and (t1 or e1):
+                        raise _PatternError(f"'^' in the middle of the pattern (offset {at})")
+                    if e1 and t2:
+                        raise _PatternError(f"'$' in the middle of the pattern (offset {at})")
+                    joined.append((s1 or s2, t1 + t2, e1 or e2))
+            if len(joined) > PATTERN_BRANCH_COUNT_MAX:
+                raise _PatternError(f"anchors in groups make more than {PATTERN_BRANCH_COUNT_MAX} branches")
+            branches = joined
+        if self.depth == 0 and self._peek() == ")":
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
-        return "".join(out), start, end
+        return branches
 
     def _quantifier(self) -> str:
         c = self._peek()
@@ -613,8 +834,6 @@ class _EcmaPattern:
 
     def _atom(self) -> str:
         c = self.p[self.i]
-        if c == "(":
-            return self._group()
         if c == "[":
             return self._set(self._class())
         if c == ".":
@@ -639,7 +858,7 @@ class _EcmaPattern:
                 return text  # one printable ASCII character: itself
         return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
 
-    def _group(self) -> str:
+    def _group(self) -> list[tuple[bool, str, bool]]:
         start = self.i
         self.i += 1
         if self._peek() == "?":
@@ -655,12 +874,14 @@ class _EcmaPattern:
         self.depth += 1
         if self.depth > 100:
             raise _PatternError("groups nested deeper than 100")
-        alts = self._alternation(top=False)
+        alts = self._alternation()
         self.depth -= 1
         if self._peek() != ")":
             raise _PatternError(f"unclosed group opened at offset {start}")
         self.i += 1
-        return "(?:" + "|".join(text for text, _, _ in alts) + ")"
+        if not any(s or e for s, _, e in alts):
+            return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
+        return alts
 
     def _class(self) -> Ranges:
         start = self.i
@@ -890,6 +1111,40 @@ def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _types_of(d: dict[str, Any]) -> set[str]:
+    if "enum" in d:
+        return {_json_type(v) for v in d["enum"]}
+    return set(d.get("type", TYPES))
+
+
+def _literals(schema: Any) -> list[Any] | None:
+    """The values a (raw) schema allows, when it lists them with `const`/`enum`."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    return schema["enum"] if isinstance(schema.get("enum"), list) else None
+
+
+def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether no value is valid under both flattened schemas, by types, listed values, or a
+    required property whose listed values differ (a discriminator). Sufficient, not complete."""
+    ta, tb = _types_of(a), _types_of(b)
+    if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
+        return True
+    if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
+        return True
+    for key in set(a.get("required", [])) & set(b.get("required", [])):
+        va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
+        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+            return True
+    return False
+
+
+def _trivial_schema(schema: Any) -> bool:
+    return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
+
+
 def _and(a: Any, b: Any) -> Any:
     """The schema both a and b must hold (without flattening)."""
     if a is True or a == {}:
@@ -936,6 +1191,13 @@ class _Compiler:
         self.anchors: dict[str, str] | None = None
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
+        self.checker = InstanceChecker(
+            lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
+        )
+        self.clause_alternative_count = 0
+        self.compile_depth = 0
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
         self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
         self.comma = Sym.t(self.ir.add_lexeme(Lexeme(repr(item_separator), "literal", item_separator)))
         self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
@@ -1130,9 +1392,40 @@ class _Compiler:
                 if t not in TYPES:
                     raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
             d["type"] = list(types)
-        if "properties" in d and not isinstance(d["properties"], dict):
-            raise self.fail("properties must be an object", f"{pointer}/properties")
+        for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
+            if key in d and not isinstance(d[key], dict):
+                raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
+        clauses = self.clauses(d, pointer)
+        if clauses:
+            d["_clauses"] = clauses
         return d
+
+    def clauses(self, d: dict[str, Any], pointer: str) -> list[dict[str, Any]]:
+        """Pop the clause keywords (`CLAUSE_KEYWORDS`) of a schema being normalized, one clause
+        per assertion; each carries its JSON pointer as `_at`."""
+        out: list[dict[str, Any]] = []
+        if "not" in d:
+            out.append({"not": d.pop("not"), "_at": f"{pointer}/not"})
+        branches: dict[str, Any] = {k: d.pop(k) for k in ("then", "else") if k in d}
+        if "if" in d and self.draft_before_7:
+            d.pop("if")
+            self.warn("if/then/else are not keywords before draft 7 ($schema); ignored", pointer)
+        if "if" in d:
+            condition = d.pop("if")
+            if branches:
+                out.append({"if": condition, **branches, "_at": pointer})
+        for key, kind in (("dependencies", None), ("dependentRequired", "dependentRequired"), ("dependentSchemas", "dependentSchemas")):
+            for name, need in d.pop(key, {}).items():
+                where = f"{pointer}/{key}/{_escape_pointer(name)}"
+                this = kind or ("dependentRequired" if isinstance(need, list) else "dependentSchemas")
+                if this == "dependentRequired":
+                    if not isinstance(need, list) or not all(isinstance(n, str) for n in need):
+                        raise self.fail(f"{key} of {name!r} must list property names", where)
+                    if need:
+                        out.append({"dependentRequired": {name: need}, "_at": where})
+                elif need is not True and need != {}:
+                    out.append({"dependentSchemas": {name: need}, "_at": where})
+        return out
 
     def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
         """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable."""
@@ -1163,6 +1456,12 @@ class _Compiler:
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
         out = dict(a)
+        for x, y in ((a, b), (b, a)):
+            # A key matching x's pattern but not y's must meet x's pattern schema AND y's
+            # additionalProperties: no single object schema says that.
+            if x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True)):
+                if set(x["patternProperties"]) != set(y.get("patternProperties", {})):
+                    out.setdefault("_conflicts", []).append("patternProperties")
         for key, vb in b.items():
             if key not in out:
                 out[key] = vb
@@ -1205,6 +1504,18 @@ class _Compiler:
             elif key == "multipleOf":
                 if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
                     out[key] = math.lcm(int(va), int(vb))
+                else:
+                    out.setdefault("_conflicts", []).append(key)
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of"):
+                out[key] = list(va) + [v for v in vb if v not in va]
+            elif key == "_patterns":
+                out[key] = list(dict.fromkeys(list(va) + list(vb)))
+            elif key == "_non_integer" or key == "uniqueItems":
+                out[key] = bool(va or vb)
+            elif key == "patternProperties":
+                out[key] = {**va, **{p: _and(va[p], s) if p in va else s for p, s in vb.items()}}
+            elif key == "propertyNames":
+                out[key] = _and(va, vb)
             elif key in _KEYWORDS:
                 out.setdefault("_conflicts", []).append(key)
             # other keys are not keywords (`x-...`, `@type`): keep a's value
@@ -1212,11 +1523,27 @@ class _Compiler:
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
         out = {}
         for key in list(pa) + [k for k in pb if k not in pa]:
-            out[key] = _and(pa.get(key, extra_a), pb.get(key, extra_b))
+            out[key] = _and(self.member_schema(a, key), self.member_schema(b, key))
         return out
+
+    def member_schema(self, d: dict[str, Any], key: str) -> Any:
+        """What the object schema `d` requires of the value of property `key`: its `properties`
+        entry, else the `patternProperties` it matches, else `additionalProperties`."""
+        if key in d.get("properties", {}):
+            return d["properties"][key]
+        matching = [s for p, s in d.get("patternProperties", {}).items() if self.key_matches(p, key, "")]
+        if matching:
+            return matching[0] if len(matching) == 1 else {"allOf": matching}
+        return d.get("additionalProperties", True)
+
+    def key_matches(self, pattern: str, key: str, pointer: str) -> bool:
+        """Whether a property name matches a `patternProperties` pattern (search semantics)."""
+        try:
+            return self.checker.pattern_matches(pattern, key)
+        except Undecidable as err:
+            raise self.fail(f"patternProperties: {err}", f"{pointer}/patternProperties") from None
 
     # ---- checks ------------------------------------------------------------------------------
 
@@ -1229,20 +1556,30 @@ class _Compiler:
             )
 
     def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
-        for key, value in d.items():
-            if key not in UNSUPPORTED:
-                continue
-            trivial = (
-                (key == "uniqueItems" and value is False)
-                or (key in ("minProperties", "minContains") and value == 0)
-                or (key in ("patternProperties", "dependentRequired", "dependentSchemas", "dependencies")
-                    and value == {})
-                or (key == "propertyNames" and value in (True, {}))
-            )
-            if not trivial:
+        for key in d:
+            if key in UNSUPPORTED:
                 self.unsupported(f"the keyword {key!r} is not supported", f"{pointer}/{key}")
-        for key in d.get("_conflicts", []):
+        for key in dict.fromkeys(d.get("_conflicts", [])):
             self.unsupported(f"allOf/$ref merges two different values of {key!r}", pointer)
+
+    # ---- what `_json_schema_logic` needs (its Context protocol) ------------------------------
+
+    def body_regex(self, pattern: Any, pointer: str) -> str:
+        if not isinstance(pattern, str):
+            raise self.fail("pattern must be a string", pointer)
+        try:
+            return pattern_to_json_regex(pattern)
+        except GrammarError as err:
+            raise Unexpressible(str(err), pointer) from None
+
+    def format_regex(self, name: Any) -> str | None:
+        return FORMAT_REGEXES.get(name) if isinstance(name, str) else None
+
+    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool:
+        """Whether no JSON value is valid under two of the options (a sufficient check)."""
+        flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
+        live = [f for f in flats if f is not None]
+        return all(_disjoint(a, b) for i, a in enumerate(live) for b in live[i + 1 :])
 
     # ---- schemas -----------------------------------------------------------------------------
 
@@ -1263,12 +1600,34 @@ class _Compiler:
     def compile_flat(self, d: dict[str, Any], pointer: str) -> Sym | None:
         if not _has_constraints(d):
             return Sym.n(self.any())
+        # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
+        # the recursion (a schema can reach itself through them).
+        self.compile_depth += 1
+        try:
+            if self.compile_depth > COMPILE_DEPTH_MAX:
+                raise GrammarError(
+                    f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
+                    f"expanded (at {pointer[:200]})",
+                    json_pointer=pointer,
+                )
+            return self.compile_flat_checked(d, pointer)
+        finally:
+            self.compile_depth -= 1
+
+    def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        if "enum" in d:
+            return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
+        structured = [v for v in d.get("_not_enum", []) if isinstance(v, (list, dict))]
+        if structured:
+            # An object or array value excluded: the negation of a schema pinning it down.
+            d = dict(d, _not_enum=[v for v in d["_not_enum"] if not isinstance(v, (list, dict))])
+            d["_clauses"] = [{"not": value_schema(v), "_at": pointer} for v in structured] + d.get("_clauses", [])
+        if "_clauses" in d:
+            return self.compile_clauses(d, pointer)
         for key in ("anyOf", "oneOf"):
             if key in d:
                 return self.compile_options(d, key, pointer)
-        if "enum" in d:
-            return self.compile_enum(d, pointer)
         types = d.get("type", ALL_TYPES)
         if "number" in types:
             types = [t for t in types if t != "integer"]
@@ -1276,14 +1635,18 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf":
+        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
+        options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
+        return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
+
+    def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
+        """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
-        for i, option in enumerate(d[key]):
-            where = f"{pointer}/{key}/{i}"
+        for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
                 orders = [] if flat is None else [(rest, flat), (flat, rest)]
@@ -1301,18 +1664,55 @@ class _Compiler:
                 continue
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
-        return self.choice(f"{pointer or '/'}:{key}", alternatives)
+        return self.choice(name, alternatives)
+
+    def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
+        the rest of the schema; the other clauses are expanded inside each alternative."""
+        clause, *others = d["_clauses"]
+        rest = {k: v for k, v in d.items() if k != "_clauses"}
+        if others:
+            rest["_clauses"] = others
+        at = clause.get("_at", pointer)
+        try:
+            alternatives = clause_alternatives(clause, self)
+        except Unexpressible as err:
+            self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
+            return self.compile_flat(rest, pointer)
+        self.clause_alternative_count += len(alternatives)
+        if self.clause_alternative_count > CLAUSE_ALTERNATIVE_COUNT_MAX:
+            raise self.fail(
+                f"not/if/dependencies expand into more than {CLAUSE_ALTERNATIVE_COUNT_MAX} alternatives; "
+                "simplify the schema",
+                at,
+            )
+        if not alternatives:
+            return None
+        return self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        types = d.get("type", TYPES)
-        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in d["enum"] if _type_allows(types, v)]
+        """The listed values that every other keyword accepts (checked value by value)."""
+        if "_conflicts" in d:
+            self.check_keywords(d, pointer)
+        rest = {k: v for k, v in d.items() if k != "enum"}
+        try:
+            values = [v for v in d["enum"] if self.checker.valid(v, rest, pointer)]
+        except Undecidable as err:
+            self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
+            types = d.get("type", TYPES)
+            values = [v for v in d["enum"] if _type_allows(types, v)]
+        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in values]
         return self.choice(f"{pointer or '/'}:enum", alternatives)
 
     def compile_type(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        excluded = d.get("_not_enum", [])
         if t == "null":
-            return self.lexeme("null", "literal", "null")
+            return None if None in excluded else self.lexeme("null", "literal", "null")
         if t == "boolean":
-            return self.lexeme("boolean", "regex", "true|false")
+            left = [b for b in (True, False) if not any(v is b for v in excluded)]
+            if len(left) == 2:
+                return self.lexeme("boolean", "regex", "true|false")
+            return self.value_syms(left[0], pointer)[0] if left else None
         if t == "string":
             return self.compile_string(d, pointer)
         if t in ("integer", "number"):
@@ -1356,15 +1756,18 @@ class _Compiler:
             length = string_regex(min_length, max_length)
         except GrammarError as err:
             raise self.fail(str(err), f"{pointer}/minLength") from None
-        if not bodies:
+        # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
+        nots = [_key_regex(_json_string_lexeme(v)) for v in d.get("_not_enum", []) if isinstance(v, str)]
+        nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
+        if not bodies and not nots:
             if min_length == 0 and max_length is None:
                 return self.string()
             upper = "" if max_length is None else max_length
             return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
-        if min_length > 0 or max_length is not None:
+        if not bodies or min_length > 0 or max_length is not None:
             bodies.append(length)  # intersected with the pattern/format (Lexeme.and_patterns)
         name = f"string:{pointer or '/'}"
-        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]))
+        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]), not_patterns=tuple(dict.fromkeys(nots)))
 
     def compile_number(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
         for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
@@ -1376,29 +1779,52 @@ class _Compiler:
         hi, hi_open = d.get("maximum"), False
         if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
             hi, hi_open = d["exclusiveMaximum"], True
+        # Intersected (multipleOf, non-integer) and excluded (not enum/const, not multipleOf)
+        # regexes. An exponent could spell an excluded value in unboundedly many ways and
+        # breaks digit-wise divisibility, so such numbers are written without one (a subset).
+        ands: list[str] = []
+        nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
         multiple = d.get("multipleOf")
-        if multiple is not None and not (t == "integer" and float(multiple).is_integer() and multiple == 1):
-            self.warn(f"multipleOf {multiple} is ignored", f"{pointer}/multipleOf")
+        if multiple is not None and not (t == "integer" and multiple == 1):
+            rx = multiple_of_regex(multiple)
+            if rx is None:
+                self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
+            else:
+                ands.append(rx)
+        for excluded in d.get("_not_multiple_of", []):
+            rx = multiple_of_regex(excluded)
+            if rx is None:
+                self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)
+            else:
+                nots.append(rx)
+        if d.get("_non_integer"):
+            if t == "integer":
+                return None
+            ands.append(NON_INTEGER_REGEX)
         if t == "integer":
             lo_i = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
             hi_i = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
-            if lo_i is None and hi_i is None:
-                return self.lexeme("integer", "regex", INTEGER_REGEX)
-            rx = int_range_regex(lo_i, hi_i)
-            return None if rx is None else self.lexeme(f"integer[{lo_i},{hi_i}]", "regex", rx)
-        if lo is None and hi is None:
-            return self.lexeme("number", "regex", NUMBER_REGEX)
-        if lo is not None and not float(lo).is_integer():
-            self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
-            lo, lo_open = math.floor(lo), False
-        if hi is not None and not float(hi).is_integer():
-            self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
-            hi, hi_open = math.ceil(hi), False
-        lo_i = None if lo is None else int(lo)
-        hi_i = None if hi is None else int(hi)
-        rx = number_range_regex(lo_i, lo_open, hi_i, hi_open)
-        name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
-        return None if rx is None else self.lexeme(name, "regex", rx)
+            name = "integer" if lo_i is None and hi_i is None else f"integer[{lo_i},{hi_i}]"
+            base = INTEGER_REGEX if lo_i is None and hi_i is None else int_range_regex(lo_i, hi_i)
+        elif lo is None and hi is None:
+            name = "number"
+            base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
+        else:
+            if lo is not None and not float(lo).is_integer():
+                self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
+                lo, lo_open = math.floor(lo), False
+            if hi is not None and not float(hi).is_integer():
+                self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
+                hi, hi_open = math.ceil(hi), False
+            lo_i = None if lo is None else int(lo)
+            hi_i = None if hi is None else int(hi)
+            base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
+            name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+        if base is None:
+            return None
+        if ands or nots:
+            name += f":{pointer or '/'}"
+        return self.lexeme(name, "regex", base, and_patterns=tuple(dict.fromkeys(ands)), not_patterns=tuple(dict.fromkeys(nots)))
 
     # ---- values ------------------------------------------------------------------------------
 
@@ -1466,62 +1892,200 @@ class _Compiler:
     # ---- objects -----------------------------------------------------------------------------
 
     def compile_object(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Listed properties in `properties` order, then `required` names not listed, then any
+        other keys (pattern and additional properties), counted when min/maxProperties ask."""
         properties: dict[str, Any] = d.get("properties", {})
         required = d.get("required", [])
         for key in required:
             if not isinstance(key, str):
                 raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
-        extra_schema = d.get("additionalProperties", self.additional_default)
-        extra_where = f"{pointer}/additionalProperties"
-        pattern_properties = d.get("patternProperties") or {}
-        if pattern_properties and self.lenient:
-            extra_schema = {"anyOf": [extra_schema, *pattern_properties.values()]}
-            extra_where = f"{pointer}/patternProperties"
+        patterns: dict[str, Any] = d.get("patternProperties", {})
+        names = d.get("propertyNames", True)
+        low = self.int_keyword(d, "minProperties", 0, pointer) or 0
+        high = self.int_keyword(d, "maxProperties", None, pointer)
+        if high is not None and low > high:
+            return None
+        key_parts = self.key_constraint(names, pointer)
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
-        for key, sub in properties.items():
-            sym = self.compile(sub, f"{pointer}/properties/{_escape_pointer(key)}")
+        taken = list(properties) + [k for k in required if k not in properties]
+        for key in taken:
+            listed = key in properties
+            where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
+            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
+            if listed:
+                parts = [properties[key], *matching]
+            else:
+                parts = matching or [d.get("additionalProperties", self.additional_default)]
+            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+            sym = self.compile(schema, where) if self.name_allowed(key, names, pointer) else None
             if sym is None:
                 if key in required:
                     return None
                 continue
             members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
-        extra_sym = None if extra_schema is False else self.compile(extra_schema, extra_where)
-        for key in required:
-            if key in properties:
-                continue
-            if extra_sym is None:
+        regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
+        pair = None
+        if regions:
+            pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+        return self.object_body(members, pair, low, high, pointer)
+
+    def name_allowed(self, key: str, names: Any, pointer: str) -> bool:
+        """Whether a property name satisfies `propertyNames`."""
+        if _trivial_schema(names):
+            return True
+        try:
+            return self.checker.valid(key, names, f"{pointer}/propertyNames")
+        except Undecidable as err:
+            self.unsupported(f"propertyNames cannot be checked on {key!r} ({err})", f"{pointer}/propertyNames")
+            return True
+
+    def key_constraint(self, names: Any, pointer: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`propertyNames` as (and, not) regexes on key lexemes; None when no key is allowed."""
+        if _trivial_schema(names):
+            return (), ()
+        where = f"{pointer}/propertyNames"
+        flat = self.flatten(names, where)
+        flat = None if flat is None else self.merge(flat, {"type": ["string"]}, where)
+        if flat is None:
+            return None
+        if "enum" in flat:
+            values = [v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, flat, pointer)]
+            if not values:
                 return None
-            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), extra_sym, True))
-        name = pointer or "/"
-        # after[i]: alternatives for members i.. when something came before (so commas lead).
-        cache: dict[int, list[Sym]] = {}
-        if extra_sym is not None:
-            string = self.string()
-            listed = [*properties, *(key for key in required if key not in properties)]
-            if listed:
-                # Additional keys are any string but the listed names: a listed key must
-                # satisfy its own schema (llguidance does the same), and one whose schema
-                # nothing satisfies may not appear at all.
-                names = tuple(_key_regex(_json_string_lexeme(key)) for key in listed)
-                base = self.ir.lexemes[string.index]
-                string = Sym.t(self.ir.add_lexeme(Lexeme(f"{base.name} (not {len(names)} listed keys)", "regex", base.value, not_patterns=names)))
-            pair = [string, self.colon, extra_sym]
-            extras = self.ir.add_nonterminal(f"{name}:extras")
-            self.rule(extras, pair)
-            self.rule(extras, [Sym.n(extras), self.comma, *pair])
-            after: list[list[Sym]] = [[], [self.comma, Sym.n(extras)]]
-            first: list[list[Sym]] = [[], [Sym.n(extras)]]
+            return (_alt([_key_regex(_json_string_lexeme(v)) for v in values]),), ()
+        sym = self.compile_flat(flat, where)
+        if sym is None:
+            return None
+        if not sym.terminal:
+            self.unsupported("propertyNames must describe a single string lexeme here", where)
+            return (), ()
+        lexeme = self.ir.lexemes[sym.index]
+        return (_key_regex(lexeme), *lexeme.and_patterns), lexeme.not_patterns
+
+    def key_regions(
+        self, d: dict[str, Any], taken: list[str], key_parts: tuple[tuple[str, ...], tuple[str, ...]], pointer: str
+    ) -> list[tuple[Sym, Sym]]:
+        """(key lexeme, value symbol) for the keys beyond the listed ones: one region per set
+        of `patternProperties` patterns a key matches (all subsets when there are at most
+        `PATTERN_SUBSETS_MAX` patterns, else one pattern each, keys matching several refused),
+        and one for `additionalProperties` (keys matching no pattern). Listed names are
+        excluded from every region."""
+        key_ands, key_nots = key_parts
+        name_nots = [_key_regex(_json_string_lexeme(k)) for k in taken]
+        found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
+        for pattern, schema in d.get("patternProperties", {}).items():
+            where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
+            try:
+                found.append((where, '"' + pattern_to_json_regex(pattern) + '"', schema))
+            except GrammarError as err:
+                self.unsupported(str(err), where)
+        if len(found) <= PATTERN_SUBSETS_MAX:
+            subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
         else:
-            after, first = [[]], [[]]
+            subsets = [[i] for i in range(len(found))]
+            self.warn(
+                f"more than {PATTERN_SUBSETS_MAX} patternProperties: a key matching several patterns is refused",
+                f"{pointer}/patternProperties",
+            )
+        regions: list[tuple[Sym, Sym]] = []
+        for subset in subsets:
+            schemas = [found[i][2] for i in subset]
+            value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
+            if value is None:
+                continue
+            ands = [found[i][1] for i in subset]
+            nots = [found[i][1] for i in range(len(found)) if i not in subset]
+            lexeme = Lexeme(
+                f"key:{found[subset[0]][0]}" + (f"+{len(subset) - 1}" if len(subset) > 1 else ""),
+                "regex",
+                ands[0],
+                and_patterns=tuple(ands[1:]) + key_ands,
+                not_patterns=tuple(nots + name_nots) + key_nots,
+            )
+            regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
+        extra = d.get("additionalProperties", self.additional_default)
+        value = None if extra is False else self.compile(extra, f"{pointer}/additionalProperties")
+        if value is not None:
+            nots = [f[1] for f in found] + name_nots
+            base = self.ir.lexemes[self.string().index]
+            if not nots and not key_ands and not key_nots:
+                key = self.string()
+            else:
+                name = f"key:{pointer or '/'}/additionalProperties"
+                lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
+                key = Sym.t(self.ir.add_lexeme(lexeme))
+            regions.append((key, value))
+        return regions
+
+    def object_body(self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str) -> Sym | None:
+        """`{ members, extras }` with the member and extra count in [low, high].
+
+        State (i, c): members i.. remain and c properties came before (so a comma leads when
+        c > 0). Without count bounds c is 0 or 1; with them c counts up to `high`, or up to
+        `low` when there is no `high` (past `low` the count no longer matters). Extras (`pair`)
+        come last, as a left-recursive repetition bounded by what the count leaves.
+        """
         n = len(members)
+        required_count = sum(1 for m in members if m[2])
+        if high is not None and required_count > high:
+            return None
+        if low <= required_count:
+            low = 0
+        if high is not None and pair is None and high >= n:
+            high = None
+        top = max(low, 1) if high is None else high
+        name = pointer or "/"
+        if (n + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+            raise self.fail(
+                f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
+                "loosen the bounds",
+                pointer,
+            )
+        unit = None if pair is None else (self.comma, Sym.n(pair))
+
+        def tail(c: int) -> list[list[Sym]] | None:
+            low_left = max(low - c, 0)
+            high_left = None if high is None else high - c
+            if unit is None:
+                return [[]] if low_left == 0 else None
+            if c > 0:
+                return [self.repeat(f"{name}:extras", unit, low_left, high_left)]
+            alts: list[list[Sym]] = [[]] if low_left == 0 else []
+            if high_left is None or high_left >= 1:
+                more_high = None if high_left is None else high_left - 1
+                alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
+            return alts or None
+
+        table: dict[tuple[int, int], list[list[Sym]] | None] = {(n, c): tail(c) for c in range(top + 1)}
+        nts: dict[tuple[int, int], int] = {}
+
+        def seq(i: int, c: int) -> list[Sym] | None:
+            alts = table[(i, c)]
+            if alts is None:
+                return None
+            if len(alts) == 1:
+                return alts[0]
+            if (i, c) not in nts:
+                nts[(i, c)] = self.nonterminal(f"{name}:after{i}.{c}", alts)
+            return [Sym.n(nts[(i, c)])]
+
         for i in range(n - 1, -1, -1):
             key_sym, value_sym, is_required = members[i]
-            rest = self.inline(f"{name}:after{i + 1}", after, cache, i + 1)
-            with_this = [key_sym, self.colon, value_sym, *rest]
-            first = [with_this] + (first if not is_required else [])
-            after = [[self.comma, *with_this]] + (after if not is_required else [])
-        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in first])
+            for c in range(top + 1):
+                alts = []
+                after = min(c + 1, top) if high is None else c + 1
+                rest = seq(i + 1, after) if after <= top else None
+                if rest is not None:
+                    alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                skip = None if is_required else seq(i + 1, c)
+                if skip is not None:
+                    alts.append(skip)
+                table[(i, c)] = alts or None
+        top_alts = table[(0, 0)]
+        if top_alts is None:
+            return None
+        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
 
     # ---- arrays ------------------------------------------------------------------------------
 
@@ -1530,6 +2094,17 @@ class _Compiler:
         max_items = self.int_keyword(d, "maxItems", None, pointer)
         if max_items is not None and min_items > max_items:
             return None
+        if d.get("uniqueItems") is True:
+            unique = self.unique_array(d, min_items, max_items, pointer)
+            if unique is not NotImplemented:
+                return unique
+            self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
+        least = self.int_keyword(d, "minContains", 1, pointer)
+        most = self.int_keyword(d, "maxContains", None, pointer)
+        if "contains" in d and (least or most is not None):
+            if not d.get("prefixItems"):
+                return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
+            self.unsupported("contains beside prefixItems is not supported", f"{pointer}/contains")
         prefix = d.get("prefixItems", [])
         prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
         items = d.get("items", True)
@@ -1562,6 +2137,107 @@ class _Compiler:
         if alts is None:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`uniqueItems` over a small finite item domain (enum, boolean, null), exactly: one
+        state per set of values used so far. NotImplemented when the domain is not finite or
+        has more than `UNIQUE_DOMAIN_MAX` values (the caller then warns)."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
+        flat = self.flatten(d.get("items", True), where)
+        if flat is None:
+            return self.choice(f"{pointer or '/'}:array", [[self.lbracket, self.rbracket]] if min_items == 0 else [])
+        rest = {k: v for k, v in flat.items() if k != "enum"}
+        if "enum" in flat:
+            candidates = flat["enum"]
+        elif flat.get("type") == ["boolean"]:
+            candidates = [True, False]
+        elif flat.get("type") == ["null"]:
+            candidates = [None]
+        else:
+            return NotImplemented
+        domain: list[Any] = []
+        try:
+            for value in candidates:
+                if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
+                    domain.append(value)
+        except Undecidable:
+            return NotImplemented
+        if len(domain) > UNIQUE_DOMAIN_MAX:
+            return NotImplemented
+        top = len(domain) if max_items is None else min(max_items, len(domain))
+        syms = [self.value_syms(v, where) for v in domain]
+        name = pointer or "/"
+        memo: dict[int, int | None] = {}
+        for used in sorted(range(1 << len(domain)), key=lambda u: -bin(u).count("1")):
+            count = bin(used).count("1")
+            if count > top:
+                continue
+            alts: list[list[Sym]] = [[]] if count >= min_items else []
+            for i, value in enumerate(syms):
+                after = memo.get(used | 1 << i)
+                if not used >> i & 1 and after is not None:
+                    alts.append([*([self.comma] if used else []), *value, Sym.n(after)])
+            memo[used] = self.nonterminal(f"{name}:unique{used:x}", alts) if alts else None
+        start = memo[0]
+        return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
+
+    def contains_array(
+        self, d: dict[str, Any], min_items: int, max_items: int | None, least: int, most: int | None, pointer: str
+    ) -> Sym | None:
+        """Arrays with between `least` and `most` items valid under `contains`.
+
+        Items are read left-recursively with a state (items so far, matches so far), both
+        clamped where they stop mattering. A matching item is `items AND contains`; another is
+        `items AND NOT contains` when `maxContains` bounds the matches, else just `items`
+        (marking one of several matches is enough: ambiguous, but exact).
+        """
+        items = d.get("items", True)
+        where = f"{pointer}/contains"
+        yes = self.compile({"allOf": [items, d["contains"]]}, where)
+        no = self.compile({"allOf": [items, {"not": d["contains"]}]} if most is not None else items, where)
+        if most is not None and least > most:
+            return None
+        t_top = max(min_items, 1) if max_items is None else max_items
+        c_top = least if most is None else most
+        if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
+            raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
+        name = pointer or "/"
+        states: dict[tuple[int, int], int] = {}
+
+        def state(t: int, c: int) -> int:
+            if (t, c) not in states:
+                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{c}")
+            return states[(t, c)]
+
+        def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
+            out: list[tuple[Sym, int, int]] = []
+            if max_items is not None and t + 1 > max_items:
+                return out
+            t2 = min(t + 1, t_top) if max_items is None else t + 1
+            saturated = most is None and c >= least
+            if yes is not None and not saturated and (most is None or c + 1 <= most):
+                out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
+            if no is not None:
+                out.append((no, t2, c))
+            return out
+
+        todo = [(0, 0)]
+        seen = {(0, 0)}
+        while todo:
+            t, c = todo.pop()
+            for item, t2, c2 in steps(t, c):
+                lhs = state(t2, c2)
+                self.rule(lhs, [item] if t == 0 else [Sym.n(state(t, c)), self.comma, item])
+                if (t2, c2) not in seen:
+                    seen.add((t2, c2))
+                    todo.append((t2, c2))
+        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and least == 0 else []
+        for (t, c), nt in states.items():
+            if t >= min_items and c >= least:
+                alts.append([self.lbracket, Sym.n(nt), self.rbracket])
+        return self.choice(f"{name}:array", alts)
 
     def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
         """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""

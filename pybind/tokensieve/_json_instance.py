@@ -1,0 +1,281 @@
+"""Validate one concrete JSON value against a (flattened) JSON Schema, in Python.
+
+The JSON Schema front-end uses this where a schema pins its values down to a finite list: an
+`enum` or `const` beside other keywords (`{"enum": [...], "not": {...}}`, or `allOf` of an
+`enum` and anything). Each listed value is checked against every other keyword, so the grammar
+holds exactly the valid ones, whatever the keywords are (`not`, `if`, `uniqueItems`,
+`oneOf`, ... all work here, even where the grammar itself could not express them).
+
+Semantics are those of the grammar front-end, not a general validator's:
+
+- `pattern` uses the front-end's own ECMA translation (`pattern_to_json_regex`) matched on the
+  JSON-escaped text, so a value passes here exactly when the grammar's string lexeme would
+  take it; `format` uses `FORMAT_REGEXES` and is an assertion (unknown formats pass).
+- `$ref` with siblings applies both (2019-09 semantics), as the front-end's merge does.
+- Internal keys the front-end adds while merging and negating (`_patterns`, `_clauses`,
+  `_not_enum`, `_not_bodies`, `_non_integer`, `_not_multiple_of`) are understood.
+
+What it cannot decide (a pattern its translation refuses, `unevaluated*`, `$dynamicRef`, a
+`$ref` nesting past `DEPTH_MAX`) raises `Undecidable`; callers then fall back to the grammar.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from fractions import Fraction
+from typing import Any, Callable
+
+__all__ = ["Undecidable", "InstanceChecker", "json_equal", "json_type"]
+
+DEPTH_MAX = 200  # nested schema applications (recursive $ref) per check
+
+
+class Undecidable(Exception):
+    """The checker cannot decide this value against this schema (message says why)."""
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type of a value; integer-valued floats are `integer`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values (1 == 1.0, but true != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) or _is_number(b):
+        return _is_number(a) and _is_number(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _exact(value: Any) -> Fraction:
+    return Fraction(str(value)) if isinstance(value, float) else Fraction(value)
+
+
+_UNDECIDABLE_KEYWORDS = (
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+)
+
+
+class InstanceChecker:
+    """Checks values against schemas of one root document.
+
+    Args:
+        resolve: `$ref` string and the JSON pointer where it stands → the target schema.
+        body_regex: an ECMA `pattern` → the regex over a string's JSON-escaped body that the
+            grammar uses (raises on patterns it refuses).
+        format_regexes: format name → regex over the JSON-escaped body.
+    """
+
+    def __init__(
+        self,
+        resolve: Callable[[str, str], Any],
+        body_regex: Callable[[str], str],
+        format_regexes: dict[str, str],
+    ) -> None:
+        self.resolve = resolve
+        self.body_regex = body_regex
+        self.format_regexes = format_regexes
+        self.compiled: dict[str, re.Pattern[str]] = {}
+        self.bodies: dict[str, str] = {}
+
+    def valid(self, value: Any, schema: Any, pointer: str = "") -> bool:
+        """Whether `value` is valid under `schema`.
+
+        Raises:
+            Undecidable: the schema uses something this checker cannot evaluate.
+        """
+        return self._valid(value, schema, pointer, 0)
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _regex(self, body: str) -> re.Pattern[str]:
+        compiled = self.compiled.get(body)
+        if compiled is None:
+            try:
+                compiled = self.compiled[body] = re.compile(body)
+            except re.error as err:
+                raise Undecidable(f"a regex Python cannot run: {err}") from None
+        return compiled
+
+    def body_matches(self, body: str, text: str) -> bool:
+        """Whether the JSON-escaped body of the string `text` matches a body regex."""
+        escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+        return self._regex(body).fullmatch(escaped) is not None
+
+    def pattern_matches(self, pattern: str, text: str) -> bool:
+        body = self.bodies.get(pattern)
+        if body is None:
+            try:
+                body = self.bodies[pattern] = self.body_regex(pattern)
+            except Exception as err:  # the front-end's GrammarError: a pattern it refuses
+                raise Undecidable(str(err)) from None
+        return self.body_matches(body, text)
+
+    # ---- the check ---------------------------------------------------------------------------
+
+    def _valid(self, value: Any, schema: Any, pointer: str, depth: int) -> bool:
+        if depth > DEPTH_MAX:
+            raise Undecidable(f"schemas nest deeper than {DEPTH_MAX} while checking a value")
+        if schema is True:
+            return True
+        if schema is False:
+            return False
+        if not isinstance(schema, dict):
+            raise Undecidable(f"a schema that is not an object: {schema!r}")
+        for key in _UNDECIDABLE_KEYWORDS:
+            if key in schema:
+                raise Undecidable(f"the keyword {key!r}")
+        d = depth + 1
+        if "$ref" in schema:
+            if not self._valid(value, self.resolve(schema["$ref"], pointer), pointer, d):
+                return False
+        t = json_type(value)
+        types = schema.get("type")
+        if types is not None:
+            types = types if isinstance(types, list) else [types]
+            if not (t in types or (t == "integer" and "number" in types)):
+                return False
+        if "enum" in schema and not any(json_equal(value, v) for v in schema["enum"]):
+            return False
+        if "const" in schema and not json_equal(value, schema["const"]):
+            return False
+        if any(json_equal(value, v) for v in schema.get("_not_enum", ())):
+            return False
+        if t in ("integer", "number") and not self._number(value, schema):
+            return False
+        if t == "string" and not self._string(value, schema):
+            return False
+        if t == "array" and not self._array(value, schema, pointer, d):
+            return False
+        if t == "object" and not self._object(value, schema, pointer, d):
+            return False
+        for sub in schema.get("allOf", ()):
+            if not self._valid(value, sub, pointer, d):
+                return False
+        if "anyOf" in schema and not any(self._valid(value, sub, pointer, d) for sub in schema["anyOf"]):
+            return False
+        if "oneOf" in schema and sum(self._valid(value, sub, pointer, d) for sub in schema["oneOf"]) != 1:
+            return False
+        if "not" in schema and self._valid(value, schema["not"], pointer, d):
+            return False
+        if "if" in schema:
+            branch = "then" if self._valid(value, schema["if"], pointer, d) else "else"
+            if not self._valid(value, schema.get(branch, True), pointer, d):
+                return False
+        for clause in schema.get("_clauses", ()):
+            if not self._valid(value, clause, pointer, d):
+                return False
+        return True
+
+    def _number(self, value: Any, schema: dict[str, Any]) -> bool:
+        x = _exact(value)
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if ex_lo is True:
+            ex_lo, lo = lo, None
+        if ex_hi is True:
+            ex_hi, hi = hi, None
+        if _is_number(lo) and x < _exact(lo) or _is_number(hi) and x > _exact(hi):
+            return False
+        if _is_number(ex_lo) and x <= _exact(ex_lo) or _is_number(ex_hi) and x >= _exact(ex_hi):
+            return False
+        multiple = schema.get("multipleOf")
+        if _is_number(multiple) and multiple is not None and multiple > 0 and x % _exact(multiple) != 0:
+            return False
+        if schema.get("_non_integer") and x.denominator == 1:
+            return False
+        if any(x % _exact(m) == 0 for m in schema.get("_not_multiple_of", ())):
+            return False
+        return True
+
+    def _string(self, value: str, schema: dict[str, Any]) -> bool:
+        length = len(value)
+        if length < schema.get("minLength", 0) or length > schema.get("maxLength", math.inf):
+            return False
+        patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
+        if not all(self.pattern_matches(p, value) for p in patterns):
+            return False
+        fmt = schema.get("format")
+        if fmt in self.format_regexes and not self.body_matches(self.format_regexes[fmt], value):
+            return False
+        return not any(self.body_matches(body, value) for body in schema.get("_not_bodies", ()))
+
+    def _array(self, value: list[Any], schema: dict[str, Any], pointer: str, d: int) -> bool:
+        if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", math.inf):
+            return False
+        items = schema.get("items", True)
+        prefix = schema.get("prefixItems", [])
+        rest: Any = items
+        if isinstance(items, list):  # draft 4-7: `items` list, then `additionalItems`
+            prefix, rest = items, schema.get("additionalItems", True)
+        for i, item in enumerate(value):
+            sub = prefix[i] if i < len(prefix) else rest
+            if not self._valid(item, sub, pointer, d):
+                return False
+        if schema.get("uniqueItems") is True:
+            for i in range(len(value)):
+                if any(json_equal(value[i], value[j]) for j in range(i)):
+                    return False
+        if "contains" in schema:
+            count = sum(self._valid(item, schema["contains"], pointer, d) for item in value)
+            if count < schema.get("minContains", 1) or count > schema.get("maxContains", math.inf):
+                return False
+        return True
+
+    def _object(self, value: dict[str, Any], schema: dict[str, Any], pointer: str, d: int) -> bool:
+        if len(value) < schema.get("minProperties", 0) or len(value) > schema.get("maxProperties", math.inf):
+            return False
+        if any(k not in value for k in schema.get("required", ())):
+            return False
+        properties = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        extra = schema.get("additionalProperties", True)
+        names = schema.get("propertyNames", True)
+        for key, item in value.items():
+            if names is not True and not self._valid(key, names, pointer, d):
+                return False
+            matched = key in properties
+            if matched and not self._valid(item, properties[key], pointer, d):
+                return False
+            for pattern, sub in patterns.items():
+                if self.pattern_matches(pattern, key):
+                    matched = True
+                    if not self._valid(item, sub, pointer, d):
+                        return False
+            if not matched and not self._valid(item, extra, pointer, d):
+                return False
+        dependencies = [
+            *schema.get("dependencies", {}).items(),
+            *schema.get("dependentRequired", {}).items(),
+            *schema.get("dependentSchemas", {}).items(),
+        ]
+        for key, need in dependencies:
+            if key not in value:
+                continue
+            if isinstance(need, list):
+                if any(k not in value for k in need):
+                    return False
+            elif not self._valid(value, need, pointer, d):
+                return False
+        return True
