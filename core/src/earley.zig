@@ -968,42 +968,9 @@ fn arithmeticIr(b: *IrBuilder) !void {
     for (rules) |rule| for (rule) |w| try b.put(w);
 }
 
-test "earley: arithmetic with precedence, skip and nullable rules" {
-    const gpa = std.testing.allocator;
-    var b: IrBuilder = .{};
-    defer b.words.deinit(gpa);
-    try arithmeticIr(&b);
-
-    var exprs = try regex.ExprSet.init(gpa, .{});
-    defer exprs.deinit();
-    var diag: CompileDiagnostic = .{};
-    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
-    defer compiled.deinit(gpa);
-    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
-    defer lexer.deinit();
-    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
-    defer parser.deinit();
-
-    const good = [_][]const u8{ "1", "12 + 3", "(1+2)*3", "2 * (3 + 4) * 5", "((7))" };
-    for (good) |text| {
-        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
-        try std.testing.expect(try parser.eosAllowed(at));
-    }
-    const prefixes = [_][]const u8{ "1 +", "(1+2", "(", "2 * (" };
-    for (prefixes) |text| {
-        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
-        try std.testing.expect(!try parser.eosAllowed(at));
-    }
-    const bad_texts = [_][]const u8{ "1 2", "+1", "(1))", " 1", "1 * * 2" };
-    for (bad_texts) |text| {
-        if (try walkText(&parser, text)) |at| {
-            try std.testing.expect(!try parser.eosAllowed(at));
-        }
-    }
-}
-
-/// Compiles the arithmetic grammar and starts a parser with `gpa`, then frees everything.
-fn buildArithmeticParser(gpa: Allocator) !void {
+/// Compiles the arithmetic grammar with `gpa`, starts a parser and runs `check` on it, then
+/// frees everything.
+fn withArithmeticParser(gpa: Allocator, comptime check: fn (*Parser) anyerror!void) !void {
     var b: IrBuilder = .{};
     defer b.words.deinit(std.testing.allocator);
     try arithmeticIr(&b);
@@ -1016,7 +983,38 @@ fn buildArithmeticParser(gpa: Allocator) !void {
     defer lexer.deinit();
     var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
     defer parser.deinit();
-    _ = try walkText(&parser, "(1+2)*3");
+    try check(&parser);
+}
+
+test "earley: arithmetic with precedence, skip and nullable rules" {
+    try withArithmeticParser(std.testing.allocator, checkArithmetic);
+}
+
+fn checkArithmetic(parser: *Parser) !void {
+    const good = [_][]const u8{ "1", "12 + 3", "(1+2)*3", "2 * (3 + 4) * 5", "((7))" };
+    for (good) |text| {
+        const at = (try walkText(parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(try parser.eosAllowed(at));
+    }
+    const prefixes = [_][]const u8{ "1 +", "(1+2", "(", "2 * (" };
+    for (prefixes) |text| {
+        const at = (try walkText(parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(!try parser.eosAllowed(at));
+    }
+    const bad_texts = [_][]const u8{ "1 2", "+1", "(1))", " 1", "1 * * 2" };
+    for (bad_texts) |text| {
+        if (try walkText(parser, text)) |at| {
+            try std.testing.expect(!try parser.eosAllowed(at));
+        }
+    }
+}
+
+fn walkOnce(parser: *Parser) !void {
+    _ = try walkText(parser, "(1+2)*3");
+}
+
+fn buildArithmeticParser(gpa: Allocator) !void {
+    try withArithmeticParser(gpa, walkOnce);
 }
 
 test "earley: every allocation failure while building a parser is freed exactly once" {

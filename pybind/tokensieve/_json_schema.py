@@ -109,7 +109,7 @@ from typing import Any, Iterable, Sequence
 
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, Sym
-from ._json_instance import InstanceChecker, Undecidable
+from ._json_instance import InstanceChecker, Undecidable, json_type
 from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
 __all__ = [
@@ -1067,22 +1067,8 @@ def _has_constraints(schema: dict[str, Any]) -> bool:
     return any(k not in ANNOTATIONS for k in schema)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _type_allows(types: Sequence[str], value: Any) -> bool:
-    t = _json_type(value)
+    t = json_type(value)
     return t in types or (t == "integer" and "number" in types)
 
 
@@ -1113,7 +1099,7 @@ def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
 
 def _types_of(d: dict[str, Any]) -> set[str]:
     if "enum" in d:
-        return {_json_type(v) for v in d["enum"]}
+        return {json_type(v) for v in d["enum"]}
     return set(d.get("type", TYPES))
 
 
