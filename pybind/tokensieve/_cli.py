@@ -18,6 +18,7 @@ DEMO_PATTERN = (
 
 def _demo(args: argparse.Namespace) -> int:
     from . import Grammar, Matcher, Tokenizer
+    from ._matcher import mask_token_ids
 
     tokenizer = Tokenizer.from_file(args.tokenizer) if args.tokenizer else Tokenizer.default()
     grammar = Grammar.regex(args.regex)
@@ -38,7 +39,7 @@ def _demo(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             mask = matcher.compute_bitmask()
             mask_us.append((time.perf_counter() - t0) * 1e6)
-            allowed = _allowed_ids(mask, tokenizer.vocab_size)
+            allowed = set(mask_token_ids(mask, tokenizer.vocab_size))
             if not allowed:
                 break
             # A stand-in for a model: prefer ending when allowed, else a random allowed token.
@@ -59,19 +60,6 @@ def _demo(args: argparse.Namespace) -> int:
             f"{len(mask_us)} masks, {p50:.0f} µs per mask (p50) over {tokenizer.vocab_size} tokens"
         )
     return 0
-
-
-def _allowed_ids(mask: object, vocab_size: int) -> set[int]:
-    allowed = set()
-    for w, signed in enumerate(mask):  # type: ignore[call-overload]
-        word = int(signed) & 0xFFFFFFFF
-        while word:
-            low = word & -word
-            t = w * 32 + low.bit_length() - 1
-            if t < vocab_size:
-                allowed.add(t)
-            word ^= low
-    return allowed
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,6 +86,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence, Union
 
+from ._charset import (
+    CODE_POINT_MAX, SURROGATES, Ranges, class_regex, complement, intersection, intersects, normalize, union,
+)
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, Sym
 
@@ -101,10 +104,6 @@ REFINE_ROUND_COUNT_MAX = 10_000
 CONTEXT_DEPTHS = (2, 1, 0)  # calling-context depths the conflict analysis tries, most precise first
 TAGGED_OCCURRENCE_COUNT_MAX = 50_000  # lexeme occurrences × contexts; past it a shallower depth
 
-MAX_CODE_POINT = 0x10FFFF
-SURROGATES = (0xD800, 0xDFFF)
-
-Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent inclusive ranges
 
 # ===============================================================================================
 # Errors
@@ -126,58 +125,8 @@ def _error(text: str, position: int, message: str) -> GrammarError:
 # ===============================================================================================
 
 
-def _normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    """Sort and merge ranges; drop the surrogates, which no text contains."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    out: list[tuple[int, int]] = []
-    for lo, hi in merged:
-        if hi < SURROGATES[0] or lo > SURROGATES[1]:
-            out.append((lo, hi))
-            continue
-        if lo < SURROGATES[0]:
-            out.append((lo, SURROGATES[0] - 1))
-        if hi > SURROGATES[1]:
-            out.append((SURROGATES[1] + 1, hi))
-    return tuple(out)
-
-
-def _complement(ranges: Ranges) -> Ranges:
-    """Every code point not in `ranges`."""
-    out: list[tuple[int, int]] = []
-    next_lo = 0
-    for lo, hi in ranges:
-        if lo > next_lo:
-            out.append((next_lo, lo - 1))
-        next_lo = hi + 1
-    if next_lo <= MAX_CODE_POINT:
-        out.append((next_lo, MAX_CODE_POINT))
-    return _normalize(out)
-
-
-def _union(a: Ranges, b: Ranges) -> Ranges:
-    return _normalize(a + b) if a and b else (a or b)
-
-
-def _intersects(a: Ranges, b: Ranges) -> bool:
-    """Do two range sets share a code point? (linear merge)"""
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i][1] < b[j][0]:
-            i += 1
-        elif b[j][1] < a[i][0]:
-            j += 1
-        else:
-            return True
-    return False
-
-
 def _contains(ranges: Ranges, c: int) -> bool:
-    i = bisect.bisect_right(ranges, (c, MAX_CODE_POINT + 1)) - 1
+    i = bisect.bisect_right(ranges, (c, CODE_POINT_MAX + 1)) - 1
     return i >= 0 and ranges[i][0] <= c <= ranges[i][1]
 
 
@@ -190,11 +139,11 @@ def _widen_to_lead_bytes(ranges: Ranges) -> Ranges:
             if a <= b:  # code points sharing a lead byte are aligned runs of 1 << shift
                 run_lo, run_hi = (a >> shift) << shift, ((b >> shift) << shift) + (1 << shift) - 1
                 out.append((max(run_lo, block_lo), min(run_hi, block_hi)))
-    return _normalize(out)
+    return normalize(out)
 
 
 # (first code point, last code point, bits after the lead byte) per UTF-8 encoding length
-_UTF8_LEAD_BLOCKS = ((0, 0x7F, 0), (0x80, 0x7FF, 6), (0x800, 0xFFFF, 12), (0x10000, MAX_CODE_POINT, 18))
+_UTF8_LEAD_BLOCKS = ((0, 0x7F, 0), (0x80, 0x7FF, 6), (0x800, 0xFFFF, 12), (0x10000, CODE_POINT_MAX, 18))
 
 
 # ===============================================================================================
@@ -395,7 +344,7 @@ class _Parser:
             return self.parse_class()
         if c == ".":
             self.pos += 1
-            return CharSet(_complement(()))
+            return CharSet(complement(()))
         if c == "(":
             return self.parse_group()
         if c == "<":
@@ -464,7 +413,7 @@ class _Parser:
                         lo_pos,
                     )
             ranges.append((lo, hi))
-        result = _complement(_normalize(ranges)) if negated else _normalize(ranges)
+        result = complement(normalize(ranges)) if negated else normalize(ranges)
         if not result:
             raise self.fail("this character class matches no character; remove it or add characters", start)
         return CharSet(result)
@@ -486,7 +435,7 @@ class _Parser:
             if len(digits) != digit_count or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise self.fail(f"bad escape: \\{e} needs exactly {digit_count} hex digits", start)
             value = int(digits, 16)
-            if value > MAX_CODE_POINT or SURROGATES[0] <= value <= SURROGATES[1]:
+            if value > CODE_POINT_MAX or SURROGATES[0] <= value <= SURROGATES[1]:
                 raise self.fail(f"bad escape: \\{e}{digits} is not a Unicode scalar value", start)
             self.pos += 1 + digit_count
             return value
@@ -660,7 +609,7 @@ class _Pool:
         if kind == _CHARS:
             self.nullable.append(False)
             self.first.append(ranges)
-            self.size.append(len(_class_pattern(ranges)))
+            self.size.append(len(class_regex(ranges)))
         elif kind == _REP:
             self.nullable.append(counts[0] == 0)
             self.first.append(self.first[items[0]])
@@ -668,7 +617,7 @@ class _Pool:
         elif kind == _SEQ:
             first: Ranges = ()
             for i in items:
-                first = _union(first, self.first[i])
+                first = union(first, self.first[i])
                 if not self.nullable[i]:
                     break
             self.nullable.append(all(self.nullable[i] for i in items))
@@ -677,7 +626,7 @@ class _Pool:
             self.size.append(sum(self.size[i] + 4 * (self.kind[i] == _ALT) for i in items))
         else:
             self.nullable.append(any(self.nullable[i] for i in items))
-            self.first.append(_normalize(r for i in items for r in self.first[i]))
+            self.first.append(normalize(r for i in items for r in self.first[i]))
             # separators, and a possible (?:…)? around the whole
             self.size.append(sum(self.size[i] for i in items) + len(items) + 5)
         return ident
@@ -706,7 +655,7 @@ class _Pool:
         for i in items:
             for j in self.items[i] if self.kind[i] == _ALT else (i,):
                 if self.kind[j] == _CHARS:
-                    ranges = _union(ranges, self.ranges[j])
+                    ranges = union(ranges, self.ranges[j])
                 else:
                     members.add(j)
         if ranges:
@@ -795,7 +744,7 @@ class _Pool:
     def step_characters(self, a: int, b: int) -> list[int]:
         """One character per class of characters that both a and b can start with and that
         every first-position set of a and b treats alike."""
-        common = _intersection(self.first[a], self.first[b])
+        common = intersection(self.first[a], self.first[b])
         if len(common) == 1 and common[0][0] == common[0][1]:
             return [common[0][0]]
         points = self._first_points(a) | self._first_points(b)
@@ -838,7 +787,7 @@ class _Pool:
             return found
         kind, items = self.kind[x], self.items[x]
         if kind == _CHARS:
-            result = _class_pattern(self.ranges[x])
+            result = class_regex(self.ranges[x])
         elif kind == _SEQ:
             result = "".join(
                 f"(?:{self.pattern(i)})" if self._needs_group(i) else self.pattern(i) for i in items
@@ -859,20 +808,6 @@ class _Pool:
         return self.kind[x] == _ALT and self.eps not in self.items[x]
 
 
-def _intersection(a: Ranges, b: Ranges) -> Ranges:
-    out: list[tuple[int, int]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
 def _quantifier(min_count: int, max_count: int | None) -> str:
     if max_count is None:
         return "*" if min_count == 0 else "+" if min_count == 1 else f"{{{min_count},}}"
@@ -881,66 +816,30 @@ def _quantifier(min_count: int, max_count: int | None) -> str:
     return f"{{{min_count}}}" if min_count == max_count else f"{{{min_count},{max_count}}}"
 
 
-def _char_pattern(c: int, *, in_class: bool) -> str:
-    """One code point, escaped for the regex syntax of docs/lexer.md."""
-    ch = chr(c)
-    if ch.isascii():
-        if ch.isalnum() or ch == " ":
-            return ch
-        if 0x21 <= c <= 0x7E:
-            return "\\" + ch
-        return f"\\x{c:02X}"
-    return ch if ch.isprintable() else f"\\u{{{c:X}}}"
-
-
-def _class_pattern(ranges: Ranges) -> str:
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-        return _char_pattern(ranges[0][0], in_class=False)
-    parts = []
-    for lo, hi in ranges:
-        a = _char_pattern(lo, in_class=True)
-        if hi == lo:
-            parts.append(a)
-        elif hi == lo + 1:
-            parts.append(a + _char_pattern(hi, in_class=True))
-        else:
-            parts.append(f"{a}-{_char_pattern(hi, in_class=True)}")
-    return "[" + "".join(parts) + "]"
-
-
 # ---- the two automaton questions the refinement asks -------------------------------------------
 
 
 def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int) -> bool:
     """Is there w ∈ L(lexeme) and c ∈ follow with w·c a prefix of a text of L(other)?
 
-    Breadth-first over pairs of derivatives by the same text; running out of the state budget
-    answers True (the caller then splits, which is always safe).
+    Running out of the state budget answers True (the caller then splits, which is always safe).
     """
-    start = (lexeme, other)
-    seen = {start}
-    queue = [start]
-    while queue:
-        a, b = queue.pop()
-        if pool.nullable[a] and _intersects(pool.first[b], follow):
-            return True
-        for c in pool.step_characters(a, b):
-            pair = (pool.derivative(a, c), pool.derivative(b, c))
-            if pair not in seen:
-                if len(seen) >= AUTOMATON_STATE_COUNT_MAX:
-                    return True
-                seen.add(pair)
-                queue.append(pair)
-    return False
+    return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow))
 
 
 def _share_text(pool: _Pool, a0: int, b0: int) -> bool:
     """Do L(a0) and L(b0) share a text? (True when the state budget runs out.)"""
+    return _pair_search(pool, a0, b0, lambda a, b: pool.nullable[a] and pool.nullable[b])
+
+
+def _pair_search(pool: _Pool, a0: int, b0: int, found: Callable[[int, int], bool]) -> bool:
+    """Is a pair of derivatives of (a0, b0) by the same text `found`? Explores the pairs up to
+    `AUTOMATON_STATE_COUNT_MAX` of them; running out answers True (the safe answer here)."""
     seen = {(a0, b0)}
     queue = [(a0, b0)]
     while queue:
         a, b = queue.pop()
-        if pool.nullable[a] and pool.nullable[b]:
+        if found(a, b):
             return True
         for c in pool.step_characters(a, b):
             pair = (pool.derivative(a, c), pool.derivative(b, c))
@@ -1454,7 +1353,7 @@ class _Refiner:
                 key = (x, follow_chars, other)
                 if key not in checked:
                     checked.add(key)
-                    if _intersects(pool.first[x], pool.first[other]) and self.can_extend(*key):
+                    if intersects(pool.first[x], pool.first[other]) and self.can_extend(*key):
                         victims.add(other)
         return victims
 
@@ -1509,7 +1408,7 @@ class _Refiner:
         chars: Ranges = ()
         for s in _bits(after):
             if occ.symbols[s][0] == _TERM:
-                chars = _union(chars, self.pool.first[occ.symbols[s][1]])
+                chars = union(chars, self.pool.first[occ.symbols[s][1]])
         return _widen_to_lead_bytes(chars) if chars else ()
 
     def share_text(self, p: Symbol, q: Symbol) -> bool:
@@ -1519,7 +1418,7 @@ class _Refiner:
         if p == q:
             return True
         a, b = min(p[1], q[1]), max(p[1], q[1])
-        if not _intersects(self.pool.first[a], self.pool.first[b]):
+        if not intersects(self.pool.first[a], self.pool.first[b]):
             return False
         found = self._share_cache.get((a, b))
         if found is None:

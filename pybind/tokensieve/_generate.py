@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._grammar import Grammar
-from ._matcher import Matcher
+from ._matcher import Matcher, mask_token_ids
 from ._tokenizer import Tokenizer
 
 __all__ = ["Sampling", "GenerateResult", "generate"]
@@ -163,16 +163,7 @@ def _sample(logits: Any, mask: Any, vocab_size: int, sampling: Sampling, rng: ra
 def _sample_lists(logits: Any, mask: Any, vocab_size: int, sampling: Sampling, rng: random.Random) -> int | None:
     """`_sample` with plain Python lists (no numpy)."""
     values = [float(v) for v in logits]
-    width = min(len(values), vocab_size)
-    allowed: list[int] = []
-    for word_index, word in enumerate(mask):
-        bits = int(word) & 0xFFFFFFFF
-        while bits:
-            low = bits & -bits
-            token = word_index * 32 + low.bit_length() - 1
-            if token < width:
-                allowed.append(token)
-            bits ^= low
+    allowed = mask_token_ids(mask, min(len(values), vocab_size))
     if not allowed:
         return None
     if sampling.temperature == 0.0:

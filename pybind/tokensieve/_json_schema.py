@@ -105,8 +105,9 @@ import functools
 import json
 import math
 import urllib.parse
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
+from ._charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
 from ._errors import GrammarError
 from ._ir import GrammarIR, Lexeme, Sym
 from ._json_instance import InstanceChecker, Undecidable, json_type
@@ -165,10 +166,6 @@ NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
 
-_REGEX_META = set("\\.^$|?*+()[]{}")
-_CLASS_META = set("\\]^-[")
-_CODE_POINT_MAX = 0x10FFFF
-_SURROGATES = (0xD800, 0xDFFF)
 
 
 # =============================================================================================
@@ -242,41 +239,6 @@ def json_schema_to_ir(
 # =============================================================================================
 # Regex building blocks
 # =============================================================================================
-
-
-def _escape_char(code: int) -> str:
-    """One character as a regex atom outside a class."""
-    ch = chr(code)
-    if ch in _REGEX_META:
-        return "\\" + ch
-    if code < 0x20 or code == 0x7F:
-        return f"\\x{code:02x}"
-    return ch
-
-
-def _class_char(code: int) -> str:
-    """One character inside `[...]`."""
-    ch = chr(code)
-    if ch in _CLASS_META:
-        return "\\" + ch
-    if code < 0x20 or code == 0x7F:
-        return f"\\x{code:02x}"
-    return ch
-
-
-def _class_of(ranges: Sequence[tuple[int, int]]) -> str:
-    """A character class for non-empty inclusive code point ranges."""
-    parts = []
-    for lo, hi in ranges:
-        if lo == hi:
-            parts.append(_class_char(lo))
-        elif hi == lo + 1:
-            parts.append(_class_char(lo) + _class_char(hi))
-        else:
-            parts.append(f"{_class_char(lo)}-{_class_char(hi)}")
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-        return _escape_char(ranges[0][0])
-    return "[" + "".join(parts) + "]"
 
 
 def _alt(parts: Sequence[str]) -> str:
@@ -523,7 +485,7 @@ def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: se
                 ranges[-1] = (ranges[-1][0], code)
             else:
                 ranges.append((code, code))
-        labels[(a, b)] = _class_of(ranges)
+        labels[(a, b)] = class_regex(tuple(ranges))
     begin, end = ("begin",), ("end",)
     labels[(begin, start)] = ""
     for state in accepting:
@@ -629,9 +591,9 @@ def _json_char_regex(code: int) -> str:
             forms.insert(0, "\\\\" + _SHORT_ESCAPES[code])
         return _alt(forms)
     if code < 0x7F:
-        return _escape_char(code)
+        return char_regex(code)
     if code <= 0xFFFF:
-        return _alt([_escape_char(code), r"\\u" + _hex_range(code, code, 4)])
+        return _alt([char_regex(code), r"\\u" + _hex_range(code, code, 4)])
     high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
     return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
 
@@ -655,77 +617,38 @@ def _json_string_lexeme(text: str) -> Lexeme:
 # Character sets and ECMA-262 patterns
 # =============================================================================================
 
-Ranges = list[tuple[int, int]]
-
-
-def _normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    """Sorted, merged, surrogate-free ranges."""
-    cut: Ranges = []
-    for lo, hi in ranges:
-        if lo <= _SURROGATES[1] and hi >= _SURROGATES[0]:
-            if lo < _SURROGATES[0]:
-                cut.append((lo, _SURROGATES[0] - 1))
-            if hi > _SURROGATES[1]:
-                cut.append((_SURROGATES[1] + 1, hi))
-        else:
-            cut.append((lo, hi))
-    out: Ranges = []
-    for lo, hi in sorted(cut):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _negate(ranges: Ranges) -> Ranges:
-    out: Ranges = []
-    next_lo = 0
-    for lo, hi in _normalize(ranges):
-        if lo > next_lo:
-            out.append((next_lo, lo - 1))
-        next_lo = hi + 1
-    if next_lo <= _CODE_POINT_MAX:
-        out.append((next_lo, _CODE_POINT_MAX))
-    return _normalize(out)
-
-
-def _intersect(ranges: Ranges, lo: int, hi: int) -> Ranges:
-    return [(max(a, lo), min(b, hi)) for a, b in ranges if a <= hi and b >= lo]
-
-
 _DIGIT: Ranges = [(0x30, 0x39)]
 _WORD: Ranges = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
-_SPACE: Ranges = _normalize(
+_SPACE: Ranges = normalize(
     [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
      (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
 )
-_DOT: Ranges = _negate([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_DOT: Ranges = complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 _CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
 _CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
 
 
 def _charset_json_regex(ranges: Ranges) -> str | None:
     """A regex for the JSON-escaped spellings of one character from `ranges` (see module doc)."""
-    ranges = _normalize(ranges)
+    ranges = normalize(ranges)
     if not ranges:
         return None
     forms = []
-    raw = _normalize(
-        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, _CODE_POINT_MAX)) for r in _intersect(ranges, *piece)
+    raw = normalize(
+        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, CODE_POINT_MAX)) for r in clip(ranges, *piece)
     )
     if raw:
-        forms.append(_class_of(raw))
+        forms.append(class_regex(raw))
     for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\"), (0x2F, r"\\/")):
-        if _intersect(ranges, code, code):
+        if clip(ranges, code, code):
             forms.append(spelled)
-    controls = _intersect(ranges, 0, 0x1F)
-    shorts = [c for c in sorted(_SHORT_ESCAPES) if _intersect(controls, c, c)]
+    controls = clip(ranges, 0, 0x1F)
+    shorts = [c for c in sorted(_SHORT_ESCAPES) if clip(controls, c, c)]
     if shorts:
-        forms.append("\\\\" + _class_of([(ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts]))
+        forms.append("\\\\" + class_regex(tuple((ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts)))
     escaped = [r"\\u00" + _hex_range(lo, hi, 2) for lo, hi in controls]
-    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in _intersect(ranges, 0x80, 0xFFFF)]
-    if _intersect(ranges, 0x10000, _CODE_POINT_MAX) == [(0x10000, _CODE_POINT_MAX)]:
+    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in clip(ranges, 0x80, 0xFFFF)]
+    if clip(ranges, 0x10000, CODE_POINT_MAX) == ((0x10000, CODE_POINT_MAX),):
         escaped.append(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
     forms += escaped
     return _alt(forms)
@@ -889,7 +812,7 @@ class _EcmaPattern:
         negated = self._peek() == "^"
         if negated:
             self.i += 1
-        ranges: Ranges = []
+        ranges: list[tuple[int, int]] = []
         while True:
             c = self._peek()
             if c == "":
@@ -908,8 +831,8 @@ class _EcmaPattern:
                 ranges.append((lo[0][0], hi[0][0]))
             else:
                 ranges += lo
-        ranges = _normalize(ranges)
-        return _negate(ranges) if negated else ranges
+        ranges = normalize(ranges)
+        return complement(ranges) if negated else ranges
 
     def _class_atom(self) -> Ranges:
         c = self.p[self.i]
@@ -929,7 +852,7 @@ class _EcmaPattern:
             raise _PatternError("a pattern ending in a backslash")
         if c.lower() in _CLASS_ESCAPES:
             ranges = _CLASS_ESCAPES[c.lower()]
-            return _negate(ranges) if c.isupper() else ranges
+            return complement(ranges) if c.isupper() else ranges
         if c in _CHAR_ESCAPES and not (c == "0" and self._peek().isdigit()):
             code = _CHAR_ESCAPES[c]
         elif c == "x":
@@ -979,7 +902,7 @@ class _EcmaPattern:
             code = int(text, 16)
         except ValueError:
             raise _PatternError(f"bad hex escape at offset {at}") from None
-        if code > _CODE_POINT_MAX:
+        if code > CODE_POINT_MAX:
             raise _PatternError(f"code point above U+10FFFF at offset {at}")
         return code
 

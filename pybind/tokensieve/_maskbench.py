@@ -94,6 +94,21 @@ class SchemaResult:
             self.kind = kind
             self.reason = _short(f"{kind}: {reason}")
 
+    def rejected(self, k: int, valid: bool, i: int, n: int) -> None:
+        """Test `k` was refused at token `i` of `n`: an error only for a valid instance."""
+        if valid:
+            self.validation_errors += 1
+            self.fail("validation", f"test {k} rejected at token {i}/{n}")
+
+    def ended(self, k: int, valid: bool, accepting: bool) -> None:
+        """Test `k` was consumed to the end; the matcher is `accepting` there or not."""
+        if valid and not accepting:
+            self.validation_errors += 1
+            self.fail("validation", f"test {k} not accepting at the end")
+        elif not valid and accepting:
+            self.invalidation_errors += 1
+            self.fail("invalidation", f"test {k} accepted")
+
 
 def _short(text: str) -> str:
     line = " ".join(str(text).split())
@@ -248,20 +263,12 @@ class OursEngine:
                         break
                     if not consumed:
                         accepted = False
-                        if valid:
-                            res.validation_errors += 1
-                            res.fail("validation", f"test {k} rejected at token {i}/{len(ids)}")
+                        res.rejected(k, valid, i, len(ids))
                         break
                     if time.perf_counter() - start > deadline_s:
                         raise TimeoutError
                 if accepted:
-                    accepting = m.is_accepting()
-                    if valid and not accepting:
-                        res.validation_errors += 1
-                        res.fail("validation", f"test {k} not accepting at the end")
-                    elif not valid and accepting:
-                        res.invalidation_errors += 1
-                        res.fail("invalidation", f"test {k} accepted")
+                    res.ended(k, valid, m.is_accepting())
             except TimeoutError:
                 res.fail("timeout", f"over {deadline_s:g} s at test {k}")
                 break
@@ -324,9 +331,7 @@ class LlgEngine:
                 allowed = (int(buf[0, t >> 5]) >> (t & 31)) & 1
                 if not allowed or not m.consume_token(t):
                     accepted = False
-                    if valid:
-                        res.validation_errors += 1
-                        res.fail("validation", f"test {k} rejected at token {i}/{len(ids)}")
+                    res.rejected(k, valid, i, len(ids))
                     break
                 if time.perf_counter() - start > deadline_s:
                     timed_out = True
@@ -335,13 +340,7 @@ class LlgEngine:
                 res.fail("timeout", f"over {deadline_s:g} s at test {k}")
                 break
             if accepted:
-                accepting = m.is_accepting()
-                if valid and not accepting:
-                    res.validation_errors += 1
-                    res.fail("validation", f"test {k} not accepting at the end")
-                elif not valid and accepting:
-                    res.invalidation_errors += 1
-                    res.fail("invalidation", f"test {k} accepted")
+                res.ended(k, valid, m.is_accepting())
         res.wall_s = time.perf_counter() - start
         return res
 

@@ -359,6 +359,21 @@ def token_heal_position(tokenizer: Tokenizer, data: bytes, start: int = 0) -> in
         core.free(ptr, size)
 
 
+def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
+    """The token ids below `limit` whose bit is set in `mask` (int32 words), in order; plain
+    Python, for hosts without numpy."""
+    ids: list[int] = []
+    for index, word in enumerate(mask):
+        bits = int(word) & 0xFFFFFFFF
+        while bits:
+            low = bits & -bits
+            token = index * 32 + low.bit_length() - 1
+            if token < limit:
+                ids.append(token)
+            bits ^= low
+    return ids
+
+
 def _bad_token(token: int, vocab_size: int) -> TokensieveError:
     return TokensieveError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
 
