@@ -495,6 +495,43 @@ export fn ts_matcher_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i
     return @intCast(index);
 }
 
+/// How far the grammar follows the `len` bytes at `ptr` from the current position: returns
+/// the length of the longest prefix it allows, and writes the bytes it forces after that
+/// prefix (at most `forced_capacity`) to `forced_ptr`, their count to `forced_len_out`. The
+/// state does not change. Prompt lookup's text drafts: one call per lookup round.
+export fn ts_matcher_validate_text(handle: i32, ptr: u32, len: u32, forced_ptr: u32, forced_capacity: u32, forced_len_out: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const text = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad text pointer", .{});
+    const forced = slice(u8, forced_ptr, forced_capacity) orelse return fail(.invalid_argument, -1, "bad forced-bytes buffer", .{});
+    if (slice(i32, forced_len_out, 1) == null) return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    const step = m.validateText(text, forced) catch return failMatcher(m);
+    _ = writeOut(forced_len_out, @intCast(step.forced_bytes));
+    return @intCast(step.valid_bytes);
+}
+
+/// Masks for every position of a draft of `count` tokens (u32 at `ids_ptr`): the mask before
+/// each token the grammar accepts and after the last, `out_words` u32 words each, written one
+/// after another to `out_ptr` (room for `count + 1` masks). Returns the number of accepted
+/// draft tokens `v`; `v + 1` masks are written. The state does not change.
+export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out_ptr: u32, out_words: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const words_expected = (m.tokenizer.vocabSize() + 31) / 32;
+    if (out_words != words_expected) return fail(.invalid_argument, -1, "mask buffer has {d} words per mask; this vocabulary needs {d}", .{ out_words, words_expected });
+    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const check = checkTokens(m, ids);
+    if (check != 0) return check;
+    const total = std.math.mul(u32, count + 1, out_words) catch return fail(.invalid_argument, -1, "draft of {d} tokens is too long", .{count});
+    const out = slice(u32, out_ptr, total) orelse return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
+    const valid = m.draftMasks(ids, out, out_words) catch return failMatcher(m);
+    return @intCast(valid);
+}
+
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.
 export fn ts_debug_trap() i32 {
     @trap();

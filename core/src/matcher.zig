@@ -434,13 +434,19 @@ pub const Matcher = struct {
     }
 
     fn forcedBytesInner(self: *Matcher, out: []u8) Error!u32 {
-        const lexer = &self.grammar.lexer;
         const raw = self.current();
         if (try self.parser.eosAllowed(raw)) return 0;
         if (try self.anySpecialAllowed(raw)) return 0;
         // The forced bytes are stepped as if they all went into the next token; how many tokens
         // they become is not known, so they stop before a byte of a capped lexeme.
-        var at = try self.enterNextToken(raw) orelse return 0;
+        const at = try self.enterNextToken(raw) orelse return 0;
+        return self.forcedFrom(at, out);
+    }
+
+    /// The forced bytes from `start`, a position inside the next token, up to `out.len`.
+    fn forcedFrom(self: *Matcher, start: Position, out: []u8) Error!u32 {
+        const lexer = &self.grammar.lexer;
+        var at = start;
         var n: u32 = 0;
         outer: while (n < out.len) {
             if (try self.parser.eosAllowed(at)) break;
@@ -462,6 +468,79 @@ pub const Matcher = struct {
             n += 1;
         }
         return n;
+    }
+
+    /// How far the grammar follows `text` from here, and the bytes it forces after that far.
+    pub const TextStep = struct { valid_bytes: u32, forced_bytes: u32 };
+
+    /// The longest prefix of `text` the grammar allows from the current position, and the
+    /// bytes it forces after that prefix (written to `forced`, up to its length). Prompt
+    /// lookup's text drafts ask this once per lookup round: the draft is cut where the grammar
+    /// refuses it and extended by what the grammar leaves no choice about. The bytes are read
+    /// as one token (token budgets are not charged), as for forced bytes. Does not change the
+    /// state.
+    pub fn validateText(self: *Matcher, text: []const u8, forced: []u8) Error!TextStep {
+        assert(self.failure == .none);
+        if (self.eos_consumed) return .{ .valid_bytes = 0, .forced_bytes = 0 };
+        self.begin();
+        return self.validateTextInner(text, forced) catch |err| self.fail(err);
+    }
+
+    fn validateTextInner(self: *Matcher, text: []const u8, forced: []u8) Error!TextStep {
+        var at = try self.enterNextToken(self.current()) orelse return .{ .valid_bytes = 0, .forced_bytes = 0 };
+        var valid: u32 = 0;
+        for (text) |b| {
+            at = try self.parser.stepByte(at, b) orelse break;
+            valid += 1;
+        }
+        return .{ .valid_bytes = valid, .forced_bytes = try self.forcedFrom(at, forced) };
+    }
+
+    /// Masks at every position of a draft: `out` receives the mask before each valid draft
+    /// token and after the last one (`words` u32 words each, at least `tokens.len + 1` masks of
+    /// room). Returns how many tokens of the draft the grammar accepts, so `valid + 1` masks are
+    /// written. Verification masks each draft position with these, in one call. Does not
+    /// change the state; the current position's mask stays cached.
+    pub fn draftMasks(self: *Matcher, tokens: []const u32, out: []u32, words: u32) Error!u32 {
+        assert(self.failure == .none);
+        assert(out.len >= (tokens.len + 1) * words);
+        assert(words <= self.mask.len);
+        self.begin();
+        const base_len = self.history.items.len;
+        const base_eos = self.eos_consumed;
+        defer {
+            self.history.shrinkRetainingCapacity(base_len);
+            self.eos_consumed = base_eos;
+        }
+        return self.draftMasksInner(tokens, out, words) catch |err| self.fail(err);
+    }
+
+    fn draftMasksInner(self: *Matcher, tokens: []const u32, out: []u32, words: u32) Error!u32 {
+        try self.computeMaskInner();
+        @memcpy(out[0..words], self.mask[0..words]);
+        const base_key = self.mask_key;
+        var valid: u32 = 0;
+        for (tokens) |token| {
+            if (self.eos_consumed) break;
+            if (self.tokenizer.isEos(token)) {
+                if (!try self.parser.eosAllowed(self.current())) break;
+                self.eos_consumed = true;
+            } else {
+                const at = try self.advance(self.current(), token, self.nextTokenIndex()) orelse break;
+                if (self.history.items.len > self.grammar.limits.token_history_max) return error.LimitExceeded;
+                try self.history.append(self.gpa, at);
+            }
+            valid += 1;
+            self.mask_key = null;
+            self.begin();
+            try self.computeMaskInner();
+            @memcpy(out[valid * words ..][0..words], self.mask[0..words]);
+        }
+        // The rows above the current one are rebuilt by the next step anyway; the current
+        // position's mask is the first one written, so it can stay cached.
+        @memcpy(self.mask[0..words], out[0..words]);
+        self.mask_key = base_key;
+        return valid;
     }
 
     /// After the bytes `prefix` (which the grammar must allow from here), does the grammar
