@@ -300,20 +300,3 @@ def compute_ff_tokens(
             matcher.rollback(consumed)
     return tokens
 
-
-def consume_ff_tokens(
-    matcher: Matcher,
-    *,
-    lookback: int = LOOKBACK_DEFAULT,
-    context_tokens: Sequence[int] | None = None,
-) -> list[int]:
-    """Compute the forced tokens (see `compute_ff_tokens`) and consume them; return them."""
-    tokens = compute_ff_tokens(matcher, lookback=lookback, context_tokens=context_tokens)
-    if tokens and not matcher.consume_tokens(tokens):
-        from ._errors import TokensieveError
-
-        raise TokensieveError(
-            "internal: the grammar refused its own forced tokens "
-            f"{tokens!r}; please report this with the grammar"
-        )
-    return tokens

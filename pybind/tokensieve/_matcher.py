@@ -73,6 +73,7 @@ class Matcher:
         self._handle = self._core.call_out(
             "ts_matcher_new", tokenizer_handle(self._core, tokenizer), grammar._handle(self._core)
         )
+        self._tokens: list[int] = []
         self._init_buffers()
 
     def _init_buffers(self) -> None:
@@ -180,6 +181,7 @@ class Matcher:
             self._consume_fill(self._handle, token, self._mask_ptr, self.mask_words), "consume"
         )
         if accepted:
+            self._tokens.append(token)
             core.runtime.read_into(self._mask_ptr, dest)
         return bool(accepted)
 
@@ -198,7 +200,10 @@ class Matcher:
         core = self._live()
         if not 0 <= token < self.vocab_size:
             raise _bad_token(token, self.vocab_size)
-        return bool(core.check(self._consume(self._handle, token), "consume_token"))
+        accepted = bool(core.check(self._consume(self._handle, token), "consume_token"))
+        if accepted:
+            self._tokens.append(token)
+        return accepted
 
     def consume_tokens(self, tokens: Sequence[int]) -> bool:
         """Advance by several tokens, all or nothing.
@@ -210,6 +215,8 @@ class Matcher:
         n = len(tokens)
         ptr = core.put_ids(tokens)
         valid = core.check(core.f["ts_matcher_consume_tokens"](self._handle, ptr, n), "consume_tokens")
+        if valid == n:
+            self._tokens.extend(tokens)
         return valid == n
 
     def validate_tokens(self, tokens: Sequence[int]) -> int:
@@ -228,11 +235,14 @@ class Matcher:
             raise TokensieveError(f"rollback takes a non-negative count, not {count}")
         core = self._live()
         core.check(core.f["ts_matcher_rollback"](self._handle, count), "rollback")
+        if count:
+            del self._tokens[-count:]
 
     def reset(self) -> None:
         """Go back to the start of the grammar."""
         core = self._live()
         core.check(core.f["ts_matcher_reset"](self._handle), "reset")
+        self._tokens.clear()
 
     def fork(self) -> Matcher:
         """An independent copy of this matcher at the same position (shares the compiled grammar)."""
@@ -244,6 +254,7 @@ class Matcher:
         copy.mask_words = self.mask_words
         copy._core = core
         copy._handle = core.call_out("ts_matcher_fork", self._handle)
+        copy._tokens = list(self._tokens)
         copy._init_buffers()
         return copy
 
@@ -254,6 +265,11 @@ class Matcher:
         """Tokens consumed so far (EOS included)."""
         core = self._live()
         return core.check(core.f["ts_matcher_token_count"](self._handle))
+
+    @property
+    def consumed_tokens(self) -> list[int]:
+        """The tokens consumed so far, in order (EOS included); a copy."""
+        return list(self._tokens)
 
     def is_accepting(self) -> bool:
         """True when the output may end here (EOS is allowed)."""
@@ -301,6 +317,70 @@ class Matcher:
             if owned:
                 core.free(ptr, size)
 
+    def validate_text(self, data: bytes) -> tuple[int, bytes]:
+        """How far the grammar follows `data` from here, and what it forces after that.
+
+        Prompt lookup's question for a text draft, in one call into the core. The bytes are read
+        as if they went into one token (token budgets are not charged). Does not change the state.
+
+        Returns:
+            (valid, forced): `data[:valid]` is the longest prefix the grammar allows; `forced`
+            are the bytes it forces after that prefix (at most 4096).
+        """
+        core = self._live()
+        data = bytes(data)
+        ptr, size = core.put_bytes(data)
+        try:
+            valid = core.check(
+                core.f["ts_matcher_validate_text"](
+                    self._handle, ptr, size, self._ff_ptr, _FF_CHUNK_BYTES, core.out_ptr
+                ),
+                "validate_text",
+            )
+            forced = core.read(self._ff_ptr, core.out_i32())
+        finally:
+            core.free(ptr, size)
+        return valid, forced
+
+    def fill_draft_masks(self, tokens: Sequence[int], bitmask: Any = None) -> tuple[int, Any]:
+        """The masks at every position of a draft, from one call into the core.
+
+        Row i is the mask before `tokens[i]`; the row after the last accepted token is the mask
+        after the draft. Verification of speculative drafts masks each position with these.
+        Does not change the state.
+
+        Args:
+            tokens: the draft.
+            bitmask: optional int32 array of shape (>= len(tokens) + 1, words) to fill; by
+                default a new one (numpy, or a list of `array.array("i")` rows without numpy).
+
+        Returns:
+            (valid, masks): `valid` draft tokens are accepted; rows 0..valid are written.
+        """
+        core = self._live()
+        ids = [int(t) for t in tokens]
+        for t in ids:
+            if not 0 <= t < self.vocab_size:
+                raise _bad_token(t, self.vocab_size)
+        words = self.mask_words
+        rows = len(ids) + 1
+        size = rows * words * 4
+        out_ptr = core.alloc(size)
+        try:
+            ids_ptr = core.put_ids(ids)
+            valid = core.check(
+                core.f["ts_matcher_fill_draft_masks"](self._handle, ids_ptr, len(ids), out_ptr, words),
+                "fill_draft_masks",
+            )
+            if bitmask is None:
+                bitmask = _new_masks(rows, words)
+            for row in range(valid + 1):
+                dest = _row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else _row_view(bitmask, row, words)
+                core.runtime.read_into(out_ptr + row * words * 4, dest)
+        finally:
+            core.free(out_ptr, size)
+        return valid, bitmask
+
     def compute_ff_bytes(self) -> bytes:
         """The bytes the grammar forces next: no alternative, and it cannot end before them.
 
@@ -320,18 +400,24 @@ class Matcher:
             lookback: how many trailing tokens may be dropped because a longer allowed token
                 could start inside them (0: no healing).
             context_tokens: the output's recent tokens; the last one is tokenizer context.
+                Default: the tokens this matcher consumed.
 
         Does not change the state. Forced special tokens are included as their ids.
         """
         from ._fastforward import compute_ff_tokens
 
+        if context_tokens is None:
+            context_tokens = self._tokens[-lookback - 1 :]
         return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
 
     def consume_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
         """Consume the tokens `compute_ff_tokens` returns, and return them."""
-        from ._fastforward import consume_ff_tokens
-
-        return consume_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
+        tokens = self.compute_ff_tokens(lookback=lookback, context_tokens=context_tokens)
+        if tokens and not self.consume_tokens(tokens):
+            raise TokensieveError(
+                f"internal: the grammar refused its own forced tokens {tokens!r}; please report this with the grammar"
+            )
+        return tokens
 
 
 def token_has_extension(tokenizer: Tokenizer, data: bytes) -> bool:
@@ -372,6 +458,17 @@ def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
                 ids.append(token)
             bits ^= low
     return ids
+
+
+def _new_masks(rows: int, words: int) -> Any:
+    """A zeroed (rows, words) int32 array: numpy when importable, else rows of `array.array`."""
+    try:
+        import numpy as np
+    except ImportError:
+        import array
+
+        return [array.array("i", bytes(words * 4)) for _ in range(rows)]
+    return np.zeros((rows, words), dtype=np.int32)
 
 
 def _bad_token(token: int, vocab_size: int) -> TokensieveError:
