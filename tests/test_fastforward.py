@@ -345,13 +345,13 @@ def test_sampling_with_and_without_numpy_agree(llama3):
     rng = random.Random(3)
     logits = [rng.uniform(-5, 5) for _ in range(llama3.vocab_size)]
     greedy = Sampling()
-    a = _sample(logits, mask, llama3.vocab_size, greedy, random.Random(0))
-    b = _sample_lists(logits, list(mask), llama3.vocab_size, greedy, random.Random(0))
+    a = _sample(logits, mask, llama3.vocab_size, greedy, random.Random(0).random())
+    b = _sample_lists(logits, list(mask), llama3.vocab_size, greedy, random.Random(0).random())
     assert a == b and m.validate_tokens([a]) == 1
     hot = Sampling(temperature=1.0, top_p=0.95)
     for seed in range(5):
-        a = _sample(logits, mask, llama3.vocab_size, hot, random.Random(seed))
-        b = _sample_lists(logits, list(mask), llama3.vocab_size, hot, random.Random(seed))
+        a = _sample(logits, mask, llama3.vocab_size, hot, random.Random(seed).random())
+        b = _sample_lists(logits, list(mask), llama3.vocab_size, hot, random.Random(seed).random())
         assert a == b and m.validate_tokens([a]) == 1
 
 

@@ -14,6 +14,7 @@ from ._generate import generate as generate
 from ._grammar import Grammar as Grammar
 from ._grammar import Limits as Limits
 from ._matcher import Matcher as Matcher
+from ._prompt_lookup import PromptLookup as PromptLookup
 from ._tokenizer import Tokenizer as Tokenizer
 
 __version__ = "0.1.0"
@@ -26,6 +27,7 @@ __all__ = [
     "LimitError",
     "Limits",
     "Matcher",
+    "PromptLookup",
     "Sampling",
     "Tokenizer",
     "TokenizerError",
