@@ -18,6 +18,8 @@ const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
+const handles = @import("handles.zig");
+const HandleTable = handles.HandleTable;
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
@@ -79,54 +81,16 @@ fn failMatcher(m: *const Matcher) i32 {
 // ---------------------------------------------------------------------------------------------
 // Handles
 
-fn HandleTable(comptime T: type) type {
-    return struct {
-        const Self = @This();
-        const Slot = struct { object: ?*T, generation: u32 };
-        const index_bits = 20;
-        const generation_mask: u32 = (1 << 11) - 1;
-
-        slots: std.ArrayList(Slot) = .empty,
-        free: std.ArrayList(u32) = .empty,
-
-        fn add(self: *Self, object: *T) error{ OutOfMemory, LimitExceeded }!i32 {
-            try self.free.ensureUnusedCapacity(gpa, 1);
-            const index: u32 = if (self.free.pop()) |i| i else blk: {
-                if (self.slots.items.len + 1 >= (1 << index_bits)) return error.LimitExceeded;
-                try self.slots.append(gpa, .{ .object = null, .generation = 0 });
-                break :blk @intCast(self.slots.items.len - 1);
-            };
-            const slot = &self.slots.items[index];
-            slot.object = object;
-            return @intCast((index + 1) | (slot.generation << index_bits));
-        }
-
-        fn get(self: *Self, handle: i32) ?*T {
-            if (handle <= 0) return null;
-            const h: u32 = @intCast(handle);
-            const index = (h & ((1 << index_bits) - 1)) -% 1;
-            if (index >= self.slots.items.len) return null;
-            const slot = self.slots.items[index];
-            if (slot.generation != h >> index_bits) return null;
-            return slot.object;
-        }
-
-        fn remove(self: *Self, handle: i32) ?*T {
-            const object = self.get(handle) orelse return null;
-            const index = (@as(u32, @intCast(handle)) & ((1 << index_bits) - 1)) - 1;
-            const slot = &self.slots.items[index];
-            slot.object = null;
-            slot.generation = (slot.generation + 1) & generation_mask;
-            // Capacity was reserved by `add`, so this cannot fail.
-            self.free.appendAssumeCapacity(index);
-            return object;
-        }
-    };
-}
-
 var tokenizers: HandleTable(Tokenizer) = .{};
 var grammars: HandleTable(Grammar) = .{};
 var matchers: HandleTable(Matcher) = .{};
+
+fn failHandles(comptime what: []const u8, err: handles.Error) i32 {
+    return switch (err) {
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory registering a " ++ what, .{}),
+        error.LimitExceeded => fail(.limit_exceeded, -1, "this core instance has issued all its " ++ what ++ " handles (about 2^31 in its life); replace the instance", .{}),
+    };
+}
 
 fn invalidHandle(comptime what: []const u8, handle: i32) i32 {
     return fail(.invalid_handle, -1, "invalid or freed " ++ what ++ " handle {d}", .{handle});
@@ -213,9 +177,9 @@ export fn ts_tokenizer_new(
         error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{n_ids}),
         error.LimitExceeded => fail(.limit_exceeded, -1, "vocabulary too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
     };
-    const handle = tokenizers.add(tokenizer) catch {
+    const handle = tokenizers.add(gpa, tokenizer) catch |err| {
         tokenizer.release(gpa);
-        return fail(.out_of_memory, -1, "out of tokenizer handles", .{});
+        return failHandles("tokenizer", err);
     };
     if (!writeOut(out_handle, handle)) {
         _ = tokenizers.remove(handle);
@@ -276,9 +240,9 @@ export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, out_handle: u32) i3
         error.LimitExceeded => fail(.limit_exceeded, -1, "the grammar is too large to compile within the limits", .{}),
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory compiling the grammar", .{}),
     };
-    const handle = grammars.add(grammar) catch {
+    const handle = grammars.add(gpa, grammar) catch |err| {
         grammar.release(gpa);
-        return fail(.out_of_memory, -1, "out of grammar handles", .{});
+        return failHandles("grammar", err);
     };
     if (!writeOut(out_handle, handle)) {
         _ = grammars.remove(handle);
@@ -313,9 +277,9 @@ export fn ts_grammar_state_count(handle: i32) i32 {
 }
 
 fn addMatcher(m: *Matcher, out_handle: u32) i32 {
-    const handle = matchers.add(m) catch {
+    const handle = matchers.add(gpa, m) catch |err| {
         m.destroy();
-        return fail(.out_of_memory, -1, "out of matcher handles", .{});
+        return failHandles("matcher", err);
     };
     if (!writeOut(out_handle, handle)) {
         _ = matchers.remove(handle);
@@ -545,4 +509,5 @@ test {
     _ = @import("matcher.zig");
     _ = @import("earley.zig");
     _ = @import("slicer.zig");
+    _ = @import("handles.zig");
 }
