@@ -58,3 +58,52 @@ def test_fork_storm_after_a_refused_rollback(llama3):
     assert matcher.consume_tokens(llama3.encode("abc"))
     assert_mask_matches_oracle(llama3, matcher, "[a-z]*", b"abc")
     assert_mask_matches_oracle(llama3, Matcher(llama3, Grammar.regex("日本語")), "日本語")
+
+
+def _maskbench_cycles(shared_dir, count):
+    import json
+
+    from tokensieve._maskbench import load_entries
+
+    entries = []
+    for split in ("Github_easy", "Github_medium", "Glaiveai2K", "Kubernetes"):
+        entries += load_entries(shared_dir / "data" / "jsonschemabench" / "maskbench", [split])[:count]
+    cases = []
+    for entry in entries:
+        record = entry.record()
+        valid = next((t for t in record["tests"] if t["valid"]), None)
+        text = json.dumps(valid["data"], separators=(",", ":")) if valid else ""
+        cases.append((record["schema"], text))
+    return cases
+
+
+def test_compile_match_drop_cycles_return_their_memory(llama3, shared_dir):
+    """Linear memory never shrinks; what matters is that freed memory serves later grammars of
+    other sizes. The old allocator kept every freed block in its own size class and grew
+    steadily over such cycles while the live bytes stayed flat."""
+    from tokensieve._abi import default_core
+
+    cases = _maskbench_cycles(shared_dir, 60)
+
+    def one_pass():
+        for schema, text in cases:
+            grammar = matcher = None
+            try:
+                grammar = Grammar.json_schema(schema)
+                matcher = Matcher(llama3, grammar)
+                for token in llama3.encode(text)[:20]:
+                    matcher.compute_bitmask()
+                    matcher.consume_token(token)
+            except TokensieveError:
+                pass
+            grammar = matcher = None
+        gc.collect()
+
+    core = default_core()
+    one_pass()
+    live_kib = core.f["ts_debug_live_kib"]()
+    linear = core.runtime.memory_size_bytes()
+    for _ in range(5):
+        one_pass()
+    assert core.f["ts_debug_live_kib"]() <= live_kib
+    assert core.runtime.memory_size_bytes() == linear

@@ -43,10 +43,41 @@ const manifest =
     \\{"abi_version":3,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
 ;
 
-const gpa: std.mem.Allocator = if (builtin.cpu.arch.isWasm())
-    std.heap.wasm_allocator
+const base_allocator: std.mem.Allocator = if (builtin.cpu.arch.isWasm())
+    @import("heap.zig").allocator
 else
     std.heap.page_allocator;
+
+/// Every allocation of the module goes through this counter, so a host (and the leak tests)
+/// can read how many bytes are live: linear memory only grows, the live count goes down.
+const Counting = struct {
+    var live_bytes: usize = 0;
+
+    fn alloc(_: *anyopaque, len: usize, alignment: std.mem.Alignment, ra: usize) ?[*]u8 {
+        const p = base_allocator.rawAlloc(len, alignment, ra) orelse return null;
+        live_bytes += len;
+        return p;
+    }
+    fn resize(_: *anyopaque, memory: []u8, alignment: std.mem.Alignment, new_len: usize, ra: usize) bool {
+        if (!base_allocator.rawResize(memory, alignment, new_len, ra)) return false;
+        live_bytes = live_bytes - memory.len + new_len;
+        return true;
+    }
+    fn remap(_: *anyopaque, memory: []u8, alignment: std.mem.Alignment, new_len: usize, ra: usize) ?[*]u8 {
+        const p = base_allocator.rawRemap(memory, alignment, new_len, ra) orelse return null;
+        live_bytes = live_bytes - memory.len + new_len;
+        return p;
+    }
+    fn free(_: *anyopaque, memory: []u8, alignment: std.mem.Alignment, ra: usize) void {
+        base_allocator.rawFree(memory, alignment, ra);
+        live_bytes -= memory.len;
+    }
+};
+
+const gpa: std.mem.Allocator = .{
+    .ptr = undefined,
+    .vtable = &.{ .alloc = Counting.alloc, .resize = Counting.resize, .remap = Counting.remap, .free = Counting.free },
+};
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -494,6 +525,12 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     const out = slice(u32, out_ptr, total) orelse return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
     const valid = m.draftMasks(ids, out, out_words) catch return failMatcher(m);
     return @intCast(valid);
+}
+
+/// Bytes currently allocated by the module (all objects and host buffers), in KiB: a leak
+/// shows here as growth, while linear memory itself never shrinks.
+export fn ts_debug_live_kib() i32 {
+    return @intCast(Counting.live_bytes >> 10);
 }
 
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.

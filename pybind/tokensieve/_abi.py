@@ -47,7 +47,7 @@ _EXPORTS = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_debug_trap",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_debug_live_kib", "ts_debug_trap",
 )
 
 
