@@ -19,12 +19,13 @@ const matcher_mod = @import("matcher.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
 const handles = @import("handles.zig");
+const limit_error = @import("limits.zig");
 const HandleTable = handles.HandleTable;
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 
-pub const abi_version: i32 = 3;
+pub const abi_version: i32 = 4;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -39,9 +40,31 @@ pub const Status = enum(i32) {
     internal = -8,
 };
 
-const manifest =
-    \\{"abi_version":3,"status":{"ok":0,"invalid_handle":-1,"out_of_memory":-2,"grammar_error":-3,"limit_exceeded":-4,"invalid_token":-5,"invalid_argument":-6,"matcher_failed":-7,"internal":-8}}
-;
+/// The order of the u32 limit values `ts_grammar_new_ir` takes (0 keeps a default). Append-only.
+pub const LimitField = enum(u32) {
+    fuel_step_max = 0,
+    state_count_max = 1,
+    expr_count_max = 2,
+    row_item_count_max = 3,
+    step_item_count_max = 4,
+    token_history_max = 5,
+    fuel_compile_max = 6,
+};
+
+/// A JSON text naming the ABI version, every status, every limit kind and the limit fields,
+/// generated from the enums so the host never keeps a copy by hand.
+const manifest = blk: {
+    var text: []const u8 = std.fmt.comptimePrint("{{\"abi_version\":{d}", .{abi_version});
+    for (.{ .{ "status", Status }, .{ "limit_kind", limit_error.Kind }, .{ "limit_field", LimitField } }) |section| {
+        text = text ++ ",\"" ++ section[0] ++ "\":{";
+        const info = @typeInfo(section[1]).@"enum";
+        for (info.field_names, info.field_values, 0..) |name, value, i| {
+            text = text ++ (if (i > 0) "," else "") ++ std.fmt.comptimePrint("\"{s}\":{d}", .{ name, value });
+        }
+        text = text ++ "}";
+    }
+    break :blk text ++ "}";
+};
 
 const base_allocator: std.mem.Allocator = if (builtin.cpu.arch.isWasm())
     @import("heap.zig").allocator
@@ -85,6 +108,8 @@ const gpa: std.mem.Allocator = .{
 var error_buffer: [1024]u8 = undefined;
 var error_len: usize = 0;
 var error_position: i32 = -1;
+var error_limit: limit_error.Kind = .none;
+var error_lexeme: i32 = -1;
 
 fn fail(status: Status, position: i32, comptime fmt: []const u8, args: anytype) i32 {
     const text = std.fmt.bufPrint(&error_buffer, fmt, args) catch blk: {
@@ -94,7 +119,30 @@ fn fail(status: Status, position: i32, comptime fmt: []const u8, args: anytype) 
     };
     error_len = text.len;
     error_position = position;
+    error_limit = .none;
+    error_lexeme = -1;
     return @intFromEnum(status);
+}
+
+/// A `limit_exceeded` status naming the limit and what to raise (`context` says what ran out).
+fn failLimit(kind: limit_error.Kind, comptime context: []const u8) i32 {
+    const status = switch (kind) {
+        .lexer_states => fail(.limit_exceeded, -1, context ++ ": the grammar needs more lexer DFA states than the limit allows (Limits.dfa_state_count_max)", .{}),
+        .step_fuel => fail(.limit_exceeded, -1, context ++ ": one call needed more derivative work than the limit allows (Limits.step_fuel_max)", .{}),
+        .expressions => fail(.limit_exceeded, -1, context ++ ": the grammar needs more expression terms than the limit allows (Limits.expression_count_max)", .{}),
+        .parser_row_items => fail(.limit_exceeded, -1, context ++ ": a parser row needs more Earley items than the limit allows (Limits.parser_row_items_max)", .{}),
+        .parser_step_items => fail(.limit_exceeded, -1, context ++ ": one call built more Earley items than the limit allows (Limits.parser_step_items_max)", .{}),
+        .token_history => fail(.limit_exceeded, -1, context ++ ": the matcher holds as many tokens as the limit allows (Limits.token_history_max); roll back or reset it", .{}),
+        .compile_fuel => fail(.limit_exceeded, -1, context ++ ": compiling the grammar needed more work than the limit allows (Limits.compile_fuel_max)", .{}),
+        .derivative_depth => fail(.limit_exceeded, -1, context ++ ": the grammar's expressions nest deeper than the core can take derivatives of; simplify the grammar", .{}),
+        .grammar_size => fail(.limit_exceeded, -1, context ++ ": the grammar is too large (nesting, counted repetitions or character classes)", .{}),
+        .vocabulary => fail(.limit_exceeded, -1, context ++ ": the vocabulary is too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
+        .handles => fail(.limit_exceeded, -1, context ++ ": this core instance has issued all its handles (about 2^31 in its life); replace the instance", .{}),
+        .input_size => fail(.limit_exceeded, -1, context ++ ": the input is larger than one call may take", .{}),
+        .none => fail(.limit_exceeded, -1, context ++ ": a limit was exceeded", .{}),
+    };
+    error_limit = kind;
+    return status;
 }
 
 fn ok() i32 {
@@ -104,7 +152,7 @@ fn ok() i32 {
 fn failMatcher(m: *const Matcher) i32 {
     return switch (m.failure) {
         .none => unreachable,
-        .lexer_limit => fail(.limit_exceeded, -1, "the grammar needs more lexer work than the limits allow (DFA states or derivative fuel); simplify the grammar or raise the limits", .{}),
+        .limit => failLimit(m.failure_limit, "the matcher stopped at a limit (roll back or reset to go on)"),
         .out_of_memory => fail(.out_of_memory, -1, "out of memory in the matcher core", .{}),
     };
 }
@@ -119,7 +167,7 @@ var matchers: HandleTable(Matcher) = .{};
 fn failHandles(comptime what: []const u8, err: handles.Error) i32 {
     return switch (err) {
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory registering a " ++ what, .{}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "this core instance has issued all its " ++ what ++ " handles (about 2^31 in its life); replace the instance", .{}),
+        error.LimitExceeded => failLimit(.handles, "registering a " ++ what),
     };
 }
 
@@ -171,6 +219,16 @@ export fn ts_error_position() i32 {
     return error_position;
 }
 
+/// The limit kind of the last `limit_exceeded` status (the manifest's `limit_kind`), else 0.
+export fn ts_error_limit() i32 {
+    return @intFromEnum(error_limit);
+}
+
+/// The lexeme index the last `grammar_error` concerns, or -1.
+export fn ts_error_lexeme() i32 {
+    return error_lexeme;
+}
+
 /// Allocates `size` bytes (8-byte aligned); 0 when out of memory.
 export fn ts_alloc(size: u32) i32 {
     const bytes = gpa.alignedAlloc(u8, .@"8", @max(size, 1)) catch return 0;
@@ -206,7 +264,7 @@ export fn ts_tokenizer_new(
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory building the token trie", .{}),
         error.InvalidTokens => fail(.invalid_argument, -1, "token tables are inconsistent (offsets must be non-decreasing and within the blob; kinds 0..2)", .{}),
         error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{n_ids}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "vocabulary too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
+        error.LimitExceeded => failLimit(.vocabulary, "building the token trie"),
     };
     const handle = tokenizers.add(gpa, tokenizer) catch |err| {
         tokenizer.release(gpa);
@@ -256,19 +314,36 @@ export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32)
     return @intCast(index);
 }
 
-/// Compiles a grammar IR: `word_count` u32 words (layout in wasm/ABI.md). A bad lexeme pattern
-/// is `grammar_error` with the message naming the lexeme index and `ts_error_position` the
-/// offset into its pattern.
-export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, out_handle: u32) i32 {
+/// Compiles a grammar IR: `word_count` u32 words (layout in wasm/ABI.md), with `limit_count`
+/// u32 limit values at `limits_ptr` in `LimitField` order (0 keeps a default; missing ones
+/// too). A bad lexeme pattern is `grammar_error` with `ts_error_lexeme` the lexeme index and
+/// `ts_error_position` the offset into its pattern.
+export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, limits_ptr: u32, limit_count: u32, out_handle: u32) i32 {
     const words = slice(u32, words_ptr, word_count) orelse return fail(.invalid_argument, -1, "bad grammar IR pointer", .{});
+    const values = slice(u32, limits_ptr, limit_count) orelse return fail(.invalid_argument, -1, "bad limits pointer", .{});
+    var limits: matcher_mod.Limits = .{};
+    for (values, 0..) |value, index| {
+        if (value == 0) continue;
+        const field = std.enums.fromInt(LimitField, index) orelse continue;
+        switch (field) {
+            .fuel_step_max => limits.fuel_step_max = value,
+            .state_count_max => limits.state_count_max = value,
+            .expr_count_max => limits.expr_count_max = value,
+            .row_item_count_max => limits.row_item_count_max = value,
+            .step_item_count_max => limits.step_item_count_max = value,
+            .token_history_max => limits.token_history_max = value,
+            .fuel_compile_max => limits.fuel_compile_max = value,
+        }
+    }
     var diag: earley.CompileDiagnostic = .{};
-    const grammar = Grammar.create(gpa, words, .{}, &diag) catch |err| return switch (err) {
-        error.Syntax => fail(.grammar_error, @intCast(diag.regex.position), "lexeme {d}: {s}", .{ diag.lexeme orelse 0, diag.regex.message }),
+    limit_error.hit = .none;
+    const grammar = Grammar.create(gpa, words, limits, &diag) catch |err| return switch (err) {
+        error.Syntax => failLexeme(diag.lexeme, @intCast(diag.regex.position), diag.regex.message),
         error.BadIr => if (diag.lexeme) |l|
-            fail(.grammar_error, -1, "lexeme {d}: {s}", .{ l, diag.message })
+            failLexeme(l, -1, diag.message)
         else
             fail(.invalid_argument, -1, "malformed grammar IR: {s}", .{diag.message}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "the grammar is too large to compile within the limits", .{}),
+        error.LimitExceeded => failLimit(if (limit_error.hit == .step_fuel) .compile_fuel else limit_error.hit, "compiling the grammar"),
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory compiling the grammar", .{}),
     };
     const handle = grammars.add(gpa, grammar) catch |err| {
@@ -283,28 +358,16 @@ export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, out_handle: u32) i3
     return ok();
 }
 
+fn failLexeme(lexeme: ?u32, position: i32, message: []const u8) i32 {
+    const status = fail(.grammar_error, position, "{s}", .{message});
+    error_lexeme = if (lexeme) |l| @intCast(l) else -1;
+    return status;
+}
+
 export fn ts_grammar_free(handle: i32) i32 {
     const grammar = grammars.remove(handle) orelse return invalidHandle("grammar", handle);
     grammar.release(gpa);
     return ok();
-}
-
-/// Sets a grammar's limits (0 keeps the current value): the derivative fuel one call may spend
-/// and the DFA states the grammar may build. Matchers of the grammar see the change at once.
-export fn ts_grammar_set_limits(handle: i32, fuel_step_max: u32, state_count_max: u32) i32 {
-    const grammar = grammars.get(handle) orelse return invalidHandle("grammar", handle);
-    if (fuel_step_max != 0) grammar.limits.fuel_step_max = fuel_step_max;
-    if (state_count_max != 0) {
-        grammar.limits.state_count_max = state_count_max;
-        grammar.lexer.limits.state_count_max = state_count_max;
-    }
-    return ok();
-}
-
-/// DFA states the grammar's lazy lexer has built so far.
-export fn ts_grammar_state_count(handle: i32) i32 {
-    const grammar = grammars.get(handle) orelse return invalidHandle("grammar", handle);
-    return @intCast(grammar.lexer.stateCount());
 }
 
 fn addMatcher(m: *Matcher, out_handle: u32) i32 {
@@ -325,7 +388,7 @@ export fn ts_matcher_new(tokenizer_handle: i32, grammar_handle: i32, out_handle:
     const grammar = grammars.get(grammar_handle) orelse return invalidHandle("grammar", grammar_handle);
     const m = Matcher.create(gpa, tokenizer, grammar) catch |err| return switch (err) {
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory creating a matcher", .{}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "the grammar's first step needs more lexer work than the limits allow (DFA states or derivative fuel); simplify the grammar or raise the limits", .{}),
+        error.LimitExceeded => failLimit(limit_error.hit, "creating a matcher (its first parser row)"),
     };
     return addMatcher(m, out_handle);
 }
@@ -340,7 +403,7 @@ export fn ts_matcher_fork(handle: i32, out_handle: u32) i32 {
     const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
     const copy = m.fork() catch |err| return switch (err) {
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory forking a matcher", .{}),
-        error.LimitExceeded => fail(.limit_exceeded, -1, "forking a matcher needs more lexer work than the limits allow", .{}),
+        error.LimitExceeded => failLimit(limit_error.hit, "forking a matcher"),
     };
     return addMatcher(copy, out_handle);
 }
@@ -531,6 +594,19 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
 /// shows here as growth, while linear memory itself never shrinks.
 export fn ts_debug_live_kib() i32 {
     return @intCast(Counting.live_bytes >> 10);
+}
+
+/// Work on purpose: `rounds` million steps of a loop the optimizer cannot remove, so hosts
+/// can test their wall-clock deadline. Returns a checksum.
+export fn ts_debug_spin(rounds: u32) i32 {
+    var x: u32 = 1;
+    var i: u64 = 0;
+    const steps = @as(u64, rounds) * 1_000_000;
+    while (i < steps) : (i += 1) {
+        x = x *% 1_664_525 +% 1_013_904_223;
+        std.mem.doNotOptimizeAway(x);
+    }
+    return @bitCast(x);
 }
 
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.

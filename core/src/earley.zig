@@ -32,6 +32,7 @@
 //! `error.LimitExceeded`.
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
@@ -263,9 +264,9 @@ pub const Parser = struct {
         const gop = try self.seen.getOrPut(self.gpa, @bitCast(item));
         if (gop.found_existing) return;
         const row_items = self.items.items.len - self.rows.items[self.rows.items.len - 1].items_start;
-        if (row_items >= self.limits.row_item_count_max) return error.LimitExceeded;
+        if (row_items >= self.limits.row_item_count_max) return limit_error.exceeded(.parser_row_items);
         self.items_built_step += 1;
-        if (self.items_built_step > self.limits.step_item_count_max) return error.LimitExceeded;
+        if (self.items_built_step > self.limits.step_item_count_max) return limit_error.exceeded(.parser_step_items);
         try self.items.append(self.gpa, item);
     }
 

@@ -17,6 +17,7 @@
 //!   free list and corrupted the allocator.)
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
@@ -52,7 +53,7 @@ pub fn HandleTable(comptime T: type) type {
         pub fn add(self: *Self, gpa: Allocator, object: *T) Error!i32 {
             const index: u32 = if (self.free.pop()) |i| i else blk: {
                 const count: u32 = @intCast(self.slots.items.len);
-                if (count >= slot_count_max) return error.LimitExceeded;
+                if (count >= slot_count_max) return limit_error.exceeded(.handles);
                 // Room for every slot on the free list first, so `remove` cannot fail.
                 try self.free.ensureTotalCapacity(gpa, count + 1);
                 try self.slots.append(gpa, .{ .object = null, .generation = 0 });

@@ -18,6 +18,7 @@
 //! still respects.
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
@@ -217,7 +218,7 @@ pub const Lexer = struct {
         if (gop.found_existing) return gop.key_ptr.* * self.class_count;
         errdefer self.state_table.removeByPtr(gop.key_ptr);
         const index: u32 = @intCast(self.pair_spans.items.len);
-        if (index >= self.limits.state_count_max) return error.LimitExceeded;
+        if (index >= self.limits.state_count_max) return limit_error.exceeded(.lexer_states);
         var accepting: u32 = StateInfo.none;
         const accepting_start: u32 = @intCast(self.accepting_lexemes.items.len);
         var lazy_accepting = false;

@@ -16,6 +16,7 @@
 //! EOS stops the matcher. Special tokens are allowed where a special lexeme is; unused ids never.
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
@@ -40,6 +41,10 @@ pub const Limits = struct {
     expr_count_max: u32 = 2_000_000,
     /// Tokens a matcher may hold in its history (rollback depth and memory bound).
     token_history_max: u32 = 1_000_000,
+    /// Earley items in one parser row.
+    row_item_count_max: u32 = 20_000,
+    /// Earley items one call may build.
+    step_item_count_max: u32 = 200_000,
 };
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
@@ -170,7 +175,7 @@ pub const Grammar = struct {
     }
 };
 
-pub const Failure = enum { none, lexer_limit, out_of_memory };
+pub const Failure = enum { none, limit, out_of_memory };
 
 pub const Matcher = struct {
     gpa: Allocator,
@@ -181,6 +186,8 @@ pub const Matcher = struct {
     history: std.ArrayList(Position) = .empty,
     eos_consumed: bool = false,
     failure: Failure = .none,
+    /// Which limit a `.limit` failure hit.
+    failure_limit: limit_error.Kind = .none,
     /// The mask with room for the dummy bit; copied out to the host's buffer.
     mask: []u32,
     /// The position `mask` was computed for, while still valid. Decoding often comes back to
@@ -194,7 +201,10 @@ pub const Matcher = struct {
         const mask = try gpa.alloc(u32, tokenizer.maskWordsInternal());
         errdefer gpa.free(mask);
         grammar.refuel();
-        var parser = try earley.Parser.init(gpa, &grammar.compiled.cfg, &grammar.lexer, .{});
+        var parser = try earley.Parser.init(gpa, &grammar.compiled.cfg, &grammar.lexer, .{
+            .row_item_count_max = grammar.limits.row_item_count_max,
+            .step_item_count_max = grammar.limits.step_item_count_max,
+        });
         errdefer parser.deinit();
         self.* = .{ .gpa = gpa, .tokenizer = tokenizer, .grammar = grammar, .parser = parser, .mask = mask };
         errdefer self.history.deinit(gpa);
@@ -212,6 +222,7 @@ pub const Matcher = struct {
         try copy.history.appendSlice(self.gpa, self.history.items);
         copy.eos_consumed = self.eos_consumed;
         copy.failure = self.failure;
+        copy.failure_limit = self.failure_limit;
         return copy;
     }
 
@@ -243,9 +254,10 @@ pub const Matcher = struct {
 
     fn fail(self: *Matcher, err: Error) Error {
         self.failure = switch (err) {
-            error.LimitExceeded => .lexer_limit,
+            error.LimitExceeded => .limit,
             error.OutOfMemory => .out_of_memory,
         };
+        self.failure_limit = if (err == error.LimitExceeded) limit_error.hit else .none;
         return err;
     }
 
@@ -349,7 +361,7 @@ pub const Matcher = struct {
             } else {
                 at = try self.advance(at, token, base_index + count) orelse break;
                 if (commit) {
-                    if (self.history.items.len > self.grammar.limits.token_history_max) return error.LimitExceeded;
+                    if (self.history.items.len > self.grammar.limits.token_history_max) return limit_error.exceeded(.token_history);
                     try self.history.append(self.gpa, at);
                 }
             }
@@ -527,7 +539,7 @@ pub const Matcher = struct {
                 self.eos_consumed = true;
             } else {
                 const at = try self.advance(self.current(), token, self.nextTokenIndex()) orelse break;
-                if (self.history.items.len > self.grammar.limits.token_history_max) return error.LimitExceeded;
+                if (self.history.items.len > self.grammar.limits.token_history_max) return limit_error.exceeded(.token_history);
                 try self.history.append(self.gpa, at);
             }
             valid += 1;

@@ -21,6 +21,7 @@
 //! by `expr_count_max`; running out is `error.LimitExceeded`, never a hang.
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
@@ -204,7 +205,7 @@ pub const ExprSet = struct {
     }
 
     fn spend(self: *ExprSet) Error!void {
-        if (self.fuel == 0) return error.LimitExceeded;
+        if (self.fuel == 0) return limit_error.exceeded(.step_fuel);
         self.fuel -= 1;
     }
 
@@ -218,7 +219,7 @@ pub const ExprSet = struct {
         if (gop.found_existing) return @enumFromInt(gop.key_ptr.*);
         if (self.spans.items.len >= self.limits.expr_count_max) {
             self.table.removeByPtr(gop.key_ptr);
-            return error.LimitExceeded;
+            return limit_error.exceeded(.expressions);
         }
         const id: u32 = @intCast(self.spans.items.len);
         const start: u32 = @intCast(self.words.items.len);
@@ -415,7 +416,7 @@ pub const ExprSet = struct {
     pub fn deriv(self: *ExprSet, e: ExprId, b: u8) Error!ExprId {
         const key = (@as(u64, e.index()) << 8) | b;
         if (self.deriv_cache.get(key)) |hit| return hit;
-        if (self.deriv_depth >= deriv_depth_max) return error.LimitExceeded;
+        if (self.deriv_depth >= deriv_depth_max) return limit_error.exceeded(.derivative_depth);
         self.deriv_depth += 1;
         defer self.deriv_depth -= 1;
         const result = try self.derivUncached(e, b);
@@ -496,7 +497,7 @@ pub const ExprSet = struct {
                 if (y == .nothing) continue;
                 if (!self.isBoolean(y)) break :search true; // plain terms other than ∅ are non-empty
                 if (visited.contains(y.index())) continue;
-                if (visited.count() >= empty_search_visited_max) return error.LimitExceeded;
+                if (visited.count() >= empty_search_visited_max) return limit_error.exceeded(.step_fuel);
                 try visited.put(self.gpa, y.index(), {});
                 try queue.append(self.gpa, y);
             }

@@ -17,6 +17,7 @@
 //! (`nesting_depth_max`) and refuses counted repetitions above `repeat_count_max`.
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const regex = @import("regex.zig");
 const ExprSet = regex.ExprSet;
@@ -54,7 +55,7 @@ const CharClass = struct {
 
     fn add(self: *CharClass, gpa: std.mem.Allocator, lo: u21, hi: u21) !void {
         assert(lo <= hi);
-        if (self.ranges.items.len >= class_range_count_max) return error.LimitExceeded;
+        if (self.ranges.items.len >= class_range_count_max) return limit_error.exceeded(.grammar_size);
         try self.ranges.append(gpa, .{ lo, hi });
     }
 

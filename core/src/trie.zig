@@ -17,6 +17,7 @@
 //! About 2 nodes per token on real vocabularies (1.9 on Llama-3).
 
 const std = @import("std");
+const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
@@ -65,10 +66,10 @@ pub const Trie = struct {
     ) Error!Trie {
         if (offsets.len != kinds.len + 1) return error.InvalidTokens;
         const token_count: u32 = @intCast(kinds.len);
-        if (token_count > token_count_max) return error.LimitExceeded;
+        if (token_count > token_count_max) return limit_error.exceeded(.vocabulary);
         for (offsets[0 .. offsets.len - 1], offsets[1..]) |a, b| {
             if (a > b or b > blob.len) return error.InvalidTokens;
-            if (b - a > token_length_max) return error.LimitExceeded;
+            if (b - a > token_length_max) return limit_error.exceeded(.vocabulary);
         }
         // Sort the text tokens by their bytes.
         var order: std.ArrayList(u32) = .empty;
@@ -110,7 +111,7 @@ pub const Trie = struct {
             if (common == bytes.len) common = bytes.len - 1;
             while (path.items.len > common) closeNode(nodes.items, path.pop().?);
             for (bytes[common..], common..) |b, d| {
-                if (nodes.items.len >= node_count_max) return error.LimitExceeded;
+                if (nodes.items.len >= node_count_max) return limit_error.exceeded(.vocabulary);
                 try path.append(gpa, @intCast(nodes.items.len));
                 try depths.append(gpa, @intCast(d + 1));
                 try nodes.append(gpa, .{ .byte = b, .token = @intCast(token_count), .subtree_size = 0, .pop = 0 });
