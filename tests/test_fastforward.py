@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tokensieve import Grammar, Matcher
 from tokensieve._fastforward import compute_ff_tokens, tokenize_partial
-from tokensieve._matcher import token_has_extension
+from tokensieve._handles import token_has_extension
 from tokensieve._generate import Sampling, _sample, _sample_lists, generate
 
 

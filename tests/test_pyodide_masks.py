@@ -90,21 +90,21 @@ def test_pyodide_reports_grammar_errors_and_traps(pyodide_run, variant):
 import os
 os.environ["TOKENSIEVE_WASM_VARIANT"] = {variant!r}
 from tokensieve import Grammar, GrammarError, CoreTrap, Matcher, Tokenizer
-from tokensieve._abi import default_core
 out = {{}}
 try:
     Grammar.regex("ab(c")
 except GrammarError as e:
     out["position"] = e.position
-core = default_core()
+tok = Tokenizer.default()
+before = Matcher(tok, Grammar.regex("[0-9]+"))
+core = before._core
 try:
-    core.f["ts_debug_trap"]()
+    core.debug_trap()
 except CoreTrap as e:
     out["trap"] = True
-tok = Tokenizer.default()
 m = Matcher(tok, Grammar.regex("[0-9]+"))
-out["fresh_core"] = default_core() is not core
-out["ok_after_trap"] = m.consume_token(tok.encode("42")[0])
+out["fresh_core"] = m._core is not core
+out["ok_after_trap"] = m.consume_token(tok.encode("42")[0]) and before.consume_token(tok.encode("42")[0])
 RESULT = out
 """
     result = pyodide_run(code)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import load_shared_tokenizer
 from oracle import RegexOracle
-from tokensieve import Grammar, Matcher, TokensieveError
+from tokensieve import CoreOptions, CorePool, Grammar, Matcher, TokensieveError
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +81,16 @@ def test_compile_match_drop_cycles_return_their_memory(llama3, shared_dir):
     """Linear memory never shrinks; what matters is that freed memory serves later grammars of
     other sizes. The old allocator kept every freed block in its own size class and grew
     steadily over such cycles while the live bytes stayed flat."""
-    from tokensieve._abi import default_core
-
     cases = _maskbench_cycles(shared_dir, 60)
+
+    pool = CorePool(CoreOptions(instances=1))
 
     def one_pass():
         for schema, text in cases:
             grammar = matcher = None
             try:
                 grammar = Grammar.json_schema(schema)
-                matcher = Matcher(llama3, grammar)
+                matcher = Matcher(llama3, grammar, pool=pool)
                 for token in llama3.encode(text)[:20]:
                     matcher.compute_bitmask()
                     matcher.consume_token(token)
@@ -99,11 +99,216 @@ def test_compile_match_drop_cycles_return_their_memory(llama3, shared_dir):
             grammar = matcher = None
         gc.collect()
 
-    core = default_core()
     one_pass()
-    live_kib = core.f["ts_debug_live_kib"]()
-    linear = core.runtime.memory_size_bytes()
+    core = pool.first()
+    live_kib = core.live_kib()
+    linear = core.memory_size_bytes()
     for _ in range(5):
         one_pass()
-    assert core.f["ts_debug_live_kib"]() <= live_kib
-    assert core.runtime.memory_size_bytes() == linear
+    assert core.live_kib() <= live_kib
+    assert core.memory_size_bytes() == linear
+
+
+# -- threads -----------------------------------------------------------------------------------
+
+
+def test_matchers_created_from_many_threads_get_their_own_core_matchers():
+    """Creation once read the new handle from a shared out-pointer in a second, separately
+    locked call: two threads could get the same core matcher."""
+    import threading
+
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    grammar = Grammar.regex("[0-9]{2,6}")
+    made: list[Matcher] = []
+    lock = threading.Lock()
+
+    def worker():
+        local = [Matcher(tok, grammar) for _ in range(50)]
+        with lock:
+            made.extend(local)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({(id(m._core), m._handle) for m in made}) == len(made)
+    digits = tok.encode("12")
+    for index, m in enumerate(made):
+        if index % 2:
+            assert m.consume_tokens(digits)
+    for index, m in enumerate(made):
+        assert m.token_count == (len(digits) if index % 2 else 0)
+
+
+def _script_run(tok, grammar, seed, steps=25):
+    """A deterministic mix of masks, consumes, forks, rollbacks and drops; returns a digest of
+    every mask it saw."""
+    import hashlib
+    import random
+
+    rng = random.Random(seed)
+    digest = hashlib.sha256()
+    live = [Matcher(tok, grammar)]
+    for _ in range(steps):
+        m = rng.choice(live)
+        mask = m.compute_bitmask()
+        digest.update(mask.tobytes())
+        allowed = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: tok.vocab_size])
+        action = rng.random()
+        if action < 0.6 and len(allowed):
+            assert m.consume_token(int(allowed[rng.randrange(len(allowed))]))
+        elif action < 0.75:
+            live.append(m.fork())
+        elif action < 0.85 and m.token_count:
+            m.rollback(1)
+        elif len(live) > 1:
+            live.remove(m)
+    return digest.hexdigest()
+
+
+def test_threads_hammering_matchers_see_the_single_threaded_masks():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string", "maxLength": 5}}}})
+    seeds = list(range(8))
+    alone = [_script_run(tok, grammar, seed) for seed in seeds]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(lambda seed: _script_run(tok, grammar, seed), seeds))
+    assert together == alone
+
+
+def test_one_matcher_shared_by_threads_stays_consistent():
+    import threading
+
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    m = Matcher(tok, Grammar.regex("a*"))
+    a = tok.encode("a")[0]
+    errors: list[BaseException] = []
+
+    def worker():
+        try:
+            for _ in range(200):
+                assert m.consume_token(a)
+                m.compute_bitmask()
+                m.rollback(1)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert m.token_count == 0 and m.consumed_tokens == []
+
+
+# -- failure scope -----------------------------------------------------------------------------
+
+
+def test_a_trap_and_a_deadline_spare_the_bystanders(llama3):
+    """A hostile call retires its instance; matchers of other requests on the same instance move
+    to a healthy one (replaying their tokens) and keep computing the oracle's masks."""
+    from tokensieve import CoreTrap, LimitError
+
+    pool = CorePool(CoreOptions(instances=2, deadline_s=0.5))
+    bystanders = []
+    for pattern, text in (("[a-z]+( [a-z]+)*", b"hello wor"), ("日本語|日本", "日本".encode())):
+        for _ in range(2):  # one on each instance
+            m = Matcher(llama3, Grammar.regex(pattern), pool=pool)
+            assert m.consume_tokens(llama3.encode(text))
+            bystanders.append((m, pattern, text))
+    cores = {m._core for m, _, _ in bystanders}
+    assert len(cores) == 2
+
+    victim = Matcher(llama3, Grammar.regex("[0-9]+"), pool=pool)
+    with pytest.raises(CoreTrap):
+        victim._core.debug_trap()
+    for m, pattern, text in bystanders:
+        assert_mask_matches_oracle(llama3, m, pattern, text)
+
+    # A hostile grammar under the default limits ends in a LimitError that names its limit,
+    # and leaves its instance (and the bystanders on it) alone.
+    from tokensieve import Limits
+
+    hostile = Matcher(llama3, Grammar.regex("(a|b)*a(a|b){12}", limits=Limits(dfa_state_count_max=50)), pool=pool)
+    with pytest.raises(LimitError) as info:
+        for token in llama3.encode("ab" * 5 + "ba" * 5 + "aabb" * 10):
+            hostile.compute_bitmask()
+            assert hostile.consume_token(token)
+    assert info.value.limit == "lexer_states"
+    assert not hostile._core.poisoned
+    for m, pattern, text in bystanders:
+        assert_mask_matches_oracle(llama3, m, pattern, text)
+
+    # A call that runs past its wall-clock deadline is interrupted and retires its instance.
+    retired = hostile._core
+    with pytest.raises(LimitError) as info:
+        hostile._run(lambda core, handle: core.debug_spin(100_000))
+    assert info.value.limit == "deadline"
+    assert retired.poisoned
+    with pytest.raises(LimitError, match="failed earlier"):
+        hostile.compute_bitmask()
+    for m, pattern, text in bystanders:
+        assert_mask_matches_oracle(llama3, m, pattern, text)
+        assert not m._core.poisoned and m._core.options.deadline_s == 0.5
+    hostile.reset()
+    assert hostile.consume_token(llama3.encode("ab")[0])
+
+
+# -- exit --------------------------------------------------------------------------------------
+
+_EXIT_SCRIPT = """
+import sys, threading, gc
+{before}
+from tokensieve import Tokenizer, Grammar, Matcher, CoreTrap
+{after}
+tok = Tokenizer.default()
+g = Grammar.regex("[a-z]+")
+live = [Matcher(tok, g) for _ in range(3)]
+live[0].consume_token(tok.encode("abc")[0])
+forks = [live[0].fork() for _ in range(5)]
+dropped = Matcher(tok, g); del dropped; gc.collect()
+def work():
+    m = Matcher(tok, g); m.compute_bitmask(); globals().setdefault("kept", []).append(m)
+threads = [threading.Thread(target=work) for _ in range(3)]
+[t.start() for t in threads]; [t.join() for t in threads]
+try:
+    live[1]._core.debug_trap()
+except CoreTrap:
+    pass
+live[2].compute_bitmask()  # moves to a fresh instance
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("import torch", ""),
+        ("", "import torch"),
+        ("import transformers", ""),
+        ("import xgrammar", ""),
+        ("", "import xgrammar, torch"),
+    ],
+)
+def test_processes_with_torch_transformers_or_xgrammar_exit_cleanly(before, after, tmp_path):
+    """Importing torch registers weakref.finalize's exit hook before ours, so our finalizers
+    once ran after the stores were closed: a segmentation fault at every exit."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit.py"
+    script.write_text(_EXIT_SCRIPT.format(before=before, after=after))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"
+    assert "Exception ignored" not in result.stderr, result.stderr[-2000:]

@@ -3,6 +3,9 @@
 The public API is exactly `__all__`.
 """
 
+from ._core import CoreOptions as CoreOptions
+from ._core import CorePool as CorePool
+from ._core import configure as configure
 from ._errors import CoreTrap as CoreTrap
 from ._errors import GrammarError as GrammarError
 from ._errors import LimitError as LimitError
@@ -20,6 +23,8 @@ from ._tokenizer import Tokenizer as Tokenizer
 __version__ = "0.1.0"
 
 __all__ = [
+    "CoreOptions",
+    "CorePool",
     "CoreTrap",
     "GenerateResult",
     "Grammar",
@@ -33,5 +38,6 @@ __all__ = [
     "TokenizerError",
     "TokensieveError",
     "__version__",
+    "configure",
     "generate",
 ]

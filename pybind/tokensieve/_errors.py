@@ -36,12 +36,14 @@ class GrammarError(TokensieveError):
         line: 1-based line in the grammar text, if known.
         column: 1-based column in the grammar text, if known.
         json_pointer: RFC 6901 pointer to the offending part of a JSON Schema, if known.
+        lexeme: index of the grammar IR lexeme the core refused, if that is where it is.
     """
 
     position: int | None
     line: int | None
     column: int | None
     json_pointer: str | None
+    lexeme: int | None
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class GrammarError(TokensieveError):
         line: int | None = None,
         column: int | None = None,
         json_pointer: str | None = None,
+        lexeme: int | None = None,
     ) -> None:
         """Create a grammar error.
 
@@ -60,19 +63,33 @@ class GrammarError(TokensieveError):
             line: 1-based line, if known.
             column: 1-based column, if known.
             json_pointer: pointer into a JSON Schema, if known.
+            lexeme: index of the IR lexeme the core refused, if known.
         """
         super().__init__(message)
         self.position = position
         self.line = line
         self.column = column
         self.json_pointer = json_pointer
+        self.lexeme = lexeme
 
 
 class LimitError(TokensieveError):
     """A limit was hit: memory cap, fuel or time deadline, or a core-side budget.
 
     The message names the limit and the argument that raises it.
+
+    Attributes:
+        limit: which limit, as the core names it (`"lexer_states"`, `"step_fuel"`,
+            `"expressions"`, `"parser_row_items"`, `"parser_step_items"`, `"token_history"`,
+            `"compile_fuel"`, `"memory"`, `"deadline"`, `"fuel"`, …; see docs/limits.md), or
+            None when unknown.
     """
+
+    limit: str | None
+
+    def __init__(self, message: str, *, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class CoreTrap(TokensieveError):

@@ -145,7 +145,7 @@ def _chop_position(
     if start >= end:
         return end
     if matcher is None:
-        from ._matcher import token_heal_position
+        from ._handles import token_heal_position
 
         return token_heal_position(tokenizer, data, start)
     return matcher.heal_position(data, start)

@@ -2,38 +2,52 @@
 
 from __future__ import annotations
 
-import re
-import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._abi import Core, default_core, free_later
 from ._errors import GrammarError
+from ._handles import CoreHandles
 
 if TYPE_CHECKING:
+    from ._core import Core
     from ._ir import GrammarIR
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Work and size limits of a compiled grammar; going over one is a `LimitError`.
+    """Work and size limits of a compiled grammar; going over one is a `LimitError` whose
+    `.limit` names it (see docs/limits.md for the defaults' measured cost).
 
     Attributes:
-        step_fuel_max: derivative work one call (a mask, a consume, forced bytes) may do, in
-            units of one expression construction (~10 ns each); the default bounds a call to
-            roughly 10 ms of lexer construction.
+        step_fuel_max: derivative work one call (a mask, a consume, forced bytes) may do.
         dfa_state_count_max: lexer DFA states the grammar may build (each costs a table row of
             4 bytes per byte class plus its expression list).
+        expression_count_max: expression terms the grammar may hold (about 40 bytes each).
+        parser_row_items_max: Earley items in one parser row.
+        parser_step_items_max: Earley items one call may build.
+        token_history_max: tokens a matcher of the grammar may hold (rollback depth).
+        compile_fuel_max: derivative work compiling the grammar may do.
     """
 
     step_fuel_max: int = 1_000_000
     dfa_state_count_max: int = 100_000
+    expression_count_max: int = 2_000_000
+    parser_row_items_max: int = 20_000
+    parser_step_items_max: int = 200_000
+    token_history_max: int = 1_000_000
+    compile_fuel_max: int = 2_000_000
 
     def __post_init__(self) -> None:
-        for name in ("step_fuel_max", "dfa_state_count_max"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not 1 <= value <= 0xFFFFFFFF:
-                raise ValueError(f"Limits.{name} must be an int in 1..2**32-1, not {value!r}")
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"Limits.{field.name} must be an int in 1..2**32-1, not {value!r}")
+
+    def core_values(self) -> list[int]:
+        """The values in the order the core takes them."""
+        from ._core.binding import LIMIT_FIELDS
+
+        return [getattr(self, attribute) for _, attribute in LIMIT_FIELDS]
 
 
 class Grammar:
@@ -52,7 +66,7 @@ class Grammar:
         self.source = source
         self.limits = limits or Limits()
         self.ir = ir
-        self._handles: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
+        self._handles = CoreHandles("grammar")
 
     @classmethod
     def regex(
@@ -94,8 +108,10 @@ class Grammar:
         Raises:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
+        from ._core import default_pool
+
         grammar = cls(kind, source, ir, limits)
-        grammar._handle(default_core())
+        grammar._handle(default_pool().first())
         return grammar
 
     @classmethod
@@ -189,32 +205,18 @@ class Grammar:
         return cls.from_ir(ir, source=repr(options), kind="choice", limits=limits)
 
     def _handle(self, core: Core) -> int:
-        """The compiled grammar in `core`, compiling it on first use."""
-        handle = self._handles.get(core)
-        if handle is not None:
-            return handle
+        """The compiled grammar in `core`, compiling it on first use there."""
+        return self._handles.get(self, core, self._compile)
+
+    def _compile(self, core: Core) -> int:
         from ._ir import encode_ir
 
-        data = encode_ir(self.ir)
-        ptr, size = core.put_bytes(data)
         try:
-            status = core.f["ts_grammar_new_ir"](ptr, size // 4, core.out_ptr)
-            try:
-                core.check(status)
-            except GrammarError as err:
-                if self.kind == "regex":
-                    raise _with_char_position(err, self.source, self.source.encode("utf-8")) from None
-                raise _name_lexeme(err, self.ir) from None
-        finally:
-            core.free(ptr, size)
-        handle = core.out_i32()
-        free_later(self, core, "ts_grammar_free", handle)
-        core.check(
-            core.f["ts_grammar_set_limits"](handle, self.limits.step_fuel_max, self.limits.dfa_state_count_max),
-            "limits",
-        )
-        self._handles[core] = handle
-        return handle
+            return core.grammar_new(encode_ir(self.ir), self.limits.core_values())
+        except GrammarError as err:
+            if self.kind == "regex":
+                raise _with_char_position(err, self.source, self.source.encode("utf-8")) from None
+            raise _name_lexeme(err, self.ir) from None
 
 
 def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarError:
@@ -224,7 +226,7 @@ def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarE
     char_pos = len(data[: err.position].decode("utf-8", "replace"))
     line = source.count("\n", 0, char_pos) + 1
     column = char_pos - (source.rfind("\n", 0, char_pos) + 1) + 1
-    message = re.sub(r"^lexeme \d+: ", "", str(err))
+    message = str(err)
     pointer = f"\n  {source}\n  {' ' * char_pos}^" if "\n" not in source and len(source) < 200 else ""
     return GrammarError(
         f"bad regex at position {char_pos}: {message}{pointer}",
@@ -235,18 +237,16 @@ def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarE
 
 
 def _name_lexeme(err: GrammarError, ir: GrammarIR) -> GrammarError:
-    """Replace the core's lexeme index by the lexeme's name and pattern."""
-    match = re.match(r"lexeme (\d+): (.*)", str(err), re.S)
-    if not match:
+    """Name the lexeme the core refused by its name and pattern."""
+    if err.lexeme is None:
         return err
-    index = int(match.group(1))
-    if index < len(ir.lexemes):
-        lexeme = ir.lexemes[index]
+    if err.lexeme < len(ir.lexemes):
+        lexeme = ir.lexemes[err.lexeme]
         what = f"{lexeme.name} /{lexeme.value}/"
     else:
         what = f"the skip pattern /{ir.skip}/"
     where = f" at offset {err.position}" if err.position is not None else ""
-    return GrammarError(f"bad pattern in {what}{where}: {match.group(2)}", position=err.position)
+    return GrammarError(f"bad pattern in {what}{where}: {err}", position=err.position, lexeme=err.lexeme)
 
 
 def _special_token_map(tokenizer: Any) -> dict[str, int] | None:

@@ -1,46 +1,36 @@
-"""`Matcher`: one decoding position of a grammar over a tokenizer, driven in the core."""
+"""`Matcher`: one decoding position of a grammar over a tokenizer, driven in the core.
+
+A matcher lives in one core instance of its pool (`_core/pool.py`); its forks stay there. It
+keeps the tokens it consumed (a list of ints), which is what lets it survive the death of its
+instance: when another request's grammar traps or runs past its deadline there, the instance is
+retired, and this matcher's next call re-creates it on a healthy instance and replays its
+tokens. The matcher whose own call killed an instance raises and stays failed until `reset`.
+
+Every public method holds the matcher's (reentrant) lock, so a matcher may be shared between
+threads: calls are serialized. Calls on matchers of different instances run in parallel.
+"""
 
 from __future__ import annotations
 
+import operator
+import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from ._abi import Core, default_core, free_later
-from ._errors import CoreTrap, TokensieveError
+from ._core import Core, CorePool, default_pool
+from ._errors import CoreTrap, LimitError, TokensieveError
 from ._grammar import Grammar
+from ._handles import tokenizer_handle
 
 if TYPE_CHECKING:
     from ._tokenizer import Tokenizer
 
-# Forced bytes are asked for in chunks of this size (the core stops at any choice).
-_FF_CHUNK_BYTES = 4096
-_FF_BYTES_MAX = 1 << 20
-
-_tokenizer_handles: weakref.WeakKeyDictionary[Core, weakref.WeakKeyDictionary[Any, int]] = (
-    weakref.WeakKeyDictionary()
-)
+_T = TypeVar("_T")
 
 
-def tokenizer_handle(core: Core, tokenizer: Tokenizer) -> int:
-    """The tokenizer's trie in `core`, built on first use and shared by all its matchers."""
-    per_core = _tokenizer_handles.setdefault(core, weakref.WeakKeyDictionary())
-    handle = per_core.get(tokenizer)
-    if handle is not None:
-        return handle
-    blob, offsets, kinds = tokenizer.core_tables()
-    eos = b"".join(int(t).to_bytes(4, "little") for t in tokenizer.eos_token_ids)
-    buffers = [core.put_bytes(data) for data in (blob, offsets, kinds, eos)]
-    try:
-        (blob_ptr, blob_len), (offsets_ptr, _), (kinds_ptr, n_ids), (eos_ptr, eos_len) = buffers
-        handle = core.call_out(
-            "ts_tokenizer_new", blob_ptr, blob_len, offsets_ptr, kinds_ptr, n_ids, eos_ptr, eos_len // 4
-        )
-    finally:
-        for ptr, size in buffers:
-            core.free(ptr, size)
-    per_core[tokenizer] = handle
-    free_later(tokenizer, core, "ts_tokenizer_free", handle)
-    return handle
+def _release(core: Core, handle: int) -> None:
+    core.matcher_count -= 1
+    core.free_later("matcher", handle)
 
 
 class Matcher:
@@ -51,63 +41,115 @@ class Matcher:
     one stops the matcher. Special tokens (other than EOS) and ids beyond the tokenizer's own
     (up to `vocab_size`) are never allowed.
 
-    Every method is one call into the WebAssembly core.
+    Most methods are one call into the WebAssembly core. Safe to share between threads (calls
+    are serialized).
 
     Args:
-        tokenizer: the model's tokenizer.
+        tokenizer: the model's tokenizer (a `tokensieve.Tokenizer`; for a transformers
+            tokenizer, `Tokenizer.from_hf(it)`).
         grammar: what the output must follow.
-        vocab_size: the model's logits width, if wider than `tokenizer.vocab_size` is not
-            already; masks are this many bits.
+        vocab_size: the model's logits width, when wider than the tokenizer's: masks are this
+            many bits and the extra ids are never allowed. Matchers of one width share one trie
+            per core instance.
+        pool: the core instances to live in (default: `tokensieve.configure`'s pool).
     """
 
-    def __init__(self, tokenizer: Tokenizer, grammar: Grammar, *, vocab_size: int | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        grammar: Grammar,
+        *,
+        vocab_size: int | None = None,
+        pool: CorePool | None = None,
+    ) -> None:
+        from ._tokenizer import Tokenizer
+
+        if not isinstance(tokenizer, Tokenizer):
+            hint = (
+                "; wrap it with tokensieve.Tokenizer.from_hf(tokenizer)"
+                if hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "convert_ids_to_tokens")
+                else ""
+            )
+            raise TypeError(f"Matcher needs a tokensieve.Tokenizer, not {type(tokenizer).__name__}{hint}")
         if not isinstance(grammar, Grammar):
             raise TypeError(f"Matcher needs a tokensieve.Grammar, not {type(grammar).__name__}")
-        if vocab_size is not None and vocab_size != tokenizer.vocab_size:
-            tokenizer = tokenizer.with_vocab_size(vocab_size)
+        if vocab_size is not None:
+            tokenizer = tokenizer.with_vocab_size(_index(vocab_size, "vocab_size"))
         self.tokenizer = tokenizer
         self.grammar = grammar
         self.vocab_size: int = tokenizer.vocab_size
         self.mask_words: int = (self.vocab_size + 31) // 32
-        self._core = default_core()
-        self._handle = self._core.call_out(
-            "ts_matcher_new", tokenizer_handle(self._core, tokenizer), grammar._handle(self._core)
-        )
+        self._pool = pool or default_pool()
+        self._lock = threading.RLock()
         self._tokens: list[int] = []
-        self._init_buffers()
-
-    def _init_buffers(self) -> None:
-        core = self._core
-        self._mask_ptr = core.alloc(self.mask_words * 4)
-        self._ff_ptr = core.alloc(_FF_CHUNK_BYTES)
-        f = core.f
-        self._fill = f["ts_matcher_fill_bitmask"]
-        self._consume = f["ts_matcher_consume_token"]
-        self._consume_fill = f["ts_matcher_consume_and_fill"]
-        # The last (bitmask, row) filled and its validated byte view: decoding loops fill the
-        # same buffer at every step, and validating it costs more than a cached mask.
-        self._last_dest: tuple[Any, int, memoryview] | None = None
-        handle, mask, ff = self._handle, self._mask_ptr, self._ff_ptr
-        words = self.mask_words
-
-        def release(c: Core = core) -> None:
-            if not c.poisoned:
-                c.f["ts_matcher_free"](handle)
-                c.free(mask, words * 4)
-                c.free(ff, _FF_CHUNK_BYTES)
-
-        weakref.finalize(self, release)
-
-    def _live(self) -> Core:
-        core = self._core
-        if core.poisoned:
-            raise CoreTrap(
-                "this matcher's WASM core trapped earlier and cannot be used; create a new Matcher"
-            )
-        return core
+        self._failure: Callable[[], TokensieveError] | None = None
+        self._last_dest: tuple[Any, int, Any, Any] | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._core: Core
+        self._handle: int
+        self._attach(*self._create(self._pool.place()))
 
     def __repr__(self) -> str:
-        return f"<Matcher {self.grammar!r} tokens={self.token_count}>"
+        return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"
+
+    # -- placement and failure scope -------------------------------------------------------
+
+    def _create(self, core: Core) -> tuple[Core, int]:
+        """A fresh core matcher for this tokenizer and grammar in `core`."""
+        return core, core.matcher_new(tokenizer_handle(core, self.tokenizer), self.grammar._handle(core))
+
+    def _attach(self, core: Core, handle: int) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # release the previous core matcher (queued on its instance)
+        self._core, self._handle = core, handle
+        core.matcher_count += 1
+        self._finalizer = weakref.finalize(self, _release, core, handle)
+        self._finalizer.atexit = False
+
+    def _migrate(self) -> None:
+        """Re-create this matcher on a healthy instance and replay its tokens (its instance was
+        retired because of another matcher's failure)."""
+        core, handle = self._create(self._pool.replacement(self._core))
+        try:
+            if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
+                raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
+        except BaseException:
+            core.free_later("matcher", handle)
+            raise
+        self._attach(core, handle)
+
+    def _run(self, call: Callable[[Core, int], _T]) -> _T:
+        """Run `call(core, handle)` on a live instance, under the matcher's lock."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure()
+            for attempt in range(2):
+                if self._core.poisoned:
+                    self._migrate()
+                core = self._core
+                try:
+                    return call(core, self._handle)
+                except (CoreTrap, LimitError) as err:
+                    if not self._failed(core, err) and attempt == 0:
+                        continue
+                    raise
+            raise AssertionError("unreachable")
+
+    def _failed(self, core: Core, err: TokensieveError) -> bool:
+        """After `err` from a call on `core`: False when another thread's call had retired the
+        instance first (retry elsewhere); True otherwise, and when this call retired it, the
+        matcher stays failed and says so on later calls."""
+        if getattr(err, "instance_retired", False):
+            return False
+        if core.poisoned:
+            message, limit = str(err), getattr(err, "limit", None)
+            hint = "; reset() it or create a new one"
+            self._failure = (
+                (lambda: LimitError(f"this matcher failed earlier: {message}{hint}", limit=limit))
+                if isinstance(err, LimitError)
+                else (lambda: CoreTrap(f"this matcher failed earlier: {message}{hint}"))
+            )
+        return True
 
     # -- masks -----------------------------------------------------------------------------
 
@@ -120,17 +162,11 @@ class Matcher:
             an `array.array("i")` with the same layout.
 
         Raises:
-            LimitError: the grammar needed more lexer work than the limits allow.
+            LimitError: the grammar needed more work than its limits allow (`.limit` says which).
         """
-        try:
-            import numpy as np
-        except ImportError:
-            import array
-
-            out: Any = array.array("i", bytes(self.mask_words * 4))
-        else:
-            out = np.empty(self.mask_words, dtype=np.int32)
-        self._fill_into(memoryview(out).cast("B"))
+        out = _new_row(self.mask_words)
+        dest = self._core.runtime.dest_for(memoryview(out))
+        self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
         return out
 
     def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
@@ -142,29 +178,35 @@ class Matcher:
         Args:
             bitmask: a numpy array or CPU torch tensor of int32, shape (batch, words) or
                 (words,), with words = ceil(vocab_size / 32); rows must be contiguous.
-            row: the row to fill.
+            row: the row to fill (0 <= row < batch).
 
         The matcher remembers the last array it filled (repeated fills of the same row skip
         re-validating it), which keeps that array alive and its size fixed while the matcher
         is alive.
 
         Raises:
-            ValueError: wrong dtype, shape or device.
+            ValueError: wrong dtype, shape, device or row.
         """
-        self._fill_into(self._dest(bitmask, row))
+        dest = self._dest(bitmask, row)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    return
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+            self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
 
-    def _dest(self, bitmask: Any, row: int) -> memoryview:
+    def _dest(self, bitmask: Any, row: int) -> Any:
         last = self._last_dest
         if last is not None and last[0] is bitmask and last[1] == row:
             return last[2]
         view = _row_view(bitmask, row, self.mask_words)
-        self._last_dest = (bitmask, row, view)
-        return view
-
-    def _fill_into(self, dest: memoryview) -> None:
-        core = self._live()
-        core.check(self._fill(self._handle, self._mask_ptr, self.mask_words), "fill_bitmask")
-        core.runtime.read_into(self._mask_ptr, dest)
+        dest = self._core.runtime.dest_for(view)
+        self._last_dest = (bitmask, row, dest, view)
+        return dest
 
     def consume_and_fill_bitmask(self, token: int, bitmask: Any, row: int = 0) -> bool:
         """Consume `token` and write the next mask, in one call into the core.
@@ -173,17 +215,27 @@ class Matcher:
             True when the token was accepted (and the mask written); False when the grammar
             refuses it (nothing changes).
         """
+        token = self._token(token)
         dest = self._dest(bitmask, row)
-        core = self._live()
-        if not 0 <= token < self.vocab_size:
-            raise _bad_token(token, self.vocab_size)
-        accepted = core.check(
-            self._consume_fill(self._handle, token, self._mask_ptr, self.mask_words), "consume"
-        )
-        if accepted:
-            self._tokens.append(token)
-            core.runtime.read_into(self._mask_ptr, dest)
-        return bool(accepted)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    accepted = core.matcher_consume_and_fill(self._handle, token, self.mask_words, dest)
+                    if accepted:
+                        self._tokens.append(token)
+                    return accepted
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+
+        def call(core: Core, handle: int) -> bool:
+            accepted = core.matcher_consume_and_fill(handle, token, self.mask_words, dest)
+            if accepted:
+                self._tokens.append(token)
+            return accepted
+
+        return self._run(call)
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -195,15 +247,29 @@ class Matcher:
             state is unchanged).
 
         Raises:
-            TokensieveError: `token` is not below `vocab_size`.
+            TokensieveError: `token` is not in 0..vocab_size-1.
+            TypeError: `token` is not an int.
         """
-        core = self._live()
-        if not 0 <= token < self.vocab_size:
-            raise _bad_token(token, self.vocab_size)
-        accepted = bool(core.check(self._consume(self._handle, token), "consume_token"))
-        if accepted:
-            self._tokens.append(token)
-        return accepted
+        token = self._token(token)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    accepted = core.matcher_consume_token(self._handle, token)
+                    if accepted:
+                        self._tokens.append(token)
+                    return accepted
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+
+        def call(core: Core, handle: int) -> bool:
+            accepted = core.matcher_consume_token(handle, token)
+            if accepted:
+                self._tokens.append(token)
+            return accepted
+
+        return self._run(call)
 
     def consume_tokens(self, tokens: Sequence[int]) -> bool:
         """Advance by several tokens, all or nothing.
@@ -211,75 +277,98 @@ class Matcher:
         Returns:
             True when all were consumed; False when one is refused (nothing is consumed).
         """
-        core = self._live()
-        n = len(tokens)
-        ptr = core.put_ids(tokens)
-        valid = core.check(core.f["ts_matcher_consume_tokens"](self._handle, ptr, n), "consume_tokens")
-        if valid == n:
-            self._tokens.extend(tokens)
-        return valid == n
+        ids = self._tokens_checked(tokens)
+
+        def call(core: Core, handle: int) -> bool:
+            if core.matcher_consume_tokens(handle, ids) != len(ids):
+                return False
+            self._tokens.extend(ids)
+            return True
+
+        return self._run(call)
 
     def validate_tokens(self, tokens: Sequence[int]) -> int:
         """How many of `tokens`, from the start, the grammar would accept; the state is unchanged."""
-        core = self._live()
-        ptr = core.put_ids(tokens)
-        return core.check(core.f["ts_matcher_validate_tokens"](self._handle, ptr, len(tokens)), "validate_tokens")
+        ids = self._tokens_checked(tokens)
+        return self._run(lambda core, handle: core.matcher_validate_tokens(handle, ids))
 
     def rollback(self, count: int) -> None:
         """Undo the last `count` consumed tokens (an EOS counts as one).
 
         Raises:
-            TokensieveError: fewer than `count` tokens were consumed.
+            TokensieveError: fewer than `count` tokens were consumed, or `count` is negative.
         """
+        count = _index(count, "count")
         if count < 0:
             raise TokensieveError(f"rollback takes a non-negative count, not {count}")
-        core = self._live()
-        core.check(core.f["ts_matcher_rollback"](self._handle, count), "rollback")
-        if count:
-            del self._tokens[-count:]
+
+        def call(core: Core, handle: int) -> None:
+            core.matcher_rollback(handle, count)
+            if count:
+                del self._tokens[-count:]
+
+        self._run(call)
 
     def reset(self) -> None:
-        """Go back to the start of the grammar."""
-        core = self._live()
-        core.check(core.f["ts_matcher_reset"](self._handle), "reset")
-        self._tokens.clear()
+        """Go back to the start of the grammar (a failed matcher becomes usable again)."""
+        with self._lock:
+            if self._failure is not None or self._core.poisoned:
+                self._failure = None
+                self._tokens.clear()
+                self._attach(*self._create(self._pool.replacement(self._core)))
+                return
+
+            def call(core: Core, handle: int) -> None:
+                core.matcher_reset(handle)
+                self._tokens.clear()
+
+            self._run(call)
 
     def fork(self) -> Matcher:
-        """An independent copy of this matcher at the same position (shares the compiled grammar)."""
-        core = self._live()
-        copy = object.__new__(Matcher)
-        copy.tokenizer = self.tokenizer
-        copy.grammar = self.grammar
-        copy.vocab_size = self.vocab_size
-        copy.mask_words = self.mask_words
-        copy._core = core
-        copy._handle = core.call_out("ts_matcher_fork", self._handle)
-        copy._tokens = list(self._tokens)
-        copy._init_buffers()
-        return copy
+        """An independent copy of this matcher at the same position, in the same core instance
+        (shares the compiled grammar)."""
+        with self._lock:
+            handle = self._run(lambda core, handle: core.matcher_fork(handle))
+            copy = object.__new__(Matcher)
+            copy.tokenizer = self.tokenizer
+            copy.grammar = self.grammar
+            copy.vocab_size = self.vocab_size
+            copy.mask_words = self.mask_words
+            copy._pool = self._pool
+            copy._lock = threading.RLock()
+            copy._tokens = list(self._tokens)
+            copy._failure = None
+            copy._last_dest = None
+            copy._finalizer = None
+            copy._attach(self._core, handle)
+            return copy
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def token_count(self) -> int:
         """Tokens consumed so far (EOS included)."""
-        core = self._live()
-        return core.check(core.f["ts_matcher_token_count"](self._handle))
+        return self._run(lambda core, handle: core.matcher_token_count(handle))
 
     @property
     def consumed_tokens(self) -> list[int]:
         """The tokens consumed so far, in order (EOS included); a copy."""
-        return list(self._tokens)
+        with self._lock:
+            return list(self._tokens)
 
     def is_accepting(self) -> bool:
         """True when the output may end here (EOS is allowed)."""
-        core = self._live()
-        return bool(core.check(core.f["ts_matcher_is_accepting"](self._handle)))
+        return self._run(lambda core, handle: core.matcher_is_accepting(handle))
 
     def is_stopped(self) -> bool:
-        """True when nothing but EOS can follow, or EOS was consumed."""
-        core = self._live()
-        return bool(core.check(core.f["ts_matcher_is_stopped"](self._handle), "is_stopped"))
+        """True when nothing but EOS can follow, or EOS was consumed.
+
+        Note for decoding loops: a stopped matcher still needs its EOS. A loop that stops
+        filling masks at `is_stopped()` without emitting EOS lets the model write anything next;
+        fill the mask once more (only EOS is allowed) or append EOS. XGrammar's
+        `is_terminated()` is true only after EOS was consumed.
+        """
+        return self._run(lambda core, handle: core.matcher_is_stopped(handle))
 
     def extension_allowed(self, prefix: bytes, suffix: bytes) -> bool:
         """After the bytes `prefix`, would the grammar allow a token strictly extending `suffix`?
@@ -287,14 +376,8 @@ class Matcher:
         The question fast-forward healing asks before turning forced bytes into tokens. Does
         not change the state; False when the grammar refuses `prefix` itself.
         """
-        core = self._live()
-        data = bytes(prefix) + bytes(suffix)
-        ptr, size = core.put_bytes(data)
-        try:
-            answer = core.f["ts_matcher_extension_allowed"](self._handle, ptr, len(prefix), ptr + len(prefix), len(suffix))
-            return bool(core.check(answer, "extension_allowed"))
-        finally:
-            core.free(ptr, size)
+        prefix, suffix = bytes(prefix), bytes(suffix)
+        return self._run(lambda core, handle: core.matcher_extension_allowed(handle, prefix, suffix))
 
     def heal_position(self, data: bytes, start: int = 0) -> int:
         """The earliest offset `i >= start` from which a token the grammar allows (after
@@ -302,20 +385,10 @@ class Matcher:
 
         Fast-forward healing's question in one call into the core. Does not change the state.
         """
-        core = self._live()
+        data = bytes(data)
         if not 0 <= start <= len(data):
             raise ValueError(f"start {start} is outside 0..{len(data)}")
-        if len(data) <= _FF_CHUNK_BYTES:
-            ptr, size, owned = self._ff_ptr, len(data), False
-            core.runtime.write(ptr, bytes(data))
-        else:
-            ptr, size = core.put_bytes(bytes(data))
-            owned = True
-        try:
-            return core.check(core.f["ts_matcher_heal_position"](self._handle, ptr, size, start), "heal_position")
-        finally:
-            if owned:
-                core.free(ptr, size)
+        return self._run(lambda core, handle: core.matcher_heal_position(handle, data, start))
 
     def validate_text(self, data: bytes) -> tuple[int, bytes]:
         """How far the grammar follows `data` from here, and what it forces after that.
@@ -327,20 +400,8 @@ class Matcher:
             (valid, forced): `data[:valid]` is the longest prefix the grammar allows; `forced`
             are the bytes it forces after that prefix (at most 4096).
         """
-        core = self._live()
         data = bytes(data)
-        ptr, size = core.put_bytes(data)
-        try:
-            valid = core.check(
-                core.f["ts_matcher_validate_text"](
-                    self._handle, ptr, size, self._ff_ptr, _FF_CHUNK_BYTES, core.out_ptr
-                ),
-                "validate_text",
-            )
-            forced = core.read(self._ff_ptr, core.out_i32())
-        finally:
-            core.free(ptr, size)
-        return valid, forced
+        return self._run(lambda core, handle: core.matcher_validate_text(handle, data))
 
     def fill_draft_masks(self, tokens: Sequence[int], bitmask: Any = None) -> tuple[int, Any]:
         """The masks at every position of a draft, from one call into the core.
@@ -357,28 +418,20 @@ class Matcher:
         Returns:
             (valid, masks): `valid` draft tokens are accepted; rows 0..valid are written.
         """
-        core = self._live()
-        ids = [int(t) for t in tokens]
-        for t in ids:
-            if not 0 <= t < self.vocab_size:
-                raise _bad_token(t, self.vocab_size)
+        ids = self._tokens_checked(tokens)
         words = self.mask_words
-        rows = len(ids) + 1
-        size = rows * words * 4
-        out_ptr = core.alloc(size)
-        try:
-            ids_ptr = core.put_ids(ids)
-            valid = core.check(
-                core.f["ts_matcher_fill_draft_masks"](self._handle, ids_ptr, len(ids), out_ptr, words),
-                "fill_draft_masks",
-            )
-            if bitmask is None:
-                bitmask = _new_masks(rows, words)
-            for row in range(valid + 1):
-                dest = _row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else _row_view(bitmask, row, words)
-                core.runtime.read_into(out_ptr + row * words * 4, dest)
-        finally:
-            core.free(out_ptr, size)
+        if bitmask is None:
+            bitmask = _new_masks(len(ids) + 1, words)
+        keep: list[Any] = []
+
+        def dest_row(core: Core, row: int) -> Any:
+            view = _row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else _row_view(bitmask, row, words)
+            keep.append(view)
+            return core.runtime.dest_for(view)
+
+        valid = self._run(
+            lambda core, handle: core.matcher_fill_draft_masks(handle, ids, words, lambda row: dest_row(core, row))
+        )
         return valid, bitmask
 
     def compute_ff_bytes(self) -> bytes:
@@ -386,12 +439,7 @@ class Matcher:
 
         Does not change the state. Empty when there is a choice (or the output may end here).
         """
-        core = self._live()
-        n = core.check(
-            core.f["ts_matcher_compute_ff_bytes"](self._handle, self._ff_ptr, _FF_CHUNK_BYTES),
-            "compute_ff_bytes",
-        )
-        return core.read(self._ff_ptr, n)
+        return self._run(lambda core, handle: core.matcher_compute_ff_bytes(handle))
 
     def compute_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
         """The tokens the grammar forces next, healed to be canonical (see `_fastforward`).
@@ -406,43 +454,43 @@ class Matcher:
         """
         from ._fastforward import compute_ff_tokens
 
-        if context_tokens is None:
-            context_tokens = self._tokens[-lookback - 1 :]
-        return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
+        with self._lock:
+            if context_tokens is None:
+                context_tokens = self._tokens[-lookback - 1 :]
+            return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
 
     def consume_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
         """Consume the tokens `compute_ff_tokens` returns, and return them."""
-        tokens = self.compute_ff_tokens(lookback=lookback, context_tokens=context_tokens)
-        if tokens and not self.consume_tokens(tokens):
-            raise TokensieveError(
-                f"internal: the grammar refused its own forced tokens {tokens!r}; please report this with the grammar"
-            )
-        return tokens
+        with self._lock:
+            tokens = self.compute_ff_tokens(lookback=lookback, context_tokens=context_tokens)
+            if tokens and not self.consume_tokens(tokens):
+                raise TokensieveError(
+                    f"internal: the grammar refused its own forced tokens {tokens!r}; please report this with the grammar"
+                )
+            return tokens
+
+    # -- arguments -------------------------------------------------------------------------
+
+    def _token(self, token: Any) -> int:
+        value = token if type(token) is int else _index(token, "token id")
+        if not 0 <= value < self.vocab_size:
+            raise _bad_token(value, self.vocab_size)
+        return value
+
+    def _tokens_checked(self, tokens: Sequence[int]) -> list[int]:
+        if isinstance(tokens, (str, bytes)):
+            raise TypeError(f"token ids must be a sequence of ints, not {type(tokens).__name__}")
+        return [self._token(t) for t in tokens]
 
 
-def token_has_extension(tokenizer: Tokenizer, data: bytes) -> bool:
-    """Does some token of `tokenizer` strictly extend `data`? Answered by the core's trie."""
-    core = default_core()
-    handle = tokenizer_handle(core, tokenizer)
-    ptr, size = core.put_bytes(bytes(data))
+def _index(value: Any, what: str) -> int:
+    """`value` as an int: ints and numpy integers, not bools, floats or strings."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not a bool")
     try:
-        return bool(core.check(core.f["ts_tokenizer_has_extension"](handle, ptr, size), "has_extension"))
-    finally:
-        core.free(ptr, size)
-
-
-def token_heal_position(tokenizer: Tokenizer, data: bytes, start: int = 0) -> int:
-    """The earliest offset `i >= start` such that some token strictly extends `data[i:]`;
-    `len(data)` when none (`tokenize_partial`'s healing, one call into the core)."""
-    if not 0 <= start <= len(data):
-        raise ValueError(f"start {start} is outside 0..{len(data)}")
-    core = default_core()
-    handle = tokenizer_handle(core, tokenizer)
-    ptr, size = core.put_bytes(bytes(data))
-    try:
-        return core.check(core.f["ts_tokenizer_heal_position"](handle, ptr, size, start), "heal_position")
-    finally:
-        core.free(ptr, size)
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
 
 
 def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
@@ -460,6 +508,16 @@ def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
     return ids
 
 
+def _new_row(words: int) -> Any:
+    try:
+        import numpy as np
+    except ImportError:
+        import array
+
+        return array.array("i", bytes(words * 4))
+    return np.empty(words, dtype=np.int32)
+
+
 def _new_masks(rows: int, words: int) -> Any:
     """A zeroed (rows, words) int32 array: numpy when importable, else rows of `array.array`."""
     try:
@@ -475,8 +533,11 @@ def _bad_token(token: int, vocab_size: int) -> TokensieveError:
     return TokensieveError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
 
 
-def _row_view(bitmask: Any, row: int, words: int) -> memoryview:
+def _row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     """A writable byte view of one contiguous int32 row of a numpy array or CPU torch tensor."""
+    row = _index(row, "row")
+    if row < 0:
+        raise ValueError(f"row must be >= 0, not {row}")
     module = type(bitmask).__module__
     if module.startswith("torch"):
         if bitmask.device.type != "cpu":
@@ -494,14 +555,20 @@ def _row_view(bitmask: Any, row: int, words: int) -> memoryview:
         target = view.cast("B")
         if target.nbytes % (words * 4):
             raise ValueError(f"the bitmask buffer's size is not a multiple of {words} int32 words")
+        if (row + 1) * words * 4 > target.nbytes:
+            raise ValueError(f"row {row} is outside the bitmask's {target.nbytes // (words * 4)} rows")
         return target[row * words * 4 : (row + 1) * words * 4]
     if str(dtype) != "int32":
         raise ValueError(f"fill_bitmask needs an int32 array, got {dtype}")
-    if shape[-1] != words:
-        raise ValueError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
-    target_row = bitmask[row] if len(shape) == 2 else bitmask
     if len(shape) not in (1, 2):
         raise ValueError(f"fill_bitmask needs a 1-D or 2-D array, got shape {tuple(shape)}")
-    if not target_row.flags["C_CONTIGUOUS"]:
-        raise ValueError("the bitmask row must be contiguous")
+    if shape[-1] != words:
+        raise ValueError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
+    if len(shape) == 2 and row >= shape[0]:
+        raise ValueError(f"row {row} is outside the bitmask's {shape[0]} rows")
+    if len(shape) == 1 and row != 0:
+        raise ValueError(f"a 1-D bitmask has only row 0, not {row}")
+    target_row = bitmask[row] if len(shape) == 2 else bitmask
+    if not target_row.flags["C_CONTIGUOUS"] or not target_row.flags["WRITEABLE"]:
+        raise ValueError("the bitmask row must be contiguous and writable")
     return memoryview(target_row).cast("B")

@@ -83,6 +83,7 @@ import json
 import os
 import re
 import sys
+import threading
 import unicodedata
 import zlib
 from array import array
@@ -506,6 +507,9 @@ class Tokenizer:
         "_encoders",
         "_byte_token_ids",
         "_space",
+        "_widened",
+        "_core_handles",
+        "_lock",
         "__weakref__",
     )
 
@@ -540,6 +544,10 @@ class Tokenizer:
         self._encoders: dict[str, _Encoder] = {}
         self._byte_token_ids: dict[int, int] | None = None
         self._space = space
+        # Widened copies by width (`with_vocab_size`), and the trie's handle per core instance.
+        self._widened: dict[int, Tokenizer] = {}
+        self._core_handles: Any = None
+        self._lock = threading.Lock()
 
     # -- construction ------------------------------------------------------------------
 
@@ -992,6 +1000,15 @@ class Tokenizer:
         size = _checked_vocab_size(vocab_size, len(self._token_bytes))
         if size == self._vocab_size:
             return self
+        # One widened tokenizer per width: its trie is built once per core instance and then
+        # shared by every matcher at that width (each new one used to rebuild it, 0.1 s each).
+        with self._lock:
+            found = self._widened.get(size)
+            if found is None:
+                found = self._widened[size] = self._widen(size)
+        return found
+
+    def _widen(self, size: int) -> Tokenizer:
         kinds = bytearray(self._kinds[: len(self._token_bytes)])
         kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
         other = Tokenizer(

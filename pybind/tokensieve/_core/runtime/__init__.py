@@ -29,7 +29,7 @@ import sys
 from importlib import resources
 from typing import Callable, Protocol, Union
 
-from .._errors import TokensieveError
+from ..._errors import TokensieveError
 
 __all__ = [
     "Runtime",
@@ -71,11 +71,14 @@ class Runtime(Protocol):
         """True once the module trapped; every later call raises `CoreTrap`."""
         ...
 
-    def func(self, name: str) -> Callable[..., int]:
+    def func(self, name: str, *, slow: bool = False, trusted: bool = False) -> Callable[..., int]:
         """Return a fast callable for the export `name`.
 
         Args:
             name: export name, e.g. `"ts_matcher_fill_bitmask"`.
+            slow: a construction call, allowed past the per-call deadline (up to 30 s).
+            trusted: the caller serializes calls on this runtime and passes in-range ints, so
+                the callable may skip its own lock and checks.
 
         Returns:
             A callable taking ints in -2**31 .. 2**32-1 and returning the i32 result
@@ -111,6 +114,18 @@ class Runtime(Protocol):
         """
         ...
 
+    def dest_for(self, view: memoryview) -> object:
+        """Prepare a writable C-contiguous buffer as a target of `copy_to`.
+
+        The caller keeps `view` alive as long as it uses the result.
+        """
+        ...
+
+    def copy_to(self, ptr: int, dest: object) -> None:
+        """Copy the prepared target's size in bytes at `ptr` into it (one copy, no new
+        objects: the step path's copy of a mask)."""
+        ...
+
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`."""
         ...
@@ -122,6 +137,11 @@ class Runtime(Protocol):
     def memory_size_bytes(self) -> int:
         """Current size of linear memory in bytes."""
         ...
+
+
+def default_variant() -> str:
+    """The variant `$TOKENSIEVE_WASM_VARIANT` asks for (default `"release"`)."""
+    return _resolve_variant(None)
 
 
 def wasm_file_name(variant: str) -> str:
@@ -166,8 +186,7 @@ def read_wasm_bytes(variant: str | None = None) -> bytes:
     """
     variant = _resolve_variant(variant)
     file_name = wasm_file_name(variant)
-    package = __name__.rpartition(".")[0]
-    resource = resources.files(package) / "_wasm" / file_name
+    resource = resources.files("tokensieve") / "_wasm" / file_name
     try:
         return resource.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
@@ -257,11 +276,11 @@ def load_runtime(
                     f"{option}= is only supported by the wasmtime backend; under "
                     f"Pyodide leave it unset (the browser's engine has no such hook)"
                 )
-        from ._pyodide import PyodideRuntime
+        from .pyodide_backend import PyodideRuntime
 
         return PyodideRuntime(module_bytes)
 
-    from ._wasmtime import WasmtimeRuntime
+    from .wasmtime_backend import WasmtimeRuntime
 
     return WasmtimeRuntime(
         module_bytes,

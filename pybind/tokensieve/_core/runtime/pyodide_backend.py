@@ -27,7 +27,7 @@ from typing import Any, Callable, Final
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException  # type: ignore[import-not-found]
 
-from .._errors import CoreTrap, TokensieveError
+from ..._errors import CoreTrap, TokensieveError
 
 __all__ = ["PyodideRuntime"]
 
@@ -69,10 +69,12 @@ class _CallState:
 
     def poisoned_error(self, name: str) -> CoreTrap:
         """Build the error for a call on a poisoned runtime."""
-        return CoreTrap(
+        error = CoreTrap(
             f"cannot call {name}: this runtime is poisoned by an earlier failure "
             f"({self.poison_reason}); create a new runtime (a new Matcher)"
         )
+        error.instance_retired = True  # raised before entering the module: not this call's doing
+        return error
 
 
 class PyodideRuntime:
@@ -145,7 +147,7 @@ class PyodideRuntime:
 
     # --- calls ------------------------------------------------------------------
 
-    def func(self, name: str) -> Callable[..., int]:
+    def func(self, name: str, *, slow: bool = False, trusted: bool = False) -> Callable[..., int]:
         """Return a callable for the export `name` (cached per name).
 
         The callable takes ints in -2**31 .. 2**32-1 and returns the i32 result as a
@@ -252,6 +254,14 @@ class PyodideRuntime:
         view = self._view(ptr, target.nbytes)
         if target.nbytes:
             view.assign_to(target)
+
+    def dest_for(self, view: memoryview) -> Any:
+        """Prepare a writable buffer as a target of `copy_to` (here, the view itself)."""
+        return _byte_view(view)
+
+    def copy_to(self, ptr: int, dest: Any) -> None:
+        """Copy `dest.nbytes` bytes at `ptr` into a target prepared by `dest_for`."""
+        self.read_into(ptr, dest)
 
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`.

@@ -52,7 +52,7 @@ from typing import Any, Callable, Final, NoReturn
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from .._errors import CoreTrap, LimitError, TokensieveError
+from ..._errors import CoreTrap, LimitError, TokensieveError
 
 __all__ = [
     "WasmtimeRuntime",
@@ -70,6 +70,9 @@ _I32_MIN: Final = -(1 << 31)
 _U32_MAX: Final = (1 << 32) - 1
 _U32_MASK: Final = 0xFFFF_FFFF
 _EPOCH_TICK_S: Final = 0.01
+# Construction calls (a 128k-token trie, a large grammar) may run this long whatever the
+# per-call deadline: their work is bounded by their input, not by a decoding step.
+_SLOW_CALL_TICKS: Final = int(30 / _EPOCH_TICK_S)
 _CACHE_MAGIC: Final = b"TSCWASM\x01"
 _CACHE_HEADER_SIZE_BYTES: Final = len(_CACHE_MAGIC) + 32
 
@@ -97,6 +100,8 @@ _set_epoch_deadline = ctypes.CFUNCTYPE(None, _c_void_p, ctypes.c_uint64)(
     ("wasmtime_context_set_epoch_deadline", ffi.dll)
 )
 _RAW_SIZE_BYTES: Final = ctypes.sizeof(ffi.wasmtime_val_raw_t)
+# On 64-bit hosts the engine reserves 4 GiB per memory so it never moves (see `_engine`).
+_FIXED_MEMORY: Final = sys.maxsize > 2**32
 _RAW_STRIDE_WORDS: Final = _RAW_SIZE_BYTES // 4
 assert _RAW_SIZE_BYTES % 4 == 0, "wasmtime_val_raw_t is a whole number of i32 words"
 
@@ -121,6 +126,7 @@ class _EngineOptions:
                 "simd=1",
                 f"fuel={int(self.fuel)}",
                 f"epoch={int(self.epoch)}",
+                f"fixed_memory={int(_FIXED_MEMORY)}",
                 f"target={sys.platform}-{platform.machine()}",
             ]
         )
@@ -129,6 +135,7 @@ class _EngineOptions:
 _engines: dict[_EngineOptions, wasmtime.Engine] = {}
 _modules: dict[str, wasmtime.Module] = {}
 _stores: "weakref.WeakSet[wasmtime.Store]" = weakref.WeakSet()
+_states: "weakref.WeakSet[_StoreState]" = weakref.WeakSet()
 
 
 @atexit.register
@@ -138,7 +145,15 @@ def _close_at_exit() -> None:
     wasmtime-py frees its objects in `__del__`, which fails noisily once the interpreter has
     started tearing down modules; closing stores, then modules, then engines here, while
     everything still works, leaves nothing for `__del__` to do.
+
+    Every runtime is marked closed first, so a finalizer that runs after this hook (atexit
+    hooks run in reverse order of registration, and importing torch registers
+    `weakref.finalize`'s hook before this one) finds a poisoned runtime and skips its call
+    instead of entering a closed store, which crashed the process at exit.
     """
+    for state in list(_states):
+        state.poisoned = True
+        state.poison_reason = "the interpreter is exiting"
     for store in list(_stores):
         store.close()
     for module in _modules.values():
@@ -164,6 +179,11 @@ def _engine(options: _EngineOptions) -> wasmtime.Engine:
             config.wasm_simd = True
             config.consume_fuel = options.fuel
             config.epoch_interruption = options.epoch
+            if _FIXED_MEMORY:
+                # Reserve the whole wasm32 space up front: linear memory never moves, so its
+                # host address is read once and every copy of a mask is one memmove.
+                config.memory_reservation = 1 << 32
+                config.memory_may_move = False
             engine = wasmtime.Engine(config)
             _engines[options] = engine
         return engine
@@ -332,8 +352,11 @@ class _StoreState:
         "context_address",
         "lock",
         "prepare_call",
+        "prepare_slow_call",
+        "refresh_at",
         "poisoned",
         "poison_reason",
+        "__weakref__",
     )
 
     def __init__(
@@ -350,16 +373,39 @@ class _StoreState:
         self.poisoned = False
         self.poison_reason = ""
         self.prepare_call: Callable[[], None] | None = None
+        self.prepare_slow_call: Callable[[], None] | None = None
         if fuel_per_call is not None or epoch_deadline_ticks is not None:
             context = self.context_address
+
+            # The deadline is `now + ticks` when set. Setting it costs a C call, so it is
+            # refreshed only once half of it has passed: a call then starts with at least half
+            # the deadline ahead of it, at most all of it. A slow call's longer deadline is
+            # always replaced before the next ordinary call.
+            state = self
+            refresh_s = None if epoch_deadline_ticks is None else epoch_deadline_ticks * _EPOCH_TICK_S / 2
+            self.refresh_at = 0.0
+            monotonic = time.monotonic
 
             def prepare_call() -> None:
                 if fuel_per_call is not None:
                     _set_fuel(context, fuel_per_call)
                 if epoch_deadline_ticks is not None:
-                    _set_epoch_deadline(context, epoch_deadline_ticks)
+                    now = monotonic()
+                    if now >= state.refresh_at:
+                        _set_epoch_deadline(context, epoch_deadline_ticks)
+                        state.refresh_at = now + refresh_s
+
+            slow_ticks = None if epoch_deadline_ticks is None else max(epoch_deadline_ticks, _SLOW_CALL_TICKS)
+
+            def prepare_slow_call() -> None:
+                if fuel_per_call is not None:
+                    _set_fuel(context, fuel_per_call)
+                if slow_ticks is not None:
+                    _set_epoch_deadline(context, slow_ticks)
+                    state.refresh_at = 0.0
 
             self.prepare_call = prepare_call
+            self.prepare_slow_call = prepare_slow_call
 
     def raise_failure(
         self, name: str, error: int | None, trap: ctypes.c_void_p
@@ -390,10 +436,12 @@ class _StoreState:
 
     def poisoned_error(self, name: str) -> CoreTrap:
         """Build the error for a call on a poisoned runtime."""
-        return CoreTrap(
+        error = CoreTrap(
             f"cannot call {name}: this runtime is poisoned by an earlier failure "
             f"({self.poison_reason}); create a new runtime (a new Matcher)"
         )
+        error.instance_retired = True  # raised before entering the module: not this call's doing
+        return error
 
 
 class WasmtimeRuntime:
@@ -483,6 +531,7 @@ class WasmtimeRuntime:
         _stores.add(store)
         store.set_limits(memory_size=memory_limit_bytes)
         self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks)
+        _states.add(state)
         if state.prepare_call is not None:
             state.prepare_call()
         try:
@@ -512,6 +561,10 @@ class WasmtimeRuntime:
             raise TokensieveError("the WebAssembly module exports no linear memory")
         self._memory = memory
         self._memory_address = ctypes.addressof(memory._memory)
+        # Linear memory only grows; a size read once is a lower bound for bounds checks, and
+        # with a fixed reservation the base address never changes.
+        self._known_size = 0
+        self._base = 0
 
     @property
     def poisoned(self) -> bool:
@@ -552,8 +605,13 @@ class WasmtimeRuntime:
             )
         return export, len(params), len(results)
 
-    def func(self, name: str) -> Callable[..., int]:
+    def func(self, name: str, *, slow: bool = False, trusted: bool = False) -> Callable[..., int]:
         """Return a fast callable for the export `name` (cached per name).
+
+        With `slow`, the call may run past the per-call deadline, up to 30 s (construction:
+        building a trie, compiling a grammar). A `trusted` callable skips the runtime's lock
+        and argument checks (about 0.3 µs): for a caller that serializes calls on this
+        runtime itself and passes in-range ints (the binding's step path).
 
         The callable takes ints in -2**31 .. 2**32-1 and returns the i32 result as a
         signed int (0 if the export has no result). Cost: about 1 µs; the GIL is
@@ -568,12 +626,14 @@ class WasmtimeRuntime:
         Raises:
             TokensieveError: no such export, or its signature is not all-i32.
         """
-        existing = self._callables.get(name)
+        key = f"{name}/slow={slow}/trusted={trusted}"
+        existing = self._callables.get(key)
         if existing is not None:
             return existing
         func, param_count, result_count = self._export_func(name)
-        callable_ = _fast_callable(self._state, name, func, param_count, result_count)
-        self._callables[name] = callable_
+        prepare = self._state.prepare_slow_call if slow else self._state.prepare_call
+        callable_ = _fast_callable(self._state, name, func, param_count, result_count, prepare, trusted)
+        self._callables[key] = callable_
         return callable_
 
     def checked_func(self, name: str) -> Callable[..., int]:
@@ -620,11 +680,13 @@ class WasmtimeRuntime:
         """Return the host address of [ptr, ptr+size) in linear memory, bounds-checked.
 
         Must be called with the lock held; the address is valid only until the next
-        call into the module (memory may move when it grows).
+        call into the module (memory may move when it grows, unless it is fixed).
         """
         if not _I32_MIN <= ptr <= _U32_MAX or size < 0:
             raise IndexError(f"bad linear memory range: ptr={ptr}, size={size}")
         start = ptr & _U32_MASK
+        if _FIXED_MEMORY and self._base and start + size <= self._known_size:
+            return self._base + start
         context, memory = self._state.context_address, self._memory_address
         memory_size = _memory_data_size(context, memory)
         if start + size > memory_size:
@@ -634,6 +696,8 @@ class WasmtimeRuntime:
                 f"report it"
             )
         base = _memory_data(context, memory) or 0
+        self._known_size = memory_size
+        self._base = base
         return base + start
 
     def read(self, ptr: int, size: int) -> bytes:
@@ -703,6 +767,25 @@ class WasmtimeRuntime:
             if target is not None:
                 ctypes.memmove(target, address, size)
 
+    def dest_for(self, view: memoryview) -> Any:
+        """Prepare a writable C-contiguous buffer as a target of `copy_to` (its host address).
+
+        The caller keeps `view` (and what it views) alive as long as it uses the result.
+        """
+        target = _byte_view(view)
+        if target.readonly:
+            raise TypeError("copy_to needs a writable buffer, got a read-only one")
+        size = target.nbytes
+        holder = (ctypes.c_char * size).from_buffer(target) if size else None
+        return (ctypes.addressof(holder) if holder is not None else 0, size, holder)
+
+    def copy_to(self, ptr: int, dest: Any) -> None:
+        """Copy `dest`'s size in bytes at `ptr` into a target prepared by `dest_for`: one
+        memmove, no new objects (the step path's copy of a mask)."""
+        address, size, _ = dest
+        if size:
+            ctypes.memmove(address, self._address(ptr, size), size)
+
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`.
 
@@ -730,11 +813,15 @@ def _fast_callable(
     func: wasmtime.Func,
     param_count: int,
     result_count: int,
+    prepare: Callable[[], None] | None,
+    trusted: bool = False,
 ) -> Callable[..., int]:
     """Build the closure that calls `func` through `wasmtime_func_call_unchecked`.
 
     Sound only because the caller checked that `func` belongs to `state.store` and
-    is (i32 x param_count) -> (i32 x result_count), with result_count <= 1.
+    is (i32 x param_count) -> (i32 x result_count), with result_count <= 1. A `trusted`
+    closure skips the lock and the argument checks: its caller holds its own lock for the
+    instance and passes exactly `param_count` ints in range.
     """
     slot_count = max(param_count, result_count, 1)
     raw = (ffi.wasmtime_val_raw_t * slot_count)()
@@ -749,8 +836,26 @@ def _fast_callable(
     trap_address = ctypes.addressof(trap)
     has_result = result_count == 1
     lock = state.lock
-    prepare = state.prepare_call
     call = _call_unchecked
+
+    if trusted:
+        offsets = [i * stride for i in range(param_count)]
+
+        def call_trusted(*args: int) -> int:
+            if state.poisoned:
+                raise state.poisoned_error(name)
+            for offset, value in zip(offsets, args):
+                words[offset] = value
+            if prepare is not None:
+                prepare()
+            error = call(context, func_address, raw_address, slot_count, trap_address)
+            if error is not None or trap.value is not None:
+                state.raise_failure(name, error, trap)
+            return words[0] if has_result else 0
+
+        call_trusted.__name__ = name
+        setattr(call_trusted, "_keep_alive", (state, func, raw, words, trap))
+        return call_trusted
 
     def call_export(*args: int) -> int:
         if state.poisoned:
@@ -786,14 +891,15 @@ def _error_for(name: str, message: str, code: Any) -> Exception:
     """Build the exception for a failed call (LimitError for fuel / deadline)."""
     if code == wasmtime.TrapCode.OUT_OF_FUEL:
         return LimitError(
-            f"{name} ran out of fuel (fuel_per_call is too small for this grammar or "
-            f"input); raise fuel_per_call or simplify the grammar. The runtime is now "
-            f"unusable; create a new one"
+            f"{name} ran out of fuel (CoreOptions.fuel_per_call is too small for this grammar or "
+            f"input); raise it or simplify the grammar. This core instance is retired",
+            limit="fuel",
         )
     if code == wasmtime.TrapCode.INTERRUPT:
         return LimitError(
-            f"{name} ran past its deadline (epoch_deadline_s); raise epoch_deadline_s "
-            f"or simplify the grammar. The runtime is now unusable; create a new one"
+            f"{name} ran past its deadline (CoreOptions.deadline_s); raise it or simplify "
+            f"the grammar. This core instance is retired",
+            limit="deadline",
         )
     return CoreTrap(
         f"the WebAssembly core trapped in {name} ({_trap_summary(message)}); this is "

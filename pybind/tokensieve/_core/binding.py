@@ -1,0 +1,459 @@
+"""The binding: one core instance and its exports as typed methods.
+
+This is the only module that knows the core's export names, its status codes and how its
+errors are decoded (`wasm/ABI.md` is the contract). Everything above it calls methods such as
+`Core.matcher_fill_bitmask(handle, words, dest)` and gets Python values or exceptions.
+
+Why it is shaped this way:
+
+- **One lock per instance, held for a whole method.** A method is often several calls into
+  the module: write the arguments into linear memory, call the export, read the status, read
+  the error text or an out-value. Holding the instance's lock across the sequence is what
+  makes the methods atomic: two threads creating matchers at once can never read each
+  other's handle from the shared out-pointer (they once could). The wasmtime calls release
+  the GIL, so threads working on *different* instances run at the same time.
+- **Statuses come from the module itself.** The core's manifest (generated from its enums)
+  names every status and limit kind; the binding reads it at load and checks the version.
+- **Structured errors.** A failing export leaves its status, message, byte position, limit
+  kind and lexeme index in the module; the binding turns them into `GrammarError` (with the
+  lexeme index for the front-end to name), `LimitError` (with the limit's name) or
+  `TokensieveError`. No message text is parsed.
+- **Scratch buffers per instance.** Calls on one instance are serialized, so one id buffer, one
+  byte buffer and one mask buffer per width serve every matcher of the instance; a matcher
+  costs the core nothing in the host's buffers.
+- **Frees from finalizers are deferred.** A finalizer may run in any thread at any allocation,
+  including inside one of this instance's locked methods; taking the lock there would
+  deadlock. So `free_later` only queues the handle (a deque append is atomic) and the next
+  method drains the queue under the lock.
+- **Poisoning.** A trap or deadline poisons the runtime (`poisoned`); later calls raise
+  `CoreTrap` without entering the module. The pool replaces the instance (see `pool.py`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import deque
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any, Callable, Final
+
+from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
+from .runtime import Runtime
+
+ABI_VERSION: Final = 4
+
+# The statuses the binding acts on, by their manifest names (their numbers come from the
+# module's manifest, generated from `Status` in core/src/abi.zig).
+_STATUS_NAMES: Final = (
+    "ok", "invalid_handle", "out_of_memory", "grammar_error", "limit_exceeded",
+    "invalid_token", "invalid_argument", "matcher_failed", "internal",
+)
+
+# `LimitField` order of `ts_grammar_new_ir`'s limit values, with the `Limits` attribute each
+# comes from.
+LIMIT_FIELDS: Final = (
+    ("fuel_step_max", "step_fuel_max"),
+    ("state_count_max", "dfa_state_count_max"),
+    ("expr_count_max", "expression_count_max"),
+    ("row_item_count_max", "parser_row_items_max"),
+    ("step_item_count_max", "parser_step_items_max"),
+    ("token_history_max", "token_history_max"),
+    ("fuel_compile_max", "compile_fuel_max"),
+)
+
+_EXPORTS: Final = (
+    "ts_abi_version", "ts_manifest_ptr", "ts_manifest_len",
+    "ts_error_message_ptr", "ts_error_message_len", "ts_error_position", "ts_error_limit",
+    "ts_error_lexeme", "ts_alloc", "ts_free",
+    "ts_tokenizer_new", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
+    "ts_tokenizer_heal_position",
+    "ts_grammar_new_ir", "ts_grammar_free",
+    "ts_matcher_new", "ts_matcher_free", "ts_matcher_fork", "ts_matcher_reset",
+    "ts_matcher_fill_bitmask", "ts_matcher_consume_token", "ts_matcher_consume_tokens",
+    "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
+    "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
+    "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_trap",
+)
+
+# Construction: bounded by its input, allowed past the per-call deadline.
+_SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir"})
+
+_FF_CHUNK_BYTES: Final = 4096
+_serial = itertools.count(1)
+
+
+class Core:
+    """One instance of the core module, its exports as typed methods.
+
+    Every method is atomic (the instance's lock is held throughout) and raises on a failing
+    status: `GrammarError`, `LimitError` (`.limit` names the limit), `CoreTrap` (the
+    instance trapped or is poisoned), `TokensieveError` (a bad argument or handle).
+
+    Attributes:
+        serial: a process-wide number of this instance (diagnostics, tests).
+        options: the options it was created with (a `CoreOptions`), kept for its replacement.
+        matcher_count: live matchers placed on it (the pool places new ones by it).
+    """
+
+    def __init__(self, runtime: Runtime, options: Any = None) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.serial = next(_serial)
+        self.lock = threading.Lock()
+        self.matcher_count = 0
+        self._pending_frees: deque[tuple[str, int]] = deque()
+        f = {name: runtime.func(name, slow=name in _SLOW_EXPORTS) for name in _EXPORTS}
+        self._f = f
+        version = f["ts_abi_version"]()
+        if version != ABI_VERSION:
+            raise TokensieveError(
+                f"the WASM core speaks ABI version {version}, this package expects {ABI_VERSION}; "
+                "reinstall tokensieve so the module and the Python code match"
+            )
+        manifest = json.loads(runtime.read(f["ts_manifest_ptr"](), f["ts_manifest_len"]()))
+        status = manifest["status"]
+        missing = [name for name in _STATUS_NAMES if name not in status]
+        if missing:
+            raise TokensieveError(f"the WASM core's manifest lacks the statuses {missing}; reinstall tokensieve")
+        self._status_name = {value: name for name, value in status.items()}
+        self._limit_name = {value: name for name, value in manifest["limit_kind"].items()}
+        if list(manifest["limit_field"]) != [name for name, _ in LIMIT_FIELDS]:
+            raise TokensieveError("the WASM core's limit fields differ from this package's; reinstall tokensieve")
+        # Scratch: an out-value area, a growable id/byte buffer, the forced-bytes buffer and one
+        # mask buffer per width.
+        self._out = self._alloc(16)
+        self._scratch_ptr = 0
+        self._scratch_bytes = 0
+        self._ff_ptr = self._alloc(_FF_CHUNK_BYTES)
+        self._masks: dict[int, int] = {}
+        # Bound calls of the step path.
+        # The step path's calls, without the runtime's own lock (this instance's lock is held).
+        self._fill = runtime.func("ts_matcher_fill_bitmask", trusted=True)
+        self._consume = runtime.func("ts_matcher_consume_token", trusted=True)
+        self._consume_fill = runtime.func("ts_matcher_consume_and_fill", trusted=True)
+        self._copy_to = runtime.copy_to
+
+    def __repr__(self) -> str:
+        state = "poisoned" if self.poisoned else "live"
+        return f"<Core #{self.serial} {self.runtime.name} {state}, {self.matcher_count} matchers>"
+
+    @property
+    def poisoned(self) -> bool:
+        """True once the instance trapped, ran past a deadline or fuel, or the process exits."""
+        return bool(self.runtime.poisoned)
+
+    # -- memory (lock held) ----------------------------------------------------------------
+
+    def _alloc(self, size: int) -> int:
+        ptr = self._f["ts_alloc"](size)
+        if ptr == 0:
+            raise LimitError(
+                f"the WASM core is out of memory (allocating {size} bytes); raise "
+                "CoreOptions.memory_limit_bytes or use fewer grammars per instance",
+                limit="memory",
+            )
+        return ptr & 0xFFFFFFFF
+
+    def _free(self, ptr: int, size: int) -> None:
+        if not self.poisoned:
+            self._f["ts_free"](ptr, size)
+
+    def _scratch(self, size: int) -> int:
+        """The instance's reusable input buffer, grown to at least `size` bytes."""
+        if size > self._scratch_bytes:
+            if self._scratch_ptr:
+                self._f["ts_free"](self._scratch_ptr, self._scratch_bytes)
+                self._scratch_ptr = self._scratch_bytes = 0
+            capacity = max(256, 1 << (size - 1).bit_length())
+            self._scratch_ptr = self._alloc(capacity)
+            self._scratch_bytes = capacity
+        return self._scratch_ptr
+
+    def _put_bytes(self, data: bytes) -> int:
+        ptr = self._scratch(len(data))
+        if data:
+            self.runtime.write(ptr, data)
+        return ptr
+
+    def _put_ids(self, ids: Sequence[int]) -> int:
+        n = len(ids)
+        ptr = self._scratch(4 * n)
+        if n:
+            self.runtime.write(ptr, struct.pack(f"<{n}I", *ids))
+        return ptr
+
+    def _mask_buffer(self, words: int) -> int:
+        ptr = self._masks.get(words)
+        if ptr is None:
+            ptr = self._masks[words] = self._alloc(4 * words)
+        return ptr
+
+    def _out_i32(self, index: int = 0) -> int:
+        return self.runtime.read_i32(self._out + 4 * index)
+
+    # -- statuses (lock held) ---------------------------------------------------------------
+
+    def _check(self, status: int, what: str) -> int:
+        """`status` when it is not an error; otherwise raise what the module says."""
+        if status >= 0:
+            return status
+        f = self._f
+        text = self.runtime.read(f["ts_error_message_ptr"](), f["ts_error_message_len"]()).decode("utf-8", "replace")
+        name = self._status_name.get(status, "internal")
+        if name == "grammar_error":
+            position = f["ts_error_position"]()
+            lexeme = f["ts_error_lexeme"]()
+            raise GrammarError(text, position=position if position >= 0 else None, lexeme=lexeme if lexeme >= 0 else None)
+        if name in ("limit_exceeded", "matcher_failed"):
+            raise LimitError(f"{what}: {text}", limit=self._limit_name.get(f["ts_error_limit"]()))
+        if name == "out_of_memory":
+            raise LimitError(
+                f"{what}: {text}; raise CoreOptions.memory_limit_bytes or simplify the grammar", limit="memory"
+            )
+        raise TokensieveError(f"{what}: {text}")
+
+    def _call(self, name: str, *args: int) -> int:
+        """Call an export and check its status (lock held)."""
+        return self._check(self._f[name](*args), name)
+
+    def _call_out(self, name: str, *args: int) -> int:
+        """Call an export whose last argument is an out-pointer; return the value (lock held)."""
+        self._check(self._f[name](*args, self._out), name)
+        return self._out_i32()
+
+    def _locked(self, name: str, *args: int) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            return self._call(name, *args)
+
+    def _drain(self) -> None:
+        """Free the handles finalizers queued (lock held)."""
+        pending = self._pending_frees
+        while pending:
+            name, handle = pending.popleft()
+            if not self.poisoned:
+                self._f[name](handle)
+
+    # -- tokenizers ------------------------------------------------------------------------
+
+    def tokenizer_new(self, blob: bytes, offsets: bytes, kinds: bytes, eos_ids: Sequence[int]) -> int:
+        """Build a tokenizer's trie; returns its handle."""
+        eos = struct.pack(f"<{len(eos_ids)}I", *eos_ids)
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            pointers = []
+            try:
+                for data in (blob, offsets, kinds, eos):
+                    ptr = self._alloc(max(len(data), 1))
+                    pointers.append((ptr, max(len(data), 1)))
+                    if data:
+                        self.runtime.write(ptr, data)
+                (blob_ptr, _), (offsets_ptr, _), (kinds_ptr, _), (eos_ptr, _) = pointers
+                return self._call_out(
+                    "ts_tokenizer_new", blob_ptr, len(blob), offsets_ptr, kinds_ptr, len(kinds), eos_ptr, len(eos_ids)
+                )
+            finally:
+                for ptr, size in pointers:
+                    self._free(ptr, size)
+
+    def tokenizer_free(self, handle: int) -> None:
+        self._locked("ts_tokenizer_free", handle)
+
+    def tokenizer_node_count(self, handle: int) -> int:
+        return self._locked("ts_tokenizer_node_count", handle)
+
+    def tokenizer_has_extension(self, handle: int, data: bytes) -> bool:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_bytes(data)
+            return bool(self._call("ts_tokenizer_has_extension", handle, ptr, len(data)))
+
+    def tokenizer_heal_position(self, handle: int, data: bytes, start: int) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_bytes(data)
+            return self._call("ts_tokenizer_heal_position", handle, ptr, len(data), start)
+
+    # -- grammars --------------------------------------------------------------------------
+
+    def grammar_new(self, ir: bytes, limits: Sequence[int]) -> int:
+        """Compile grammar IR words with limit values in `LIMIT_FIELDS` order; its handle.
+
+        Raises:
+            GrammarError: a lexeme's pattern is bad (`.lexeme` is its index, `.position` the
+                byte offset in its pattern).
+        """
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ir_ptr = self._alloc(max(len(ir), 4))
+            try:
+                self.runtime.write(ir_ptr, ir)
+                limits_ptr = self._put_ids(limits)
+                return self._call_out("ts_grammar_new_ir", ir_ptr, len(ir) // 4, limits_ptr, len(limits))
+            finally:
+                self._free(ir_ptr, max(len(ir), 4))
+
+    def grammar_free(self, handle: int) -> None:
+        self._locked("ts_grammar_free", handle)
+
+    # -- matchers --------------------------------------------------------------------------
+
+    def matcher_new(self, tokenizer: int, grammar: int) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            return self._call_out("ts_matcher_new", tokenizer, grammar)
+
+    def matcher_free(self, handle: int) -> None:
+        self._locked("ts_matcher_free", handle)
+
+    def matcher_fork(self, handle: int) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            return self._call_out("ts_matcher_fork", handle)
+
+    def matcher_reset(self, handle: int) -> None:
+        self._locked("ts_matcher_reset", handle)
+
+    def matcher_rollback(self, handle: int, count: int) -> None:
+        self._locked("ts_matcher_rollback", handle, count)
+
+    def matcher_token_count(self, handle: int) -> int:
+        return self._locked("ts_matcher_token_count", handle)
+
+    def matcher_is_accepting(self, handle: int) -> bool:
+        return bool(self._locked("ts_matcher_is_accepting", handle))
+
+    def matcher_is_stopped(self, handle: int) -> bool:
+        return bool(self._locked("ts_matcher_is_stopped", handle))
+
+    def matcher_fill_bitmask(self, handle: int, words: int, dest: Any) -> None:
+        """Compute the mask and copy it into `dest` (from `runtime.dest_for`): the step path."""
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._mask_buffer(words)
+            status = self._fill(handle, ptr, words)
+            if status < 0:
+                self._check(status, "fill_bitmask")
+            self._copy_to(ptr, dest)
+
+    def matcher_consume_token(self, handle: int, token: int) -> bool:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            status = self._consume(handle, token)
+            if status < 0:
+                self._check(status, "consume_token")
+            return bool(status)
+
+    def matcher_consume_and_fill(self, handle: int, token: int, words: int, dest: Any) -> bool:
+        """Consume `token` and copy the next mask into `dest`; False (nothing written) when the
+        grammar refuses the token."""
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._mask_buffer(words)
+            status = self._consume_fill(handle, token, ptr, words)
+            if status < 0:
+                self._check(status, "consume_and_fill")
+            if status:
+                self._copy_to(ptr, dest)
+            return bool(status)
+
+    def matcher_consume_tokens(self, handle: int, ids: Sequence[int]) -> int:
+        """Consume all of `ids` or none; returns the valid prefix length (== len when consumed)."""
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            return self._call("ts_matcher_consume_tokens", handle, self._put_ids(ids), len(ids))
+
+    def matcher_validate_tokens(self, handle: int, ids: Sequence[int]) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            return self._call("ts_matcher_validate_tokens", handle, self._put_ids(ids), len(ids))
+
+    def matcher_compute_ff_bytes(self, handle: int) -> bytes:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            n = self._call("ts_matcher_compute_ff_bytes", handle, self._ff_ptr, _FF_CHUNK_BYTES)
+            return self.runtime.read(self._ff_ptr, n)
+
+    def matcher_extension_allowed(self, handle: int, prefix: bytes, suffix: bytes) -> bool:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_bytes(prefix + suffix)
+            return bool(self._call("ts_matcher_extension_allowed", handle, ptr, len(prefix), ptr + len(prefix), len(suffix)))
+
+    def matcher_heal_position(self, handle: int, data: bytes, start: int) -> int:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_bytes(data)
+            return self._call("ts_matcher_heal_position", handle, ptr, len(data), start)
+
+    def matcher_validate_text(self, handle: int, data: bytes) -> tuple[int, bytes]:
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_bytes(data)
+            valid = self._call(
+                "ts_matcher_validate_text", handle, ptr, len(data), self._ff_ptr, _FF_CHUNK_BYTES, self._out
+            )
+            return valid, self.runtime.read(self._ff_ptr, self._out_i32())
+
+    def matcher_fill_draft_masks(self, handle: int, ids: Sequence[int], words: int, dest_row: Callable[[int], Any]) -> int:
+        """Masks at every draft position; copies row i into `dest_row(i)` (a `dest_for`
+        target) for the accepted prefix and the position after it; returns how many draft
+        tokens are accepted."""
+        size = 4 * words * (len(ids) + 1)
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            out = self._alloc(size)
+            try:
+                valid = self._call("ts_matcher_fill_draft_masks", handle, self._put_ids(ids), len(ids), out, words)
+                for row in range(valid + 1):
+                    self.runtime.copy_to(out + 4 * words * row, dest_row(row))
+                return valid
+            finally:
+                self._free(out, size)
+
+    # -- diagnostics -----------------------------------------------------------------------
+
+    def live_kib(self) -> int:
+        """KiB the module has allocated (objects and buffers)."""
+        with self.lock:
+            return int(self._f["ts_debug_live_kib"]())
+
+    def memory_size_bytes(self) -> int:
+        """The instance's linear memory (it only grows)."""
+        return self.runtime.memory_size_bytes()
+
+    def debug_spin(self, rounds: int) -> int:
+        """Busy work inside the module (tests of the deadline): `rounds` million loop steps."""
+        with self.lock:
+            return int(self._f["ts_debug_spin"](rounds))
+
+    def debug_trap(self) -> None:
+        """Trap on purpose (tests of failure scope); raises `CoreTrap` and poisons the instance."""
+        with self.lock:
+            self._f["ts_debug_trap"]()
+
+    def free_later(self, kind: str, handle: int) -> None:
+        """Queue a `tokenizer`, `grammar` or `matcher` handle to be freed by the next method
+        (safe from finalizers, in any thread; nothing happens on a poisoned instance)."""
+        if not self.poisoned:
+            self._pending_frees.append((f"ts_{kind}_free", handle))
