@@ -443,6 +443,24 @@ export fn ts_matcher_fill_bitmask(handle: i32, out_ptr: u32, out_words: u32) i32
     return ok();
 }
 
+/// Fills the masks of `count` matchers (i32 handles at `handles_ptr`, all over the same
+/// vocabulary width) one after another at `out_ptr`, `out_words` u32 words each, and each
+/// matcher's status (0, or the negative status its own fill would return) at `statuses_ptr`.
+/// Returns how many failed (their rows are untouched; the error text is the last failure's).
+/// A batch fill is one call per core instance instead of one per matcher.
+export fn ts_matcher_fill_bitmasks(handles_ptr: u32, count: u32, out_ptr: u32, out_words: u32, statuses_ptr: u32) i32 {
+    const handles_in = slice(i32, handles_ptr, count) orelse return fail(.invalid_argument, -1, "bad handles pointer", .{});
+    const statuses = slice(i32, statuses_ptr, count) orelse return fail(.invalid_argument, -1, "bad statuses pointer", .{});
+    const total = std.math.mul(u32, count, out_words) catch return fail(.invalid_argument, -1, "batch of {d} masks is too large", .{count});
+    if (slice(u32, out_ptr, total) == null) return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
+    var failed: i32 = 0;
+    for (handles_in, statuses, 0..) |handle, *status, i| {
+        status.* = ts_matcher_fill_bitmask(handle, out_ptr + @as(u32, @intCast(i)) * out_words * 4, out_words);
+        if (status.* != 0) failed += 1;
+    }
+    return failed;
+}
+
 /// Consumes one token: 1 accepted, 0 refused (state unchanged), negative on error.
 export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
     const m = switch (getLive(handle)) {

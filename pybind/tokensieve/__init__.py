@@ -6,6 +6,7 @@ The public API is exactly `__all__`.
 from ._core import CoreOptions as CoreOptions
 from ._core import CorePool as CorePool
 from ._core import configure as configure
+from ._batch import fill_bitmasks as fill_bitmasks
 from ._errors import CoreTrap as CoreTrap
 from ._errors import GrammarError as GrammarError
 from ._errors import LimitError as LimitError
@@ -39,5 +40,6 @@ __all__ = [
     "TokensieveError",
     "__version__",
     "configure",
+    "fill_bitmasks",
     "generate",
 ]

@@ -118,6 +118,15 @@ class Matcher:
             raise
         self._attach(core, handle)
 
+    def _live_core(self) -> Core:
+        """The healthy instance this matcher lives in (moving it there first if needed)."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure()
+            if self._core.poisoned:
+                self._migrate()
+            return self._core
+
     def _run(self, call: Callable[[Core, int], _T]) -> _T:
         """Run `call(core, handle)` on a live instance, under the matcher's lock."""
         with self._lock:

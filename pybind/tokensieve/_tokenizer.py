@@ -545,7 +545,7 @@ class Tokenizer:
         self._byte_token_ids: dict[int, int] | None = None
         self._space = space
         # Widened copies by width (`with_vocab_size`), and the trie's handle per core instance.
-        self._widened: dict[int, Tokenizer] = {}
+        self._widened: dict[tuple[int, tuple[int, ...]], Tokenizer] = {}
         self._core_handles: Any = None
         self._lock = threading.Lock()
 
@@ -998,29 +998,46 @@ class Tokenizer:
             TokenizerError: `vocab_size` is smaller than n_tokens.
         """
         size = _checked_vocab_size(vocab_size, len(self._token_bytes))
-        if size == self._vocab_size:
-            return self
-        # One widened tokenizer per width: its trie is built once per core instance and then
-        # shared by every matcher at that width (each new one used to rebuild it, 0.1 s each).
-        with self._lock:
-            found = self._widened.get(size)
-            if found is None:
-                found = self._widened[size] = self._widen(size)
-        return found
+        return self._variant(size, self._eos_token_ids)
 
-    def _widen(self, size: int) -> Tokenizer:
-        kinds = bytearray(self._kinds[: len(self._token_bytes)])
-        kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
-        other = Tokenizer(
-            self._token_bytes,
-            kinds,
-            vocab_size=size,
-            eos_token_ids=self._eos_token_ids,
-            source=self._source,
-            space=self._space,
-        )
-        other._encoders = self._encoders  # the same text gives the same ids
-        return other
+    def with_eos_token_ids(self, eos_token_ids: Iterable[int]) -> Tokenizer:
+        """Return this tokenizer with other end-of-sequence ids (a request's stop tokens).
+
+        Args:
+            eos_token_ids: ids, each below `vocab_size`, that end the output: they are allowed
+                exactly where the grammar may end.
+
+        Raises:
+            TokenizerError: an id is out of range.
+        """
+        ids = _unique(sorted(_id_tuple(eos_token_ids, "eos_token_ids")))
+        for token_id in ids:
+            _check_id_in(token_id, self._vocab_size, "eos_token_ids")
+        return self._variant(self._vocab_size, ids)
+
+    def _variant(self, size: int, eos: tuple[int, ...]) -> Tokenizer:
+        """This vocabulary at another width or with other EOS ids. One object per variant: its
+        trie is built once per core instance and shared by every matcher of that variant (each
+        new matcher used to rebuild it, 0.1 s each)."""
+        if size == self._vocab_size and eos == self._eos_token_ids:
+            return self
+        key = (size, eos)
+        with self._lock:
+            found = self._widened.get(key)
+            if found is None:
+                kinds = bytearray(self._kinds[: len(self._token_bytes)])
+                kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
+                found = Tokenizer(
+                    self._token_bytes,
+                    kinds,
+                    vocab_size=size,
+                    eos_token_ids=eos,
+                    source=self._source,
+                    space=self._space,
+                )
+                found._encoders = self._encoders  # the same text gives the same ids
+                self._widened[key] = found
+        return found
 
     def __repr__(self) -> str:
         """Show the sizes and EOS ids."""

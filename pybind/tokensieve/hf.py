@@ -1,4 +1,10 @@
-"""transformers integration: a causal LM as a `generate` model, with its KV cache.
+"""transformers integration: a logits processor for `model.generate`, and a causal LM as the
+model of `tokensieve.generate` (with its KV cache).
+
+```python
+processor = tokensieve.hf.LogitsProcessor(hf_tokenizer, Grammar.json_schema(schema))
+out = model.generate(**inputs, logits_processor=[processor], max_new_tokens=200)
+```
 
 Import this module only where transformers and torch are installed; `import tokensieve` does
 not need them.
@@ -10,7 +16,113 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CausalLM"]
+from ._grammar import Grammar
+from ._matcher import Matcher
+from ._tokenizer import Tokenizer
+
+
+class LogitsProcessor:
+    """A transformers logits processor that keeps every row of `model.generate` in its grammar.
+
+    Each row gets its own matcher (one grammar for all rows, or one per row). At every step the
+    processor consumes the token each row just produced, fills the rows' masks in parallel over
+    the core instances (`tokensieve.fill_bitmasks`) and sets disallowed logits to -inf. Rows that
+    emitted EOS are left alone (generate pads them).
+
+    Where the grammar forces bytes, only the canonical token for them is allowed
+    (`canonical_forced`, as llguidance does): after `{"` with a grammar that forces `name`, the
+    model may write `name` but not `n` then `ame`, which a greedy search would otherwise pick
+    when the split scores higher.
+
+    Args:
+        tokenizer: a `tokensieve.Tokenizer`, or a transformers fast tokenizer.
+        grammars: one `Grammar` for every row, or one per row of the batch.
+        canonical_forced: allow only the canonical token where the grammar forces bytes.
+
+    Not reusable across `generate` calls: make one per call (or call `reset()`).
+    """
+
+    def __init__(self, tokenizer: Any, grammars: Grammar | Sequence[Grammar], *, canonical_forced: bool = True) -> None:
+        if not isinstance(tokenizer, Tokenizer):
+            tokenizer = Tokenizer.from_hf(tokenizer)
+        self.tokenizer = tokenizer
+        self.grammars = [grammars] if isinstance(grammars, Grammar) else list(grammars)
+        if not self.grammars or not all(isinstance(g, Grammar) for g in self.grammars):
+            raise TypeError("LogitsProcessor needs a tokensieve.Grammar or a list of them")
+        self.canonical_forced = canonical_forced
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the batch (before another `generate` call)."""
+        self.matchers: list[Matcher] = []
+        self._prompt_length = 0
+        self._finished: list[bool] = []
+        self._bitmask: Any = None
+
+    def _start(self, batch: int, width: int) -> None:
+        if len(self.grammars) not in (1, batch):
+            raise ValueError(f"LogitsProcessor has {len(self.grammars)} grammars for a batch of {batch} rows")
+        grammars = self.grammars * batch if len(self.grammars) == 1 else self.grammars
+        self.matchers = [Matcher(self.tokenizer, g, vocab_size=width) for g in grammars]
+        self._finished = [False] * batch
+        self._bitmask = _numpy().zeros((batch, self.matchers[0].mask_words), dtype="int32")
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        from . import fill_bitmasks
+
+        batch, length = input_ids.shape
+        if not self.matchers:
+            self._prompt_length = length
+            self._start(batch, scores.shape[-1])
+        elif batch != len(self.matchers):
+            raise ValueError(f"the batch changed from {len(self.matchers)} to {batch} rows; beam search is not supported")
+        else:
+            last = input_ids[:, -1].tolist()
+            for row, (matcher, token) in enumerate(zip(self.matchers, last)):
+                if self._finished[row]:
+                    continue
+                if not matcher.consume_token(int(token)):
+                    raise ValueError(f"row {row}: the model produced token {token}, which the grammar refuses")
+                self._finished[row] = int(token) in self.tokenizer.eos_token_ids
+        live = [row for row in range(batch) if not self._finished[row]]
+        if not live:
+            return scores
+        bitmask = self._bitmask
+        fill_bitmasks([self.matchers[row] for row in live], bitmask, live)
+        if self.canonical_forced:
+            for row in live:
+                forced = self.matchers[row].compute_ff_tokens()
+                if forced:
+                    bitmask[row] = 0
+                    bitmask[row, forced[0] // 32] = _int32_bit(forced[0] % 32)
+        allowed = torch.from_numpy(_unpack(bitmask[live], scores.shape[-1])).to(scores.device)
+        index = torch.tensor(live, device=scores.device)
+        rows = scores.index_select(0, index)
+        rows.masked_fill_(~allowed, float("-inf"))
+        return scores.index_copy(0, index, rows)
+
+
+def _numpy() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _int32_bit(bit: int) -> int:
+    """Bit `bit` of an int32 word, as the signed value numpy stores."""
+    value = 1 << bit
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _unpack(bitmask: Any, width: int) -> Any:
+    """(rows, words) int32 → (rows, width) bool, with numpy's unpackbits (little bit order)."""
+    np = _numpy()
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=1, bitorder="little")
+    return bits[:, :width].astype(bool)
+
+__all__ = ["CausalLM", "LogitsProcessor"]
 
 
 class CausalLM:

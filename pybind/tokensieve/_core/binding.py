@@ -71,7 +71,7 @@ _EXPORTS: Final = (
     "ts_tokenizer_heal_position",
     "ts_grammar_new_ir", "ts_grammar_free",
     "ts_matcher_new", "ts_matcher_free", "ts_matcher_fork", "ts_matcher_reset",
-    "ts_matcher_fill_bitmask", "ts_matcher_consume_token", "ts_matcher_consume_tokens",
+    "ts_matcher_fill_bitmask", "ts_matcher_fill_bitmasks", "ts_matcher_consume_token", "ts_matcher_consume_tokens",
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
@@ -129,6 +129,8 @@ class Core:
         self._scratch_bytes = 0
         self._ff_ptr = self._alloc(_FF_CHUNK_BYTES)
         self._masks: dict[int, int] = {}
+        self._batch_ptr = 0
+        self._batch_bytes = 0
         # Bound calls of the step path.
         # The step path's calls, without the runtime's own lock (this instance's lock is held).
         self._fill = runtime.func("ts_matcher_fill_bitmask", trusted=True)
@@ -346,6 +348,42 @@ class Core:
             if status < 0:
                 self._check(status, "fill_bitmask")
             self._copy_to(ptr, dest)
+
+    def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[Any]) -> list[int]:
+        """Fill the masks of several matchers of this instance in one call; copy mask i into
+        `dests[i]`. Returns the indices of the matchers whose fill failed (their `dests` are
+        untouched; fill them alone to get their error)."""
+        n = len(handles)
+        size = 4 * words * n
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            out = self._batch_buffer(size)
+            handles_ptr = self._put_ids([h & 0xFFFFFFFF for h in handles])
+            statuses_ptr = self._out if n <= 4 else self._alloc(4 * n)
+            try:
+                failed = self._call("ts_matcher_fill_bitmasks", handles_ptr, n, out, words, statuses_ptr)
+                statuses = struct.unpack(f"<{n}i", self.runtime.read(statuses_ptr, 4 * n)) if failed else ()
+                bad = [i for i, status in enumerate(statuses) if status != 0]
+                copy_to = self._copy_to
+                for i, dest in enumerate(dests):
+                    if not failed or statuses[i] == 0:
+                        copy_to(out + 4 * words * i, dest)
+                return bad
+            finally:
+                if statuses_ptr != self._out:
+                    self._free(statuses_ptr, 4 * n)
+
+    def _batch_buffer(self, size: int) -> int:
+        """The instance's reusable buffer for batch masks, grown to `size` bytes (lock held)."""
+        if size > self._batch_bytes:
+            if self._batch_ptr:
+                self._free(self._batch_ptr, self._batch_bytes)
+                self._batch_ptr = self._batch_bytes = 0
+            capacity = 1 << (size - 1).bit_length()
+            self._batch_ptr = self._alloc(capacity)
+            self._batch_bytes = capacity
+        return self._batch_ptr
 
     def matcher_consume_token(self, handle: int, token: int) -> bool:
         with self.lock:

@@ -136,6 +136,7 @@ _engines: dict[_EngineOptions, wasmtime.Engine] = {}
 _modules: dict[str, wasmtime.Module] = {}
 _stores: "weakref.WeakSet[wasmtime.Store]" = weakref.WeakSet()
 _states: "weakref.WeakSet[_StoreState]" = weakref.WeakSet()
+_exiting = False
 
 
 @atexit.register
@@ -151,6 +152,8 @@ def _close_at_exit() -> None:
     `weakref.finalize`'s hook before this one) finds a poisoned runtime and skips its call
     instead of entering a closed store, which crashed the process at exit.
     """
+    global _exiting
+    _exiting = True
     for state in list(_states):
         state.poisoned = True
         state.poison_reason = "the interpreter is exiting"
@@ -331,9 +334,12 @@ class _EpochTicker:
         thread.start()
 
     def _run(self) -> None:
-        while True:
+        while not _exiting:
             time.sleep(_EPOCH_TICK_S)
-            self._engine.increment_epoch()
+            try:
+                self._engine.increment_epoch()
+            except Exception:  # noqa: BLE001 - the engine was closed at exit
+                return
 
 
 # --- the runtime --------------------------------------------------------------------
@@ -778,6 +784,10 @@ class WasmtimeRuntime:
         size = target.nbytes
         holder = (ctypes.c_char * size).from_buffer(target) if size else None
         return (ctypes.addressof(holder) if holder is not None else 0, size, holder)
+
+    def dest_at(self, address: int, size: int) -> Any:
+        """A `copy_to` target at a raw host address (the caller keeps that memory alive)."""
+        return (address, size, None)
 
     def copy_to(self, ptr: int, dest: Any) -> None:
         """Copy `dest`'s size in bytes at `ptr` into a target prepared by `dest_for`: one

@@ -1,0 +1,91 @@
+"""torch helpers for the token bitmask every serving engine uses.
+
+Layout: int32 words, shape (batch, ceil(vocab_size / 32)); token t of a row is allowed when bit
+t % 32 (least significant first) of word t // 32 is set. Logits wider than the mask's bits are
+disallowed past them. Import this module only where torch is installed; `import tokensieve`
+does not need torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "unpack_token_bitmask"]
+
+_BIT_CACHE: dict[torch.device, torch.Tensor] = {}
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int, *, device: Any = "cpu") -> torch.Tensor:
+    """A (batch_size, ceil(vocab_size / 32)) int32 bitmask with every token allowed.
+
+    Fill rows with `Matcher.fill_bitmask(bitmask, row)` or `tokensieve.fill_bitmasks`; those need
+    a CPU tensor (pinned memory makes the copy to a GPU asynchronous).
+    """
+    if batch_size < 0 or vocab_size <= 0:
+        raise ValueError(f"allocate_token_bitmask needs batch_size >= 0 and vocab_size > 0, got {batch_size}, {vocab_size}")
+    return torch.full((batch_size, (vocab_size + 31) // 32), -1, dtype=torch.int32, device=device)
+
+
+def _bits(device: torch.device) -> torch.Tensor:
+    bits = _BIT_CACHE.get(device)
+    if bits is None:
+        bits = _BIT_CACHE[device] = torch.arange(32, dtype=torch.int32, device=device)
+    return bits
+
+
+def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The bitmask as booleans, shape (..., vocab_size): True where the token is allowed."""
+    if bitmask.dtype != torch.int32:
+        raise ValueError(f"the token bitmask must be int32, got {bitmask.dtype}")
+    unpacked = (bitmask.unsqueeze(-1) >> _bits(bitmask.device)) & 1
+    flat = unpacked.reshape(*bitmask.shape[:-1], bitmask.shape[-1] * 32).bool()
+    if flat.shape[-1] >= vocab_size:
+        return flat[..., :vocab_size]
+    pad = torch.zeros(*flat.shape[:-1], vocab_size - flat.shape[-1], dtype=torch.bool, device=flat.device)
+    return torch.cat([flat, pad], dim=-1)
+
+
+def _unpack_cpu(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """`unpack_token_bitmask` for CPU tensors through numpy's unpackbits (a C loop)."""
+    import numpy as np
+
+    words = bitmask.contiguous().numpy()
+    bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+    if bits.shape[-1] < vocab_size:
+        pad = np.zeros((*bits.shape[:-1], vocab_size - bits.shape[-1]), dtype=bits.dtype)
+        bits = np.concatenate([bits, pad], axis=-1)
+    return torch.from_numpy(bits[..., :vocab_size].astype(bool))
+
+
+def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, indices: Any = None) -> None:
+    """Set the logits of disallowed tokens to -inf, in place (CPU or CUDA tensors).
+
+    Args:
+        logits: (batch, vocab) or (vocab,) float logits.
+        bitmask: (batch, words) or (words,) int32 bitmask (on any device; moved to the logits').
+        indices: optional rows of `logits` to mask, one per bitmask row (the others are left
+            alone): a batch where only some requests are constrained.
+    """
+    if logits.dim() not in (1, 2):
+        raise ValueError(f"logits must be (batch, vocab) or (vocab,), got shape {tuple(logits.shape)}")
+    if bitmask.dim() != logits.dim():
+        raise ValueError(f"bitmask shape {tuple(bitmask.shape)} does not match logits shape {tuple(logits.shape)}")
+    if logits.device.type == "cpu" and bitmask.device.type == "cpu":
+        allowed = _unpack_cpu(bitmask, logits.shape[-1])
+    else:
+        if bitmask.device != logits.device:
+            bitmask = bitmask.to(logits.device, non_blocking=True)
+        allowed = unpack_token_bitmask(bitmask, logits.shape[-1])
+    if indices is None:
+        if logits.dim() == 2 and allowed.shape[0] != logits.shape[0]:
+            raise ValueError(f"bitmask has {allowed.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
+        logits.masked_fill_(~allowed, float("-inf"))
+        return
+    index = torch.as_tensor(indices, dtype=torch.long, device=logits.device)
+    if index.numel() != allowed.shape[0]:
+        raise ValueError(f"{index.numel()} indices for {allowed.shape[0]} bitmask rows")
+    rows = logits.index_select(0, index)
+    rows.masked_fill_(~allowed, float("-inf"))
+    logits.index_copy_(0, index, rows)

@@ -1,0 +1,1 @@
+"""A stand-in package for tests (see tests/engines/README.md)."""

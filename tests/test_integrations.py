@@ -1,0 +1,205 @@
+"""Batch fills, torch helpers, the request-level shape, and transformers' generate.
+
+Oracles: each matcher's own single fill computed separately (a different core path) for batch
+fills; a plain Python unpacking of bits for the torch helpers; `jsonschema` for generated text;
+the tokenizer's own canonical encoding for forced tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from conftest import load_shared_tokenizer
+from tokensieve import CoreOptions, CorePool, Grammar, LimitError, Limits, Matcher, fill_bitmasks
+from tokensieve.integrations import RequestMatcher
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_shared_tokenizer("llama3")
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 12}, "b": {"type": "array", "items": {"type": "integer"}}}}
+
+
+def test_batch_fill_equals_single_fills_over_several_instances(llama3):
+    pool = CorePool(CoreOptions(instances=2))
+    grammar = Grammar.json_schema(SCHEMA)
+    prefixes = ['{"a":"', '{"a":"xy', '{"b":[1', "", '{"b":[', '{"a":"q","b":[4,5']
+    matchers = []
+    for index in range(24):
+        m = Matcher(llama3, grammar, pool=pool)
+        assert m.consume_tokens(llama3.encode(prefixes[index % len(prefixes)]))
+        matchers.append(m)
+    assert len({id(m._core) for m in matchers}) == 2
+    rows = list(reversed(range(30)))[: len(matchers)]
+    bitmask = np.zeros((30, matchers[0].mask_words), dtype=np.int32)
+    fill_bitmasks(matchers, bitmask, rows)
+    for m, row in zip(matchers, rows):
+        assert (bitmask[row] == m.compute_bitmask()).all()
+    assert not bitmask[:6].any()  # rows nobody asked for stay untouched
+    with pytest.raises(ValueError, match="outside"):
+        fill_bitmasks(matchers[:1], bitmask, [30])
+    with pytest.raises(ValueError, match="rows"):
+        fill_bitmasks(matchers, bitmask, [0])
+
+
+def test_batch_fill_raises_the_failing_matchers_error_and_fills_the_rest(llama3):
+    pool = CorePool(CoreOptions(instances=1))
+    good = Matcher(llama3, Grammar.regex("[a-z]+"), pool=pool)
+    bad = Matcher(llama3, Grammar.regex("(a|b)*a(a|b){12}", limits=Limits(dfa_state_count_max=20)), pool=pool)
+    bitmask = np.zeros((2, good.mask_words), dtype=np.int32)
+    for token in llama3.encode("abab" * 4)[:2]:
+        bad.consume_token(token)
+    with pytest.raises(LimitError) as info:
+        for _ in range(6):
+            assert bad.consume_token(llama3.encode("ab")[0])
+            fill_bitmasks([good, bad], bitmask)
+    assert info.value.limit == "lexer_states"
+    assert (bitmask[0] == good.compute_bitmask()).all()
+
+
+def test_a_second_matcher_at_a_width_costs_no_trie(llama3):
+    grammar = Grammar.regex("[0-9]+")
+    width = llama3.vocab_size + 1000
+    Matcher(llama3, grammar, vocab_size=width)  # the widened trie, once per core instance
+    Matcher(llama3, grammar, vocab_size=width)
+    start = time.perf_counter()
+    for _ in range(20):
+        m = Matcher(llama3, grammar, vocab_size=width)
+    per_matcher = (time.perf_counter() - start) / 20
+    assert per_matcher < 0.02, per_matcher  # a trie build is ~0.1-0.2 s
+    assert m.vocab_size == width and m.mask_words == (width + 31) // 32
+    assert not m.consume_token(width - 1)  # ids past the vocabulary are never allowed
+    assert llama3.with_vocab_size(width) is llama3.with_vocab_size(width)
+
+
+def test_matcher_refuses_a_transformers_tokenizer_with_a_hint(shared_dir, tmp_path):
+    import gzip
+
+    from transformers import PreTrainedTokenizerFast
+
+    (tmp_path / "tokenizer.json").write_bytes(gzip.open(shared_dir / "tokenizers" / "gpt2" / "tokenizer.json.gz").read())
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    with pytest.raises(TypeError, match="Tokenizer.from_hf"):
+        Matcher(hf, Grammar.regex("a"))
+
+
+# -- torch -------------------------------------------------------------------------------------
+
+
+def _python_bits(bitmask_row, width):
+    return [bool((int(bitmask_row[t // 32]) >> (t % 32)) & 1) if t < 32 * len(bitmask_row) else False for t in range(width)]
+
+
+def test_apply_token_bitmask_masks_exactly_the_disallowed_tokens():
+    import torch
+
+    from tokensieve.torch import allocate_token_bitmask, apply_token_bitmask_inplace, unpack_token_bitmask
+
+    rng = np.random.default_rng(0)
+    bitmask = allocate_token_bitmask(3, 70)
+    assert tuple(bitmask.shape) == (3, 3) and (bitmask == -1).all()
+    bitmask.copy_(torch.from_numpy(rng.integers(-(2**31), 2**31, size=(3, 3), dtype=np.int64).astype(np.int32)))
+    for width in (70, 100):  # logits wider than the mask's 96 bits: the rest is disallowed
+        logits = torch.zeros(3, width)
+        apply_token_bitmask_inplace(logits, bitmask)
+        for row in range(3):
+            expected = _python_bits(bitmask[row].tolist(), width)
+            assert (torch.isfinite(logits[row]).tolist()) == expected
+        assert unpack_token_bitmask(bitmask, width).tolist() == [_python_bits(bitmask[r].tolist(), width) for r in range(3)]
+    logits = torch.zeros(4, 70)
+    apply_token_bitmask_inplace(logits, bitmask[:2], indices=[3, 1])
+    assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[2]).all()
+    assert torch.isfinite(logits[3]).tolist() == _python_bits(bitmask[0].tolist(), 70)
+
+
+# -- the request-level shape -------------------------------------------------------------------
+
+
+def test_request_matcher_counts_eos_and_ignores_what_follows(llama3):
+    request = RequestMatcher(Matcher(llama3, Grammar.regex("ab")))
+    eos = llama3.eos_token_ids[0]
+    ab = llama3.encode("ab")
+    assert request.validate_tokens(ab + [eos, 5, 6]) == ab + [eos]
+    assert request.accept_tokens(ab + [eos, 5])
+    assert request.is_terminated()
+    assert request.accept_tokens([7]) and request.validate_tokens([7]) == []
+    request.rollback(1)
+    assert not request.is_terminated()
+    twin = request.fork()
+    assert twin.accept_tokens([eos]) and twin.is_terminated() and not request.is_terminated()
+    assert not request.accept_tokens(llama3.encode("x"))
+    request.reset()
+    assert request.validate_tokens(ab) == ab
+
+
+# -- transformers --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(llama3):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=llama3.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        pad_token_id=llama3.eos_token_ids[0], eos_token_id=llama3.eos_token_ids[0],
+    )
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def test_logits_processor_keeps_every_row_of_generate_in_its_schema(llama3, tiny_llama):
+    import jsonschema
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    schemas = [
+        {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["name", "n"], "additionalProperties": False},
+        {"type": "array", "items": {"enum": ["red", "green"]}, "minItems": 1, "maxItems": 3},
+    ]
+    processor = LogitsProcessor(llama3, [Grammar.json_schema(s, whitespace="compact") for s in schemas])
+    prompt = torch.tensor([llama3.encode("Answer:")] * 2)
+    for do_sample in (False, True):
+        processor.reset()
+        torch.manual_seed(1)
+        out = tiny_llama.generate(
+            prompt, attention_mask=torch.ones_like(prompt), logits_processor=[processor], max_new_tokens=60,
+            do_sample=do_sample, pad_token_id=llama3.eos_token_ids[0],
+        )
+        for row, schema in enumerate(schemas):
+            tokens = out[row, prompt.shape[1] :].tolist()
+            assert llama3.eos_token_ids[0] in tokens, tokens
+            text = llama3.decode(tokens[: tokens.index(llama3.eos_token_ids[0])]).decode()
+            jsonschema.validate(json.loads(text), schema)
+
+
+def test_logits_processor_allows_only_the_canonical_token_for_forced_bytes(llama3):
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": False}
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    prompt = llama3.encode("x")
+    opening = llama3.encode('{"')
+    canonical = llama3.encode('{"name":"A"}')
+    assert canonical[: len(opening)] == opening
+    for forced_only in (True, False):
+        processor = LogitsProcessor(llama3, grammar, canonical_forced=forced_only)
+        processor(torch.tensor([prompt]), torch.zeros(1, llama3.vocab_size))
+        scores = None
+        for k in range(len(opening)):
+            scores = processor(torch.tensor([prompt + opening[: k + 1]]), torch.zeros(1, llama3.vocab_size))
+        allowed = torch.isfinite(scores[0]).nonzero().flatten().tolist()
+        if forced_only:
+            assert allowed == [canonical[len(opening)]]
+        else:
+            assert canonical[len(opening)] in allowed and len(allowed) > 1  # `n`, `na`, … too
