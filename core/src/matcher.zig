@@ -48,7 +48,7 @@ pub const Limits = struct {
     /// Earley items in one parser row.
     row_item_count_max: u32 = 20_000,
     /// Parser work in one call: items built plus items examined (`earley.zig`, ~5 ns each).
-    step_item_count_max: u32 = 2_000_000,
+    step_item_count_max: u32 = 1_000_000,
 };
 
 /// Bytes one healing call (`healPosition`, and the tokenizer's) or text validation may be

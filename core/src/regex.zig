@@ -39,7 +39,9 @@
 //! time: a constructor spends one unit plus one per word of the term it interns (hashing and
 //! comparing a run is linear in its length) and one per member it sorts; `deriv` spends one
 //! unit per call, cache hits included (a search that re-derives cached terms millions of times
-//! is still work), and the emptiness search one unit per term it visits per byte class. The
+//! is still work) except for a byte-set head, read off the set's bits and paid for by the
+//! caller's per-member charge; the emptiness search spends one unit per term it visits per
+//! byte class. The
 //! term count is capped by `expr_count_max`. Running out is `error.LimitExceeded` with the
 //! limit recorded (`limits.zig`), never a hang. docs/limits.md has the calibration:
 //! a unit costs 5–40 ns measured across MaskBench and the hostile corpus.
@@ -593,8 +595,9 @@ pub const ExprSet = struct {
 
     /// The derivative of `e` by `b`: the strings s such that `b s` matches `e`.
     pub fn deriv(self: *ExprSet, e: ExprId, b: u8) Error!ExprId {
-        try self.spend(1);
+        // One bit test, paid for by the caller's per-member or per-pair charge.
         if (self.derivByHead(e, b)) |d| return d;
+        try self.spend(1);
         const key = (@as(u64, e.index()) << 8) | b;
         if (self.deriv_cache.get(key)) |cached| return cached;
         if (self.deriv_depth >= deriv_depth_max) return limit_error.exceeded(.derivative_depth);
@@ -782,6 +785,7 @@ pub const ExprSet = struct {
     /// `next[i]` = the derivative of `cur[i]` by `b`; false when one is ∅ or their length
     /// intervals no longer meet.
     fn stepMembers(self: *ExprSet, cur: []const ExprId, next: []ExprId, b: u8) Error!bool {
+        try self.spend(cur.len);
         var lengths: Lengths = .{ .min = 0, .max = Lengths.unbounded };
         for (cur, next) |m, *d| {
             d.* = try self.deriv(m, b);
@@ -843,6 +847,7 @@ pub const ExprSet = struct {
 
     /// Does `e` match `word`?
     pub fn accepts(self: *ExprSet, e: ExprId, word: []const u8) Error!bool {
+        try self.spend(word.len);
         var x = e;
         for (word) |b| {
             x = try self.deriv(x, b);
