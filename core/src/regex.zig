@@ -132,6 +132,10 @@ pub const deriv_depth_max: u32 = 4_000;
 /// search (a witness costs one derivative per byte and member).
 pub const witness_length_max: u32 = 1024;
 
+/// Bytes a witness walk may try off its leader's shortest path, in all (each costs a derivative
+/// per member); past it the search decides.
+pub const witness_scan_max: u32 = 2048;
+
 /// Bounds on the byte length of a term's words: exact for plain terms (the shortest and the
 /// longest word), bounds for terms with intersections or complements. `max == unbounded`: no
 /// longest word; `min == unbounded` only for ∅ (so ∅'s interval is empty).
@@ -750,6 +754,7 @@ pub const ExprSet = struct {
         var next: []ExprId = if (n <= 16) small[1][0..n] else buffer.ptr[n .. 2 * n];
         for (cur, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
         var steps: u32 = 0;
+        var scans: u32 = 0; // bytes tried off the leader's shortest path, over the whole walk
         while (steps < witness_length_max) : (steps += 1) {
             const all_nullable = for (cur) |m| {
                 if (!self.nullable(m)) break false;
@@ -760,6 +765,8 @@ pub const ExprSet = struct {
             if (leader) |l| stepped = try self.stepMembers(cur, next, self.shortestByte(cur[l]));
             if (!stepped) {
                 for (representatives) |b| {
+                    scans += 1;
+                    if (scans > witness_scan_max) return false;
                     if (!try self.stepMembers(cur, next, b)) continue;
                     if (leader) |l| if (self.lengthsOf(next[l]).min >= self.lengthsOf(cur[l]).min) continue;
                     stepped = true;
