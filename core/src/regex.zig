@@ -40,8 +40,8 @@
 //! comparing a run is linear in its length) and one per member it sorts; `deriv` spends one
 //! unit per call, cache hits included (a search that re-derives cached terms millions of times
 //! is still work) except for a byte-set head, read off the set's bits and paid for by the
-//! caller's per-member charge; the emptiness search spends one unit per term it visits per
-//! byte class. The
+//! caller's per-member charge; the emptiness search spends two units per term it visits per
+//! byte class (its visited set and queue grow with it). The
 //! term count is capped by `expr_count_max`. Running out is `error.LimitExceeded` with the
 //! limit recorded (`limits.zig`), never a hang. docs/limits.md has the calibration:
 //! a unit costs 5–40 ns measured across MaskBench and the hostile corpus.
@@ -716,7 +716,9 @@ pub const ExprSet = struct {
                 if (!empty) break :search true;
                 continue;
             }
-            try self.spend(representatives.len);
+            // A derivative per byte class, plus the visited set and queue that grow with the
+            // search (measured: a visited term costs about two units per class).
+            try self.spend(2 * representatives.len);
             for (representatives) |b| {
                 const y = try self.deriv(x, b);
                 if (y == .nothing) continue;
