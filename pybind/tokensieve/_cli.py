@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench import add_cfg_bench, add_regex_bench
     from ._bench_ff import add_ff_bench
     from ._bench_pld import add_pld_bench
+    from ._bench_serving import add_serving_benches
     from ._maskbench import add_maskbench_bench
 
     add_regex_bench(bench_sub)
@@ -87,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_ff_bench(bench_sub)
     add_maskbench_bench(bench_sub)
     add_pld_bench(bench_sub)
+    add_serving_benches(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))
