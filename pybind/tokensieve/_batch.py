@@ -21,6 +21,8 @@ from ._matcher import Matcher, _row_view
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 _WORKERS_MAX = 8
+# Below this many matchers, handing groups to threads costs more than it saves.
+_PARALLEL_MIN = 16
 
 
 def _pool_executor() -> ThreadPoolExecutor:
@@ -63,8 +65,8 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         core = matcher._live_core()
         groups.setdefault(core, []).append((matcher, row))
     jobs = list(groups.items())
-    if len(jobs) == 1:
-        failures = [_fill_group(jobs[0][0], jobs[0][1], bitmask, words)]
+    if len(jobs) == 1 or len(matchers) < _PARALLEL_MIN:
+        failures = [_fill_group(core, entries, bitmask, words) for core, entries in jobs]
     else:
         failures = list(_pool_executor().map(lambda job: _fill_group(job[0], job[1], bitmask, words), jobs))
     for failed in failures:
