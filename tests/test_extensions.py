@@ -77,3 +77,29 @@ def test_heal_position_matches_brute_force(pattern, wasm_variant):
             want = _first_extensible(texts, data, start, oracle.completable)
             assert m.heal_position(data, start) == want, (data, start)
     assert m.token_count == 0
+
+
+def test_healing_long_forced_runs_is_linear_and_inputs_over_1_mib_are_refused(wasm_variant):
+    # heal_position over 10 MB of forced bytes was one 5 s call: every offset was looked up in
+    # the trie. No token is longer than the vocabulary's longest, so an offset further back
+    # than that has no extension; the oracle scans only the offsets that can have one.
+    from conftest import load_shared_tokenizer
+    from tokensieve import LimitError
+    from tokensieve._handles import token_heal_position
+
+    tok = load_shared_tokenizer("llama3")
+    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
+    longest = max(len(b) for b in texts)
+    oracle = RegexOracle(r'[a-z_ "]*')
+    m = Matcher(tok, Grammar.regex(r'[a-z_ "]*'))
+    for data in [b"q" * 300_000 + b"name_of", b"the quick brown fox " * 20_000 + b"\"na"]:
+        tail = len(data) - longest - 1
+        want_tok = tail + _first_extensible(texts, data[tail:], 0, lambda _: True)
+        assert token_heal_position(tok, data, 0) == want_tok
+        want = tail + _first_extensible(texts, data[tail:], 0, lambda b: oracle.completable(data[:tail] + b))
+        assert m.heal_position(data, 0) == want
+    for call in (lambda: m.heal_position(b"a" * (1 << 20 | 1)), lambda: token_heal_position(tok, b"a" * (1 << 20 | 1))):
+        with pytest.raises(LimitError, match="input") as info:
+            call()
+        assert info.value.limit == "input_size"
+    assert m.heal_position(b"ab", 0) == 0 and not m.is_stopped()  # the matcher is not failed

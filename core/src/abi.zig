@@ -25,7 +25,7 @@ const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 
-pub const abi_version: i32 = 4;
+pub const abi_version: i32 = 5;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -128,17 +128,17 @@ fn fail(status: Status, position: i32, comptime fmt: []const u8, args: anytype) 
 fn failLimit(kind: limit_error.Kind, comptime context: []const u8) i32 {
     const status = switch (kind) {
         .lexer_states => fail(.limit_exceeded, -1, context ++ ": the grammar needs more lexer DFA states than the limit allows (Limits.dfa_state_count_max)", .{}),
-        .step_fuel => fail(.limit_exceeded, -1, context ++ ": one call needed more derivative work than the limit allows (Limits.step_fuel_max)", .{}),
+        .step_fuel => fail(.limit_exceeded, -1, context ++ ": one call needed more derivative and lexer work than the limit allows (Limits.step_fuel_max)", .{}),
         .expressions => fail(.limit_exceeded, -1, context ++ ": the grammar needs more expression terms than the limit allows (Limits.expression_count_max)", .{}),
         .parser_row_items => fail(.limit_exceeded, -1, context ++ ": a parser row needs more Earley items than the limit allows (Limits.parser_row_items_max)", .{}),
-        .parser_step_items => fail(.limit_exceeded, -1, context ++ ": one call built more Earley items than the limit allows (Limits.parser_step_items_max)", .{}),
+        .parser_step_items => fail(.limit_exceeded, -1, context ++ ": one call needed more parser work (Earley items built and examined) than the limit allows (Limits.parser_step_items_max)", .{}),
         .token_history => fail(.limit_exceeded, -1, context ++ ": the matcher holds as many tokens as the limit allows (Limits.token_history_max); roll back or reset it", .{}),
-        .compile_fuel => fail(.limit_exceeded, -1, context ++ ": compiling the grammar needed more work than the limit allows (Limits.compile_fuel_max)", .{}),
+        .compile_fuel => fail(.limit_exceeded, -1, context ++ ": compiling the grammar (or a matcher's first row) needed more work than the limit allows (Limits.compile_fuel_max)", .{}),
         .derivative_depth => fail(.limit_exceeded, -1, context ++ ": the grammar's expressions nest deeper than the core can take derivatives of; simplify the grammar", .{}),
         .grammar_size => fail(.limit_exceeded, -1, context ++ ": the grammar is too large (nesting, counted repetitions or character classes)", .{}),
         .vocabulary => fail(.limit_exceeded, -1, context ++ ": the vocabulary is too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
         .handles => fail(.limit_exceeded, -1, context ++ ": this core instance has issued all its handles (about 2^31 in its life); replace the instance", .{}),
-        .input_size => fail(.limit_exceeded, -1, context ++ ": the input is larger than one call may take", .{}),
+        .input_size => fail(.limit_exceeded, -1, context ++ ": the input is larger than one call may take ({d} bytes); pass it in parts", .{matcher_mod.input_bytes_max}),
         .none => fail(.limit_exceeded, -1, context ++ ": a limit was exceeded", .{}),
     };
     error_limit = kind;
@@ -306,7 +306,9 @@ export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32)
     const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
     const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
     if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
-    var index: u32 = from;
+    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
+    // No token is longer than `token_length_max`: earlier offsets cannot be extended.
+    var index: u32 = @max(from, len -| trie_mod.token_length_max);
     while (index < len) : (index += 1) {
         const node = tokenizer.trie.find(bytes[index..]) orelse continue;
         if (tokenizer.trie.nodes[node].subtree_size > 1) break;
@@ -567,6 +569,7 @@ export fn ts_matcher_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i
     };
     const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
     if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
+    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
     const index = m.healPosition(bytes, from) catch return failMatcher(m);
     return @intCast(index);
 }
@@ -581,6 +584,7 @@ export fn ts_matcher_validate_text(handle: i32, ptr: u32, len: u32, forced_ptr: 
         .status => |s| return s,
     };
     const text = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad text pointer", .{});
+    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "validate_text");
     const forced = slice(u8, forced_ptr, forced_capacity) orelse return fail(.invalid_argument, -1, "bad forced-bytes buffer", .{});
     if (slice(i32, forced_len_out, 1) == null) return fail(.invalid_argument, -1, "bad out-pointer", .{});
     const step = m.validateText(text, forced) catch return failMatcher(m);
@@ -606,6 +610,13 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     const out = slice(u32, out_ptr, total) orelse return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
     const valid = m.draftMasks(ids, out, out_words) catch return failMatcher(m);
     return @intCast(valid);
+}
+
+/// Fuel units the last call on the matcher's grammar spent (saturating at 2^31 - 1): the work
+/// measure that `docs/limits.md` calibrates against wall time, for benchmarks and tests.
+export fn ts_matcher_last_fuel(handle: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    return @intCast(@min(m.fuelSpent(), std.math.maxInt(i32)));
 }
 
 /// Bytes currently allocated by the module (all objects and host buffers), in KiB: a leak

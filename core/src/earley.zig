@@ -28,8 +28,12 @@
 //! match yet, the position is dead. `tokenEndAlive` asks the same question before a token is
 //! allowed, so a mask never lets the output into a lexeme it cannot finish in budget.
 //!
-//! Work is bounded: items per row and items built per call are capped, going over is
-//! `error.LimitExceeded`.
+//! Work is bounded: items per row are capped (`row_item_count_max`), and so is the parser's
+//! work in one call (`step_item_count_max`): one unit per item built and one per item examined
+//! by a completion or a scan. Counting only the items built was not a bound on time: in an
+//! ambiguous grammar (`r1 ::= r1+ | …`) a row of a few thousand items completes each of them
+//! against a whole origin row, so a call built 200,000 items in 0.5 s. Going over either is
+//! `error.LimitExceeded`, with the limit recorded (`limits.zig`).
 
 const std = @import("std");
 const limit_error = @import("limits.zig");
@@ -44,8 +48,10 @@ const StateId = lexer_mod.StateId;
 pub const end_flag: u32 = 1 << 31;
 
 pub const Limits = struct {
+    /// Items in one Earley row (8 bytes each).
     row_item_count_max: u32 = 20_000,
-    step_item_count_max: u32 = 200_000,
+    /// Parser work in one call: items built plus items examined (about 5 ns a unit).
+    step_item_count_max: u32 = 1_000_000,
 };
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
@@ -165,7 +171,8 @@ pub const Parser = struct {
     leo_count: []u32,
     leo_item: []Item,
     leo_touched: std.ArrayList(u32) = .empty,
-    items_built_step: u32 = 0,
+    /// Work units spent in this call (see the file comment); `beginStep` resets it.
+    work_step: u32 = 0,
     /// Index of the token whose bytes are being stepped (set by the matcher before stepping).
     token_index: u32 = 0,
     /// Per lexer state index: its `Budget`, filled on demand (grammars with budgets only).
@@ -240,7 +247,13 @@ pub const Parser = struct {
     }
 
     pub fn beginStep(self: *Parser) void {
-        self.items_built_step = 0;
+        self.work_step = 0;
+    }
+
+    /// Spends `units` of this call's parser work.
+    fn charge(self: *Parser, units: usize) Error!void {
+        self.work_step +|= @intCast(@min(units, std.math.maxInt(u32)));
+        if (self.work_step > self.limits.step_item_count_max) return limit_error.exceeded(.parser_step_items);
     }
 
     fn buildInitialRow(self: *Parser) Error!void {
@@ -265,8 +278,7 @@ pub const Parser = struct {
         if (gop.found_existing) return;
         const row_items = self.items.items.len - self.rows.items[self.rows.items.len - 1].items_start;
         if (row_items >= self.limits.row_item_count_max) return limit_error.exceeded(.parser_row_items);
-        self.items_built_step += 1;
-        if (self.items_built_step > self.limits.step_item_count_max) return limit_error.exceeded(.parser_step_items);
+        try self.charge(1);
         try self.items.append(self.gpa, item);
     }
 
@@ -287,6 +299,7 @@ pub const Parser = struct {
                 }
                 const lhs_sym = cfg.nonterminal_base + lhs;
                 const origin_row = self.rows.items[item.origin];
+                try self.charge(origin_row.items_end - origin_row.items_start);
                 var j = origin_row.items_start;
                 while (j < origin_row.items_end) : (j += 1) {
                     const waiting = self.items.items[j];
@@ -414,9 +427,16 @@ pub const Parser = struct {
             .leo_start = parent_row.leo_end,
             .leo_end = parent_row.leo_end,
         });
+        // A row left half built by a limit must not be found again by (parent, key): it
+        // would be reused as if complete after a rollback.
+        errdefer _ = self.dropRow(k);
         self.seen.clearRetainingCapacity();
         var advanced = false;
         if (!skip_only) {
+            self.charge(parent_row.items_end - parent_row.items_start) catch |err| {
+                for (lexemes) |l| self.scan_set[l] = false;
+                return err;
+            };
             var j = parent_row.items_start;
             while (j < parent_row.items_end) : (j += 1) {
                 const item = self.items.items[j];
@@ -762,9 +782,9 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         is_special[l] = false;
         diag.lexeme = @intCast(l);
         switch (kind) {
-            @intFromEnum(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
-            @intFromEnum(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
-            @intFromEnum(LexemeKind.special) => {
+            @backingInt(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
+            @backingInt(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
+            @backingInt(LexemeKind.special) => {
                 lexeme_exprs[l] = .nothing;
                 is_special[l] = true;
                 has_special = true;
@@ -775,16 +795,16 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             else => return bad(diag, "unknown lexeme kind"),
         }
         if (lexeme_flags & 2 != 0) {
-            if (kind == @intFromEnum(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
+            if (kind == @backingInt(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
             lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
         }
         if (lexeme_flags & 16 != 0) {
             // A special lexeme is one token: a budget cannot bind it.
             const limit = try r.word();
             if (limit == 0) return bad(diag, "a lexeme's max_tokens must be at least 1");
-            if (kind != @intFromEnum(LexemeKind.special)) token_max[l] = limit;
+            if (kind != @backingInt(LexemeKind.special)) token_max[l] = limit;
         }
-        if (kind != @intFromEnum(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
+        if (kind != @backingInt(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
             // A lexeme never matches empty text: keep its non-empty part, and let the rules
             // skip it instead (every use of it becomes an optional nonterminal, below).
             lexeme_exprs[l] = try exprs.andAll(&.{ lexeme_exprs[l], try exprs.not(.epsilon) });
@@ -1022,4 +1042,43 @@ test "earley: every allocation failure while building a parser is freed exactly 
     // Parser.init once freed its slices twice when its first row failed, which corrupted the
     // WASM allocator for every later grammar in the process.
     try std.testing.checkAllAllocationFailures(std.testing.allocator, buildArithmeticParser, .{});
+}
+
+/// `S → S S | "a"`: every split of a run of `a`s is a parse, so each row completes items
+/// against every earlier row.
+fn ambiguousIr(b: *IrBuilder) !void {
+    const nt = ir_nonterminal_flag;
+    for ([_]u32{ ir_magic, 1, 1, 2, 0, 0 }) |w| try b.put(w);
+    try b.put(1);
+    try b.put(0);
+    try b.putBytes("a");
+    for ([_][]const u32{ &.{ 0, 2, nt | 0, nt | 0 }, &.{ 0, 1, 0 } }) |rule| for (rule) |w| try b.put(w);
+}
+
+test "earley: items examined by completions count as work, not only items built" {
+    const gpa = std.testing.allocator;
+    var b: IrBuilder = .{};
+    defer b.words.deinit(gpa);
+    try ambiguousIr(&b);
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
+    defer compiled.deinit(gpa);
+    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
+    defer lexer.deinit();
+    // 40 `a`s build about 1,700 items but examine about 40,000 (each completion scans an
+    // origin row): 10,000 units of work is not enough, though the items alone would fit.
+    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{ .step_item_count_max = 10_000 });
+    defer parser.deinit();
+    const text: [40]u8 = @splat('a');
+    parser.beginStep();
+    try std.testing.expectError(error.LimitExceeded, walkText(&parser, &text));
+    try std.testing.expectEqual(limit_error.Kind.parser_step_items, limit_error.hit);
+    try std.testing.expect(parser.items.items.len < 10_000);
+    // With room for the work, the same text parses.
+    parser.limits.step_item_count_max = 1_000_000;
+    parser.beginStep();
+    const at = (try walkText(&parser, &text)) orelse return error.TestUnexpectedResult;
+    try std.testing.expect(try parser.eosAllowed(at));
 }

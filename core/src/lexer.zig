@@ -11,6 +11,12 @@
 //! entries are 0), so "dead" is the comparison `== 0`. Entries not computed yet hold `missing`;
 //! the slow path (`computeTransition`) fills them with derivatives, paid for with fuel.
 //!
+//! Work is charged to the expression set's fuel like the derivatives themselves: a transition
+//! costs a unit plus one per pair it derives, and a new state one per pair it hashes plus a
+//! quarter unit per byte class for its table row (measured: a new state of a 100-class lexer
+//! costs about as much as 25 derivative units). Going over `state_count_max` is
+//! `error.LimitExceeded` with `lexer_states` recorded (`limits.zig`).
+//!
 //! Byte classes (alphabet compression): bytes that every byte set of the grammar either contains
 //! or excludes together behave identically in every derivative, so one column serves them all.
 //! The partition is computed once when the lexer is built, from every byte set in the
@@ -219,12 +225,13 @@ pub const Lexer = struct {
         errdefer self.state_table.removeByPtr(gop.key_ptr);
         const index: u32 = @intCast(self.pair_spans.items.len);
         if (index >= self.limits.state_count_max) return limit_error.exceeded(.lexer_states);
+        try self.exprs.spend(pairs.len + self.class_count / 4);
         var accepting: u32 = StateInfo.none;
         const accepting_start: u32 = @intCast(self.accepting_lexemes.items.len);
         var lazy_accepting = false;
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
-            if (self.exprs.nullable(@enumFromInt(pairs[i + 1]))) {
+            if (self.exprs.nullable(@fromBackingInt(@intCast(pairs[i + 1])))) {
                 accepting = @min(accepting, pairs[i]);
                 try self.accepting_lexemes.append(self.gpa, pairs[i]);
                 if (self.lazy.len > 0 and self.lazy[pairs[i]]) lazy_accepting = true;
@@ -305,13 +312,14 @@ pub const Lexer = struct {
         defer result.deinit(self.gpa);
         const index = self.stateIndex(state);
         const n = self.pair_spans.items[index].len;
+        try self.exprs.spend(1 + n / 2);
         var i: u32 = 0;
         while (i < n) : (i += 2) {
             // Re-read each time: deriving does not touch our arrays, but keep it obviously safe.
             const pairs = self.pairsOf(index);
             const lexeme = pairs[i];
             if (lexeme == start_marker) continue;
-            const d = try self.exprs.deriv(@enumFromInt(pairs[i + 1]), b);
+            const d = try self.exprs.deriv(@fromBackingInt(@intCast(pairs[i + 1])), b);
             if (!try self.isDead(d)) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
         }
         const target = try self.internState(result.items);

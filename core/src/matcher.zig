@@ -32,10 +32,14 @@ const Trie = trie_mod.Trie;
 const Node = trie_mod.Node;
 const TokenKind = trie_mod.TokenKind;
 
+/// Every limit of a grammar and its matchers; docs/limits.md has what each bounds and what it
+/// costs at its default. Each is reported as its own `limits.Kind` when hit.
 pub const Limits = struct {
-    /// Derivative and constructor work allowed for compiling a grammar.
-    fuel_compile_max: u64 = 2_000_000,
-    /// Derivative and constructor work allowed in one step (a mask, a consume, forced bytes).
+    /// Derivative, construction and lexer-table work allowed for compiling a grammar and for a
+    /// matcher's first row, in fuel units (`regex.zig`; 10–40 ns each).
+    fuel_compile_max: u64 = 8_000_000,
+    /// The same work allowed in one call (a mask, a consume, forced bytes, a healing
+    /// question): about 10 ms of derivative work at the default.
     fuel_step_max: u64 = 1_000_000,
     state_count_max: u32 = 100_000,
     expr_count_max: u32 = 2_000_000,
@@ -43,9 +47,16 @@ pub const Limits = struct {
     token_history_max: u32 = 1_000_000,
     /// Earley items in one parser row.
     row_item_count_max: u32 = 20_000,
-    /// Earley items one call may build.
-    step_item_count_max: u32 = 200_000,
+    /// Parser work in one call: items built plus items examined (`earley.zig`, ~5 ns each).
+    step_item_count_max: u32 = 1_000_000,
 };
+
+/// Bytes one healing call (`healPosition`, and the tokenizer's) or text validation may be
+/// given. Healing asks about offsets within a token's length of the end
+/// (`trie_mod.token_length_max`) and only steps the parser over the bytes before them, so a
+/// call is linear in its input; this bound (the host's forced-bytes buffer, 1 MiB) keeps it
+/// near 10 ms. 10 MB of forced bytes took 5 s when every offset was looked up in the trie.
+pub const input_bytes_max: u32 = 1 << 20;
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
 
@@ -148,7 +159,7 @@ pub const Grammar = struct {
         self.ref_count = 1;
         self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
         errdefer self.exprs.deinit();
-        self.exprs.fuel = limits.fuel_compile_max;
+        self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         self.compiled = try earley.compile(gpa, &self.exprs, words, diag);
         errdefer self.compiled.deinit(gpa);
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
@@ -171,7 +182,7 @@ pub const Grammar = struct {
 
     /// Gives the next operation its own work budget.
     fn refuel(self: *Grammar) void {
-        self.exprs.fuel = self.limits.fuel_step_max;
+        self.exprs.refuel(self.limits.fuel_step_max, .step_fuel);
     }
 };
 
@@ -200,7 +211,9 @@ pub const Matcher = struct {
         errdefer gpa.destroy(self);
         const mask = try gpa.alloc(u32, tokenizer.maskWordsInternal());
         errdefer gpa.free(mask);
-        grammar.refuel();
+        // The first row is part of compiling (a schema's first lexemes may need an emptiness
+        // proof of a long length bound): it gets the compile budget.
+        grammar.exprs.refuel(grammar.limits.fuel_compile_max, .compile_fuel);
         var parser = try earley.Parser.init(gpa, &grammar.compiled.cfg, &grammar.lexer, .{
             .row_item_count_max = grammar.limits.row_item_count_max,
             .step_item_count_max = grammar.limits.step_item_count_max,
@@ -265,6 +278,11 @@ pub const Matcher = struct {
     fn begin(self: *Matcher) void {
         self.grammar.refuel();
         self.parser.beginStep();
+    }
+
+    /// Fuel the last operation on this matcher's grammar spent (measurements, calibration).
+    pub fn fuelSpent(self: *const Matcher) u64 {
+        return self.grammar.exprs.fuel_spent;
     }
 
     pub fn isAccepting(self: *Matcher) bool {
@@ -606,6 +624,7 @@ pub const Matcher = struct {
     pub fn healPosition(self: *Matcher, data: []const u8, from: usize) Error!usize {
         assert(self.failure == .none);
         assert(from <= data.len);
+        assert(data.len <= input_bytes_max); // the boundary refuses longer inputs
         if (self.eos_consumed) return data.len;
         self.begin();
         return self.healPositionInner(data, from) catch |err| self.fail(err);
@@ -617,9 +636,10 @@ pub const Matcher = struct {
         for (data[0..from]) |b| at = try self.parser.stepByte(at, b) orelse return data.len;
         var index = from;
         while (index < data.len) : (index += 1) {
-            if (trie.find(data[index..])) |node| {
+            // No token is longer than `token_length_max`: further back, only step the parser.
+            if (data.len - index <= trie_mod.token_length_max) if (trie.find(data[index..])) |node| {
                 if (trie.nodes[node].subtree_size > 1 and try self.extensionFrom(at, node, data[index..])) return index;
-            }
+            };
             at = try self.parser.stepByte(at, data[index]) orelse return data.len;
         }
         return data.len;

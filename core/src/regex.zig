@@ -12,13 +12,39 @@
 //! With these laws the derivatives of an expression are finitely many up to the normal form
 //! (Brzozowski 1964; Owens, Reppy, Turon 2009), so the lazily built DFA is finite.
 //!
-//! Because there is no intersection or complement yet, an expression denotes the empty language
-//! exactly when it is the `nothing` term: every constructor that could produce an empty language
-//! from non-empty parts returns `nothing` instead. The lexer relies on this ("dead state" is one
-//! comparison). Adding `and`/`not` later needs an emptiness check on top.
+//! A plain term (no intersection, no complement) denotes the empty language exactly when it is
+//! `nothing`: every constructor that could produce an empty language from non-empty parts
+//! returns `nothing` instead, and the lexer relies on this ("dead state" is one comparison).
+//! Terms with intersections or complements need `isEmpty`.
 //!
-//! Work is bounded: every constructor call spends one unit of `fuel`, and the term count is capped
-//! by `expr_count_max`; running out is `error.LimitExceeded`, never a hang.
+//! ## Length bounds, and deciding "length bound ∧ pattern" arithmetically
+//!
+//! Every term carries the byte length of its shortest and longest word (`Lengths`), computed
+//! once when the term is interned from its children's: exact for plain terms, bounds for the
+//! rest. Two uses:
+//! - `andAll` returns `nothing` when its members' length intervals do not meet. A JSON string
+//!   with `pattern` and `maxLength` is the intersection `"P" ∩ "C{0,n}"`; once the text has
+//!   used the length budget, the counter's longest rest is shorter than the pattern's
+//!   shortest, and the intersection is ∅ by arithmetic, with no search.
+//! - `isEmpty` first tries witnesses: the shortest word of each plain member (built byte by
+//!   byte from the length table), checked against the other members. In a lexer over such an
+//!   intersection almost every state is alive and the pattern's shortest completion (`"`, or a
+//!   character and `"`) fits the counter left, so one short walk replaces a breadth-first
+//!   search that derived the whole intersection by every byte class. Only when neither
+//!   interval arithmetic nor a witness decides does the exact search run.
+//!
+//! ## Work is bounded, and charged by size
+//!
+//! Every operation spends `fuel` in proportion to the work it does, so that fuel bounds wall
+//! time: a constructor spends one unit plus one per word of the term it interns (hashing and
+//! comparing a run is linear in its length) and one per member it sorts; `deriv` spends one
+//! unit per call, cache hits included (a search that re-derives cached terms millions of times
+//! is still work) except for a byte-set head, read off the set's bits and paid for by the
+//! caller's per-member charge; the emptiness search spends two units per term it visits per
+//! byte class (its visited set and queue grow with it). The
+//! term count is capped by `expr_count_max`. Running out is `error.LimitExceeded` with the
+//! limit recorded (`limits.zig`), never a hang. docs/limits.md has the calibration:
+//! a unit costs 5–40 ns measured across MaskBench and the hostile corpus.
 
 const std = @import("std");
 const limit_error = @import("limits.zig");
@@ -31,7 +57,7 @@ pub const ExprId = enum(u32) {
     _,
 
     pub fn index(self: ExprId) u32 {
-        return @intFromEnum(self);
+        return @backingInt(self);
     }
 };
 
@@ -92,13 +118,37 @@ pub const ByteSet = struct {
     }
 };
 
+fn byteSetWithin(inner: ByteSet, outer: ByteSet) bool {
+    for (inner.bits, outer.bits) |a, b| if (a & ~b != 0) return false;
+    return true;
+}
+
 pub const Error = error{ LimitExceeded, OutOfMemory };
 
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
-/// Terms an emptiness search may visit before giving up with `error.LimitExceeded`.
-pub const empty_search_visited_max: u32 = 20_000;
+/// Longest witness `isEmpty` builds from a member's shortest word before it falls back to the
+/// search (a witness costs one derivative per byte and member).
+pub const witness_length_max: u32 = 1024;
+
+/// Bytes a witness walk may try off its leader's shortest path, in all (each costs a derivative
+/// per member); past it the search decides.
+pub const witness_scan_max: u32 = 2048;
+
+/// Bounds on the byte length of a term's words: exact for plain terms (the shortest and the
+/// longest word), bounds for terms with intersections or complements. `max == unbounded`: no
+/// longest word; `min == unbounded` only for ∅ (so ∅'s interval is empty).
+pub const Lengths = struct {
+    min: u32,
+    max: u32,
+
+    pub const unbounded: u32 = std.math.maxInt(u32);
+
+    pub fn isEmpty(self: Lengths) bool {
+        return self.min > self.max;
+    }
+};
 
 pub const Limits = struct {
     /// Distinct terms the set may hold (about 40 bytes each with the tables).
@@ -140,9 +190,17 @@ pub const ExprSet = struct {
     table: std.HashMapUnmanaged(u32, void, IdContext, 80) = .empty,
     deriv_cache: std.AutoHashMapUnmanaged(u64, ExprId) = .empty,
     empty_cache: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    /// Per term: `Lengths`, filled when the term is interned.
+    lengths: std.ArrayList(Lengths) = .empty,
     scratch: std.ArrayList(u32) = .empty,
-    /// Units of construction work left; `deriv` and the constructors spend it.
+    /// Units of work left (see the file comment); `deriv`, the constructors and `isEmpty`
+    /// spend it. Whoever sets it names the budget in `fuel_limit`.
     fuel: u64 = std.math.maxInt(u64),
+    /// The limit running out of `fuel` reports (`step_fuel` in calls, `compile_fuel` while
+    /// compiling).
+    fuel_limit: limit_error.Kind = .step_fuel,
+    /// Fuel spent since `refuel` (for measurements and the calibration in docs/limits.md).
+    fuel_spent: u64 = 0,
     limits: Limits = .{},
     /// Current recursion depth of `deriv` (nested nullable concatenations recurse).
     deriv_depth: u32 = 0,
@@ -150,8 +208,8 @@ pub const ExprSet = struct {
     pub fn init(gpa: Allocator, limits: Limits) Error!ExprSet {
         var set: ExprSet = .{ .gpa = gpa, .limits = limits };
         errdefer set.deinit();
-        const nothing = try set.intern(&.{@intFromEnum(Tag.nothing)});
-        const epsilon = try set.intern(&.{@intFromEnum(Tag.epsilon) | flag_nullable});
+        const nothing = try set.intern(&.{@backingInt(Tag.nothing)});
+        const epsilon = try set.intern(&.{@backingInt(Tag.epsilon) | flag_nullable});
         assert(nothing == .nothing and epsilon == .epsilon);
         return set;
     }
@@ -162,6 +220,7 @@ pub const ExprSet = struct {
         self.table.deinit(self.gpa);
         self.deriv_cache.deinit(self.gpa);
         self.empty_cache.deinit(self.gpa);
+        self.lengths.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.* = undefined;
     }
@@ -176,7 +235,7 @@ pub const ExprSet = struct {
     }
 
     pub fn tag(self: *const ExprSet, e: ExprId) Tag {
-        return @enumFromInt(@as(u8, @truncate(self.runOf(e.index())[0])));
+        return @fromBackingInt(@intCast(@as(u8, @truncate(self.runOf(e.index())[0]))));
     }
 
     pub fn nullable(self: *const ExprSet, e: ExprId) bool {
@@ -204,25 +263,90 @@ pub const ExprSet = struct {
         return set;
     }
 
-    fn spend(self: *ExprSet) Error!void {
-        if (self.fuel == 0) return limit_error.exceeded(.step_fuel);
-        self.fuel -= 1;
+    /// A fresh budget of `units` for the next operation, reported as `limit` when it runs out.
+    pub fn refuel(self: *ExprSet, units: u64, limit: limit_error.Kind) void {
+        self.fuel = units;
+        self.fuel_limit = limit;
+        self.fuel_spent = 0;
+    }
+
+    /// Spends `units` of fuel (the lexer charges its own table work here too).
+    pub fn spend(self: *ExprSet, units: u64) Error!void {
+        if (self.fuel < units) {
+            self.fuel_spent += self.fuel;
+            self.fuel = 0;
+            return limit_error.exceeded(self.fuel_limit);
+        }
+        self.fuel -= units;
+        self.fuel_spent += units;
+    }
+
+    pub fn lengthsOf(self: *const ExprSet, e: ExprId) Lengths {
+        return self.lengths.items[e.index()];
+    }
+
+    /// The `Lengths` of a run about to be interned, from its children's.
+    fn runLengths(self: *const ExprSet, run: []const u32) Lengths {
+        const unbounded = Lengths.unbounded;
+        const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+        switch (t) {
+            .nothing => return .{ .min = unbounded, .max = 0 },
+            .epsilon => return .{ .min = 0, .max = 0 },
+            .byte_set => return .{ .min = 1, .max = 1 },
+            .concat => {
+                const h = self.lengths.items[run[1]];
+                const tl = self.lengths.items[run[2]];
+                return .{ .min = h.min +| tl.min, .max = h.max +| tl.max };
+            },
+            .alt => {
+                var out: Lengths = .{ .min = unbounded, .max = 0 };
+                for (run[1..]) |m| {
+                    const l = self.lengths.items[m];
+                    out = .{ .min = @min(out.min, l.min), .max = @max(out.max, l.max) };
+                }
+                return out;
+            },
+            .repeat => {
+                const c = self.lengths.items[run[1]];
+                const min_count = run[2];
+                const max_count = run[3];
+                const max = if (c.max == 0)
+                    0
+                else if (max_count == repeat_unbounded) unbounded else c.max *| max_count;
+                return .{ .min = c.min *| min_count, .max = max };
+            },
+            .and_ => {
+                var out: Lengths = .{ .min = 0, .max = unbounded };
+                for (run[1..]) |m| {
+                    const l = self.lengths.items[m];
+                    out = .{ .min = @max(out.min, l.min), .max = @min(out.max, l.max) };
+                }
+                return out;
+            },
+            .not_ => return .{ .min = 0, .max = unbounded },
+        }
     }
 
     fn intern(self: *ExprSet, run: []const u32) Error!ExprId {
+        // Hashing and comparing the run is linear in its length.
+        try self.spend(run.len);
         const gop = try self.table.getOrPutContextAdapted(
             self.gpa,
             run,
             RunContext{ .set = self },
             IdContext{ .set = self },
         );
-        if (gop.found_existing) return @enumFromInt(gop.key_ptr.*);
+        if (gop.found_existing) return @fromBackingInt(@intCast(gop.key_ptr.*));
         if (self.spans.items.len >= self.limits.expr_count_max) {
             self.table.removeByPtr(gop.key_ptr);
             return limit_error.exceeded(.expressions);
         }
         const id: u32 = @intCast(self.spans.items.len);
         const start: u32 = @intCast(self.words.items.len);
+        self.lengths.ensureUnusedCapacity(self.gpa, 1) catch |err| {
+            self.table.removeByPtr(gop.key_ptr);
+            return err;
+        };
         self.words.appendSlice(self.gpa, run) catch |err| {
             self.table.removeByPtr(gop.key_ptr);
             return err;
@@ -232,15 +356,17 @@ pub const ExprSet = struct {
             self.table.removeByPtr(gop.key_ptr);
             return err;
         };
+        self.lengths.appendAssumeCapacity(self.runLengths(run));
+        assert(self.lengths.items.len == self.spans.items.len);
         gop.key_ptr.* = id;
-        return @enumFromInt(id);
+        return @fromBackingInt(@intCast(id));
     }
 
     pub fn byteSet(self: *ExprSet, set: ByteSet) Error!ExprId {
-        try self.spend();
+        try self.spend(1);
         if (set.isEmpty()) return .nothing;
         var run: [9]u32 = undefined;
-        run[0] = @intFromEnum(Tag.byte_set);
+        run[0] = @backingInt(Tag.byte_set);
         @memcpy(run[1..9], &set.bits);
         return self.intern(&run);
     }
@@ -263,19 +389,70 @@ pub const ExprSet = struct {
     }
 
     pub fn concat(self: *ExprSet, head: ExprId, tail: ExprId) Error!ExprId {
-        try self.spend();
+        try self.spend(1);
         if (head == .nothing or tail == .nothing) return .nothing;
         if (head == .epsilon) return tail;
         if (tail == .epsilon) return head;
         if (self.tag(head) == .concat) {
             // Right-nest: (a b) c = a (b c). Bounded by the head's length.
-            const a: ExprId = @enumFromInt(self.args(head)[0]);
-            const b: ExprId = @enumFromInt(self.args(head)[1]);
+            const a: ExprId = @fromBackingInt(@intCast(self.args(head)[0]));
+            const b: ExprId = @fromBackingInt(@intCast(self.args(head)[1]));
             return self.concat(a, try self.concat(b, tail));
+        }
+        if (self.absorbedCount(head, tail)) |min| {
+            // x{m,n} c* = x{m} c* when every x is a c: the extra copies are c's.
+            const child: ExprId = @fromBackingInt(@intCast(self.args(head)[0]));
+            return self.concat(try self.repeat(child, min, min), tail);
         }
         const flags = (if (self.nullable(head) and self.nullable(tail)) flag_nullable else 0) |
             self.booleanFlag(head) | self.booleanFlag(tail);
-        return self.intern(&.{ @intFromEnum(Tag.concat) | flags, head.index(), tail.index() });
+        return self.intern(&.{ @backingInt(Tag.concat) | flags, head.index(), tail.index() });
+    }
+
+    /// When `head` is x{m,n} with n > m and `tail` starts with c* such that every word of x is
+    /// a word of c, the count m that `head` can be cut to; otherwise null.
+    ///
+    /// Why: an unanchored pattern `.*X{1,255}.*` (JSON Schema `pattern` is a search) has
+    /// derivatives that start the counted part at every position read so far, an alternation
+    /// of up to 255 counters that every byte rebuilds. `C* X{1,255} C*` denotes the same
+    /// strings as `C* X C*` when X ⊆ C, and that form has two derivatives.
+    fn absorbedCount(self: *const ExprSet, head: ExprId, tail: ExprId) ?u32 {
+        if (self.tag(head) != .repeat or self.isBoolean(head)) return null;
+        const h = self.args(head);
+        if (h[2] == h[1]) return null;
+        const star = if (self.tag(tail) == .concat) @as(ExprId, @fromBackingInt(@intCast(self.args(tail)[0]))) else tail;
+        if (self.tag(star) != .repeat) return null;
+        const t = self.args(star);
+        if (t[1] != 0 or t[2] != repeat_unbounded) return null;
+        if (!self.isSubset(@fromBackingInt(@intCast(h[0])), @fromBackingInt(@intCast(t[0])))) return null;
+        return h[1];
+    }
+
+    /// A cheap, conservative test of L(x) ⊆ L(c) for plain terms: equal terms, byte sets, and
+    /// members of an alternation (one level deep). False means "not shown".
+    fn isSubset(self: *const ExprSet, x: ExprId, c: ExprId) bool {
+        if (x == c) return true;
+        if (self.tag(x) == .alt) {
+            for (self.args(x)) |m| {
+                if (!self.isMemberSubset(@fromBackingInt(@intCast(m)), c)) return false;
+            }
+            return true;
+        }
+        return self.isMemberSubset(x, c);
+    }
+
+    fn isMemberSubset(self: *const ExprSet, x: ExprId, c: ExprId) bool {
+        if (x == c) return true;
+        switch (self.tag(c)) {
+            .byte_set => return self.tag(x) == .byte_set and byteSetWithin(self.byteSetOf(x), self.byteSetOf(c)),
+            .alt => for (self.args(c)) |m_raw| {
+                const m: ExprId = @fromBackingInt(@intCast(m_raw));
+                if (m == x) return true;
+                if (self.tag(m) == .byte_set and self.tag(x) == .byte_set and
+                    byteSetWithin(self.byteSetOf(x), self.byteSetOf(m))) return true;
+            } else return false,
+            else => return false,
+        }
     }
 
     /// A concatenation of many parts, right-nested.
@@ -295,7 +472,7 @@ pub const ExprSet = struct {
 
     /// The alternation of `members`, in normal form.
     pub fn alt(self: *ExprSet, members: []const ExprId) Error!ExprId {
-        try self.spend();
+        try self.spend(1 + members.len);
         // Collect flattened members into scratch (after a header slot), merging byte sets.
         const base = self.scratch.items.len;
         defer self.scratch.shrinkRetainingCapacity(base);
@@ -312,7 +489,7 @@ pub const ExprSet = struct {
                 },
                 .alt => {
                     for (self.args(m)) |inner_raw| {
-                        const inner: ExprId = @enumFromInt(inner_raw);
+                        const inner: ExprId = @fromBackingInt(@intCast(inner_raw));
                         if (self.tag(inner) == .byte_set) {
                             bytes.unionWith(self.byteSetOf(inner));
                             has_bytes = true;
@@ -333,7 +510,9 @@ pub const ExprSet = struct {
             try self.scratch.append(self.gpa, set_id.index());
         }
         const list = self.scratch.items[base + 1 ..];
-        std.mem.sort(u32, list, {}, std.sort.asc(u32));
+        // Sorting is the cost that grows with the flattened alternation.
+        try self.spend(list.len);
+        std.mem.sortUnstable(u32, list, {}, std.sort.asc(u32));
         // Deduplicate in place.
         var unique: usize = 0;
         for (list, 0..) |item, i| {
@@ -343,16 +522,16 @@ pub const ExprSet = struct {
             }
         }
         if (unique == 0) return .nothing;
-        if (unique == 1) return @enumFromInt(list[0]);
+        if (unique == 1) return @fromBackingInt(@intCast(list[0]));
         var boolean: u32 = 0;
-        for (self.scratch.items[base + 1 .. base + 1 + unique]) |m| boolean |= self.booleanFlag(@enumFromInt(m));
-        self.scratch.items[base] = @intFromEnum(Tag.alt) | (if (nullable_any) flag_nullable else 0) | boolean;
+        for (self.scratch.items[base + 1 .. base + 1 + unique]) |m| boolean |= self.booleanFlag(@fromBackingInt(@intCast(m)));
+        self.scratch.items[base] = @backingInt(Tag.alt) | (if (nullable_any) flag_nullable else 0) | boolean;
         // `intern` copies the run, and may not grow `scratch` itself.
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
     }
 
     pub fn repeat(self: *ExprSet, child: ExprId, min: u32, max: u32) Error!ExprId {
-        try self.spend();
+        try self.spend(1);
         assert(min <= max);
         if (max == 0) return .epsilon;
         if (child == .nothing) return if (min == 0) .epsilon else .nothing;
@@ -364,12 +543,12 @@ pub const ExprSet = struct {
             if (inner[1] == 0 and inner[2] == repeat_unbounded) return child;
         }
         const flags = (if (min == 0 or self.nullable(child)) flag_nullable else 0) | self.booleanFlag(child);
-        return self.intern(&.{ @intFromEnum(Tag.repeat) | flags, child.index(), min, max });
+        return self.intern(&.{ @backingInt(Tag.repeat) | flags, child.index(), min, max });
     }
 
     /// The intersection of `members`.
     pub fn andAll(self: *ExprSet, members: []const ExprId) Error!ExprId {
-        try self.spend();
+        try self.spend(1 + members.len);
         const base = self.scratch.items.len;
         defer self.scratch.shrinkRetainingCapacity(base);
         try self.scratch.append(self.gpa, 0);
@@ -383,19 +562,25 @@ pub const ExprSet = struct {
             }
         }
         const list = self.scratch.items[base + 1 ..];
-        std.mem.sort(u32, list, {}, std.sort.asc(u32));
+        try self.spend(list.len);
+        std.mem.sortUnstable(u32, list, {}, std.sort.asc(u32));
         var unique: usize = 0;
         var all_nullable = true;
+        // The members' length intervals; when they do not meet, no word is in every member.
+        var lengths: Lengths = .{ .min = 0, .max = Lengths.unbounded };
         for (list, 0..) |item, i| {
             if (i == 0 or item != list[unique - 1]) {
                 list[unique] = item;
                 unique += 1;
-                all_nullable = all_nullable and self.nullable(@enumFromInt(item));
+                all_nullable = all_nullable and self.nullable(@fromBackingInt(@intCast(item)));
+                const l = self.lengths.items[item];
+                lengths = .{ .min = @max(lengths.min, l.min), .max = @min(lengths.max, l.max) };
             }
         }
         if (unique == 0) return self.not(.nothing);
-        if (unique == 1) return @enumFromInt(list[0]);
-        self.scratch.items[base] = @intFromEnum(Tag.and_) | flag_boolean | (if (all_nullable) flag_nullable else 0);
+        if (lengths.isEmpty()) return .nothing;
+        if (unique == 1) return @fromBackingInt(@intCast(list[0]));
+        self.scratch.items[base] = @backingInt(Tag.and_) | flag_boolean | (if (all_nullable) flag_nullable else 0);
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
     }
 
@@ -406,16 +591,19 @@ pub const ExprSet = struct {
 
     /// The complement of `child`.
     pub fn not(self: *ExprSet, child: ExprId) Error!ExprId {
-        try self.spend();
-        if (self.tag(child) == .not_) return @enumFromInt(self.args(child)[0]);
+        try self.spend(1);
+        if (self.tag(child) == .not_) return @fromBackingInt(@intCast(self.args(child)[0]));
         const flags = flag_boolean | (if (self.nullable(child)) 0 else flag_nullable);
-        return self.intern(&.{ @intFromEnum(Tag.not_) | flags, child.index() });
+        return self.intern(&.{ @backingInt(Tag.not_) | flags, child.index() });
     }
 
     /// The derivative of `e` by `b`: the strings s such that `b s` matches `e`.
     pub fn deriv(self: *ExprSet, e: ExprId, b: u8) Error!ExprId {
+        // One bit test, paid for by the caller's per-member or per-pair charge.
+        if (self.derivByHead(e, b)) |d| return d;
+        try self.spend(1);
         const key = (@as(u64, e.index()) << 8) | b;
-        if (self.deriv_cache.get(key)) |hit| return hit;
+        if (self.deriv_cache.get(key)) |cached| return cached;
         if (self.deriv_depth >= deriv_depth_max) return limit_error.exceeded(.derivative_depth);
         self.deriv_depth += 1;
         defer self.deriv_depth -= 1;
@@ -425,7 +613,7 @@ pub const ExprSet = struct {
     }
 
     fn derivUncached(self: *ExprSet, e: ExprId, b: u8) Error!ExprId {
-        try self.spend();
+        try self.spend(1);
         switch (self.tag(e)) {
             .nothing, .epsilon => return .nothing,
             .byte_set => {
@@ -433,18 +621,18 @@ pub const ExprSet = struct {
                 return if (set.contains(b)) .epsilon else .nothing;
             },
             .concat => {
-                const head: ExprId = @enumFromInt(self.args(e)[0]);
-                const tail: ExprId = @enumFromInt(self.args(e)[1]);
+                const head: ExprId = @fromBackingInt(@intCast(self.args(e)[0]));
+                const tail: ExprId = @fromBackingInt(@intCast(self.args(e)[1]));
                 const left = try self.concat(try self.deriv(head, b), tail);
                 if (!self.nullable(head)) return left;
                 return self.alt2(left, try self.deriv(tail, b));
             },
             .alt => return self.derivMembers(e, b, alt),
             .and_ => return self.derivMembers(e, b, andAll),
-            .not_ => return self.not(try self.deriv(@enumFromInt(self.args(e)[0]), b)),
+            .not_ => return self.not(try self.deriv(@fromBackingInt(@intCast(self.args(e)[0])), b)),
             .repeat => {
                 const a = self.args(e);
-                const child: ExprId = @enumFromInt(a[0]);
+                const child: ExprId = @fromBackingInt(@intCast(a[0]));
                 const min = a[1];
                 const max = a[2];
                 const next_min = if (min == 0) 0 else min - 1;
@@ -464,20 +652,56 @@ pub const ExprSet = struct {
     ) Error!ExprId {
         // Copy the members first: `deriv` may grow the arena and move `args`.
         const n = self.args(e).len;
+        try self.spend(n);
         var small: [16]ExprId = undefined;
         const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
         defer if (n > small.len) self.gpa.free(members);
-        for (members, self.args(e)) |*dst, src| dst.* = @enumFromInt(src);
-        for (members) |*m| m.* = try self.deriv(m.*, b);
+        for (members, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        for (members) |*m| {
+            m.* = try self.deriv(m.*, b);
+            // ∅ absorbs an intersection: the other members need not be derived.
+            if (combine == andAll and m.* == .nothing) return .nothing;
+        }
         return combine(self, members);
     }
 
-    /// Does `e` denote the empty language? Exact: a search over derivatives by one byte of each
-    /// class in `representatives` for a nullable term, bounded by fuel and `visited_max`.
+    /// The derivative of a byte set, or of a concatenation that starts with one, read off
+    /// the set's bits (null for other terms), without the cache. A character class in UTF-8
+    /// is an alternation of hundreds of such members, a literal lexeme is one, and a lexer
+    /// state holds dozens: a cache lookup (or insert) per member and byte class cost more than
+    /// the answer, which is one bit test.
+    fn derivByHead(self: *const ExprSet, e: ExprId, b: u8) ?ExprId {
+        switch (self.tag(e)) {
+            .byte_set => return if (self.byteSetOf(e).contains(b)) .epsilon else .nothing,
+            .concat => {
+                const head: ExprId = @fromBackingInt(@intCast(self.args(e)[0]));
+                if (self.tag(head) != .byte_set) return null;
+                return if (self.byteSetOf(head).contains(b)) @fromBackingInt(@intCast(self.args(e)[1])) else .nothing;
+            },
+            else => return null,
+        }
+    }
+
+    /// Does `e` denote the empty language? Exact, in three steps of rising cost:
+    /// 1. plain terms and terms whose length bounds do not meet are decided at once;
+    /// 2. an intersection for which a length-guided walk finds a word is not empty
+    ///    (`hasWitness`);
+    /// 3. otherwise a breadth-first search over derivatives by one byte of each class in
+    ///    `representatives` looks for a nullable term, bounded by fuel.
     pub fn isEmpty(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         if (e == .nothing) return true;
         if (!self.isBoolean(e)) return false;
-        if (self.empty_cache.get(e.index())) |hit| return hit;
+        if (self.lengthsOf(e).isEmpty()) return true;
+        if (self.empty_cache.get(e.index())) |cached| return cached;
+        if (try self.hasWitness(e, representatives)) {
+            try self.empty_cache.put(self.gpa, e.index(), false);
+            return false;
+        }
+        return self.isEmptySearch(e, representatives);
+    }
+
+    /// Step 3 of `isEmpty`: every term visited costs a unit per byte class.
+    fn isEmptySearch(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         var queue: std.ArrayList(ExprId) = .empty;
         defer queue.deinit(self.gpa);
         var visited: std.AutoHashMapUnmanaged(u32, void) = .empty;
@@ -492,12 +716,14 @@ pub const ExprSet = struct {
                 if (!empty) break :search true;
                 continue;
             }
+            // A derivative per byte class, plus the visited set and queue that grow with the
+            // search (measured: a visited term costs about two units per class).
+            try self.spend(2 * representatives.len);
             for (representatives) |b| {
                 const y = try self.deriv(x, b);
                 if (y == .nothing) continue;
                 if (!self.isBoolean(y)) break :search true; // plain terms other than ∅ are non-empty
                 if (visited.contains(y.index())) continue;
-                if (visited.count() >= empty_search_visited_max) return limit_error.exceeded(.step_fuel);
                 try visited.put(self.gpa, y.index(), {});
                 try queue.append(self.gpa, y);
             }
@@ -511,11 +737,139 @@ pub const ExprSet = struct {
         return !non_empty;
     }
 
+    /// Step 2 of `isEmpty`: look for a word of the intersection `e` by walking all of its
+    /// members at once, guided by their length tables. The member with the longest shortest
+    /// rest leads: the walk takes the first byte of that member's shortest rest when every
+    /// member survives it, or else the first byte class that every member survives and that
+    /// shortens the leader's rest. It stops when every member is nullable (a witness: not
+    /// empty), when no byte qualifies, or after `witness_length_max` bytes ("not shown": the
+    /// search decides). For "pattern ∩ length" this is the arithmetic the search lacked: the
+    /// counter's minimum leads while the pattern can pad, then the pattern's shortest
+    /// completion finishes both.
+    fn hasWitness(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
+        if (self.tag(e) != .and_) return false;
+        const n = self.args(e).len;
+        var small: [2][16]ExprId = undefined;
+        const buffer = if (n <= 16) small[0][0..0] else try self.gpa.alloc(ExprId, 2 * n);
+        defer if (n > 16) self.gpa.free(buffer);
+        var cur: []ExprId = if (n <= 16) small[0][0..n] else buffer.ptr[0..n];
+        var next: []ExprId = if (n <= 16) small[1][0..n] else buffer.ptr[n .. 2 * n];
+        for (cur, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        var steps: u32 = 0;
+        var scans: u32 = 0; // bytes tried off the leader's shortest path, over the whole walk
+        while (steps < witness_length_max) : (steps += 1) {
+            const all_nullable = for (cur) |m| {
+                if (!self.nullable(m)) break false;
+            } else true;
+            if (all_nullable) return true;
+            const leader = self.leadingMember(cur);
+            var stepped = false;
+            if (leader) |l| stepped = try self.stepMembers(cur, next, self.shortestByte(cur[l]));
+            if (!stepped) {
+                for (representatives) |b| {
+                    scans += 1;
+                    if (scans > witness_scan_max) return false;
+                    if (!try self.stepMembers(cur, next, b)) continue;
+                    if (leader) |l| if (self.lengthsOf(next[l]).min >= self.lengthsOf(cur[l]).min) continue;
+                    stepped = true;
+                    break;
+                }
+            }
+            if (!stepped) return false;
+            std.mem.swap([]ExprId, &cur, &next);
+        }
+        return false;
+    }
+
+    /// The plain, non-nullable member with the longest shortest word (the first on ties).
+    fn leadingMember(self: *const ExprSet, members: []const ExprId) ?usize {
+        var best: ?usize = null;
+        for (members, 0..) |m, i| {
+            if (self.isBoolean(m) or self.nullable(m)) continue;
+            if (best == null or self.lengthsOf(m).min > self.lengthsOf(members[best.?]).min) best = i;
+        }
+        return best;
+    }
+
+    /// `next[i]` = the derivative of `cur[i]` by `b`; false when one is ∅ or their length
+    /// intervals no longer meet.
+    fn stepMembers(self: *ExprSet, cur: []const ExprId, next: []ExprId, b: u8) Error!bool {
+        try self.spend(cur.len);
+        var lengths: Lengths = .{ .min = 0, .max = Lengths.unbounded };
+        for (cur, next) |m, *d| {
+            d.* = try self.deriv(m, b);
+            if (d.* == .nothing) return false;
+            const l = self.lengthsOf(d.*);
+            lengths = .{ .min = @max(lengths.min, l.min), .max = @min(lengths.max, l.max) };
+        }
+        return !lengths.isEmpty();
+    }
+
+    /// A shortest word of the plain term `e` (at most `out.len` bytes), or null when it is
+    /// longer. Each byte is one that starts a shortest word of what is left (`shortestByte`),
+    /// so the walk takes exactly `lengthsOf(e).min` derivatives.
+    pub fn shortestWord(self: *ExprSet, e: ExprId, out: []u8) Error!?[]const u8 {
+        assert(!self.isBoolean(e));
+        if (e == .nothing or self.lengthsOf(e).min > out.len) return null;
+        var x = e;
+        var n: usize = 0;
+        while (!self.nullable(x)) : (n += 1) {
+            assert(n < out.len); // the shortest word's length is exact for plain terms
+            const b = self.shortestByte(x);
+            out[n] = b;
+            x = try self.deriv(x, b);
+            assert(x != .nothing and self.lengthsOf(x).min + n + 1 == self.lengthsOf(e).min);
+        }
+        return out[0..n];
+    }
+
+    /// A byte that starts a shortest word of the plain, non-nullable term `e`. The descent
+    /// follows the length table; children have smaller ids than their parents (they are
+    /// interned first), so it ends.
+    fn shortestByte(self: *const ExprSet, e: ExprId) u8 {
+        var x = e;
+        while (true) {
+            assert(!self.nullable(x) and !self.isBoolean(x));
+            const a = self.args(x);
+            switch (self.tag(x)) {
+                .byte_set => {
+                    const set = self.byteSetOf(x);
+                    for (set.bits, 0..) |w, i| {
+                        if (w != 0) return @intCast(i * 32 + @ctz(w));
+                    }
+                    unreachable; // byte sets are never empty
+                },
+                // A nullable head adds nothing to the shortest word.
+                .concat => x = if (self.nullable(@fromBackingInt(@intCast(a[0])))) @fromBackingInt(@intCast(a[1])) else @fromBackingInt(@intCast(a[0])),
+                .alt => {
+                    var best: ExprId = @fromBackingInt(@intCast(a[0]));
+                    for (a[1..]) |m| {
+                        if (self.lengths.items[m].min < self.lengthsOf(best).min) best = @fromBackingInt(@intCast(m));
+                    }
+                    x = best;
+                },
+                .repeat => x = @fromBackingInt(@intCast(a[0])),
+                .nothing, .epsilon, .and_, .not_ => unreachable,
+            }
+        }
+    }
+
+    /// Does `e` match `word`?
+    pub fn accepts(self: *ExprSet, e: ExprId, word: []const u8) Error!bool {
+        try self.spend(word.len);
+        var x = e;
+        for (word) |b| {
+            x = try self.deriv(x, b);
+            if (x == .nothing) return false;
+        }
+        return self.nullable(x);
+    }
+
     /// Every byte set that occurs in the set, for alphabet compression.
     pub fn forEachByteSet(self: *const ExprSet, context: anytype, comptime visit: fn (@TypeOf(context), ByteSet) void) void {
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
-            const e: ExprId = @enumFromInt(id);
+            const e: ExprId = @fromBackingInt(@intCast(id));
             if (self.tag(e) == .byte_set) visit(context, self.byteSetOf(e));
         }
     }
@@ -594,4 +948,96 @@ test "running out of fuel is an error, not a hang" {
     defer set.deinit();
     set.fuel = 10;
     try std.testing.expectError(error.LimitExceeded, set.literal("abcdefghijklmnop"));
+}
+
+const regex_syntax = @import("regex_syntax.zig");
+
+fn parseTest(set: *ExprSet, pattern: []const u8) !ExprId {
+    var diag: regex_syntax.Diagnostic = .{};
+    return regex_syntax.parse(set, pattern, .{}, &diag);
+}
+
+test "length bounds make an intersection ∅ without a search" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // A pattern of exactly six letters against a counter with room for five: what a string
+    // with `pattern` and `maxLength` becomes once the text has used the length budget. (The
+    // bounds are in bytes: a counter of UTF-8 characters has room for four bytes each.)
+    const six = try parseTest(&set, "[a-z]{6}\"");
+    const at_most_five = try parseTest(&set, "[ -!#-~]{0,5}\"");
+    try std.testing.expectEqual(Lengths{ .min = 7, .max = 7 }, set.lengthsOf(six));
+    try std.testing.expectEqual(Lengths{ .min = 1, .max = 6 }, set.lengthsOf(at_most_five));
+    try std.testing.expectEqual(ExprId.nothing, try set.andAll(&.{ six, at_most_five }));
+    // One more byte of room and the intersection is a term again (and not empty).
+    const at_most_six = try parseTest(&set, "[ -!#-~]{0,6}\"");
+    const both = try set.andAll(&.{ six, at_most_six });
+    try std.testing.expect(both != .nothing);
+    try std.testing.expect(!try set.isEmpty(both, &.{ 'a', '"', 0 }));
+}
+
+test "pattern ∩ long counter: a witness decides in little fuel where the search could not" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // MaskBench Github_easy---o21053: at most 100 words, at most 5000 characters, and here at
+    // least 300 characters, so the pattern's own shortest completion is too short. The old
+    // breadth-first search ran out of 10,000 units here.
+    const words = try parseTest(&set, "(?:[a-z]+ +){0,99}[a-z]+\"");
+    const length = try parseTest(&set, "[^\"]{300,5000}\"");
+    var e = try set.andAll(&.{ words, length });
+    const representatives = [_]u8{ 0, ' ', '"', 'a' }; // one byte per class
+    for ("ab cd e") |b| e = try set.deriv(e, b);
+    set.fuel = 10_000;
+    try std.testing.expect(!try set.isEmpty(e, &representatives));
+    // Past the counter, the shortest rest is longer than the longest: ∅ by arithmetic.
+    set.fuel = std.math.maxInt(u64);
+    var full = try set.andAll(&.{ words, try parseTest(&set, "[ -!#-~]{0,3}\"") });
+    for ("abc") |b| full = try set.deriv(full, b);
+    try std.testing.expect(!try set.isEmpty(full, &representatives));
+    try std.testing.expectEqual(ExprId.nothing, try set.deriv(full, ' '));
+}
+
+test "fuel is charged by the size of the work, cache hits included" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var members: [1000]ExprId = undefined;
+    for (&members, 0..) |*m, i| {
+        var text: [8]u8 = undefined;
+        m.* = try set.literal(std.fmt.bufPrint(&text, "w{d}", .{i}) catch unreachable);
+    }
+    // One alternation call sorts a thousand members: it costs at least a thousand units.
+    set.refuel(500, .step_fuel);
+    try std.testing.expectError(error.LimitExceeded, set.alt(&members));
+    try std.testing.expectEqual(limit_error.Kind.step_fuel, limit_error.hit);
+    set.refuel(1_000_000, .compile_fuel);
+    const all = try set.alt(&members);
+    try std.testing.expect(set.fuel_spent >= 1000);
+    // A cached derivative is still a unit: a search that re-derives cached terms is work.
+    _ = try set.deriv(all, 'w');
+    set.refuel(0, .compile_fuel);
+    try std.testing.expectError(error.LimitExceeded, set.deriv(all, 'w'));
+    try std.testing.expectEqual(limit_error.Kind.compile_fuel, limit_error.hit);
+}
+
+test "a counted run inside an unanchored pattern keeps two derivatives, not one per start" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // `"C*[A-Za-z]{1,255}C*"`: the JSON Schema patternProperties key `[A-Za-z]{1,255}`, a search.
+    const counted = try parseTest(&set, "\"[^\"]*[A-Za-z]{1,255}[^\"]*\"");
+    const single = try parseTest(&set, "\"[^\"]*[A-Za-z][^\"]*\"");
+    try std.testing.expectEqual(single, counted);
+    var e = counted;
+    for ("\"abcdefghijklmnopqrstuvwxyz") |b| e = try set.deriv(e, b);
+    try std.testing.expectEqual(Tag.alt, set.tag(e));
+    try std.testing.expect(set.args(e).len <= 2);
+}
+
+test "shortest words follow the length table" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    const e = try parseTest(&set, "(?:xyz|ab)+c{2,4}(?:d|ef)?");
+    var out: [16]u8 = undefined;
+    const w = (try set.shortestWord(e, &out)).?;
+    try std.testing.expectEqualStrings("abcc", w);
+    try std.testing.expect(try set.accepts(e, w));
+    try std.testing.expectEqual(@as(?[]const u8, null), try set.shortestWord(e, out[0..3]));
 }

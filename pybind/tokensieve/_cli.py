@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     from ._bench import add_cfg_bench, add_regex_bench
     from ._bench_ff import add_ff_bench
+    from ._bench_hostile import add_hostile_bench
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
     from ._maskbench import add_maskbench_bench
@@ -88,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_ff_bench(bench_sub)
     add_maskbench_bench(bench_sub)
     add_pld_bench(bench_sub)
+    add_hostile_bench(bench_sub)
     add_serving_benches(bench_sub)
 
     args = parser.parse_args(argv)

@@ -89,7 +89,7 @@ from typing import Callable, Iterable, Iterator, Sequence, Union
 from ._charset import (
     CODE_POINT_MAX, SURROGATES, Ranges, class_regex, complement, intersection, intersects, normalize, union,
 )
-from ._errors import GrammarError
+from ._errors import GrammarError, LimitError
 from ._ir import GrammarIR, Lexeme, Sym
 
 __all__ = ["gbnf_to_ir", "parse_gbnf"]
@@ -103,6 +103,14 @@ AUTOMATON_STATE_COUNT_MAX = 4_000  # per conflict check; past it the pair counts
 REFINE_ROUND_COUNT_MAX = 10_000
 CONTEXT_DEPTHS = (2, 1, 0)  # calling-context depths the conflict analysis tries, most precise first
 TAGGED_OCCURRENCE_COUNT_MAX = 50_000  # lexeme occurrences × contexts; past it a shallower depth
+# Work of the whole lexeme refinement (occurrence fixpoints, the "expected together" closure,
+# conflict checks), in units of one inner-loop step (≈ 0.2–0.6 µs): about 1.5 s at most.
+# Counted repetitions of recursive rules (`r2 ::= r1* | r2{0,100}`) expand into hundreds of
+# helper rules whose occurrence closure is cubic; unbounded, such a grammar ran for minutes.
+# A depth of calling context that runs over its share falls back to a shallower one (less
+# precise, more lexemes split, still correct); past the whole budget the translation stops
+# with a `LimitError`. The test corpus's largest grammar (c.gbnf) uses 6% of it.
+ANALYSIS_WORK_MAX = 3_000_000
 
 
 # ===============================================================================================
@@ -123,6 +131,30 @@ def _error(text: str, position: int, message: str) -> GrammarError:
 # ===============================================================================================
 # Character sets
 # ===============================================================================================
+
+
+class _OverBudget(Exception):
+    """The refinement's work budget (`ANALYSIS_WORK_MAX`) ran out."""
+
+
+class _Budget:
+    """Work units left for one attempt of the lexeme refinement."""
+
+    def __init__(self, units: int) -> None:
+        self.units = units
+        self.left = units
+
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise _OverBudget
+
+    @property
+    def spent(self) -> int:
+        return self.units - max(self.left, 0)
+
+
+_UNLIMITED = 1 << 62
 
 
 def _contains(ranges: Ranges, c: int) -> bool:
@@ -584,6 +616,9 @@ class _Pool:
         self._first_classes: dict[int, frozenset[Ranges]] = {}
         self._points: dict[int, frozenset[int]] = {}
         self._patterns: dict[int, str] = {}
+        # Work budget of the lexeme refinement while it runs (`_Refiner` sets it): every term
+        # built or looked up costs a unit plus one per child, every derivative a unit.
+        self.budget = _Budget(_UNLIMITED)
         self.empty = self._make(_ALT, items=())
         self.eps = self._make(_SEQ, items=())
 
@@ -595,6 +630,7 @@ class _Pool:
         items: tuple[int, ...] = (),
         counts: tuple[int, int | None] = (1, 1),
     ) -> int:
+        self.budget.spend(1 + len(items))
         key = (kind, ranges, items, counts)
         found = self._index.get(key)
         if found is not None:
@@ -698,6 +734,7 @@ class _Pool:
 
     def derivative(self, x: int, c: int) -> int:
         """The term for { s : c·s ∈ L(x) } (recursion bounded by the term's depth)."""
+        self.budget.spend()
         key = (x, c)
         found = self._derivatives.get(key)
         if found is not None:
@@ -819,29 +856,32 @@ def _quantifier(min_count: int, max_count: int | None) -> str:
 # ---- the two automaton questions the refinement asks -------------------------------------------
 
 
-def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int) -> bool:
+def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int, budget: _Budget) -> bool:
     """Is there w ∈ L(lexeme) and c ∈ follow with w·c a prefix of a text of L(other)?
 
     Running out of the state budget answers True (the caller then splits, which is always safe).
     """
-    return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow))
+    return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow), budget)
 
 
-def _share_text(pool: _Pool, a0: int, b0: int) -> bool:
+def _share_text(pool: _Pool, a0: int, b0: int, budget: _Budget) -> bool:
     """Do L(a0) and L(b0) share a text? (True when the state budget runs out.)"""
-    return _pair_search(pool, a0, b0, lambda a, b: pool.nullable[a] and pool.nullable[b])
+    return _pair_search(pool, a0, b0, lambda a, b: pool.nullable[a] and pool.nullable[b], budget)
 
 
-def _pair_search(pool: _Pool, a0: int, b0: int, found: Callable[[int, int], bool]) -> bool:
+def _pair_search(pool: _Pool, a0: int, b0: int, found: Callable[[int, int], bool], budget: _Budget) -> bool:
     """Is a pair of derivatives of (a0, b0) by the same text `found`? Explores the pairs up to
-    `AUTOMATON_STATE_COUNT_MAX` of them; running out answers True (the safe answer here)."""
+    `AUTOMATON_STATE_COUNT_MAX` of them; running out answers True (the safe answer here).
+    Each pair explored costs `budget` a unit per character class it steps by."""
     seen = {(a0, b0)}
     queue = [(a0, b0)]
     while queue:
         a, b = queue.pop()
         if found(a, b):
             return True
-        for c in pool.step_characters(a, b):
+        steps = pool.step_characters(a, b)
+        budget.spend(1 + len(steps))
+        for c in steps:
             pair = (pool.derivative(a, c), pool.derivative(b, c))
             if pair not in seen:
                 if len(seen) >= AUTOMATON_STATE_COUNT_MAX:
@@ -1170,8 +1210,9 @@ class _OccurrenceBuilder:
     """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
     AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
 
-    def __init__(self, cfg: _Cfg, root: int, depth: int) -> None:
+    def __init__(self, cfg: _Cfg, root: int, depth: int, budget: _Budget) -> None:
         nts = cfg.reachable(root)
+        self.budget = budget
         self.depth = depth
         self.root = root
         self.prods = [(nt, tuple(cfg.resolve(s) for s in p)) for nt in nts for p in cfg.productions[nt]]
@@ -1238,6 +1279,7 @@ class _OccurrenceBuilder:
         """FIRST of production p from position d in `context`, and whether that rest is nullable."""
         mask = 0
         rhs = self.prods[p][1]
+        self.budget.spend(1 + len(rhs) - d)
         for position in range(d, len(rhs)):
             s = rhs[position]
             if s[0] != _NT:
@@ -1293,15 +1335,6 @@ class _OccurrenceBuilder:
         return mask
 
 
-def _occurrences(cfg: _Cfg, root: int) -> _Occurrences:
-    """Tagged occurrences with the deepest calling context that fits the budget."""
-    for depth in CONTEXT_DEPTHS:
-        occ = _OccurrenceBuilder(cfg, root, depth).build()
-        if occ is not None:
-            return occ
-    raise AssertionError("depth 0 has one context per nonterminal and always fits")
-
-
 class _Refiner:
     """Finds the lexemes that could over-extend and splits them (see the module docstring)."""
 
@@ -1311,11 +1344,39 @@ class _Refiner:
         self.root = root
         self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
         self._share_cache: dict[tuple[int, int], bool] = {}
+        self.budget = _Budget(_UNLIMITED)
 
     def run(self) -> None:
+        total = _Budget(ANALYSIS_WORK_MAX)
+        depth_index = 0  # into CONTEXT_DEPTHS; once a depth ran over, later rounds start lower
         for _ in range(REFINE_ROUND_COUNT_MAX):
-            occ = _occurrences(self.cfg, self.root)
-            victims = self.too_large(occ) or self.conflicts(occ)
+            while True:
+                last = depth_index == len(CONTEXT_DEPTHS) - 1
+                # A deeper (more precise) context may use a quarter of what is left; the last
+                # depth may use all of it.
+                self.budget = _Budget(max(total.left, 0) if last else max(total.left, 0) // 4)
+                self.pool.budget = self.budget
+                try:
+                    occ = _OccurrenceBuilder(self.cfg, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
+                    if occ is None:
+                        raise _OverBudget
+                    victims = self.too_large(occ) or self.conflicts(occ)
+                    total.left -= self.budget.spent
+                    break
+                except _OverBudget:
+                    total.left -= self.budget.spent
+                    self.pool.budget = _Budget(_UNLIMITED)
+                    if last:
+                        raise LimitError(
+                            f"the GBNF grammar is too complex to split into lexemes safely: after expanding "
+                            f"repetitions it has {sum(len(p) for p in self.cfg.productions)} productions, and "
+                            f"the analysis ran past its budget of {ANALYSIS_WORK_MAX:,} steps; simplify it "
+                            "(counted repetitions such as x{0,100} of recursive or nullable rules multiply "
+                            "the rules)",
+                            limit="gbnf_analysis",
+                        ) from None
+                    depth_index += 1
+            self.pool.budget = _Budget(_UNLIMITED)
             if not victims:
                 return
             for x in sorted(victims):
@@ -1346,6 +1407,7 @@ class _Refiner:
             follow_chars = self.follow_chars(occ, occ.follow[o])
             if not follow_chars:
                 continue
+            self.budget.spend(together[o].bit_count())
             rivals = {occ.symbols[r] for r in _bits(together[o])}
             for r_kind, other in sorted(rivals):
                 if r_kind != _TERM or pool.is_single_char(other) or other in victims:
@@ -1374,15 +1436,19 @@ class _Refiner:
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
         work = list(range(count))
+        budget = self.budget
         while work:
             m = work.pop()
             fresh = together[m] & ~done[m] & sharing[m]
             done[m] |= fresh
+            budget.spend(1 + count // 256)
             for m2 in _bits(fresh):
                 for a, b in ((occ.follow[m], occ.follow[m2]), (occ.follow[m2], occ.follow[m])):
                     if (a, b) in applied:
                         continue
                     applied.add((a, b))
+                    # One unit per bit visited, plus the width of the bit sets it combines.
+                    budget.spend(a.bit_count() * (1 + count // 256))
                     for x in _bits(a):
                         if b & ~together[x]:
                             together[x] |= b
@@ -1397,6 +1463,7 @@ class _Refiner:
         symbols = sorted(by_symbol)
         shared: dict[Symbol, int] = {}
         for i, a in enumerate(symbols):
+            self.budget.spend(len(symbols) - i)
             for b in symbols[i:]:
                 if self.share_text(a, b):
                     shared[a] = shared.get(a, 0) | by_symbol[b]
@@ -1422,14 +1489,14 @@ class _Refiner:
             return False
         found = self._share_cache.get((a, b))
         if found is None:
-            found = self._share_cache[(a, b)] = _share_text(self.pool, a, b)
+            found = self._share_cache[(a, b)] = _share_text(self.pool, a, b, self.budget)
         return found
 
     def can_extend(self, x: int, follow_chars: Ranges, other: int) -> bool:
         key = (x, follow_chars, other)
         found = self._extend_cache.get(key)
         if found is None:
-            found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other)
+            found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other, self.budget)
         return found
 
 
@@ -1501,9 +1568,12 @@ def gbnf_to_ir(text: str) -> GrammarIR:
     Raises:
         GrammarError: the text is malformed, a rule is undefined or defined twice, or `root` is
             missing; `position`, `line` and `column` say where.
+        LimitError: the lexeme refinement ran past `ANALYSIS_WORK_MAX` (`limit` is
+            `"gbnf_analysis"`): the grammar is too complex to translate in about a second.
 
     Cost: parsing is linear; the lexeme refinement is about quadratic in the number of
-    lexemes that share first characters, each check bounded by `AUTOMATON_STATE_COUNT_MAX`.
+    lexemes that share first characters, each check bounded by `AUTOMATON_STATE_COUNT_MAX`,
+    and all of it by `ANALYSIS_WORK_MAX`.
     """
     grammar = parse_gbnf(text)
     _check_references(grammar)

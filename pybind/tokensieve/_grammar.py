@@ -16,26 +16,34 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Limits:
     """Work and size limits of a compiled grammar; going over one is a `LimitError` whose
-    `.limit` names it (see docs/limits.md for the defaults' measured cost).
+    `.limit` names it (see docs/limits.md for what each bounds and its measured cost).
+
+    The defaults bound every call into the core (a mask, a consume, forced bytes, a healing
+    question) to about 10 ms of work; compiling gets a larger budget.
 
     Attributes:
-        step_fuel_max: derivative work one call (a mask, a consume, forced bytes) may do.
+        step_fuel_max: derivative, emptiness and lexer-table work one call may do, in fuel
+            units charged by the size of the terms built (10–40 ns each). Limit `step_fuel`.
         dfa_state_count_max: lexer DFA states the grammar may build (each costs a table row of
-            4 bytes per byte class plus its expression list).
+            4 bytes per byte class plus its expression list). Limit `lexer_states`.
         expression_count_max: expression terms the grammar may hold (about 40 bytes each).
-        parser_row_items_max: Earley items in one parser row.
-        parser_step_items_max: Earley items one call may build.
+            Limit `expressions`.
+        parser_row_items_max: Earley items in one parser row. Limit `parser_row_items`.
+        parser_step_items_max: parser work one call may do: Earley items built plus items
+            examined by completions and scans (about 5 ns each). Limit `parser_step_items`.
         token_history_max: tokens a matcher of the grammar may hold (rollback depth).
-        compile_fuel_max: derivative work compiling the grammar may do.
+            Limit `token_history`.
+        compile_fuel_max: the fuel of compiling the grammar and of a matcher's first row.
+            Limit `compile_fuel`.
     """
 
     step_fuel_max: int = 1_000_000
     dfa_state_count_max: int = 100_000
     expression_count_max: int = 2_000_000
     parser_row_items_max: int = 20_000
-    parser_step_items_max: int = 200_000
+    parser_step_items_max: int = 1_000_000
     token_history_max: int = 1_000_000
-    compile_fuel_max: int = 2_000_000
+    compile_fuel_max: int = 8_000_000
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -379,6 +379,11 @@ class Matcher:
         """
         return self._run(lambda core, handle: core.matcher_is_stopped(handle))
 
+    def last_fuel(self) -> int:
+        """Fuel units the last call on this matcher's grammar spent in its core instance
+        (diagnostics: the work measure `Limits.step_fuel_max` bounds, see docs/limits.md)."""
+        return self._run(lambda core, handle: core.matcher_last_fuel(handle))
+
     def extension_allowed(self, prefix: bytes, suffix: bytes) -> bool:
         """After the bytes `prefix`, would the grammar allow a token strictly extending `suffix`?
 

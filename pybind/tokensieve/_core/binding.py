@@ -42,7 +42,7 @@ from typing import Any, Callable, Final
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from .runtime import Runtime
 
-ABI_VERSION: Final = 4
+ABI_VERSION: Final = 5
 
 # The statuses the binding acts on, by their manifest names (their numbers come from the
 # module's manifest, generated from `Status` in core/src/abi.zig).
@@ -75,7 +75,7 @@ _EXPORTS: Final = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_trap",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_trap",
 )
 
 # Construction: bounded by its input, allowed past the per-call deadline.
@@ -470,6 +470,11 @@ class Core:
                 self._free(out, size)
 
     # -- diagnostics -----------------------------------------------------------------------
+
+    def matcher_last_fuel(self, handle: int) -> int:
+        """Fuel units the last call on the matcher's grammar spent (docs/limits.md)."""
+        with self.lock:
+            return int(self._check(self._f["ts_matcher_last_fuel"](handle), "last_fuel"))
 
     def live_kib(self) -> int:
         """KiB the module has allocated (objects and buffers)."""
