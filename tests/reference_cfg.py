@@ -44,6 +44,10 @@ Resolutions of points the doc leaves open (test_reference_cfg.py pins those it c
   with the rest. The texts-only answers (`full_match`, `completable`) ignore budgets.
   Future tokens are assumed to be able to hold any text: after the last token, what is left of
   a lexeme could come in one more token.
+- Boolean lexemes: a full match must match every `and_patterns` entry and no `not_patterns`
+  entry; a prefix is judged by the positive patterns only (an over-approximation), except for
+  the structural-tag free-text shape "text in which no B ends, then HEAD", which becomes one
+  exact regex with a look-behind (`_tempered_free_text`).
 - Regex syntax is handed to the `regex` module (flag `ASCII`); `\\u{H…}` and `\\x{H…}` are
   rewritten to `\\UHHHHHHHH` first.
 
@@ -83,6 +87,28 @@ def _to_python_pattern(pattern: str) -> str:
         return m.group(0) if m.group(1) is None else f"\\U{int(m.group(1), 16):08x}"
 
     return _BRACE_ESCAPE_RE.sub(sub, pattern)
+
+
+_FREE_TEXT_RE = re.compile(r"\[\\s\\S\](\*|\{\d+,\d*\})(.*)", re.DOTALL)
+
+
+def _tempered_free_text(lexeme) -> str | None:
+    """The structural-tag free-text lexeme `[\\s\\S]*HEAD` minus `[\\s\\S]*(?:B…)[\\s\\S]*HEAD`
+    ("text in which no B ends, then HEAD") as one regex: each character of the text is
+    followed by a look-behind that no B ends there. Exact for prefixes too; None for other
+    lexemes."""
+    if lexeme.and_patterns or len(lexeme.not_patterns) != 1:
+        return None
+    found = _FREE_TEXT_RE.fullmatch(lexeme.value)
+    if found is None:
+        return None
+    count, head = found.groups()
+    prefix = "[\\s\\S]*(?:"
+    banned_and_rest = lexeme.not_patterns[0]
+    if not banned_and_rest.startswith(prefix) or not banned_and_rest.endswith(")[\\s\\S]*" + head):
+        return None
+    banned = banned_and_rest[len(prefix): len(banned_and_rest) - len(")[\\s\\S]*" + head)]
+    return f"(?:[\\s\\S](?<!(?:{banned}))){count}{head}"
 
 
 class _EarleySet:
@@ -148,9 +174,16 @@ class ReferenceRecognizer:
         self.item_count_max = item_count_max
         self.config_count_max = config_count_max
         self._patterns: list[regex.Pattern[str] | None] = []
-        for lexeme in ir.lexemes:
+        self._boolean: dict[int, tuple[list[regex.Pattern[str]], list[regex.Pattern[str]]]] = {}
+        for index, lexeme in enumerate(ir.lexemes):
             if lexeme.kind == "regex":
-                self._patterns.append(regex.compile(_to_python_pattern(lexeme.value), regex.ASCII))
+                tempered = _tempered_free_text(lexeme)
+                self._patterns.append(regex.compile(_to_python_pattern(tempered or lexeme.value), regex.ASCII))
+                if tempered is None and (lexeme.and_patterns or lexeme.not_patterns):
+                    self._boolean[index] = (
+                        [regex.compile(_to_python_pattern(p), regex.ASCII) for p in lexeme.and_patterns],
+                        [regex.compile(_to_python_pattern(p), regex.ASCII) for p in lexeme.not_patterns],
+                    )
             elif lexeme.kind == "literal":
                 self._patterns.append(regex.compile(regex.escape(lexeme.value)))
             else:
@@ -252,6 +285,11 @@ class ReferenceRecognizer:
         if hit is None:
             pattern = self._skip if lexeme == SKIP else self._patterns[lexeme]
             hit = pattern is not None and pattern.fullmatch(text, partial=partial) is not None
+            if hit and lexeme in self._boolean:
+                ands, nots = self._boolean[lexeme]
+                hit = all(a.fullmatch(text, partial=partial) is not None for a in ands)
+                if not partial:  # a prefix is judged by the positive patterns only
+                    hit = hit and not any(n.fullmatch(text) is not None for n in nots)
             self._match_cache[key] = hit
         return hit
 
@@ -355,9 +393,10 @@ class ReferenceRecognizer:
                     if sym.index not in self._optional_lexemes:
                         continue
                     new = [(rule_index, dot + 1, origin)]  # an optional lexeme: step over it
-                new = [(r, 0, k) for r in self._rules_by_lhs.get(sym.index, [])]
-                if sym.index in self._nullable:  # Aycock–Horspool: B ⇒* ε, so step over it
-                    new.append((rule_index, dot + 1, origin))
+                else:
+                    new = [(r, 0, k) for r in self._rules_by_lhs.get(sym.index, [])]
+                    if sym.index in self._nullable:  # Aycock–Horspool: B ⇒* ε, so step over it
+                        new.append((rule_index, dot + 1, origin))
             elif origin < k:
                 lhs = self._rules[rule_index].lhs
                 new = [(r, d + 1, o) for (r, d, o) in sets[origin].by_nonterminal.get(lhs, [])]
