@@ -371,8 +371,11 @@ pub const Matcher = struct {
         var at = self.current();
         var eos = self.eos_consumed;
         var count: u32 = 0;
-        for (tokens) |token| {
+        for (tokens, 0..) |token, i| {
             if (eos) break;
+            // Each token is a step with its own work budget: a call's work is bounded by
+            // its length times the step budget.
+            if (i > 0) self.begin();
             if (self.tokenizer.isEos(token)) {
                 if (!try self.parser.eosAllowed(at)) break;
                 eos = true;

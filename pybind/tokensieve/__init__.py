@@ -20,6 +20,7 @@ from ._grammar import Limits as Limits
 from ._matcher import Matcher as Matcher
 from ._prompt_lookup import PromptLookup as PromptLookup
 from ._tokenizer import Tokenizer as Tokenizer
+from ._tool_calls import tool_call_structural_tag as tool_call_structural_tag
 
 __version__ = "0.1.0"
 
@@ -42,4 +43,5 @@ __all__ = [
     "configure",
     "fill_bitmasks",
     "generate",
+    "tool_call_structural_tag",
 ]

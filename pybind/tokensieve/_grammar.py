@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import weakref
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -181,6 +183,74 @@ class Grammar:
         return cls.from_ir(ir, source=source, kind="json_schema", limits=limits)
 
     @classmethod
+    def structural_tag(cls, spec: Any, *, tokenizer: Any = None, limits: Limits | None = None) -> Grammar:
+        """A grammar from a structural tag: XGrammar's format for tool calls and reasoning.
+
+        `{"type": "structural_tag", "format": {...}}` as a dict or JSON text (the legacy form
+        with `structures` and `triggers` too); the formats and their meaning are in
+        `docs/tool_calling.md`.
+
+        Args:
+            spec: the structural tag.
+            tokenizer: the model's tokenizer: literal pieces that are special tokens' texts
+                (`<|call|>`) then match those tokens, and the token formats resolve names.
+            limits: work and size limits.
+
+        Raises:
+            GrammarError: with `json_pointer` naming the bad node.
+        """
+        from ._structural_tag import structural_tag_to_ir
+
+        source = spec if isinstance(spec, str) else json.dumps(spec)
+        ir = structural_tag_to_ir(spec, tokenizer=tokenizer)
+        try:
+            return cls.from_ir(ir, source=source, kind="structural_tag", limits=limits)
+        except GrammarError as error:
+            pointer = ir.options.get("lexeme_pointers", {}).get(error.lexeme)  # type: ignore[union-attr]
+            if pointer is None or error.json_pointer is not None:
+                raise
+            raise GrammarError(f"{pointer}: {error}", json_pointer=pointer, lexeme=error.lexeme) from error
+
+    @classmethod
+    def tool_calls(
+        cls,
+        *,
+        model: str,
+        tools: Sequence[Any] = (),
+        tool_choice: Any = "auto",
+        parallel_tool_calls: bool = True,
+        reasoning: bool | str = "enabled",
+        tokenizer: Any = None,
+        limits: Limits | None = None,
+    ) -> Grammar:
+        """A grammar for a model family's tool calls, from the OpenAI request's fields.
+
+        The structural tag it compiles is `tokensieve.tool_call_structural_tag(...)` with the
+        same arguments (and `grammar.source` as JSON text); `docs/tool_calling.md` shows each
+        family's format.
+
+        Args:
+            model: the output format (`"llama"`, `"qwen_3"`, `"hermes"`, `"qwen_3_coder"`,
+                `"deepseek_v3_1"`, `"harmony"`, `"kimi"`, `"mistral"`).
+            tools: OpenAI tools (`{"type": "function", "function": {...}}`).
+            tool_choice: `"auto"`, `"required"`, `"none"`, a named function, or
+                `{"type": "allowed_tools", ...}`.
+            parallel_tool_calls: False allows at most one call.
+            reasoning: `"enabled"`, `"disabled"` or `"auto"` (a leading thinking block).
+            tokenizer: the model's tokenizer: markers that are special tokens match them.
+            limits: work and size limits.
+
+        Raises:
+            GrammarError: an unknown family or a malformed request.
+        """
+        from ._tool_calls import tool_call_structural_tag
+
+        spec = tool_call_structural_tag(
+            model=model, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, reasoning=reasoning,
+        )
+        return cls.structural_tag(spec, tokenizer=tokenizer, limits=limits)
+
+    @classmethod
     def gbnf(cls, text: str, *, limits: Limits | None = None) -> Grammar:
         """A grammar in llama.cpp's GBNF syntax (`root ::= …`).
 
@@ -257,14 +327,20 @@ def _name_lexeme(err: GrammarError, ir: GrammarIR) -> GrammarError:
     return GrammarError(f"bad pattern in {what}{where}: {err}", position=err.position, lexeme=err.lexeme)
 
 
+_special_maps: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
 def _special_token_map(tokenizer: Any) -> dict[str, int] | None:
-    """Special token text → id, for resolving `<|name|>` in grammars."""
+    """Special token text → id, for resolving `<|name|>` in grammars (once per tokenizer)."""
     if tokenizer is None:
         return None
-    out: dict[str, int] = {}
-    for t in range(tokenizer.vocab_size):
-        if tokenizer.is_special(t):
-            text = tokenizer.token_bytes(t).decode("utf-8", "replace")
-            if text:
-                out.setdefault(text, t)
-    return out
+    found = _special_maps.get(tokenizer)
+    if found is None:
+        found = {}
+        for t in range(tokenizer.vocab_size):
+            if tokenizer.is_special(t):
+                text = tokenizer.token_bytes(t).decode("utf-8", "replace")
+                if text:
+                    found.setdefault(text, t)
+        _special_maps[tokenizer] = found
+    return found

@@ -74,8 +74,5 @@ def _build(kind: str, spec: Any, *, tokenizer: Any, whitespace: str) -> Grammar:
         options = json.loads(spec) if isinstance(spec, str) else spec
         return Grammar.choice(options)
     if kind == "structural_tag":
-        structural_tag = getattr(Grammar, "structural_tag", None)
-        if structural_tag is None:
-            raise GrammarError("structural tags are not supported by this tokensieve version")
-        return structural_tag(spec, tokenizer=tokenizer)
+        return Grammar.structural_tag(spec, tokenizer=tokenizer)
     raise GrammarError(f"unknown grammar request kind {kind!r}; use one of {KINDS}")

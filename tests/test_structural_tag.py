@@ -1,0 +1,370 @@
+"""Structural tags and tool calls, against XGrammar 0.2.8 as the oracle.
+
+- The tool-call tags `tool_call_structural_tag` builds equal XGrammar's own built-ins
+  (`get_model_structural_tag`) for every family both have, tool choice, reasoning mode and
+  parallel setting.
+- Acceptance: for every family (XGrammar compiles any structural tag, built-in or not),
+  strings sampled from a structural tag (valid outputs, then truncated, with text
+  inserted, parts dropped or names swapped) are accepted by tokensieve exactly when XGrammar's
+  matcher accepts them. Hypothesis draws the samples.
+- Masks: along valid outputs, the masks agree with the slow reference recognizer.
+- Errors name the bad node by JSON pointer.
+
+One intended difference is kept out of the samples (and pinned by its own test): free text
+before a closing string ends at the first occurrence of that string, where XGrammar may also
+read on (`docs/tool_calling.md`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import xgrammar as xgr
+from xgrammar.testing import _is_grammar_accept_string
+
+from cfg_check import check_against_reference
+from conftest import load_shared_tokenizer
+from tokensieve import Grammar, GrammarError, Matcher
+from tokensieve._structural_tag import structural_tag_to_ir
+from tokensieve._tool_calls import MODEL_FAMILIES, tool_call_structural_tag
+
+XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_coder", "deepseek_v3_1", "harmony", "kimi")
+CHOICES: tuple[Any, ...] = (
+    "auto", "required", "none", None,
+    {"type": "function", "function": {"name": "add"}},
+    {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "get_weather"}}]}},
+)
+REASONING = ("enabled", "disabled", "auto")
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+    {"type": "function", "function": {"name": "ping"}},
+]
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_shared_tokenizer("llama3")
+
+
+def _normalized(node: Any) -> Any:
+    """XGrammar's dump with its defaults removed, so absent and default fields compare equal."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key in ("any_order", "max_whitespace_cnt", "max_tokens", "max_chars", "at_least_one", "stop_after_first") and value in (False, None):
+                continue
+            if key == "excludes" and not value:
+                continue
+            if key == "style" and value == "json":
+                continue
+            out[key] = _normalized(value)
+        return out
+    if isinstance(node, list):
+        return [_normalized(x) for x in node]
+    return node
+
+
+@pytest.mark.parametrize("model", XGRAMMAR_FAMILIES)
+def test_tool_call_tags_equal_xgrammars_builtins(model: str) -> None:
+    compared = 0
+    for choice in CHOICES:
+        for reasoning in (*REASONING, True, False):
+            for parallel in (True, False):
+                for tools in (TOOLS, []):
+                    try:
+                        want = _normalized(xgr.get_model_structural_tag(
+                            model, tools=tools, tool_choice=choice, reasoning=reasoning, parallel_tool_calls=parallel,
+                        ).model_dump(by_alias=True))
+                    except ValueError:
+                        with pytest.raises(GrammarError):
+                            tool_call_structural_tag(model=model, tools=tools, tool_choice=choice, reasoning=reasoning, parallel_tool_calls=parallel)
+                        continue
+                    got = tool_call_structural_tag(model=model, tools=tools, tool_choice=choice, reasoning=reasoning, parallel_tool_calls=parallel)
+                    assert _normalized(got) == want, (choice, reasoning, parallel, len(tools))
+                    compared += 1
+    assert compared >= 80
+
+
+# -- sampling strings from a structural tag -----------------------------------------------------
+
+# Free-text pieces: letters that spell no marker, and the markers that matter (triggers,
+# excludes, tag openers). Closing strings after free text are never inserted (the documented
+# difference); `_closers` collects them per tag.
+_LETTERS = ["a", "b", "x", " ", "\n", "1", '"', "{", "}", ":", "<", ">", "/", "|", "=", ","]
+
+
+class _Sampler:
+    """Writes a string a structural tag describes, choosing with `choose(n) -> 0..n-1`, then
+    perhaps damages it; strings are lists of pieces so damage works on whole markers."""
+
+    def __init__(self, fmt: dict[str, Any], choose: Callable[[int], int]) -> None:
+        self.choose = choose
+        self.closers: set[str] = set()
+        self.markers: list[str] = []
+        self._collect(fmt)
+
+    def _collect(self, node: Any) -> None:
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "tag":
+                ends = node["end"] if isinstance(node["end"], list) else [node["end"]]
+                self.closers.update(e for e in ends if e)
+                if node["begin"]:
+                    self.markers.append(node["begin"])
+            for key in ("triggers", "excludes"):
+                self.markers.extend(node.get(key) or [])
+            if kind == "tags_with_separator" and node.get("separator"):
+                self.markers.append(node["separator"])
+            for value in node.values():
+                self._collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._collect(value)
+
+    def pick(self, items: list[Any]) -> Any:
+        return items[self.choose(len(items))]
+
+    def text(self) -> list[str]:
+        pieces = [m for m in self.markers if m not in self.closers and not any(c in m for c in self.closers)]
+        out = []
+        for _ in range(self.choose(5)):
+            out.append(self.pick(_LETTERS) if not pieces or self.choose(4) else self.pick(pieces))
+        return out
+
+    def write(self, node: dict[str, Any]) -> list[str]:
+        kind = node["type"]
+        if kind == "const_string":
+            return [node["value"]]
+        if kind == "any_text":
+            return self.text()
+        if kind == "regex":
+            assert node["pattern"] == r"\d+"
+            return [str(self.choose(120))]
+        if kind == "json_schema":
+            if node.get("style", "json") == "qwen_xml":
+                return self.qwen_xml(node["json_schema"])
+            return [self.json_value(node["json_schema"])]
+        if kind == "sequence":
+            return [p for e in node["elements"] for p in self.write(e)]
+        if kind == "or":
+            return self.write(self.pick(node["elements"]))
+        if kind == "optional":
+            return self.write(node["content"]) if self.choose(2) else []
+        if kind == "tag":
+            end = node["end"] if isinstance(node["end"], str) else self.pick(node["end"])
+            return [node["begin"], *self.write(node["content"]), end]
+        if kind == "triggered_tags":
+            out = self.text()
+            for _ in range(self.choose(3) + (1 if node.get("at_least_one") else 0)):
+                out += self.write(self.pick(node["tags"]))
+                if not node.get("stop_after_first") or self.choose(4) == 0:
+                    out += self.text()
+            return out
+        if kind == "tags_with_separator":
+            out: list[str] = []
+            for i in range(self.choose(3) + (1 if node.get("at_least_one") else 0)):
+                if i:
+                    out.append(node["separator"])
+                out += self.write(self.pick(node["tags"]))
+            return out
+        raise AssertionError(kind)
+
+    def json_value(self, schema: Any) -> str:
+        if schema is True or not schema.get("properties"):
+            return self.pick(['{}', '{"q": [1, "x", null]}', '"text"', '3', '{"a" : {"b": true}}', '[', '{"a": }'])
+        parts = []
+        for name, sub in schema["properties"].items():
+            if name not in schema.get("required", []) and self.choose(2):
+                continue
+            if "enum" in sub:
+                value = self.pick(['"c"', '"f"', '"k"'])
+            elif sub.get("type") == "string":
+                value = self.pick(['"Paris"', '"a\\"b"', '""'])
+            else:
+                value = self.pick(["1", "-20", "0"])
+            if self.choose(10) == 0:  # the wrong type
+                value = "true"
+            parts.append(f'"{name}"' + self.pick([": ", ":", " : "]) + value)
+        if self.choose(10) == 0:
+            parts.append('"extra": 1')
+        if self.choose(12) == 0 and len(parts) > 1:
+            parts.reverse()
+        space = self.pick(["", " ", "\n  "])
+        return "{" + space + ("," + space).join(parts) + space.replace("  ", "") + "}"
+
+    def qwen_xml(self, schema: Any) -> list[str]:
+        if schema is True:
+            return [self.pick(["", "\n"]), *self.pick([[], ["<parameter=q>", "any text", "</parameter>"], ["<parameter=q>1</parameter>", "\n", "<parameter=r_2>[1]</parameter>"]])]
+        out = []
+        for name, sub in schema.get("properties", {}).items():
+            if name not in schema.get("required", []) and self.choose(2):
+                continue
+            if "enum" in sub:
+                value = self.pick([*sub["enum"], f'"{sub["enum"][0]}"', " c\n"])
+            elif sub.get("type") == "string":
+                value = self.pick(["Paris", "New York", "a<b", "\n"])
+            else:
+                value = self.pick(["1", " 42 ", "-3", "x"])
+            out += [f"<parameter={name}>", self.pick(["", "\n"]), value, self.pick(["", "\n"]), "</parameter>", self.pick(["\n", ""])]
+        return out
+
+    def damage(self, pieces: list[str]) -> list[str]:
+        what = self.choose(6)
+        if what == 0 or not pieces:
+            return pieces
+        i = self.choose(len(pieces))
+        if what == 1:  # truncated inside a piece
+            return pieces[:i] + [pieces[i][: self.choose(len(pieces[i]) + 1)]]
+        if what == 2:  # a piece dropped
+            return pieces[:i] + pieces[i + 1:]
+        if what == 3:  # text inserted
+            return pieces[:i] + self.text() + pieces[i:]
+        if what == 4:  # another tool's name
+            return [p.replace("add", "get_weather") if self.choose(2) else p.replace("get_weather", "ping") for p in pieces]
+        return pieces + self.text()
+
+
+_compiled: dict[str, tuple[Grammar, Any, Matcher]] = {}
+
+
+def _engines(spec: dict[str, Any], tok: Any) -> tuple[Matcher, Any]:
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _compiled:
+        grammar = Grammar.structural_tag(spec, tokenizer=tok)
+        _compiled[key] = (grammar, xgr.Grammar.from_structural_tag(key), Matcher(tok, grammar))
+    _, theirs, fresh = _compiled[key]
+    return fresh.fork(), theirs
+
+
+def _accepts(m: Matcher, tok: Any, text: str) -> bool:
+    return m.consume_tokens(tok.encode(text)) and m.is_accepting()
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_acceptance_matches_xgrammar(llama3, data) -> None:
+    model = data.draw(st.sampled_from(sorted(MODEL_FAMILIES)), label="model")
+    choice = data.draw(st.sampled_from(CHOICES[:3] + CHOICES[4:5]), label="tool_choice")
+    reasoning = data.draw(st.sampled_from(REASONING), label="reasoning")
+    parallel = data.draw(st.booleans(), label="parallel")
+    spec = tool_call_structural_tag(model=model, tools=TOOLS, tool_choice=choice, reasoning=reasoning, parallel_tool_calls=parallel)
+    sampler = _Sampler(spec["format"], lambda n: data.draw(st.integers(0, n - 1)) if n > 1 else 0)
+    text = "".join(sampler.damage(sampler.write(spec["format"])))
+    ours, theirs = _engines(spec, llama3)
+    want = _is_grammar_accept_string(theirs, text)
+    assert _accepts(ours, llama3, text) == want, f"{model} {choice} {reasoning} parallel={parallel}: {text!r} (XGrammar: {want})"
+
+
+HAND_WRITTEN = [
+    # tag with several ends, or, repeat, plus, regex and grammar content
+    {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<a>", "content": {"type": "any_text"}, "end": ["</a>", "</A>"]},
+        {"type": "or", "elements": [{"type": "const_string", "value": "x"}, {"type": "regex", "pattern": "[0-9]{2,3}"}]},
+        {"type": "repeat", "min": 1, "max": 3, "content": {"type": "const_string", "value": "ab"}},
+        {"type": "plus", "content": {"type": "grammar", "grammar": 'root ::= "z" [0-9]?'}},
+    ]},
+    # triggered tags with two triggers, excludes, at_least_one
+    {"type": "triggered_tags", "triggers": ["<f", "<g"], "excludes": ["STOP"], "at_least_one": True, "tags": [
+        {"type": "tag", "begin": "<f>", "content": {"type": "json_schema", "json_schema": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}}, "end": "</f>"},
+        {"type": "tag", "begin": "<g=1>", "content": {"type": "const_string", "value": "ok"}, "end": "</g>"},
+    ]},
+    # star of a tag, optional, a dispatch
+    {"type": "sequence", "elements": [
+        {"type": "star", "content": {"type": "tag", "begin": "[", "content": {"type": "regex", "pattern": "[a-z]+"}, "end": "]"}},
+        {"type": "optional", "content": {"type": "const_string", "value": "!"}},
+    ]},
+]
+HAND_TEXTS = [
+    "<a>hi</a>x ab z", "<a>hi</A>12abab z1z", "<a></a>123ababab z", "<a>x</a>xabababab z", "<a>x</a>x z",
+    "hello <f>[1, 2]</f>", "<g=1>ok</g> tail", "STOP <f>[]</f>", "<f>[1,2,3]</f>", "no call", "<f>[1]</f><g=1>ok</g>",
+    "[ab][c]!", "[]", "!", "", "[a]!!", "[A]",
+]
+
+
+@pytest.mark.parametrize("index", range(len(HAND_WRITTEN)))
+def test_hand_written_tags_match_xgrammar(llama3, index: int) -> None:
+    spec = {"type": "structural_tag", "format": HAND_WRITTEN[index]}
+    ours, theirs = _engines(spec, llama3)
+    for text in HAND_TEXTS:
+        assert _accepts(ours.fork(), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
+FREE_TEXT_BOUNDARIES = [
+    ([{"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "</think>"}, {"type": "const_string", "value": "x"}],
+     ["a</think>x", "a</think>b</think>x", "a</think>xb</think>x"]),
+    ([{"type": "tag", "begin": "<a>", "content": {"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "-"}]}, "end": "</a>"}],
+     ["<a>x-</a>", "<a>x-y-</a>", "<a>x</a>-</a>"]),
+    ([{"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": ["</a>", "</b>"]}, {"type": "const_string", "value": "!"}],
+     ["x</b>!", "x</a>y</b>!", "x</a>!"]),
+]
+
+
+@pytest.mark.parametrize(("elements", "texts"), FREE_TEXT_BOUNDARIES)
+def test_free_text_in_a_tag_ends_at_its_first_end(llama3, elements, texts) -> None:
+    ours, theirs = _engines({"type": "structural_tag", "format": {"type": "sequence", "elements": elements}}, llama3)
+    for text in texts:
+        assert _accepts(ours.fork(), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
+def test_free_text_outside_a_tag_ends_at_what_follows(llama3) -> None:
+    """The intended difference: outside any tag, free text ends at the first occurrence of
+    the literal after it; XGrammar also lets it run on (`a!b!` is text `a!b` then `!`)."""
+    spec = {"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "!"}]}}
+    ours, theirs = _engines(spec, llama3)
+    assert _accepts(ours.fork(), llama3, "a!") and _is_grammar_accept_string(theirs, "a!")
+    assert not _accepts(ours.fork(), llama3, "a!b!")
+    assert _is_grammar_accept_string(theirs, "a!b!")
+
+
+@pytest.mark.parametrize("model", sorted(MODEL_FAMILIES))
+def test_masks_agree_with_the_reference(llama3, model: str) -> None:
+    spec = tool_call_structural_tag(model=model, tools=TOOLS[:2], tool_choice="auto", reasoning="auto")
+    rng = random.Random(model)
+    sampler = _Sampler(spec["format"], lambda n: rng.randrange(n))
+    accept = []
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(spec))
+    while len(accept) < 3:
+        text = "".join(sampler.write(spec["format"]))
+        if _is_grammar_accept_string(theirs, text):
+            accept.append(text)
+    ir = structural_tag_to_ir(spec, tokenizer=llama3)
+    check_against_reference(llama3, Grammar.structural_tag(spec, tokenizer=llama3), ir, accept, [], seed=model, steps_max=4)
+
+
+@pytest.mark.parametrize(("spec", "pointer"), [
+    ({"type": "structural_tag", "format": {"type": "nope"}}, "/format"),
+    ({"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "const_string"}]}}, "/format/elements/0"),
+    ({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>", "end": "</a>"}}, "/format"),
+    ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<a"], "tags": [
+        {"type": "tag", "begin": "<b>", "content": {"type": "any_text"}, "end": "</b>"}]}}, "/format/tags/0"),
+    ({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "object"}, "style": "minimax_xml"}}, "/format/style"),
+    ({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}},
+     "/format/json_schema/properties/a"),
+    ({"type": "structural_tag", "format": {"type": "regex", "pattern": "(a"}}, "/format"),
+])
+def test_errors_name_the_node(spec: dict[str, Any], pointer: str) -> None:
+    with pytest.raises(GrammarError) as caught:
+        Grammar.structural_tag(spec)
+    assert (caught.value.json_pointer or "").startswith(pointer), (caught.value.json_pointer, str(caught.value))
+
+
+def test_tool_calls_reject_bad_requests() -> None:
+    with pytest.raises(GrammarError, match="unknown tool-call format"):
+        tool_call_structural_tag(model="gpt-2", tools=TOOLS)
+    with pytest.raises(GrammarError, match="not in tools"):
+        tool_call_structural_tag(model="qwen_3", tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}})
+    with pytest.raises(GrammarError, match="at least one tool"):
+        tool_call_structural_tag(model="qwen_3", tools=[], tool_choice="required")
+    with pytest.raises(GrammarError, match="tools\\[0\\]"):
+        tool_call_structural_tag(model="qwen_3", tools=[{"type": "function", "function": {}}])
