@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 import xgrammar as xgr
 from xgrammar.testing import _is_grammar_accept_string
 
-from cfg_check import check_against_reference
+from cfg_check import allowed_ids, check_against_reference
 from conftest import load_shared_tokenizer
-from tokensieve import Grammar, GrammarError, Matcher
+from tokensieve import Grammar, GrammarError, Matcher, Tokenizer
 from tokensieve._structural_tag import structural_tag_to_ir
 from tokensieve._tool_calls import MODEL_FAMILIES, tool_call_structural_tag
 
@@ -368,3 +368,68 @@ def test_tool_calls_reject_bad_requests() -> None:
         tool_call_structural_tag(model="qwen_3", tools=[], tool_choice="required")
     with pytest.raises(GrammarError, match="tools\\[0\\]"):
         tool_call_structural_tag(model="qwen_3", tools=[{"type": "function", "function": {}}])
+
+
+def test_tokens_across_the_end_of_thinking(llama3) -> None:
+    """Several tokens committed at once across `</think>` (one of them, `>\\n\\n`, ends the
+    thinking and starts what follows) are accepted exactly when XGrammar accepts the text,
+    and a rollback across the boundary restores the same masks."""
+    spec = tool_call_structural_tag(model="qwen_3", tools=TOOLS[:2], tool_choice="auto", reasoning="enabled")
+    ours, theirs = _engines(spec, llama3)
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+    texts = [
+        f"I will add them.</think>\n\n{call}", "I will add them.</think>\n\nDone.", "I will add them.</think>x",
+        f"I will add them.</think>\n\n{call[:-3]}", "no end of thinking", f"I will add them.</think>\n\n<think>{call}",
+    ]
+    for text in texts:
+        tokens = llama3.encode(text)
+        assert any(llama3.token_bytes(t).startswith(b">") and len(llama3.token_bytes(t)) > 1 for t in tokens) or "</think>" not in text
+        want = _is_grammar_accept_string(theirs, text)
+        at_once = ours.fork()
+        assert (at_once.consume_tokens(tokens) and at_once.is_accepting()) == want, text
+        one_by_one = ours.fork()
+        accepted = all(one_by_one.consume_token(t) for t in tokens) and one_by_one.is_accepting()
+        assert accepted == want, text
+        # A draft crossing the boundary is valid up to where XGrammar stops accepting prefixes.
+        valid = next((i for i in range(len(tokens) + 1) if i == len(tokens) or not _prefix_ok(theirs, llama3, tokens[: i + 1])), len(tokens))
+        assert ours.fork().validate_tokens(tokens) == valid, text
+    m = ours.fork()
+    tokens = llama3.encode(f"I will add them.</think>\n\n{call}")
+    boundary = next(i for i, t in enumerate(tokens) if b">" in llama3.token_bytes(t))
+    m.consume_tokens(tokens[: boundary - 1])
+    before = allowed_ids(m, llama3.vocab_size)
+    m.consume_tokens(tokens[boundary - 1: boundary + 3])
+    m.rollback(4)
+    assert allowed_ids(m, llama3.vocab_size) == before
+
+
+def _prefix_ok(theirs: Any, tok: Any, tokens: list[int]) -> bool:
+    """Can the text of `tokens` still be completed, by XGrammar?"""
+    return _is_grammar_accept_string(theirs, tok.decode(tokens).decode("utf-8", "replace"), require_termination=False)
+
+
+def test_markers_that_are_special_tokens_match_only_those_tokens() -> None:
+    """With a tokenizer where `</think>` and `<tool_call>` are special tokens, the grammar
+    takes those tokens where the markers go, and refuses the same text spelled in bytes."""
+    byte_tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+    end_think, call_open, call_close, eos = 256, 257, 258, 259
+    tok = Tokenizer.from_token_bytes(
+        byte_tokens + [b"</think>", b"<tool_call>", b"</tool_call>", b"<eos>"],
+        special_token_ids=[end_think, call_open, call_close], eos_token_ids=[eos],
+    )
+    grammar = Grammar.tool_calls(model="qwen_3", tools=TOOLS[:2], tool_choice="auto", reasoning="enabled", tokenizer=tok)
+    m = Matcher(tok, grammar)
+    assert m.consume_tokens(list(b"Thinking"))
+    allowed = allowed_ids(m, tok.vocab_size)
+    assert end_think in allowed and eos not in allowed and call_open not in allowed
+    spelled = m.fork()
+    assert spelled.consume_tokens(list(b"</think")) and not spelled.consume_token(ord(">"))
+    assert m.consume_token(end_think)
+    assert allowed_ids(m, tok.vocab_size) == {ord("\n")}
+    assert m.consume_tokens(list(b"\n\nSure. "))
+    allowed = allowed_ids(m, tok.vocab_size)
+    assert call_open in allowed and eos in allowed and end_think not in allowed
+    assert m.consume_token(call_open)
+    assert m.consume_tokens(list(b'\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n'))
+    assert allowed_ids(m, tok.vocab_size) == {call_close}
+    assert m.consume_token(call_close) and m.is_accepting()

@@ -479,7 +479,7 @@ pub const Parser = struct {
     }
 
     /// Ends the lexeme in progress (lexer state `state`, which must accept) at row `row`.
-    fn endLexeme(self: *Parser, row: u32, state: StateId) Error!?u32 {
+    pub fn endLexeme(self: *Parser, row: u32, state: StateId) Error!?u32 {
         return self.scan(row, state, self.lexer.acceptingLexemes(state));
     }
 

@@ -55,6 +55,8 @@ pub const StateInfo = struct {
     accepting_count: u32 = 0,
     /// Some lazy lexeme matches here: the lexeme ends now, whatever could follow.
     lazy_accepting: bool = false,
+    /// Every byte leads to the dead state (computed on demand by `isFinal`).
+    final: enum(u2) { unknown, yes, no } = .unknown,
 
     pub const none = std.math.maxInt(u32);
 };
@@ -200,6 +202,27 @@ pub const Lexer = struct {
 
     pub fn isAccepting(self: *const Lexer, state: StateId) bool {
         return self.stateInfo(state).accepting_lexeme != StateInfo.none;
+    }
+
+    /// Does every byte lead from `state` to the dead state? Then a lexeme matching here can
+    /// only end here. Computes the state's missing transitions once.
+    pub fn isFinal(self: *Lexer, state: StateId) Error!bool {
+        const index = self.stateIndex(state);
+        switch (self.info.items[index].final) {
+            .yes => return true,
+            .no => return false,
+            .unknown => {},
+        }
+        var final = true;
+        var class: u32 = 0;
+        while (class < self.class_count) : (class += 1) {
+            if (try self.next(state, self.class_representative[class]) != dead) {
+                final = false;
+                break;
+            }
+        }
+        self.info.items[index].final = if (final) .yes else .no;
+        return final;
     }
 
     /// The lexemes that match in `state` (sorted by index).

@@ -60,8 +60,13 @@ pub const input_bytes_max: u32 = 1 << 20;
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
 
+var tokenizer_serial: u32 = 0;
+
 pub const Tokenizer = struct {
     ref_count: u32 = 1,
+    /// Distinct for every tokenizer this instance creates: grammars key their walk caches by
+    /// it (an address may be reused after a tokenizer is freed; a serial is not).
+    serial: u32 = 0,
     blob: []u8,
     offsets: []u32,
     kinds: []TokenKind,
@@ -95,7 +100,9 @@ pub const Tokenizer = struct {
         const kinds_copy = try gpa.dupe(TokenKind, kinds);
         errdefer gpa.free(kinds_copy);
         const eos_copy = try gpa.dupe(u32, eos_ids);
+        tokenizer_serial +%= 1;
         self.* = .{
+            .serial = tokenizer_serial,
             .blob = blob_copy,
             .offsets = offsets_copy,
             .kinds = kinds_copy,
@@ -144,6 +151,7 @@ pub const Grammar = struct {
     lexer: Lexer,
     /// Text depth of the lexer's states, for choosing a slice (see `slicer.zig`).
     slice_depths: slicer.DepthCache,
+    walk_cache: WalkCache,
     limits: Limits,
 
     /// Compiles a grammar IR (see docs/grammar_ir.md).
@@ -166,6 +174,7 @@ pub const Grammar = struct {
             .state_count_max = limits.state_count_max,
         });
         self.slice_depths = slicer.DepthCache.init(gpa);
+        self.walk_cache = .{};
         return self;
     }
 
@@ -174,6 +183,7 @@ pub const Grammar = struct {
         self.ref_count -= 1;
         if (self.ref_count > 0) return;
         self.slice_depths.deinit();
+        self.walk_cache.deinit(gpa);
         self.lexer.deinit();
         self.compiled.deinit(gpa);
         self.exprs.deinit();
@@ -435,9 +445,14 @@ pub const Matcher = struct {
                 self.parser.lexer,
                 entered.lexer_state,
             );
-            if (slice) |s| @memcpy(self.mask, s.mask);
-            const trie = if (slice) |s| &s.rest else &tokenizer.trie;
-            try walkTrie(trie.nodes, &self.parser, entered, self.mask);
+            if (slice) |s| {
+                @memcpy(self.mask, s.mask);
+                try walkTrie(s.rest.nodes, &self.parser, entered, self.mask);
+            } else if (!budgeted) {
+                try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, self.mask);
+            } else {
+                try walkTrie(tokenizer.trie.nodes, &self.parser, entered, self.mask);
+            }
         }
         if (!self.eos_consumed) {
             // Clear the dummy bit of nodes without a token.
@@ -715,7 +730,9 @@ fn walkTrieWith(
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
         const special = next_state +% 1 <= 1;
         var alive = !special;
-        if (has_lazy or (special and (next_state == lexer_mod.missing or lexer.isAccepting(state)))) {
+        // Inside a lazy lexeme a byte that reaches one of its matches ends it: the parser too.
+        const ends_lazily = has_lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
+        if (ends_lazily or (special and (next_state == lexer_mod.missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token else parser.token_index;
             const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token = first }, node.byte);
@@ -747,9 +764,129 @@ fn walkTrieWith(
             }
         }
         p += node.subtree_size;
-        depth -= node.pop;
+        // Wraps only past the last node of a subtree walked on its own (`WalkCache`).
+        depth -%= node.pop;
     }
 }
+
+/// Per lexer state, the part of a full walk the lexer alone decides, shared by every matcher
+/// of the grammar: the tokens whose bytes keep the lexeme going (no lexeme ends inside them),
+/// and the *frontier*, the nodes where the lexer needs the parser (the lexeme would end: a
+/// dead transition from an accepting state, or a lazy lexeme's match). A mask from a cached
+/// state copies the tokens and walks only the frontier's subtrees with the parser, so free
+/// text between stop strings (a lazy lexeme no slice applies to) costs a copy and a few
+/// subtrees instead of a walk of the whole trie.
+///
+/// The result is exactly the full walk's: that walk reaches a frontier node with the same
+/// lexer state and row (no lexeme ends on the way), and there runs the same parser step.
+/// An entry is built the second time a state is walked (states seen once, such as the
+/// positions inside a bounded string, cost nothing), or the first time in grammars with free
+/// text, whose few states recur at every word; building costs about what the full walk it
+/// replaces costs. Entries stop being added past `bytes_max` (about 250 states of a 128k
+/// vocabulary).
+pub const WalkCache = struct {
+    entries: std.AutoHashMapUnmanaged(u64, Entry) = .empty,
+    bytes: usize = 0,
+
+    pub const bytes_max: usize = 4 << 20;
+
+    const Entry = struct {
+        /// Empty until the state's second walk.
+        mask: []u32 = &.{},
+        frontier: []Frontier = &.{},
+    };
+
+    const Frontier = struct { node: u32, state: StateId };
+
+    pub fn deinit(self: *WalkCache, gpa: Allocator) void {
+        var it = self.entries.valueIterator();
+        while (it.next()) |entry| {
+            gpa.free(entry.mask);
+            gpa.free(entry.frontier);
+        }
+        self.entries.deinit(gpa);
+        self.* = undefined;
+    }
+
+    /// Sets in `mask` every token allowed from `start` (which `walkTrie` over the whole trie
+    /// would set).
+    fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, mask: []u32) Error!void {
+        const nodes = tokenizer.trie.nodes;
+        var from = start;
+        const lexer = parser.lexer;
+        if (from.lexer_state != parser.rows.items[from.row].lexer_start and lexer.isAccepting(from.lexer_state) and
+            try lexer.isFinal(from.lexer_state))
+        {
+            // A lexeme that nothing can extend (a literal's last byte): every byte ends it, so
+            // walk from the next lexeme's start, the state the walk reaches for each byte
+            // anyway. Keeps the cache keyed by states that recur (a row's start state).
+            const r = try parser.endLexeme(from.row, from.lexer_state) orelse return;
+            from = .{ .lexer_state = parser.rows.items[r].lexer_start, .row = r, .lexeme_token = parser.token_index };
+        }
+        const key = @as(u64, tokenizer.serial) << 32 | from.lexer_state;
+        const entry = blk: {
+            if (self.bytes >= bytes_max) {
+                const found = self.entries.get(key) orelse break :blk null;
+                break :blk if (found.mask.len > 0) found else null;
+            }
+            const gop = try self.entries.getOrPut(gpa, key);
+            if (!gop.found_existing) gop.value_ptr.* = .{};
+            // Free text (lazy lexemes) comes back to the same few states at every word: build
+            // at once. Elsewhere wait for a second visit.
+            if (!gop.found_existing and !parser.cfg.has_lazy) break :blk null;
+            if (gop.value_ptr.mask.len == 0) {
+                gop.value_ptr.* = try buildEntry(gpa, lexer, nodes, from.lexer_state, parser.cfg.has_lazy, mask.len);
+                self.bytes += gop.value_ptr.mask.len * 4 + gop.value_ptr.frontier.len * @sizeOf(Frontier);
+            }
+            break :blk gop.value_ptr.*;
+        };
+        const found = entry orelse return walkTrie(nodes, parser, from, mask);
+        @memcpy(mask, found.mask);
+        for (found.frontier) |f| {
+            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token = from.lexeme_token };
+            try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
+        }
+    }
+
+    /// The lexer-only walk from `state`: the tokens it keeps alive and the frontier.
+    fn buildEntry(gpa: Allocator, lexer: *Lexer, nodes: []const Node, state0: StateId, has_lazy: bool, words: usize) Error!Entry {
+        const mask = try gpa.alloc(u32, words);
+        errdefer gpa.free(mask);
+        @memset(mask, 0);
+        var frontier: std.ArrayList(Frontier) = .empty;
+        defer frontier.deinit(gpa);
+        var states: [trie_mod.token_length_max + 1]StateId = undefined;
+        states[0] = state0;
+        var depth: usize = 0;
+        var p: usize = 0;
+        while (p < nodes.len) {
+            const node = nodes[p];
+            const state = states[depth];
+            const next_state = try lexer.next(state, node.byte);
+            var alive = next_state != lexer_mod.dead;
+            if (alive and has_lazy and lexer.stateInfo(next_state).lazy_accepting) {
+                alive = false;
+                try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
+            } else if (!alive and lexer.isAccepting(state)) {
+                try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
+            }
+            if (alive) {
+                mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+                if (node.subtree_size > 1) {
+                    depth += 1;
+                    states[depth] = next_state;
+                    p += 1;
+                    continue;
+                }
+            }
+            p += node.subtree_size;
+            depth -%= node.pop;
+        }
+        // A copy rather than `toOwnedSlice`: whether shrinking in place works depends on the
+        // heap, and the allocation-failure tests need the same allocations every run.
+        return .{ .mask = mask, .frontier = try gpa.dupe(Frontier, frontier.items) };
+    }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -901,8 +1038,25 @@ fn exerciseMatcher(gpa: Allocator) !void {
 }
 
 test "every allocation failure in a matcher's life is freed exactly once" {
-    try std.testing.checkAllAllocationFailures(std.testing.allocator, exerciseMatcher, .{});
+    // Growing in place succeeds or not depending on what earlier runs left in the testing
+    // allocator; refusing it makes every run allocate the same way, as the check needs.
+    const no_remap: Allocator = .{ .ptr = undefined, .vtable = &.{
+        .alloc = NoRemap.alloc,
+        .resize = std.mem.Allocator.noResize,
+        .remap = std.mem.Allocator.noRemap,
+        .free = NoRemap.free,
+    } };
+    try std.testing.checkAllAllocationFailures(no_remap, exerciseMatcher, .{});
 }
+
+const NoRemap = struct {
+    fn alloc(_: *anyopaque, len: usize, alignment: std.mem.Alignment, ra: usize) ?[*]u8 {
+        return std.testing.allocator.rawAlloc(len, alignment, ra);
+    }
+    fn free(_: *anyopaque, memory: []u8, alignment: std.mem.Alignment, ra: usize) void {
+        std.testing.allocator.rawFree(memory, alignment, ra);
+    }
+};
 
 /// A vocabulary for slicer tests: every single byte (id = byte), then `count` random tokens of
 /// 2–40 bytes built from text, quotes, backslashes, control bytes, whole and partial UTF-8

@@ -17,6 +17,7 @@ from ._generate import Sampling as Sampling
 from ._generate import generate as generate
 from ._grammar import Grammar as Grammar
 from ._grammar import Limits as Limits
+from ._grammar import clear_grammar_cache as clear_grammar_cache
 from ._matcher import Matcher as Matcher
 from ._prompt_lookup import PromptLookup as PromptLookup
 from ._tokenizer import Tokenizer as Tokenizer
@@ -44,4 +45,5 @@ __all__ = [
     "fill_bitmasks",
     "generate",
     "tool_call_structural_tag",
+    "clear_grammar_cache",
 ]

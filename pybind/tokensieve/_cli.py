@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench_hostile import add_hostile_bench
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
+    from ._bench_tools import add_tools_bench
     from ._maskbench import add_maskbench_bench
 
     add_regex_bench(bench_sub)
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_pld_bench(bench_sub)
     add_hostile_bench(bench_sub)
     add_serving_benches(bench_sub)
+    add_tools_bench(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

@@ -296,6 +296,7 @@ def _digits(value: int, width: int, base: int) -> list[int]:
     return out[::-1]
 
 
+@functools.lru_cache(maxsize=4096)
 def _hex_range(lo: int, hi: int, width: int) -> str:
     """A regex for `width` hex digits (either case) denoting a value in [lo, hi]."""
     return _fixed_width_range(_digits(lo, width, 16), _digits(hi, width, 16), 16)
@@ -319,6 +320,7 @@ def _nonneg_range(lo: int, hi: int | None) -> str | None:
     return _alt(alts)
 
 
+@functools.lru_cache(maxsize=4096)
 def int_range_regex(lo: int | None, hi: int | None) -> str | None:
     """A regex matching exactly the JSON integers (no leading zeros, no `-0`) in [lo, hi].
 
@@ -361,6 +363,7 @@ def _magnitude_pieces(a: int, a_open: bool, b: int | None, b_open: bool) -> list
     return pieces
 
 
+@functools.lru_cache(maxsize=4096)
 def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: bool) -> str | None:
     """A regex for the JSON numbers x, written without exponent, with lo <(=) x <(=) hi.
 
@@ -605,6 +608,7 @@ def _key_regex(lexeme: Lexeme) -> str:
     return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
 
 
+@functools.lru_cache(maxsize=4096)
 def _json_string_lexeme(text: str) -> Lexeme:
     """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
     if all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in text):
@@ -915,6 +919,7 @@ class _EcmaPattern:
         return code
 
 
+@functools.lru_cache(maxsize=4096)
 def pattern_to_json_regex(pattern: str) -> str:
     """Translate an ECMA-262 `pattern` (search semantics) into a regex over the JSON-escaped
     body of a string (without the quotes). See the module docstring for what is exact.

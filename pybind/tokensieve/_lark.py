@@ -1858,20 +1858,30 @@ _JSON_CLOSE = ("}", "]")
 _JSON_SEPARATORS = (",", ":")
 
 
-def _merge_json(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
+def _merge_json(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str | None = None) -> Sym:
     """Append the compact JSON grammar `sub` to `ir`, with its own whitespace; return its start.
 
     The Lark grammar's `%ignore` is the IR's one skip regex, which must not reach inside the
     JSON. So every JSON nonterminal is marked `no_skip`, and JSON whitespace is spelled out in
     the rules: it may follow `{ [ , :` and precede `} ] , :` — every boundary between two JSON
     lexemes has punctuation on one side, so this is exactly "between any two lexemes, not
-    before the first or after the last". Names get `prefix` so messages tell copies apart.
+    before the first or after the last". Names get `prefix` so messages tell copies apart;
+    with `lexeme_prefix`, lexemes are named by it instead, so copies share their identical
+    lexemes (a string, a number, `{`): many schemas in one grammar (tool calls) then cost the
+    lexer a few lexemes each rather than dozens.
     """
+    lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
     nt_base = len(ir.nonterminals)
     for name in sub.nonterminals:
         ir.add_nonterminal(f"{prefix}/{name}")
-    lexeme_of = [ir.add_lexeme(dataclasses.replace(lx, name=f"{prefix} {lx.name}")) for lx in sub.lexemes]
-    ws = Sym.t(ir.add_lexeme(Lexeme(f"{prefix} whitespace", "regex", JSON_WHITESPACE)))
+    lexeme_of = [
+        ir.add_lexeme(Lexeme(
+            f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
+            lx.dot_all, lx.ignore_case, lx.max_tokens,
+        ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
+        for lx in sub.lexemes
+    ]
+    ws = Sym.t(ir.add_lexeme(Lexeme(f"{lexeme_prefix} whitespace", "regex", JSON_WHITESPACE)))
     padded: dict[int, Sym] = {}
 
     def pad(index: int) -> Sym:

@@ -43,6 +43,17 @@ _XML_STYLES_UNSUPPORTED = ("minimax_xml", "minimax_m3_xml", "deepseek_xml", "glm
 _REPEAT_UNROLL_MAX = 256
 
 
+def _minimal_strings(strings: set[str]) -> list[str]:
+    """`strings` without those that contain another of them (sorted): text free of the result
+    is free of all of `strings`."""
+    ordered = sorted(strings, key=lambda s: (len(s), s))
+    kept: list[str] = []
+    for candidate in ordered:
+        if not any(k in candidate for k in kept):
+            kept.append(candidate)
+    return sorted(kept)
+
+
 def regex_escape(text: str) -> str:
     """`text` as a regex of the core's syntax matching exactly it."""
     out = []
@@ -249,19 +260,32 @@ class _Compiler:
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
             raise _error("`max_tokens` must be a non-negative integer", pointer + "/max_tokens")
         heads = {_first_piece(alt.lead, self.specials)[0] for alt in textual}
-        banned = "|".join(regex_escape(b) for b in sorted(heads | {e for e in (*excludes, *stops) if e}))
+        # Text without any of these strings; one that contains another of them adds nothing.
+        shortest = _minimal_strings(heads | {e for e in (*excludes, *stops) if e})
+        banned = "|".join(regex_escape(b) for b in shortest)
         chars = f"{{{min_chars},{'' if max_chars is None else max_chars}}}" if max_chars is not None or min_chars else "*"
         out: list[_Alt] = []
+        # The free text ends where a lead's text begins. Leads that begin with the same banned
+        # string (a trigger, then each tag's own rest) share one lexeme ending at that string,
+        # and the rests follow as literals: one lexeme per trigger, not one per tag.
+        by_cut: dict[str, list[_Alt]] = {}
         for alt in textual:
             head, _ = _first_piece(alt.lead, self.specials)
-            # The text before `head` contains no banned string (so the lexeme ends at the first
-            # head); `head` itself may.
+            cut = min((b for b in shortest if head.startswith(b)), key=len, default=head)
+            by_cut.setdefault(cut, []).append(alt)
+        for cut, alts in by_cut.items():
+            # The text before `cut` contains no banned string (so the lexeme ends at its first
+            # occurrence); `cut` itself may.
             lexeme = Lexeme(
-                f"{name} until {head!r}", "regex", f"{_ANY}{chars}{regex_escape(head)}", lazy=True,
-                not_patterns=(f"{_ANY}*(?:{banned}){_ANY}*{regex_escape(head)}",), max_tokens=max_tokens or 0,
+                f"{name} until {cut!r}", "regex", f"{_ANY}{chars}{regex_escape(cut)}", lazy=True,
+                not_patterns=(f"{_ANY}*(?:{banned}){_ANY}*{regex_escape(cut)}",), max_tokens=max_tokens or 0,
             )
-            rest = alt.lead[len(head):]
-            symbols = [Sym.t(self.ir.add_lexeme(lexeme))] + self.literal(rest) + ([alt.rest] if alt.rest is not None else [])
+            text = Sym.t(self.ir.add_lexeme(lexeme))
+            rests = [_Alt(alt.lead[len(cut):], alt.rest) for alt in alts]
+            if len(rests) == 1:
+                symbols = [text] + self.literal(rests[0].lead) + ([rests[0].rest] if rests[0].rest is not None else [])
+            else:
+                symbols = [text, self.symbol_of(rests, name + " then")]
             out.append(_Alt("", Sym.n(self._sequence(symbols, name))))
         if plain:
             nots = (f"{_ANY}*(?:{banned}){_ANY}*",) if banned else ()
@@ -410,7 +434,7 @@ class _Compiler:
             except GrammarError as err:
                 inner = err.json_pointer or ""
                 raise _error(f"in this json_schema: {err}", f"{pointer}/json_schema{inner}") from None
-            found = self._json_memo[key] = _merge_json(self.ir, sub, f"json{len(self._json_memo)}")
+            found = self._json_memo[key] = _merge_json(self.ir, sub, f"json{len(self._json_memo)}", lexeme_prefix="json")
         return found
 
     def qwen_xml(self, schema: Any, follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
@@ -590,6 +614,15 @@ class _Specials:
     def get(self, text: str) -> int | None:
         return self.table.get(text)
 
+    def first_piece(self, text: str) -> tuple[str, int | None]:
+        """The first piece of `text` (see `_first_piece`), remembered: free text asks it of
+        every lead after it, and 128 tools make hundreds of long leads."""
+        memo = self.__dict__.setdefault("_first", {})
+        found = memo.get(text)
+        if found is None:
+            found = memo[text] = _first_piece_uncached(text, self)
+        return found
+
 
 def _split_specials(text: str, specials: _Specials) -> list[tuple[str, int | None]]:
     """`text` as pieces: (special token text, id) where a special token's text occurs, else
@@ -622,8 +655,20 @@ def _split_specials(text: str, specials: _Specials) -> list[tuple[str, int | Non
 
 def _first_piece(text: str, specials: _Specials) -> tuple[str, int | None]:
     """The first piece of `text` (plain text up to the first special token, or that token)."""
-    pieces = _split_specials(text, specials)
-    return pieces[0] if pieces else ("", None)
+    return specials.first_piece(text)
+
+
+def _first_piece_uncached(text: str, specials: _Specials) -> tuple[str, int | None]:
+    if not specials.table or not text:
+        return (text, None)
+    for i, char in enumerate(text):
+        if char not in specials.first:
+            continue
+        for length in range(min(len(text) - i, specials.longest), 0, -1):
+            token = specials.table.get(text[i : i + length])
+            if token is not None:
+                return (text[:i], None) if i else (text[:length], token)
+    return (text, None)
 
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
