@@ -433,3 +433,28 @@ def test_markers_that_are_special_tokens_match_only_those_tokens() -> None:
     assert m.consume_tokens(list(b'\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n'))
     assert allowed_ids(m, tok.vocab_size) == {call_close}
     assert m.consume_token(call_close) and m.is_accepting()
+
+
+def test_serving_requests_compile_structural_tags(llama3) -> None:
+    """What vLLM and SGLang hand their backend (JSON text, current and legacy forms) compiles
+    through the same front-end, and accepts what XGrammar accepts."""
+    from tokensieve.integrations import grammar_for
+
+    spec = tool_call_structural_tag(model="hermes", tools=TOOLS[:2], tool_choice="auto", reasoning="disabled")
+    legacy = {"type": "structural_tag", "triggers": ["<tool_call>"], "structures": [
+        {"begin": '<tool_call>\n{"name": "add", "arguments": ', "schema": TOOLS[1]["function"]["parameters"], "end": "}\n</tool_call>"},
+    ]}
+    texts = ['Sure.<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
+             'Sure.<tool_call>\n{"name": "sub", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
+             'Sure.<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>', "Just text."]
+    for request in (spec, legacy):
+        text_form = json.dumps(request)
+        grammar = grammar_for("structural_tag", text_form, tokenizer=llama3)
+        assert grammar_for("structural_tag", text_form, tokenizer=llama3) is grammar
+        if "structures" in request:  # XGrammar takes the legacy form as items and triggers
+            items = [xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"]) for s in request["structures"]]
+            theirs = xgr.Grammar.from_structural_tag(items, request["triggers"])
+        else:
+            theirs = xgr.Grammar.from_structural_tag(text_form)
+        for text in texts:
+            assert _accepts(Matcher(llama3, grammar), llama3, text) == _is_grammar_accept_string(theirs, text), text

@@ -16,7 +16,7 @@ from .._errors import GrammarError
 from .._grammar import Grammar
 
 _CACHE_ENTRIES_MAX = 1024
-_cache: OrderedDict[tuple[Any, ...], Grammar] = OrderedDict()
+_cache: OrderedDict[tuple[Any, ...], tuple[Any, Grammar]] = OrderedDict()
 _lock = threading.Lock()
 
 KINDS = ("json", "json_object", "regex", "grammar", "lark", "gbnf", "ebnf", "choice", "structural_tag")
@@ -46,12 +46,13 @@ def grammar_for(kind: str, spec: Any, *, tokenizer: Any = None, whitespace: str 
     key = (kind, text, whitespace, id(tokenizer) if tokenizer is not None else None)
     with _lock:
         found = _cache.get(key)
-        if found is not None:
+        # The entry holds its tokenizer: an id can be reused once a tokenizer is freed.
+        if found is not None and found[0] is tokenizer:
             _cache.move_to_end(key)
-            return found
+            return found[1]
     grammar = _build(kind, spec, tokenizer=tokenizer, whitespace=whitespace)
     with _lock:
-        _cache[key] = grammar
+        _cache[key] = (tokenizer, grammar)
         while len(_cache) > _CACHE_ENTRIES_MAX:
             _cache.popitem(last=False)
     return grammar
