@@ -87,7 +87,7 @@ class Grammar:
     ) -> Grammar:
         """A grammar whose whole output must match the regular expression `pattern`.
 
-        The syntax is the common core of ECMA-262 and Rust regexes (see `docs/regex.md`):
+        The syntax is the common core of ECMA-262 and Rust regexes (see `docs/lexer.md`, "Syntax"):
         literals, escapes, `.`, classes, groups, alternation, `? * + {m} {m,} {m,n}`, and `^`/`$`
         at the ends (the match is always anchored at both ends).
 
