@@ -13,6 +13,7 @@ nonterminal j.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Sequence
@@ -109,6 +110,7 @@ class GrammarIR:
     no_skip: set[int] = field(default_factory=set)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _shared_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add_nonterminal(self, name: str) -> int:
         self.nonterminals.append(name)
@@ -120,6 +122,15 @@ class GrammarIR:
         if index is None:
             index = self._lexeme_index[lexeme] = len(self.lexemes)
             self.lexemes.append(lexeme)
+        return index
+
+    def add_shared_lexeme(self, lexeme: Lexeme) -> int:
+        """Add a lexeme, reusing one that differs at most in its name (which only messages
+        read); returns its index."""
+        key = dataclasses.replace(lexeme, name="")
+        index = self._shared_index.get(key)
+        if index is None:
+            index = self._shared_index[key] = self.add_lexeme(lexeme)
         return index
 
     def add_rule(self, lhs: int, rhs: Sequence[Sym]) -> None:

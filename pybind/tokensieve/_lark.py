@@ -1866,22 +1866,23 @@ def _merge_json(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: st
     the rules: it may follow `{ [ , :` and precede `} ] , :` — every boundary between two JSON
     lexemes has punctuation on one side, so this is exactly "between any two lexemes, not
     before the first or after the last". Names get `prefix` so messages tell copies apart;
-    with `lexeme_prefix`, lexemes are named by it instead, so copies share their identical
-    lexemes (a string, a number, `{`): many schemas in one grammar (tool calls) then cost the
+    with `lexeme_prefix`, lexemes are named by it instead and copies share the lexemes that
+    differ only in name (a string, a number, `{`): many schemas in one grammar (tool calls) then cost the
     lexer a few lexemes each rather than dozens.
     """
     lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
     nt_base = len(ir.nonterminals)
     for name in sub.nonterminals:
         ir.add_nonterminal(f"{prefix}/{name}")
+    add = ir.add_lexeme if lexeme_prefix == prefix else ir.add_shared_lexeme
     lexeme_of = [
-        ir.add_lexeme(Lexeme(
+        add(Lexeme(
             f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
             lx.dot_all, lx.ignore_case, lx.max_tokens,
         ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
         for lx in sub.lexemes
     ]
-    ws = Sym.t(ir.add_lexeme(Lexeme(f"{lexeme_prefix} whitespace", "regex", JSON_WHITESPACE)))
+    ws = Sym.t(add(Lexeme(f"{lexeme_prefix} whitespace", "regex", JSON_WHITESPACE)))
     padded: dict[int, Sym] = {}
 
     def pad(index: int) -> Sym:
