@@ -517,3 +517,36 @@ def test_serving_requests_compile_structural_tags(llama3) -> None:
             theirs = xgr.Grammar.from_structural_tag(text_form)
         for text in texts:
             assert _accepts(Matcher(llama3, grammar), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
+def _nested(depth: int, wrap: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "const_string", "value": "a"}
+    for _ in range(depth):
+        node = wrap(node)
+    return node
+
+
+_OR_XY = {"type": "or", "elements": [{"type": "const_string", "value": "x"}, {"type": "const_string", "value": "y"}]}
+
+
+@pytest.mark.parametrize(("fmt", "error"), [
+    (_nested(3, lambda c: {"type": "repeat", "min": 0, "max": 256, "content": c}), "pieces"),
+    (_nested(2, lambda c: {"type": "repeat", "min": 200, "max": 200, "content": c if c["type"] != "const_string" else _OR_XY}), "pieces"),
+    (_nested(3000, lambda c: {"type": "sequence", "elements": [c]}), "nests too deeply"),
+    (_nested(400, lambda c: {"type": "optional", "content": c}), "nest deeper"),
+    ({"type": "sequence", "elements": [_OR_XY] * 60}, None),  # 2^60 ways, a linear grammar
+    ({"type": "repeat", "min": 256, "max": 256, "content": _OR_XY}, None),
+])
+def test_hostile_tags_end_in_a_grammar_or_a_clear_error(llama3, fmt: dict[str, Any], error: str | None) -> None:
+    """Nested repeat counts multiply, sequences of `or`s multiply alternatives, nesting is
+    recursion: each is bounded (a GrammarError naming the problem) or compiled linearly."""
+    spec = {"type": "structural_tag", "format": fmt}
+    if error is not None:
+        with pytest.raises(GrammarError, match=error):
+            Grammar.structural_tag(spec)
+        return
+    grammar = Grammar.structural_tag(spec)
+    assert len(grammar.ir.rules) < 10_000  # linear in the size of the tag
+    text = "xy" * 128 if fmt["type"] == "repeat" else "xy" * 30
+    assert _accepts(Matcher(llama3, grammar), llama3, text)
+    assert not _accepts(Matcher(llama3, grammar), llama3, text + "x")

@@ -204,7 +204,12 @@ class Grammar:
         """
         from ._structural_tag import structural_tag_to_ir
 
-        source = spec if isinstance(spec, str) else json.dumps(spec)
+        try:
+            source = spec if isinstance(spec, str) else json.dumps(spec)
+        except RecursionError:
+            raise GrammarError("the structural tag nests too deeply to read", json_pointer="") from None
+        except (TypeError, ValueError) as err:
+            raise GrammarError(f"the structural tag is not JSON data: {err}", json_pointer="") from None
         key = ("structural_tag", source, limits)
         cached = _cache.get(tokenizer, key)
         if cached is not None:

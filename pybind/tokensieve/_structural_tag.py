@@ -41,6 +41,14 @@ _FORMAT_TYPES = (
 )
 _XML_STYLES_UNSUPPORTED = ("minimax_xml", "minimax_m3_xml", "deepseek_xml", "glm_xml", "cohere_xml", "kimi_k3_xml", "deepseek_v4_1_xml")
 _REPEAT_UNROLL_MAX = 256
+# Formats compiled for one tag (a repeat compiles its content once per copy), and nesting depth
+# (in JSON pointer segments: two per level).
+_PIECE_COUNT_MAX = 20_000
+_NESTING_DEPTH_MAX = 300
+# Alternatives carried past one element of a sequence before they become one nonterminal: a
+# sequence of `or`s would otherwise multiply them.
+_ALTERNATIVE_COUNT_MAX = 256
+_REPEAT_ALTERNATIVE_COUNT_MAX = 32
 
 
 def _minimal_strings(strings: set[str]) -> list[str]:
@@ -90,6 +98,7 @@ class _Compiler:
         self._literal_memo: dict[str, list[Sym]] = {}
         self._json_memo: dict[str, Sym] = {}
         self._stops: tuple[str, ...] = ()  # the end strings of the innermost tag being compiled
+        self._pieces = 0  # formats compiled so far (see `compile`)
 
     # -- symbols -----------------------------------------------------------------------------
 
@@ -134,6 +143,14 @@ class _Compiler:
         """The alternatives of `fmt` followed by `follow`."""
         if not isinstance(fmt, dict):
             raise _error("a format must be a JSON object", pointer)
+        # Bounded work: nested repeats multiply (each copy is compiled), and nesting is recursion.
+        self._pieces += 1
+        if self._pieces > _PIECE_COUNT_MAX:
+            raise _error(
+                f"the structural tag expands to more than {_PIECE_COUNT_MAX:,} pieces (nested repeat counts "
+                "multiply); use star or plus for long repetitions", pointer)
+        if pointer.count("/") > _NESTING_DEPTH_MAX:
+            raise _error(f"formats nest deeper than {_NESTING_DEPTH_MAX} levels", pointer[:200] + "...")
         kind = fmt.get("type")
         method: Callable[[dict[str, Any], Sequence[_Alt], str], tuple[_Alt, ...]] | None = getattr(self, f"f_{kind}", None) if isinstance(kind, str) else None
         if method is None:
@@ -148,6 +165,8 @@ class _Compiler:
         elements = _field(fmt, "elements", list, pointer)
         alts = tuple(follow)
         for index in range(len(elements) - 1, -1, -1):
+            if len(alts) > _ALTERNATIVE_COUNT_MAX:
+                alts = (_Alt("", self.symbol_of(alts, "sequence rest")),)
             alts = self.compile(elements[index], alts, f"{pointer}/elements/{index}")
         return alts
 
@@ -211,7 +230,11 @@ class _Compiler:
         if high != -1:
             for _ in range(high - low):  # optional copies: content? content? …
                 alts = tuple(dict.fromkeys(self.compile(content, alts, pointer + "/content") + alts))
+                if len(alts) > _REPEAT_ALTERNATIVE_COUNT_MAX:  # else each copy adds to all later ones
+                    alts = (_Alt("", self.symbol_of(alts, "repeat rest")),)
         for _ in range(low):
+            if len(alts) > _REPEAT_ALTERNATIVE_COUNT_MAX:
+                alts = (_Alt("", self.symbol_of(alts, "repeat rest")),)
             alts = self.compile(content, alts, pointer + "/content")
         return alts
 
@@ -768,6 +791,8 @@ def normalize(spec: Any) -> tuple[Any, str]:
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
+        except RecursionError:
+            raise GrammarError("the structural tag nests too deeply to read", json_pointer="") from None
         except ValueError as err:
             raise GrammarError(f"the structural tag is not valid JSON: {err}", json_pointer="") from None
     if not isinstance(spec, dict):
