@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(run=_demo)
 
+    from ._web import add_web_command
+
+    add_web_command(sub)
+
     bench = sub.add_parser("bench", help="benchmarks, side by side with llguidance when installed")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     from ._bench import add_cfg_bench, add_regex_bench
