@@ -75,10 +75,11 @@ word   ::= [a-z]{2,10}
 pct    ::= [1-9] [0-9]? | "100"
 """
 
-#: The page's examples (and `tokensieve demo --example`): name, kind, grammar text, a sample
+#: The page's examples (and `tokensieve demo --example KEY`): key, name, kind, grammar text, an
 #: input that the grammar accepts.
 EXAMPLES: list[dict[str, str]] = [
     {
+        "key": "event",
         "name": "Event extraction (JSON Schema)",
         "kind": "json_schema",
         "text": json.dumps(EVENT_SCHEMA, indent=2),
@@ -86,18 +87,21 @@ EXAMPLES: list[dict[str, str]] = [
         '"duration_minutes": 90, "attendees": ["Alice", "Dave"], "online": true}',
     },
     {
+        "key": "meeting",
         "name": "Meeting sentence (regex: real dates and times)",
         "kind": "regex",
         "text": MEETING_REGEX,
         "input": "Carol meets Erin on 2026-11-30 at 14:45.",
     },
     {
+        "key": "arithmetic",
         "name": "Arithmetic (Lark)",
         "kind": "lark",
         "text": _ARITH_LARK,
         "input": "12 * (3 + 4) - -5 / 2",
     },
     {
+        "key": "answer",
         "name": "Yes/no with a reason (GBNF)",
         "kind": "gbnf",
         "text": _ANSWER_GBNF,
