@@ -196,3 +196,40 @@ def test_page_shows_compile_errors_with_line_and_column(page, kind, text):
     assert expected[0] is not None
     assert (int(status.get_attribute("data-line")), int(status.get_attribute("data-column"))) == expected
     assert f"line {expected[0]}, column {expected[1]}" in status.inner_text()
+
+
+def test_plain_js_host_in_the_browser_equals_wasmtime(page):
+    """wasm/js/tokensieve.mjs in Chromium (no Pyodide): a tokenizer from byte strings, a regex
+    grammar from its text, masks along a text, a fork and a rollback — equal to wasmtime's."""
+    from tokensieve import Grammar, Matcher, Tokenizer
+
+    tokens = [bytes([b]) for b in range(32, 127)] + [b"20", b"2026", b"-0", b"-1", b":3", b"<eos>"]
+    eos = len(tokens) - 1
+    pattern = r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9] ([01][0-9]|2[0-3]):[0-5][0-9]"
+    text = "2026-11-25 08:30"
+    tok = Tokenizer.from_token_bytes(tokens, eos_token_ids=[eos])
+    ids = tok.encode(text)
+    m = Matcher(tok, Grammar.regex(pattern))
+    want = [base64.b64encode(m.compute_bitmask().tobytes()).decode()]
+    for t in ids:
+        assert m.consume_token(t)
+        want.append(base64.b64encode(m.compute_bitmask().tobytes()).decode())
+    got = page.evaluate(
+        """async ({tokens, eos, pattern, ids}) => {
+            const ts = await import("./js/tokensieve.mjs");
+            const core = await ts.loadCore("./js/tokensieve.wasm");
+            const tok = core.tokenizer(tokens.map((t) => Uint8Array.from(atob(t), (c) => c.charCodeAt(0))),
+                                       {eosIds: [eos], specialIds: [eos]});
+            const m = core.matcher(tok, core.grammar(ts.regexIR(pattern)));
+            const b64 = (mask) => btoa(String.fromCharCode(...new Uint8Array(mask.buffer, mask.byteOffset, mask.byteLength)));
+            const masks = [b64(m.fillBitmask())];
+            for (const t of ids) { if (!m.consumeToken(t)) break; masks.push(b64(m.fillBitmask())); }
+            const fork = m.fork();
+            fork.rollback(ids.length);
+            return {masks, forkedBack: b64(fork.fillBitmask()), accepting: m.isAccepting()};
+        }""",
+        {"tokens": [base64.b64encode(t).decode() for t in tokens], "eos": eos, "pattern": pattern, "ids": ids},
+    )
+    assert got["masks"] == want
+    assert got["forkedBack"] == want[0]
+    assert got["accepting"] is True

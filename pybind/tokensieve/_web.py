@@ -6,6 +6,8 @@ The site is three things side by side in one folder:
   checkout);
 - Pyodide, copied from the npm package `web-demo/package.json` pins (`npm ci` in `web-demo/`
   installs it; nothing is fetched while serving);
+- `js/`: the plain-JavaScript host `wasm/js/tokensieve.mjs` and the core, for pages that want
+  the module without Python;
 - the tokensieve package as a pure wheel (`py3-none-any`) with both `.wasm` builds and the
   bundled GPT-2 tokenizer inside, built here from the package's own files
   (`build_wheel`), which the page's worker unpacks into Pyodide's site-packages.
@@ -144,7 +146,15 @@ def build_site(out_dir: Path, *, web_demo: Path | None = None) -> Path:
         target = out_dir / "pyodide" / name
         if not target.exists() or target.stat().st_size != (pyodide / name).stat().st_size:
             shutil.copyfile(pyodide / name, target)
+    # The plain-JS host (no Pyodide) and the core beside it: the page does not need them, the
+    # browser test loads them to check the JS binding in a browser too.
+    js_source = REPO_ROOT / "wasm" / "js" / "tokensieve.mjs"
+    if js_source.is_file():
+        (out_dir / "js").mkdir(exist_ok=True)
+        shutil.copyfile(js_source, out_dir / "js" / "tokensieve.mjs")
     wheel = build_wheel(out_dir / "wheels")
+    if js_source.is_file():
+        shutil.copyfile(PACKAGE_DIR / "_wasm" / "tokensieve.wasm", out_dir / "js" / "tokensieve.wasm")
     (out_dir / "wheels" / "latest.txt").write_text(wheel.name + "\n")
     return out_dir
 
