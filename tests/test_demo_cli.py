@@ -37,3 +37,13 @@ def test_every_example_accepts_its_own_input():
     for example in _demo.EXAMPLES:
         grammar = _demo.compile_grammar(example["kind"], example["text"])
         assert _demo.inspect(grammar, example["input"])["complete"], example["key"]
+
+
+def test_bench_cases_times_one_mask_per_token_and_reports_bad_grammars():
+    tok = _demo.tokenizer()
+    cases = [{"kind": e["kind"], "text": e["text"], "inputs": [e["input"]]} for e in _demo.EXAMPLES]
+    cases.append({"kind": "regex", "text": "ab(c", "inputs": ["abc"]})
+    result = _demo.bench_cases(cases)
+    assert result["mask_us"]["count"] == sum(len(tok.encode(e["input"])) for e in _demo.EXAMPLES)
+    assert result["failed"] == 1 and result["per_case"][-1]["error"].startswith("compile")
+    assert result["compile_ms"]["count"] == len(_demo.EXAMPLES)

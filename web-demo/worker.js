@@ -10,7 +10,8 @@
 //                  {type: "failed", error}              starting failed
 //                  {type: "reply", id, reply}           reply = tokensieve._demo.handle's JSON,
 //                                                       parsed: {ok, result} or {ok: false, error}
-//   page → worker  {id, method, args}                   methods of tokensieve._demo.handle
+//   page → worker  {id, method, args}                   methods of tokensieve._demo.handle, and
+//                                                       "put_file" {path, base64} into Pyodide's FS
 //
 // Everything is served by `tokensieve web` from one folder: ./pyodide/ (the pinned npm
 // package) and ./wheels/ (the package's pure wheel). Nothing comes from the network.
@@ -61,8 +62,16 @@ self.onmessage = async ({ data }) => {
   const { id, method, args } = data;
   let reply;
   try {
-    const { handle } = await started;
-    reply = JSON.parse(handle(method, JSON.stringify(args ?? {})));
+    const { handle, pyodide } = await started;
+    if (method === "put_file") {
+      // A file for Python (benchmarks: another tokenizer): {path, base64}.
+      const bytes = Uint8Array.from(atob(args.base64), (c) => c.charCodeAt(0));
+      pyodide.FS.mkdirTree(args.path.slice(0, args.path.lastIndexOf("/")) || "/");
+      pyodide.FS.writeFile(args.path, bytes);
+      reply = { ok: true, result: { bytes: bytes.length } };
+    } else {
+      reply = JSON.parse(handle(method, JSON.stringify(args ?? {})));
+    }
   } catch (error) {
     reply = { ok: false, error: { message: String(error && (error.message || error)), line: null, column: null } };
   }

@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench_hostile import add_hostile_bench
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
+    from ._bench_web import add_web_bench
     from ._maskbench import add_maskbench_bench
 
     add_regex_bench(bench_sub)
@@ -108,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_pld_bench(bench_sub)
     add_hostile_bench(bench_sub)
     add_serving_benches(bench_sub)
+    add_web_bench(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

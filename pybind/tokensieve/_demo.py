@@ -26,7 +26,9 @@ from ._grammar import Grammar
 from ._matcher import Matcher, mask_token_ids
 from ._tokenizer import Tokenizer
 
-__all__ = ["EXAMPLES", "compile_grammar", "error_place", "sample", "inspect", "masks_along", "bench", "handle"]
+__all__ = [
+    "EXAMPLES", "compile_grammar", "error_place", "sample", "inspect", "masks_along", "bench", "bench_cases", "handle",
+]
 
 _DAY_MONTH = (
     r"(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8])"
@@ -373,6 +375,64 @@ def bench(grammar: Grammar, text: str, *, rounds: int = 5) -> dict[str, Any]:
     return {"mask_us": _percentiles(times), "matcher_new_ms": _percentiles(compile_ms), "tokens": len(ids)}
 
 
+def bench_cases(cases: Sequence[dict[str, Any]], *, tokenizer_path: str | None = None) -> dict[str, Any]:
+    """Compile each case's grammar and time `compute_bitmask` at every token of its inputs.
+
+    The same function runs under wasmtime and in the browser (`tokensieve bench web`), so both
+    hosts do exactly the same work: per case, `compile_ms` is the grammar's front-end plus its
+    first matcher (the trie is built beforehand and not counted), then for every input the mask
+    before each token is computed (timed) and the token consumed.
+
+    Args:
+        cases: `{"kind", "text", "inputs": [str, …]}` (kinds as `compile_grammar` takes).
+        tokenizer_path: a tokenizer file (default: the bundled GPT-2 tokenizer).
+
+    Returns:
+        `mask_us` and `compile_ms` summaries (p50, avg, max, count), `per_case` (compile ms,
+        mask µs list length, error), `failed` (cases that did not compile or refused an input).
+    """
+    tok = Tokenizer.from_file(tokenizer_path) if tokenizer_path else tokenizer()
+    Matcher(tok, Grammar.regex("x"))  # builds the trie in the core before anything is timed
+    mask_us: list[float] = []
+    compile_ms: list[float] = []
+    per_case: list[dict[str, Any]] = []
+    for case in cases:
+        row: dict[str, Any] = {"error": None, "masks": 0}
+        per_case.append(row)
+        try:
+            start = time.perf_counter()
+            grammar = _translate(case["kind"], case["text"])
+            first = Matcher(tok, grammar)
+            row["compile_ms"] = (time.perf_counter() - start) * 1e3
+        except (TokensieveError, ValueError, RecursionError) as err:
+            row["error"] = f"compile: {str(err)[:100]}"
+            continue
+        compile_ms.append(row["compile_ms"])
+        for text in case["inputs"]:
+            matcher = first.fork()
+            for token in tok.encode(text):
+                start = time.perf_counter()
+                matcher.compute_bitmask()
+                mask_us.append((time.perf_counter() - start) * 1e6)
+                row["masks"] += 1
+                if not matcher.consume_token(token):
+                    row["error"] = "an input was refused"
+                    break
+    return {
+        "mask_us": _percentiles(mask_us),
+        "compile_ms": _percentiles(compile_ms),
+        "per_case": per_case,
+        "failed": sum(1 for row in per_case if row["error"]),
+        "vocab_size": tok.vocab_size,
+    }
+
+
+def _translate(kind: str, text: str) -> Grammar:
+    if kind == "json_schema":
+        return Grammar.json_schema(json.loads(text))
+    return compile_grammar(kind, text)
+
+
 # -- the page's entry point ---------------------------------------------------------------------
 
 _grammars: dict[tuple[str, str], Grammar] = {}
@@ -415,6 +475,8 @@ def handle(method: str, args_json: str) -> str:
             )
         elif method == "masks":
             result = masks_along(_grammar(args), [int(t) for t in args["tokens"]])
+        elif method == "bench_cases":
+            result = bench_cases(args["cases"], tokenizer_path=args.get("tokenizer_path"))
         elif method == "bench":
             result = bench(_grammar(args), str(args["input"]), rounds=int(args.get("rounds", 5)))
         else:
