@@ -174,7 +174,9 @@ class PyodideRuntime:
         if memory is None or not hasattr(memory, "buffer"):
             raise TokensieveError("the WebAssembly module exports no linear memory")
         self._memory = memory
-        self._helpers = run_js(_HELPERS_JS)(pyodide_js._module, memory)
+        heap = getattr(pyodide_js, "_module", None)
+        # Without Pyodide's heap (another Pyodide), steps take the slower copy path.
+        self._helpers = run_js(_HELPERS_JS)(heap, memory) if heap is not None else None
         self._stage = bytearray(0)
         self._stage_view = memoryview(self._stage)
 
@@ -245,7 +247,16 @@ class PyodideRuntime:
         Raises:
             TokensieveError: no such function export.
         """
-        self.func(name)  # checks the name
+        plain = self.func(name)  # checks the name
+        if self._helpers is None:
+
+            def call_then_copy(src: int, dest: memoryview, *args: int) -> int:
+                result = plain(*args)
+                if result >= copy_from_status:
+                    self.read_into(src, dest)
+                return result
+
+            return call_then_copy
         fused = self._helpers.fused(getattr(self._exports, name), copy_from_status)
         state = self._state
         stage_for = self._stage_for
@@ -349,6 +360,9 @@ class PyodideRuntime:
         """
         size = dest.nbytes
         if not size:
+            return
+        if self._helpers is None:
+            self.read_into(ptr, dest)
             return
         stage = self._stage_for(size)
         try:
