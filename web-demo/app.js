@@ -149,6 +149,7 @@ async function inspect() {
     return tr;
   });
   body.replaceChildren(...rows);
+  renderStrip(positions, tokens.length);
   const refused = positions.find((p) => p.accepted === false);
   const summary = $("inspect-summary");
   summary.dataset.complete = String(complete);
@@ -158,6 +159,27 @@ async function inspect() {
     : complete
       ? `✓ all ${tokens.length} tokens accepted, and the text is complete`
       : `✓ all ${tokens.length} tokens accepted so far (the grammar needs more)`;
+}
+
+// The typed text as its tokens: accepted (green), refused (red), after the refusal (grey).
+function renderStrip(positions, tokenCount) {
+  const chips = [];
+  positions.forEach((p, i) => {
+    if (p.token_text == null) return;
+    const chip = document.createElement("span");
+    chip.textContent = escapeText(p.token_text);
+    chip.title = `token ${i}: ${p.accepted ? "accepted" : "refused"}; ${fmt(p.allowed)} tokens were allowed here`;
+    if (!p.accepted) chip.className = "refused";
+    chips.push(chip);
+  });
+  const unread = tokenCount - chips.length;
+  if (unread > 0) {
+    const rest = document.createElement("span");
+    rest.className = "unread";
+    rest.textContent = `… ${unread} more token${unread === 1 ? "" : "s"} not checked`;
+    chips.push(rest);
+  }
+  $("token-strip").replaceChildren(...chips);
 }
 
 async function sample() {
@@ -271,7 +293,8 @@ ready.then(
       `Ready · tokensieve ${info.tokensieve} · Python ${info.python} · GPT-2 tokenizer (${fmt(info.vocab_size)} tokens)`,
     );
     $("footer").textContent =
-      `Pyodide started in ${fmt(info.pyodide_ms)} ms, the package and tokenizer loaded in ${fmt(info.package_ms)} ms. ` +
+      `Pyodide started in ${fmt(info.pyodide_ms)} ms; the package, the tokenizer and its trie in the core loaded in ` +
+      `${fmt(info.package_ms)} ms (the trie ${fmt(info.trie_ms)} ms). ` +
       `Timer resolution: ${info.isolated ? "fine (cross-origin isolated page)" : "coarse (page not cross-origin isolated: µs figures are rounded)"}.`;
   },
   (error) => setStatus("failed", "Failed to start: " + error.message),

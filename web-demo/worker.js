@@ -41,9 +41,13 @@ async function start() {
     pyodide.runPython(`
 import json, sys, tokensieve
 from tokensieve import _demo
+import time
 tok = _demo.tokenizer()
+_start = time.perf_counter()
+tokensieve.Matcher(tok, tokensieve.Grammar.regex("x"))   # builds the token trie in the core now
 json.dumps({"tokensieve": tokensieve.__version__, "python": sys.version.split()[0],
-            "vocab_size": tok.vocab_size, "wheel": ${JSON.stringify(name)}})
+            "vocab_size": tok.vocab_size, "wheel": ${JSON.stringify(name)},
+            "trie_ms": (time.perf_counter() - _start) * 1e3})
 `),
   );
   info.pyodide_ms = pyodideMs;
