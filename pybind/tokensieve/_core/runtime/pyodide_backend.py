@@ -24,7 +24,8 @@ Why it is shaped this way:
   linear memory straight into a *stage*: a Python `bytearray` whose address in
   Pyodide's own heap was looked up once. Python then copies the stage into the
   caller's array with a plain memoryview assignment (a memcpy). Nothing is converted
-  or allocated per step on either side; `copy_to` uses the same closure.
+  or allocated per step on either side; `copy_to`, and `read`/`write` up to 64 KiB
+  (token ids, forced bytes, error texts), use the same stage.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ _HELPERS_JS: Final = """
   return {
     setStage(address, size) { stageAddress = address; stageSize = size; },
     copy,
+    copyIn(dst, size) {
+      if (size > stageSize) throw new RangeError("stage too small: " + size + " > " + stageSize);
+      new Uint8Array(memory.buffer, dst >>> 0, size).set(heap.HEAPU8.subarray(stageAddress, stageAddress + size));
+    },
     fused(fn, minStatus) {
       return (src, size, a, b, c, d) => {
         const status = fn(a, b, c, d);
@@ -68,6 +73,9 @@ _HELPERS_JS: Final = """
   };
 }
 """
+# Reads and writes up to this size go through the stage (one crossing); larger ones (a
+# tokenizer's tables, once) through a fresh typed array, so the stage stays small.
+_STAGE_BYTES_MAX: Final = 1 << 16
 _ADDRESS_JS: Final = "(proxy) => { const b = proxy.getBuffer('u8'); try { return b.data.byteOffset; } finally { b.release(); } }"
 
 
@@ -318,6 +326,10 @@ class PyodideRuntime:
         Raises:
             IndexError: the range is outside linear memory.
         """
+        if self._helpers is not None and 0 < size <= _STAGE_BYTES_MAX:
+            stage = self._stage_for(size)
+            self._staged(self._helpers.copy, ptr, size)
+            return bytes(stage[:size])
         view = self._view(ptr, size)
         return bytes(view.to_bytes()) if size else b""
 
@@ -329,9 +341,27 @@ class PyodideRuntime:
             TypeError: `data` is not a C-contiguous buffer.
         """
         source = _byte_view(data)
-        view = self._view(ptr, source.nbytes)
-        if source.nbytes:
+        size = source.nbytes
+        if self._helpers is not None and 0 < size <= _STAGE_BYTES_MAX:
+            stage = self._stage_for(size)
+            stage[:size] = source
+            self._staged(self._helpers.copyIn, ptr, size)
+            return
+        view = self._view(ptr, size)
+        if size:
             view.assign(source)
+
+    def _staged(self, transfer: Any, ptr: int, size: int) -> None:
+        """Run a stage transfer (`copy` or `copyIn`) of `size` bytes at `ptr`: one crossing."""
+        if not _I32_MIN <= ptr <= _U32_MAX:
+            raise IndexError(f"bad linear memory range: ptr={ptr}, size={size}")
+        try:
+            transfer(ptr, size)
+        except JsException as error:
+            raise IndexError(
+                f"linear memory range [{ptr & _U32_MASK}, {(ptr & _U32_MASK) + size}) is outside the "
+                f"module's memory ({_js_error_text(error)}); this is a bug in tokensieve, please report it"
+            ) from None
 
     def read_into(self, ptr: int, dest: memoryview) -> None:
         """Copy `dest.nbytes` bytes at `ptr` straight into a writable buffer.
@@ -365,10 +395,7 @@ class PyodideRuntime:
             self.read_into(ptr, dest)
             return
         stage = self._stage_for(size)
-        try:
-            self._helpers.copy(ptr, size)
-        except JsException as error:
-            raise IndexError(f"cannot copy {size} bytes at {ptr} out of linear memory ({_js_error_text(error)})") from None
+        self._staged(self._helpers.copy, ptr, size)
         dest[:] = stage[:size]
 
     def read_u32(self, ptr: int) -> int:
