@@ -233,3 +233,17 @@ def test_plain_js_host_in_the_browser_equals_wasmtime(page):
     assert got["masks"] == want
     assert got["forkedBack"] == want[0]
     assert got["accepting"] is True
+
+
+def test_page_places_schema_errors_named_by_pointer(page):
+    """A schema that is JSON but invalid is reported by JSON pointer; the page also gives the
+    line and column of the value the pointer names (found here by plain text search)."""
+    text = '{\n  "type": "object",\n  "properties": {\n    "when": {"type": "date"}\n  }\n}'
+    _compile(page, "json_schema", text)
+    status = page.locator("#compile-status")
+    assert status.inner_text().startswith("✗")
+    offset = text.index('"date"')
+    line = text.count("\n", 0, offset) + 1
+    column = offset - text.rfind("\n", 0, offset)
+    assert (int(status.get_attribute("data-line")), int(status.get_attribute("data-column"))) == (line, column)
+    assert "/properties/when/type" in status.inner_text()

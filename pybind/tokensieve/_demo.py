@@ -18,6 +18,7 @@ import base64
 import json
 import math
 import random
+import re
 import time
 from typing import Any, Sequence
 
@@ -134,9 +135,12 @@ def error_place(err: Exception, text: str) -> dict[str, Any]:
     line = getattr(err, "line", None)
     column = getattr(err, "column", None)
     position = getattr(err, "position", None)
+    pointer = getattr(err, "json_pointer", None)
     if isinstance(err, json.JSONDecodeError):
         line, column = err.lineno, err.colno
-    elif line is None and position is not None and 0 <= position <= len(text):
+    elif line is None and pointer is not None:
+        position = json_pointer_offset(text, pointer)
+    if line is None and position is not None and 0 <= position <= len(text):
         line = text.count("\n", 0, position) + 1
         column = position - (text.rfind("\n", 0, position) + 1) + 1
     return {
@@ -145,6 +149,63 @@ def error_place(err: Exception, text: str) -> dict[str, Any]:
         "column": column,
         "pointer": getattr(err, "json_pointer", None),
     }
+
+
+class _Found(Exception):
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def json_pointer_offset(text: str, pointer: str) -> int | None:
+    """The character offset in the JSON `text` of the value `pointer` names (RFC 6901), or of
+    its nearest existing ancestor; None when `text` is not JSON.
+
+    Lets a JSON Schema error that names a place by pointer also name a line and column.
+    """
+    decoder = json.JSONDecoder()
+    targets = [pointer]
+    while "/" in targets[-1]:
+        targets.append(targets[-1].rsplit("/", 1)[0])
+
+    def skip(i: int) -> int:
+        match = _JSON_SPACE.match(text, i)
+        assert match is not None
+        return match.end()
+
+    def walk(i: int, path: str, target: str) -> int:
+        i = skip(i)
+        if path == target:
+            raise _Found(i)
+        opener = text[i]
+        if opener not in "{[":
+            return int(decoder.raw_decode(text, i)[1])
+        closer = "}" if opener == "{" else "]"
+        i = skip(i + 1)
+        index = 0
+        while text[i] != closer:
+            if opener == "{":
+                key, i = json.decoder.scanstring(text, i + 1)
+                i = skip(i) + 1  # the colon
+                child = path + "/" + key.replace("~", "~0").replace("/", "~1")
+            else:
+                child = f"{path}/{index}"
+            i = skip(walk(i, child, target))
+            index += 1
+            if text[i] == ",":
+                i = skip(i + 1)
+        return i + 1
+
+    for target in targets:
+        try:
+            walk(0, "", target)
+        except _Found as found:
+            return found.offset
+        except (ValueError, IndexError):
+            return None
+    return None
 
 
 def compile_grammar(kind: str, text: str) -> Grammar:
