@@ -436,7 +436,9 @@ def bench(grammar: Grammar, text: str, *, rounds: int = 5) -> dict[str, Any]:
     return {"mask_us": _percentiles(times), "matcher_new_ms": _percentiles(compile_ms), "tokens": len(ids)}
 
 
-def bench_cases(cases: Sequence[dict[str, Any]], *, tokenizer_path: str | None = None) -> dict[str, Any]:
+def bench_cases(
+    cases: Sequence[dict[str, Any]], *, tokenizer_path: str | None = None, raw: bool = False
+) -> dict[str, Any]:
     """Compile each case's grammar and time `compute_bitmask` at every token of its inputs.
 
     The same function runs under wasmtime and in the browser (`tokensieve bench web`), so both
@@ -447,12 +449,15 @@ def bench_cases(cases: Sequence[dict[str, Any]], *, tokenizer_path: str | None =
     Args:
         cases: `{"kind", "text", "inputs": [str, …]}` (kinds as `compile_grammar` takes).
         tokenizer_path: a tokenizer file (default: the bundled GPT-2 tokenizer).
+        raw: also return every time (`mask_us_all`, `compile_ms_all`), in order.
 
     Returns:
         `mask_us` and `compile_ms` summaries (p50, avg, max, count), `per_case` (compile ms,
         mask µs list length, error), `failed` (cases that did not compile or refused an input).
     """
-    tok = Tokenizer.from_file(tokenizer_path) if tokenizer_path else tokenizer()
+    tok = _tokenizers.get(tokenizer_path or "")
+    if tok is None:
+        tok = _tokenizers[tokenizer_path or ""] = Tokenizer.from_file(tokenizer_path) if tokenizer_path else tokenizer()
     Matcher(tok, Grammar.regex("x"))  # builds the trie in the core before anything is timed
     mask_us: list[float] = []
     compile_ms: list[float] = []
@@ -479,13 +484,19 @@ def bench_cases(cases: Sequence[dict[str, Any]], *, tokenizer_path: str | None =
                 if not matcher.consume_token(token):
                     row["error"] = "an input was refused"
                     break
-    return {
+    result = {
         "mask_us": _percentiles(mask_us),
         "compile_ms": _percentiles(compile_ms),
         "per_case": per_case,
         "failed": sum(1 for row in per_case if row["error"]),
         "vocab_size": tok.vocab_size,
     }
+    if raw:
+        result.update(mask_us_all=mask_us, compile_ms_all=compile_ms)
+    return result
+
+
+_tokenizers: dict[str, Tokenizer] = {}
 
 
 def _translate(kind: str, text: str) -> Grammar:
@@ -537,7 +548,9 @@ def handle(method: str, args_json: str) -> str:
         elif method == "masks":
             result = masks_along(_grammar(args), [int(t) for t in args["tokens"]])
         elif method == "bench_cases":
-            result = bench_cases(args["cases"], tokenizer_path=args.get("tokenizer_path"))
+            result = bench_cases(
+                args["cases"], tokenizer_path=args.get("tokenizer_path"), raw=bool(args.get("raw"))
+            )
         elif method == "bench":
             result = bench(_grammar(args), str(args["input"]), rounds=int(args.get("rounds", 5)))
         else:
