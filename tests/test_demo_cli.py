@@ -47,3 +47,34 @@ def test_bench_cases_times_one_mask_per_token_and_reports_bad_grammars():
     assert result["mask_us"]["count"] == sum(len(tok.encode(e["input"])) for e in _demo.EXAMPLES)
     assert result["failed"] == 1 and result["per_case"][-1]["error"].startswith("compile")
     assert result["compile_ms"]["count"] == len(_demo.EXAMPLES)
+
+
+def test_toy_model_samples_the_prior_restricted_to_the_mask():
+    """Rejection sampling (unigram) and k-th set bit (random) against the distribution written
+    out directly: softmax of the allowed tokens' logits, and uniform."""
+    import array
+    import math
+    from collections import Counter
+
+    tok = _demo.tokenizer()
+    allowed = [5, 40, 300, 301, 1000, 20000, 50256]  # bytes, frequent merges, a rare merge, EOS
+    mask = array.array("i", bytes(4 * ((tok.vocab_size + 31) // 32)))
+    for t in allowed:
+        word = mask[t >> 5] & 0xFFFFFFFF | (1 << (t & 31))
+        mask[t >> 5] = word - (1 << 32) if word >= 1 << 31 else word
+    draws = 20_000
+    for kind, temperature in (("unigram", 1.0), ("unigram", 0.5), ("random", 1.0)):
+        model = _demo.ToyModel(tok, kind, seed=7)
+        counts = Counter(model.pick(mask, temperature) for _ in range(draws))
+        assert set(counts) <= set(allowed)
+        if kind == "random":
+            expected = {t: 1 / len(allowed) for t in allowed}
+        else:
+            logits = {t: -math.log(20000.0 if t < 256 else t - 255.0) for t in allowed}
+            z = sum(math.exp(v / temperature) for v in logits.values())
+            expected = {t: math.exp(v / temperature) / z for t, v in logits.items()}
+        for t, p in expected.items():
+            sd = math.sqrt(p * (1 - p) / draws)
+            assert abs(counts[t] / draws - p) < 5 * sd + 1e-4, (kind, temperature, t, counts[t] / draws, p)
+    empty = array.array("i", bytes(len(mask) * 4))
+    assert _demo.ToyModel(tok, "unigram", seed=0).pick(empty, 1.0) is None

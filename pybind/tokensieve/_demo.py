@@ -8,13 +8,16 @@ what a Python user of the package gets: the core is the same module either way.
 The toy model has no context: its logits are a fixed *unigram prior* over the GPT-2
 vocabulary, `-log(rank)`, where the rank of a merged token is its BPE merge order (GPT-2's ids
 above 255 are in merge order, so low ids are frequent pieces such as " the") and the 256
-single-byte tokens rank as if rare. Or, with `model="random"`, fresh uniform logits at every
-step. Either way it is a stand-in that shows the grammar doing the work, not a language model.
+single-byte tokens rank as if rare. Or, with `model="random"`, fresh i.i.d. logits at every
+step, which makes every allowed token equally likely. Either way it is a stand-in that shows
+the grammar doing the work, not a language model.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
+import itertools
 import json
 import math
 import random
@@ -232,33 +235,69 @@ def compile_grammar(kind: str, text: str) -> Grammar:
 
 
 class ToyModel:
-    """Logits with no context: a unigram prior (`"unigram"`) or uniform noise (`"random"`)."""
+    """Logits with no context: a unigram prior (`"unigram"`) or i.i.d. noise (`"random"`).
+
+    Sampling works on the mask without listing the allowed tokens (a JSON string allows tens of
+    thousands): i.i.d. noise logits make every allowed token equally likely, so `"random"` picks
+    the k-th set bit for a uniform k; `"unigram"` draws from the whole prior (cumulative
+    weights, bisection) until the draw is allowed — exactly the prior restricted to the mask —
+    and lists the allowed tokens only when 64 draws in a row miss.
+    """
+
+    DRAWS_MAX = 64
 
     def __init__(self, tok: Tokenizer, kind: str, seed: int) -> None:
         if kind not in ("unigram", "random"):
             raise ValueError(f'model must be "unigram" or "random", not {kind!r}')
         self.kind = kind
         self.rng = random.Random(seed)
-        n = tok.vocab_size
+        self.vocab_size = tok.vocab_size
         if kind == "unigram":
             # Merged tokens by merge order; single bytes as if rank 20000.
-            self.prior = [-math.log(20000.0 if t < 256 else t - 255.0) for t in range(n)]
+            self.prior = [-math.log(20000.0 if t < 256 else t - 255.0) for t in range(tok.vocab_size)]
+            self._cumulative: dict[float, list[float]] = {}
 
-    def scores(self, allowed: Sequence[int]) -> list[float]:
-        """Logits of the allowed tokens only (the others are masked out anyway)."""
+    def pick(self, mask: Any, temperature: float) -> int | None:
+        """Sample an allowed token of `mask` (int32 words), or None when none is allowed."""
+        counts = [(int(word) & 0xFFFFFFFF).bit_count() for word in mask]
+        total = sum(counts)
+        if total == 0:
+            return None
         if self.kind == "random":
-            return [self.rng.random() * 8.0 for _ in allowed]
-        prior = self.prior
-        return [prior[t] for t in allowed]
-
-    def pick(self, allowed: Sequence[int], temperature: float) -> int:
-        """Sample one of `allowed` from the softmax of its scores at `temperature`."""
-        scores = self.scores(allowed)
+            return _kth_set_bit(mask, counts, self.rng.randrange(total))
         if temperature <= 0.0:
-            return allowed[max(range(len(allowed)), key=lambda i: scores[i])]
-        top = max(scores)
-        weights = [math.exp((s - top) / temperature) for s in scores]
+            allowed = mask_token_ids(mask, self.vocab_size)
+            return max(allowed, key=lambda t: (self.prior[t], -t))
+        cumulative = self._cumulative_for(temperature)
+        for _ in range(self.DRAWS_MAX):
+            token = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
+            token = min(token, self.vocab_size - 1)
+            if (int(mask[token >> 5]) >> (token & 31)) & 1:
+                return token
+        allowed = mask_token_ids(mask, self.vocab_size)
+        top = max(self.prior[t] for t in allowed)
+        weights = [math.exp((self.prior[t] - top) / temperature) for t in allowed]
         return self.rng.choices(allowed, weights=weights)[0]
+
+    def _cumulative_for(self, temperature: float) -> list[float]:
+        cumulative = self._cumulative.get(temperature)
+        if cumulative is None:
+            top = max(self.prior)
+            weights = (math.exp((p - top) / temperature) for p in self.prior)
+            cumulative = self._cumulative[temperature] = list(itertools.accumulate(weights))
+        return cumulative
+
+
+def _kth_set_bit(mask: Any, counts: Sequence[int], k: int) -> int:
+    """The token of the k-th (0-based) set bit of `mask`, given each word's popcount."""
+    for index, count in enumerate(counts):
+        if k < count:
+            bits = int(mask[index]) & 0xFFFFFFFF
+            for _ in range(k):
+                bits &= bits - 1
+            return index * 32 + ((bits & -bits).bit_length() - 1)
+        k -= count
+    raise ValueError("k is not below the mask's popcount")
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -324,11 +363,10 @@ def sample(
         start = time.perf_counter()
         mask = matcher.compute_bitmask()
         mask_us.append((time.perf_counter() - start) * 1e6)
-        allowed = mask_token_ids(mask, tok.vocab_size)
-        if not allowed:
+        token = toy.pick(mask, temperature)
+        if token is None:
             stop = "no_allowed_token"
             break
-        token = toy.pick(allowed, temperature)
         model_calls += 1
         if not matcher.consume_token(token):
             raise TokensieveError(f"internal: the grammar refused token {token} its own mask allowed")
