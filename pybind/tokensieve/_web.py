@@ -4,8 +4,8 @@ The site is three things side by side in one folder:
 
 - the page itself (`web-demo/index.html`, `app.js`, `worker.js`, `style.css` of a source
   checkout);
-- Pyodide, copied from the npm package `web-demo/package.json` pins (`npm ci` in `web-demo/`
-  installs it; nothing is fetched while serving);
+- Pyodide, copied from the npm package `web-demo/package.json` pins (the first run installs it
+  with `npm ci` in `web-demo/` when it is missing; nothing is fetched while serving);
 - `js/`: the plain-JavaScript host `wasm/js/tokensieve.mjs` and the core, for pages that want
   the module without Python;
 - the tokensieve package as a pure wheel (`py3-none-any`) with both `.wasm` builds and the
@@ -26,6 +26,7 @@ import hashlib
 import http.server
 import os
 import shutil
+import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
@@ -108,10 +109,16 @@ def build_wheel(out_dir: Path) -> Path:
     return target
 
 
-def _pyodide_dir(web_demo: Path) -> Path:
+def _pyodide_dir(web_demo: Path, *, install: bool) -> Path:
     explicit = os.environ.get("TOKENSIEVE_PYODIDE_DIR")
     folder = Path(explicit) if explicit else web_demo / "node_modules" / "pyodide"
     missing = [name for name in PYODIDE_FILES if not (folder / name).is_file()]
+    npm = shutil.which("npm")
+    if missing and install and not explicit and npm and (web_demo / "package.json").is_file():
+        # Once per checkout: the pinned npm package (package-lock.json), then offline for good.
+        print(f"tokensieve web: installing the pinned pyodide package into {web_demo} (npm ci)…", flush=True)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=web_demo, check=False)
+        missing = [name for name in PYODIDE_FILES if not (folder / name).is_file()]
     if missing:
         raise SystemExit(
             f"tokensieve web: Pyodide is not installed at {folder} (missing {', '.join(missing)}); "
@@ -121,8 +128,11 @@ def _pyodide_dir(web_demo: Path) -> Path:
     return folder
 
 
-def build_site(out_dir: Path, *, web_demo: Path | None = None) -> Path:
+def build_site(out_dir: Path, *, web_demo: Path | None = None, install: bool = True) -> Path:
     """Assemble the static site in `out_dir`: the page, Pyodide, the wheel.
+
+    With `install`, a checkout without Pyodide gets it once with `npm ci` (the version
+    `web-demo/package-lock.json` pins); serving never touches the network.
 
     Returns:
         `out_dir`.
@@ -137,7 +147,7 @@ def build_site(out_dir: Path, *, web_demo: Path | None = None) -> Path:
             f"tokensieve web: the page's files are not in {web_demo} (missing {', '.join(missing)}); "
             "run it from a source checkout or pass --web-demo"
         )
-    pyodide = _pyodide_dir(web_demo)
+    pyodide = _pyodide_dir(web_demo, install=install)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in PAGE_FILES:
         shutil.copyfile(web_demo / name, out_dir / name)
@@ -198,9 +208,11 @@ def serve(site: Path, *, host: str = "127.0.0.1", port: int = 8000) -> None:
 def _run(args: argparse.Namespace) -> int:
     web_demo = Path(args.web_demo) if args.web_demo else None
     if args.out:
-        site = build_site(Path(args.out), web_demo=web_demo)
+        site = build_site(Path(args.out), web_demo=web_demo, install=not args.no_install)
     else:
-        site = build_site(Path(tempfile.mkdtemp(prefix="tokensieve-web-")), web_demo=web_demo)
+        site = build_site(
+            Path(tempfile.mkdtemp(prefix="tokensieve-web-")), web_demo=web_demo, install=not args.no_install
+        )
     if args.build_only:
         print(f"tokensieve web: built {site}")
         return 0
@@ -219,5 +231,6 @@ def add_web_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     web.add_argument("--out", help="build the site into this folder (default: a fresh temporary folder)")
     web.add_argument("--web-demo", help="the page's source folder (default: web-demo/ of the checkout)")
     web.add_argument("--build-only", action="store_true", help="build the site and exit")
+    web.add_argument("--no-install", action="store_true", help="do not run `npm ci` when Pyodide is missing")
     web.set_defaults(run=_run)
 
