@@ -95,11 +95,37 @@ async function compile() {
     return false;
   }
   compiled = args;
+  showPython(args.kind);
   box.className = "note ok";
   box.textContent = `✓ compiled in ${fmt(reply.result.compile_ms, 1)} ms`;
   setButtons();
   await inspect();
   return true;
+}
+
+const CONSTRUCTORS = {
+  json_schema: "Grammar.json_schema(json.loads(SCHEMA), whitespace=r\" ?\")",
+  regex: "Grammar.regex(PATTERN)",
+  lark: "Grammar.lark(GRAMMAR)",
+  gbnf: "Grammar.gbnf(GRAMMAR)",
+};
+
+function showPython(kind) {
+  const name = kind === "json_schema" ? "SCHEMA" : kind === "regex" ? "PATTERN" : "GRAMMAR";
+  $("python-code").textContent = [
+    ...(kind === "json_schema" ? ["import json"] : []),
+    "from tokensieve import Grammar, Matcher, Tokenizer",
+    "",
+    `${name} = """..."""  # the text above`,
+    "tok = Tokenizer.default()  # the GPT-2 tokenizer bundled in the package",
+    `grammar = ${CONSTRUCTORS[kind]}`,
+    "m = Matcher(tok, grammar)",
+    "for token in tok.encode(text):",
+    "    mask = m.compute_bitmask()  # int32 words; what the µs column times",
+    "    forced = m.compute_ff_bytes()",
+    "    if not m.consume_token(token):",
+    "        break",
+  ].join("\n");
 }
 
 function setButtons() {
@@ -142,7 +168,8 @@ async function inspect() {
     const forcedCell = cell(tr, "");
     if (p.forced) {
       const code = document.createElement("code");
-      code.textContent = escapeText(p.forced);
+      code.textContent = escapeText(p.forced).replace(/ /g, "␣");
+      code.title = JSON.stringify(p.forced);
       forcedCell.append(code);
     }
     cell(tr, fmt(p.mask_us), "num");
