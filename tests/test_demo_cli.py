@@ -57,13 +57,23 @@ def test_toy_model_samples_the_prior_restricted_to_the_mask():
     from collections import Counter
 
     tok = _demo.tokenizer()
-    allowed = [5, 40, 300, 301, 1000, 20000, 50256]  # bytes, frequent merges, a rare merge, EOS
-    mask = array.array("i", bytes(4 * ((tok.vocab_size + 31) // 32)))
-    for t in allowed:
-        word = mask[t >> 5] & 0xFFFFFFFF | (1 << (t & 31))
-        mask[t >> 5] = word - (1 << 32) if word >= 1 << 31 else word
-    draws = 20_000
-    for kind, temperature in (("unigram", 1.0), ("unigram", 0.5), ("random", 1.0)):
+    def mask_of(allowed):
+        mask = array.array("i", bytes(4 * ((tok.vocab_size + 31) // 32)))
+        for t in allowed:
+            word = mask[t >> 5] & 0xFFFFFFFF | (1 << (t & 31))
+            mask[t >> 5] = word - (1 << 32) if word >= 1 << 31 else word
+        return mask
+
+    # Bytes, the most frequent merges (rejection mostly hits), a rare merge, EOS; then a set so
+    # rare under the prior that 64 draws always miss (the listing fallback).
+    runs = [
+        ([5, 256, 257, 258, 300, 301, 1000, 20000, 50256], "unigram", 1.0, 5_000),
+        ([5, 256, 257, 258, 300, 301, 1000, 20000, 50256], "unigram", 0.5, 5_000),
+        ([5, 256, 257, 258, 300, 301, 1000, 20000, 50256], "random", 1.0, 5_000),
+        ([7, 30000, 50256], "unigram", 1.0, 1_000),
+    ]
+    for allowed, kind, temperature, draws in runs:
+        mask = mask_of(allowed)
         model = _demo.ToyModel(tok, kind, seed=7)
         counts = Counter(model.pick(mask, temperature) for _ in range(draws))
         assert set(counts) <= set(allowed)
@@ -76,5 +86,5 @@ def test_toy_model_samples_the_prior_restricted_to_the_mask():
         for t, p in expected.items():
             sd = math.sqrt(p * (1 - p) / draws)
             assert abs(counts[t] / draws - p) < 5 * sd + 1e-4, (kind, temperature, t, counts[t] / draws, p)
-    empty = array.array("i", bytes(len(mask) * 4))
+    empty = mask_of([])
     assert _demo.ToyModel(tok, "unigram", seed=0).pick(empty, 1.0) is None

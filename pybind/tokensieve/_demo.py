@@ -259,22 +259,22 @@ class ToyModel:
 
     def pick(self, mask: Any, temperature: float) -> int | None:
         """Sample an allowed token of `mask` (int32 words), or None when none is allowed."""
-        counts = [(int(word) & 0xFFFFFFFF).bit_count() for word in mask]
-        total = sum(counts)
-        if total == 0:
-            return None
         if self.kind == "random":
-            return _kth_set_bit(mask, counts, self.rng.randrange(total))
-        if temperature <= 0.0:
-            allowed = mask_token_ids(mask, self.vocab_size)
-            return max(allowed, key=lambda t: (self.prior[t], -t))
-        cumulative = self._cumulative_for(temperature)
-        for _ in range(self.DRAWS_MAX):
-            token = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
-            token = min(token, self.vocab_size - 1)
-            if (int(mask[token >> 5]) >> (token & 31)) & 1:
-                return token
+            counts = [(int(word) & 0xFFFFFFFF).bit_count() for word in mask]
+            total = sum(counts)
+            return _kth_set_bit(mask, counts, self.rng.randrange(total)) if total else None
+        if temperature > 0.0:
+            cumulative = self._cumulative_for(temperature)
+            for _ in range(self.DRAWS_MAX):
+                token = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
+                token = min(token, self.vocab_size - 1)
+                if (int(mask[token >> 5]) >> (token & 31)) & 1:
+                    return token
         allowed = mask_token_ids(mask, self.vocab_size)
+        if not allowed:
+            return None
+        if temperature <= 0.0:
+            return max(allowed, key=lambda t: (self.prior[t], -t))
         top = max(self.prior[t] for t in allowed)
         weights = [math.exp((self.prior[t] - top) / temperature) for t in allowed]
         return self.rng.choices(allowed, weights=weights)[0]
