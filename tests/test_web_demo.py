@@ -134,15 +134,16 @@ def test_page_samples_valid_json_and_its_masks_equal_wasmtime(page, tmp_path):
     assert page.inner_text("#compile-status").startswith("✓"), page.inner_text("#compile-status")
 
     # Typed text: the page's per-position allowed counts equal wasmtime's mask popcounts.
+    grammar = _demo.compile_grammar("json_schema", schema_text)
+    tokens = _demo.tokenizer().encode(INPUT)
     page.fill("#input", INPUT)
     page.wait_for_function(
-        "document.getElementById('inspect-summary').textContent.includes('complete')", timeout=STEP_TIMEOUT_MS
+        f"document.getElementById('inspect-summary').textContent.includes('all {len(tokens)} tokens accepted, and the text is complete')",
+        timeout=STEP_TIMEOUT_MS,
     )
     rows = page.eval_on_selector_all(
         "#positions tbody tr", "rows => rows.map(r => r.children[3].textContent.replace(/,/g, ''))"
     )
-    grammar = _demo.compile_grammar("json_schema", schema_text)
-    tokens = _demo.tokenizer().encode(INPUT)
     wasmtime_masks = _demo.masks_along(grammar, tokens)
     assert [int(n) for n in rows] == [_popcount(m) for m in wasmtime_masks]
 

@@ -81,13 +81,20 @@ function showCompileError(error) {
   }
 }
 
+// Requests overlap (a kind change compiles, then the button does): only the latest answer of
+// each kind is shown.
+let compileSeq = 0;
+let inspectSeq = 0;
+
 async function compile() {
   const args = grammarArgs();
+  const seq = ++compileSeq;
   const box = $("compile-status");
   box.className = "note";
   box.textContent = "Compiling…";
   box.dataset.line = box.dataset.column = "";
   const reply = await call("compile", args);
+  if (seq !== compileSeq) return false;
   if (!reply.ok) {
     compiled = null;
     showCompileError(reply.error);
@@ -143,7 +150,9 @@ function cell(row, text, className) {
 
 async function inspect() {
   if (!compiled) return;
+  const seq = ++inspectSeq;
   const reply = await call("inspect", { ...compiled, input: $("input").value });
+  if (seq !== inspectSeq) return;
   const body = $("positions").tBodies[0];
   if (!reply.ok) {
     $("inspect-summary").textContent = reply.error.message;
