@@ -73,10 +73,14 @@ def demo_url(pyodide_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     )
     try:
         assert server.stdout is not None
-        line = server.stdout.readline()
-        if "http://" not in line:
+        seen = []
+        for line in server.stdout:  # building the core or installing Pyodide may print first
+            seen.append(line)
+            if "http://" in line:
+                break
+        else:
             server.kill()
-            pytest.fail(f"`tokensieve web` did not start: {line}{server.stderr.read() if server.stderr else ''}")
+            pytest.fail(f"`tokensieve web` did not start: {''.join(seen)}{server.stderr.read() if server.stderr else ''}")
         yield line.strip().rsplit(" ", 1)[-1]
     finally:
         server.terminate()
