@@ -109,3 +109,29 @@ RESULT = out
 """
     result = pyodide_run(code)
     assert result == {"position": 2, "trap": True, "fresh_core": True, "ok_after_trap": True}
+
+
+def test_pyodide_step_path_survives_heap_growth(pyodide_run):
+    """The one-crossing step path copies masks into a stage in Pyodide's own heap; when
+    Python's heap grows (its ArrayBuffer is replaced) and the core's memory grows, masks must
+    still arrive intact: equal to the masks computed before the growth, and not empty."""
+    code = r"""
+from tokensieve import Grammar, Matcher, Tokenizer
+tok = Tokenizer.default()
+g = Grammar.regex(r"(Alice|Bob) [0-9]{2}:[0-5][0-9]")
+ids = tok.encode("Alice 12:34")
+def masks():
+    m = Matcher(tok, g)
+    out = [m.compute_bitmask().tobytes()]
+    for t in ids:
+        m.consume_token(t)
+        out.append(m.compute_bitmask().tobytes())
+    return out
+before = masks()
+ballast = [bytearray(64 << 20) for _ in range(3)]   # grows Pyodide's heap by 192 MiB
+held = [Matcher(tok, Grammar.regex("x" * 50 + f"[a-z]{{1,{i + 40}}}")) for i in range(30)]  # and the core's
+after = masks()
+RESULT = {"same": before == after, "masks": len(after), "tokens": len(ids), "empty": sum(not any(b) for b in after)}
+"""
+    result = pyodide_run(code)
+    assert result["same"] and result["masks"] == result["tokens"] + 1 and result["empty"] == 0, result

@@ -3,62 +3,67 @@
 from __future__ import annotations
 
 import argparse
-import random
+import json
 import re
 import sys
-import time
 from typing import Sequence
 
-DEMO_PATTERN = (
-    r"(Alice|Bob|Carol) (met|called|thanked) (Dave|Erin|Frank) on "
-    r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]) at [0-9]{2}:[0-9]{2}\. "
-    r"Code: [A-Z]{3}-[0-9]{4}, email: [a-z]{3,8}@example\.(com|org)\."
-)
+
+def _check(kind: str, text: str, output: str) -> str:
+    """An independent verdict on a sample: Python's `re`, `json` and `jsonschema` (if installed)."""
+    if kind == "regex":
+        return "matches the regex (re.fullmatch)" if re.fullmatch(text, output) else "DOES NOT match the regex"
+    if kind == "json_schema":
+        try:
+            value = json.loads(output)
+        except ValueError as err:
+            return f"NOT JSON: {err}"
+        try:
+            import jsonschema
+        except ImportError:
+            return "parses as JSON (install jsonschema to validate it too)"
+        try:
+            jsonschema.validate(value, json.loads(text))
+        except jsonschema.ValidationError as err:
+            return f"INVALID under the schema: {err.message}"
+        return "valid JSON under the schema (jsonschema)"
+    return "accepted by the grammar"
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import Grammar, Matcher, Tokenizer
-    from ._matcher import mask_token_ids
+    from . import Tokenizer, _demo as demo
 
-    tokenizer = Tokenizer.from_file(args.tokenizer) if args.tokenizer else Tokenizer.default()
-    grammar = Grammar.regex(args.regex)
-    rng = random.Random(args.seed)
-    for sample in range(args.samples):
-        matcher = Matcher(tokenizer, grammar)
-        out = b""
-        forced_total = 0
-        mask_us: list[float] = []
-        for _ in range(args.max_tokens):
-            forced = matcher.compute_ff_bytes()
-            if forced:
-                ids = tokenizer.encode(forced)
-                if matcher.consume_tokens(ids):
-                    out += forced
-                    forced_total += len(forced)
-                    continue
-            t0 = time.perf_counter()
-            mask = matcher.compute_bitmask()
-            mask_us.append((time.perf_counter() - t0) * 1e6)
-            allowed = set(mask_token_ids(mask, tokenizer.vocab_size))
-            if not allowed:
-                break
-            # A stand-in for a model: prefer ending when allowed, else a random allowed token.
-            eos = [t for t in tokenizer.eos_token_ids if t in allowed]
-            token = eos[0] if eos and rng.random() < 0.5 else rng.choice(sorted(allowed))
-            if token in tokenizer.eos_token_ids:
-                matcher.consume_token(token)
-                break
-            assert matcher.consume_token(token)
-            out += tokenizer.token_bytes(token)
-        text = out.decode("utf-8", "replace")
-        ok = re.fullmatch(args.regex, text) is not None
-        print(f"[{sample + 1}] {text}")
-        mask_us.sort()
-        p50 = mask_us[len(mask_us) // 2] if mask_us else 0.0
-        print(
-            f"    matches the regex: {ok}; {len(out)} bytes, {forced_total / max(len(out), 1):.0%} forced; "
-            f"{len(mask_us)} masks, {p50:.0f} µs per mask (p50) over {tokenizer.vocab_size} tokens"
-        )
+    if args.tokenizer:
+        demo._tokenizer = Tokenizer.from_file(args.tokenizer)
+    examples = {example["key"]: example for example in demo.EXAMPLES}
+    if args.regex:
+        runs = [("your regex", "regex", args.regex)]
+    elif args.schema:
+        with open(args.schema, encoding="utf-8") as file:
+            runs = [(args.schema, "json_schema", file.read())]
+    else:
+        keys = args.example or ["meeting", "event"]
+        unknown = [key for key in keys if key not in examples]
+        if unknown:
+            print(f"unknown example {unknown[0]!r}; choose from {', '.join(examples)}", file=sys.stderr)
+            return 2
+        runs = [(examples[key]["name"], examples[key]["kind"], examples[key]["text"]) for key in keys]
+    tok = demo.tokenizer()
+    for name, kind, text in runs:
+        grammar = demo.compile_grammar(kind, text)
+        print(f"== {name} — {args.model} logits (a toy model with no context), [forced] by the grammar")
+        for index in range(args.samples):
+            result = demo.sample(
+                grammar, model=args.model, seed=args.seed + index, temperature=args.temperature, max_tokens=args.max_tokens
+            )
+            shown = "".join(f"[{s['text']}]" if s["forced"] and s["text"] else s["text"] for s in result["segments"])
+            print(f"[{index + 1}] {shown}")
+            total = result["model_calls"] + result["forced_tokens"]
+            print(
+                f"    {_check(kind, text, result['text'])}; {total} tokens, {result['model_calls']} model calls "
+                f"({result['forced_tokens']} saved by forcing); {result['mask_us']['p50']:.0f} µs per mask (p50) "
+                f"over {tok.vocab_size} tokens; stopped by {result['stop']}"
+            )
     return 0
 
 
@@ -67,13 +72,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tokensieve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="sample text constrained by a regex (offline, bundled GPT-2 tokenizer)")
-    demo.add_argument("--regex", default=DEMO_PATTERN, help="the pattern the text must match")
+    demo = sub.add_parser(
+        "demo", help="sample constrained text from a toy model (offline, bundled GPT-2 tokenizer)"
+    )
+    demo.add_argument(
+        "--example", action="append", help="meeting, event, arithmetic or answer (repeatable; default: meeting and event)"
+    )
+    demo.add_argument("--regex", help="your own pattern the text must match")
+    demo.add_argument("--schema", help="your own JSON Schema file")
+    demo.add_argument("--model", choices=("unigram", "random"), default="unigram", help="the toy model's logits")
+    demo.add_argument("--temperature", type=float, default=1.0)
     demo.add_argument("--tokenizer", help="a tokenizer.json (default: the bundled GPT-2 tokenizer)")
     demo.add_argument("--samples", type=int, default=3)
     demo.add_argument("--max-tokens", type=int, default=200)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(run=_demo)
+
+    from ._web import add_web_command
+
+    add_web_command(sub)
 
     bench = sub.add_parser("bench", help="benchmarks, side by side with llguidance when installed")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
@@ -83,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
     from ._bench_tools import add_tools_bench
+    from ._bench_web import add_web_bench
     from ._maskbench import add_maskbench_bench
 
     add_regex_bench(bench_sub)
@@ -93,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_hostile_bench(bench_sub)
     add_serving_benches(bench_sub)
     add_tools_bench(bench_sub)
+    add_web_bench(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

@@ -206,9 +206,10 @@ def _only_allowed_special(matcher: Matcher) -> int | None:
     if matcher.is_accepting():
         return None
     mask = matcher.compute_bitmask()
-    try:
-        import numpy as np
-    except ImportError:
+    from ._matcher import numpy_or_none
+
+    np = numpy_or_none()
+    if np is None:
         nonzero = [index for index, word in enumerate(mask) if word]
     else:
         nonzero = np.flatnonzero(np.asarray(mask)).tolist()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._grammar import Grammar
-from ._matcher import Matcher, mask_token_ids
+from ._matcher import Matcher, mask_token_ids, numpy_or_none
 from ._prompt_lookup import PromptLookup
 from ._tokenizer import Tokenizer
 
@@ -289,9 +289,8 @@ class _Run:
 
 def _sample(logits: Any, mask: Any, vocab_size: int, sampling: Sampling, draw: float) -> int | None:
     """Choose a token among those `mask` allows; None when none is allowed."""
-    try:
-        import numpy as np
-    except ImportError:
+    np = numpy_or_none()
+    if np is None:
         return _sample_lists(logits, mask, vocab_size, sampling, draw)
     values = np.asarray(logits, dtype=np.float64).reshape(-1)
     width = min(len(values), vocab_size)

@@ -174,8 +174,21 @@ class Matcher:
             LimitError: the grammar needed more work than its limits allow (`.limit` says which).
         """
         out = _new_row(self.mask_words)
-        dest = self._core.runtime.dest_for(memoryview(out))
-        self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
+        with self._lock:
+            core = self._core
+            dest = core.runtime.dest_for(memoryview(out))
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    return out
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+            self._run(
+                lambda core, handle: core.matcher_fill_bitmask(
+                    handle, self.mask_words, core.runtime.dest_for(memoryview(out))
+                )
+            )
         return out
 
     def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
@@ -522,10 +535,29 @@ def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
     return ids
 
 
+_numpy_module: Any = None
+
+
+def numpy_or_none() -> Any:
+    """The numpy module, or None when it is not installed (Pyodide here), looked up once.
+
+    A failed import is not cached by Python: under Pyodide each attempt searches every path
+    entry again, about 300 µs, which used to be most of a mask's cost there.
+    """
+    global _numpy_module
+    if _numpy_module is None:
+        try:
+            import numpy
+        except ImportError:
+            _numpy_module = False
+        else:
+            _numpy_module = numpy
+    return _numpy_module or None
+
+
 def _new_row(words: int) -> Any:
-    try:
-        import numpy as np
-    except ImportError:
+    np = numpy_or_none()
+    if np is None:
         import array
 
         return array.array("i", bytes(words * 4))
@@ -534,9 +566,8 @@ def _new_row(words: int) -> Any:
 
 def _new_masks(rows: int, words: int) -> Any:
     """A zeroed (rows, words) int32 array: numpy when importable, else rows of `array.array`."""
-    try:
-        import numpy as np
-    except ImportError:
+    np = numpy_or_none()
+    if np is None:
         import array
 
         return [array.array("i", bytes(words * 4)) for _ in range(rows)]

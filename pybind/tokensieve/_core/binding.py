@@ -133,9 +133,9 @@ class Core:
         self._batch_bytes = 0
         # Bound calls of the step path.
         # The step path's calls, without the runtime's own lock (this instance's lock is held).
-        self._fill = runtime.func("ts_matcher_fill_bitmask", trusted=True)
+        self._fill = runtime.func_copy("ts_matcher_fill_bitmask", copy_from_status=0)
         self._consume = runtime.func("ts_matcher_consume_token", trusted=True)
-        self._consume_fill = runtime.func("ts_matcher_consume_and_fill", trusted=True)
+        self._consume_fill = runtime.func_copy("ts_matcher_consume_and_fill", copy_from_status=1)
         self._copy_to = runtime.copy_to
 
     def __repr__(self) -> str:
@@ -344,10 +344,9 @@ class Core:
             if self._pending_frees:
                 self._drain()
             ptr = self._mask_buffer(words)
-            status = self._fill(handle, ptr, words)
+            status = self._fill(ptr, dest, handle, ptr, words)
             if status < 0:
                 self._check(status, "fill_bitmask")
-            self._copy_to(ptr, dest)
 
     def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[Any]) -> list[int]:
         """Fill the masks of several matchers of this instance in one call; copy mask i into
@@ -401,11 +400,9 @@ class Core:
             if self._pending_frees:
                 self._drain()
             ptr = self._mask_buffer(words)
-            status = self._consume_fill(handle, token, ptr, words)
+            status = self._consume_fill(ptr, dest, handle, token, ptr, words)
             if status < 0:
                 self._check(status, "consume_and_fill")
-            if status:
-                self._copy_to(ptr, dest)
             return bool(status)
 
     def matcher_consume_tokens(self, handle: int, ids: Sequence[int]) -> int:

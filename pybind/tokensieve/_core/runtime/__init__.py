@@ -126,6 +126,14 @@ class Runtime(Protocol):
         objects: the step path's copy of a mask)."""
         ...
 
+    def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
+        """Return `call(src, dest, *args)`: call the export `name` with `args`, and when its
+        result is at least `copy_from_status` copy `dest`'s size in bytes at `src` into the
+        `dest_for` target `dest`; returns the result. The caller serializes calls on this
+        runtime. The step path: under Pyodide it is one crossing into JS, not five.
+        """
+        ...
+
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`."""
         ...

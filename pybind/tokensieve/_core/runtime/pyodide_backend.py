@@ -18,6 +18,14 @@ Why it is shaped this way:
 - The module has no imports, so any JS exception escaping a call came from the
   engine (a `WebAssembly.RuntimeError` trap, or a `RangeError` stack overflow):
   it becomes `CoreTrap` and poisons the runtime.
+- **A step is one crossing.** Every Python→JS crossing (a proxy call, an attribute,
+  a new typed array) costs microseconds, so the step path (`func_copy`) calls one JS
+  closure that runs the export and, on success, copies the mask from the module's
+  linear memory straight into a *stage*: a Python `bytearray` whose address in
+  Pyodide's own heap was looked up once. Python then copies the stage into the
+  caller's array with a plain memoryview assignment (a memcpy). Nothing is converted
+  or allocated per step on either side; `copy_to`, and `read`/`write` up to 64 KiB
+  (token ids, forced bytes, error texts), use the same stage.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from __future__ import annotations
 from typing import Any, Callable, Final
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import JsException  # type: ignore[import-not-found]
+import pyodide_js  # type: ignore[import-not-found]
+from pyodide.code import run_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, create_proxy  # type: ignore[import-not-found]
 
 from ..._errors import CoreTrap, TokensieveError
 
@@ -34,6 +44,39 @@ __all__ = ["PyodideRuntime"]
 _I32_MIN: Final = -(1 << 31)
 _U32_MAX: Final = (1 << 32) - 1
 _U32_MASK: Final = 0xFFFF_FFFF
+
+# JS helpers of one instance. `heap` is Pyodide's Emscripten module: its HEAPU8 is
+# replaced when Pyodide's own memory grows, so it is looked up on every copy. The stage
+# (address, size) lives in Pyodide's heap; `copy` and the fused callables write there.
+_HELPERS_JS: Final = """
+(heap, memory) => {
+  let stageAddress = 0;
+  let stageSize = 0;
+  const copy = (src, size) => {
+    if (size > stageSize) throw new RangeError("stage too small: " + size + " > " + stageSize);
+    heap.HEAPU8.set(new Uint8Array(memory.buffer, src >>> 0, size), stageAddress);
+  };
+  return {
+    setStage(address, size) { stageAddress = address; stageSize = size; },
+    copy,
+    copyIn(dst, size) {
+      if (size > stageSize) throw new RangeError("stage too small: " + size + " > " + stageSize);
+      new Uint8Array(memory.buffer, dst >>> 0, size).set(heap.HEAPU8.subarray(stageAddress, stageAddress + size));
+    },
+    fused(fn, minStatus) {
+      return (src, size, a, b, c, d) => {
+        const status = fn(a, b, c, d);
+        if (status >= minStatus) copy(src, size);
+        return status;
+      };
+    },
+  };
+}
+"""
+# Reads and writes up to this size go through the stage (one crossing); larger ones (a
+# tokenizer's tables, once) through a fresh typed array, so the stage stays small.
+_STAGE_BYTES_MAX: Final = 1 << 16
+_ADDRESS_JS: Final = "(proxy) => { const b = proxy.getBuffer('u8'); try { return b.data.byteOffset; } finally { b.release(); } }"
 
 
 def _js_error_text(error: BaseException) -> str:
@@ -139,6 +182,11 @@ class PyodideRuntime:
         if memory is None or not hasattr(memory, "buffer"):
             raise TokensieveError("the WebAssembly module exports no linear memory")
         self._memory = memory
+        heap = getattr(pyodide_js, "_module", None)
+        # Without Pyodide's heap (another Pyodide), steps take the slower copy path.
+        self._helpers = run_js(_HELPERS_JS)(heap, memory) if heap is not None else None
+        self._stage = bytearray(0)
+        self._stage_view = memoryview(self._stage)
 
     @property
     def poisoned(self) -> bool:
@@ -199,6 +247,58 @@ class PyodideRuntime:
         self._callables[name] = call_export
         return call_export
 
+    def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
+        """Return `call(src, dest, *args)`: call the export `name` with `args` and, when its
+        result is at least `copy_from_status`, copy `dest`'s size in bytes at `src` into
+        `dest` (a `dest_for` target). One crossing into JS per call: the step path.
+
+        Raises:
+            TokensieveError: no such function export.
+        """
+        plain = self.func(name)  # checks the name
+        if self._helpers is None:
+
+            def call_then_copy(src: int, dest: memoryview, *args: int) -> int:
+                result = plain(*args)
+                if result >= copy_from_status:
+                    self.read_into(src, dest)
+                return result
+
+            return call_then_copy
+        fused = self._helpers.fused(getattr(self._exports, name), copy_from_status)
+        state = self._state
+        stage_for = self._stage_for
+
+        def call_copy(src: int, dest: memoryview, *args: int) -> int:
+            if state.poisoned:
+                raise state.poisoned_error(name)
+            size = dest.nbytes
+            stage = stage_for(size)
+            try:
+                result = fused(src, size, *args)
+            except JsException as error:
+                raise state.trap(name, error) from None
+            if result >= copy_from_status and size:
+                dest[:] = stage[:size]
+            return int(result)
+
+        call_copy.__name__ = f"{name}+copy"
+        return call_copy
+
+    def _stage_for(self, size: int) -> memoryview:
+        """The stage, grown to at least `size` bytes (its new address told to JS)."""
+        if size > len(self._stage):
+            self._stage_view.release()
+            self._stage = bytearray(max(size, 2 * len(self._stage), 4096))
+            self._stage_view = memoryview(self._stage)
+            proxy = create_proxy(self._stage)
+            try:
+                address = int(run_js(_ADDRESS_JS)(proxy))
+            finally:
+                proxy.destroy()
+            self._helpers.setStage(address, len(self._stage))
+        return self._stage_view
+
     # --- memory -----------------------------------------------------------------
 
     def memory_size_bytes(self) -> int:
@@ -226,6 +326,10 @@ class PyodideRuntime:
         Raises:
             IndexError: the range is outside linear memory.
         """
+        if self._helpers is not None and 0 < size <= _STAGE_BYTES_MAX:
+            stage = self._stage_for(size)
+            self._staged(self._helpers.copy, ptr, size)
+            return bytes(stage[:size])
         view = self._view(ptr, size)
         return bytes(view.to_bytes()) if size else b""
 
@@ -237,9 +341,27 @@ class PyodideRuntime:
             TypeError: `data` is not a C-contiguous buffer.
         """
         source = _byte_view(data)
-        view = self._view(ptr, source.nbytes)
-        if source.nbytes:
+        size = source.nbytes
+        if self._helpers is not None and 0 < size <= _STAGE_BYTES_MAX:
+            stage = self._stage_for(size)
+            stage[:size] = source
+            self._staged(self._helpers.copyIn, ptr, size)
+            return
+        view = self._view(ptr, size)
+        if size:
             view.assign(source)
+
+    def _staged(self, transfer: Any, ptr: int, size: int) -> None:
+        """Run a stage transfer (`copy` or `copyIn`) of `size` bytes at `ptr`: one crossing."""
+        if not _I32_MIN <= ptr <= _U32_MAX:
+            raise IndexError(f"bad linear memory range: ptr={ptr}, size={size}")
+        try:
+            transfer(ptr, size)
+        except JsException as error:
+            raise IndexError(
+                f"linear memory range [{ptr & _U32_MASK}, {(ptr & _U32_MASK) + size}) is outside the "
+                f"module's memory ({_js_error_text(error)}); this is a bug in tokensieve, please report it"
+            ) from None
 
     def read_into(self, ptr: int, dest: memoryview) -> None:
         """Copy `dest.nbytes` bytes at `ptr` straight into a writable buffer.
@@ -260,8 +382,21 @@ class PyodideRuntime:
         return _byte_view(view)
 
     def copy_to(self, ptr: int, dest: Any) -> None:
-        """Copy `dest.nbytes` bytes at `ptr` into a target prepared by `dest_for`."""
-        self.read_into(ptr, dest)
+        """Copy `dest.nbytes` bytes at `ptr` into a target prepared by `dest_for` (one
+        crossing into JS, then a memcpy from the stage).
+
+        Raises:
+            IndexError: the range is outside linear memory.
+        """
+        size = dest.nbytes
+        if not size:
+            return
+        if self._helpers is None:
+            self.read_into(ptr, dest)
+            return
+        stage = self._stage_for(size)
+        self._staged(self._helpers.copy, ptr, size)
+        dest[:] = stage[:size]
 
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`.

@@ -796,6 +796,22 @@ class WasmtimeRuntime:
         if size:
             ctypes.memmove(address, self._address(ptr, size), size)
 
+    def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
+        """Return `call(src, dest, *args)`: call the export `name` (trusted: the caller
+        serializes calls) and, when its result is at least `copy_from_status`, copy `dest`'s
+        size at `src` into `dest` (a `dest_for` target). The step path."""
+        func = self.func(name, trusted=True)
+        copy_to = self.copy_to
+
+        def call_copy(src: int, dest: Any, *args: int) -> int:
+            result = func(*args)
+            if result >= copy_from_status:
+                copy_to(src, dest)
+            return result
+
+        call_copy.__name__ = f"{name}+copy"
+        return call_copy
+
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`.
 
