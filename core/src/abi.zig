@@ -121,7 +121,7 @@ fn fail(status: Status, position: i32, comptime fmt: []const u8, args: anytype) 
     error_position = position;
     error_limit = .none;
     error_lexeme = -1;
-    return @intFromEnum(status);
+    return @backingInt(status);
 }
 
 /// A `limit_exceeded` status naming the limit and what to raise (`context` says what ran out).
@@ -146,7 +146,7 @@ fn failLimit(kind: limit_error.Kind, comptime context: []const u8) i32 {
 }
 
 fn ok() i32 {
-    return @intFromEnum(Status.ok);
+    return @backingInt(Status.ok);
 }
 
 fn failMatcher(m: *const Matcher) i32 {
@@ -221,7 +221,7 @@ export fn ts_error_position() i32 {
 
 /// The limit kind of the last `limit_exceeded` status (the manifest's `limit_kind`), else 0.
 export fn ts_error_limit() i32 {
-    return @intFromEnum(error_limit);
+    return @backingInt(error_limit);
 }
 
 /// The lexeme index the last `grammar_error` concerns, or -1.

@@ -223,7 +223,7 @@ pub const Slices = struct {
     pub fn pick(self: *const Slices, cache: *DepthCache, lexer: *Lexer, state: StateId) Error!?*const Slice {
         var depths: [family_count]?u16 = @splat(null);
         for (self.items[0..self.count]) |*s| {
-            const f = @intFromEnum(s.family);
+            const f = @backingInt(s.family);
             const depth = depths[f] orelse try cache.depthOf(lexer, state, s.family);
             depths[f] = depth;
             if (s.bound_bytes <= depth) return s;
@@ -279,7 +279,7 @@ pub const DepthCache = struct {
     pub fn depthOf(self: *DepthCache, lexer: *Lexer, state: StateId, family: Family) Error!u16 {
         if (state == lexer_mod.dead) return 0;
         const index = lexer.stateIndex(state);
-        const depths = &self.depths[@intFromEnum(family)];
+        const depths = &self.depths[@backingInt(family)];
         if (index < depths.items.len) {
             const known = depths.items[index];
             if (known != depth_unknown) return known;
@@ -292,7 +292,7 @@ pub const DepthCache = struct {
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (pairs[i] == lexer_mod.start_marker) continue;
-            best = @max(best, try self.exprDepth(lexer.exprs, @enumFromInt(pairs[i + 1]), family, expr_depth_max));
+            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, expr_depth_max));
             if (best == depth_unbounded) break;
         }
         depths.items[index] = best;
@@ -305,20 +305,20 @@ pub const DepthCache = struct {
         switch (exprs.tag(e)) {
             .repeat => {
                 const max = args[2]; // read before `covers` may grow the arena
-                if (!try self.covers(exprs, @enumFromInt(args[0]), family)) return 0;
+                if (!try self.covers(exprs, @fromBackingInt(@intCast(args[0])), family)) return 0;
                 return if (max == regex.repeat_unbounded) depth_unbounded else @intCast(@min(max, depth_finite_max));
             },
             .concat => {
                 // A boolean tail may denote ∅, which would leave the head no completion.
-                if (exprs.isBoolean(@enumFromInt(args[1]))) return 0;
-                return self.exprDepth(exprs, @enumFromInt(args[0]), family, levels - 1);
+                if (exprs.isBoolean(@fromBackingInt(@intCast(args[1])))) return 0;
+                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, levels - 1);
             },
             .alt => {
                 var best: u16 = 0;
                 var i: usize = 0;
                 // Re-read the members each time: `covers` may grow the arena.
                 while (i < exprs.args(e).len) : (i += 1) {
-                    best = @max(best, try self.exprDepth(exprs, @enumFromInt(exprs.args(e)[i]), family, levels - 1));
+                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, levels - 1));
                     if (best == depth_unbounded) break;
                 }
                 return best;
@@ -329,9 +329,9 @@ pub const DepthCache = struct {
                 var positive: ?ExprId = null;
                 var excludes_finite = false;
                 for (args) |raw| {
-                    const m: ExprId = @enumFromInt(raw);
+                    const m: ExprId = @fromBackingInt(@intCast(raw));
                     if (exprs.tag(m) == .not_) {
-                        const excluded: ExprId = @enumFromInt(exprs.args(m)[0]);
+                        const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
                         if (excluded == .epsilon) continue;
                         if (!try self.isFinite(exprs, excluded)) return 0;
                         excludes_finite = true;
@@ -381,7 +381,7 @@ pub const DepthCache = struct {
             if (!top.expanded) {
                 try stack.append(self.gpa, .{ .expr = x, .expanded = true });
                 for (children) |c| {
-                    if (!self.finite_memo.contains(c)) try stack.append(self.gpa, .{ .expr = @enumFromInt(c), .expanded = false });
+                    if (!self.finite_memo.contains(c)) try stack.append(self.gpa, .{ .expr = @fromBackingInt(@intCast(c)), .expanded = false });
                 }
                 continue;
             }
@@ -397,9 +397,9 @@ pub const DepthCache = struct {
     /// of each (byte class, automaton state) edge, at most four levels deep; remembered per
     /// expression.
     fn covers(self: *DepthCache, exprs: *ExprSet, x: ExprId, family: Family) Error!bool {
-        const key = (@as(u64, x.index()) << 1) | @intFromEnum(family);
+        const key = (@as(u64, x.index()) << 1) | @backingInt(family);
         if (self.covers_memo.get(key)) |hit| return hit;
-        const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x, &self.edges[@intFromEnum(family)]);
+        const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x, &self.edges[@backingInt(family)]);
         try self.covers_memo.put(self.gpa, key, result);
         return result;
     }
@@ -430,7 +430,7 @@ pub const DepthCache = struct {
     fn prepareEdges(self: *DepthCache, lexer: *const Lexer) Error!void {
         if (self.edges_ready) return;
         for (&self.edges, 0..) |*per_family, f| for (per_family, 0..) |*list, state| {
-            const table = familyNext(@enumFromInt(f));
+            const table = familyNext(@fromBackingInt(@intCast(f)));
             var seen: [256][text_state_count]bool = @splat(@splat(false));
             for (0..256) |b| {
                 const next = table[state][b];
