@@ -65,7 +65,7 @@ const PairsContext = struct {
         return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(self.lexer.pairsOf(id)));
     }
     pub fn eql(self: PairsContext, a: u32, b: u32) bool {
-        return std.mem.eql(u32, self.lexer.pairsOf(a), self.lexer.pairsOf(b));
+        return regex.wordsEqual(self.lexer.pairsOf(a), self.lexer.pairsOf(b));
     }
 };
 
@@ -75,7 +75,7 @@ const PairsLookup = struct {
         return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(pairs));
     }
     pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
-        return std.mem.eql(u32, pairs, self.lexer.pairsOf(b));
+        return regex.wordsEqual(pairs, self.lexer.pairsOf(b));
     }
 };
 
