@@ -62,7 +62,7 @@ pub const StateInfo = struct {
 const PairsContext = struct {
     lexer: *const Lexer,
     pub fn hash(self: PairsContext, id: u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(self.lexer.pairsOf(id)));
+        return regex.hashWords(self.lexer.pairsOf(id));
     }
     pub fn eql(self: PairsContext, a: u32, b: u32) bool {
         return regex.wordsEqual(self.lexer.pairsOf(a), self.lexer.pairsOf(b));
@@ -72,7 +72,7 @@ const PairsContext = struct {
 const PairsLookup = struct {
     lexer: *const Lexer,
     pub fn hash(_: PairsLookup, pairs: []const u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(pairs));
+        return regex.hashWords(pairs);
     }
     pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
         return regex.wordsEqual(pairs, self.lexer.pairsOf(b));

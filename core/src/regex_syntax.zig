@@ -317,6 +317,14 @@ pub const Parser = struct {
     }
 
     fn charExpr(self: *Parser, ch: u21) Error!ExprId {
+        // A character that folds to nothing else is its UTF-8 bytes (the same term the class
+        // would give): the common case of literal text, without building a class.
+        const folds = self.flags.case_insensitive and ch < 128 and std.ascii.isAlphabetic(@intCast(ch));
+        if (!folds) {
+            var bytes: [4]u8 = undefined;
+            const n = std.unicode.utf8Encode(ch, &bytes) catch unreachable; // decoded from UTF-8
+            return self.set.literal(bytes[0..n]);
+        }
         var class: CharClass = .{};
         defer class.deinit(self.set.gpa);
         try class.add(self.set.gpa, ch, ch);
