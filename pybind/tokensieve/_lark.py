@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, NoReturn, Union
 
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, LexemeKind, Sym
+from ._ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex
 from ._json_schema import json_schema_to_ir
 
 __all__ = ["lark_to_ir", "COMMON_TERMINALS", "NESTING_DEPTH_MAX", "REPEAT_COUNT_MAX"]
@@ -245,6 +245,9 @@ class _Token:
     json_value: object = None
 
 
+_PLAIN_STRING_RE = re.compile(r'"([^"\\\n]*)"')
+# What after a closing quote makes the string's `i` flag (or a name glued to it): the slow path.
+_STRING_FLAG_RE = re.compile(r"[A-Za-z0-9_]")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
@@ -331,6 +334,10 @@ class _Lexer:
             self._punctuation(ch)
 
     def _punctuation(self, ch: str) -> None:
+        if ch == "|":  # the most common punctuation by far (alternatives)
+            self.tokens.append(_Token("|", self.i, "|"))
+            self.i += 1
+            return
         for punct in _PUNCTUATION:
             if self.text.startswith(punct, self.i):
                 if punct in "([{":
@@ -367,6 +374,11 @@ class _Lexer:
     def _string(self) -> None:
         """`"..."` with escapes and an optional `i` flag."""
         text, start = self.text, self.i
+        plain = _PLAIN_STRING_RE.match(text, start)
+        if plain is not None and not _STRING_FLAG_RE.match(text, plain.end()):
+            # No escape and no flag (most strings): one regex match instead of a loop per char.
+            self._emit("string", start, plain.end(), plain.group(1))
+            return
         i = start + 1
         out: list[str] = []
         while True:
@@ -642,17 +654,25 @@ class _Parser:
 
     # -- token access --------------------------------------------------------------------------
 
+    # `self.k` never passes the final "eof" token, so `self.tokens[self.k]` is always valid.
+
     def peek(self, offset: int = 0) -> _Token:
+        if offset == 0:
+            return self.tokens[self.k]
         return self.tokens[min(self.k + offset, len(self.tokens) - 1)]
 
     def next(self) -> _Token:
-        tok = self.peek()
-        self.k = min(self.k + 1, len(self.tokens) - 1)
+        tok = self.tokens[self.k]
+        if tok.kind != "eof":
+            self.k += 1
         return tok
 
     def accept(self, kind: str) -> _Token | None:
-        if self.peek().kind == kind:
-            return self.next()
+        tok = self.tokens[self.k]
+        if tok.kind == kind:
+            if kind != "eof":
+                self.k += 1
+            return tok
         return None
 
     def expect(self, kind: str, what: str) -> _Token:
@@ -1621,7 +1641,18 @@ class _Compiler:
                 pending.extend(reversed(node.alts))
             else:
                 alts.append(node)
-        return [self._sequence(alt, owner) for alt in alts]
+        # Plain strings among the alternatives are one lexeme, their union: wherever one of
+        # them may start all of them may, so the lexer and the parse are the same, and a rule
+        # of 10,000 names costs one lexeme (which the core factors into their trie) instead of
+        # 10,000 (docs/lark.md).
+        strings = [a.text for a in alts if isinstance(a, _Lit) and not a.ci and a.text]
+        if len(set(strings)) < 2:
+            return [self._sequence(alt, owner) for alt in alts]
+        shown = " | ".join(json.dumps(t) for t in strings[:3])
+        shown += f" | … ({len(strings)} strings)" if len(strings) > 3 else ""
+        union = self._lexeme("regex", alternation_regex(strings), shown)
+        rest = [a for a in alts if not (isinstance(a, _Lit) and not a.ci and a.text)]
+        return [[union], *(self._sequence(alt, owner) for alt in rest)]
 
     def _sequence(self, expr: _Expr, owner: str) -> list[Sym]:
         items = expr.items if isinstance(expr, _Seq) else (expr,)
