@@ -787,7 +787,10 @@ fn mergeAlternatives(
             members.clearRetainingCapacity();
             for (keys.items[i..j]) |key| try members.append(gpa, lexeme_exprs[@as(u32, @truncate(key))]);
             const first: u32 = @truncate(keys.items[i]);
-            lexeme_exprs[first] = try exprs.alt(members.items);
+            lexeme_exprs[first] = if (members.items.len >= regex.factor_branch_min)
+                try exprs.altFactored(members.items)
+            else
+                try exprs.alt(members.items);
             for (keys.items[i + 1 .. j]) |key| {
                 const l: u32 = @truncate(key);
                 lexeme_exprs[l] = .nothing;
@@ -897,8 +900,11 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             optional_index[l] = @intCast(optional_lexemes.items.len);
             try optional_lexemes.append(gpa, @intCast(l));
         }
+        // Only plain expressions: the union of intersections (JSON Schema strings with a
+        // pattern and a length, keys that exclude others) would be one term whose emptiness
+        // checks explore both sides at once (MaskBench Handwritten---allany20 ran out of fuel).
         mergeable[l] = kind != @backingInt(LexemeKind.special) and !lazy[l] and token_max[l] == 0 and
-            optional_index[l] == no_lhs;
+            optional_index[l] == no_lhs and !exprs.isBoolean(lexeme_exprs[l]);
     }
     diag.lexeme = null;
     special_start[lexeme_count] = @intCast(special_ids.items.len);

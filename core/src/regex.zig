@@ -128,9 +128,20 @@ pub const Error = error{ LimitExceeded, OutOfMemory };
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
-/// Nesting bound of left factoring in `alt` (see `factorHeads`): a shared prefix longer than
-/// this is factored one level at a time by the derivatives instead of all at once.
+/// Nesting bound of left factoring (see `factorHeads`): past it, members that share a head stay
+/// apart (still exact; the derivative by the head is then an unfactored alternation).
 pub const factor_depth_max: u32 = 64;
+
+/// Alternations with at least this many branches are built factored (`altFactored`) by the
+/// regex parser and the lexeme merge; smaller ones, and every alternation a derivative builds,
+/// keep the plain normal form.
+///
+/// Why not always: the plain form is what the structural rules read (`absorbedCount` looks for
+/// the members of `x` among those of `c`, one level deep), and the DFAs, fuel figures and
+/// MaskBench results of every existing grammar were measured with it. Large alternations are
+/// lists of words, where the trie is what pays; their derivatives are subterms of the trie, so
+/// they need no factoring of their own.
+pub const factor_branch_min: usize = 16;
 
 /// Longest witness `isEmpty` builds from a member's shortest word before it falls back to the
 /// search (a witness costs one derivative per byte and member).
@@ -511,6 +522,17 @@ pub const ExprSet = struct {
 
     /// The alternation of `members`, in normal form.
     pub fn alt(self: *ExprSet, members: []const ExprId) Error!ExprId {
+        return self.altWith(members, false);
+    }
+
+    /// The alternation of `members`, left-factored into a trie (see `factorHeads`): for large
+    /// alternations of literal-like branches (a regex `a|b|…` of many branches, merged
+    /// alternative lexemes). Same language as `alt`, another term.
+    pub fn altFactored(self: *ExprSet, members: []const ExprId) Error!ExprId {
+        return self.altWith(members, true);
+    }
+
+    fn altWith(self: *ExprSet, members: []const ExprId, factor: bool) Error!ExprId {
         try self.spend(1 + members.len);
         // Collect flattened members into scratch (after a header slot), merging byte sets.
         const base = self.scratch.items.len;
@@ -562,7 +584,7 @@ pub const ExprSet = struct {
         }
         if (unique == 0) return .nothing;
         if (unique == 1) return @fromBackingInt(@intCast(list[0]));
-        unique = try self.factorHeads(base + 1, unique);
+        if (factor) unique = try self.factorHeads(base + 1, unique);
         if (unique == 1) return @fromBackingInt(@intCast(self.scratch.items[base + 1]));
         var boolean: u32 = 0;
         for (self.scratch.items[base + 1 .. base + 1 + unique]) |m| boolean |= self.booleanFlag(@fromBackingInt(@intCast(m)));
@@ -656,7 +678,7 @@ pub const ExprSet = struct {
                 }
                 // `alt` builds above this frame's part of `scratch` and shrinks back to it;
                 // the members are re-read by index afterwards (the list may have moved).
-                const rest = try self.alt(tails[0 .. j - i]);
+                const rest = try self.altFactored(tails[0 .. j - i]);
                 out[n] = (try self.concat(@fromBackingInt(@intCast(head)), rest)).index();
             }
             n += 1;
@@ -1151,12 +1173,9 @@ test "fuel is charged by the size of the work, cache hits included" {
     const all = try set.alt(&members);
     try std.testing.expect(set.fuel_spent >= 1000);
     // A cached derivative is still a unit: a search that re-derives cached terms is work.
-    // (`all` is factored into `w (…)`, read off its head's bits; what follows `w` is not.)
-    const rest = try set.deriv(all, 'w');
-    try std.testing.expectEqual(Tag.alt, set.tag(rest));
-    _ = try set.deriv(rest, '1');
+    _ = try set.deriv(all, 'w');
     set.refuel(0, .compile_fuel);
-    try std.testing.expectError(error.LimitExceeded, set.deriv(rest, '1'));
+    try std.testing.expectError(error.LimitExceeded, set.deriv(all, 'w'));
     try std.testing.expectEqual(limit_error.Kind.compile_fuel, limit_error.hit);
 }
 
@@ -1166,17 +1185,18 @@ test "an alternation of literals is factored into their trie, and deriving it bu
     const words = [_][]const u8{ "get_user", "get_users", "get_order", "set_user", "gem", "x" };
     var members: [words.len]ExprId = undefined;
     for (&members, words) |*m, w| m.* = try set.literal(w);
-    const all = try set.alt(&members);
+    const all = try set.altFactored(&members);
     // One member per distinct first byte: g, s and x.
     try std.testing.expectEqual(Tag.alt, set.tag(all));
     try std.testing.expectEqual(@as(usize, 3), set.args(all).len);
     // The same terms in any order, or added one at a time, are the same term.
     var reversed = members;
     std.mem.reverse(ExprId, &reversed);
-    try std.testing.expectEqual(all, try set.alt(&reversed));
-    var one_by_one: ExprId = .nothing;
-    for (members) |m| one_by_one = try set.alt2(one_by_one, m);
-    try std.testing.expectEqual(all, one_by_one);
+    try std.testing.expectEqual(all, try set.altFactored(&reversed));
+    // The plain normal form keeps the members (same language, another term).
+    const plain = try set.alt(&members);
+    try std.testing.expect(plain != all);
+    try std.testing.expectEqual(@as(usize, words.len), set.args(plain).len);
     // Walking a word derives into existing subterms: no new term is interned.
     const before = set.count();
     var e = all;
@@ -1197,7 +1217,7 @@ test "factoring a long shared prefix stops at its depth bound and stays exact" {
     var b: [300]u8 = @splat('p');
     a[299] = 'a';
     b[299] = 'b';
-    const e = try set.alt2(try set.literal(&a), try set.literal(&b));
+    const e = try set.altFactored(&.{ try set.literal(&a), try set.literal(&b) });
     try std.testing.expect(try matches(&set, e, &a));
     try std.testing.expect(try matches(&set, e, &b));
     try std.testing.expect(!try matches(&set, e, a[0..299]));

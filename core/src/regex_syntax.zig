@@ -171,6 +171,8 @@ pub const Parser = struct {
         defer branches.deinit(self.set.gpa);
         try branches.append(self.set.gpa, first);
         while (self.eat('|')) try branches.append(self.set.gpa, try self.parseConcatenation());
+        // Many branches: a list of words, built as their trie (`regex.factor_branch_min`).
+        if (branches.items.len >= regex.factor_branch_min) return self.set.altFactored(branches.items);
         return self.set.alt(branches.items);
     }
 
