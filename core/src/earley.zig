@@ -719,6 +719,88 @@ fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag:
     return exprs.andAll(parts[0..n]);
 }
 
+/// "None" in the per-lexeme tables of `compile` (no left-hand side, not optional).
+const no_lhs = std.math.maxInt(u32);
+
+/// Merges *alternative lexemes* into one: lexemes that are each the whole right-hand side of a
+/// rule of the same nonterminal (`A → l₁ | l₂ | …`) and occur nowhere else. The first of them
+/// (lowest index) becomes the union of their expressions; the others become ∅ and are marked
+/// in `merged`, and the compiler drops their rules. Reads the rules from `r` without
+/// consuming them (the caller rewinds); the IR is validated by the caller's own pass.
+///
+/// Why: a choice list, a Lark rule of string alternatives or a JSON Schema `enum` of 10,000
+/// strings is 10,000 lexemes. A lexer state then holds 10,000 (lexeme, expression) pairs, and
+/// every transition out of it derives them all, so one mask did millions of units of work and
+/// ran out of fuel. As one lexeme, the union is one expression, which `ExprSet.alt` factors
+/// into the trie of the words (`factorHeads`): a transition is then a lookup of one member.
+///
+/// The language and the parse are unchanged: wherever the parser allows one of these lexemes
+/// it allows all of them (they all complete `A`, and appear nowhere else), so the lexer state
+/// holds all or none of them; longest match ends the union exactly where it ends the last of
+/// them; and whichever of them matched, the parser completes `A`. Lazy, special, capped and
+/// nullable lexemes keep their own identity (their ending rules differ).
+fn mergeAlternatives(
+    gpa: Allocator,
+    exprs: *regex.ExprSet,
+    r_in: Reader,
+    rule_count: u32,
+    lexeme_exprs: []regex.ExprId,
+    mergeable: []const bool,
+    merged: []bool,
+) CompileError!void {
+    const lexeme_count = merged.len;
+    @memset(merged, false);
+    // Per lexeme: how often it occurs in a right-hand side, and the left-hand side of the rule
+    // it is the whole of (or `no_lhs`).
+    const uses = try gpa.alloc(u32, lexeme_count);
+    defer gpa.free(uses);
+    @memset(uses, 0);
+    const sole_lhs = try gpa.alloc(u32, lexeme_count);
+    defer gpa.free(sole_lhs);
+    @memset(sole_lhs, no_lhs);
+    var r = r_in;
+    for (0..rule_count) |_| {
+        // A malformed IR merges nothing; the caller's pass says what is wrong with it.
+        const lhs = r.word() catch return;
+        const len = r.word() catch return;
+        const symbols = r.slice(len) catch return;
+        for (symbols) |sym| {
+            if (sym & ir_nonterminal_flag == 0 and sym < lexeme_count) uses[sym] +|= 1;
+        }
+        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count) sole_lhs[symbols[0]] = lhs;
+    }
+    // (lhs, lexeme) of each candidate, sorted: a group is a run of one lhs.
+    var keys: std.ArrayList(u64) = .empty;
+    defer keys.deinit(gpa);
+    for (0..lexeme_count) |l| {
+        if (uses[l] != 1 or sole_lhs[l] == no_lhs or !mergeable[l]) continue;
+        try keys.append(gpa, (@as(u64, sole_lhs[l]) << 32) | l);
+    }
+    std.mem.sortUnstable(u64, keys.items, {}, std.sort.asc(u64));
+    var members: std.ArrayList(regex.ExprId) = .empty;
+    defer members.deinit(gpa);
+    var i: usize = 0;
+    while (i < keys.items.len) {
+        var j = i + 1;
+        while (j < keys.items.len and keys.items[j] >> 32 == keys.items[i] >> 32) j += 1;
+        if (j - i >= 2) {
+            members.clearRetainingCapacity();
+            for (keys.items[i..j]) |key| try members.append(gpa, lexeme_exprs[@as(u32, @truncate(key))]);
+            const first: u32 = @truncate(keys.items[i]);
+            lexeme_exprs[first] = if (members.items.len >= regex.factor_branch_min)
+                try exprs.altFactored(members.items)
+            else
+                try exprs.alt(members.items);
+            for (keys.items[i + 1 .. j]) |key| {
+                const l: u32 = @truncate(key);
+                lexeme_exprs[l] = .nothing;
+                merged[l] = true;
+            }
+        }
+        i = j;
+    }
+}
+
 pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
     var r: Reader = .{ .words = words };
     if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
@@ -768,6 +850,13 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     var has_special = false;
     var optional_lexemes: std.ArrayList(u32) = .empty;
     defer optional_lexemes.deinit(gpa);
+    // Per lexeme: its index in `optional_lexemes`, or `no_lhs`.
+    const optional_index = try gpa.alloc(u32, lexeme_count);
+    defer gpa.free(optional_index);
+    @memset(optional_index, no_lhs);
+    // Per lexeme: may it be merged with alternatives (`mergeAlternatives`)?
+    const mergeable = try gpa.alloc(bool, lexeme_count);
+    defer gpa.free(mergeable);
     for (0..lexeme_count) |l| {
         const kind = try r.word();
         const lexeme_flags = try r.word();
@@ -808,8 +897,14 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             // A lexeme never matches empty text: keep its non-empty part, and let the rules
             // skip it instead (every use of it becomes an optional nonterminal, below).
             lexeme_exprs[l] = try exprs.andAll(&.{ lexeme_exprs[l], try exprs.not(.epsilon) });
+            optional_index[l] = @intCast(optional_lexemes.items.len);
             try optional_lexemes.append(gpa, @intCast(l));
         }
+        // Only plain expressions: the union of intersections (JSON Schema strings with a
+        // pattern and a length, keys that exclude others) would be one term whose emptiness
+        // checks explore both sides at once (MaskBench Handwritten---allany20 ran out of fuel).
+        mergeable[l] = kind != @backingInt(LexemeKind.special) and !lazy[l] and token_max[l] == 0 and
+            optional_index[l] == no_lhs and !exprs.isBoolean(lexeme_exprs[l]);
     }
     diag.lexeme = null;
     special_start[lexeme_count] = @intCast(special_ids.items.len);
@@ -827,11 +922,16 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     try rule_starts.append(gpa, 0);
     try rule_lhs.append(gpa, nt_count);
     try rhs.appendSlice(gpa, &.{ nt_base + start_nt, end_flag | nt_count });
+    const merged = try gpa.alloc(bool, lexeme_count);
+    defer gpa.free(merged);
+    try mergeAlternatives(gpa, exprs, r, rule_count, lexeme_exprs[0..lexeme_count], mergeable, merged);
     for (0..rule_count) |_| {
         const lhs = try r.word();
         const len = try r.word();
         if (lhs >= nt_count) return bad(diag, "rule left-hand side out of range");
         const symbols = try r.slice(len);
+        // The rule of a lexeme merged into an alternative's: that one's rule stands for both.
+        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count and merged[symbols[0]]) continue;
         try rule_starts.append(gpa, @intCast(rhs.items.len));
         try rule_lhs.append(gpa, lhs);
         for (symbols) |sym| {
@@ -841,8 +941,8 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
                 try rhs.append(gpa, nt_base + nt);
             } else {
                 if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
-                const optional = std.mem.indexOfScalar(u32, optional_lexemes.items, sym);
-                try rhs.append(gpa, if (optional) |i| nt_base + nt_count + 1 + @as(u32, @intCast(i)) else sym);
+                const optional = optional_index[sym];
+                try rhs.append(gpa, if (optional != no_lhs) nt_base + nt_count + 1 + optional else sym);
             }
         }
         try rhs.append(gpa, end_flag | lhs);

@@ -64,20 +64,20 @@ pub const StateInfo = struct {
 const PairsContext = struct {
     lexer: *const Lexer,
     pub fn hash(self: PairsContext, id: u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(self.lexer.pairsOf(id)));
+        return regex.hashWords(self.lexer.pairsOf(id));
     }
     pub fn eql(self: PairsContext, a: u32, b: u32) bool {
-        return std.mem.eql(u32, self.lexer.pairsOf(a), self.lexer.pairsOf(b));
+        return regex.wordsEqual(self.lexer.pairsOf(a), self.lexer.pairsOf(b));
     }
 };
 
 const PairsLookup = struct {
     lexer: *const Lexer,
     pub fn hash(_: PairsLookup, pairs: []const u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(pairs));
+        return regex.hashWords(pairs);
     }
     pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
-        return std.mem.eql(u32, pairs, self.lexer.pairsOf(b));
+        return regex.wordsEqual(pairs, self.lexer.pairsOf(b));
     }
 };
 

@@ -128,6 +128,21 @@ pub const Error = error{ LimitExceeded, OutOfMemory };
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
+/// Nesting bound of left factoring (see `factorHeads`): past it, members that share a head stay
+/// apart (still exact; the derivative by the head is then an unfactored alternation).
+pub const factor_depth_max: u32 = 64;
+
+/// Alternations with at least this many branches are built factored (`altFactored`) by the
+/// regex parser and the lexeme merge; smaller ones, and every alternation a derivative builds,
+/// keep the plain normal form.
+///
+/// Why not always: the plain form is what the structural rules read (`absorbedCount` looks for
+/// the members of `x` among those of `c`, one level deep), and the DFAs, fuel figures and
+/// MaskBench results of every existing grammar were measured with it. Large alternations are
+/// lists of words, where the trie is what pays; their derivatives are subterms of the trie, so
+/// they need no factoring of their own.
+pub const factor_branch_min: usize = 16;
+
 /// Longest witness `isEmpty` builds from a member's shortest word before it falls back to the
 /// search (a witness costs one derivative per byte and member).
 pub const witness_length_max: u32 = 1024;
@@ -157,16 +172,39 @@ pub const Limits = struct {
 
 const Span = struct { start: u32, len: u32 };
 
+/// Are two runs of words equal? A plain loop on purpose: `std.mem.eql` compares through byte
+/// vectors, which cranelift (wasmtime) compiles to about 300 ns a call for a 9-word run, so
+/// half of compiling a 10,000-word alternation was spent in it; this loop is a few ns.
+pub fn wordsEqual(a: []const u32, b: []const u32) bool {
+    if (a.len != b.len) return false;
+    for (a, b) |x, y| if (x != y) return false;
+    return true;
+}
+
+/// The hash of a run of words: a multiply-xorshift per word and a final avalanche (the
+/// splitmix64 finalizer). `std.hash.Wyhash` needs a 64×64→128-bit multiply, a library call in
+/// wasm32 (`__multi3`); this uses the native 64-bit multiply and costs a third as much there.
+pub fn hashWords(words: []const u32) u64 {
+    var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ @as(u64, words.len);
+    for (words) |w| {
+        h = (h ^ w) *% 0xBF58_476D_1CE4_E5B9;
+        h ^= h >> 29;
+    }
+    h ^= h >> 31;
+    h *%= 0x94D0_49BB_1331_11EB;
+    return h ^ (h >> 32);
+}
+
 /// Hash-table context: keys are ids, compared by the content of their runs in the arena.
 const IdContext = struct {
     set: *const ExprSet,
 
     pub fn hash(self: IdContext, id: u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(self.set.runOf(id)));
+        return hashWords(self.set.runOf(id));
     }
 
     pub fn eql(self: IdContext, a: u32, b: u32) bool {
-        return std.mem.eql(u32, self.set.runOf(a), self.set.runOf(b));
+        return wordsEqual(self.set.runOf(a), self.set.runOf(b));
     }
 };
 
@@ -175,11 +213,11 @@ const RunContext = struct {
     set: *const ExprSet,
 
     pub fn hash(_: RunContext, run: []const u32) u64 {
-        return std.hash.Wyhash.hash(0, std.mem.sliceAsBytes(run));
+        return hashWords(run);
     }
 
     pub fn eql(self: RunContext, run: []const u32, b: u32) bool {
-        return std.mem.eql(u32, run, self.set.runOf(b));
+        return wordsEqual(run, self.set.runOf(b));
     }
 };
 
@@ -204,6 +242,11 @@ pub const ExprSet = struct {
     limits: Limits = .{},
     /// Current recursion depth of `deriv` (nested nullable concatenations recurse).
     deriv_depth: u32 = 0,
+    /// The byte set of each single byte, once interned (`nothing` until then).
+    byte_ids: [256]ExprId = @splat(.nothing),
+    /// Current nesting of `factorHeads` (an alternation factored inside the factoring of
+    /// another).
+    factor_depth: u32 = 0,
 
     pub fn init(gpa: Allocator, limits: Limits) Error!ExprSet {
         var set: ExprSet = .{ .gpa = gpa, .limits = limits };
@@ -372,9 +415,16 @@ pub const ExprSet = struct {
     }
 
     pub fn byte(self: *ExprSet, b: u8) Error!ExprId {
+        // Literal text is mostly single bytes: keep their ids instead of interning each again.
+        if (self.byte_ids[b] != .nothing) {
+            try self.spend(1);
+            return self.byte_ids[b];
+        }
         var set: ByteSet = .{};
         set.add(b);
-        return self.byteSet(set);
+        const id = try self.byteSet(set);
+        self.byte_ids[b] = id;
+        return id;
     }
 
     /// The literal byte string `bytes`.
@@ -472,6 +522,17 @@ pub const ExprSet = struct {
 
     /// The alternation of `members`, in normal form.
     pub fn alt(self: *ExprSet, members: []const ExprId) Error!ExprId {
+        return self.altWith(members, false);
+    }
+
+    /// The alternation of `members`, left-factored into a trie (see `factorHeads`): for large
+    /// alternations of literal-like branches (a regex `a|b|…` of many branches, merged
+    /// alternative lexemes). Same language as `alt`, another term.
+    pub fn altFactored(self: *ExprSet, members: []const ExprId) Error!ExprId {
+        return self.altWith(members, true);
+    }
+
+    fn altWith(self: *ExprSet, members: []const ExprId, factor: bool) Error!ExprId {
         try self.spend(1 + members.len);
         // Collect flattened members into scratch (after a header slot), merging byte sets.
         const base = self.scratch.items.len;
@@ -523,11 +584,111 @@ pub const ExprSet = struct {
         }
         if (unique == 0) return .nothing;
         if (unique == 1) return @fromBackingInt(@intCast(list[0]));
+        if (factor) unique = try self.factorHeads(base + 1, unique);
+        if (unique == 1) return @fromBackingInt(@intCast(self.scratch.items[base + 1]));
         var boolean: u32 = 0;
         for (self.scratch.items[base + 1 .. base + 1 + unique]) |m| boolean |= self.booleanFlag(@fromBackingInt(@intCast(m)));
         self.scratch.items[base] = @backingInt(Tag.alt) | (if (nullable_any) flag_nullable else 0) | boolean;
         // `intern` copies the run, and may not grow `scratch` itself.
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
+    }
+
+    /// The byte set that starts `e` when `e` is a concatenation headed by one, or is one
+    /// (`a = a ε`); else null.
+    fn byteSetHead(self: *const ExprSet, e: ExprId) ?u32 {
+        switch (self.tag(e)) {
+            .byte_set => return e.index(),
+            .concat => {
+                const head = self.args(e)[0];
+                return if (self.tag(@fromBackingInt(@intCast(head))) == .byte_set) head else null;
+            },
+            else => return null,
+        }
+    }
+
+    /// What follows the head of a member `byteSetHead` found one for.
+    fn byteSetTail(self: *const ExprSet, e: ExprId) ExprId {
+        return if (self.tag(e) == .byte_set) .epsilon else @fromBackingInt(@intCast(self.args(e)[1]));
+    }
+
+    /// Left factoring, `a x | a y = a (x | y)`, for the sorted, deduplicated members
+    /// `scratch[start..][0..count]` of an alternation being built: members that are
+    /// concatenations headed by the same byte set become one member headed by that set, whose
+    /// tail is the alternation of their tails (factored in turn). Returns the new member count;
+    /// the members stay sorted and distinct.
+    ///
+    /// Why: an alternation of 10,000 literals (a list of names) is otherwise a flat term of
+    /// 10,000 members, and every derivative derives all of them and interns an alternation of
+    /// the survivors: each lexer state of such a grammar cost 10,000 units of work and a new
+    /// term as large as the words left. Factored, the alternation is the trie of the words:
+    /// a derivative touches only the members of one node (at most one per distinct first
+    /// byte), and the derivative by a byte *is* an existing subterm, so walking the words
+    /// builds no terms at all.
+    ///
+    /// Only identical heads are merged (overlapping sets such as `[a-z] x | a y` stay apart),
+    /// and only down to `factor_depth_max` nested levels (a shared prefix that long is left
+    /// for the derivatives to factor, a level at a time), so recursion stays bounded.
+    fn factorHeads(self: *ExprSet, start: usize, member_count: usize) Error!usize {
+        if (member_count < 2 or self.factor_depth >= factor_depth_max) return member_count;
+        var headed: usize = 0;
+        for (self.scratch.items[start..][0..member_count]) |m| {
+            if (self.byteSetHead(@fromBackingInt(@intCast(m))) != null) headed += 1;
+        }
+        if (headed < 2) return member_count;
+        // (head, member) pairs sorted by head: a group is a run of equal heads.
+        const keys = try self.gpa.alloc(u64, headed);
+        defer self.gpa.free(keys);
+        var k: usize = 0;
+        for (self.scratch.items[start..][0..member_count]) |m| {
+            const head = self.byteSetHead(@fromBackingInt(@intCast(m))) orelse continue;
+            keys[k] = (@as(u64, head) << 32) | m;
+            k += 1;
+        }
+        try self.spend(headed);
+        std.mem.sortUnstable(u64, keys, {}, std.sort.asc(u64));
+        const shared = for (keys[1..], keys[0 .. keys.len - 1]) |a, b| {
+            if (a >> 32 == b >> 32) break true;
+        } else false;
+        if (!shared) return member_count;
+
+        // The new members, then written back over the old ones (never more of them).
+        const out = try self.gpa.alloc(u32, member_count);
+        defer self.gpa.free(out);
+        const tails = try self.gpa.alloc(ExprId, headed);
+        defer self.gpa.free(tails);
+        var n: usize = 0;
+        for (self.scratch.items[start..][0..member_count]) |m| {
+            if (self.byteSetHead(@fromBackingInt(@intCast(m))) == null) {
+                out[n] = m;
+                n += 1;
+            }
+        }
+        self.factor_depth += 1;
+        defer self.factor_depth -= 1;
+        var i: usize = 0;
+        while (i < keys.len) {
+            const head: u32 = @intCast(keys[i] >> 32);
+            var j = i + 1;
+            while (j < keys.len and keys[j] >> 32 == head) j += 1;
+            if (j - i == 1) {
+                out[n] = @truncate(keys[i]);
+            } else {
+                for (keys[i..j], tails[0 .. j - i]) |key, *t| {
+                    t.* = self.byteSetTail(@fromBackingInt(@intCast(@as(u32, @truncate(key)))));
+                }
+                // `alt` builds above this frame's part of `scratch` and shrinks back to it;
+                // the members are re-read by index afterwards (the list may have moved).
+                const rest = try self.altFactored(tails[0 .. j - i]);
+                out[n] = (try self.concat(@fromBackingInt(@intCast(head)), rest)).index();
+            }
+            n += 1;
+            i = j;
+        }
+        assert(n < member_count);
+        const list = self.scratch.items[start..][0..n];
+        @memcpy(list, out[0..n]);
+        std.mem.sortUnstable(u32, list, {}, std.sort.asc(u32));
+        return n;
     }
 
     pub fn repeat(self: *ExprSet, child: ExprId, min: u32, max: u32) Error!ExprId {
@@ -1016,6 +1177,51 @@ test "fuel is charged by the size of the work, cache hits included" {
     set.refuel(0, .compile_fuel);
     try std.testing.expectError(error.LimitExceeded, set.deriv(all, 'w'));
     try std.testing.expectEqual(limit_error.Kind.compile_fuel, limit_error.hit);
+}
+
+test "an alternation of literals is factored into their trie, and deriving it builds nothing" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    const words = [_][]const u8{ "get_user", "get_users", "get_order", "set_user", "gem", "x" };
+    var members: [words.len]ExprId = undefined;
+    for (&members, words) |*m, w| m.* = try set.literal(w);
+    const all = try set.altFactored(&members);
+    // One member per distinct first byte: g, s and x.
+    try std.testing.expectEqual(Tag.alt, set.tag(all));
+    try std.testing.expectEqual(@as(usize, 3), set.args(all).len);
+    // The same terms in any order, or added one at a time, are the same term.
+    var reversed = members;
+    std.mem.reverse(ExprId, &reversed);
+    try std.testing.expectEqual(all, try set.altFactored(&reversed));
+    // The plain normal form keeps the members (same language, another term).
+    const plain = try set.alt(&members);
+    try std.testing.expect(plain != all);
+    try std.testing.expectEqual(@as(usize, words.len), set.args(plain).len);
+    // Walking a word derives into existing subterms: no new term is interned.
+    const before = set.count();
+    var e = all;
+    for ("get_users") |b| e = try set.deriv(e, b);
+    try std.testing.expect(set.nullable(e));
+    try std.testing.expectEqual(before, set.count());
+    // The language is unchanged: every word, and nothing else.
+    for (words) |w| try std.testing.expect(try matches(&set, all, w));
+    for ([_][]const u8{ "", "get", "get_", "get_userss", "ge", "gemm", "set_users", "y" }) |w| {
+        try std.testing.expect(!try matches(&set, all, w));
+    }
+}
+
+test "factoring a long shared prefix stops at its depth bound and stays exact" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var a: [300]u8 = @splat('p');
+    var b: [300]u8 = @splat('p');
+    a[299] = 'a';
+    b[299] = 'b';
+    const e = try set.altFactored(&.{ try set.literal(&a), try set.literal(&b) });
+    try std.testing.expect(try matches(&set, e, &a));
+    try std.testing.expect(try matches(&set, e, &b));
+    try std.testing.expect(!try matches(&set, e, a[0..299]));
+    try std.testing.expectEqual(@as(u32, 0), set.factor_depth);
 }
 
 test "a counted run inside an unanchored pattern keeps two derivatives, not one per start" {

@@ -95,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="benchmarks, side by side with llguidance when installed")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     from ._bench import add_cfg_bench, add_regex_bench
+    from ._bench_alternations import add_alternations_bench
     from ._bench_ff import add_ff_bench
     from ._bench_hostile import add_hostile_bench
     from ._bench_pld import add_pld_bench
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_serving_benches(bench_sub)
     add_tools_bench(bench_sub)
     add_web_bench(bench_sub)
+    add_alternations_bench(bench_sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

@@ -137,6 +137,29 @@ class GrammarIR:
         self.rules.append(Rule(lhs, tuple(rhs)))
 
 
+# The core's regex metacharacters (docs/lexer.md), `-` and `/` included so a literal is safe in
+# any position, and control characters as `\xHH`.
+_LITERAL_ESCAPES = str.maketrans(
+    {**{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"}, **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
+)
+
+
+def literal_regex(text: str) -> str:
+    """A regex of the core's syntax that matches exactly `text`."""
+    return text.translate(_LITERAL_ESCAPES)
+
+
+def alternation_regex(texts: Sequence[str]) -> str:
+    """One regex matching exactly the given literal texts (an empty text matches the empty string).
+
+    Front-ends use it for a list of literal alternatives (`Grammar.choice`, a JSON Schema
+    `enum` of strings, a Lark rule of strings) instead of one lexeme per text: 10,000 lexemes
+    cost a Python object, an IR record and a core table entry each, one lexeme costs one
+    pattern, which the core factors into the trie of the texts (`docs/lexer.md`).
+    """
+    return "(?:" + "|".join(literal_regex(t) for t in dict.fromkeys(texts)) + ")"
+
+
 IR_MAGIC = 0x31475354
 _NONTERMINAL_FLAG = 1 << 31
 _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}

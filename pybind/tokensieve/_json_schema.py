@@ -104,12 +104,13 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import urllib.parse
 from typing import Any, Sequence
 
 from ._charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, Sym
+from ._ir import GrammarIR, Lexeme, Sym, literal_regex
 from ._json_instance import InstanceChecker, Undecidable, json_type
 from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
@@ -608,13 +609,28 @@ def _key_regex(lexeme: Lexeme) -> str:
     return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
 
 
+# JSON string contents spelled only one way: printable ASCII but `"` and `\\`.
+_PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
+
+
 @functools.lru_cache(maxsize=4096)
 def _json_string_lexeme(text: str) -> Lexeme:
     """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
-    if all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in text):
+    if _PLAIN_JSON_TEXT.fullmatch(text):
         return Lexeme(json.dumps(text), "literal", json.dumps(text))
     body = "".join(_json_char_regex(ord(c)) for c in text)
     return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
+
+
+def _json_strings_lexeme(texts: Sequence[str]) -> Lexeme:
+    """One lexeme for several JSON string values: each spelled as `_json_string_lexeme` would."""
+    bodies = [
+        literal_regex(t) if _PLAIN_JSON_TEXT.fullmatch(t) else "".join(_json_char_regex(ord(c)) for c in t)
+        for t in dict.fromkeys(texts)
+    ]
+    shown = ", ".join(json.dumps(t, ensure_ascii=False) for t in list(dict.fromkeys(texts))[:3])
+    name = f"one of {len(bodies)} strings ({shown}, …)"
+    return Lexeme(name, "regex", '"(?:' + "|".join(bodies) + ')"')
 
 
 # =============================================================================================
@@ -1618,11 +1634,18 @@ class _Compiler:
             self.check_keywords(d, pointer)
         rest = {k: v for k, v in d.items() if k != "enum"}
         try:
-            values = [v for v in d["enum"] if self.checker.valid(v, rest, pointer)]
+            values = [v for v in d["enum"] if not rest or self.checker.valid(v, rest, pointer)]
         except Undecidable as err:
             self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
             types = d.get("type", TYPES)
             values = [v for v in d["enum"] if _type_allows(types, v)]
+        # The strings are one lexeme (the core factors it into their trie); a lexeme per string
+        # cost 10,000 lexemes for a 10,000-name enum.
+        strings = [v for v in values if isinstance(v, str)]
+        if len(strings) >= 2:
+            union = [Sym.t(self.ir.add_lexeme(_json_strings_lexeme(strings)))]
+            others = [self.value_syms(v, f"{pointer}/enum") for v in values if not isinstance(v, str)]
+            return self.choice(f"{pointer or '/'}:enum", [union, *others])
         alternatives = [self.value_syms(v, f"{pointer}/enum") for v in values]
         return self.choice(f"{pointer or '/'}:enum", alternatives)
 

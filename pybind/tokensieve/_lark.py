@@ -84,10 +84,10 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, NoReturn, Union
+from typing import Iterator, Mapping, NamedTuple, NoReturn, Union
 
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, LexemeKind, Sym
+from ._ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex
 from ._json_schema import json_schema_to_ir
 
 __all__ = ["lark_to_ir", "COMMON_TERMINALS", "NESTING_DEPTH_MAX", "REPEAT_COUNT_MAX"]
@@ -227,9 +227,9 @@ class _Source:
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Token:
-    """One token of grammar text.
+class _Token(NamedTuple):
+    """One token of grammar text (a named tuple: a grammar of 10,000 alternatives is 20,000
+    tokens, and a frozen dataclass costs a microsecond each to build).
 
     `kind` is "rule", "term", "string", "regex", "number", "special", "directive", "op"
     (`+ * ?`), "newline", "eof", or the punctuation itself (":", "|", "(", "->", ...).
@@ -245,6 +245,10 @@ class _Token:
     json_value: object = None
 
 
+# A string without escapes: `run` takes it with one match instead of a loop per character.
+_PLAIN_STRING_RE = re.compile(r'"([^"\\\n]*)"')
+# What after a closing quote makes the string's `i` flag (or a name glued to it): the slow path.
+_STRING_FLAG_RE = re.compile(r"[A-Za-z0-9_]")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
@@ -273,10 +277,21 @@ class _Lexer:
     def run(self) -> list[_Token]:
         """Tokenize the whole text; the list ends with an "eof" token."""
         text = self.text
-        while self.i < len(text):
-            ch = text[self.i]
+        size = len(text)
+        tokens = self.tokens
+        while self.i < size:
+            i = self.i
+            ch = text[i]
             if ch in " \t\r\f\v\ufeff":
-                self.i += 1
+                self.i = i + 1
+            elif ch == "|":  # the common tokens of a long list of alternatives, inline
+                tokens.append(_Token("|", i, "|"))
+                self.i = i + 1
+            elif (
+                ch == '"' and (plain := _PLAIN_STRING_RE.match(text, i)) and not _STRING_FLAG_RE.match(text, plain.end())
+            ):
+                tokens.append(_Token("string", i, plain.group(), plain.group(1)))
+                self.i = plain.end()
             elif ch == "\n":
                 if self.depth == 0 and self.tokens and self.tokens[-1].kind != "newline":
                     self.tokens.append(_Token("newline", self.i, "\n"))
@@ -642,17 +657,25 @@ class _Parser:
 
     # -- token access --------------------------------------------------------------------------
 
+    # `self.k` never passes the final "eof" token, so `self.tokens[self.k]` is always valid.
+
     def peek(self, offset: int = 0) -> _Token:
+        if offset == 0:
+            return self.tokens[self.k]
         return self.tokens[min(self.k + offset, len(self.tokens) - 1)]
 
     def next(self) -> _Token:
-        tok = self.peek()
-        self.k = min(self.k + 1, len(self.tokens) - 1)
+        tok = self.tokens[self.k]
+        if tok.kind != "eof":
+            self.k += 1
         return tok
 
     def accept(self, kind: str) -> _Token | None:
-        if self.peek().kind == kind:
-            return self.next()
+        tok = self.tokens[self.k]
+        if tok.kind == kind:
+            if kind != "eof":
+                self.k += 1
+            return tok
         return None
 
     def expect(self, kind: str, what: str) -> _Token:
@@ -832,12 +855,13 @@ class _Parser:
 
     def _expansions(self, depth: int) -> _Expr:
         """`alias (| alias)*`, where an alias is a sequence of expressions, maybe `-> name`."""
-        start = self.peek().pos
+        tokens = self.tokens  # `self.tokens[self.k]` is `self.peek()`, without the call
+        start = tokens[self.k].pos
         alts: list[_Expr] = []
         while True:
-            seq_start = self.peek().pos
+            seq_start = tokens[self.k].pos
             items: list[_Expr] = []
-            while self.peek().kind in _ATOM_START:
+            while tokens[self.k].kind in _ATOM_START:
                 items.append(self._expr(depth))
             if self.accept("->"):
                 self.expect("rule", "an alias name after '->'")
@@ -1621,7 +1645,18 @@ class _Compiler:
                 pending.extend(reversed(node.alts))
             else:
                 alts.append(node)
-        return [self._sequence(alt, owner) for alt in alts]
+        # Plain strings among the alternatives are one lexeme, their union: wherever one of
+        # them may start all of them may, so the lexer and the parse are the same, and a rule
+        # of 10,000 names costs one lexeme (which the core factors into their trie) instead of
+        # 10,000 (docs/lark.md).
+        strings = [a.text for a in alts if isinstance(a, _Lit) and not a.ci and a.text]
+        if len(set(strings)) < 2:
+            return [self._sequence(alt, owner) for alt in alts]
+        shown = " | ".join(json.dumps(t) for t in strings[:3])
+        shown += f" | … ({len(strings)} strings)" if len(strings) > 3 else ""
+        union = self._lexeme("regex", alternation_regex(strings), shown)
+        rest = [a for a in alts if not (isinstance(a, _Lit) and not a.ci and a.text)]
+        return [[union], *(self._sequence(alt, owner) for alt in rest)]
 
     def _sequence(self, expr: _Expr, owner: str) -> list[Sym]:
         items = expr.items if isinstance(expr, _Seq) else (expr,)

@@ -474,8 +474,11 @@ class Core:
             return int(self._check(self._f["ts_matcher_last_fuel"](handle), "last_fuel"))
 
     def live_kib(self) -> int:
-        """KiB the module has allocated (objects and buffers)."""
+        """KiB the module has allocated (objects and buffers), after freeing the handles
+        finalizers queued (so a dropped grammar no longer counts)."""
         with self.lock:
+            if self._pending_frees:
+                self._drain()
             return int(self._f["ts_debug_live_kib"]())
 
     def memory_size_bytes(self) -> int:
