@@ -1,4 +1,4 @@
-"""The `tokensieve` command: `tokensieve demo` and `tokensieve bench …`."""
+"""The `tokensieve` command: `tokensieve demo`, `tokensieve bench …` and `tokensieve fuzz`."""
 
 from __future__ import annotations
 
@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench import add_cfg_bench, add_regex_bench
     from ._bench_ff import add_ff_bench
     from ._bench_hostile import add_hostile_bench
+    from ._bench_leak import add_leak_bench
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
     from ._maskbench import add_maskbench_bench
@@ -90,7 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_maskbench_bench(bench_sub)
     add_pld_bench(bench_sub)
     add_hostile_bench(bench_sub)
+    add_leak_bench(bench_sub)
     add_serving_benches(bench_sub)
+
+    from ._fuzz import add_fuzz_command
+
+    add_fuzz_command(sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))
