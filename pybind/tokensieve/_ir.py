@@ -128,6 +128,28 @@ class GrammarIR:
         self.rules.append(Rule(lhs, tuple(rhs)))
 
 
+def productive_nonterminals(ir: GrammarIR) -> list[bool]:
+    """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
+    productive = [False] * len(ir.nonterminals)
+    missing = [sum(1 for s in rule.rhs if not s.terminal) for rule in ir.rules]
+    uses: list[list[int]] = [[] for _ in ir.nonterminals]
+    for r, rule in enumerate(ir.rules):
+        for s in rule.rhs:
+            if not s.terminal:
+                uses[s.index].append(r)
+    queue = [r for r, count in enumerate(missing) if count == 0]
+    while queue:
+        lhs = ir.rules[queue.pop()].lhs
+        if productive[lhs]:
+            continue
+        productive[lhs] = True
+        for r in uses[lhs]:
+            missing[r] -= 1
+            if missing[r] == 0:
+                queue.append(r)
+    return productive
+
+
 IR_MAGIC = 0x31475354
 _NONTERMINAL_FLAG = 1 << 31
 _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}

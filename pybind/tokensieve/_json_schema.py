@@ -109,7 +109,7 @@ from typing import Any, Sequence
 
 from ._charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, Sym
+from ._ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from ._json_instance import InstanceChecker, Undecidable, json_type
 from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
@@ -1232,18 +1232,13 @@ class _Compiler:
         return self.ir
 
     def prune(self, start: int) -> None:
-        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion)."""
-        productive: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in self.ir.rules:
-                if r.lhs not in productive and all(s.terminal or s.index in productive for s in r.rhs):
-                    productive.add(r.lhs)
-                    changed = True
-        if start not in productive:
+        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion).
+
+        Linear (a worklist): a fixpoint of passes was quadratic in a chain of 2,000 `$ref`s (2.7 s)."""
+        productive = productive_nonterminals(self.ir)
+        if not productive[start]:
             raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
-        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or s.index in productive for s in r.rhs)]
+        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or productive[s.index] for s in r.rhs)]
 
     # ---- references --------------------------------------------------------------------------
 
