@@ -138,6 +138,11 @@ pub const Tokenizer = struct {
         return std.mem.indexOfScalar(u32, self.eos_ids, id) != null;
     }
 
+    /// A special token a special lexeme may match: kind `.special`, in the vocabulary, not EOS.
+    pub fn isSpecialNotEos(self: *const Tokenizer, id: u32) bool {
+        return id < self.kinds.len and self.kinds[id] == .special and !self.isEos(id);
+    }
+
     /// Words in a mask of this vocabulary, plus room for the trie's dummy bit.
     pub fn maskWordsInternal(self: *const Tokenizer) u32 {
         return self.vocabSize() / 32 + 1;
@@ -339,13 +344,17 @@ pub const Matcher = struct {
 
     fn anySpecialAllowed(self: *Matcher, at: Position) Error!bool {
         var any = false;
+        // A special lexeme matches special tokens only, as `advance` reads them: an EOS id in
+        // one (`<[eos]>`) is still EOS, allowed where the grammar may end; a text token's id
+        // (`<[0]>`) is still read as its bytes; ids past the vocabulary never come.
         const Flag = struct {
             flag: *bool,
-            fn set(ctx: @This(), _: u32) void {
-                ctx.flag.* = true;
+            tokenizer: *const Tokenizer,
+            fn set(ctx: @This(), id: u32) void {
+                if (ctx.tokenizer.isSpecialNotEos(id)) ctx.flag.* = true;
             }
         };
-        try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any }, Flag.set);
+        try self.parser.forEachAllowedSpecial(at, Flag{ .flag = &any, .tokenizer = self.tokenizer }, Flag.set);
         return any;
     }
 
@@ -377,9 +386,10 @@ pub const Matcher = struct {
 
     fn consumeInner(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
         const base_len = self.history.items.len;
+        const base_eos = self.eos_consumed;
         const base_index = self.nextTokenIndex();
         var at = self.current();
-        var eos = self.eos_consumed;
+        var eos = base_eos;
         var count: u32 = 0;
         for (tokens, 0..) |token, i| {
             if (eos) break;
@@ -401,8 +411,10 @@ pub const Matcher = struct {
         if (commit) {
             self.eos_consumed = eos;
             if (atomic and count < tokens.len) {
+                // Undo to the state before the call: an EOS consumed by an earlier call stays
+                // (a refused token after EOS must not roll the EOS back).
                 self.history.shrinkRetainingCapacity(base_len);
-                self.eos_consumed = false;
+                self.eos_consumed = base_eos;
             }
         }
         return count;
@@ -458,14 +470,16 @@ pub const Matcher = struct {
             // Clear the dummy bit of nodes without a token.
             const dummy = tokenizer.vocabSize();
             self.mask[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
+            // Special tokens only (see `anySpecialAllowed`); EOS ids are set below.
             const Setter = struct {
                 mask: []u32,
                 vocab: u32,
+                tokenizer: *const Tokenizer,
                 fn set(ctx: @This(), id: u32) void {
-                    if (id < ctx.vocab) ctx.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+                    if (id < ctx.vocab and ctx.tokenizer.isSpecialNotEos(id)) ctx.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
                 }
             };
-            try self.parser.forEachAllowedSpecial(at, Setter{ .mask = self.mask, .vocab = dummy }, Setter.set);
+            try self.parser.forEachAllowedSpecial(at, Setter{ .mask = self.mask, .vocab = dummy, .tokenizer = tokenizer }, Setter.set);
         }
         if (self.eos_consumed or try self.parser.eosAllowed(at)) {
             for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
@@ -992,6 +1006,12 @@ test "mask, consume, rollback and EOS over a tiny vocabulary" {
     try m.computeMask();
     for (0..6) |id| try std.testing.expect(!t.allowed(@intCast(id)));
     try std.testing.expect(t.allowed(6));
+    // After EOS nothing more is consumed (EOS included), and the refusal keeps the EOS: it
+    // once rolled the EOS back while reporting nothing consumed.
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{6}, true, true));
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{0}, true, true));
+    try std.testing.expectEqual(@as(u32, 3), m.tokenCount());
+    try std.testing.expect(try m.isStopped());
     try std.testing.expect(m.rollback(2));
     try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
     try std.testing.expect(!try m.isStopped());

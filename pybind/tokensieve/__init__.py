@@ -7,6 +7,7 @@ from ._core import CoreOptions as CoreOptions
 from ._core import CorePool as CorePool
 from ._core import configure as configure
 from ._batch import fill_bitmasks as fill_bitmasks
+from ._errors import ArgumentError as ArgumentError
 from ._errors import CoreTrap as CoreTrap
 from ._errors import GrammarError as GrammarError
 from ._errors import LimitError as LimitError
@@ -26,6 +27,7 @@ from ._tool_calls import tool_call_structural_tag as tool_call_structural_tag
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentError",
     "CoreOptions",
     "CorePool",
     "CoreTrap",

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._core import Core
-from ._errors import TokensieveError
+from ._errors import ArgumentError, TokensieveError
 from ._matcher import Matcher, _row_view
 
 _executor: ThreadPoolExecutor | None = None
@@ -52,14 +52,14 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         return
     rows = list(range(len(matchers))) if rows is None else list(rows)
     if len(rows) != len(matchers):
-        raise ValueError(f"fill_bitmasks got {len(matchers)} matchers and {len(rows)} rows")
+        raise ArgumentError(f"fill_bitmasks got {len(matchers)} matchers and {len(rows)} rows")
     words = matchers[0].mask_words
     if any(m.mask_words != words for m in matchers):
-        raise ValueError("fill_bitmasks needs matchers of one vocabulary width")
+        raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
     rows_total = _rows_of(bitmask, words)
     for row in rows:
         if not 0 <= row < rows_total:
-            raise ValueError(f"row {row} is outside the bitmask's {rows_total} rows")
+            raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
     groups: dict[Core, list[tuple[Matcher, int]]] = {}
     for matcher, row in zip(matchers, rows):
         core = matcher._live_core()
@@ -81,7 +81,7 @@ def _rows_of(bitmask: Any, words: int) -> int:
     if shape is None:
         return memoryview(bitmask).nbytes // (4 * words)
     if len(shape) != 2:
-        raise ValueError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
+        raise ArgumentError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
     return int(shape[0])
 
 

@@ -1,4 +1,4 @@
-"""The `tokensieve` command: `tokensieve demo` and `tokensieve bench …`."""
+"""The `tokensieve` command: `tokensieve demo`, `tokensieve bench …` and `tokensieve fuzz`."""
 
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._bench_alternations import add_alternations_bench
     from ._bench_ff import add_ff_bench
     from ._bench_hostile import add_hostile_bench
+    from ._bench_leak import add_leak_bench
     from ._bench_pld import add_pld_bench
     from ._bench_serving import add_serving_benches
     from ._bench_tools import add_tools_bench
@@ -110,10 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_maskbench_bench(bench_sub)
     add_pld_bench(bench_sub)
     add_hostile_bench(bench_sub)
+    add_leak_bench(bench_sub)
     add_serving_benches(bench_sub)
     add_tools_bench(bench_sub)
     add_web_bench(bench_sub)
     add_alternations_bench(bench_sub)
+
+    from ._fuzz import add_fuzz_command
+
+    add_fuzz_command(sub)
 
     args = parser.parse_args(argv)
     return int(args.run(args))

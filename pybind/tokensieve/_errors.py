@@ -8,7 +8,8 @@ Every error the package raises on purpose derives from `TokensieveError`, so one
     ├── GrammarError    the grammar or schema is invalid or unsupported (with its place)
     ├── LimitError      a configured or built-in limit was hit (raise it, or simplify input)
     ├── CoreTrap        the WebAssembly core trapped; its runtime is poisoned
-    └── TokenizerError  the tokenizer could not be loaded or is inconsistent
+    ├── TokenizerError  the tokenizer could not be loaded or is inconsistent
+    └── ArgumentError   a bad argument to a call (also a `TypeError` and a `ValueError`)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "LimitError",
     "CoreTrap",
     "TokenizerError",
+    "ArgumentError",
 ]
 
 
@@ -104,3 +106,14 @@ class CoreTrap(TokensieveError):
 
 class TokenizerError(TokensieveError):
     """A tokenizer could not be loaded, or its vocabulary is inconsistent."""
+
+
+class ArgumentError(TokensieveError, TypeError, ValueError):
+    """A call got a bad argument: a token id that is not an int or not in the vocabulary, a
+    negative row or count, a bitmask of the wrong dtype, shape or layout.
+
+    The message names the argument and what it must be. It is also a `TypeError` and a
+    `ValueError`, the exceptions Python code expects for bad arguments, so
+    `except TokensieveError` catches everything tokensieve raises on purpose while
+    `except (TypeError, ValueError)` keeps working.
+    """

@@ -38,6 +38,8 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ._errors import ArgumentError
+
 if TYPE_CHECKING:
     from ._matcher import Matcher
     from ._tokenizer import Tokenizer
@@ -272,7 +274,7 @@ def compute_ff_tokens(
     Cost: a few µs with no forced bytes; with, one encode plus one core call per chop.
     """
     if lookback < 0:
-        raise ValueError(f"lookback must be >= 0, not {lookback}")
+        raise ArgumentError(f"lookback must be >= 0, not {lookback}")
     tokens, complete = _ff_text_tokens(matcher, lookback, context_tokens)
     if not complete or not _grammar_has_specials(matcher.grammar):
         return tokens

@@ -1233,14 +1233,32 @@ class _OccurrenceBuilder:
         self.after: dict[tuple[int, Context], int] = {}
 
     def _nullable(self) -> set[int]:
+        # A worklist, linear in the productions: a fixpoint of passes over every production
+        # was quadratic when nullable rules chain (one more per pass), and uncharged.
         nullable: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for nt, rhs in self.prods:
-                if nt not in nullable and all(s[0] == _NT and s[1] in nullable for s in rhs):
-                    nullable.add(nt)
-                    changed = True
+        pending = [0] * len(self.prods)  # symbols of each production not yet known nullable
+        users: dict[int, list[int]] = {}
+        work: list[int] = []
+        for index, (nt, rhs) in enumerate(self.prods):
+            self.budget.spend(1 + len(rhs))
+            if any(s[0] != _NT for s in rhs):
+                pending[index] = -1  # holds a terminal: never nullable
+                continue
+            pending[index] = len(rhs)
+            for s in rhs:
+                users.setdefault(s[1], []).append(index)
+            if not rhs:
+                work.append(nt)
+        while work:
+            nt = work.pop()
+            if nt in nullable:
+                continue
+            nullable.add(nt)
+            for index in users.get(nt, ()):
+                self.budget.spend()
+                pending[index] -= 1
+                if pending[index] == 0:
+                    work.append(self.prods[index][0])
         return nullable
 
     def _enumerate_contexts(self) -> bool:
@@ -1309,6 +1327,7 @@ class _OccurrenceBuilder:
             changed = True
             while changed:
                 changed = False
+                self.budget.spend(len(keys))  # the pass itself, beside what `compute` spends
                 for key in keys:
                     mask = compute(*key) | table.get(key, 0)
                     if mask != table.get(key, 0):

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._errors import GrammarError
+from ._errors import ArgumentError, GrammarError
 from ._handles import CoreHandles
 
 if TYPE_CHECKING:
@@ -102,7 +102,8 @@ class Grammar:
                 `position` and `column` give the offset (in characters) into `pattern`.
         """
         if not isinstance(pattern, str):
-            raise TypeError(f"Grammar.regex takes a str pattern, not {type(pattern).__name__}")
+            raise ArgumentError(f"Grammar.regex takes a str pattern, not {type(pattern).__name__}")
+        _reject_lone_surrogates(pattern, "pattern")
         from ._ir import GrammarIR, Lexeme, Sym
 
         ir = GrammarIR()
@@ -141,6 +142,7 @@ class Grammar:
         """
         from ._lark import lark_to_ir
 
+        _reject_lone_surrogates(text, "Lark grammar")
         ir = lark_to_ir(text, special_tokens=_special_token_map(tokenizer))
         return cls.from_ir(ir, source=text, kind="lark", limits=limits)
 
@@ -283,6 +285,7 @@ class Grammar:
         """
         from ._gbnf import gbnf_to_ir
 
+        _reject_lone_surrogates(text, "GBNF grammar")
         return cls.from_ir(gbnf_to_ir(text), source=text, kind="gbnf", limits=limits)
 
     @classmethod
@@ -325,6 +328,25 @@ class Grammar:
             if self.kind == "regex":
                 raise _with_char_position(err, self.source, self.source.encode("utf-8")) from None
             raise _name_lexeme(err, self.ir) from None
+
+
+def _reject_lone_surrogates(text: Any, what: str) -> None:
+    """Refuse a text holding a lone surrogate (a `str` can, UTF-8 cannot), naming its place."""
+    if not isinstance(text, str):
+        raise ArgumentError(f"the {what} must be a str, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        position = err.start
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        raise GrammarError(
+            f"the {what} holds a lone surrogate U+{ord(text[position]):04X} at line {line}, column {column} "
+            f"(character {position}); it is not a Unicode character and has no UTF-8 form: remove it",
+            position=position,
+            line=line,
+            column=column,
+        ) from None
 
 
 def _with_char_position(err: GrammarError, source: str, data: bytes) -> GrammarError:

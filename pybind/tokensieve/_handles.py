@@ -13,6 +13,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._errors import ArgumentError
+
 if TYPE_CHECKING:
     from ._core import Core
 
@@ -74,6 +76,6 @@ def token_heal_position(tokenizer: Any, data: bytes, start: int = 0) -> int:
     from ._core import default_pool
 
     if not 0 <= start <= len(data):
-        raise ValueError(f"start {start} is outside 0..{len(data)}")
+        raise ArgumentError(f"start {start} is outside 0..{len(data)}")
     core = default_pool().first()
     return core.tokenizer_heal_position(tokenizer_handle(core, tokenizer), bytes(data), start)

@@ -18,6 +18,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Sequence
 
+from ._errors import GrammarError
+
 LexemeKind = Literal["regex", "literal", "special"]
 
 
@@ -160,28 +162,65 @@ def alternation_regex(texts: Sequence[str]) -> str:
     return "(?:" + "|".join(literal_regex(t) for t in dict.fromkeys(texts)) + ")"
 
 
+def productive_nonterminals(ir: GrammarIR) -> list[bool]:
+    """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
+    productive = [False] * len(ir.nonterminals)
+    missing = [sum(1 for s in rule.rhs if not s.terminal) for rule in ir.rules]
+    uses: list[list[int]] = [[] for _ in ir.nonterminals]
+    for r, rule in enumerate(ir.rules):
+        for s in rule.rhs:
+            if not s.terminal:
+                uses[s.index].append(r)
+    queue = [r for r, count in enumerate(missing) if count == 0]
+    while queue:
+        lhs = ir.rules[queue.pop()].lhs
+        if productive[lhs]:
+            continue
+        productive[lhs] = True
+        for r in uses[lhs]:
+            missing[r] -= 1
+            if missing[r] == 0:
+                queue.append(r)
+    return productive
+
+
 IR_MAGIC = 0x31475354
 _NONTERMINAL_FLAG = 1 << 31
 _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
 
 
-def _text_words(text: str) -> bytes:
-    data = text.encode("utf-8")
+def _text_words(text: str, lexeme: int) -> bytes:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # A lone surrogate (from a `\ud800` escape in a schema or grammar string) is not text.
+        raise GrammarError(
+            f"the pattern holds a lone surrogate U+{ord(text[err.start]):04X} (at character {err.start}), "
+            "which is not a Unicode character and has no UTF-8 form; remove it or write a whole "
+            "surrogate pair",
+            position=err.start,
+            lexeme=lexeme,
+        ) from None
     return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
 
 
 def encode_ir(ir: GrammarIR) -> bytes:
-    """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md)."""
+    """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md).
+
+    Raises:
+        GrammarError: a pattern is not valid Unicode (`.lexeme` names it; the skip pattern is
+            lexeme `len(ir.lexemes)`).
+    """
     flags = (
         (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.no_skip else 0)
         | (8 if ir.skip_once else 0)
     )
     out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
     if ir.skip is not None:
-        out.append(_text_words(ir.skip))
+        out.append(_text_words(ir.skip, len(ir.lexemes)))
     if ir.no_skip:
         out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
-    for lexeme in ir.lexemes:
+    for index, lexeme in enumerate(ir.lexemes):
         boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
         flags = (
             (1 if lexeme.lazy else 0)
@@ -195,10 +234,10 @@ def encode_ir(ir: GrammarIR) -> bytes:
             ids = lexeme.token_ids
             out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
         else:
-            out.append(head + _text_words(lexeme.value))
+            out.append(head + _text_words(lexeme.value, index))
         if boolean:
             for patterns in (lexeme.and_patterns, lexeme.not_patterns):
-                out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p) for p in patterns))
+                out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
         if lexeme.max_tokens:
             out.append(struct.pack("<I", lexeme.max_tokens))
     for rule in ir.rules:

@@ -211,7 +211,7 @@ class InstanceChecker:
 
     def _string(self, value: str, schema: dict[str, Any]) -> bool:
         length = len(value)
-        if length < schema.get("minLength", 0) or length > schema.get("maxLength", math.inf):
+        if length < _size_bound(schema, "minLength", 0) or length > _size_bound(schema, "maxLength", math.inf):
             return False
         patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
         if not all(self.pattern_matches(p, value) for p in patterns):
@@ -222,7 +222,7 @@ class InstanceChecker:
         return not any(self.body_matches(body, value) for body in schema.get("_not_bodies", ()))
 
     def _array(self, value: list[Any], schema: dict[str, Any], pointer: str, d: int) -> bool:
-        if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", math.inf):
+        if len(value) < _size_bound(schema, "minItems", 0) or len(value) > _size_bound(schema, "maxItems", math.inf):
             return False
         items = schema.get("items", True)
         prefix = schema.get("prefixItems", [])
@@ -239,12 +239,12 @@ class InstanceChecker:
                     return False
         if "contains" in schema:
             count = sum(self._valid(item, schema["contains"], pointer, d) for item in value)
-            if count < schema.get("minContains", 1) or count > schema.get("maxContains", math.inf):
+            if count < _size_bound(schema, "minContains", 1) or count > _size_bound(schema, "maxContains", math.inf):
                 return False
         return True
 
     def _object(self, value: dict[str, Any], schema: dict[str, Any], pointer: str, d: int) -> bool:
-        if len(value) < schema.get("minProperties", 0) or len(value) > schema.get("maxProperties", math.inf):
+        if len(value) < _size_bound(schema, "minProperties", 0) or len(value) > _size_bound(schema, "maxProperties", math.inf):
             return False
         if any(k not in value for k in schema.get("required", ())):
             return False
@@ -279,3 +279,14 @@ class InstanceChecker:
             elif not self._valid(value, need, pointer, d):
                 return False
         return True
+
+
+def _size_bound(schema: dict[str, Any], key: str, default: float) -> float:
+    """A length or count keyword's value; an ill-typed one (`"maxLength": "3"`) cannot be
+    checked (the front-end refuses it with its JSON pointer)."""
+    if key not in schema:
+        return default
+    value = schema[key]
+    if not _is_number(value):
+        raise Undecidable(f"{key} is not a number: {value!r}")
+    return value  # type: ignore[no-any-return]

@@ -110,7 +110,7 @@ from typing import Any, Sequence
 
 from ._charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, Sym, literal_regex
+from ._ir import GrammarIR, Lexeme, Sym, literal_regex, productive_nonterminals
 from ._json_instance import InstanceChecker, Undecidable, json_type
 from ._json_schema_logic import Unexpressible, clause_alternatives, negate, value_schema
 
@@ -174,6 +174,40 @@ INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
 # =============================================================================================
 
 
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+
+
+def _reject_lone_surrogates(schema: Any) -> None:
+    """Refuse a string holding a lone surrogate (JSON's `"\\ud800"`) wherever it could reach a
+    pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    steps = 0
+    while stack:
+        value, pointer = stack.pop()
+        steps += 1
+        if steps > 1_000_000:
+            return  # the translation has its own size limits
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                where = (pointer or "/").encode("utf-8", "backslashreplace").decode("utf-8")
+                raise GrammarError(
+                    f"{where}: the string holds a lone surrogate U+{ord(value[err.start]):04X} "
+                    f"(at character {err.start}), which is not a Unicode character: write a whole "
+                    "surrogate pair or remove it",
+                    json_pointer=pointer,
+                ) from None
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                stack.append((key, child))
+                if key not in _ANNOTATIONS:
+                    stack.append((item, child))
+        elif isinstance(value, list):
+            stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(value))
+
+
 def json_schema_to_ir(
     schema: dict[str, Any] | bool | str,
     *,
@@ -208,12 +242,17 @@ def json_schema_to_ir(
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
-        except ValueError as err:
-            raise GrammarError(f"the schema is not valid JSON: {err}") from None
+        except json.JSONDecodeError as err:
+            raise GrammarError(
+                f"the schema is not valid JSON: {err}", position=err.pos, line=err.lineno, column=err.colno
+            ) from None
+        except (ValueError, RecursionError) as err:  # nesting deeper than the parser's stack
+            raise GrammarError(f"the schema is not valid JSON: {err}", position=0, line=1, column=1) from None
     if not isinstance(schema, (dict, bool)):
         raise GrammarError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
+    _reject_lone_surrogates(schema)
     if whitespace == "flexible":
         skip: str | None = WHITESPACE_FLEXIBLE
     elif whitespace == "compact":
@@ -1214,18 +1253,13 @@ class _Compiler:
         return self.ir
 
     def prune(self, start: int) -> None:
-        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion)."""
-        productive: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in self.ir.rules:
-                if r.lhs not in productive and all(s.terminal or s.index in productive for s in r.rhs):
-                    productive.add(r.lhs)
-                    changed = True
-        if start not in productive:
+        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion).
+
+        Linear (a worklist): a fixpoint of passes was quadratic in a chain of 2,000 `$ref`s (2.7 s)."""
+        productive = productive_nonterminals(self.ir)
+        if not productive[start]:
             raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
-        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or s.index in productive for s in r.rhs)]
+        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or productive[s.index] for s in r.rhs)]
 
     # ---- references --------------------------------------------------------------------------
 
@@ -1413,10 +1447,11 @@ class _Compiler:
                 out[key] = self.merge_properties(a, b)
             elif key == "required":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
-            elif key in _MAX_OF:
-                out[key] = max(va, vb)
-            elif key in _MIN_OF:
-                out[key] = min(va, vb)
+            elif key in _MAX_OF or key in _MIN_OF:
+                for value in (va, vb):
+                    if not _is_number(value):
+                        raise self.fail(f"{key} must be a number, not {value!r}", f"{pointer}/{key}")
+                out[key] = max(va, vb) if key in _MAX_OF else min(va, vb)
             elif key in ("additionalProperties", "items"):
                 out[key] = _and(va, vb)
             elif key == "prefixItems":

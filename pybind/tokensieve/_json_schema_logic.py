@@ -32,7 +32,10 @@ naming the JSON pointer, or a warning when lenient): the negation of `uniqueItem
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Protocol
+
+from ._errors import GrammarError
 
 __all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "ALL_TYPES"]
 
@@ -135,6 +138,23 @@ def _negate_multiple(multiple: Any, at: str) -> list[Any]:
     return [{"type": ["number"], "_not_multiple_of": [multiple]}]
 
 
+_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_NUMBER_KEYWORDS = frozenset({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"})
+
+
+def _checked_value(key: str, value: Any, at: str) -> Any:
+    """`value` of keyword `key`, refused with its JSON pointer when it has the wrong type (the
+    negations below do arithmetic on it)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if key in _COUNT_KEYWORDS and not (number and value >= 0 and float(value).is_integer()):
+        pointer = f"{at}/{key}"
+        raise GrammarError(f"{key} must be a non-negative integer, not {value!r} (at {pointer})", json_pointer=pointer)
+    if key in _NUMBER_KEYWORDS and not number:
+        pointer = f"{at}/{key}"
+        raise GrammarError(f"{key} must be a number, not {value!r} (at {pointer})", json_pointer=pointer)
+    return int(value) if key in _COUNT_KEYWORDS else value
+
+
 def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     """Schemas whose union holds exactly the JSON values NOT valid under `schema`.
 
@@ -153,7 +173,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     def each(key: str, make: Callable[[Any], list[Any]]) -> None:
         handled.add(key)
         if key in d:
-            alts.extend(make(d[key]))
+            alts.extend(make(_checked_value(key, d[key], at)))
 
     each("type", lambda t: _complement_types(t))
     each("enum", lambda e: [{"_not_enum": e}])

@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, NamedTuple, NoReturn, Union
 
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex
+from ._ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex, productive_nonterminals
 from ._json_schema import json_schema_to_ir
 
 __all__ = ["lark_to_ir", "COMMON_TERMINALS", "NESTING_DEPTH_MAX", "REPEAT_COUNT_MAX"]
@@ -1962,26 +1962,7 @@ def _undefined_terminal(name: str) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def _productive(ir: GrammarIR) -> list[bool]:
-    """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
-    productive = [False] * len(ir.nonterminals)
-    missing = [sum(1 for s in rule.rhs if not s.terminal) for rule in ir.rules]
-    uses: list[list[int]] = [[] for _ in ir.nonterminals]
-    for r, rule in enumerate(ir.rules):
-        for s in rule.rhs:
-            if not s.terminal:
-                uses[s.index].append(r)
-    queue = [r for r, count in enumerate(missing) if count == 0]
-    while queue:
-        lhs = ir.rules[queue.pop()].lhs
-        if productive[lhs]:
-            continue
-        productive[lhs] = True
-        for r in uses[lhs]:
-            missing[r] -= 1
-            if missing[r] == 0:
-                queue.append(r)
-    return productive
+_productive = productive_nonterminals
 
 
 def _prune(source: _Source, ir: GrammarIR, start: int, start_pos: int) -> GrammarIR:

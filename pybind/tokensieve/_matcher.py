@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ._core import Core, CorePool, default_pool
-from ._errors import CoreTrap, LimitError, TokensieveError
+from ._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
 from ._grammar import Grammar
 from ._handles import tokenizer_handle
 
@@ -38,7 +38,9 @@ class Matcher:
 
     A token is allowed when the output so far plus the token's bytes can still be completed to a
     string of the grammar. EOS ids are allowed exactly when the output may end here; consuming
-    one stops the matcher. Special tokens (other than EOS) and ids beyond the tokenizer's own
+    one stops the matcher. After that the mask still allows EOS (a finished request's row in a
+    batch stays a valid mask), while consuming refuses every token, EOS included, and leaves the
+    state as it is; `rollback(1)` undoes the EOS. Special tokens (other than EOS) and ids beyond the tokenizer's own
     (up to `vocab_size`) are never allowed.
 
     Most methods are one call into the WebAssembly core. Safe to share between threads (calls
@@ -70,9 +72,9 @@ class Matcher:
                 if hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "convert_ids_to_tokens")
                 else ""
             )
-            raise TypeError(f"Matcher needs a tokensieve.Tokenizer, not {type(tokenizer).__name__}{hint}")
+            raise ArgumentError(f"Matcher needs a tokensieve.Tokenizer, not {type(tokenizer).__name__}{hint}")
         if not isinstance(grammar, Grammar):
-            raise TypeError(f"Matcher needs a tokensieve.Grammar, not {type(grammar).__name__}")
+            raise ArgumentError(f"Matcher needs a tokensieve.Grammar, not {type(grammar).__name__}")
         if vocab_size is not None:
             tokenizer = tokenizer.with_vocab_size(_index(vocab_size, "vocab_size"))
         self.tokenizer = tokenizer
@@ -322,7 +324,10 @@ class Matcher:
         """
         count = _index(count, "count")
         if count < 0:
-            raise TokensieveError(f"rollback takes a non-negative count, not {count}")
+            raise ArgumentError(f"rollback takes a non-negative count, not {count}")
+        with self._lock:
+            if count > len(self._tokens):
+                raise ArgumentError(f"cannot roll back {count} tokens: only {len(self._tokens)} consumed")
 
         def call(core: Core, handle: int) -> None:
             core.matcher_rollback(handle, count)
@@ -414,7 +419,7 @@ class Matcher:
         """
         data = bytes(data)
         if not 0 <= start <= len(data):
-            raise ValueError(f"start {start} is outside 0..{len(data)}")
+            raise ArgumentError(f"start {start} is outside 0..{len(data)}")
         return self._run(lambda core, handle: core.matcher_heal_position(handle, data, start))
 
     def validate_text(self, data: bytes) -> tuple[int, bytes]:
@@ -481,6 +486,9 @@ class Matcher:
         """
         from ._fastforward import compute_ff_tokens
 
+        lookback = _index(lookback, "lookback")
+        if lookback < 0:
+            raise ArgumentError(f"lookback must be >= 0, not {lookback}")
         with self._lock:
             if context_tokens is None:
                 context_tokens = self._tokens[-lookback - 1 :]
@@ -506,18 +514,18 @@ class Matcher:
 
     def _tokens_checked(self, tokens: Sequence[int]) -> list[int]:
         if isinstance(tokens, (str, bytes)):
-            raise TypeError(f"token ids must be a sequence of ints, not {type(tokens).__name__}")
+            raise ArgumentError(f"token ids must be a sequence of ints, not {type(tokens).__name__}")
         return [self._token(t) for t in tokens]
 
 
 def _index(value: Any, what: str) -> int:
     """`value` as an int: ints and numpy integers, not bools, floats or strings."""
     if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, not a bool")
+        raise ArgumentError(f"{what} must be an int, not a bool")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+        raise ArgumentError(f"{what} must be an int, not {type(value).__name__}") from None
 
 
 def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
@@ -575,18 +583,18 @@ def _new_masks(rows: int, words: int) -> Any:
 
 
 def _bad_token(token: int, vocab_size: int) -> TokensieveError:
-    return TokensieveError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
+    return ArgumentError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
 
 
 def _row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     """A writable byte view of one contiguous int32 row of a numpy array or CPU torch tensor."""
     row = _index(row, "row")
     if row < 0:
-        raise ValueError(f"row must be >= 0, not {row}")
+        raise ArgumentError(f"row must be >= 0, not {row}")
     module = type(bitmask).__module__
     if module.startswith("torch"):
         if bitmask.device.type != "cpu":
-            raise ValueError(
+            raise ArgumentError(
                 f"fill_bitmask needs a CPU tensor (got device {bitmask.device}); fill a CPU "
                 "(ideally pinned) tensor and copy it to the device"
             )
@@ -594,26 +602,31 @@ def _row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     shape = getattr(bitmask, "shape", None)
     dtype = getattr(bitmask, "dtype", None)
     if shape is None or dtype is None:
-        view = memoryview(bitmask)
+        try:
+            view = memoryview(bitmask)
+        except TypeError:
+            raise ArgumentError(
+                f"the bitmask must be an int32 numpy array, CPU torch tensor or buffer, not {type(bitmask).__name__}"
+            ) from None
         if view.format not in ("i", "l") or view.itemsize != 4:
-            raise ValueError("fill_bitmask needs an int32 buffer")
+            raise ArgumentError("fill_bitmask needs an int32 buffer")
         target = view.cast("B")
         if target.nbytes % (words * 4):
-            raise ValueError(f"the bitmask buffer's size is not a multiple of {words} int32 words")
+            raise ArgumentError(f"the bitmask buffer's size is not a multiple of {words} int32 words")
         if (row + 1) * words * 4 > target.nbytes:
-            raise ValueError(f"row {row} is outside the bitmask's {target.nbytes // (words * 4)} rows")
+            raise ArgumentError(f"row {row} is outside the bitmask's {target.nbytes // (words * 4)} rows")
         return target[row * words * 4 : (row + 1) * words * 4]
     if str(dtype) != "int32":
-        raise ValueError(f"fill_bitmask needs an int32 array, got {dtype}")
+        raise ArgumentError(f"fill_bitmask needs an int32 array, got {dtype}")
     if len(shape) not in (1, 2):
-        raise ValueError(f"fill_bitmask needs a 1-D or 2-D array, got shape {tuple(shape)}")
+        raise ArgumentError(f"fill_bitmask needs a 1-D or 2-D array, got shape {tuple(shape)}")
     if shape[-1] != words:
-        raise ValueError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
+        raise ArgumentError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
     if len(shape) == 2 and row >= shape[0]:
-        raise ValueError(f"row {row} is outside the bitmask's {shape[0]} rows")
+        raise ArgumentError(f"row {row} is outside the bitmask's {shape[0]} rows")
     if len(shape) == 1 and row != 0:
-        raise ValueError(f"a 1-D bitmask has only row 0, not {row}")
+        raise ArgumentError(f"a 1-D bitmask has only row 0, not {row}")
     target_row = bitmask[row] if len(shape) == 2 else bitmask
     if not target_row.flags["C_CONTIGUOUS"] or not target_row.flags["WRITEABLE"]:
-        raise ValueError("the bitmask row must be contiguous and writable")
+        raise ArgumentError("the bitmask row must be contiguous and writable")
     return memoryview(target_row).cast("B")

@@ -78,8 +78,10 @@ _EXPORTS: Final = (
     "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_trap",
 )
 
-# Construction: bounded by its input, allowed past the per-call deadline.
-_SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir"})
+# Construction: bounded by its input, allowed past the per-call deadline. A matcher's first
+# parser row is compile work (`Limits.compile_fuel_max`, up to about 0.3 s of CPU): under the
+# step deadline a busy host retired instances for matchers the fuel was about to refuse anyway.
+_SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir", "ts_matcher_new"})
 
 _FF_CHUNK_BYTES: Final = 4096
 _serial = itertools.count(1)
