@@ -1374,7 +1374,12 @@ class _Compiler:
         return out
 
     def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable."""
+        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable.
+
+        Memoised like `compile`; the result is shared, so callers must not mutate it. It
+        depends on the pointer only through the `_at` of its clauses, so a result with
+        clauses is reused only at the same pointer.
+        """
         if schema is True:
             return {}
         if schema is False:
@@ -1382,6 +1387,25 @@ class _Compiler:
         if not isinstance(schema, dict):
             raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
         self.check_depth(pointer)
+        cid = self.content_id(schema)
+        key = None if cid is None else ("flatten", (cid, expanding))
+        memo = self.reuse(key, pointer)
+        if memo is None and key is not None:
+            key_here = ("flatten", (cid, expanding, pointer))
+            memo = self.reuse(key_here, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            result = self.flatten_dict(schema, pointer, expanding)
+        finally:
+            frame = self.leave(frame)
+        if result is not None and "_clauses" in result and key is not None:
+            key = key_here
+        self.remember(key, pointer, frame, result)
+        return result
+
+    def flatten_dict(self, schema: dict[str, Any], pointer: str, expanding: frozenset[str]) -> dict[str, Any] | None:
         d = self.normalize(schema, pointer)
         parts: list[dict[str, Any] | None] = []
         if "$ref" in d:
@@ -1532,10 +1556,10 @@ class _Compiler:
                         return None
                 continue
             stack.pop()
-            parts = tuple(
-                ids[id(c)][1] if type(c) is dict or type(c) is list else c if type(c) is str or c is None else (type(c), c)
+            parts = tuple([
+                c if (t := type(c)) is str or c is None else ids[id(c)][1] if t is dict or t is list else (t, c)
                 for c in children
-            )
+            ])
             key = (tuple(node), parts) if type(node) is dict else (None, parts)
             ids[id(node)] = (node, keys.setdefault(key, len(keys)))
         return ids[id(value)][1]
@@ -1666,16 +1690,19 @@ class _Compiler:
         frame = self.enter(pointer)
         try:
             d = self.flatten(schema, pointer)
-            result = None if d is None else self.compile_flat(d, pointer)
+            # Not compile_flat: memoising by `schema` already covers this content.
+            result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         finally:
             frame = self.leave(frame)
         self.remember(key, pointer, frame, result)
         return result
 
-    def compile_flat(self, d: dict[str, Any], pointer: str) -> Sym | None:
+    def compile_flat(self, d: dict[str, Any], pointer: str, *, memoise: bool = True) -> Sym | None:
         if not _has_constraints(d):
             return Sym.n(self.any())
-        key = self.memo_key("compile_flat", d)
+        if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
+            return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
+        key = self.memo_key("compile_flat", d) if memoise else None
         memo = self.reuse(key, pointer)
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
