@@ -228,7 +228,10 @@ def json_schema_to_ir(
         key_separator=key_separator,
         item_separator=item_separator,
     )
-    ir = compiler.run()
+    try:
+        ir = compiler.run()
+    finally:
+        compiler.release()
     ir.skip = skip
     ir.skip_once = True  # a bounded whitespace pattern bounds each gap (llguidance #240)
     ir.allow_initial_skip = False
@@ -1516,6 +1519,15 @@ class _Compiler:
             raise self.fail(f"patternProperties: {err}", f"{pointer}/patternProperties") from None
 
     # ---- memoisation -------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Drop the memo tables now. The compiler is in a reference cycle (its checker's
+        resolver refers back to it), so without this they would wait for the cyclic garbage
+        collector, and the objects they keep alive would make its full collections slower."""
+        self.content_ids.clear()
+        self.content_keys.clear()
+        self.results.clear()
+        self.warning_log.clear()
 
     def content_id(self, value: Any) -> Any:
         """A hashable id that two JSON values share exactly when they are equal as JSON texts
