@@ -527,10 +527,47 @@ def test_nesting_deeper_than_the_limit_is_an_error() -> None:
 
 
 def test_grammar_size_limit() -> None:
-    props = {f"p{i}": {"enum": list(range(200))} for i in range(GRAMMAR_SYMBOL_COUNT_MAX // 100)}
+    # Distinct enums: equal sub-schemas are translated once and shared, so they would not grow
+    # the grammar (see the next test).
+    props = {f"p{i}": {"enum": list(range(i, i + 200))} for i in range(GRAMMAR_SYMBOL_COUNT_MAX // 100)}
     with pytest.raises(GrammarError) as info:
         json_schema_to_ir({"type": "object", "properties": props})
     assert "larger than" in str(info.value)
+
+
+def test_equal_subschemas_are_translated_once_and_shared() -> None:
+    props = {f"p{i}": {"enum": list(range(200))} for i in range(GRAMMAR_SYMBOL_COUNT_MAX // 100)}
+    ir = json_schema_to_ir({"type": "object", "properties": props, "additionalProperties": False})
+    enum_rules = [r for r in ir.rules if len(r.rhs) == 1 and r.rhs[0].terminal and ir.lexemes[r.rhs[0].index].value.startswith("199")]
+    assert len(enum_rules) == 1
+
+
+def test_a_shared_subschema_repeats_its_warnings_at_each_place() -> None:
+    ir = json_schema_to_ir({"properties": {"a": {"type": "string", "format": "foo"}, "b": {"type": "string", "format": "foo"}}})
+    assert [w.split(":")[0] for w in ir.options["warnings"]] == ["/properties/a/format", "/properties/b/format"]
+
+
+def test_a_shared_subschema_still_counts_toward_the_clause_budget() -> None:
+    # 5 dependencies expand into 126 alternatives; 33 copies pass CLAUSE_ALTERNATIVE_COUNT_MAX
+    # (as they did before sub-schemas were shared).
+    one = {"type": "object", "dependentRequired": {f"k{i}": [f"r{i}"] for i in range(5)}}
+    json_schema_to_ir({"type": "object", "properties": {f"p{j}": one for j in range(32)}})
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir({"type": "object", "properties": {f"p{j}": one for j in range(33)}})
+    assert "4096 alternatives" in str(info.value)
+
+
+def test_a_shared_subschema_still_counts_toward_the_nesting_limit() -> None:
+    def nest(schema: Any, levels: int) -> Any:
+        for _ in range(levels):
+            schema = {"type": "array", "items": schema}
+        return schema
+
+    chain = nest({"type": "string"}, 40)
+    json_schema_to_ir({"type": "object", "properties": {"a": chain, "b": nest(chain, 55)}})
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir({"type": "object", "properties": {"a": chain, "b": nest(chain, 60)}})
+    assert "deeper" in str(info.value)
 
 
 def test_huge_item_counts_stay_small() -> None:

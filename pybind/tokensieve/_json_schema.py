@@ -106,7 +106,7 @@ import json
 import math
 import re
 import urllib.parse
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ._charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
 from ._errors import GrammarError
@@ -268,7 +268,10 @@ def json_schema_to_ir(
         key_separator=key_separator,
         item_separator=item_separator,
     )
-    ir = compiler.run()
+    try:
+        ir = compiler.run()
+    finally:
+        compiler.release()
     ir.skip = skip
     ir.skip_once = True  # a bounded whitespace pattern bounds each gap (llguidance #240)
     ir.allow_initial_skip = False
@@ -360,7 +363,7 @@ def _nonneg_range(lo: int, hi: int | None) -> str | None:
     return _alt(alts)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def int_range_regex(lo: int | None, hi: int | None) -> str | None:
     """A regex matching exactly the JSON integers (no leading zeros, no `-0`) in [lo, hi].
 
@@ -403,7 +406,7 @@ def _magnitude_pieces(a: int, a_open: bool, b: int | None, b_open: bool) -> list
     return pieces
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: bool) -> str | None:
     """A regex for the JSON numbers x, written without exponent, with lo <(=) x <(=) hi.
 
@@ -583,6 +586,7 @@ def _seq(rx: str) -> str:
     return rx
 
 
+@functools.lru_cache(maxsize=1024)
 def string_regex(min_length: int, max_length: int | None) -> str:
     """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
 
@@ -652,7 +656,7 @@ def _key_regex(lexeme: Lexeme) -> str:
 _PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _json_string_lexeme(text: str) -> Lexeme:
     """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
     if _PLAIN_JSON_TEXT.fullmatch(text):
@@ -1145,6 +1149,20 @@ _MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxPropertie
 # =============================================================================================
 
 
+class _Memo(NamedTuple):
+    """One memoised translation and what it needs from its context (`_Compiler.memoised`)."""
+
+    value: Any  # the result (a Sym, None, or a flattened schema)
+    pointer: str  # where it was first computed
+    warnings: tuple[tuple[str, str], ...]  # (message, pointer) of every warn() while computing it
+    depth_extra: int  # the deepest pointer checked, in segments beyond `pointer`'s
+    compile_depth_extra: int  # the deepest nested compilation, beyond the one it started in
+    clause_alternatives: int  # alternatives it took from CLAUSE_ALTERNATIVE_COUNT_MAX
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
 class _Compiler:
     """Schema → IR. One instance per call; see the module docstring for the translation."""
 
@@ -1173,6 +1191,15 @@ class _Compiler:
         )
         self.clause_alternative_count = 0
         self.compile_depth = 0
+        # Memoised translation (`memoised`): content ids of JSON values, and results by
+        # (function, content id). What a result depends on besides the content is replayed
+        # (warnings) or checked (depth limits, the clause budget) on every reuse.
+        self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
+        self.content_keys: dict[tuple[Any, ...], int] = {}
+        self.results: dict[tuple[str, int], _Memo] = {}
+        self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
+        self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
+        self.compile_depth_high = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
         self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
@@ -1185,6 +1212,7 @@ class _Compiler:
     # ---- output helpers ----------------------------------------------------------------------
 
     def warn(self, message: str, pointer: str) -> None:
+        self.warning_log.append((message, pointer))
         text = f"{pointer or '/'}: {message}"
         if text not in self.warnings:
             self.warnings.append(text)
@@ -1400,7 +1428,12 @@ class _Compiler:
         return out
 
     def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable."""
+        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable.
+
+        Memoised like `compile`; the result is shared, so callers must not mutate it. It
+        depends on the pointer only through the `_at` of its clauses, so a result with
+        clauses is reused only at the same pointer.
+        """
         if schema is True:
             return {}
         if schema is False:
@@ -1408,6 +1441,25 @@ class _Compiler:
         if not isinstance(schema, dict):
             raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
         self.check_depth(pointer)
+        cid = self.content_id(schema)
+        key = None if cid is None else ("flatten", (cid, expanding))
+        memo = self.reuse(key, pointer)
+        if memo is None and key is not None:
+            key_here = ("flatten", (cid, expanding, pointer))
+            memo = self.reuse(key_here, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            result = self.flatten_dict(schema, pointer, expanding)
+        finally:
+            frame = self.leave(frame)
+        if result is not None and "_clauses" in result and key is not None:
+            key = key_here
+        self.remember(key, pointer, frame, result)
+        return result
+
+    def flatten_dict(self, schema: dict[str, Any], pointer: str, expanding: frozenset[str]) -> dict[str, Any] | None:
         d = self.normalize(schema, pointer)
         parts: list[dict[str, Any] | None] = []
         if "$ref" in d:
@@ -1433,7 +1485,7 @@ class _Compiler:
             # additionalProperties: no single object schema says that.
             if x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True)):
                 if set(x["patternProperties"]) != set(y.get("patternProperties", {})):
-                    out.setdefault("_conflicts", []).append("patternProperties")
+                    out["_conflicts"] = [*out.get("_conflicts", []), "patternProperties"]
         for key, vb in b.items():
             if key not in out:
                 out[key] = vb
@@ -1478,7 +1530,7 @@ class _Compiler:
                 if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
                     out[key] = math.lcm(int(va), int(vb))
                 else:
-                    out.setdefault("_conflicts", []).append(key)
+                    out["_conflicts"] = [*out.get("_conflicts", []), key]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
@@ -1490,7 +1542,7 @@ class _Compiler:
             elif key == "propertyNames":
                 out[key] = _and(va, vb)
             elif key in _KEYWORDS:
-                out.setdefault("_conflicts", []).append(key)
+                out["_conflicts"] = [*out.get("_conflicts", []), key]
             # other keys are not keywords (`x-...`, `@type`): keep a's value
         return out
 
@@ -1518,10 +1570,135 @@ class _Compiler:
         except Undecidable as err:
             raise self.fail(f"patternProperties: {err}", f"{pointer}/patternProperties") from None
 
+    # ---- memoisation -------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Drop the memo tables now. The compiler is in a reference cycle (its checker's
+        resolver refers back to it), so without this they would wait for the cyclic garbage
+        collector, and the objects they keep alive would make its full collections slower."""
+        self.content_ids.clear()
+        self.content_keys.clear()
+        self.results.clear()
+        self.warning_log.clear()
+
+    def content_id(self, value: Any) -> Any:
+        """A hashable id that two JSON values share exactly when they are equal as JSON texts
+        with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
+        and `{"b":2,"a":1}`, whose property orders make different grammars). Containers are
+        interned once (by identity, kept alive here), so the cost is linear in the new parts.
+        None when the value is not plain JSON (a cycle, a set): such values are not memoised.
+
+        The compiler never mutates a container after it is first passed to `memoised`, which
+        is what makes the identity cache sound.
+        """
+        kind = type(value)
+        if kind is not dict and kind is not list:
+            if kind is str or value is None:
+                return value
+            return (kind, value) if kind in _SCALARS else None
+        known = self.content_ids.get(id(value))
+        if known is not None:
+            return known[1]
+        ids, keys = self.content_ids, self.content_keys
+        visiting: set[int] = set()
+        stack: list[Any] = [value]
+        while stack:
+            node = stack[-1]
+            if id(node) in ids:
+                stack.pop()
+                continue
+            children = node.values() if type(node) is dict else node
+            if id(node) not in visiting:
+                visiting.add(id(node))
+                for child in children:
+                    if type(child) is dict or type(child) is list:
+                        if id(child) in visiting:
+                            return None  # a cycle: not JSON
+                        if id(child) not in ids:
+                            stack.append(child)
+                    elif type(child) not in _SCALARS:
+                        return None
+                continue
+            stack.pop()
+            parts = tuple([
+                c if (t := type(c)) is str or c is None else ids[id(c)][1] if t is dict or t is list else (t, c)
+                for c in children
+            ])
+            key = (tuple(node), parts) if type(node) is dict else (None, parts)
+            ids[id(node)] = (node, keys.setdefault(key, len(keys)))
+        return ids[id(value)][1]
+
+    def reuse(self, key: tuple[str, Any] | None, pointer: str) -> _Memo | None:
+        """The memoised result for `key` if it may stand here, after replaying its effects.
+
+        A result depends on the content, on the pointer only through names, warnings and error
+        messages, and on the compiler's state only through three limits. So a reuse replays
+        the warnings (pointers under the first place moved to this one) and is allowed only
+        when the limits hold here too: pointer depth, nested compilations and the clause
+        budget, each grown by what the first computation used. Otherwise the caller computes
+        again, which raises exactly where the translation without memoisation would. Errors
+        are never memoised (they end the translation).
+        """
+        memo = None if key is None else self.results.get(key)
+        if memo is None:
+            return None
+        depth = pointer.count("/")
+        if (
+            depth + memo.depth_extra > NESTING_DEPTH_MAX
+            or self.compile_depth + memo.compile_depth_extra > COMPILE_DEPTH_MAX
+            or self.clause_alternative_count + memo.clause_alternatives > CLAUSE_ALTERNATIVE_COUNT_MAX
+        ):
+            return None
+        self.clause_alternative_count += memo.clause_alternatives
+        self.depth_high = max(self.depth_high, depth + memo.depth_extra)
+        self.compile_depth_high = max(self.compile_depth_high, self.compile_depth + memo.compile_depth_extra)
+        old = memo.pointer
+        for message, where in memo.warnings:
+            if where == old or where.startswith(old + "/"):
+                where = pointer + where[len(old) :]
+            self.warn(message, where)
+        return memo
+
+    def enter(self, pointer: str) -> tuple[int, ...]:
+        """Start measuring what a computation to be memoised uses (pass the result to `leave`)."""
+        frame = (
+            self.depth_high, self.compile_depth_high, len(self.warning_log), self.clause_alternative_count,
+            pointer.count("/"), self.compile_depth,
+        )
+        self.depth_high, self.compile_depth_high = frame[4], frame[5]
+        return frame
+
+    def leave(self, frame: tuple[int, ...]) -> tuple[int, ...]:
+        """End a measurement (also when the computation raised): (deepest pointer, deepest
+        nested compilation) reached inside, and the outer maxima restored to include them."""
+        inner = (self.depth_high, self.compile_depth_high)
+        self.depth_high = max(frame[0], inner[0])
+        self.compile_depth_high = max(frame[1], inner[1])
+        return frame + inner
+
+    def remember(self, key: tuple[str, Any] | None, pointer: str, frame: tuple[int, ...], result: Any) -> None:
+        if key is not None:
+            _, _, warnings_start, clauses_start, depth, compile_depth, depth_high, compile_depth_high = frame
+            self.results[key] = _Memo(
+                result,
+                pointer,
+                tuple(self.warning_log[warnings_start:]),
+                depth_high - depth,
+                compile_depth_high - compile_depth,
+                self.clause_alternative_count - clauses_start,
+            )
+
+    def memo_key(self, kind: str, value: Any) -> tuple[str, Any] | None:
+        cid = self.content_id(value)
+        return None if cid is None else (kind, cid)
+
     # ---- checks ------------------------------------------------------------------------------
 
     def check_depth(self, pointer: str) -> None:
-        if pointer.count("/") > NESTING_DEPTH_MAX:
+        depth = pointer.count("/")
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
             raise GrammarError(
                 f"the schema nests deeper than {NESTING_DEPTH_MAX} levels (or a $ref with siblings recurses) "
                 f"at {pointer[:200]}...",
@@ -1565,27 +1742,53 @@ class _Compiler:
             {k: v for k, v in schema.items() if k != "$ref"}
         ):
             return self.ref_symbol(schema["$ref"], pointer)
-        d = self.flatten(schema, pointer)
-        if d is None:
-            return None
-        return self.compile_flat(d, pointer)
+        if not isinstance(schema, dict):
+            d = self.flatten(schema, pointer)
+            return None if d is None else self.compile_flat(d, pointer)
+        # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
+        # COMPILE_DEPTH_MAX).
+        key = self.memo_key("compile", schema)
+        memo = self.reuse(key, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            d = self.flatten(schema, pointer)
+            # Not compile_flat: memoising by `schema` already covers this content.
+            result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+        finally:
+            frame = self.leave(frame)
+        self.remember(key, pointer, frame, result)
+        return result
 
-    def compile_flat(self, d: dict[str, Any], pointer: str) -> Sym | None:
+    def compile_flat(self, d: dict[str, Any], pointer: str, *, memoise: bool = True) -> Sym | None:
         if not _has_constraints(d):
             return Sym.n(self.any())
+        if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
+            return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
+        key = self.memo_key("compile_flat", d) if memoise else None
+        memo = self.reuse(key, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
         self.compile_depth += 1
         try:
+            if self.compile_depth > self.compile_depth_high:
+                self.compile_depth_high = self.compile_depth
             if self.compile_depth > COMPILE_DEPTH_MAX:
                 raise GrammarError(
                     f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
                     f"expanded (at {pointer[:200]})",
                     json_pointer=pointer,
                 )
-            return self.compile_flat_checked(d, pointer)
+            result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
+            frame = self.leave(frame)
+        self.remember(key, pointer, frame, result)
+        return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
         if "enum" in d:
