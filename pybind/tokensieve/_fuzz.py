@@ -38,10 +38,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-KINDS = ("regex", "lark", "gbnf", "json", "tokens")
+KINDS = ("regex", "lark", "gbnf", "json", "tag", "tokens")
 # `--kind all` takes kinds in this order: GBNF half as often, its front-end's analysis costs
 # 10-40 times the others' per input (p90 0.2-0.7 s against 10-40 ms).
-ALL_ROTATION = ("regex", "lark", "json", "tokens", "gbnf", "regex", "lark", "json", "tokens")
+ALL_ROTATION = ("regex", "lark", "json", "tag", "tokens", "gbnf", "regex", "lark", "json", "tag", "tokens")
 STEP_MS_MAX_DEFAULT = 100.0
 COMPILE_S_MAX_DEFAULT = 5.0  # the GBNF analysis may spend 2-4.5 s of CPU before its LimitError
 INPUT_S_MAX_DEFAULT = 20.0
@@ -492,6 +492,77 @@ def gen_json_schema(r: random.Random) -> str:
     return text
 
 
+# -- structural tags ---------------------------------------------------------------------------
+
+_TAG_TEXTS = ("<t>", "</t>", "<f", "<f1>", "</f>", "[", "]", "ab", "\n", "<think>", "</think>", "<|endoftext|>", "é", "")
+
+
+def _tag_text(r: random.Random) -> str:
+    return _pick(r, _TAG_TEXTS) if r.random() < 0.8 else "".join(_literal_char(r) for _ in range(r.randint(0, 4)))
+
+
+def gen_structural_tag_obj(r: random.Random, depth: int = 3) -> Any:
+    """A structural-tag format: every type, nested, with valid fields most of the time."""
+    leaf = depth <= 0 or r.random() < 0.3
+    kinds = ("const_string", "any_text", "regex", "json_schema", "grammar", "token", "any_tokens") if leaf else (
+        "sequence", "or", "tag", "optional", "star", "plus", "repeat", "triggered_tags", "tags_with_separator",
+        "dispatch", "qwen_xml_parameter")
+    kind = _pick(r, kinds)
+    if r.random() < 0.03:
+        kind = _pick(r, ("nonsense", "", 5, None))
+    sub = lambda: gen_structural_tag_obj(r, depth - 1)  # noqa: E731
+    node: dict[str, Any] = {"type": kind}
+    if kind == "const_string":
+        node["value"] = _tag_text(r)
+    elif kind == "any_text":
+        if r.random() < 0.3:
+            node["excludes"] = [_tag_text(r) for _ in range(r.randint(0, 2))]
+        if r.random() < 0.2:
+            node["max_chars"] = _count(r)
+    elif kind == "regex":
+        node["pattern"] = gen_regex_raw(r, 2)
+    elif kind in ("json_schema", "qwen_xml_parameter"):
+        node["json_schema"] = gen_json_schema_obj(r, 2)
+        if r.random() < 0.3:
+            node["style"] = _pick(r, ("json", "qwen_xml", "minimax_xml"))
+    elif kind == "grammar":
+        node["grammar"] = gen_gbnf_raw(r) if r.random() < 0.3 else 'root ::= "x" [0-9]*'
+    elif kind == "token":
+        node["token"] = _pick(r, ("<|endoftext|>", 0, 50256, -1, 10**9, "x", "nope"))
+    elif kind == "any_tokens":
+        node["max_tokens"] = _pick(r, (1, 3, 0, -1))
+    elif kind in ("sequence", "or"):
+        node["elements"] = [sub() for _ in range(r.randint(0 if r.random() < 0.05 else 1, 4))]
+    elif kind in ("optional", "star", "plus"):
+        node["content"] = sub()
+    elif kind == "repeat":
+        node.update(content=sub(), min=_pick(r, (0, 1, 2, 5, -1, 300)), max=_pick(r, (-1, 1, 3, 10, 256, 0)))
+    elif kind == "tag":
+        node.update(begin=_tag_text(r), content=sub(), end=_tag_text(r) if r.random() < 0.8 else [_tag_text(r), _tag_text(r)])
+    elif kind == "triggered_tags":
+        node["triggers"] = ["<f"] if r.random() < 0.8 else [_tag_text(r)]
+        node["tags"] = [{"type": "tag", "begin": _pick(r, ("<f1>", "<f2>", "<g>")), "content": sub(), "end": "</f>"}
+                        for _ in range(r.randint(1, 3))]
+        node.update(at_least_one=r.random() < 0.3, stop_after_first=r.random() < 0.3)
+        if r.random() < 0.3:
+            node["excludes"] = [_tag_text(r)]
+    elif kind == "tags_with_separator":
+        node["tags"] = [{"type": "tag", "begin": _tag_text(r), "content": sub(), "end": _tag_text(r)} for _ in range(r.randint(1, 2))]
+        node.update(separator=_pick(r, (",", "\n", "")), at_least_one=r.random() < 0.5)
+    elif kind == "dispatch":
+        node["rules"] = [[_pick(r, ("<a>", "<b>", "x")), sub()] for _ in range(r.randint(1, 2))]
+    return node
+
+
+def gen_structural_tag(r: random.Random) -> str:
+    """A structural tag as JSON text for `Grammar.structural_tag`: often valid, sometimes broken."""
+    _start(r)
+    text = json.dumps({"type": "structural_tag", "format": gen_structural_tag_obj(r)})
+    if r.random() < 0.1:
+        return mutate(r, text)
+    return text
+
+
 # -- token programs ---------------------------------------------------------------------------
 
 # Grammars the token programs drive (chosen by index; each kind of front-end, multi-byte text,
@@ -803,6 +874,8 @@ class Fuzzer:
                 grammar = Grammar.gbnf(text)
             elif kind == "json":
                 grammar = Grammar.json_schema(text)
+            elif kind == "tag":
+                grammar = Grammar.structural_tag(text, tokenizer=self.tokenizer)
             else:
                 raise ValueError(f"unknown fuzz kind {kind!r}")
             return grammar, Matcher(self.tokenizer, grammar)
@@ -1092,6 +1165,7 @@ GENERATORS: dict[str, Callable[[random.Random], Any]] = {
     "lark": gen_lark,
     "gbnf": gen_gbnf,
     "json": gen_json_schema,
+    "tag": gen_structural_tag,
     "tokens": gen_token_program,
 }
 
@@ -1175,5 +1249,5 @@ def _print_counts(stats: FuzzStats, done: int, failures: int, seconds: float, *,
                   flush=True)
 
 
-__all__ = ["Fuzzer", "FuzzFailure", "GENERATORS", "KINDS", "gen_regex", "gen_lark", "gen_gbnf", "gen_json_schema",
+__all__ = ["Fuzzer", "FuzzFailure", "GENERATORS", "KINDS", "gen_regex", "gen_lark", "gen_gbnf", "gen_json_schema", "gen_structural_tag",
            "gen_token_program", "input_rng", "mutate"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ._errors import GrammarError
-from ._ir import GrammarIR, Lexeme, Sym
+from ._ir import GrammarIR, Lexeme, Rule, Sym
 
 # A regex of any one character (the core reads `.` without dot_all as "not a newline").
 _ANY = r"[\s\S]"
@@ -97,8 +97,10 @@ class _Compiler:
         self._nt_count = 0
         self._literal_memo: dict[str, list[Sym]] = {}
         self._json_memo: dict[str, Sym] = {}
+        self._grammar_memo: dict[str, Sym] = {}
         self._stops: tuple[str, ...] = ()  # the end strings of the innermost tag being compiled
         self._pieces = 0  # formats compiled so far (see `compile`)
+        self.own_literals: set[int] = set()  # the tag's literal lexemes (not a JSON grammar's)
 
     # -- symbols -----------------------------------------------------------------------------
 
@@ -117,7 +119,9 @@ class _Compiler:
             if token is not None:
                 out.append(Sym.t(self.ir.add_lexeme(Lexeme(piece, "special", token_ids=(token,)))))
             elif piece:
-                out.append(Sym.t(self.ir.add_lexeme(Lexeme(repr(piece), "literal", piece))))
+                index = self.ir.add_lexeme(Lexeme(repr(piece), "literal", piece))
+                self.own_literals.add(index)
+                out.append(Sym.t(index))
         self._literal_memo[text] = out
         return out
 
@@ -536,11 +540,14 @@ class _Compiler:
         from ._gbnf import gbnf_to_ir
 
         text = _field(fmt, "grammar", str, pointer)
-        try:
-            sub = gbnf_to_ir(text)
-        except GrammarError as err:
-            raise _error(f"in this grammar: {err}", pointer + "/grammar") from None
-        return self.then([_merge(self.ir, sub, f"grammar{len(self.ir.nonterminals)}")], follow, "grammar")
+        found = self._grammar_memo.get(text)  # once per text: a repeat compiles its content per copy
+        if found is None:
+            try:
+                sub = gbnf_to_ir(text)
+            except GrammarError as err:
+                raise _error(f"in this grammar: {err}", pointer + "/grammar") from None
+            found = self._grammar_memo[text] = _merge(self.ir, sub, f"grammar{len(self.ir.nonterminals)}")
+        return self.then([found], follow, "grammar")
 
     # -- token forms ---------------------------------------------------------------------------
 
@@ -827,4 +834,37 @@ def structural_tag_to_ir(spec: Any, *, tokenizer: Any = None, json_whitespace: s
     alts = compiler.compile(fmt, _END, pointer)
     for alt in alts:
         compiler.ir.add_rule(compiler.ir.start, compiler.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+    _split_prefix_literals(compiler.ir, compiler.own_literals)
     return compiler.ir
+
+
+def _split_prefix_literals(ir: GrammarIR, own: set[int]) -> None:
+    """Spell out, one character per lexeme, every literal lexeme of the tag (`own`: not the
+    lexemes of its JSON and GBNF parts, which are built for longest match) that is a proper
+    prefix of another such literal or has one as a proper prefix.
+
+    A structural tag's literals are text the output must contain, read character by character
+    in XGrammar; the core reads lexemes longest match first. Where two literals can start at
+    the same place and one extends the other (`abab` and `ababab`, from `ab` repeated), longest
+    match would read `ababab` out of `abababab` and fail on the rest, where `abab abab` fits.
+    Literals that no other literal extends are read the same either way; the others become
+    single characters, which never extend one another (one character lexemes are shared).
+    """
+    while True:
+        used = {sym.index for rule in ir.rules for sym in rule.rhs if sym.terminal}
+        literals = {ir.lexemes[index].value: index for index in own & used
+                    if ir.lexemes[index].kind == "literal" and not ir.lexemes[index].max_tokens and ir.lexemes[index].value}
+        split = set()
+        for text in literals:
+            for end in range(1, len(text)):
+                if text[:end] in literals:
+                    split.update((literals[text[:end]], literals[text]))
+        split = {i for i in split if len(ir.lexemes[i].value) > 1}
+        if not split:
+            return
+        chars = {i: [Sym.t(ir.add_lexeme(Lexeme(repr(c), "literal", c))) for c in ir.lexemes[i].value] for i in split}
+        own.update(sym.index for spelled in chars.values() for sym in spelled)
+        ir.rules = [
+            Rule(rule.lhs, tuple(out for sym in rule.rhs for out in (chars[sym.index] if sym.terminal and sym.index in chars else [sym])))
+            for rule in ir.rules
+        ]
