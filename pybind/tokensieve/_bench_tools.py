@@ -150,6 +150,9 @@ def run_tools_bench(tokenizer_path: Path, *, tool_count: int, rounds: int, model
     warm = [Matcher(tok, Grammar.regex("x")) for _ in range(8)]
     results["tokenizer_setup_ms"] = (time.perf_counter() - t0) * 1e3
     del warm
+    # A process that has compiled some other tools before (imports done, pure helpers cached):
+    # "cold" below means tools this process has not seen, not a new process.
+    Grammar.tool_calls(model=model, tools=make_tools(4, seed=99), tool_choice="auto", reasoning="auto", tokenizer=tok)
     clear_grammar_cache()
     t0 = time.perf_counter()
     grammar = Grammar.tool_calls(model=model, tools=tools, tool_choice="auto", reasoning="auto", tokenizer=tok)

@@ -13,7 +13,6 @@ nonterminal j.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Sequence
@@ -112,7 +111,7 @@ class GrammarIR:
     no_skip: set[int] = field(default_factory=set)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _shared_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _shared_index: dict[tuple[object, ...], int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add_nonterminal(self, name: str) -> int:
         self.nonterminals.append(name)
@@ -129,7 +128,8 @@ class GrammarIR:
     def add_shared_lexeme(self, lexeme: Lexeme) -> int:
         """Add a lexeme, reusing one that differs at most in its name (which only messages
         read); returns its index."""
-        key = dataclasses.replace(lexeme, name="")
+        key = (lexeme.kind, lexeme.value, lexeme.lazy, lexeme.token_ids, lexeme.and_patterns, lexeme.not_patterns,
+               lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens)  # every field but the name
         index = self._shared_index.get(key)
         if index is None:
             index = self._shared_index[key] = self.add_lexeme(lexeme)

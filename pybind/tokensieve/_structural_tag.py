@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -85,6 +86,13 @@ class _Alt:
 
 
 _END = (_Alt("", None),)
+
+# The IR of each tool's argument schema, across grammars: servers compile the same tools in many
+# combinations (other tool lists, tool choices, reasoning modes). Read-only once built; oldest
+# dropped first.
+_SCHEMA_IR_COUNT_MAX = 4096
+_schema_irs: dict[str, GrammarIR] = {}
+_schema_irs_lock = threading.Lock()
 
 
 class _Compiler:
@@ -456,11 +464,17 @@ class _Compiler:
         key = json.dumps(schema, sort_keys=True)
         found = self._json_memo.get(key)
         if found is None:
-            try:
-                sub = json_schema_to_ir(_strict(schema), whitespace="compact")
-            except GrammarError as err:
-                inner = err.json_pointer or ""
-                raise _error(f"in this json_schema: {err}", f"{pointer}/json_schema{inner}") from None
+            sub = _schema_irs.get(key)
+            if sub is None:
+                try:
+                    sub = json_schema_to_ir(_strict(schema), whitespace="compact")
+                except GrammarError as err:
+                    inner = err.json_pointer or ""
+                    raise _error(f"in this json_schema: {err}", f"{pointer}/json_schema{inner}") from None
+                with _schema_irs_lock:
+                    _schema_irs[key] = sub
+                    while len(_schema_irs) > _SCHEMA_IR_COUNT_MAX:
+                        _schema_irs.pop(next(iter(_schema_irs)))
             found = self._json_memo[key] = _merge_json(self.ir, sub, f"json{len(self._json_memo)}", lexeme_prefix="json")
         return found
 
