@@ -877,14 +877,12 @@ pub const WalkCache = struct {
             const node = nodes[p];
             const state = states[depth];
             const next_state = try lexer.next(state, node.byte);
-            var alive = next_state != lexer_mod.dead;
-            if (alive and has_lazy and lexer.stateInfo(next_state).lazy_accepting) {
-                alive = false;
-                try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
-            } else if (!alive and lexer.isAccepting(state)) {
-                try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
-            }
-            if (alive) {
+            const dead = next_state == lexer_mod.dead;
+            // The parser decides here: the lexeme would end (a lazy match, or a dead byte
+            // after an accepting state).
+            const ends = if (dead) lexer.isAccepting(state) else has_lazy and lexer.stateInfo(next_state).lazy_accepting;
+            if (ends) try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
+            if (!dead and !ends) {
                 mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
                 if (node.subtree_size > 1) {
                     depth += 1;

@@ -182,14 +182,18 @@ class _Compiler:
             alts = self.compile(elements[index], alts, f"{pointer}/elements/{index}")
         return alts
 
+    def any_of(self, formats: list[Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
+        """The alternatives of each of `formats` (at `pointer/index`), followed by `follow`."""
+        out: list[_Alt] = []
+        for index, fmt in enumerate(formats):
+            out.extend(self.compile(fmt, follow, f"{pointer}/{index}"))
+        return tuple(dict.fromkeys(out))
+
     def f_or(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         elements = _field(fmt, "elements", list, pointer)
         if not elements:
             raise _error("an `or` needs at least one element", pointer + "/elements")
-        out: list[_Alt] = []
-        for index, element in enumerate(elements):
-            out.extend(self.compile(element, follow, f"{pointer}/elements/{index}"))
-        return tuple(dict.fromkeys(out))
+        return self.any_of(elements, follow, pointer + "/elements")
 
     def f_tag(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         ends = fmt.get("end")
@@ -378,10 +382,7 @@ class _Compiler:
         banned = list(excludes) + [t for t in triggers if _first_piece(t, self.specials)[1] is None]
 
         def tags_then(after: Sequence[_Alt]) -> tuple[_Alt, ...]:
-            out: list[_Alt] = []
-            for index, tag in enumerate(tags):
-                out.extend(self.compile(tag, after, f"{pointer}/tags/{index}"))
-            return tuple(dict.fromkeys(out))
+            return self.any_of(tags, after, f"{pointer}/tags")
 
         if stop_after_first:
             first = tags_then(follow)
@@ -405,10 +406,7 @@ class _Compiler:
         stop_after_first = bool(fmt.get("stop_after_first", False))
 
         def tags_then(after: Sequence[_Alt]) -> tuple[_Alt, ...]:
-            out: list[_Alt] = []
-            for index, tag in enumerate(tags):
-                out.extend(self.compile(tag, after, f"{pointer}/tags/{index}"))
-            return tuple(dict.fromkeys(out))
+            return self.any_of(tags, after, f"{pointer}/tags")
 
         if stop_after_first:
             first = tags_then(follow)
