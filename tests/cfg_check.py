@@ -8,7 +8,7 @@ import numpy as np
 
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar, Matcher
-from tokensieve._ir import GrammarIR
+from tokensieve._grammar.ir import GrammarIR
 
 SAMPLE_SIZE = 600
 # Allowed tokens checked per step (all of them when fewer): big masks would make the slow

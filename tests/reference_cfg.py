@@ -65,7 +65,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import regex
 
-from tokensieve._ir import GrammarIR, Rule
+from tokensieve._grammar.ir import GrammarIR, Rule
 
 SKIP = -1  # the skip regex's index among lexeme indices
 _CACHE_ENTRY_COUNT_MAX = 200_000  # cached prefixes; the caches are dropped past this

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tokensieve import Grammar, Matcher, Tokenizer
-from tokensieve._ir import GrammarIR, Lexeme, Sym
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
 
 ALPHABET = "abc\""
 LENGTH_MAX = 7

@@ -13,7 +13,7 @@ import pytest
 
 from cfg_check import check_against_reference
 from tokensieve import Grammar, Matcher
-from tokensieve._ir import GrammarIR, Lexeme, Sym
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
 
 
 

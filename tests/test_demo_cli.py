@@ -10,8 +10,8 @@ import re
 
 import jsonschema
 
-from tokensieve import _demo
-from tokensieve._cli import main
+from tokensieve._tools import demo as _demo
+from tokensieve._tools.cli import main
 
 
 def test_demo_prints_valid_dates_times_and_schema_valid_json(capsys):

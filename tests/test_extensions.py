@@ -8,7 +8,7 @@ import pytest
 
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher
-from tokensieve._handles import token_has_extension
+from tokensieve._core.handles import token_has_extension
 
 
 def test_has_extension_matches_a_vocabulary_scan(shared_dir):
@@ -52,7 +52,7 @@ def _first_extensible(texts, data, start, allowed):
 
 def test_token_heal_position_matches_a_vocabulary_scan(shared_dir):
     from conftest import load_shared_tokenizer
-    from tokensieve._handles import token_heal_position
+    from tokensieve._core.handles import token_heal_position
 
     tok = load_shared_tokenizer("llama3")
     texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
@@ -85,7 +85,7 @@ def test_healing_long_forced_runs_is_linear_and_inputs_over_1_mib_are_refused(wa
     # than that has no extension; the oracle scans only the offsets that can have one.
     from conftest import load_shared_tokenizer
     from tokensieve import LimitError
-    from tokensieve._handles import token_heal_position
+    from tokensieve._core.handles import token_heal_position
 
     tok = load_shared_tokenizer("llama3")
     texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]

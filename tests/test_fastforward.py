@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokensieve import Grammar, Matcher
-from tokensieve._fastforward import compute_ff_tokens, tokenize_partial
-from tokensieve._handles import token_has_extension
-from tokensieve._generate import Sampling, _sample, _sample_lists, generate
+from tokensieve._decoding.fastforward import compute_ff_tokens, tokenize_partial
+from tokensieve._core.handles import token_has_extension
+from tokensieve._decoding.generate import Sampling, _sample, _sample_lists, generate
 
 
 @pytest.fixture(scope="module")

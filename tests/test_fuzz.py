@@ -1,13 +1,13 @@
 """Fuzzing (issue 9, item 6): grammar texts and token streams end in a result or a named
 `TokensieveError`, within bounds, with a bystander matcher that stays correct.
 
-The generators and the verdicts live in the package (`tokensieve._fuzz`, also behind
+The generators and the verdicts live in the package (`tokensieve._tools.fuzz`, also behind
 `tokensieve fuzz --inputs N`); here Hypothesis drives the same generators through
 `st.randoms()` (so failures shrink), derandomized and with a fixed number of examples per kind
 and build, about 40 s in all. Every failure the long runs found is a case in
 `tests/data/fuzz/cases.json` (format in tests/data/README.md), replayed under both builds.
 
-What fails an input (see `tokensieve._fuzz`): an exception that is not a `TokensieveError`, a
+What fails an input (see `tokensieve._tools.fuzz`): an exception that is not a `TokensieveError`, a
 trap, a `LimitError` without its limit or from the wall-clock deadline, a `GrammarError` that
 names no place, a step or compile over its bound, a mask that disagrees with consume or with
 `is_accepting`, a history that disagrees with what was consumed, and a bystander matcher (on a
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokensieve import Tokenizer, configure
-from tokensieve._fuzz import GENERATORS, KINDS, Fuzzer, FuzzFailure
+from tokensieve._tools.fuzz import GENERATORS, KINDS, Fuzzer, FuzzFailure
 
 CASES_PATH = Path(__file__).parent / "data" / "fuzz" / "cases.json"
 CASES = json.loads(CASES_PATH.read_text(encoding="utf-8"))

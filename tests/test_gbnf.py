@@ -1,4 +1,4 @@
-"""The GBNF front-end (`tokensieve._gbnf`): IR shape, lexeme merging, errors, and the language.
+"""The GBNF front-end (`tokensieve._grammar.gbnf`): IR shape, lexeme merging, errors, and the language.
 
 Three layers:
 
@@ -27,7 +27,7 @@ import regex
 from reference_cfg import ReferenceRecognizer, _to_python_pattern
 
 from tokensieve._errors import GrammarError
-from tokensieve._gbnf import (
+from tokensieve._grammar.gbnf import (
     CharSet,
     Choice,
     GbnfGrammar,
@@ -39,7 +39,7 @@ from tokensieve._gbnf import (
     gbnf_to_ir,
     parse_gbnf,
 )
-from tokensieve._ir import GrammarIR
+from tokensieve._grammar.ir import GrammarIR
 
 GRAMMARS_DIR = Path(__file__).resolve().parent / "data" / "grammars"
 CASES: list[dict] = json.loads((GRAMMARS_DIR / "gbnf_cases.json").read_text(encoding="utf-8"))
@@ -345,7 +345,7 @@ def test_deep_nesting_and_long_repetition_counts_are_handled() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_corpus_ir_compiles_in_the_core(case: dict) -> None:
-    from tokensieve._grammar import Grammar
+    from tokensieve._grammar.grammar import Grammar
 
     Grammar.from_ir(gbnf_to_ir(case_grammar(case)), source=case_grammar(case), kind="gbnf")
 

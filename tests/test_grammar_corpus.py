@@ -10,8 +10,8 @@ import pytest
 
 from cfg_check import check_against_reference
 from tokensieve import Grammar
-from tokensieve._gbnf import gbnf_to_ir
-from tokensieve._lark import lark_to_ir
+from tokensieve._grammar.gbnf import gbnf_to_ir
+from tokensieve._grammar.lark import lark_to_ir
 
 DATA = Path(__file__).parent / "data" / "grammars"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tokensieve import Grammar, Matcher, configure
-from tokensieve._bench_hostile import load_cases, run_ours
+from tokensieve._tools.hostile import load_cases, run_ours
 
 from conftest import load_shared_tokenizer
 

@@ -19,9 +19,9 @@ import pytest
 
 from conftest import REPO_ROOT
 from tokensieve import Grammar, Matcher, Tokenizer
-from tokensieve._demo import EXAMPLES, compile_grammar
-from tokensieve._ir import encode_ir
-from tokensieve._matcher import mask_token_ids
+from tokensieve._tools.demo import EXAMPLES, compile_grammar
+from tokensieve._grammar.ir import encode_ir
+from tokensieve._decoding.matcher import mask_token_ids
 
 JS_TESTS = REPO_ROOT / "wasm" / "js" / "test"
 WASM = REPO_ROOT / "pybind" / "tokensieve" / "_wasm" / "tokensieve.wasm"

@@ -1,4 +1,4 @@
-"""Tests of the JSON Schema front-end (`tokensieve._json_schema`).
+"""Tests of the JSON Schema front-end (`tokensieve._grammar.json_schema.compiler`).
 
 - Pieces against brute force: integer and number range regexes, string lengths, the
   ECMA-pattern translation (against Python's `re.search` on the decoded string).
@@ -28,7 +28,7 @@ import regex
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar
 from tokensieve._errors import GrammarError
-from tokensieve._json_schema import (
+from tokensieve._grammar.json_schema.compiler import (
     FORMAT_REGEXES,
     GRAMMAR_SYMBOL_COUNT_MAX,
     int_range_regex,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tokensieve import Grammar, Matcher, Tokenizer
 from tokensieve._errors import GrammarError
-from tokensieve._json_schema import json_schema_to_ir, multiple_of_regex
+from tokensieve._grammar.json_schema.compiler import json_schema_to_ir, multiple_of_regex
 
 BYTES = Tokenizer.from_token_bytes(
     [bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256]

@@ -20,10 +20,10 @@ import pytest
 from conftest import load_shared_tokenizer
 
 from tokensieve import Grammar, LimitError, Limits, Matcher
-from tokensieve._bench_alternations import identifier_words
+from tokensieve._tools.hostile import identifier_words
 from tokensieve._core import CoreOptions, CorePool
-from tokensieve._ir import GrammarIR, Lexeme, Sym
-from tokensieve._matcher import mask_token_ids
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
+from tokensieve._decoding.matcher import mask_token_ids
 
 WORD_COUNT = 10_000
 MEMORY_MAX_BYTES = 20 * 2**20

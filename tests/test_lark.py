@@ -1,4 +1,4 @@
-"""The Lark-like front-end (`tokensieve._lark.lark_to_ir`): IR shape, errors, and meaning.
+"""The Lark-like front-end (`tokensieve._grammar.lark.lark_to_ir`): IR shape, errors, and meaning.
 
 - IR-level tests parse small grammars and inspect lexemes, rules and options.
 - Error tests feed malformed grammars and check the `GrammarError` place and advice.
@@ -18,8 +18,8 @@ import pytest
 
 from reference_cfg import ReferenceRecognizer
 from tokensieve._errors import GrammarError
-from tokensieve._ir import GrammarIR, Lexeme, Sym
-from tokensieve._lark import COMMON_TERMINALS, NESTING_DEPTH_MAX, lark_to_ir
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
+from tokensieve._grammar.lark import COMMON_TERMINALS, NESTING_DEPTH_MAX, lark_to_ir
 
 GRAMMARS = Path(__file__).parent / "data" / "grammars"
 CASES: list[dict[str, Any]] = json.loads((GRAMMARS / "cases.json").read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ import pytest
 
 from cfg_check import check_against_reference
 from tokensieve import Grammar, GrammarError, Matcher
-from tokensieve._lark import lark_to_ir
+from tokensieve._grammar.lark import lark_to_ir
 
 WEATHER = (
     '{"type": "object", "properties": {"name": {"const": "get_weather"}, "city": {"type": "string"},'

@@ -17,7 +17,7 @@ import pytest
 from conftest import load_shared_tokenizer, shared_path
 
 from tokensieve import configure
-from tokensieve._bench_leak import pick_leak_entries, run_leak
+from tokensieve._tools.leak import pick_leak_entries, run_leak
 
 SCHEMAS = 150
 CYCLES = 1_500

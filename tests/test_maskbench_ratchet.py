@@ -18,7 +18,7 @@ import sys
 import pytest
 from conftest import REPO_ROOT, load_shared_tokenizer, shared_path
 
-from tokensieve._maskbench import Entry, compare_with_ratchet, load_entries, load_ratchet, pick_sample, run_maskbench
+from tokensieve._tools.maskbench import Entry, compare_with_ratchet, load_entries, load_ratchet, pick_sample, run_maskbench
 
 RATCHET = REPO_ROOT / "tests" / "data" / "maskbench_expected.json"
 SAMPLE_SIZE = 150

@@ -18,8 +18,8 @@ import pytest
 
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar, Matcher, Tokenizer
-from tokensieve._ir import GrammarIR
-from tokensieve._lark import lark_to_ir
+from tokensieve._grammar.ir import GrammarIR
+from tokensieve._grammar.lark import lark_to_ir
 
 VOCAB = ["a", "b", "c", "ab", "bc", "abc", "ca", "x", "ax", "cx", "xa", "1", "a1", " ", "a ", "x "]
 EOS = len(VOCAB)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import load_shared_tokenizer
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher, PromptLookup, Sampling, TokensieveError, generate
-from tokensieve._prompt_lookup import _TextIndex, _TokenIndex
+from tokensieve._decoding.prompt_lookup import _TextIndex, _TokenIndex
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Union
 import pytest
 
 from reference_cfg import ReferenceLimitError, ReferenceRecognizer
-from tokensieve._ir import GrammarIR, Lexeme, Sym
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
 
 
 @dataclass(frozen=True)

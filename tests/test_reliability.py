@@ -63,7 +63,7 @@ def test_fork_storm_after_a_refused_rollback(llama3):
 def _maskbench_cycles(shared_dir, count):
     import json
 
-    from tokensieve._maskbench import load_entries
+    from tokensieve._tools.maskbench import load_entries
 
     entries = []
     for split in ("Github_easy", "Github_medium", "Glaiveai2K", "Kubernetes"):

@@ -18,7 +18,7 @@ import pytest
 
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher
-from tokensieve._ir import GrammarIR, Lexeme, Sym
+from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
 
 TOKENIZERS = ("llama3", "gpt2")
 JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'

@@ -31,8 +31,8 @@ from xgrammar.testing import _is_grammar_accept_string
 from cfg_check import allowed_ids, check_against_reference
 from conftest import load_shared_tokenizer
 from tokensieve import Grammar, GrammarError, Matcher, Tokenizer
-from tokensieve._structural_tag import structural_tag_to_ir
-from tokensieve._tool_calls import MODEL_FAMILIES, tool_call_structural_tag
+from tokensieve._grammar.structural_tag import structural_tag_to_ir
+from tokensieve._grammar.tool_calls import MODEL_FAMILIES, tool_call_structural_tag
 
 XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_coder", "deepseek_v3_1", "harmony", "kimi")
 CHOICES: tuple[Any, ...] = (

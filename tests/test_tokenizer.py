@@ -34,9 +34,10 @@ try:
 except ImportError:  # a bare checkout: use the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pybind"))
 
-from tokensieve import _tokenizer
+from tokensieve._tokenizer import pybpe
+from tokensieve._tokenizer import tokenizer as _tokenizer
 from tokensieve._errors import TokenizerError, TokensieveError
-from tokensieve._tokenizer import Tokenizer
+from tokensieve._tokenizer.tokenizer import Tokenizer
 
 SHARED = Path(
     os.environ.get("TOKENSIEVE_SHARED") or Path(__file__).resolve().parents[1].parent / "shared"
@@ -517,7 +518,7 @@ def test_pure_python_path_is_used_without_tokenizers(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_tokenizer, "_import_tokenizers", lambda: None)
     gpt2 = Tokenizer.from_file(fixture_path("gpt2"))
     assert gpt2.encode("Hello world") == [15496, 995]
-    assert isinstance(gpt2._encoders["auto"], _tokenizer._PyEncoder)
+    assert isinstance(gpt2._encoders["auto"], pybpe._PyEncoder)
     with pytest.raises(TokenizerError, match="pip install tokenizers"):
         gpt2._encode_with("x", "hf")
 
@@ -527,7 +528,7 @@ def test_pure_python_split_regex_without_the_regex_module(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With only `re`, \\p{L} and \\p{N} become explicit ranges; results stay the same."""
-    monkeypatch.setattr(_tokenizer, "_import_regex", lambda: None)
+    monkeypatch.setattr(pybpe, "_import_regex", lambda: None)
     item = load(name)
     tokenizer = Tokenizer.from_str(item.json_text)
     for text in CORPUS:
@@ -535,12 +536,12 @@ def test_pure_python_split_regex_without_the_regex_module(
 
 
 def test_translate_for_re() -> None:
-    translated = _tokenizer._translate_for_re(r"[^\r\n\p{L}\p{N}]?\p{L}+|\P{N}")
+    translated = pybpe._translate_for_re(r"[^\r\n\p{L}\p{N}]?\p{L}+|\P{N}")
     pattern = re.compile(translated)
     assert pattern.fullmatch("Zoë") and pattern.fullmatch(" 日本")
     assert not pattern.fullmatch("1") and pattern.fullmatch("x")
     with pytest.raises(TokenizerError, match="regex"):
-        _tokenizer._translate_for_re(r"\p{Han}")
+        pybpe._translate_for_re(r"\p{Han}")
 
 
 # --- core tables ------------------------------------------------------------------------------
@@ -640,7 +641,7 @@ def test_default_is_the_bundled_gpt2() -> None:
     assert (default.n_tokens, default.eos_token_ids) == (50257, (50256,))
     assert default.encode("Hello world") == [15496, 995]
     assert default.core_tables() == load("gpt2").ours.core_tables()
-    bundled = Path(_tokenizer.__file__).parent / "data" / "gpt2.tokenizer.json.gz"
+    bundled = Path(tokensieve.__file__).parent / "data" / "gpt2.tokenizer.json.gz"
     digest = hashlib.sha256(gzip.decompress(bundled.read_bytes())).hexdigest()
     assert digest == "cda20b8ca044949aa07ac4078420c80d1a57139d5f9f33700e46fb2d891e7c66"
 

@@ -131,7 +131,7 @@ def _popcount(mask_b64: str) -> int:
 
 def test_page_samples_valid_json_and_its_masks_equal_wasmtime(page, tmp_path):
     import jsonschema
-    from tokensieve import _demo
+    from tokensieve._tools import demo as _demo
 
     schema_text = json.dumps(SCHEMA, indent=2)
     _compile(page, "json_schema", schema_text)
@@ -185,7 +185,7 @@ def test_page_samples_valid_json_and_its_masks_equal_wasmtime(page, tmp_path):
     ],
 )
 def test_page_shows_compile_errors_with_line_and_column(page, kind, text):
-    from tokensieve import _demo
+    from tokensieve._tools import demo as _demo
 
     _compile(page, kind, text)
     status = page.locator("#compile-status")

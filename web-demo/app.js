@@ -2,7 +2,7 @@
 //
 // `window.tokensieve` is the page's small API, used by its own buttons and by the browser
 // test (tests/test_web_demo.py): `ready` (a promise of the worker's info) and
-// `call(method, args)` (a promise of tokensieve._demo.handle's reply).
+// `call(method, args)` (a promise of tokensieve._tools.demo.handle's reply).
 
 const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
 const $ = (id) => document.getElementById(id);

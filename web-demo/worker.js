@@ -8,9 +8,9 @@
 //   worker → page  {type: "progress", text}            while starting
 //                  {type: "ready", info}                once, when requests can be served
 //                  {type: "failed", error}              starting failed
-//                  {type: "reply", id, reply}           reply = tokensieve._demo.handle's JSON,
+//                  {type: "reply", id, reply}           reply = tokensieve._tools.demo.handle's JSON,
 //                                                       parsed: {ok, result} or {ok: false, error}
-//   page → worker  {id, method, args}                   methods of tokensieve._demo.handle, and
+//   page → worker  {id, method, args}                   methods of tokensieve._tools.demo.handle, and
 //                                                       "put_file" {path, base64} into Pyodide's FS
 //
 // Everything is served by `tokensieve web` from one folder: ./pyodide/ (the pinned npm
@@ -35,12 +35,12 @@ async function start() {
   pyodide.unpackArchive(wheel, "zip", { extractDir: sitePackages });
 
   say({ type: "progress", text: "Loading the GPT-2 tokenizer and the WebAssembly core…" });
-  const demo = pyodide.pyimport("tokensieve._demo");
+  const demo = pyodide.pyimport("tokensieve._tools.demo");
   const t1 = performance.now();
   const info = JSON.parse(
     pyodide.runPython(`
 import json, sys, tokensieve
-from tokensieve import _demo
+from tokensieve._tools import demo as _demo
 import time
 tok = _demo.tokenizer()
 _start = time.perf_counter()

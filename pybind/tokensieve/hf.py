@@ -16,9 +16,9 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from ._grammar import Grammar
-from ._matcher import Matcher
-from ._tokenizer import Tokenizer
+from ._grammar.grammar import Grammar
+from ._decoding.matcher import Matcher
+from ._tokenizer.tokenizer import Tokenizer
 
 
 __all__ = ["CausalLM", "LogitsProcessor"]

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .._errors import GrammarError
-from .._grammar import Grammar
+from .._grammar.grammar import Grammar
 
 _CACHE_ENTRIES_MAX = 1024
 _cache: OrderedDict[tuple[Any, ...], tuple[Any, Grammar]] = OrderedDict()

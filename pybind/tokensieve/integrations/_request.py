@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._matcher import Matcher
+from .._decoding.matcher import Matcher
 
 
 class RequestMatcher:

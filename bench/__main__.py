@@ -1,0 +1,7 @@
+"""`python -m bench <name> …` from the checkout's root: `tokensieve bench <name> …`."""
+
+import sys
+
+from tokensieve._tools.cli import main
+
+sys.exit(main(["bench", *sys.argv[1:]]))

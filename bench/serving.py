@@ -1,0 +1,279 @@
+"""`tokensieve bench batch` and `tokensieve bench hf`: what serving costs, beside the peers.
+
+- **batch**: a decoding step of a batch of requests (MaskBench schemas, Llama-3, each request
+  at its own position in a valid instance): every request consumes its next token, then the
+  batch's masks are filled. tokensieve's `fill_bitmasks` (parallel over core instances) and its
+  serial loop, beside llguidance's `fill_next_token_bitmask_par` and its serial loop, in the
+  same run, for 1, 8, 64 and 256 requests.
+- **hf**: the time a logits processor adds to `transformers`' `model.generate` per step, with a
+  tiny randomly initialised Llama (CPU) and the Llama-3 tokenizer, batch 2: tokensieve's
+  `tokensieve.hf.LogitsProcessor`, llguidance's processor written the way its docs show, and
+  XGrammar's `xgrammar.contrib.hf.LogitsProcessor` (when installed), against no processor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+BATCH_SIZES = (1, 8, 64, 256)
+
+
+def _requests(tokenizer: Any, data_dir: Path, count: int, llg_tokenizer: Any) -> list[dict[str, Any]]:
+    """Schemas whose valid instance both engines accept, with its tokens."""
+    from tokensieve import Grammar, TokensieveError
+    from .maskbench import load_entries
+
+    out: list[dict[str, Any]] = []
+    for entry in load_entries(data_dir):
+        record = entry.record()
+        test = next((t for t in record["tests"] if t["valid"]), None)
+        if test is None:
+            continue
+        text = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False)
+        tokens = tokenizer.encode(text)
+        if len(tokens) < 12:
+            continue
+        try:
+            grammar = Grammar.json_schema(record["schema"], whitespace="compact")
+        except (TokensieveError, ValueError, TypeError, RecursionError):
+            continue
+        llg_grammar = None
+        if llg_tokenizer is not None:
+            import llguidance
+
+            try:
+                llg_grammar = llguidance.LLMatcher.grammar_from_json_schema(record["schema"], defaults={"whitespace_flexible": False})
+                if llguidance.LLMatcher(llg_tokenizer, llg_grammar, log_level=0).is_error():
+                    continue
+            except Exception:  # noqa: BLE001 - llguidance refuses the schema
+                continue
+        out.append({"grammar": grammar, "llg_grammar": llg_grammar, "tokens": tokens})
+        if len(out) >= count:
+            break
+    return out
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tokensieve import Matcher, Tokenizer, fill_bitmasks
+    from .basic import find_shared
+    from .maskbench import find_maskbench_dir
+
+    shared = find_shared()
+    if shared is None:
+        raise SystemExit("../shared not found: set TOKENSIEVE_SHARED")
+    tokenizer_path = shared / "tokenizers" / "llama3" / "tokenizer.json.gz"
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    llg_tokenizer = None
+    llg_np = None
+    if args.vs == "llguidance":
+        import gzip
+
+        import llguidance
+        import llguidance.numpy as llg_np
+
+        llg_tokenizer = llguidance.LLTokenizer(gzip.open(tokenizer_path).read().decode())
+    requests = _requests(tokenizer, find_maskbench_dir(), max(BATCH_SIZES), llg_tokenizer)
+    rows: list[dict[str, Any]] = []
+    for size in args.sizes:
+        batch = [requests[i % len(requests)] for i in range(size)]
+        # A first pass builds what every grammar builds lazily (lexer states, slices) in every
+        # instance, so no measured run pays for it.
+        warm = [Matcher(tokenizer, r["grammar"]) for r in batch for _ in range(2)]
+        _steps(batch * 2, warm, lambda: None, lambda m, t: (m.compute_bitmask(), m.consume_token(t)), args.steps)
+        ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
+        bitmask = np.zeros((size, ours[0].mask_words), dtype=np.int32)
+        row: dict[str, Any] = {"requests": size}
+        row["tokensieve_batch_us"] = _steps(batch, ours, lambda: fill_bitmasks(ours, bitmask), lambda m, t: m.consume_token(t), args.steps)
+        ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
+        row["tokensieve_serial_us"] = _steps(
+            batch, ours, lambda: [m.fill_bitmask(bitmask, i) for i, m in enumerate(ours)], lambda m, t: m.consume_token(t), args.steps
+        )
+        if llg_tokenizer is not None:
+            import llguidance
+
+            executor = llguidance.LLExecutor()
+            llg_mask = llg_np.allocate_token_bitmask(size, llg_tokenizer.vocab_size)
+            warm_llg = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+            _steps(batch, warm_llg, lambda: None, lambda m, t: (llg_np.fill_next_token_bitmask(m, llg_mask, 0), m.consume_token(t)), args.steps)
+            theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+            pairs = [(m, i) for i, m in enumerate(theirs)]
+            row["llguidance_batch_us"] = _steps(
+                batch, theirs, lambda: llg_np.fill_next_token_bitmask_par(executor, pairs, llg_mask), lambda m, t: m.consume_token(t), args.steps
+            )
+            theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+            row["llguidance_serial_us"] = _steps(
+                batch, theirs, lambda: [llg_np.fill_next_token_bitmask(m, llg_mask, i) for i, m in enumerate(theirs)],
+                lambda m, t: m.consume_token(t), args.steps,
+            )
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    report = {"cores": _cores(), "rows": rows}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_batch(report))
+    return 0
+
+
+def _steps(batch: list[dict[str, Any]], matchers: list[Any], fill: Any, consume: Any, steps: int) -> float:
+    """Median µs of a batch fill, each after every request consumed its next token."""
+    times = []
+    for step in range(steps):
+        for request, matcher in zip(batch, matchers):
+            tokens = request["tokens"]
+            if step < len(tokens) - 1:
+                consume(matcher, tokens[step])
+        start = time.perf_counter()
+        fill()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def format_batch(report: dict[str, Any]) -> str:
+    lines = [
+        f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs (median µs per batch)",
+        "",
+        "| requests | tokensieve fill_bitmasks | tokensieve serial | llguidance par | llguidance serial | ours / llg par | speedup over serial |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in report["rows"]:
+        ours, serial = row["tokensieve_batch_us"], row["tokensieve_serial_us"]
+        llg = row.get("llguidance_batch_us")
+        lines.append(
+            f"| {row['requests']} | {ours:.0f} | {serial:.0f} | {llg if llg is None else f'{llg:.0f}'} | "
+            f"{row.get('llguidance_serial_us', float('nan')):.0f} | {'' if llg is None else f'{ours / llg:.2f}x'} | {serial / ours:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+# -- transformers generate ---------------------------------------------------------------------
+
+
+def run_hf(args: argparse.Namespace) -> int:
+    import gzip
+    import tempfile
+
+    import torch
+    import transformers
+
+    from tokensieve import Grammar, Tokenizer
+    from .basic import find_shared
+    from tokensieve.hf import LogitsProcessor
+
+    shared = find_shared()
+    if shared is None:
+        raise SystemExit("../shared not found: set TOKENSIEVE_SHARED")
+    folder = Path(tempfile.mkdtemp())
+    (folder / "tokenizer.json").write_bytes(gzip.open(shared / "tokenizers" / "llama3" / "tokenizer.json.gz").read())
+    hf_tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), eos_token="<|end_of_text|>")
+    tokenizer = Tokenizer.from_hf(hf_tokenizer)
+    torch.set_num_threads(1)  # the model is tiny; a thread pool only adds noise
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(hf_tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=1024, eos_token_id=hf_tokenizer.eos_token_id, pad_token_id=hf_tokenizer.eos_token_id,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name", "tags"]}
+    prompt = torch.tensor([hf_tokenizer.encode("Answer:", add_special_tokens=False)] * 2)
+    steps = args.steps
+
+    def generate(processors: list[Any]) -> float:
+        start = time.perf_counter()
+        out = model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), logits_processor=processors, max_new_tokens=steps,
+            min_new_tokens=steps, do_sample=False, pad_token_id=hf_tokenizer.eos_token_id,
+        )
+        assert out.shape[1] - prompt.shape[1] == steps
+        return (time.perf_counter() - start) / steps * 1e3
+
+    engines: dict[str, Any] = {
+        "tokensieve": lambda: [LogitsProcessor(tokenizer, Grammar.json_schema(schema))],
+    }
+    try:
+        import llguidance  # noqa: F401
+
+        engines["llguidance"] = lambda: [_LlgProcessor(hf_tokenizer, schema)]
+    except ImportError:
+        pass
+    try:
+        import xgrammar
+        import xgrammar.contrib.hf as xgr_hf
+
+        info = xgrammar.TokenizerInfo.from_huggingface(hf_tokenizer, vocab_size=config.vocab_size)
+        compiled = xgrammar.GrammarCompiler(info).compile_json_schema(json.dumps(schema))
+        engines["xgrammar"] = lambda: [xgr_hf.LogitsProcessor(compiled)]
+    except ImportError:
+        pass
+    results: dict[str, list[float]] = {"none": []}
+    for name in engines:
+        results[name] = []
+    for _ in range(args.rounds):
+        results["none"].append(generate([]))
+        for name, make in engines.items():
+            results[name].append(generate(make()))
+    base = statistics.median(results["none"])
+    lines = [f"model.generate, tiny Llama (CPU), Llama-3 tokenizer, batch 2, {steps} steps: ms per step", "",
+             "| processor | ms per step | added ms per step |", "|---|---:|---:|"]
+    report = {}
+    for name, values in results.items():
+        median = statistics.median(values)
+        report[name] = {"ms_per_step": median, "added_ms": median - base}
+        lines.append(f"| {name} | {median:.2f} | {median - base:+.2f} |")
+    print(json.dumps(report, indent=2) if args.json else "\n".join(lines))
+    return 0
+
+
+class _LlgProcessor:
+    """llguidance as a transformers logits processor, the way its documentation writes one."""
+
+    def __init__(self, hf_tokenizer: Any, schema: dict[str, Any]) -> None:
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+
+        self.llg = llguidance
+        self.llg_torch = llguidance.torch
+        self.tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer)
+        self.grammar = llguidance.LLMatcher.grammar_from_json_schema(schema)
+        self.matchers: list[Any] = []
+        self.executor = llguidance.LLExecutor()
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        batch = input_ids.shape[0]
+        if not self.matchers:
+            self.matchers = [self.llg.LLMatcher(self.tokenizer, self.grammar) for _ in range(batch)]
+            self.bitmask = self.llg_torch.allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+        else:
+            for matcher, token in zip(self.matchers, input_ids[:, -1].tolist()):
+                matcher.consume_token(token)
+        self.llg_torch.fill_next_token_bitmask_par(self.executor, [(m, i) for i, m in enumerate(self.matchers)], self.bitmask)
+        self.llg_torch.apply_token_bitmask_inplace(scores, self.bitmask)
+        return scores
+
+
+def add_serving_benches(sub: Any) -> None:
+    p = sub.add_parser("batch", help="batch mask fill per step, parallel over core instances, beside llguidance")
+    p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")
+    p.add_argument("--sizes", type=int, nargs="+", default=list(BATCH_SIZES))
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_batch)
+    p = sub.add_parser("hf", help="time a logits processor adds to transformers' generate, beside llguidance and XGrammar")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_hf)

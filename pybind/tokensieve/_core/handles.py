@@ -1,0 +1,63 @@
+"""The core handles of shared objects: a tokenizer's trie and a grammar's compiled form, per
+core instance.
+
+A tokenizer or grammar is built in an instance the first time a matcher there needs it, and
+shared by every matcher of that instance. The handle is freed when the Python object dies
+(queued to the instance, see `Core.free_later`), or with the instance when it is retired.
+Finalizers do not run at interpreter exit: the instances go away then anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._errors import ArgumentError
+
+if TYPE_CHECKING:
+    from . import Core
+
+
+class CoreHandles:
+    """An object's handles, one per core instance, created on demand (thread safe)."""
+
+    __slots__ = ("kind", "_by_core", "_lock", "__weakref__")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._by_core: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, owner: Any, core: Core, build: Callable[[Core], int]) -> int:
+        """The handle of `owner` in `core`, built by `build(core)` the first time."""
+        handle = self._by_core.get(core)
+        if handle is not None:
+            return handle
+        with self._lock:
+            handle = self._by_core.get(core)
+            if handle is None:
+                handle = build(core)
+                self._by_core[core] = handle
+                finalizer = weakref.finalize(owner, core.free_later, self.kind, handle)
+                finalizer.atexit = False
+        return handle
+
+
+def token_has_extension(tokenizer: Any, data: bytes) -> bool:
+    """Does some token of `tokenizer` strictly extend `data`? Answered by the core's trie."""
+    from . import default_pool
+
+    core = default_pool().first()
+    return core.tokenizer_has_extension(tokenizer.core_handle(core), bytes(data))
+
+
+def token_heal_position(tokenizer: Any, data: bytes, start: int = 0) -> int:
+    """The earliest offset `i >= start` such that some token strictly extends `data[i:]`;
+    `len(data)` when none (`tokenize_partial`'s healing, one call into the core)."""
+    from . import default_pool
+
+    if not 0 <= start <= len(data):
+        raise ArgumentError(f"start {start} is outside 0..{len(data)}")
+    core = default_pool().first()
+    return core.tokenizer_heal_position(tokenizer.core_handle(core), bytes(data), start)

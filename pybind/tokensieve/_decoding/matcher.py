@@ -1,0 +1,631 @@
+"""`Matcher`: one decoding position of a grammar over a tokenizer, driven in the core.
+
+A matcher lives in one core instance of its pool (`_core/pool.py`); its forks stay there. It
+keeps the tokens it consumed (a list of ints), which is what lets it survive the death of its
+instance: when another request's grammar traps or runs past its deadline there, the instance is
+retired, and this matcher's next call re-creates it on a healthy instance and replays its
+tokens. The matcher whose own call killed an instance raises and stays failed until `reset`.
+
+Every public method holds the matcher's (reentrant) lock, so a matcher may be shared between
+threads: calls are serialized. Calls on matchers of different instances run in parallel.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+
+from .._core import Core, CorePool, default_pool
+from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
+from .._grammar.grammar import Grammar
+
+if TYPE_CHECKING:
+    from .._tokenizer.tokenizer import Tokenizer
+
+_T = TypeVar("_T")
+
+
+def _release(core: Core, handle: int) -> None:
+    core.matcher_count -= 1
+    core.free_later("matcher", handle)
+
+
+class Matcher:
+    """Tracks one output against a grammar and computes which tokens may come next.
+
+    A token is allowed when the output so far plus the token's bytes can still be completed to a
+    string of the grammar. EOS ids are allowed exactly when the output may end here; consuming
+    one stops the matcher. After that the mask still allows EOS (a finished request's row in a
+    batch stays a valid mask), while consuming refuses every token, EOS included, and leaves the
+    state as it is; `rollback(1)` undoes the EOS. Special tokens (other than EOS) and ids beyond the tokenizer's own
+    (up to `vocab_size`) are never allowed.
+
+    Most methods are one call into the WebAssembly core. Safe to share between threads (calls
+    are serialized).
+
+    Args:
+        tokenizer: the model's tokenizer (a `tokensieve.Tokenizer`; for a transformers
+            tokenizer, `Tokenizer.from_hf(it)`).
+        grammar: what the output must follow.
+        vocab_size: the model's logits width, when wider than the tokenizer's: masks are this
+            many bits and the extra ids are never allowed. Matchers of one width share one trie
+            per core instance.
+        pool: the core instances to live in (default: `tokensieve.configure`'s pool).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        grammar: Grammar,
+        *,
+        vocab_size: int | None = None,
+        pool: CorePool | None = None,
+    ) -> None:
+        from .._tokenizer.tokenizer import Tokenizer
+
+        if not isinstance(tokenizer, Tokenizer):
+            hint = (
+                "; wrap it with tokensieve.Tokenizer.from_hf(tokenizer)"
+                if hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "convert_ids_to_tokens")
+                else ""
+            )
+            raise ArgumentError(f"Matcher needs a tokensieve.Tokenizer, not {type(tokenizer).__name__}{hint}")
+        if not isinstance(grammar, Grammar):
+            raise ArgumentError(f"Matcher needs a tokensieve.Grammar, not {type(grammar).__name__}")
+        if vocab_size is not None:
+            tokenizer = tokenizer.with_vocab_size(_index(vocab_size, "vocab_size"))
+        self.tokenizer = tokenizer
+        self.grammar = grammar
+        self.vocab_size: int = tokenizer.vocab_size
+        self.mask_words: int = (self.vocab_size + 31) // 32
+        self._pool = pool or default_pool()
+        self._lock = threading.RLock()
+        self._tokens: list[int] = []
+        self._failure: Callable[[], TokensieveError] | None = None
+        self._last_dest: tuple[Any, int, Any, Any] | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._core: Core
+        self._handle: int
+        self._attach(*self._create(self._pool.place()))
+
+    def __repr__(self) -> str:
+        return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"
+
+    # -- placement and failure scope -------------------------------------------------------
+
+    def _create(self, core: Core) -> tuple[Core, int]:
+        """A fresh core matcher for this tokenizer and grammar in `core`."""
+        return core, core.matcher_new(self.tokenizer.core_handle(core), self.grammar.core_handle(core))
+
+    def _attach(self, core: Core, handle: int) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # release the previous core matcher (queued on its instance)
+        self._core, self._handle = core, handle
+        core.matcher_count += 1
+        self._finalizer = weakref.finalize(self, _release, core, handle)
+        self._finalizer.atexit = False
+
+    def _migrate(self) -> None:
+        """Re-create this matcher on a healthy instance and replay its tokens (its instance was
+        retired because of another matcher's failure)."""
+        core, handle = self._create(self._pool.replacement(self._core))
+        try:
+            if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
+                raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
+        except BaseException:
+            core.free_later("matcher", handle)
+            raise
+        self._attach(core, handle)
+
+    def _live_core(self) -> Core:
+        """The healthy instance this matcher lives in (moving it there first if needed)."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure()
+            if self._core.poisoned:
+                self._migrate()
+            return self._core
+
+    def _run(self, call: Callable[[Core, int], _T]) -> _T:
+        """Run `call(core, handle)` on a live instance, under the matcher's lock."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure()
+            for attempt in range(2):
+                if self._core.poisoned:
+                    self._migrate()
+                core = self._core
+                try:
+                    return call(core, self._handle)
+                except (CoreTrap, LimitError) as err:
+                    if not self._failed(core, err) and attempt == 0:
+                        continue
+                    raise
+            raise AssertionError("unreachable")
+
+    def _failed(self, core: Core, err: TokensieveError) -> bool:
+        """After `err` from a call on `core`: False when another thread's call had retired the
+        instance first (retry elsewhere); True otherwise, and when this call retired it, the
+        matcher stays failed and says so on later calls."""
+        if getattr(err, "instance_retired", False):
+            return False
+        if core.poisoned:
+            message, limit = str(err), getattr(err, "limit", None)
+            hint = "; reset() it or create a new one"
+            self._failure = (
+                (lambda: LimitError(f"this matcher failed earlier: {message}{hint}", limit=limit))
+                if isinstance(err, LimitError)
+                else (lambda: CoreTrap(f"this matcher failed earlier: {message}{hint}"))
+            )
+        return True
+
+    # -- masks -----------------------------------------------------------------------------
+
+    def compute_bitmask(self) -> Any:
+        """The allowed tokens as a bitmask.
+
+        Returns:
+            A numpy int32 array of ceil(vocab_size / 32) words: token t is allowed when bit
+            t % 32 (least significant first) of word t // 32 is set. Without numpy (Pyodide),
+            an `array.array("i")` with the same layout.
+
+        Raises:
+            LimitError: the grammar needed more work than its limits allow (`.limit` says which).
+        """
+        out = _new_row(self.mask_words)
+        with self._lock:
+            core = self._core
+            dest = core.runtime.dest_for(memoryview(out))
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    return out
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+            self._run(
+                lambda core, handle: core.matcher_fill_bitmask(
+                    handle, self.mask_words, core.runtime.dest_for(memoryview(out))
+                )
+            )
+        return out
+
+    def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
+        """Write the allowed-token mask into row `row` of a caller's int32 array.
+
+        The layout is the one serving engines use (see `compute_bitmask`), copied straight from
+        the core's linear memory into the array.
+
+        Args:
+            bitmask: a numpy array or CPU torch tensor of int32, shape (batch, words) or
+                (words,), with words = ceil(vocab_size / 32); rows must be contiguous.
+            row: the row to fill (0 <= row < batch).
+
+        The matcher remembers the last array it filled (repeated fills of the same row skip
+        re-validating it), which keeps that array alive and its size fixed while the matcher
+        is alive.
+
+        Raises:
+            ValueError: wrong dtype, shape, device or row.
+        """
+        dest = self._dest(bitmask, row)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    return
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+            self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
+
+    def _dest(self, bitmask: Any, row: int) -> Any:
+        last = self._last_dest
+        if last is not None and last[0] is bitmask and last[1] == row:
+            return last[2]
+        view = _row_view(bitmask, row, self.mask_words)
+        dest = self._core.runtime.dest_for(view)
+        self._last_dest = (bitmask, row, dest, view)
+        return dest
+
+    def consume_and_fill_bitmask(self, token: int, bitmask: Any, row: int = 0) -> bool:
+        """Consume `token` and write the next mask, in one call into the core.
+
+        Returns:
+            True when the token was accepted (and the mask written); False when the grammar
+            refuses it (nothing changes).
+        """
+        token = self._token(token)
+        dest = self._dest(bitmask, row)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    accepted = core.matcher_consume_and_fill(self._handle, token, self.mask_words, dest)
+                    if accepted:
+                        self._tokens.append(token)
+                    return accepted
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+
+        def call(core: Core, handle: int) -> bool:
+            accepted = core.matcher_consume_and_fill(handle, token, self.mask_words, dest)
+            if accepted:
+                self._tokens.append(token)
+            return accepted
+
+        return self._run(call)
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def consume_token(self, token: int) -> bool:
+        """Advance by one token.
+
+        Returns:
+            True when the grammar allows it (the state advanced); False when it does not (the
+            state is unchanged).
+
+        Raises:
+            TokensieveError: `token` is not in 0..vocab_size-1.
+            TypeError: `token` is not an int.
+        """
+        token = self._token(token)
+        with self._lock:
+            core = self._core
+            if self._failure is None and not core.poisoned:  # the step path: no closures
+                try:
+                    accepted = core.matcher_consume_token(self._handle, token)
+                    if accepted:
+                        self._tokens.append(token)
+                    return accepted
+                except (CoreTrap, LimitError) as err:
+                    if self._failed(core, err):
+                        raise
+
+        def call(core: Core, handle: int) -> bool:
+            accepted = core.matcher_consume_token(handle, token)
+            if accepted:
+                self._tokens.append(token)
+            return accepted
+
+        return self._run(call)
+
+    def consume_tokens(self, tokens: Sequence[int]) -> bool:
+        """Advance by several tokens, all or nothing.
+
+        Returns:
+            True when all were consumed; False when one is refused (nothing is consumed).
+        """
+        ids = self._tokens_checked(tokens)
+
+        def call(core: Core, handle: int) -> bool:
+            if core.matcher_consume_tokens(handle, ids) != len(ids):
+                return False
+            self._tokens.extend(ids)
+            return True
+
+        return self._run(call)
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens`, from the start, the grammar would accept; the state is unchanged."""
+        ids = self._tokens_checked(tokens)
+        return self._run(lambda core, handle: core.matcher_validate_tokens(handle, ids))
+
+    def rollback(self, count: int) -> None:
+        """Undo the last `count` consumed tokens (an EOS counts as one).
+
+        Raises:
+            TokensieveError: fewer than `count` tokens were consumed, or `count` is negative.
+        """
+        count = _index(count, "count")
+        if count < 0:
+            raise ArgumentError(f"rollback takes a non-negative count, not {count}")
+        with self._lock:
+            if count > len(self._tokens):
+                raise ArgumentError(f"cannot roll back {count} tokens: only {len(self._tokens)} consumed")
+
+        def call(core: Core, handle: int) -> None:
+            core.matcher_rollback(handle, count)
+            if count:
+                del self._tokens[-count:]
+
+        self._run(call)
+
+    def reset(self) -> None:
+        """Go back to the start of the grammar (a failed matcher becomes usable again)."""
+        with self._lock:
+            if self._failure is not None or self._core.poisoned:
+                self._failure = None
+                self._tokens.clear()
+                self._attach(*self._create(self._pool.replacement(self._core)))
+                return
+
+            def call(core: Core, handle: int) -> None:
+                core.matcher_reset(handle)
+                self._tokens.clear()
+
+            self._run(call)
+
+    def fork(self) -> Matcher:
+        """An independent copy of this matcher at the same position, in the same core instance
+        (shares the compiled grammar)."""
+        with self._lock:
+            handle = self._run(lambda core, handle: core.matcher_fork(handle))
+            copy = object.__new__(Matcher)
+            copy.tokenizer = self.tokenizer
+            copy.grammar = self.grammar
+            copy.vocab_size = self.vocab_size
+            copy.mask_words = self.mask_words
+            copy._pool = self._pool
+            copy._lock = threading.RLock()
+            copy._tokens = list(self._tokens)
+            copy._failure = None
+            copy._last_dest = None
+            copy._finalizer = None
+            copy._attach(self._core, handle)
+            return copy
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def token_count(self) -> int:
+        """Tokens consumed so far (EOS included)."""
+        return self._run(lambda core, handle: core.matcher_token_count(handle))
+
+    @property
+    def consumed_tokens(self) -> list[int]:
+        """The tokens consumed so far, in order (EOS included); a copy."""
+        with self._lock:
+            return list(self._tokens)
+
+    def is_accepting(self) -> bool:
+        """True when the output may end here (EOS is allowed)."""
+        return self._run(lambda core, handle: core.matcher_is_accepting(handle))
+
+    def is_stopped(self) -> bool:
+        """True when nothing but EOS can follow, or EOS was consumed.
+
+        Note for decoding loops: a stopped matcher still needs its EOS. A loop that stops
+        filling masks at `is_stopped()` without emitting EOS lets the model write anything next;
+        fill the mask once more (only EOS is allowed) or append EOS. XGrammar's
+        `is_terminated()` is true only after EOS was consumed.
+        """
+        return self._run(lambda core, handle: core.matcher_is_stopped(handle))
+
+    def last_fuel(self) -> int:
+        """Fuel units the last call on this matcher's grammar spent in its core instance
+        (diagnostics: the work measure `Limits.step_fuel_max` bounds, see docs/limits.md)."""
+        return self._run(lambda core, handle: core.matcher_last_fuel(handle))
+
+    def extension_allowed(self, prefix: bytes, suffix: bytes) -> bool:
+        """After the bytes `prefix`, would the grammar allow a token strictly extending `suffix`?
+
+        The question fast-forward healing asks before turning forced bytes into tokens. Does
+        not change the state; False when the grammar refuses `prefix` itself.
+        """
+        prefix, suffix = bytes(prefix), bytes(suffix)
+        return self._run(lambda core, handle: core.matcher_extension_allowed(handle, prefix, suffix))
+
+    def heal_position(self, data: bytes, start: int = 0) -> int:
+        """The earliest offset `i >= start` from which a token the grammar allows (after
+        `data[:i]`) strictly extends `data[i:]`; `len(data)` when there is none.
+
+        Fast-forward healing's question in one call into the core. Does not change the state.
+        """
+        data = bytes(data)
+        if not 0 <= start <= len(data):
+            raise ArgumentError(f"start {start} is outside 0..{len(data)}")
+        return self._run(lambda core, handle: core.matcher_heal_position(handle, data, start))
+
+    def validate_text(self, data: bytes) -> tuple[int, bytes]:
+        """How far the grammar follows `data` from here, and what it forces after that.
+
+        Prompt lookup's question for a text draft, in one call into the core. The bytes are read
+        as if they went into one token (token budgets are not charged). Does not change the state.
+
+        Returns:
+            (valid, forced): `data[:valid]` is the longest prefix the grammar allows; `forced`
+            are the bytes it forces after that prefix (at most 4096).
+        """
+        data = bytes(data)
+        return self._run(lambda core, handle: core.matcher_validate_text(handle, data))
+
+    def fill_draft_masks(self, tokens: Sequence[int], bitmask: Any = None) -> tuple[int, Any]:
+        """The masks at every position of a draft, from one call into the core.
+
+        Row i is the mask before `tokens[i]`; the row after the last accepted token is the mask
+        after the draft. Verification of speculative drafts masks each position with these.
+        Does not change the state.
+
+        Args:
+            tokens: the draft.
+            bitmask: optional int32 array of shape (>= len(tokens) + 1, words) to fill; by
+                default a new one (numpy, or a list of `array.array("i")` rows without numpy).
+
+        Returns:
+            (valid, masks): `valid` draft tokens are accepted; rows 0..valid are written.
+        """
+        ids = self._tokens_checked(tokens)
+        words = self.mask_words
+        if bitmask is None:
+            bitmask = _new_masks(len(ids) + 1, words)
+        keep: list[Any] = []
+
+        def dest_row(core: Core, row: int) -> Any:
+            view = _row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else _row_view(bitmask, row, words)
+            keep.append(view)
+            return core.runtime.dest_for(view)
+
+        valid = self._run(
+            lambda core, handle: core.matcher_fill_draft_masks(handle, ids, words, lambda row: dest_row(core, row))
+        )
+        return valid, bitmask
+
+    def compute_ff_bytes(self) -> bytes:
+        """The bytes the grammar forces next: no alternative, and it cannot end before them.
+
+        Does not change the state. Empty when there is a choice (or the output may end here).
+        """
+        return self._run(lambda core, handle: core.matcher_compute_ff_bytes(handle))
+
+    def compute_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
+        """The tokens the grammar forces next, healed to be canonical (see `_fastforward`).
+
+        Args:
+            lookback: how many trailing tokens may be dropped because a longer allowed token
+                could start inside them (0: no healing).
+            context_tokens: the output's recent tokens; the last one is tokenizer context.
+                Default: the tokens this matcher consumed.
+
+        Does not change the state. Forced special tokens are included as their ids.
+        """
+        from .fastforward import compute_ff_tokens
+
+        lookback = _index(lookback, "lookback")
+        if lookback < 0:
+            raise ArgumentError(f"lookback must be >= 0, not {lookback}")
+        with self._lock:
+            if context_tokens is None:
+                context_tokens = self._tokens[-lookback - 1 :]
+            return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
+
+    def consume_ff_tokens(self, *, lookback: int = 4, context_tokens: Sequence[int] | None = None) -> list[int]:
+        """Consume the tokens `compute_ff_tokens` returns, and return them."""
+        with self._lock:
+            tokens = self.compute_ff_tokens(lookback=lookback, context_tokens=context_tokens)
+            if tokens and not self.consume_tokens(tokens):
+                raise TokensieveError(
+                    f"internal: the grammar refused its own forced tokens {tokens!r}; please report this with the grammar"
+                )
+            return tokens
+
+    # -- arguments -------------------------------------------------------------------------
+
+    def _token(self, token: Any) -> int:
+        value = token if type(token) is int else _index(token, "token id")
+        if not 0 <= value < self.vocab_size:
+            raise _bad_token(value, self.vocab_size)
+        return value
+
+    def _tokens_checked(self, tokens: Sequence[int]) -> list[int]:
+        if isinstance(tokens, (str, bytes)):
+            raise ArgumentError(f"token ids must be a sequence of ints, not {type(tokens).__name__}")
+        return [self._token(t) for t in tokens]
+
+
+def _index(value: Any, what: str) -> int:
+    """`value` as an int: ints and numpy integers, not bools, floats or strings."""
+    if isinstance(value, bool):
+        raise ArgumentError(f"{what} must be an int, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{what} must be an int, not {type(value).__name__}") from None
+
+
+def mask_token_ids(mask: Sequence[int], limit: int) -> list[int]:
+    """The token ids below `limit` whose bit is set in `mask` (int32 words), in order; plain
+    Python, for hosts without numpy."""
+    ids: list[int] = []
+    for index, word in enumerate(mask):
+        bits = int(word) & 0xFFFFFFFF
+        while bits:
+            low = bits & -bits
+            token = index * 32 + low.bit_length() - 1
+            if token < limit:
+                ids.append(token)
+            bits ^= low
+    return ids
+
+
+_numpy_module: Any = None
+
+
+def numpy_or_none() -> Any:
+    """The numpy module, or None when it is not installed (Pyodide here), looked up once.
+
+    A failed import is not cached by Python: under Pyodide each attempt searches every path
+    entry again, about 300 µs, which used to be most of a mask's cost there.
+    """
+    global _numpy_module
+    if _numpy_module is None:
+        try:
+            import numpy
+        except ImportError:
+            _numpy_module = False
+        else:
+            _numpy_module = numpy
+    return _numpy_module or None
+
+
+def _new_row(words: int) -> Any:
+    np = numpy_or_none()
+    if np is None:
+        import array
+
+        return array.array("i", bytes(words * 4))
+    return np.empty(words, dtype=np.int32)
+
+
+def _new_masks(rows: int, words: int) -> Any:
+    """A zeroed (rows, words) int32 array: numpy when importable, else rows of `array.array`."""
+    np = numpy_or_none()
+    if np is None:
+        import array
+
+        return [array.array("i", bytes(words * 4)) for _ in range(rows)]
+    return np.zeros((rows, words), dtype=np.int32)
+
+
+def _bad_token(token: int, vocab_size: int) -> TokensieveError:
+    return ArgumentError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
+
+
+def _row_view(bitmask: Any, row: Any, words: int) -> memoryview:
+    """A writable byte view of one contiguous int32 row of a numpy array or CPU torch tensor."""
+    row = _index(row, "row")
+    if row < 0:
+        raise ArgumentError(f"row must be >= 0, not {row}")
+    module = type(bitmask).__module__
+    if module.startswith("torch"):
+        if bitmask.device.type != "cpu":
+            raise ArgumentError(
+                f"fill_bitmask needs a CPU tensor (got device {bitmask.device}); fill a CPU "
+                "(ideally pinned) tensor and copy it to the device"
+            )
+        bitmask = bitmask.numpy()
+    shape = getattr(bitmask, "shape", None)
+    dtype = getattr(bitmask, "dtype", None)
+    if shape is None or dtype is None:
+        try:
+            view = memoryview(bitmask)
+        except TypeError:
+            raise ArgumentError(
+                f"the bitmask must be an int32 numpy array, CPU torch tensor or buffer, not {type(bitmask).__name__}"
+            ) from None
+        if view.format not in ("i", "l") or view.itemsize != 4:
+            raise ArgumentError("fill_bitmask needs an int32 buffer")
+        target = view.cast("B")
+        if target.nbytes % (words * 4):
+            raise ArgumentError(f"the bitmask buffer's size is not a multiple of {words} int32 words")
+        if (row + 1) * words * 4 > target.nbytes:
+            raise ArgumentError(f"row {row} is outside the bitmask's {target.nbytes // (words * 4)} rows")
+        return target[row * words * 4 : (row + 1) * words * 4]
+    if str(dtype) != "int32":
+        raise ArgumentError(f"fill_bitmask needs an int32 array, got {dtype}")
+    if len(shape) not in (1, 2):
+        raise ArgumentError(f"fill_bitmask needs a 1-D or 2-D array, got shape {tuple(shape)}")
+    if shape[-1] != words:
+        raise ArgumentError(f"the bitmask has {shape[-1]} words per row; this vocabulary needs {words}")
+    if len(shape) == 2 and row >= shape[0]:
+        raise ArgumentError(f"row {row} is outside the bitmask's {shape[0]} rows")
+    if len(shape) == 1 and row != 0:
+        raise ArgumentError(f"a 1-D bitmask has only row 0, not {row}")
+    target_row = bitmask[row] if len(shape) == 2 else bitmask
+    if not target_row.flags["C_CONTIGUOUS"] or not target_row.flags["WRITEABLE"]:
+        raise ArgumentError("the bitmask row must be contiguous and writable")
+    return memoryview(target_row).cast("B")

@@ -1,0 +1,246 @@
+"""The grammar IR: what every front-end (regex, Lark-like, GBNF, choices, JSON Schema) produces
+and the core compiles. Documented in `docs/grammar_ir.md`.
+
+A grammar is a context-free grammar over *lexemes* (terminals). A lexeme is a regular
+expression, a literal string, or a set of special tokens (by id). Rules are plain BNF: one
+nonterminal on the left, a sequence of symbols on the right (possibly empty); front-ends desugar
+`? * + {m,n}` and groups into helper nonterminals. One optional *skip* regex (whitespace,
+comments) may appear between any two lexemes.
+
+Symbols on right-hand sides are `Sym` values: `Sym.t(i)` for lexeme i, `Sym.n(j)` for
+nonterminal j.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Sequence
+
+from .._errors import GrammarError
+
+LexemeKind = Literal["regex", "literal", "special"]
+
+
+class Sym(NamedTuple):
+    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index."""
+
+    terminal: bool
+    index: int
+
+    @staticmethod
+    def t(index: int) -> Sym:
+        return Sym(True, index)
+
+    @staticmethod
+    def n(index: int) -> Sym:
+        return Sym(False, index)
+
+
+@dataclass(frozen=True)
+class Lexeme:
+    """A terminal of the grammar.
+
+    Attributes:
+        name: for messages (`NUMBER`, `"{"`, `<|eot_id|>`).
+        kind: `"regex"` (value is a pattern, full-match), `"literal"` (value is the exact text),
+            or `"special"` (token_ids lists the special tokens that match it; value is unused).
+        value: the pattern or the literal text.
+        lazy: end the lexeme at the shortest match (for text that ends at a stop string),
+            instead of the longest.
+        token_ids: for `"special"` lexemes, the token ids it matches.
+        and_patterns: regexes the text must also match (intersection), e.g. a JSON Schema
+            `pattern` together with `maxLength`.
+        not_patterns: regexes the text must not match (difference), e.g. property names
+            already taken, for `additionalProperties` keys.
+        dot_all: in `value`, `.` also matches a newline.
+        ignore_case: in `value`, ASCII letters match both cases.
+        max_tokens: the most tokens of model output one occurrence may span (0: no limit).
+            When the budget is spent at a token boundary the lexeme ends there if it matches
+            (even if the next byte could extend it); `docs/grammar_ir.md` has the details.
+    """
+
+    name: str
+    kind: LexemeKind
+    value: str = ""
+    lazy: bool = False
+    token_ids: tuple[int, ...] = ()
+    and_patterns: tuple[str, ...] = ()
+    not_patterns: tuple[str, ...] = ()
+    dot_all: bool = False
+    ignore_case: bool = False
+    max_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`lhs → rhs`; an empty `rhs` is an ε-rule."""
+
+    lhs: int
+    rhs: tuple[Sym, ...]
+
+
+@dataclass
+class GrammarIR:
+    """A whole grammar.
+
+    Attributes:
+        nonterminals: names, indexed by nonterminal index (for messages).
+        lexemes: indexed by lexeme index.
+        rules: in any order; a nonterminal may have several.
+        start: the start nonterminal.
+        skip: a regex that may appear between lexemes (e.g. whitespace), or None.
+        allow_initial_skip: the skip regex may also appear before the first lexeme (and after
+            the last one).
+        skip_once: the skip regex matches at most once between two lexemes (so a bounded
+            regex bounds the text there); otherwise skips may follow each other.
+        no_skip: nonterminals whose text admits no skip regex between their lexemes (their
+            rules spell out their own whitespace, e.g. JSON inside a Lark grammar): at a lexeme
+            boundary the skip regex needs some other rule in progress across it (`docs/grammar_ir.md`).
+        options: front-end options the IR has no field for, by name (the Lark front-end's
+            `%llguidance {...}` keys such as `no_forcing`, `allow_invalid_utf8`, `ignore_once`).
+    """
+
+    nonterminals: list[str] = field(default_factory=list)
+    lexemes: list[Lexeme] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    start: int = 0
+    skip: str | None = None
+    allow_initial_skip: bool = False
+    skip_once: bool = False
+    no_skip: set[int] = field(default_factory=set)
+    options: dict[str, object] = field(default_factory=dict)
+    _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _shared_index: dict[tuple[object, ...], int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def add_nonterminal(self, name: str) -> int:
+        self.nonterminals.append(name)
+        return len(self.nonterminals) - 1
+
+    def add_lexeme(self, lexeme: Lexeme) -> int:
+        """Add a lexeme, reusing an identical one; returns its index."""
+        index = self._lexeme_index.get(lexeme)
+        if index is None:
+            index = self._lexeme_index[lexeme] = len(self.lexemes)
+            self.lexemes.append(lexeme)
+        return index
+
+    def add_shared_lexeme(self, lexeme: Lexeme) -> int:
+        """Add a lexeme, reusing one that differs at most in its name (which only messages
+        read); returns its index."""
+        key = (lexeme.kind, lexeme.value, lexeme.lazy, lexeme.token_ids, lexeme.and_patterns, lexeme.not_patterns,
+               lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens)  # every field but the name
+        index = self._shared_index.get(key)
+        if index is None:
+            index = self._shared_index[key] = self.add_lexeme(lexeme)
+        return index
+
+    def add_rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
+        self.rules.append(Rule(lhs, tuple(rhs)))
+
+
+# The core's regex metacharacters (docs/lexer.md), `-` and `/` included so a literal is safe in
+# any position, and control characters as `\xHH`.
+_LITERAL_ESCAPES = str.maketrans(
+    {**{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"}, **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
+)
+
+
+def literal_regex(text: str) -> str:
+    """A regex of the core's syntax that matches exactly `text`."""
+    return text.translate(_LITERAL_ESCAPES)
+
+
+def alternation_regex(texts: Sequence[str]) -> str:
+    """One regex matching exactly the given literal texts (an empty text matches the empty string).
+
+    Front-ends use it for a list of literal alternatives (`Grammar.choice`, a JSON Schema
+    `enum` of strings, a Lark rule of strings) instead of one lexeme per text: 10,000 lexemes
+    cost a Python object, an IR record and a core table entry each, one lexeme costs one
+    pattern, which the core factors into the trie of the texts (`docs/lexer.md`).
+    """
+    return "(?:" + "|".join(literal_regex(t) for t in dict.fromkeys(texts)) + ")"
+
+
+def productive_nonterminals(ir: GrammarIR) -> list[bool]:
+    """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
+    productive = [False] * len(ir.nonterminals)
+    missing = [sum(1 for s in rule.rhs if not s.terminal) for rule in ir.rules]
+    uses: list[list[int]] = [[] for _ in ir.nonterminals]
+    for r, rule in enumerate(ir.rules):
+        for s in rule.rhs:
+            if not s.terminal:
+                uses[s.index].append(r)
+    queue = [r for r, count in enumerate(missing) if count == 0]
+    while queue:
+        lhs = ir.rules[queue.pop()].lhs
+        if productive[lhs]:
+            continue
+        productive[lhs] = True
+        for r in uses[lhs]:
+            missing[r] -= 1
+            if missing[r] == 0:
+                queue.append(r)
+    return productive
+
+
+IR_MAGIC = 0x31475354
+_NONTERMINAL_FLAG = 1 << 31
+_KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
+
+
+def _text_words(text: str, lexeme: int) -> bytes:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # A lone surrogate (from a `\ud800` escape in a schema or grammar string) is not text.
+        raise GrammarError(
+            f"the pattern holds a lone surrogate U+{ord(text[err.start]):04X} (at character {err.start}), "
+            "which is not a Unicode character and has no UTF-8 form; remove it or write a whole "
+            "surrogate pair",
+            position=err.start,
+            lexeme=lexeme,
+        ) from None
+    return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
+
+
+def encode_ir(ir: GrammarIR) -> bytes:
+    """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md).
+
+    Raises:
+        GrammarError: a pattern is not valid Unicode (`.lexeme` names it; the skip pattern is
+            lexeme `len(ir.lexemes)`).
+    """
+    flags = (
+        (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.no_skip else 0)
+        | (8 if ir.skip_once else 0)
+    )
+    out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
+    if ir.skip is not None:
+        out.append(_text_words(ir.skip, len(ir.lexemes)))
+    if ir.no_skip:
+        out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
+    for index, lexeme in enumerate(ir.lexemes):
+        boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
+        flags = (
+            (1 if lexeme.lazy else 0)
+            | (2 if boolean else 0)
+            | (4 if lexeme.dot_all else 0)
+            | (8 if lexeme.ignore_case else 0)
+            | (16 if lexeme.max_tokens else 0)
+        )
+        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)
+        if lexeme.kind == "special":
+            ids = lexeme.token_ids
+            out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
+        else:
+            out.append(head + _text_words(lexeme.value, index))
+        if boolean:
+            for patterns in (lexeme.and_patterns, lexeme.not_patterns):
+                out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
+        if lexeme.max_tokens:
+            out.append(struct.pack("<I", lexeme.max_tokens))
+    for rule in ir.rules:
+        symbols = [s.index if s.terminal else _NONTERMINAL_FLAG | s.index for s in rule.rhs]
+        out.append(struct.pack(f"<{len(symbols) + 2}I", rule.lhs, len(symbols), *symbols))
+    return b"".join(out)

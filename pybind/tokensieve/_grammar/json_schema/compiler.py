@@ -1,0 +1,2463 @@
+"""The JSON Schema front-end: a JSON Schema → `GrammarIR` whose matches are JSON texts valid
+under the schema (compact, or with whitespace between lexemes).
+
+The design follows llguidance's (`docs/json_schema.md` there), so schemas behave the same:
+
+- **Lexemes.** Every scalar is ONE lexeme: a string is `"` + body + `"` (body from `pattern`,
+  `format` or `minLength`/`maxLength`), a number or integer one regex (with its bounds built in),
+  `true|false` one regex, `null` a literal; object keys are literal lexemes (`"name"`), and the
+  punctuation `{ } [ ] , :` are literals. Whitespace is the IR's skip regex, so it may appear
+  between any two lexemes but never before the first or after the last (`allow_initial_skip`
+  is off).
+- **Objects.** Properties come in `properties` order, then `required` keys not listed there,
+  then any other keys (`patternProperties` and `additionalProperties`; a missing
+  `additionalProperties` counts as `additional_properties_default`). Each optional property
+  may be absent; a state (member, properties so far) places the commas and, with
+  `minProperties`/`maxProperties`, counts (up to `OBJECT_STATE_COUNT_MAX` states). Other keys
+  are key lexemes with intersection/difference parts: one per set of matching patterns
+  (`pattern & ~other patterns & ~listed names`; all subsets up to `PATTERN_SUBSETS_MAX`
+  patterns, so overlapping patterns are exact; beyond that a key matching several is
+  refused), and `string & ~patterns & ~names` for additional keys. `propertyNames` is
+  intersected into every key lexeme and checked on listed names. Duplicate keys are not
+  detected.
+- **Arrays.** `prefixItems` (or a draft-4 `items` list), then `items` (or `additionalItems`)
+  for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
+  and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
+  bounds. Repetition is left-recursive.
+- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: exact when the options
+  are provably disjoint (types, listed values, a required discriminator property), otherwise
+  **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
+  sibling keywords, are *merged* into one schema (types intersected, properties merged with the
+  other side's `additionalProperties` for keys it does not list, `required` united, the tighter
+  bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
+  options. Two different `pattern`s (or a `pattern` with `minLength`/`maxLength`) use the IR's
+  intersection lexemes (`Lexeme.and_patterns`).
+- **`$ref`.** Local references only (`#`, `#/json/pointer` with `~0 ~1` and percent escapes,
+  `#anchor` via `$anchor` or a draft-6 `$id: "#name"`, or the root `$id` followed by a fragment).
+  A plain `$ref` (nothing but annotations beside it) becomes one nonterminal per target,
+  compiled once from a worklist, so recursive schemas work and the Python stack stays bounded.
+- **Strings.** A `pattern` is ECMA-262 with *search* semantics: unless a top-level alternative
+  starts with `^` (ends with `$`) it is wrapped in "any JSON string characters". The pattern
+  describes the *decoded* string while the lexeme matches *JSON-escaped* text, so the pattern
+  is translated character set by character set (`_EcmaPattern`): printable ASCII other than
+  `"` and `\\` matches itself (`/` also as `\\/`); `"` and `\\` match their escapes; control
+  characters match their short escape (`\\n`) and `\\u00XX`; non-ASCII characters match
+  themselves raw or as `\\uXXXX` (any hex case); astral characters as a surrogate-pair escape
+  only when the set holds all of them. Printable ASCII written as `\\u0041` is not accepted
+  inside patterns (no serializer writes that). `\\d \\w` are ASCII, `\\s` is ECMA's set.
+  Lookaround, backreferences, `\\b`, `\\p{..}` and anchors inside groups are `GrammarError`s
+  (lenient: the pattern is dropped with a warning).
+- **Formats** `date-time date time duration email hostname ipv4 ipv6 uuid uri uri-reference`
+  are regexes here; other formats accept any string and add a warning.
+- **Integers** with `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (draft-4 boolean
+  and draft-6 numeric forms) are exact decimal digit-range regexes (`int_range_regex`).
+  **Numbers** with bounds are exact for integer bounds: the integer part is a digit range and
+  the fraction is free, zero or non-zero as the bound needs; a bounded number is written
+  without an exponent. Non-integer bounds are rounded outward (a superset; warning).
+  Unbounded numbers follow JSON's grammar. `-0` is not accepted.
+- **enum/const** values are emitted structurally (objects and arrays as punctuation and
+  literals, so whitespace may appear inside them), scalars as literal text of their compact
+  JSON; strings with non-ASCII or escaped characters accept both raw and `\\u` forms; an
+  integer-valued number also matches with a zero fraction (`1.0`). Each value is checked
+  against every other keyword beside it (`_json_instance.py`), so an enum is exact whatever
+  else the schema says (`not`, `oneOf`, `uniqueItems`, ...).
+- **`not`, `if`/`then`/`else`, `dependentRequired`, `dependentSchemas`, `dependencies`** are
+  kept as clauses and expanded into alternatives of plain schemas (`_json_schema_logic.py`):
+  `not` is pushed inwards keyword by keyword (`not {required: [a]}` → an object without `a`,
+  `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
+  `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
+  present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
+  `propertyNames`, `additionalProperties`, overlapping `oneOf`) are errors. `if`/`then`/`else`
+  are ignored under a draft-04/06 `$schema`, where they are not keywords.
+- **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
+  read left-recursively) and `uniqueItems`: exact when the items range over at most
+  `UNIQUE_DOMAIN_MAX` values (enum, boolean), **otherwise not enforced** (a warning).
+- **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
+  the digits, minimized and turned into a regex (`multiple_of_regex`); such numbers are written
+  without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters are ignored with a
+  warning.
+- `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
+  property or anyOf option that is `false` is dropped).
+
+Options: `whitespace` "flexible" (skip `[ \\t\\n\\r]+`), "compact" (no skip) or a regex;
+`lenient` turns unsupported keywords, patterns, negations and conflicting merges into warnings
+(the result then accepts a *superset* of the valid instances); `additional_properties_default`; `key_separator` and
+`item_separator` (literal texts). Warnings are in `ir.options["warnings"]` (a list of str).
+
+Errors are `GrammarError` with `json_pointer` set to the offending place, e.g.
+`/properties/a/not`. Limits: nesting deeper than `NESTING_DEPTH_MAX` schema levels, more than
+`GRAMMAR_SYMBOL_COUNT_MAX` grammar symbols, or `REPEAT_COUNT_MAX` in a string length.
+
+Every keyword's treatment (exact, approximate and in which direction, or error) is listed in
+`docs/json_schema.md`.
+
+TODO (not yet supported, in rough order of MaskBench frequency):
+- `oneOf` with overlapping options exactly (as `A and not B | B and not A` where negations exist).
+- `unevaluated*`, `$dynamicRef` (errors; lenient mode ignores them).
+- Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
+- `format` intersected with lengths; `contains` beside `prefixItems`.
+- Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import urllib.parse
+from typing import Any, NamedTuple, Sequence
+
+from ..charset import CODE_POINT_MAX, SURROGATES, Ranges, char_regex, class_regex, clip, complement, normalize
+from ..._errors import GrammarError
+from ..ir import GrammarIR, Lexeme, Sym, literal_regex, productive_nonterminals
+from .instance import InstanceChecker, Undecidable, json_type
+from .logic import Unexpressible, clause_alternatives, negate, value_schema
+
+__all__ = [
+    "json_schema_to_ir",
+    "int_range_regex",
+    "number_range_regex",
+    "string_regex",
+    "pattern_to_json_regex",
+    "FORMAT_REGEXES",
+    "NESTING_DEPTH_MAX",
+    "GRAMMAR_SYMBOL_COUNT_MAX",
+    "REPEAT_COUNT_MAX",
+]
+
+NESTING_DEPTH_MAX = 128  # schema levels (JSON pointer segments) below the root
+GRAMMAR_SYMBOL_COUNT_MAX = 500_000  # symbols over all rules (each rule counts 1 + its length)
+REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
+PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
+ANY_OF_PRODUCT_MAX = 256  # options when merging two anyOf lists (allOf of anyOfs)
+WHITESPACE_FLEXIBLE = r"[ \t\n\r]+"
+
+# Keywords that only annotate: ignored silently.
+ANNOTATIONS = frozenset(
+    {
+        "$schema", "$id", "id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
+        "title", "description", "default", "examples", "example", "readOnly", "writeOnly",
+        "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+        "nullable", "xml", "externalDocs",
+    }
+)
+# Keywords this front-end does not implement: GrammarError, or a warning when lenient.
+UNSUPPORTED = frozenset(
+    {
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+        "$recursiveAnchor",
+    }
+)
+# Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
+CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
+COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
+CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
+OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
+ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
+UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
+PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
+TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
+ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
+
+# One character of a JSON string, as it appears in the JSON text.
+STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
+INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+
+
+
+# =============================================================================================
+# Public entry point
+# =============================================================================================
+
+
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+
+
+def _reject_lone_surrogates(schema: Any) -> None:
+    """Refuse a string holding a lone surrogate (JSON's `"\\ud800"`) wherever it could reach a
+    pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    steps = 0
+    while stack:
+        value, pointer = stack.pop()
+        steps += 1
+        if steps > 1_000_000:
+            return  # the translation has its own size limits
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                where = (pointer or "/").encode("utf-8", "backslashreplace").decode("utf-8")
+                raise GrammarError(
+                    f"{where}: the string holds a lone surrogate U+{ord(value[err.start]):04X} "
+                    f"(at character {err.start}), which is not a Unicode character: write a whole "
+                    "surrogate pair or remove it",
+                    json_pointer=pointer,
+                ) from None
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                stack.append((key, child))
+                if key not in _ANNOTATIONS:
+                    stack.append((item, child))
+        elif isinstance(value, list):
+            stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(value))
+
+
+def json_schema_to_ir(
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "flexible",
+    lenient: bool = False,
+    additional_properties_default: bool = True,
+    key_separator: str = ":",
+    item_separator: str = ",",
+) -> GrammarIR:
+    """Translate a JSON Schema into a grammar whose matches are the JSON texts it accepts.
+
+    Args:
+        schema: the schema, as a parsed value (dict or bool) or as JSON text.
+        whitespace: `"flexible"` (`[ \\t\\n\\r]+` may appear between lexemes), `"compact"`
+            (none), or any other string: a regex used as the skip pattern.
+        lenient: unsupported keywords, untranslatable patterns and conflicting merges become
+            warnings (the grammar then accepts a superset) instead of errors.
+        additional_properties_default: whether an object without `additionalProperties`
+            accepts properties it does not list (JSON Schema says yes).
+        key_separator: the literal text between a key and its value.
+        item_separator: the literal text between array items and between properties.
+
+    Returns:
+        The IR; `ir.options["warnings"]` lists what was ignored or approximated.
+
+    Raises:
+        GrammarError: the schema is malformed, unsatisfiable at the top, uses an unsupported
+            keyword (unless `lenient`), or is too large; `json_pointer` names the place.
+
+    Cost: linear in the schema size for most schemas; `allOf` of several `anyOf`s multiplies.
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as err:
+            raise GrammarError(
+                f"the schema is not valid JSON: {err}", position=err.pos, line=err.lineno, column=err.colno
+            ) from None
+        except (ValueError, RecursionError) as err:  # nesting deeper than the parser's stack
+            raise GrammarError(f"the schema is not valid JSON: {err}", position=0, line=1, column=1) from None
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError(
+            f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
+        )
+    _reject_lone_surrogates(schema)
+    if whitespace == "flexible":
+        skip: str | None = WHITESPACE_FLEXIBLE
+    elif whitespace == "compact":
+        skip = None
+    elif isinstance(whitespace, str) and whitespace:
+        skip = whitespace
+    else:
+        raise GrammarError(f'whitespace must be "flexible", "compact" or a regex, not {whitespace!r}')
+    compiler = _Compiler(
+        schema,
+        lenient=lenient,
+        additional_properties_default=additional_properties_default,
+        key_separator=key_separator,
+        item_separator=item_separator,
+    )
+    try:
+        ir = compiler.run()
+    finally:
+        compiler.release()
+    ir.skip = skip
+    ir.skip_once = True  # a bounded whitespace pattern bounds each gap (llguidance #240)
+    ir.allow_initial_skip = False
+    ir.options["warnings"] = compiler.warnings
+    return ir
+
+
+# =============================================================================================
+# Regex building blocks
+# =============================================================================================
+
+
+def _alt(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _digit_class(lo: int, hi: int, base: int) -> str:
+    """Digits lo..hi of `base` (10 or 16; hex letters in both cases)."""
+    if base == 10:
+        if lo == hi:
+            return str(lo)
+        return "[0-9]" if (lo, hi) == (0, 9) else f"[{lo}-{hi}]"
+    if lo == hi:
+        return str(lo) if lo <= 9 else f"[{chr(87 + lo)}{chr(55 + lo)}]"
+    parts = []
+    if lo <= 9:
+        top = min(hi, 9)
+        parts.append(str(lo) if lo == top else f"{lo}-{top}")
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        for first in ("a", "A"):
+            x, y = chr(ord(first) + a), chr(ord(first) + b)
+            parts.append(x if x == y else f"{x}-{y}")
+    return "[" + "".join(parts) + "]"
+
+
+def _repeat(atom: str, count: int) -> str:
+    if count == 0:
+        return ""
+    return atom if count == 1 else f"{atom}{{{count}}}"
+
+
+def _fixed_width_range(lo: Sequence[int], hi: Sequence[int], base: int) -> str:
+    """A regex for the digit strings of one width whose value lies in [lo, hi] (digit lists)."""
+    if not lo:
+        return ""
+    rest = len(lo) - 1
+    top = base - 1
+    if all(d == 0 for d in lo[1:]) and all(d == top for d in hi[1:]):
+        return _digit_class(lo[0], hi[0], base) + _repeat(_digit_class(0, top, base), rest)
+    if lo[0] == hi[0]:
+        return _digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], hi[1:], base)
+    alts = [_digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], [top] * rest, base)]
+    if lo[0] + 1 <= hi[0] - 1:
+        alts.append(_digit_class(lo[0] + 1, hi[0] - 1, base) + _repeat(_digit_class(0, top, base), rest))
+    alts.append(_digit_class(hi[0], hi[0], base) + _fixed_width_range([0] * rest, hi[1:], base))
+    return _alt(alts)
+
+
+def _digits(value: int, width: int, base: int) -> list[int]:
+    out = []
+    for _ in range(width):
+        value, digit = divmod(value, base)
+        out.append(digit)
+    return out[::-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _hex_range(lo: int, hi: int, width: int) -> str:
+    """A regex for `width` hex digits (either case) denoting a value in [lo, hi]."""
+    return _fixed_width_range(_digits(lo, width, 16), _digits(hi, width, 16), 16)
+
+
+def _nonneg_range(lo: int, hi: int | None) -> str | None:
+    """A regex for the decimal numerals without leading zeros of the integers in [lo, hi]."""
+    if hi is not None and lo > hi:
+        return None
+    width_lo = len(str(lo))
+    alts = []
+    if hi is None:
+        alts.append(_fixed_width_range(_digits(lo, width_lo, 10), [9] * width_lo, 10))
+        alts.append(f"[1-9][0-9]{{{width_lo},}}")
+    else:
+        width_hi = len(str(hi))
+        for width in range(width_lo, width_hi + 1):
+            a = lo if width == width_lo else 10 ** (width - 1)
+            b = hi if width == width_hi else 10**width - 1
+            alts.append(_fixed_width_range(_digits(a, width, 10), _digits(b, width, 10), 10))
+    return _alt(alts)
+
+
+@functools.lru_cache(maxsize=1024)
+def int_range_regex(lo: int | None, hi: int | None) -> str | None:
+    """A regex matching exactly the JSON integers (no leading zeros, no `-0`) in [lo, hi].
+
+    Args:
+        lo: the least value, or None for no lower bound.
+        hi: the greatest value, or None for no upper bound.
+
+    Returns:
+        The pattern, or None when the interval is empty.
+    """
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    alts = []
+    if hi is None or hi >= 0:
+        nonneg = _nonneg_range(max(lo, 0) if lo is not None else 0, hi)
+        if nonneg is not None:
+            alts.append(nonneg)
+    if lo is None or lo < 0:
+        neg = _nonneg_range(max(1, -hi) if hi is not None else 1, -lo if lo is not None else None)
+        if neg is not None:
+            alts.append("-" + neg)
+    return _alt(alts) if alts else None
+
+
+_FRACTION_ANY = r"(?:\.[0-9]+)?"
+_FRACTION_ZERO = r"(?:\.0+)?"
+_FRACTION_NONZERO = r"\.[0-9]*[1-9][0-9]*"
+
+
+def _magnitude_pieces(a: int, a_open: bool, b: int | None, b_open: bool) -> list[str]:
+    """Regexes (no sign, no exponent) for the decimals m with a <(=) m <(=) b; a >= 0."""
+    pieces = []
+    core = _nonneg_range(a + 1 if a_open else a, None if b is None else b - 1)
+    if core is not None:
+        pieces.append(core + _FRACTION_ANY)
+    if a_open and (b is None or a < b):
+        pieces.append(str(a) + _FRACTION_NONZERO)
+    if b is not None and not b_open and (b > a or (b == a and not a_open)):
+        pieces.append(str(b) + _FRACTION_ZERO)
+    return pieces
+
+
+@functools.lru_cache(maxsize=1024)
+def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: bool) -> str | None:
+    """A regex for the JSON numbers x, written without exponent, with lo <(=) x <(=) hi.
+
+    Bounds are integers (None = unbounded); `*_open` makes a bound exclusive. Exact: `1.5` is
+    in (1, 2), `2.0` is in [.., 2] but not in [.., 2). Returns None for an empty interval.
+    """
+    alts = []
+    # x >= 0: the magnitude is x.
+    if hi is None or hi >= 0:
+        a, a_open = (0, False) if lo is None or lo < 0 else (lo, lo_open)
+        alts += _magnitude_pieces(a, a_open, hi, hi_open)
+    # x < 0: the magnitude is -x > 0.
+    if lo is None or lo < 0:
+        a, a_open = (0, True) if hi is None or hi >= 0 else (-hi, hi_open)
+        b = None if lo is None else -lo
+        neg = _magnitude_pieces(a, a_open, b, lo_open)
+        if neg:
+            alts.append("-" + _alt(neg))
+    return _alt(alts) if alts else None
+
+
+MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
+MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
+
+
+@functools.lru_cache(maxsize=256)
+def multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
+
+    With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
+    most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
+    remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
+    into a regex. Returns None for a non-positive multiple, or when the minimized automaton
+    has more than `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
+    `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
+    exponentially with them).
+    """
+    from decimal import Decimal
+
+    if not _is_number(multiple) or multiple <= 0:
+        return None
+    dec = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    sign, digits, exponent = dec.normalize().as_tuple()
+    c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
+    j = max(0, -exponent) if isinstance(exponent, int) else 0
+    if c > 1000 or j > 12:
+        return None
+    # States: "S" start, "Z" integer part 0, ("i", r) integer part ≡ r, ("d", r) after '.',
+    # ("f", r, k) k fraction digits read, ("z", r) past j fraction digits (zeros only).
+    edges: dict[tuple[Any, Any], set[str]] = {}
+
+    def edge(a: Any, b: Any, chars: str) -> None:
+        edges.setdefault((a, b), set()).update(chars)
+
+    def step(r: int, d: str) -> int:
+        return (10 * r + int(d)) % c
+
+    edge("S", "Z", "0")
+    for d in "123456789":
+        edge("S", ("i", int(d) % c), d)
+    for r in range(c):
+        for d in "0123456789":
+            edge(("i", r), ("i", step(r, d)), d)
+        edge(("i", r), ("d", r), ".")
+        if j == 0:
+            edge(("d", r), ("z", r), "0")
+        else:
+            for d in "0123456789":
+                edge(("d", r), ("f", step(r, d), 1), d)
+            for k in range(1, j):
+                for d in "0123456789":
+                    edge(("f", r, k), ("f", step(r, d), k + 1), d)
+            edge(("f", r, j), ("z", r), "0")
+        edge(("z", r), ("z", r), "0")
+    edge("Z", ("d", 0), ".")
+    accepting: set[Any] = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
+    accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
+    accepting |= {("z", r) for r in range(c) if r == 0}
+    edges, start, accepting = _minimize(edges, "S", accepting)
+    if len({q for pair in edges for q in pair}) > MULTIPLE_STATE_COUNT_MAX:
+        return None
+    body = _dfa_regex(edges, start, accepting, MULTIPLE_REGEX_SIZE_MAX)
+    return None if body is None else "-?" + _group(body)
+
+
+def _group(rx: str) -> str:
+    return rx if len(rx) == 1 else f"(?:{rx})"
+
+
+def _minimize(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any]) -> tuple[dict[tuple[Any, Any], set[str]], Any, set[Any]]:
+    """Moore's partition refinement of a partial DFA given as labelled edges; states become
+    block numbers. (`x mod 10` needs 2 states, not 10, and state elimination is exponential
+    in the states it is given.)"""
+    delta: dict[Any, dict[str, Any]] = {}
+    for (a, b), chars in edges.items():
+        for ch in chars:
+            delta.setdefault(a, {})[ch] = b
+        delta.setdefault(b, {})
+    block = {q: int(q in accepting) for q in delta}
+    while True:
+        signatures = {q: (block[q], tuple(sorted((ch, block[t]) for ch, t in delta[q].items()))) for q in delta}
+        numbering: dict[Any, int] = {}
+        refined = {q: numbering.setdefault(sig, len(numbering)) for q, sig in signatures.items()}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = refined
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for q, moves in delta.items():
+        for ch, t in moves.items():
+            out.setdefault((block[q], block[t]), set()).add(ch)
+    return out, block[start], {block[q] for q in accepting}
+
+
+def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any], size_max: int) -> str | None:
+    """A regex for a DFA's language by state elimination (None past `size_max` characters)."""
+    labels: dict[tuple[Any, Any], str] = {}
+    for (a, b), chars in edges.items():
+        codes = sorted(ord(ch) for ch in chars)
+        ranges: list[tuple[int, int]] = []
+        for code in codes:
+            if ranges and code == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+        labels[(a, b)] = class_regex(tuple(ranges))
+    begin, end = ("begin",), ("end",)
+    labels[(begin, start)] = ""
+    for state in accepting:
+        labels[(state, end)] = ""
+    states = {a for a, _ in labels} | {b for _, b in labels}
+    states -= {begin, end}
+
+    def union(x: str | None, y: str) -> str:
+        if x is None or x == y:
+            return y
+        return f"(?:{x}|{y})"
+
+    while states:
+        def cost(q: Any) -> int:
+            ins = sum(1 for (a, b) in labels if b == q and a != q)
+            outs = sum(1 for (a, b) in labels if a == q and b != q)
+            return ins * outs
+
+        q = min(states, key=cost)
+        states.discard(q)
+        loop = labels.pop((q, q), None)
+        star = "" if loop is None else _group(loop) + "*"
+        ins = [(a, rx) for (a, b), rx in labels.items() if b == q]
+        outs = [(b, rx) for (a, b), rx in labels.items() if a == q]
+        for a, _ in ins:
+            del labels[(a, q)]
+        for b, _ in outs:
+            del labels[(q, b)]
+        for a, rin in ins:
+            for b, rout in outs:
+                piece = _seq(rin) + star + _seq(rout)
+                labels[(a, b)] = union(labels.get((a, b)), piece)
+                if len(labels[(a, b)]) > size_max:
+                    return None
+        if sum(len(rx) for rx in labels.values()) > 8 * size_max:
+            return None
+    return labels.get((begin, end))
+
+
+def _seq(rx: str) -> str:
+    """`rx` made safe to concatenate (wrapped when it is a bare alternation)."""
+    depth = 0
+    for ch_i, ch in enumerate(rx):
+        if ch == "\\":
+            continue
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|" and depth == 0 and (ch_i == 0 or rx[ch_i - 1] != "\\"):
+            return f"(?:{rx})"
+    return rx
+
+
+@functools.lru_cache(maxsize=1024)
+def string_regex(min_length: int, max_length: int | None) -> str:
+    """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
+
+    Raises:
+        GrammarError: `min_length` above `REPEAT_COUNT_MAX`.
+    """
+    if min_length > REPEAT_COUNT_MAX:
+        raise GrammarError(f"minLength {min_length} is above {REPEAT_COUNT_MAX}, the largest supported")
+    if max_length is not None and max_length > REPEAT_COUNT_MAX:
+        max_length = None
+    if min_length == 0 and max_length is None:
+        count = "*"
+    elif max_length is None:
+        count = "+" if min_length == 1 else f"{{{min_length},}}"
+    elif min_length == max_length:
+        count = f"{{{min_length}}}"
+    else:
+        count = f"{{{min_length},{max_length}}}"
+    return f'"{STRING_CHAR}{count}"'
+
+
+_SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+
+
+def _number_spelling_regex(value: int | float) -> str:
+    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`)."""
+    from decimal import Decimal
+
+    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    text = format(abs(dec), "f")
+    whole, _, fraction = text.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    sign = "" if dec >= 0 else "-"
+    if fraction:
+        return f"{sign}{whole}\\.{fraction}0*"
+    return f"{sign}{whole}{_FRACTION_ZERO}" if dec != 0 else f"-?0{_FRACTION_ZERO}"
+
+
+def _json_char_regex(code: int) -> str:
+    """One decoded character as the JSON-escaped text that may spell it (exact)."""
+    ch = chr(code)
+    if ch == '"':
+        return r'\\"'
+    if ch == "\\":
+        return r"\\\\"
+    if code < 0x20:
+        forms = [r"\\u00" + _hex_range(code, code, 2)]
+        if code in _SHORT_ESCAPES:
+            forms.insert(0, "\\\\" + _SHORT_ESCAPES[code])
+        return _alt(forms)
+    if code < 0x7F:
+        return char_regex(code)
+    if code <= 0xFFFF:
+        return _alt([char_regex(code), r"\\u" + _hex_range(code, code, 4)])
+    high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+    return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
+
+
+def _key_regex(lexeme: Lexeme) -> str:
+    """The regex of a key lexeme (literal lexemes escaped)."""
+    if lexeme.kind == "regex":
+        return lexeme.value
+    return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
+
+
+# JSON string contents spelled only one way: printable ASCII but `"` and `\\`.
+_PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
+
+
+@functools.lru_cache(maxsize=16384)
+def _json_string_lexeme(text: str) -> Lexeme:
+    """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
+    if _PLAIN_JSON_TEXT.fullmatch(text):
+        return Lexeme(json.dumps(text), "literal", json.dumps(text))
+    body = "".join(_json_char_regex(ord(c)) for c in text)
+    return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
+
+
+def _json_strings_lexeme(texts: Sequence[str]) -> Lexeme:
+    """One lexeme for several JSON string values: each spelled as `_json_string_lexeme` would."""
+    bodies = [
+        literal_regex(t) if _PLAIN_JSON_TEXT.fullmatch(t) else "".join(_json_char_regex(ord(c)) for c in t)
+        for t in dict.fromkeys(texts)
+    ]
+    shown = ", ".join(json.dumps(t, ensure_ascii=False) for t in list(dict.fromkeys(texts))[:3])
+    name = f"one of {len(bodies)} strings ({shown}, …)"
+    return Lexeme(name, "regex", '"(?:' + "|".join(bodies) + ')"')
+
+
+# =============================================================================================
+# Character sets and ECMA-262 patterns
+# =============================================================================================
+
+_DIGIT: Ranges = [(0x30, 0x39)]
+_WORD: Ranges = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+_SPACE: Ranges = normalize(
+    [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+)
+_DOT: Ranges = complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+_CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
+
+
+def _charset_json_regex(ranges: Ranges) -> str | None:
+    """A regex for the JSON-escaped spellings of one character from `ranges` (see module doc)."""
+    ranges = normalize(ranges)
+    if not ranges:
+        return None
+    forms = []
+    raw = normalize(
+        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, CODE_POINT_MAX)) for r in clip(ranges, *piece)
+    )
+    if raw:
+        forms.append(class_regex(raw))
+    for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\"), (0x2F, r"\\/")):
+        if clip(ranges, code, code):
+            forms.append(spelled)
+    controls = clip(ranges, 0, 0x1F)
+    shorts = [c for c in sorted(_SHORT_ESCAPES) if clip(controls, c, c)]
+    if shorts:
+        forms.append("\\\\" + class_regex(tuple((ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts)))
+    escaped = [r"\\u00" + _hex_range(lo, hi, 2) for lo, hi in controls]
+    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in clip(ranges, 0x80, 0xFFFF)]
+    if clip(ranges, 0x10000, CODE_POINT_MAX) == ((0x10000, CODE_POINT_MAX),):
+        escaped.append(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+    forms += escaped
+    return _alt(forms)
+
+
+class _PatternError(Exception):
+    """A pattern this translator refuses (message says why)."""
+
+
+class _EcmaPattern:
+    """Translate an ECMA-262 `pattern` into a lexeme regex over the JSON-escaped string body."""
+
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+        self.depth = 0
+
+    # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
+    # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
+    # at end), and a branch is `any* text any*` without the anchored sides. An unquantified
+    # group that holds anchors is distributed into the branches around it
+    # (`(^a|b)c` → `^ac | bc`), so `(^gs://.+)|(^https?://.+)`, `^$|(^\S+$)` and
+    # `^([^,]|$)` are exact; an anchor anywhere else (inside a repeated group, after text
+    # that must be non-empty) is refused.
+
+    def translate(self) -> str:
+        any_chars = STRING_CHAR + "*"
+        # `.*` at an unanchored end adds nothing to the search (`.*x` finds what `x` finds), and
+        # leaving it in made the lexer track where the `.*` might have ended: a pattern key
+        # `.*` cost 900,000 fuel units for one mask (MaskBench Github_hard---o82144).
+        dot_star = self._set(_DOT) + "*"
+        alts = []
+        for anchored_start, text, anchored_end in self._alternation():
+            while not anchored_start and text.startswith(dot_star):
+                text = text[len(dot_star) :]
+            while not anchored_end and text.endswith(dot_star):
+                text = text[: -len(dot_star)]
+            alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
+        if self.i != len(self.p):
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        alts = list(dict.fromkeys(alts))
+        return _alt(alts) if len(alts) > 1 else alts[0]
+
+    def _peek(self, k: int = 0) -> str:
+        return self.p[self.i + k] if self.i + k < len(self.p) else ""
+
+    def _alternation(self) -> list[tuple[bool, str, bool]]:
+        alts = self._sequence()
+        while self._peek() == "|":
+            self.i += 1
+            alts = alts + self._sequence()
+        return alts
+
+    def _sequence(self) -> list[tuple[bool, str, bool]]:
+        """The branches of one sequence: (anchored at start, regex text, anchored at end)."""
+        branches: list[tuple[bool, str, bool]] = [(False, "", False)]
+        while self.i < len(self.p) and self.p[self.i] not in "|)":
+            at = self.i
+            c = self.p[self.i]
+            if c in "^$":
+                self.i += 1
+                parts = [(c == "^", "", c == "$")]
+            elif c == "(":
+                parts = self._group()
+                q = self._quantifier()
+                if q or len(parts) > 1 and not any(s or e for s, _, e in parts):
+                    if any(s or e for s, _, e in parts):
+                        raise _PatternError(f"an anchor inside a repeated group (offset {at})")
+                    parts = [(False, "(?:" + "|".join(t for _, t, _ in parts) + ")" + q, False)]
+            else:
+                parts = [(False, self._atom() + self._quantifier(), False)]
+            joined = []
+            for s1, t1, e1 in branches:
+                for s2, t2, e2 in parts:
+                    if s2 and (t1 or e1):
+                        raise _PatternError(f"'^' in the middle of the pattern (offset {at})")
+                    if e1 and t2:
+                        raise _PatternError(f"'$' in the middle of the pattern (offset {at})")
+                    joined.append((s1 or s2, t1 + t2, e1 or e2))
+            if len(joined) > PATTERN_BRANCH_COUNT_MAX:
+                raise _PatternError(f"anchors in groups make more than {PATTERN_BRANCH_COUNT_MAX} branches")
+            branches = joined
+        if self.depth == 0 and self._peek() == ")":
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        return branches
+
+    def _quantifier(self) -> str:
+        c = self._peek()
+        if c in ("*", "+", "?"):
+            self.i += 1
+            q = c
+        elif c == "{":
+            close = self.p.find("}", self.i)
+            body = self.p[self.i + 1 : close] if close > 0 else ""
+            parts = body.split(",")
+            if close < 0 or not (1 <= len(parts) <= 2) or not parts[0].isdigit() or not all(
+                x.isdigit() for x in parts[1:] if x
+            ):
+                return ""  # not a quantifier: `{` is a literal (ECMA annex B)
+            counts = [int(x) for x in parts if x]
+            if any(n > REPEAT_COUNT_MAX for n in counts):
+                raise _PatternError(f"a count above {REPEAT_COUNT_MAX} at offset {self.i}")
+            if len(counts) == 2 and counts[0] > counts[1]:
+                raise _PatternError(f"counts out of order at offset {self.i}")
+            self.i = close + 1
+            q = "{" + body + "}"
+        else:
+            return ""
+        if self._peek() == "?":
+            self.i += 1  # lazy: same language
+        if self._peek() in ("*", "+", "?", "{") and self._peek() != "{":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        return q
+
+    def _atom(self) -> str:
+        c = self.p[self.i]
+        if c == "[":
+            return self._set(self._class())
+        if c == ".":
+            self.i += 1
+            return self._set(_DOT)
+        if c == "\\":
+            return self._set(self._escape(in_class=False))
+        if c in "*+?":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        self.i += 1
+        code = ord(c)
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {self.i - 1}")
+        return self._set([(code, code)])
+
+    def _set(self, ranges: Ranges) -> str:
+        text = _charset_json_regex(ranges)
+        if text is None:
+            raise _PatternError("a character class that matches nothing")
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1] and 0x20 <= ranges[0][0] < 0x7F:
+            if chr(ranges[0][0]) not in '"\\/':
+                return text  # one printable ASCII character: itself
+        return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
+
+    def _group(self) -> list[tuple[bool, str, bool]]:
+        start = self.i
+        self.i += 1
+        if self._peek() == "?":
+            if self.p.startswith("?:", self.i):
+                self.i += 2
+            elif self.p.startswith("?<", self.i) and self._peek(2) not in ("=", "!"):
+                close = self.p.find(">", self.i)
+                if close < 0:
+                    raise _PatternError(f"unterminated group name at offset {start}")
+                self.i = close + 1
+            else:
+                raise _PatternError(f"lookaround or unknown group at offset {start} (not supported)")
+        self.depth += 1
+        if self.depth > 100:
+            raise _PatternError("groups nested deeper than 100")
+        alts = self._alternation()
+        self.depth -= 1
+        if self._peek() != ")":
+            raise _PatternError(f"unclosed group opened at offset {start}")
+        self.i += 1
+        if not any(s or e for s, _, e in alts):
+            return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
+        return alts
+
+    def _class(self) -> Ranges:
+        start = self.i
+        self.i += 1
+        negated = self._peek() == "^"
+        if negated:
+            self.i += 1
+        ranges: list[tuple[int, int]] = []
+        while True:
+            c = self._peek()
+            if c == "":
+                raise _PatternError(f"unclosed character class opened at offset {start}")
+            if c == "]":
+                self.i += 1
+                break
+            lo = self._class_atom()
+            if self._peek() == "-" and self._peek(1) not in ("]", ""):
+                self.i += 1
+                hi = self._class_atom()
+                if len(lo) != 1 or len(hi) != 1 or lo[0][0] != lo[0][1] or hi[0][0] != hi[0][1]:
+                    raise _PatternError(f"a range with a class escape in the class at offset {start}")
+                if lo[0][0] > hi[0][0]:
+                    raise _PatternError(f"a range out of order in the class at offset {start}")
+                ranges.append((lo[0][0], hi[0][0]))
+            else:
+                ranges += lo
+        ranges = normalize(ranges)
+        return complement(ranges) if negated else ranges
+
+    def _class_atom(self) -> Ranges:
+        c = self.p[self.i]
+        if c == "\\":
+            if self._peek(1) == "b":
+                self.i += 2
+                return [(0x08, 0x08)]
+            return self._escape(in_class=True)
+        self.i += 1
+        return [(ord(c), ord(c))]
+
+    def _escape(self, in_class: bool) -> Ranges:
+        at = self.i
+        c = self._peek(1)
+        self.i += 2
+        if c == "":
+            raise _PatternError("a pattern ending in a backslash")
+        if c.lower() in _CLASS_ESCAPES:
+            ranges = _CLASS_ESCAPES[c.lower()]
+            return complement(ranges) if c.isupper() else ranges
+        if c in _CHAR_ESCAPES and not (c == "0" and self._peek().isdigit()):
+            code = _CHAR_ESCAPES[c]
+        elif c == "x":
+            code = self._hex(2, at)
+        elif c == "u":
+            if self._peek() == "{":
+                close = self.p.find("}", self.i)
+                if close < 0:
+                    raise _PatternError(f"bad \\u{{...}} escape at offset {at}")
+                code = self._parse_hex(self.p[self.i + 1 : close], at)
+                self.i = close + 1
+            else:
+                code = self._hex(4, at)
+                if 0xD800 <= code <= 0xDBFF and self.p.startswith("\\u", self.i):
+                    save = self.i
+                    self.i += 2
+                    low = self._hex(4, at)
+                    if 0xDC00 <= low <= 0xDFFF:
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    else:
+                        self.i = save
+        elif c == "c" and self._peek().isalpha():
+            code = ord(self._peek()) % 32
+            self.i += 1
+        elif c in "bB":
+            raise _PatternError(f"word boundary \\{c} at offset {at} (not supported)")
+        elif c.isdigit():
+            raise _PatternError(f"backreference \\{c} at offset {at} (not supported)")
+        elif c in "pP":
+            raise _PatternError(f"Unicode property \\{c}{{...}} at offset {at} (not supported)")
+        elif c == "k":
+            raise _PatternError(f"named backreference at offset {at} (not supported)")
+        else:
+            code = ord(c)  # identity escape: `\.`, `\-`, `\/` ...
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {at}")
+        return [(code, code)]
+
+    def _hex(self, count: int, at: int) -> int:
+        text = self.p[self.i : self.i + count]
+        self.i += count
+        return self._parse_hex(text if len(text) == count else "", at)
+
+    @staticmethod
+    def _parse_hex(text: str, at: int) -> int:
+        try:
+            code = int(text, 16)
+        except ValueError:
+            raise _PatternError(f"bad hex escape at offset {at}") from None
+        if code > CODE_POINT_MAX:
+            raise _PatternError(f"code point above U+10FFFF at offset {at}")
+        return code
+
+
+@functools.lru_cache(maxsize=4096)
+def pattern_to_json_regex(pattern: str) -> str:
+    """Translate an ECMA-262 `pattern` (search semantics) into a regex over the JSON-escaped
+    body of a string (without the quotes). See the module docstring for what is exact.
+
+    Raises:
+        GrammarError: the pattern is malformed or uses an unsupported construct.
+    """
+    try:
+        return _EcmaPattern(pattern).translate()
+    except _PatternError as err:
+        raise GrammarError(f"pattern {pattern!r}: {err}") from None
+
+
+# =============================================================================================
+# Formats (ASCII-only, so the JSON-escaped text is the text itself; `/` may be `\/` in URIs)
+# =============================================================================================
+
+# RFC 3339 full-date with the days of each month; 29 February only in leap years.
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_DATE = (
+    r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    rf"|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)"
+)
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (
+    rf"P(?:[0-9]+W|[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?(?:{_DUR_TIME})?|[0-9]+M(?:[0-9]+D)?(?:{_DUR_TIME})?"
+    rf"|[0-9]+D(?:{_DUR_TIME})?|{_DUR_TIME})"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_OCTET = int_range_regex(0, 255)
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV6 = "(?:" + "|".join(
+    [
+        rf"(?:{_H16}:){{7}}{_H16}",
+        rf"(?:{_H16}:){{1,7}}:",
+        rf"(?:{_H16}:){{1,6}}:{_H16}",
+        rf"(?:{_H16}:){{1,5}}(?::{_H16}){{1,2}}",
+        rf"(?:{_H16}:){{1,4}}(?::{_H16}){{1,3}}",
+        rf"(?:{_H16}:){{1,3}}(?::{_H16}){{1,4}}",
+        rf"(?:{_H16}:){{1,2}}(?::{_H16}){{1,5}}",
+        rf"{_H16}:(?::{_H16}){{1,6}}",
+        rf":(?:(?::{_H16}){{1,7}}|:)",
+        rf"(?:{_H16}:){{6}}{_IPV4}",
+        rf"::(?:{_H16}:){{0,5}}{_IPV4}",
+        rf"(?:{_H16}:){{1,5}}:(?:{_H16}:){{0,4}}{_IPV4}",
+    ]
+) + ")"
+_URI_CHAR = r"(?:[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%]|/|\\/)"
+FORMAT_REGEXES: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "duration": _DURATION,
+    "email": rf"[A-Za-z0-9!#$%&'*+=?^_`{{|}}~.-]+@{_HOSTNAME}",
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*",
+    "uri-reference": rf"{_URI_CHAR}*",
+}
+
+
+# =============================================================================================
+# Schema algebra: JSON pointers, normalization, merging (allOf)
+# =============================================================================================
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _has_constraints(schema: dict[str, Any]) -> bool:
+    return any(k not in ANNOTATIONS for k in schema)
+
+
+def _type_allows(types: Sequence[str], value: Any) -> bool:
+    t = json_type(value)
+    return t in types or (t == "integer" and "number" in types)
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values (1 == 1.0, but true != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) or _is_number(b):
+        return _is_number(a) and _is_number(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
+    out = []
+    for t in a:
+        if t in b:
+            out.append(t)
+        elif t == "integer" and "number" in b:
+            out.append("integer")
+        elif t == "number" and "integer" in b:
+            out.append("integer")
+    return list(dict.fromkeys(out))
+
+
+def _types_of(d: dict[str, Any]) -> set[str]:
+    if "enum" in d:
+        return {json_type(v) for v in d["enum"]}
+    return set(d.get("type", TYPES))
+
+
+def _literals(schema: Any) -> list[Any] | None:
+    """The values a (raw) schema allows, when it lists them with `const`/`enum`."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    return schema["enum"] if isinstance(schema.get("enum"), list) else None
+
+
+def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether no value is valid under both flattened schemas, by types, listed values, or a
+    required property whose listed values differ (a discriminator). Sufficient, not complete."""
+    ta, tb = _types_of(a), _types_of(b)
+    if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
+        return True
+    if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
+        return True
+    for key in set(a.get("required", [])) & set(b.get("required", [])):
+        va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
+        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+            return True
+    return False
+
+
+def _trivial_schema(schema: Any) -> bool:
+    return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
+
+
+def _and(a: Any, b: Any) -> Any:
+    """The schema both a and b must hold (without flattening)."""
+    if a is True or a == {}:
+        return b
+    if b is True or b == {} or a == b:
+        return a
+    if a is False or b is False:
+        return False
+    return {"allOf": [a, b]}
+
+
+# Keywords whose two different values cannot be merged here (others merge or are annotations).
+_KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema"}
+
+_MAX_OF = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
+_MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
+
+
+# =============================================================================================
+# The compiler
+# =============================================================================================
+
+
+class _Memo(NamedTuple):
+    """One memoised translation and what it needs from its context (`_Compiler.memoised`)."""
+
+    value: Any  # the result (a Sym, None, or a flattened schema)
+    pointer: str  # where it was first computed
+    warnings: tuple[tuple[str, str], ...]  # (message, pointer) of every warn() while computing it
+    depth_extra: int  # the deepest pointer checked, in segments beyond `pointer`'s
+    compile_depth_extra: int  # the deepest nested compilation, beyond the one it started in
+    clause_alternatives: int  # alternatives it took from CLAUSE_ALTERNATIVE_COUNT_MAX
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Compiler:
+    """Schema → IR. One instance per call; see the module docstring for the translation."""
+
+    def __init__(
+        self,
+        root: dict[str, Any] | bool,
+        *,
+        lenient: bool,
+        additional_properties_default: bool,
+        key_separator: str,
+        item_separator: str,
+    ) -> None:
+        self.root = root
+        self.lenient = lenient
+        self.additional_default = additional_properties_default
+        self.ir = GrammarIR()
+        self.warnings: list[str] = []
+        self.symbol_count = 0
+        self.ref_nonterminals: dict[str, int] = {}
+        self.pending: list[tuple[int, str]] = []
+        self.anchors: dict[str, str] | None = None
+        self.memo: dict[Any, int] = {}
+        self.any_value: int | None = None
+        self.checker = InstanceChecker(
+            lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
+        )
+        self.clause_alternative_count = 0
+        self.compile_depth = 0
+        # Memoised translation (`memoised`): content ids of JSON values, and results by
+        # (function, content id). What a result depends on besides the content is replayed
+        # (warnings) or checked (depth limits, the clause budget) on every reuse.
+        self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
+        self.content_keys: dict[tuple[Any, ...], int] = {}
+        self.results: dict[tuple[str, int], _Memo] = {}
+        self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
+        self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
+        self.compile_depth_high = 0
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
+        self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
+        self.comma = Sym.t(self.ir.add_lexeme(Lexeme(repr(item_separator), "literal", item_separator)))
+        self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
+        self.rbrace = Sym.t(self.ir.add_lexeme(Lexeme("'}'", "literal", "}")))
+        self.lbracket = Sym.t(self.ir.add_lexeme(Lexeme("'['", "literal", "[")))
+        self.rbracket = Sym.t(self.ir.add_lexeme(Lexeme("']'", "literal", "]")))
+
+    # ---- output helpers ----------------------------------------------------------------------
+
+    def warn(self, message: str, pointer: str) -> None:
+        self.warning_log.append((message, pointer))
+        text = f"{pointer or '/'}: {message}"
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def fail(self, message: str, pointer: str) -> GrammarError:
+        return GrammarError(f"{message} (at {pointer or '/'})", json_pointer=pointer)
+
+    def unsupported(self, message: str, pointer: str) -> None:
+        """Raise for an unsupported construct, or warn when lenient."""
+        if not self.lenient:
+            raise self.fail(f"{message}; pass lenient=True to ignore it", pointer)
+        self.warn(f"{message}; ignored (lenient)", pointer)
+
+    def rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
+        self.symbol_count += len(rhs) + 1
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise GrammarError(
+                f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
+                "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
+                json_pointer="",
+            )
+        self.ir.add_rule(lhs, rhs)
+
+    def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
+        return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+
+    def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
+        nt = self.ir.add_nonterminal(name)
+        for alt in alternatives:
+            self.rule(nt, alt)
+        return nt
+
+    def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
+        """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
+        alts = [list(a) for a in alternatives if a is not None]
+        alts = list({tuple(a): a for a in alts}.values())
+        if not alts:
+            return None
+        if len(alts) == 1 and len(alts[0]) == 1:
+            return alts[0][0]
+        return Sym.n(self.nonterminal(name, alts))
+
+    def inline(self, name: str, alternatives: list[list[Sym]], cache: dict[int, list[Sym]], key: int) -> list[Sym]:
+        """A sequence standing for `alternatives`: the one alternative itself, else a nonterminal."""
+        if len(alternatives) == 1:
+            return alternatives[0]
+        if key not in cache:
+            cache[key] = [Sym.n(self.nonterminal(name, alternatives))]
+        return cache[key]
+
+    # ---- driver ------------------------------------------------------------------------------
+
+    def run(self) -> GrammarIR:
+        start = self.ir.add_nonterminal("start")
+        top = self.compile(self.root, "")
+        if top is None:
+            raise GrammarError("the schema accepts no value at all (it is `false` or unsatisfiable)", json_pointer="")
+        self.rule(start, [top])
+        while self.pending:
+            nt, pointer = self.pending.pop()
+            sym = self.compile(self.lookup(pointer), pointer)
+            if sym is not None:
+                self.rule(nt, [sym])
+        self.prune(start)
+        self.ir.start = start
+        return self.ir
+
+    def prune(self, start: int) -> None:
+        """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion).
+
+        Linear (a worklist): a fixpoint of passes was quadratic in a chain of 2,000 `$ref`s (2.7 s)."""
+        productive = productive_nonterminals(self.ir)
+        if not productive[start]:
+            raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
+        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or productive[s.index] for s in r.rhs)]
+
+    # ---- references --------------------------------------------------------------------------
+
+    def ref_pointer(self, ref: Any, pointer: str) -> str:
+        """The canonical JSON pointer (into the root) of a local `$ref`."""
+        if not isinstance(ref, str):
+            raise self.fail("$ref must be a string", pointer + "/$ref")
+        fragment: str | None = None
+        if ref.startswith("#"):
+            fragment = ref[1:]
+        elif isinstance(self.root, dict):
+            root_id = self.root.get("$id", self.root.get("id"))
+            if isinstance(root_id, str) and root_id and ref.split("#", 1)[0] == root_id.split("#", 1)[0]:
+                fragment = ref.split("#", 1)[1] if "#" in ref else ""
+        if fragment is None:
+            raise self.fail(f"$ref {ref!r} is not local (only '#...' references are supported)", pointer + "/$ref")
+        fragment = urllib.parse.unquote(fragment)
+        if fragment and not fragment.startswith("/"):
+            anchors = self.find_anchors()
+            if fragment not in anchors:
+                raise self.fail(f"$ref {ref!r}: no $anchor {fragment!r} in the schema", pointer + "/$ref")
+            return anchors[fragment]
+        self.lookup(fragment, ref_at=pointer)  # check it exists
+        return fragment
+
+    def find_anchors(self) -> dict[str, str]:
+        if self.anchors is None:
+            self.anchors = {}
+            stack: list[tuple[Any, str]] = [(self.root, "")]
+            while stack:
+                node, pointer = stack.pop()
+                if isinstance(node, dict):
+                    for key in ("$anchor", "$id", "id"):
+                        value = node.get(key)
+                        if not isinstance(value, str):
+                            continue
+                        if key == "$anchor" and value:
+                            self.anchors.setdefault(value, pointer)
+                        elif value.startswith("#") and len(value) > 1:  # draft-6 `$id: "#name"`
+                            self.anchors.setdefault(value[1:], pointer)
+                    stack += [(v, f"{pointer}/{_escape_pointer(k)}") for k, v in node.items()]
+                elif isinstance(node, list):
+                    stack += [(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+        return self.anchors
+
+    def lookup(self, pointer: str, ref_at: str | None = None) -> Any:
+        node: Any = self.root
+        if pointer == "":
+            return node
+        for raw in pointer[1:].split("/"):
+            key = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                where = pointer if ref_at is None else ref_at
+                raise self.fail(f"$ref target #{pointer} does not exist", where + "/$ref")
+        return node
+
+    def ref_symbol(self, ref: Any, pointer: str) -> Sym:
+        target = self.ref_pointer(ref, pointer)
+        nt = self.ref_nonterminal(target)
+        return Sym.n(nt)
+
+    def ref_nonterminal(self, target: str) -> int:
+        nt = self.ref_nonterminals.get(target)
+        if nt is None:
+            nt = self.ref_nonterminals[target] = self.ir.add_nonterminal(f"#{target}")
+            self.pending.append((nt, target))
+        return nt
+
+    # ---- normalization and merging ----------------------------------------------------------
+
+    def normalize(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """A copy with draft-4 forms rewritten: boolean exclusive bounds, `items` lists."""
+        d = dict(schema)
+        for excl, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            value = d.get(excl)
+            if isinstance(value, bool):
+                del d[excl]
+                if value and bound in d:
+                    d[excl] = d.pop(bound)
+        items = d.get("items")
+        if isinstance(items, list):
+            d["prefixItems"] = items
+            if "additionalItems" in d:
+                d["items"] = d.pop("additionalItems")
+            else:
+                del d["items"]
+        else:
+            d.pop("additionalItems", None)
+        for key in ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"):
+            if key in d and not isinstance(d[key], list):
+                raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
+        if "const" in d:
+            const = d.pop("const")
+            d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
+        if "type" in d:
+            types = d["type"] if isinstance(d["type"], list) else [d["type"]]
+            for t in types:
+                if t not in TYPES:
+                    raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
+            d["type"] = list(types)
+        for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
+            if key in d and not isinstance(d[key], dict):
+                raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
+        clauses = self.clauses(d, pointer)
+        if clauses:
+            d["_clauses"] = clauses
+        return d
+
+    def clauses(self, d: dict[str, Any], pointer: str) -> list[dict[str, Any]]:
+        """Pop the clause keywords (`CLAUSE_KEYWORDS`) of a schema being normalized, one clause
+        per assertion; each carries its JSON pointer as `_at`."""
+        out: list[dict[str, Any]] = []
+        if "not" in d:
+            out.append({"not": d.pop("not"), "_at": f"{pointer}/not"})
+        branches: dict[str, Any] = {k: d.pop(k) for k in ("then", "else") if k in d}
+        if "if" in d and self.draft_before_7:
+            d.pop("if")
+            self.warn("if/then/else are not keywords before draft 7 ($schema); ignored", pointer)
+        if "if" in d:
+            condition = d.pop("if")
+            if branches:
+                out.append({"if": condition, **branches, "_at": pointer})
+        for key, kind in (("dependencies", None), ("dependentRequired", "dependentRequired"), ("dependentSchemas", "dependentSchemas")):
+            for name, need in d.pop(key, {}).items():
+                where = f"{pointer}/{key}/{_escape_pointer(name)}"
+                this = kind or ("dependentRequired" if isinstance(need, list) else "dependentSchemas")
+                if this == "dependentRequired":
+                    if not isinstance(need, list) or not all(isinstance(n, str) for n in need):
+                        raise self.fail(f"{key} of {name!r} must list property names", where)
+                    if need:
+                        out.append({"dependentRequired": {name: need}, "_at": where})
+                elif need is not True and need != {}:
+                    out.append({"dependentSchemas": {name: need}, "_at": where})
+        return out
+
+    def flatten(self, schema: Any, pointer: str, expanding: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+        """The schema with its top-level `$ref` and `allOf` merged in; None if unsatisfiable.
+
+        Memoised like `compile`; the result is shared, so callers must not mutate it. It
+        depends on the pointer only through the `_at` of its clauses, so a result with
+        clauses is reused only at the same pointer.
+        """
+        if schema is True:
+            return {}
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
+        self.check_depth(pointer)
+        cid = self.content_id(schema)
+        key = None if cid is None else ("flatten", (cid, expanding))
+        memo = self.reuse(key, pointer)
+        if memo is None and key is not None:
+            key_here = ("flatten", (cid, expanding, pointer))
+            memo = self.reuse(key_here, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            result = self.flatten_dict(schema, pointer, expanding)
+        finally:
+            frame = self.leave(frame)
+        if result is not None and "_clauses" in result and key is not None:
+            key = key_here
+        self.remember(key, pointer, frame, result)
+        return result
+
+    def flatten_dict(self, schema: dict[str, Any], pointer: str, expanding: frozenset[str]) -> dict[str, Any] | None:
+        d = self.normalize(schema, pointer)
+        parts: list[dict[str, Any] | None] = []
+        if "$ref" in d:
+            target = self.ref_pointer(d.pop("$ref"), pointer)
+            if target in expanding or len(expanding) > NESTING_DEPTH_MAX:
+                raise self.fail("a $ref with sibling keywords (or inside allOf) leads back to itself", pointer)
+            parts.append(self.flatten(self.lookup(target), target, expanding | {target}))
+        for i, sub in enumerate(d.pop("allOf", [])):
+            parts.append(self.flatten(sub, f"{pointer}/allOf/{i}", expanding))
+        result = d
+        for part in parts:
+            merged = None if part is None else self.merge(result, part, pointer)
+            if merged is None:
+                return None
+            result = merged
+        return result
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
+        """The intersection of two flattened schemas (see the module docstring)."""
+        out = dict(a)
+        for x, y in ((a, b), (b, a)):
+            # A key matching x's pattern but not y's must meet x's pattern schema AND y's
+            # additionalProperties: no single object schema says that.
+            if x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True)):
+                if set(x["patternProperties"]) != set(y.get("patternProperties", {})):
+                    out["_conflicts"] = [*out.get("_conflicts", []), "patternProperties"]
+        for key, vb in b.items():
+            if key not in out:
+                out[key] = vb
+                continue
+            va = out[key]
+            if key in ANNOTATIONS or va == vb and key not in ("properties", "anyOf", "oneOf"):
+                continue
+            if key == "type":
+                out[key] = _intersect_types(va, vb)
+            elif key == "properties":
+                out[key] = self.merge_properties(a, b)
+            elif key == "required":
+                out[key] = list(dict.fromkeys(list(va) + list(vb)))
+            elif key in _MAX_OF or key in _MIN_OF:
+                for value in (va, vb):
+                    if not _is_number(value):
+                        raise self.fail(f"{key} must be a number, not {value!r}", f"{pointer}/{key}")
+                out[key] = max(va, vb) if key in _MAX_OF else min(va, vb)
+            elif key in ("additionalProperties", "items"):
+                out[key] = _and(va, vb)
+            elif key == "prefixItems":
+                n = max(len(va), len(vb))
+                rest_a, rest_b = a.get("items", True), b.get("items", True)
+                out[key] = [
+                    _and(va[i] if i < len(va) else rest_a, vb[i] if i < len(vb) else rest_b) for i in range(n)
+                ]
+            elif key == "enum":
+                out[key] = [v for v in va if any(_json_equal(v, w) for w in vb)]
+            elif key in ("anyOf", "oneOf"):
+                if len(va) * len(vb) > ANY_OF_PRODUCT_MAX:
+                    raise self.fail(
+                        f"merging two {key} lists of {len(va)} and {len(vb)} options makes more than "
+                        f"{ANY_OF_PRODUCT_MAX}; simplify the allOf",
+                        pointer,
+                    )
+                out[key] = [_and(x, y) for x in va for y in vb]
+            elif key == "pattern":
+                out["_patterns"] = list(dict.fromkeys(out.get("_patterns", []) + [vb] + b.get("_patterns", [])))
+            elif key == "format":
+                self.warn(f"two formats {va!r} and {vb!r} merged; keeping {va!r}", pointer)
+            elif key == "multipleOf":
+                if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
+                    out[key] = math.lcm(int(va), int(vb))
+                else:
+                    out["_conflicts"] = [*out.get("_conflicts", []), key]
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of"):
+                out[key] = list(va) + [v for v in vb if v not in va]
+            elif key == "_patterns":
+                out[key] = list(dict.fromkeys(list(va) + list(vb)))
+            elif key == "_non_integer" or key == "uniqueItems":
+                out[key] = bool(va or vb)
+            elif key == "patternProperties":
+                out[key] = {**va, **{p: _and(va[p], s) if p in va else s for p, s in vb.items()}}
+            elif key == "propertyNames":
+                out[key] = _and(va, vb)
+            elif key in _KEYWORDS:
+                out["_conflicts"] = [*out.get("_conflicts", []), key]
+            # other keys are not keywords (`x-...`, `@type`): keep a's value
+        return out
+
+    def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        out = {}
+        for key in list(pa) + [k for k in pb if k not in pa]:
+            out[key] = _and(self.member_schema(a, key), self.member_schema(b, key))
+        return out
+
+    def member_schema(self, d: dict[str, Any], key: str) -> Any:
+        """What the object schema `d` requires of the value of property `key`: its `properties`
+        entry, else the `patternProperties` it matches, else `additionalProperties`."""
+        if key in d.get("properties", {}):
+            return d["properties"][key]
+        matching = [s for p, s in d.get("patternProperties", {}).items() if self.key_matches(p, key, "")]
+        if matching:
+            return matching[0] if len(matching) == 1 else {"allOf": matching}
+        return d.get("additionalProperties", True)
+
+    def key_matches(self, pattern: str, key: str, pointer: str) -> bool:
+        """Whether a property name matches a `patternProperties` pattern (search semantics)."""
+        try:
+            return self.checker.pattern_matches(pattern, key)
+        except Undecidable as err:
+            raise self.fail(f"patternProperties: {err}", f"{pointer}/patternProperties") from None
+
+    # ---- memoisation -------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Drop the memo tables now. The compiler is in a reference cycle (its checker's
+        resolver refers back to it), so without this they would wait for the cyclic garbage
+        collector, and the objects they keep alive would make its full collections slower."""
+        self.content_ids.clear()
+        self.content_keys.clear()
+        self.results.clear()
+        self.warning_log.clear()
+
+    def content_id(self, value: Any) -> Any:
+        """A hashable id that two JSON values share exactly when they are equal as JSON texts
+        with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
+        and `{"b":2,"a":1}`, whose property orders make different grammars). Containers are
+        interned once (by identity, kept alive here), so the cost is linear in the new parts.
+        None when the value is not plain JSON (a cycle, a set): such values are not memoised.
+
+        The compiler never mutates a container after it is first passed to `memoised`, which
+        is what makes the identity cache sound.
+        """
+        kind = type(value)
+        if kind is not dict and kind is not list:
+            if kind is str or value is None:
+                return value
+            return (kind, value) if kind in _SCALARS else None
+        known = self.content_ids.get(id(value))
+        if known is not None:
+            return known[1]
+        ids, keys = self.content_ids, self.content_keys
+        visiting: set[int] = set()
+        stack: list[Any] = [value]
+        while stack:
+            node = stack[-1]
+            if id(node) in ids:
+                stack.pop()
+                continue
+            children = node.values() if type(node) is dict else node
+            if id(node) not in visiting:
+                visiting.add(id(node))
+                for child in children:
+                    if type(child) is dict or type(child) is list:
+                        if id(child) in visiting:
+                            return None  # a cycle: not JSON
+                        if id(child) not in ids:
+                            stack.append(child)
+                    elif type(child) not in _SCALARS:
+                        return None
+                continue
+            stack.pop()
+            parts = tuple([
+                c if (t := type(c)) is str or c is None else ids[id(c)][1] if t is dict or t is list else (t, c)
+                for c in children
+            ])
+            key = (tuple(node), parts) if type(node) is dict else (None, parts)
+            ids[id(node)] = (node, keys.setdefault(key, len(keys)))
+        return ids[id(value)][1]
+
+    def reuse(self, key: tuple[str, Any] | None, pointer: str) -> _Memo | None:
+        """The memoised result for `key` if it may stand here, after replaying its effects.
+
+        A result depends on the content, on the pointer only through names, warnings and error
+        messages, and on the compiler's state only through three limits. So a reuse replays
+        the warnings (pointers under the first place moved to this one) and is allowed only
+        when the limits hold here too: pointer depth, nested compilations and the clause
+        budget, each grown by what the first computation used. Otherwise the caller computes
+        again, which raises exactly where the translation without memoisation would. Errors
+        are never memoised (they end the translation).
+        """
+        memo = None if key is None else self.results.get(key)
+        if memo is None:
+            return None
+        depth = pointer.count("/")
+        if (
+            depth + memo.depth_extra > NESTING_DEPTH_MAX
+            or self.compile_depth + memo.compile_depth_extra > COMPILE_DEPTH_MAX
+            or self.clause_alternative_count + memo.clause_alternatives > CLAUSE_ALTERNATIVE_COUNT_MAX
+        ):
+            return None
+        self.clause_alternative_count += memo.clause_alternatives
+        self.depth_high = max(self.depth_high, depth + memo.depth_extra)
+        self.compile_depth_high = max(self.compile_depth_high, self.compile_depth + memo.compile_depth_extra)
+        old = memo.pointer
+        for message, where in memo.warnings:
+            if where == old or where.startswith(old + "/"):
+                where = pointer + where[len(old) :]
+            self.warn(message, where)
+        return memo
+
+    def enter(self, pointer: str) -> tuple[int, ...]:
+        """Start measuring what a computation to be memoised uses (pass the result to `leave`)."""
+        frame = (
+            self.depth_high, self.compile_depth_high, len(self.warning_log), self.clause_alternative_count,
+            pointer.count("/"), self.compile_depth,
+        )
+        self.depth_high, self.compile_depth_high = frame[4], frame[5]
+        return frame
+
+    def leave(self, frame: tuple[int, ...]) -> tuple[int, ...]:
+        """End a measurement (also when the computation raised): (deepest pointer, deepest
+        nested compilation) reached inside, and the outer maxima restored to include them."""
+        inner = (self.depth_high, self.compile_depth_high)
+        self.depth_high = max(frame[0], inner[0])
+        self.compile_depth_high = max(frame[1], inner[1])
+        return frame + inner
+
+    def remember(self, key: tuple[str, Any] | None, pointer: str, frame: tuple[int, ...], result: Any) -> None:
+        if key is not None:
+            _, _, warnings_start, clauses_start, depth, compile_depth, depth_high, compile_depth_high = frame
+            self.results[key] = _Memo(
+                result,
+                pointer,
+                tuple(self.warning_log[warnings_start:]),
+                depth_high - depth,
+                compile_depth_high - compile_depth,
+                self.clause_alternative_count - clauses_start,
+            )
+
+    def memo_key(self, kind: str, value: Any) -> tuple[str, Any] | None:
+        cid = self.content_id(value)
+        return None if cid is None else (kind, cid)
+
+    # ---- checks ------------------------------------------------------------------------------
+
+    def check_depth(self, pointer: str) -> None:
+        depth = pointer.count("/")
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
+            raise GrammarError(
+                f"the schema nests deeper than {NESTING_DEPTH_MAX} levels (or a $ref with siblings recurses) "
+                f"at {pointer[:200]}...",
+                json_pointer=pointer,
+            )
+
+    def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
+        for key in d:
+            if key in UNSUPPORTED:
+                self.unsupported(f"the keyword {key!r} is not supported", f"{pointer}/{key}")
+        for key in dict.fromkeys(d.get("_conflicts", [])):
+            self.unsupported(f"allOf/$ref merges two different values of {key!r}", pointer)
+
+    # ---- what `_json_schema_logic` needs (its Context protocol) ------------------------------
+
+    def body_regex(self, pattern: Any, pointer: str) -> str:
+        if not isinstance(pattern, str):
+            raise self.fail("pattern must be a string", pointer)
+        try:
+            return pattern_to_json_regex(pattern)
+        except GrammarError as err:
+            raise Unexpressible(str(err), pointer) from None
+
+    def format_regex(self, name: Any) -> str | None:
+        return FORMAT_REGEXES.get(name) if isinstance(name, str) else None
+
+    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool:
+        """Whether no JSON value is valid under two of the options (a sufficient check)."""
+        flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
+        live = [f for f in flats if f is not None]
+        return all(_disjoint(a, b) for i, a in enumerate(live) for b in live[i + 1 :])
+
+    # ---- schemas -----------------------------------------------------------------------------
+
+    def compile(self, schema: Any, pointer: str) -> Sym | None:
+        """A symbol deriving exactly the JSON texts of `schema`; None when it accepts nothing."""
+        self.check_depth(pointer)
+        if schema is True:
+            return Sym.n(self.any())
+        if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
+            {k: v for k, v in schema.items() if k != "$ref"}
+        ):
+            return self.ref_symbol(schema["$ref"], pointer)
+        if not isinstance(schema, dict):
+            d = self.flatten(schema, pointer)
+            return None if d is None else self.compile_flat(d, pointer)
+        # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
+        # COMPILE_DEPTH_MAX).
+        key = self.memo_key("compile", schema)
+        memo = self.reuse(key, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            d = self.flatten(schema, pointer)
+            # Not compile_flat: memoising by `schema` already covers this content.
+            result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+        finally:
+            frame = self.leave(frame)
+        self.remember(key, pointer, frame, result)
+        return result
+
+    def compile_flat(self, d: dict[str, Any], pointer: str, *, memoise: bool = True) -> Sym | None:
+        if not _has_constraints(d):
+            return Sym.n(self.any())
+        if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
+            return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
+        key = self.memo_key("compile_flat", d) if memoise else None
+        memo = self.reuse(key, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
+        # the recursion (a schema can reach itself through them).
+        self.compile_depth += 1
+        try:
+            if self.compile_depth > self.compile_depth_high:
+                self.compile_depth_high = self.compile_depth
+            if self.compile_depth > COMPILE_DEPTH_MAX:
+                raise GrammarError(
+                    f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
+                    f"expanded (at {pointer[:200]})",
+                    json_pointer=pointer,
+                )
+            result = self.compile_flat_checked(d, pointer)
+        finally:
+            self.compile_depth -= 1
+            frame = self.leave(frame)
+        self.remember(key, pointer, frame, result)
+        return result
+
+    def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        if "enum" in d:
+            return self.compile_enum(d, pointer)
+        self.check_keywords(d, pointer)
+        structured = [v for v in d.get("_not_enum", []) if isinstance(v, (list, dict))]
+        if structured:
+            # An object or array value excluded: the negation of a schema pinning it down.
+            d = dict(d, _not_enum=[v for v in d["_not_enum"] if not isinstance(v, (list, dict))])
+            d["_clauses"] = [{"not": value_schema(v), "_at": pointer} for v in structured] + d.get("_clauses", [])
+        if "_clauses" in d:
+            return self.compile_clauses(d, pointer)
+        for key in ("anyOf", "oneOf"):
+            if key in d:
+                return self.compile_options(d, key, pointer)
+        types = d.get("type", ALL_TYPES)
+        if "number" in types:
+            types = [t for t in types if t != "integer"]
+        alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
+        return self.choice(f"{pointer or '/'}:types", alternatives)
+
+    def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
+        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
+            self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
+        rest = {k: v for k, v in d.items() if k != key}
+        options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
+        return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
+
+    def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
+        """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
+        # Property order: both the sibling `properties` first and the option's first are
+        # accepted when they differ (real instances use either; the grammar just gets both).
+        alternatives: list[list[Sym] | None] = []
+        for option, where in options:
+            if _has_constraints(rest):
+                flat = self.flatten(option, where)
+                orders = [] if flat is None else [(rest, flat), (flat, rest)]
+                seen_orders: list[list[str]] = []
+                for left, right in orders:
+                    merged = self.merge(left, right, where)
+                    if merged is None:
+                        continue
+                    key_order = list(merged.get("properties", {}))
+                    if key_order in seen_orders:
+                        continue
+                    seen_orders.append(key_order)
+                    sym = self.compile_flat(merged, where)
+                    alternatives.append([sym] if sym is not None else None)
+                continue
+            sym = self.compile(option, where)
+            alternatives.append([sym] if sym is not None else None)
+        return self.choice(name, alternatives)
+
+    def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
+        the rest of the schema; the other clauses are expanded inside each alternative."""
+        clause, *others = d["_clauses"]
+        rest = {k: v for k, v in d.items() if k != "_clauses"}
+        if others:
+            rest["_clauses"] = others
+        at = clause.get("_at", pointer)
+        try:
+            alternatives = clause_alternatives(clause, self)
+        except Unexpressible as err:
+            self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
+            return self.compile_flat(rest, pointer)
+        self.clause_alternative_count += len(alternatives)
+        if self.clause_alternative_count > CLAUSE_ALTERNATIVE_COUNT_MAX:
+            raise self.fail(
+                f"not/if/dependencies expand into more than {CLAUSE_ALTERNATIVE_COUNT_MAX} alternatives; "
+                "simplify the schema",
+                at,
+            )
+        if not alternatives:
+            return None
+        return self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
+
+    def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """The listed values that every other keyword accepts (checked value by value)."""
+        if "_conflicts" in d:
+            self.check_keywords(d, pointer)
+        rest = {k: v for k, v in d.items() if k != "enum"}
+        try:
+            values = [v for v in d["enum"] if not rest or self.checker.valid(v, rest, pointer)]
+        except Undecidable as err:
+            self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
+            types = d.get("type", TYPES)
+            values = [v for v in d["enum"] if _type_allows(types, v)]
+        # The strings are one lexeme (the core factors it into their trie); a lexeme per string
+        # cost 10,000 lexemes for a 10,000-name enum.
+        strings = [v for v in values if isinstance(v, str)]
+        if len(strings) >= 2:
+            union = [Sym.t(self.ir.add_lexeme(_json_strings_lexeme(strings)))]
+            others = [self.value_syms(v, f"{pointer}/enum") for v in values if not isinstance(v, str)]
+            return self.choice(f"{pointer or '/'}:enum", [union, *others])
+        alternatives = [self.value_syms(v, f"{pointer}/enum") for v in values]
+        return self.choice(f"{pointer or '/'}:enum", alternatives)
+
+    def compile_type(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        excluded = d.get("_not_enum", [])
+        if t == "null":
+            return None if None in excluded else self.lexeme("null", "literal", "null")
+        if t == "boolean":
+            left = [b for b in (True, False) if not any(v is b for v in excluded)]
+            if len(left) == 2:
+                return self.lexeme("boolean", "regex", "true|false")
+            return self.value_syms(left[0], pointer)[0] if left else None
+        if t == "string":
+            return self.compile_string(d, pointer)
+        if t in ("integer", "number"):
+            return self.compile_number(t, d, pointer)
+        if t == "array":
+            return self.compile_array(d, pointer)
+        return self.compile_object(d, pointer)
+
+    # ---- scalars -----------------------------------------------------------------------------
+
+    def int_keyword(self, d: dict[str, Any], key: str, default: int | None, pointer: str) -> int | None:
+        value = d.get(key, default)
+        if value is None or value == default:
+            return value
+        if not _is_number(value) or value < 0 or not float(value).is_integer():
+            raise self.fail(f"{key} must be a non-negative integer, not {value!r}", f"{pointer}/{key}")
+        return int(value)
+
+    def compile_string(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        min_length = self.int_keyword(d, "minLength", 0, pointer) or 0
+        max_length = self.int_keyword(d, "maxLength", None, pointer)
+        if max_length is not None and min_length > max_length:
+            return None
+        patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
+        bodies = []
+        for i, pattern in enumerate(patterns):
+            if not isinstance(pattern, str):
+                raise self.fail("pattern must be a string", f"{pointer}/pattern")
+            try:
+                bodies.append('"' + pattern_to_json_regex(pattern) + '"')
+            except GrammarError as err:
+                self.unsupported(str(err), f"{pointer}/pattern")
+        fmt = d.get("format")
+        if fmt is not None and fmt not in FORMAT_REGEXES:
+            self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
+        elif fmt is not None and bodies:
+            self.warn(f"format {fmt!r} is ignored because a pattern is given", f"{pointer}/format")
+        elif fmt is not None:
+            bodies.append('"' + FORMAT_REGEXES[fmt] + '"')
+        try:
+            length = string_regex(min_length, max_length)
+        except GrammarError as err:
+            raise self.fail(str(err), f"{pointer}/minLength") from None
+        # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
+        nots = [_key_regex(_json_string_lexeme(v)) for v in d.get("_not_enum", []) if isinstance(v, str)]
+        nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
+        if not bodies and not nots:
+            if min_length == 0 and max_length is None:
+                return self.string()
+            upper = "" if max_length is None else max_length
+            return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
+        if not bodies or min_length > 0 or max_length is not None:
+            bodies.append(length)  # intersected with the pattern/format (Lexeme.and_patterns)
+        name = f"string:{pointer or '/'}"
+        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]), not_patterns=tuple(dict.fromkeys(nots)))
+
+    def compile_number(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+            if key in d and not _is_number(d[key]):
+                raise self.fail(f"{key} must be a number, not {d[key]!r}", f"{pointer}/{key}")
+        lo, lo_open = d.get("minimum"), False
+        if "exclusiveMinimum" in d and (lo is None or d["exclusiveMinimum"] >= lo):
+            lo, lo_open = d["exclusiveMinimum"], True
+        hi, hi_open = d.get("maximum"), False
+        if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
+            hi, hi_open = d["exclusiveMaximum"], True
+        # Intersected (multipleOf, non-integer) and excluded (not enum/const, not multipleOf)
+        # regexes. An exponent could spell an excluded value in unboundedly many ways and
+        # breaks digit-wise divisibility, so such numbers are written without one (a subset).
+        ands: list[str] = []
+        nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
+        multiple = d.get("multipleOf")
+        if multiple is not None and not (t == "integer" and multiple == 1):
+            rx = multiple_of_regex(multiple)
+            if rx is None:
+                self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
+            else:
+                ands.append(rx)
+        for excluded in d.get("_not_multiple_of", []):
+            rx = multiple_of_regex(excluded)
+            if rx is None:
+                self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)
+            else:
+                nots.append(rx)
+        if d.get("_non_integer"):
+            if t == "integer":
+                return None
+            ands.append(NON_INTEGER_REGEX)
+        if t == "integer":
+            lo_i = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
+            hi_i = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
+            name = "integer" if lo_i is None and hi_i is None else f"integer[{lo_i},{hi_i}]"
+            base = INTEGER_REGEX if lo_i is None and hi_i is None else int_range_regex(lo_i, hi_i)
+        elif lo is None and hi is None:
+            name = "number"
+            base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
+        else:
+            if lo is not None and not float(lo).is_integer():
+                self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
+                lo, lo_open = math.floor(lo), False
+            if hi is not None and not float(hi).is_integer():
+                self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
+                hi, hi_open = math.ceil(hi), False
+            lo_i = None if lo is None else int(lo)
+            hi_i = None if hi is None else int(hi)
+            base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
+            name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+        if base is None:
+            return None
+        if ands or nots:
+            name += f":{pointer or '/'}"
+        return self.lexeme(name, "regex", base, and_patterns=tuple(dict.fromkeys(ands)), not_patterns=tuple(dict.fromkeys(nots)))
+
+    # ---- values ------------------------------------------------------------------------------
+
+    def value_syms(self, value: Any, pointer: str, depth: int = 0) -> list[Sym]:
+        """The symbols of one constant JSON value (enum/const), built structurally."""
+        if depth > NESTING_DEPTH_MAX:
+            raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", pointer)
+        if isinstance(value, str):
+            return [Sym.t(self.ir.add_lexeme(_json_string_lexeme(value)))]
+        if isinstance(value, list):
+            out = [self.lbracket]
+            for i, item in enumerate(value):
+                out += ([self.comma] if i else []) + self.value_syms(item, pointer, depth + 1)
+            return out + [self.rbracket]
+        if isinstance(value, dict):
+            out = [self.lbrace]
+            for i, (key, item) in enumerate(value.items()):
+                out += [self.comma] if i else []
+                out += [Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), self.colon]
+                out += self.value_syms(item, pointer, depth + 1)
+            return out + [self.rbrace]
+        if value is None or isinstance(value, bool):
+            text = json.dumps(value)
+            return [self.lexeme(text, "literal", text)]
+        if _is_number(value):
+            if float(value).is_integer() and abs(value) < 1e16:
+                text = str(int(value))
+                return [self.lexeme(text, "regex", text + _FRACTION_ZERO)]
+            text = json.dumps(value)
+            return [self.lexeme(text, "literal", text)]
+        raise self.fail(f"an enum/const value that is not JSON: {value!r}", pointer)
+
+    def string(self) -> Sym:
+        return self.lexeme("string", "regex", string_regex(0, None))
+
+    def any(self) -> int:
+        """The nonterminal of any JSON value (built once)."""
+        if self.any_value is not None:
+            return self.any_value
+        value = self.any_value = self.ir.add_nonterminal("any")
+        obj = self.ir.add_nonterminal("any:object")
+        members = self.ir.add_nonterminal("any:members")
+        arr = self.ir.add_nonterminal("any:array")
+        items = self.ir.add_nonterminal("any:items")
+        string = self.string()
+        for lexeme in (
+            string,
+            self.lexeme("number", "regex", NUMBER_REGEX),
+            self.lexeme("boolean", "regex", "true|false"),
+            self.lexeme("null", "literal", "null"),
+        ):
+            self.rule(value, [lexeme])
+        self.rule(value, [Sym.n(obj)])
+        self.rule(value, [Sym.n(arr)])
+        self.rule(obj, [self.lbrace, self.rbrace])
+        self.rule(obj, [self.lbrace, Sym.n(members), self.rbrace])
+        self.rule(members, [string, self.colon, Sym.n(value)])
+        self.rule(members, [Sym.n(members), self.comma, string, self.colon, Sym.n(value)])
+        self.rule(arr, [self.lbracket, self.rbracket])
+        self.rule(arr, [self.lbracket, Sym.n(items), self.rbracket])
+        self.rule(items, [Sym.n(value)])
+        self.rule(items, [Sym.n(items), self.comma, Sym.n(value)])
+        return value
+
+    # ---- objects -----------------------------------------------------------------------------
+
+    def compile_object(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """Listed properties in `properties` order, then `required` names not listed, then any
+        other keys (pattern and additional properties), counted when min/maxProperties ask."""
+        properties: dict[str, Any] = d.get("properties", {})
+        required = d.get("required", [])
+        for key in required:
+            if not isinstance(key, str):
+                raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
+        patterns: dict[str, Any] = d.get("patternProperties", {})
+        names = d.get("propertyNames", True)
+        low = self.int_keyword(d, "minProperties", 0, pointer) or 0
+        high = self.int_keyword(d, "maxProperties", None, pointer)
+        if high is not None and low > high:
+            return None
+        key_parts = self.key_constraint(names, pointer)
+        # (key lexeme, value symbol, required)
+        members: list[tuple[Sym, Sym, bool]] = []
+        taken = list(properties) + [k for k in required if k not in properties]
+        for key in taken:
+            listed = key in properties
+            where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
+            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
+            if listed:
+                parts = [properties[key], *matching]
+            else:
+                parts = matching or [d.get("additionalProperties", self.additional_default)]
+            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+            sym = self.compile(schema, where) if self.name_allowed(key, names, pointer) else None
+            if sym is None:
+                if key in required:
+                    return None
+                continue
+            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
+        regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
+        pair = None
+        if regions:
+            pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+        return self.object_body(members, pair, low, high, pointer)
+
+    def name_allowed(self, key: str, names: Any, pointer: str) -> bool:
+        """Whether a property name satisfies `propertyNames`."""
+        if _trivial_schema(names):
+            return True
+        try:
+            return self.checker.valid(key, names, f"{pointer}/propertyNames")
+        except Undecidable as err:
+            self.unsupported(f"propertyNames cannot be checked on {key!r} ({err})", f"{pointer}/propertyNames")
+            return True
+
+    def key_constraint(self, names: Any, pointer: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`propertyNames` as (and, not) regexes on key lexemes; None when no key is allowed."""
+        if _trivial_schema(names):
+            return (), ()
+        where = f"{pointer}/propertyNames"
+        flat = self.flatten(names, where)
+        flat = None if flat is None else self.merge(flat, {"type": ["string"]}, where)
+        if flat is None:
+            return None
+        if "enum" in flat:
+            values = [v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, flat, pointer)]
+            if not values:
+                return None
+            return (_alt([_key_regex(_json_string_lexeme(v)) for v in values]),), ()
+        sym = self.compile_flat(flat, where)
+        if sym is None:
+            return None
+        if not sym.terminal:
+            self.unsupported("propertyNames must describe a single string lexeme here", where)
+            return (), ()
+        lexeme = self.ir.lexemes[sym.index]
+        return (_key_regex(lexeme), *lexeme.and_patterns), lexeme.not_patterns
+
+    def key_regions(
+        self, d: dict[str, Any], taken: list[str], key_parts: tuple[tuple[str, ...], tuple[str, ...]], pointer: str
+    ) -> list[tuple[Sym, Sym]]:
+        """(key lexeme, value symbol) for the keys beyond the listed ones: one region per set
+        of `patternProperties` patterns a key matches (all subsets when there are at most
+        `PATTERN_SUBSETS_MAX` patterns, else one pattern each, keys matching several refused),
+        and one for `additionalProperties` (keys matching no pattern). Listed names are
+        excluded from every region."""
+        key_ands, key_nots = key_parts
+        name_nots = [_key_regex(_json_string_lexeme(k)) for k in taken]
+        found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
+        for pattern, schema in d.get("patternProperties", {}).items():
+            where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
+            try:
+                found.append((where, '"' + pattern_to_json_regex(pattern) + '"', schema))
+            except GrammarError as err:
+                self.unsupported(str(err), where)
+        if len(found) <= PATTERN_SUBSETS_MAX:
+            subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
+        else:
+            subsets = [[i] for i in range(len(found))]
+            self.warn(
+                f"more than {PATTERN_SUBSETS_MAX} patternProperties: a key matching several patterns is refused",
+                f"{pointer}/patternProperties",
+            )
+        regions: list[tuple[Sym, Sym]] = []
+        for subset in subsets:
+            schemas = [found[i][2] for i in subset]
+            value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
+            if value is None:
+                continue
+            ands = [found[i][1] for i in subset]
+            nots = [found[i][1] for i in range(len(found)) if i not in subset]
+            lexeme = Lexeme(
+                f"key:{found[subset[0]][0]}" + (f"+{len(subset) - 1}" if len(subset) > 1 else ""),
+                "regex",
+                ands[0],
+                and_patterns=tuple(ands[1:]) + key_ands,
+                not_patterns=tuple(nots + name_nots) + key_nots,
+            )
+            regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
+        extra = d.get("additionalProperties", self.additional_default)
+        value = None if extra is False else self.compile(extra, f"{pointer}/additionalProperties")
+        if value is not None:
+            nots = [f[1] for f in found] + name_nots
+            base = self.ir.lexemes[self.string().index]
+            if not nots and not key_ands and not key_nots:
+                key = self.string()
+            else:
+                name = f"key:{pointer or '/'}/additionalProperties"
+                lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
+                key = Sym.t(self.ir.add_lexeme(lexeme))
+            regions.append((key, value))
+        return regions
+
+    def object_body(self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str) -> Sym | None:
+        """`{ members, extras }` with the member and extra count in [low, high].
+
+        State (i, c): members i.. remain and c properties came before (so a comma leads when
+        c > 0). Without count bounds c is 0 or 1; with them c counts up to `high`, or up to
+        `low` when there is no `high` (past `low` the count no longer matters). Extras (`pair`)
+        come last, as a left-recursive repetition bounded by what the count leaves.
+        """
+        n = len(members)
+        required_count = sum(1 for m in members if m[2])
+        if high is not None and required_count > high:
+            return None
+        if low <= required_count:
+            low = 0
+        if high is not None and pair is None and high >= n:
+            high = None
+        top = max(low, 1) if high is None else high
+        name = pointer or "/"
+        if (n + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+            raise self.fail(
+                f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
+                "loosen the bounds",
+                pointer,
+            )
+        unit = None if pair is None else (self.comma, Sym.n(pair))
+
+        def tail(c: int) -> list[list[Sym]] | None:
+            low_left = max(low - c, 0)
+            high_left = None if high is None else high - c
+            if unit is None:
+                return [[]] if low_left == 0 else None
+            if c > 0:
+                return [self.repeat(f"{name}:extras", unit, low_left, high_left)]
+            alts: list[list[Sym]] = [[]] if low_left == 0 else []
+            if high_left is None or high_left >= 1:
+                more_high = None if high_left is None else high_left - 1
+                alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
+            return alts or None
+
+        table: dict[tuple[int, int], list[list[Sym]] | None] = {(n, c): tail(c) for c in range(top + 1)}
+        nts: dict[tuple[int, int], int] = {}
+
+        def seq(i: int, c: int) -> list[Sym] | None:
+            alts = table[(i, c)]
+            if alts is None:
+                return None
+            if len(alts) == 1:
+                return alts[0]
+            if (i, c) not in nts:
+                nts[(i, c)] = self.nonterminal(f"{name}:after{i}.{c}", alts)
+            return [Sym.n(nts[(i, c)])]
+
+        for i in range(n - 1, -1, -1):
+            key_sym, value_sym, is_required = members[i]
+            for c in range(top + 1):
+                alts = []
+                after = min(c + 1, top) if high is None else c + 1
+                rest = seq(i + 1, after) if after <= top else None
+                if rest is not None:
+                    alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                skip = None if is_required else seq(i + 1, c)
+                if skip is not None:
+                    alts.append(skip)
+                table[(i, c)] = alts or None
+        top_alts = table[(0, 0)]
+        if top_alts is None:
+            return None
+        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    def compile_array(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        min_items = self.int_keyword(d, "minItems", 0, pointer) or 0
+        max_items = self.int_keyword(d, "maxItems", None, pointer)
+        if max_items is not None and min_items > max_items:
+            return None
+        if d.get("uniqueItems") is True:
+            unique = self.unique_array(d, min_items, max_items, pointer)
+            if unique is not NotImplemented:
+                return unique
+            self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
+        least = self.int_keyword(d, "minContains", 1, pointer)
+        most = self.int_keyword(d, "maxContains", None, pointer)
+        if "contains" in d and (least or most is not None):
+            if not d.get("prefixItems"):
+                return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
+            self.unsupported("contains beside prefixItems is not supported", f"{pointer}/contains")
+        prefix = d.get("prefixItems", [])
+        prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
+        items = d.get("items", True)
+        rest = None if items is False else self.compile(items, f"{pointer}/items")
+        name = pointer or "/"
+        k = len(prefix)
+        # tail: the alternatives after k items, for the items beyond the prefix.
+        if (max_items is not None and k >= max_items) or rest is None:
+            tail: list[list[Sym]] | None = [[]] if k >= min_items else None
+        else:
+            lo = max(0, min_items - k)
+            hi = None if max_items is None else max_items - k
+            if k > 0:
+                tail = [self.repeat(f"{name}:items", (self.comma, rest), lo, hi)]
+            else:
+                more = self.repeat(f"{name}:items", (self.comma, rest), max(lo, 1) - 1, None if hi is None else hi - 1)
+                tail = ([[]] if lo == 0 else []) + [[rest, *more]]
+        cache: dict[int, list[Sym]] = {}
+        alts = tail
+        for i in range(k - 1, -1, -1):
+            stop: list[list[Sym]] = [[]] if i >= min_items else []
+            if max_items is not None and i >= max_items:
+                alts = stop or None
+                continue
+            sym = prefix_syms[i]
+            go = []
+            if sym is not None and alts is not None:
+                go = [[*([self.comma] if i else []), sym, *self.inline(f"{name}:from{i + 1}", alts, cache, i + 1)]]
+            alts = (stop + go) or None
+        if alts is None:
+            return None
+        return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`uniqueItems` over a small finite item domain (enum, boolean, null), exactly: one
+        state per set of values used so far. NotImplemented when the domain is not finite or
+        has more than `UNIQUE_DOMAIN_MAX` values (the caller then warns)."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
+        flat = self.flatten(d.get("items", True), where)
+        if flat is None:
+            return self.choice(f"{pointer or '/'}:array", [[self.lbracket, self.rbracket]] if min_items == 0 else [])
+        rest = {k: v for k, v in flat.items() if k != "enum"}
+        if "enum" in flat:
+            candidates = flat["enum"]
+        elif flat.get("type") == ["boolean"]:
+            candidates = [True, False]
+        elif flat.get("type") == ["null"]:
+            candidates = [None]
+        else:
+            return NotImplemented
+        domain: list[Any] = []
+        try:
+            for value in candidates:
+                if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
+                    domain.append(value)
+        except Undecidable:
+            return NotImplemented
+        if len(domain) > UNIQUE_DOMAIN_MAX:
+            return NotImplemented
+        top = len(domain) if max_items is None else min(max_items, len(domain))
+        syms = [self.value_syms(v, where) for v in domain]
+        name = pointer or "/"
+        memo: dict[int, int | None] = {}
+        for used in sorted(range(1 << len(domain)), key=lambda u: -bin(u).count("1")):
+            count = bin(used).count("1")
+            if count > top:
+                continue
+            alts: list[list[Sym]] = [[]] if count >= min_items else []
+            for i, value in enumerate(syms):
+                after = memo.get(used | 1 << i)
+                if not used >> i & 1 and after is not None:
+                    alts.append([*([self.comma] if used else []), *value, Sym.n(after)])
+            memo[used] = self.nonterminal(f"{name}:unique{used:x}", alts) if alts else None
+        start = memo[0]
+        return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
+
+    def contains_array(
+        self, d: dict[str, Any], min_items: int, max_items: int | None, least: int, most: int | None, pointer: str
+    ) -> Sym | None:
+        """Arrays with between `least` and `most` items valid under `contains`.
+
+        Items are read left-recursively with a state (items so far, matches so far), both
+        clamped where they stop mattering. A matching item is `items AND contains`; another is
+        `items AND NOT contains` when `maxContains` bounds the matches, else just `items`
+        (marking one of several matches is enough: ambiguous, but exact).
+        """
+        items = d.get("items", True)
+        where = f"{pointer}/contains"
+        yes = self.compile({"allOf": [items, d["contains"]]}, where)
+        no = self.compile({"allOf": [items, {"not": d["contains"]}]} if most is not None else items, where)
+        if most is not None and least > most:
+            return None
+        t_top = max(min_items, 1) if max_items is None else max_items
+        c_top = least if most is None else most
+        if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
+            raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
+        name = pointer or "/"
+        states: dict[tuple[int, int], int] = {}
+
+        def state(t: int, c: int) -> int:
+            if (t, c) not in states:
+                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{c}")
+            return states[(t, c)]
+
+        def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
+            out: list[tuple[Sym, int, int]] = []
+            if max_items is not None and t + 1 > max_items:
+                return out
+            t2 = min(t + 1, t_top) if max_items is None else t + 1
+            saturated = most is None and c >= least
+            if yes is not None and not saturated and (most is None or c + 1 <= most):
+                out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
+            if no is not None:
+                out.append((no, t2, c))
+            return out
+
+        todo = [(0, 0)]
+        seen = {(0, 0)}
+        while todo:
+            t, c = todo.pop()
+            for item, t2, c2 in steps(t, c):
+                lhs = state(t2, c2)
+                self.rule(lhs, [item] if t == 0 else [Sym.n(state(t, c)), self.comma, item])
+                if (t2, c2) not in seen:
+                    seen.add((t2, c2))
+                    todo.append((t2, c2))
+        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and least == 0 else []
+        for (t, c), nt in states.items():
+            if t >= min_items and c >= least:
+                alts.append([self.lbracket, Sym.n(nt), self.rbracket])
+        return self.choice(f"{name}:array", alts)
+
+    def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
+        """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""
+        out = self.power(name, unit, lo)
+        if hi is None:
+            key = ("star", unit)
+            if key not in self.memo:
+                star = self.memo[key] = self.ir.add_nonterminal(f"{name}*")
+                self.rule(star, [])
+                self.rule(star, [Sym.n(star), *unit])
+            return out + [Sym.n(self.memo[key])]
+        return out + self.up_to(name, unit, hi - lo)
+
+    def power(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
+        """unit^count, by doubling rules when count is large."""
+        if count <= 4:
+            return list(unit) * count
+        key = ("pow", unit, count)
+        if key not in self.memo:
+            half = self.power(name, unit, count // 2)
+            rhs = half + half + (list(unit) if count % 2 else [])
+            self.memo[key] = self.nonterminal(f"{name}^{count}", [rhs])
+        return [Sym.n(self.memo[key])]
+
+    def up_to(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
+        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules."""
+        if count == 0:
+            return []
+        key = ("upto", unit, count)
+        if key not in self.memo:
+            nt = self.ir.add_nonterminal(f"{name}{{0,{count}}}")
+            self.memo[key] = nt
+            if count == 1:
+                self.rule(nt, [])
+                self.rule(nt, list(unit))
+            else:
+                high = 1 << (count.bit_length() - 1)  # largest power of two <= count
+                self.rule(nt, self.up_to(name, unit, high - 1))
+                self.rule(nt, self.power(name, unit, high) + self.up_to(name, unit, count - high))
+        return [Sym.n(self.memo[key])]

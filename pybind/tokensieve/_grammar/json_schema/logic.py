@@ -1,0 +1,269 @@
+"""Boolean keywords of JSON Schema as alternatives of plain schemas: `not`, `if`/`then`/`else`,
+`dependentRequired`, `dependentSchemas` (and draft-7 `dependencies`).
+
+A grammar cannot intersect or complement context-free languages, but JSON Schema keywords are
+assertions that each constrain one JSON type, so most negations stay *positive*:
+
+    not {type: T}              → type ∉ T
+    not {required: [a, b]}     → an object without a   | an object without b
+    not {minLength: 3}         → a string with maxLength 2
+    not {pattern: p}           → a string whose text the lexeme's `not_patterns` exclude
+    not {enum: [..]}           → `_not_enum` (scalars: excluded from lexemes; objects and arrays:
+                                 the negation of a schema that pins the value down)
+    not {properties: {k: S}}   → an object with k whose value is `not S`
+    not {items: S}             → an array that contains `not S`
+    not {contains: S}          → an array whose items are all `not S`
+    not {anyOf: [A, B]}        → not A and not B (clauses, expanded again)
+    not {not: S}               → S
+    not (A and B and ...)      → not A | not B | ...   (a schema is the conjunction of its keywords)
+
+The front-end keeps these keywords as *clauses* (`_clauses` in a flattened schema: `allOf`
+merges concatenate them) and expands one clause at a time into `anyOf` alternatives merged with
+the rest of the schema, so each alternative is a plain schema again and the usual object, array
+and scalar translations apply. The alternatives of one clause may overlap (an instance valid
+under two of them has two parses); recognition is unaffected.
+
+What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
+naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`,
+`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `oneOf`
+(unless its options are provably disjoint), `contains` with `minContains`/`maxContains`,
+`items` after `prefixItems`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Protocol
+
+from ..._errors import GrammarError
+
+__all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "ALL_TYPES"]
+
+ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
+
+# Keywords that only annotate (must agree with the front-end's list).
+_IGNORED = frozenset(
+    {
+        "$schema", "$id", "id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
+        "title", "description", "default", "examples", "example", "readOnly", "writeOnly",
+        "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+        "nullable", "xml", "externalDocs", "_at", "_conflicts",
+    }
+)
+
+
+class Unexpressible(Exception):
+    """A negation (or clause) the grammar cannot express.
+
+    Attributes:
+        pointer: the JSON pointer of the keyword, or None when the caller knows better.
+    """
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
+class Context(Protocol):
+    """What negation needs from the front-end."""
+
+    def flatten(self, schema: Any, pointer: str) -> dict[str, Any] | None: ...
+
+    def body_regex(self, pattern: str, pointer: str) -> str: ...
+
+    def format_regex(self, name: str) -> str | None: ...
+
+    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool: ...
+
+
+def _trivial(schema: Any) -> bool:
+    return schema is True or (isinstance(schema, dict) and all(k in _IGNORED for k in schema))
+
+
+def value_schema(value: Any) -> Any:
+    """A schema whose only valid instance is `value` (objects and arrays spelled out by
+    keywords, so that its negation is expressible)."""
+    if isinstance(value, list):
+        return {
+            "type": "array",
+            "minItems": len(value),
+            "prefixItems": [value_schema(v) for v in value],
+            "items": False,
+        }
+    if isinstance(value, dict):
+        return {
+            "type": "object",
+            "required": list(value),
+            "maxProperties": len(value),
+            "properties": {k: value_schema(v) for k, v in value.items()},
+        }
+    return {"enum": [value]}
+
+
+def clause_alternatives(clause: dict[str, Any], ctx: Context) -> list[Any]:
+    """The alternatives (schemas, any of which may hold) equivalent to one clause.
+
+    Raises:
+        Unexpressible: a negation inside the clause cannot be written as a grammar.
+    """
+    at = clause.get("_at", "")
+    if "not" in clause:
+        return negate(clause["not"], f"{at}", ctx)
+    if "if" in clause:
+        then, otherwise = clause.get("then", True), clause.get("else", True)
+        return [{"allOf": [clause["if"], then]}, *[{"allOf": [alt, otherwise]} for alt in negate(clause["if"], f"{at}/if", ctx)]]
+    if "dependentRequired" in clause:
+        ((key, names),) = clause["dependentRequired"].items()
+        return [{"properties": {key: False}}, {"required": [key, *names]}]
+    if "dependentSchemas" in clause:
+        ((key, schema),) = clause["dependentSchemas"].items()
+        return [{"properties": {key: False}}, {"allOf": [{"required": [key]}, schema]}]
+    raise Unexpressible(f"an unknown clause {sorted(clause)}")
+
+
+def _complement_types(types: list[str]) -> list[Any]:
+    alts: list[Any] = []
+    others = [t for t in ALL_TYPES if t not in types and not (t == "number" and "number" in types)]
+    if "integer" in types and "number" not in types:
+        others = [t for t in others if t != "number"]
+        alts.append({"type": ["number"], "_non_integer": True})
+    if others:
+        alts.insert(0, {"type": others})
+    return alts
+
+
+def _negate_multiple(multiple: Any, at: str) -> list[Any]:
+    if multiple == 1:
+        return [{"type": ["number"], "_non_integer": True}]
+    return [{"type": ["number"], "_not_multiple_of": [multiple]}]
+
+
+_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_NUMBER_KEYWORDS = frozenset({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"})
+
+
+def _checked_value(key: str, value: Any, at: str) -> Any:
+    """`value` of keyword `key`, refused with its JSON pointer when it has the wrong type (the
+    negations below do arithmetic on it)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if key in _COUNT_KEYWORDS and not (number and value >= 0 and float(value).is_integer()):
+        pointer = f"{at}/{key}"
+        raise GrammarError(f"{key} must be a non-negative integer, not {value!r} (at {pointer})", json_pointer=pointer)
+    if key in _NUMBER_KEYWORDS and not number:
+        pointer = f"{at}/{key}"
+        raise GrammarError(f"{key} must be a number, not {value!r} (at {pointer})", json_pointer=pointer)
+    return int(value) if key in _COUNT_KEYWORDS else value
+
+
+def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
+    """Schemas whose union holds exactly the JSON values NOT valid under `schema`.
+
+    Raises:
+        Unexpressible: some keyword's negation cannot be written as a grammar.
+    """
+    d = ctx.flatten(schema, at)
+    if d is None:
+        return [True]
+    alts: list[Any] = []
+    handled = set(_IGNORED)
+
+    def unexpressible(key: str) -> Unexpressible:
+        return Unexpressible(f"the negation of {key!r}", f"{at}/{key}")
+
+    def each(key: str, make: Callable[[Any], list[Any]]) -> None:
+        handled.add(key)
+        if key in d:
+            alts.extend(make(_checked_value(key, d[key], at)))
+
+    each("type", lambda t: _complement_types(t))
+    each("enum", lambda e: [{"_not_enum": e}])
+    each("required", lambda r: [{"type": ["object"], "properties": {k: False}} for k in r])
+    each("pattern", lambda p: [{"type": ["string"], "_not_bodies": [ctx.body_regex(p, f"{at}/pattern")]}])
+    each("_patterns", lambda ps: [{"type": ["string"], "_not_bodies": [ctx.body_regex(p, f"{at}/pattern")]} for p in ps])
+    each("format", lambda f: [] if ctx.format_regex(f) is None else [{"type": ["string"], "_not_bodies": [ctx.format_regex(f)]}])
+    each("minLength", lambda n: [{"type": ["string"], "maxLength": n - 1}] if n > 0 else [])
+    each("maxLength", lambda n: [{"type": ["string"], "minLength": n + 1}])
+    each("minimum", lambda m: [{"type": ["number"], "exclusiveMaximum": m}])
+    each("exclusiveMinimum", lambda m: [{"type": ["number"], "maximum": m}])
+    each("maximum", lambda m: [{"type": ["number"], "exclusiveMinimum": m}])
+    each("exclusiveMaximum", lambda m: [{"type": ["number"], "minimum": m}])
+    each("multipleOf", lambda m: _negate_multiple(m, at))
+    each("minItems", lambda n: [{"type": ["array"], "maxItems": n - 1}] if n > 0 else [])
+    each("maxItems", lambda n: [{"type": ["array"], "minItems": n + 1}])
+    each("minProperties", lambda n: [{"type": ["object"], "maxProperties": n - 1}] if n > 0 else [])
+    each("maxProperties", lambda n: [{"type": ["object"], "minProperties": n + 1}])
+    each("uniqueItems", lambda u: [] if u is False else _raise(unexpressible("uniqueItems")))
+    each("anyOf", lambda options: [{"allOf": [{"not": o} for o in options]}])
+    handled.add("oneOf")
+    if "oneOf" in d:
+        if not ctx.one_of_disjoint(d["oneOf"], f"{at}/oneOf"):
+            raise unexpressible("oneOf")
+        alts.append({"allOf": [{"not": o} for o in d["oneOf"]]})
+    handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
+    if not _trivial(d.get("additionalProperties", True)):
+        raise unexpressible("additionalProperties")
+    if d.get("patternProperties"):
+        raise unexpressible("patternProperties")
+    if not _trivial(d.get("propertyNames", True)):
+        raise unexpressible("propertyNames")
+    for key, sub in d.get("properties", {}).items():
+        if not _trivial(sub):
+            alts.append({"type": ["object"], "required": [key], "properties": {key: {"not": sub}}})
+    handled |= {"prefixItems", "items"}
+    prefix = d.get("prefixItems", [])
+    for i, sub in enumerate(prefix):
+        if not _trivial(sub):
+            alts.append({"type": ["array"], "minItems": i + 1, "prefixItems": [True] * i + [{"not": sub}]})
+    if d.get("items", True) is False and prefix:
+        alts.append({"type": ["array"], "minItems": len(prefix) + 1})
+    elif not _trivial(d.get("items", True)):
+        if prefix:
+            raise unexpressible("items")
+        alts.append({"type": ["array"], "contains": {"not": d["items"]}})
+    handled |= {"contains", "minContains", "maxContains"}
+    if "contains" in d:
+        if "minContains" in d or "maxContains" in d:
+            raise unexpressible("contains")
+        alts.append({"type": ["array"], "items": {"not": d["contains"]}})
+    handled.add("_clauses")
+    for clause in d.get("_clauses", []):
+        alts.extend(_negate_clause(clause, ctx))
+    for key in d:
+        if key not in handled and not key.startswith("x-") and key in _KEYWORDS:
+            raise unexpressible(key)
+    return alts
+
+
+def _raise(err: Exception) -> list[Any]:
+    raise err
+
+
+def _negate_clause(clause: dict[str, Any], ctx: Context) -> list[Any]:
+    if "not" in clause:
+        return [clause["not"]]
+    if "if" in clause:
+        then, otherwise = clause.get("then", True), clause.get("else", True)
+        return [{"allOf": [clause["if"], {"not": then}]}, {"allOf": [{"not": clause["if"]}, {"not": otherwise}]}]
+    if "dependentRequired" in clause:
+        ((key, names),) = clause["dependentRequired"].items()
+        return [{"type": ["object"], "required": [key], "properties": {n: False}} for n in names]
+    if "dependentSchemas" in clause:
+        ((key, schema),) = clause["dependentSchemas"].items()
+        return [{"type": ["object"], "required": [key], "not": schema}]
+    raise Unexpressible(f"an unknown clause {sorted(clause)}")
+
+
+# Every keyword of drafts 4 to 2020-12 that asserts something; a keyword of this list that
+# `negate` does not handle makes the negation unexpressible (other keys are not keywords).
+_KEYWORDS = frozenset(
+    {
+        "type", "enum", "const", "required", "pattern", "format", "minLength", "maxLength",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems",
+        "maxItems", "minProperties", "maxProperties", "uniqueItems", "anyOf", "oneOf", "allOf",
+        "not", "if", "then", "else", "properties", "additionalProperties", "patternProperties",
+        "propertyNames", "prefixItems", "items", "additionalItems", "contains", "minContains",
+        "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
+        "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
+        "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of",
+    }
+)

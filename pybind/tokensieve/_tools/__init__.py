@@ -1,0 +1,1 @@
+"""The command line (`tokensieve …`): the demo, the web page, the fuzzer."""
