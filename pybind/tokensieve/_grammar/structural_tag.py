@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
+from .json_schema.embed import merge_ir
 
 # A regex of any one character (the core reads `.` without dot_all as "not a newline").
 _ANY = r"[\s\S]"
@@ -457,7 +458,6 @@ class _Compiler:
 
     def json(self, schema: Any, pointer: str) -> Sym:
         from .json_schema.compiler import json_schema_to_ir
-        from .lark import _merge_json
 
         key = json.dumps(schema, sort_keys=True)
         found = self._json_memo.get(key)
@@ -473,7 +473,7 @@ class _Compiler:
                     _schema_irs[key] = sub
                     while len(_schema_irs) > _SCHEMA_IR_COUNT_MAX:
                         _schema_irs.pop(next(iter(_schema_irs)))
-            found = self._json_memo[key] = _merge_json(self.ir, sub, f"json{len(self._json_memo)}", lexeme_prefix="json")
+            found = self._json_memo[key] = merge_ir(self.ir, sub, f"json{len(self._json_memo)}", lexeme_prefix="json")
         return found
 
     def qwen_xml(self, schema: Any, follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:

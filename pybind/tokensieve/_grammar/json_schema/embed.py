@@ -1,0 +1,69 @@
+"""A JSON grammar inside another grammar: Lark's `%json` and structural tags' `json_schema`
+parts embed the compact IR of a schema with its own whitespace rules (`merge_ir`)."""
+
+from __future__ import annotations
+
+from ..ir import GrammarIR, Lexeme, Sym
+
+JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
+_JSON_OPEN = ("{", "[")
+_JSON_CLOSE = ("}", "]")
+_JSON_SEPARATORS = (",", ":")
+
+
+def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str | None = None) -> Sym:
+    """Append the compact JSON grammar `sub` to `ir`, with its own whitespace; return its start.
+
+    The Lark grammar's `%ignore` is the IR's one skip regex, which must not reach inside the
+    JSON. So every JSON nonterminal is marked `no_skip`, and JSON whitespace is spelled out in
+    the rules: it may follow `{ [ , :` and precede `} ] , :` — every boundary between two JSON
+    lexemes has punctuation on one side, so this is exactly "between any two lexemes, not
+    before the first or after the last". Names get `prefix` so messages tell copies apart;
+    with `lexeme_prefix`, lexemes are named by it instead and copies share the lexemes that
+    differ only in name (a string, a number, `{`): many schemas in one grammar (tool calls) then cost the
+    lexer a few lexemes each rather than dozens.
+    """
+    lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
+    nt_base = len(ir.nonterminals)
+    for name in sub.nonterminals:
+        ir.add_nonterminal(f"{prefix}/{name}")
+    add = ir.add_lexeme if lexeme_prefix == prefix else ir.add_shared_lexeme
+    lexeme_of = [
+        add(Lexeme(
+            f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
+            lx.dot_all, lx.ignore_case, lx.max_tokens,
+        ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
+        for lx in sub.lexemes
+    ]
+    ws = Sym.t(add(Lexeme(f"{lexeme_prefix} whitespace", "regex", JSON_WHITESPACE)))
+    padded: dict[int, Sym] = {}
+
+    def pad(index: int) -> Sym:
+        """The punctuation lexeme `index` of `sub` with the whitespace it may have around it."""
+        sym = padded.get(index)
+        if sym is None:
+            lexeme = sub.lexemes[index]
+            p = Sym.t(lexeme_of[index])
+            helper = ir.add_nonterminal(f"{prefix}/{lexeme.value} ws")
+            ir.no_skip.add(helper)
+            before = lexeme.value not in _JSON_OPEN
+            after = lexeme.value not in _JSON_CLOSE
+            for lead in ([[], [ws]] if before else [[]]):
+                for trail in ([[], [ws]] if after else [[]]):
+                    ir.add_rule(helper, lead + [p] + trail)
+            sym = padded[index] = Sym.n(helper)
+        return sym
+
+    punctuation = {
+        i for i, lx in enumerate(sub.lexemes)
+        if lx.kind == "literal" and lx.value in _JSON_OPEN + _JSON_CLOSE + _JSON_SEPARATORS
+    }
+    for rule in sub.rules:
+        rhs = [
+            (pad(s.index) if s.index in punctuation else Sym.t(lexeme_of[s.index])) if s.terminal
+            else Sym.n(nt_base + s.index)
+            for s in rule.rhs
+        ]
+        ir.add_rule(nt_base + rule.lhs, rhs)
+    ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
+    return Sym.n(nt_base + sub.start)
