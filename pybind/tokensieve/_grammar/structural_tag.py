@@ -744,7 +744,7 @@ def _strict(schema: Any) -> Any:
 def _xml_value_kind(schema: Any) -> tuple[str, Any]:
     """How a qwen_xml value is written: ("text", None) any raw text; ("sized", (lo, hi)) raw
     text of lo..hi characters; ("raw", regex) raw text matching the regex; ("json", None)."""
-    from .json_schema.compiler import FORMAT_REGEXES
+    from .json_schema.strings import FORMAT_REGEXES
 
     if schema is True or schema == {}:
         return "text", None

@@ -1,0 +1,456 @@
+"""Automata over characters, in Python, for the front-ends (the core has its own, `regex.zig`).
+
+Two tools, for two questions the front-ends ask before the core sees a grammar:
+
+- **DFAs given as labelled edges** (JSON Schema): Moore's partition refinement (`_minimize`)
+  and state elimination to a regex (`_dfa_regex`), for automata built digit by digit such as
+  `multipleOf`'s divisibility automaton.
+- **Hash-consed regular expressions with Brzozowski derivatives** (GBNF): `_Pool` keeps terms
+  in a normal form in which each term has finitely many derivatives, and `_pair_search`
+  explores pairs of derivatives to answer "can this lexeme run into that one?" (`_can_extend`)
+  and "do two lexemes share a text?" (`_share_text`) within a state budget (`_Budget`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Callable, Iterable
+
+from .charset import (
+    CODE_POINT_MAX, Ranges, class_regex, intersection, intersects, normalize, union,
+)
+
+AUTOMATON_STATE_COUNT_MAX = 4_000  # per conflict check; past it the pair counts as conflicting
+_UNLIMITED = 1 << 62
+
+
+def _contains(ranges: Ranges, c: int) -> bool:
+    i = bisect.bisect_right(ranges, (c, CODE_POINT_MAX + 1)) - 1
+    return i >= 0 and ranges[i][0] <= c <= ranges[i][1]
+
+
+def _group(rx: str) -> str:
+    return rx if len(rx) == 1 else f"(?:{rx})"
+
+
+def _minimize(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any]) -> tuple[dict[tuple[Any, Any], set[str]], Any, set[Any]]:
+    """Moore's partition refinement of a partial DFA given as labelled edges; states become
+    block numbers. (`x mod 10` needs 2 states, not 10, and state elimination is exponential
+    in the states it is given.)"""
+    delta: dict[Any, dict[str, Any]] = {}
+    for (a, b), chars in edges.items():
+        for ch in chars:
+            delta.setdefault(a, {})[ch] = b
+        delta.setdefault(b, {})
+    block = {q: int(q in accepting) for q in delta}
+    while True:
+        signatures = {q: (block[q], tuple(sorted((ch, block[t]) for ch, t in delta[q].items()))) for q in delta}
+        numbering: dict[Any, int] = {}
+        refined = {q: numbering.setdefault(sig, len(numbering)) for q, sig in signatures.items()}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = refined
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for q, moves in delta.items():
+        for ch, t in moves.items():
+            out.setdefault((block[q], block[t]), set()).add(ch)
+    return out, block[start], {block[q] for q in accepting}
+
+
+def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set[Any], size_max: int) -> str | None:
+    """A regex for a DFA's language by state elimination (None past `size_max` characters)."""
+    labels: dict[tuple[Any, Any], str] = {}
+    for (a, b), chars in edges.items():
+        codes = sorted(ord(ch) for ch in chars)
+        ranges: list[tuple[int, int]] = []
+        for code in codes:
+            if ranges and code == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+        labels[(a, b)] = class_regex(tuple(ranges))
+    begin, end = ("begin",), ("end",)
+    labels[(begin, start)] = ""
+    for state in accepting:
+        labels[(state, end)] = ""
+    states = {a for a, _ in labels} | {b for _, b in labels}
+    states -= {begin, end}
+
+    def union(x: str | None, y: str) -> str:
+        if x is None or x == y:
+            return y
+        return f"(?:{x}|{y})"
+
+    while states:
+        def cost(q: Any) -> int:
+            ins = sum(1 for (a, b) in labels if b == q and a != q)
+            outs = sum(1 for (a, b) in labels if a == q and b != q)
+            return ins * outs
+
+        q = min(states, key=cost)
+        states.discard(q)
+        loop = labels.pop((q, q), None)
+        star = "" if loop is None else _group(loop) + "*"
+        ins = [(a, rx) for (a, b), rx in labels.items() if b == q]
+        outs = [(b, rx) for (a, b), rx in labels.items() if a == q]
+        for a, _ in ins:
+            del labels[(a, q)]
+        for b, _ in outs:
+            del labels[(q, b)]
+        for a, rin in ins:
+            for b, rout in outs:
+                piece = _seq(rin) + star + _seq(rout)
+                labels[(a, b)] = union(labels.get((a, b)), piece)
+                if len(labels[(a, b)]) > size_max:
+                    return None
+        if sum(len(rx) for rx in labels.values()) > 8 * size_max:
+            return None
+    return labels.get((begin, end))
+
+
+def _seq(rx: str) -> str:
+    """`rx` made safe to concatenate (wrapped when it is a bare alternation)."""
+    depth = 0
+    for ch_i, ch in enumerate(rx):
+        if ch == "\\":
+            continue
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|" and depth == 0 and (ch_i == 0 or rx[ch_i - 1] != "\\"):
+            return f"(?:{rx})"
+    return rx
+
+
+class _OverBudget(Exception):
+    """The refinement's work budget (`ANALYSIS_WORK_MAX`) ran out."""
+
+
+class _Budget:
+    """Work units left for one attempt of the lexeme refinement."""
+
+    def __init__(self, units: int) -> None:
+        self.units = units
+        self.left = units
+
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise _OverBudget
+
+    @property
+    def spent(self) -> int:
+        return self.units - max(self.left, 0)
+
+
+# ===============================================================================================
+# Regular expressions: hash-consed terms, derivatives, emission
+# ===============================================================================================
+
+_CHARS, _SEQ, _ALT, _REP = 0, 1, 2, 3
+
+
+class _Pool:
+    """Hash-consed regular expressions in a normal form (one id per distinct term).
+
+    `seq` is flattened (unless asked to keep the grammar's structure) and drops ε; `alt` is
+    flattened, sorted, deduplicated, merges its character sets and drops ∅; `rep` of a nullable
+    item repeats the item without ε. With these laws the Brzozowski derivatives of a term are
+    finitely many, and a term denotes ∅ exactly when it *is* ∅. Nullability, first characters,
+    depth and pattern length are computed once per term, bottom-up, so no query recurses over
+    a deep term.
+
+    Per term: `kind`; `ranges` (for a character set); `items` (children of a sequence or an
+    alternation; the repeated item of a repetition); `counts` (min, max of a repetition).
+    """
+
+    def __init__(self) -> None:
+        self.kind: list[int] = []
+        self.ranges: list[Ranges] = []
+        self.items: list[tuple[int, ...]] = []
+        self.counts: list[tuple[int, int | None]] = []
+        self.nullable: list[bool] = []
+        self.first: list[Ranges] = []
+        self.depth: list[int] = []
+        self.size: list[int] = []
+        self._index: dict[tuple[int, Ranges, tuple[int, ...], tuple[int, int | None]], int] = {}
+        self._derivatives: dict[tuple[int, int], int] = {}
+        self._first_classes: dict[int, frozenset[Ranges]] = {}
+        self._points: dict[int, frozenset[int]] = {}
+        self._patterns: dict[int, str] = {}
+        # Work budget of the lexeme refinement while it runs (`_Refiner` sets it): every term
+        # built or looked up costs a unit plus one per child, every derivative a unit.
+        self.budget = _Budget(_UNLIMITED)
+        self.empty = self._make(_ALT, items=())
+        self.eps = self._make(_SEQ, items=())
+
+    def _make(
+        self,
+        kind: int,
+        *,
+        ranges: Ranges = (),
+        items: tuple[int, ...] = (),
+        counts: tuple[int, int | None] = (1, 1),
+    ) -> int:
+        self.budget.spend(1 + len(items))
+        key = (kind, ranges, items, counts)
+        found = self._index.get(key)
+        if found is not None:
+            return found
+        ident = len(self.kind)
+        self._index[key] = ident
+        self.kind.append(kind)
+        self.ranges.append(ranges)
+        self.items.append(items)
+        self.counts.append(counts)
+        self.depth.append(1 + max((self.depth[i] for i in items), default=0))
+        if kind == _CHARS:
+            self.nullable.append(False)
+            self.first.append(ranges)
+            self.size.append(len(class_regex(ranges)))
+        elif kind == _REP:
+            self.nullable.append(counts[0] == 0)
+            self.first.append(self.first[items[0]])
+            self.size.append(self.size[items[0]] + 4 + len(_quantifier(*counts)))
+        elif kind == _SEQ:
+            first: Ranges = ()
+            for i in items:
+                first = union(first, self.first[i])
+                if not self.nullable[i]:
+                    break
+            self.nullable.append(all(self.nullable[i] for i in items))
+            self.first.append(first)
+            # an alternation inside a sequence gets a group
+            self.size.append(sum(self.size[i] + 4 * (self.kind[i] == _ALT) for i in items))
+        else:
+            self.nullable.append(any(self.nullable[i] for i in items))
+            self.first.append(normalize(r for i in items for r in self.first[i]))
+            # separators, and a possible (?:…)? around the whole
+            self.size.append(sum(self.size[i] for i in items) + len(items) + 5)
+        return ident
+
+    # ---- smart constructors --------------------------------------------------------------
+
+    def chars(self, ranges: Ranges) -> int:
+        return self._make(_CHARS, ranges=ranges) if ranges else self.empty
+
+    def seq(self, items: Iterable[int], *, flatten: bool = True) -> int:
+        """Concatenation. With `flatten=False` child sequences stay children (ε still drops):
+        the grammar's own structure (a literal, an inlined rule) is kept for splitting."""
+        flat: list[int] = []
+        for i in items:
+            if i == self.empty:
+                return self.empty
+            if self.kind[i] == _SEQ and (flatten or i == self.eps):
+                flat.extend(self.items[i])
+            else:
+                flat.append(i)
+        return flat[0] if len(flat) == 1 else self._make(_SEQ, items=tuple(flat))
+
+    def alt(self, items: Iterable[int]) -> int:
+        members: set[int] = set()
+        ranges: Ranges = ()
+        for i in items:
+            for j in self.items[i] if self.kind[i] == _ALT else (i,):
+                if self.kind[j] == _CHARS:
+                    ranges = union(ranges, self.ranges[j])
+                else:
+                    members.add(j)
+        if ranges:
+            members.add(self.chars(ranges))
+        ordered = tuple(sorted(members))
+        return ordered[0] if len(ordered) == 1 else self._make(_ALT, items=ordered)
+
+    def rep(self, item: int, min_count: int, max_count: int | None) -> int:
+        if max_count == 0 or item == self.eps:
+            return self.eps
+        if item == self.empty:
+            return self.eps if min_count == 0 else self.empty
+        if self.nullable[item]:
+            item, min_count = self.nonempty(item), 0
+            if item == self.empty:
+                return self.eps
+        if min_count == 1 and max_count == 1:
+            return item
+        if self.kind[item] == _REP and max_count is None and min_count <= 1:
+            inner_min, inner_max = self.counts[item]
+            if inner_max is None and inner_min <= 1:
+                return self._make(_REP, items=self.items[item], counts=(min_count * inner_min, None))
+        return self._make(_REP, items=(item,), counts=(min_count, max_count))
+
+    def nonempty(self, x: int) -> int:
+        """The term for L(x) without the empty text."""
+        if not self.nullable[x]:
+            return x
+        kind, items = self.kind[x], self.items[x]
+        if kind == _ALT:
+            return self.alt(self.nonempty(i) for i in items)
+        if kind == _REP:
+            return self.rep(items[0], 1, self.counts[x][1])
+        # Every item is nullable: a non-empty match has a first non-empty item k.
+        return self.alt(
+            self.seq((self.nonempty(items[k]),) + items[k + 1 :], flatten=False) for k in range(len(items))
+        )
+
+    # ---- derivatives ----------------------------------------------------------------------
+
+    def derivative(self, x: int, c: int) -> int:
+        """The term for { s : c·s ∈ L(x) } (recursion bounded by the term's depth)."""
+        self.budget.spend()
+        key = (x, c)
+        found = self._derivatives.get(key)
+        if found is not None:
+            return found
+        kind, items = self.kind[x], self.items[x]
+        if kind == _CHARS:
+            result = self.eps if _contains(self.ranges[x], c) else self.empty
+        elif kind == _ALT:
+            result = self.alt(self.derivative(i, c) for i in items)
+        elif kind == _REP:
+            min_count, max_count = self.counts[x]
+            rest = self.rep(items[0], max(min_count - 1, 0), None if max_count is None else max_count - 1)
+            result = self.seq((self.derivative(items[0], c), rest))
+        else:
+            parts = []
+            for k, i in enumerate(items):
+                parts.append(self.seq((self.derivative(i, c),) + items[k + 1 :]))
+                if not self.nullable[i]:
+                    break
+            result = self.alt(parts)
+        self._derivatives[key] = result
+        return result
+
+    def first_classes(self, x: int) -> frozenset[Ranges]:
+        """The character sets in first position of x: a derivative depends only on them."""
+        found = self._first_classes.get(x)
+        if found is not None:
+            return found
+        kind = self.kind[x]
+        if kind == _CHARS:
+            result = frozenset((self.ranges[x],))
+        elif kind == _REP:
+            result = self.first_classes(self.items[x][0])
+        else:
+            acc: set[Ranges] = set()
+            for i in self.items[x]:
+                acc |= self.first_classes(i)
+                if kind == _SEQ and not self.nullable[i]:
+                    break
+            result = frozenset(acc)
+        self._first_classes[x] = result
+        return result
+
+    def step_characters(self, a: int, b: int) -> list[int]:
+        """One character per class of characters that both a and b can start with and that
+        every first-position set of a and b treats alike."""
+        common = intersection(self.first[a], self.first[b])
+        if len(common) == 1 and common[0][0] == common[0][1]:
+            return [common[0][0]]
+        points = self._first_points(a) | self._first_points(b)
+        points.update(lo for lo, _ in common)
+        return [p for p in sorted(points) if _contains(common, p)]
+
+    def _first_points(self, x: int) -> set[int]:
+        """Where membership in some first-position set of x changes."""
+        found = self._points.get(x)
+        if found is None:
+            found = self._points[x] = frozenset(
+                point for ranges in self.first_classes(x) for lo, hi in ranges for point in (lo, hi + 1)
+            )
+        return set(found)
+
+    # ---- emission ---------------------------------------------------------------------------
+
+    def is_single_char(self, x: int) -> bool:
+        return self.kind[x] == _CHARS
+
+    def fixed_text(self, x: int) -> str | None:
+        """The one text x matches, if it is a plain literal."""
+        out = []
+        stack = [x]
+        while stack:
+            i = stack.pop()
+            if self.kind[i] == _SEQ:
+                stack.extend(reversed(self.items[i]))
+                continue
+            ranges = self.ranges[i]
+            if self.kind[i] != _CHARS or len(ranges) != 1 or ranges[0][0] != ranges[0][1]:
+                return None
+            out.append(chr(ranges[0][0]))
+        return "".join(out) if out else None
+
+    def pattern(self, x: int) -> str:
+        """x in the regex syntax of docs/lexer.md (recursion bounded by the term's depth)."""
+        found = self._patterns.get(x)
+        if found is not None:
+            return found
+        kind, items = self.kind[x], self.items[x]
+        if kind == _CHARS:
+            result = class_regex(self.ranges[x])
+        elif kind == _SEQ:
+            result = "".join(
+                f"(?:{self.pattern(i)})" if self._needs_group(i) else self.pattern(i) for i in items
+            )
+        elif kind == _ALT:
+            members = [i for i in items if i != self.eps]
+            body = "|".join(self.pattern(i) for i in members)
+            result = f"(?:{body})?" if len(members) < len(items) else body
+        else:
+            item = items[0]
+            atom = self.pattern(item) if self.kind[item] == _CHARS else f"(?:{self.pattern(item)})"
+            result = atom + _quantifier(*self.counts[x])
+        self._patterns[x] = result
+        return result
+
+    def _needs_group(self, x: int) -> bool:
+        """An alternation inside a sequence needs a group, unless it is already `(?:…)?`."""
+        return self.kind[x] == _ALT and self.eps not in self.items[x]
+
+
+def _quantifier(min_count: int, max_count: int | None) -> str:
+    if max_count is None:
+        return "*" if min_count == 0 else "+" if min_count == 1 else f"{{{min_count},}}"
+    if (min_count, max_count) == (0, 1):
+        return "?"
+    return f"{{{min_count}}}" if min_count == max_count else f"{{{min_count},{max_count}}}"
+
+
+# ---- the two automaton questions the refinement asks -------------------------------------------
+
+
+def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int, budget: _Budget) -> bool:
+    """Is there w ∈ L(lexeme) and c ∈ follow with w·c a prefix of a text of L(other)?
+
+    Running out of the state budget answers True (the caller then splits, which is always safe).
+    """
+    return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow), budget)
+
+
+def _share_text(pool: _Pool, a0: int, b0: int, budget: _Budget) -> bool:
+    """Do L(a0) and L(b0) share a text? (True when the state budget runs out.)"""
+    return _pair_search(pool, a0, b0, lambda a, b: pool.nullable[a] and pool.nullable[b], budget)
+
+
+def _pair_search(pool: _Pool, a0: int, b0: int, found: Callable[[int, int], bool], budget: _Budget) -> bool:
+    """Is a pair of derivatives of (a0, b0) by the same text `found`? Explores the pairs up to
+    `AUTOMATON_STATE_COUNT_MAX` of them; running out answers True (the safe answer here).
+    Each pair explored costs `budget` a unit per character class it steps by."""
+    seen = {(a0, b0)}
+    queue = [(a0, b0)]
+    while queue:
+        a, b = queue.pop()
+        if found(a, b):
+            return True
+        steps = pool.step_characters(a, b)
+        budget.spend(1 + len(steps))
+        for c in steps:
+            pair = (pool.derivative(a, c), pool.derivative(b, c))
+            if pair not in seen:
+                if len(seen) >= AUTOMATON_STATE_COUNT_MAX:
+                    return True
+                seen.add(pair)
+                queue.append(pair)
+    return False
+
+

@@ -1,0 +1,244 @@
+"""Numbers as regexes over their JSON spelling: integer and decimal ranges (`minimum`,
+`maximum`, exclusive bounds), `multipleOf` as a divisibility automaton over the digits, and
+the spellings of one number (`const`, `enum`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Sequence
+
+from ..automata import _dfa_regex, _group, _minimize
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# =============================================================================================
+# Regex building blocks
+# =============================================================================================
+
+
+def _alt(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _digit_class(lo: int, hi: int, base: int) -> str:
+    """Digits lo..hi of `base` (10 or 16; hex letters in both cases)."""
+    if base == 10:
+        if lo == hi:
+            return str(lo)
+        return "[0-9]" if (lo, hi) == (0, 9) else f"[{lo}-{hi}]"
+    if lo == hi:
+        return str(lo) if lo <= 9 else f"[{chr(87 + lo)}{chr(55 + lo)}]"
+    parts = []
+    if lo <= 9:
+        top = min(hi, 9)
+        parts.append(str(lo) if lo == top else f"{lo}-{top}")
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        for first in ("a", "A"):
+            x, y = chr(ord(first) + a), chr(ord(first) + b)
+            parts.append(x if x == y else f"{x}-{y}")
+    return "[" + "".join(parts) + "]"
+
+
+def _repeat(atom: str, count: int) -> str:
+    if count == 0:
+        return ""
+    return atom if count == 1 else f"{atom}{{{count}}}"
+
+
+def _fixed_width_range(lo: Sequence[int], hi: Sequence[int], base: int) -> str:
+    """A regex for the digit strings of one width whose value lies in [lo, hi] (digit lists)."""
+    if not lo:
+        return ""
+    rest = len(lo) - 1
+    top = base - 1
+    if all(d == 0 for d in lo[1:]) and all(d == top for d in hi[1:]):
+        return _digit_class(lo[0], hi[0], base) + _repeat(_digit_class(0, top, base), rest)
+    if lo[0] == hi[0]:
+        return _digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], hi[1:], base)
+    alts = [_digit_class(lo[0], lo[0], base) + _fixed_width_range(lo[1:], [top] * rest, base)]
+    if lo[0] + 1 <= hi[0] - 1:
+        alts.append(_digit_class(lo[0] + 1, hi[0] - 1, base) + _repeat(_digit_class(0, top, base), rest))
+    alts.append(_digit_class(hi[0], hi[0], base) + _fixed_width_range([0] * rest, hi[1:], base))
+    return _alt(alts)
+
+
+def _digits(value: int, width: int, base: int) -> list[int]:
+    out = []
+    for _ in range(width):
+        value, digit = divmod(value, base)
+        out.append(digit)
+    return out[::-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _hex_range(lo: int, hi: int, width: int) -> str:
+    """A regex for `width` hex digits (either case) denoting a value in [lo, hi]."""
+    return _fixed_width_range(_digits(lo, width, 16), _digits(hi, width, 16), 16)
+
+
+def _nonneg_range(lo: int, hi: int | None) -> str | None:
+    """A regex for the decimal numerals without leading zeros of the integers in [lo, hi]."""
+    if hi is not None and lo > hi:
+        return None
+    width_lo = len(str(lo))
+    alts = []
+    if hi is None:
+        alts.append(_fixed_width_range(_digits(lo, width_lo, 10), [9] * width_lo, 10))
+        alts.append(f"[1-9][0-9]{{{width_lo},}}")
+    else:
+        width_hi = len(str(hi))
+        for width in range(width_lo, width_hi + 1):
+            a = lo if width == width_lo else 10 ** (width - 1)
+            b = hi if width == width_hi else 10**width - 1
+            alts.append(_fixed_width_range(_digits(a, width, 10), _digits(b, width, 10), 10))
+    return _alt(alts)
+
+
+@functools.lru_cache(maxsize=1024)
+def int_range_regex(lo: int | None, hi: int | None) -> str | None:
+    """A regex matching exactly the JSON integers (no leading zeros, no `-0`) in [lo, hi].
+
+    Args:
+        lo: the least value, or None for no lower bound.
+        hi: the greatest value, or None for no upper bound.
+
+    Returns:
+        The pattern, or None when the interval is empty.
+    """
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    alts = []
+    if hi is None or hi >= 0:
+        nonneg = _nonneg_range(max(lo, 0) if lo is not None else 0, hi)
+        if nonneg is not None:
+            alts.append(nonneg)
+    if lo is None or lo < 0:
+        neg = _nonneg_range(max(1, -hi) if hi is not None else 1, -lo if lo is not None else None)
+        if neg is not None:
+            alts.append("-" + neg)
+    return _alt(alts) if alts else None
+
+
+_FRACTION_ANY = r"(?:\.[0-9]+)?"
+_FRACTION_ZERO = r"(?:\.0+)?"
+_FRACTION_NONZERO = r"\.[0-9]*[1-9][0-9]*"
+
+
+def _magnitude_pieces(a: int, a_open: bool, b: int | None, b_open: bool) -> list[str]:
+    """Regexes (no sign, no exponent) for the decimals m with a <(=) m <(=) b; a >= 0."""
+    pieces = []
+    core = _nonneg_range(a + 1 if a_open else a, None if b is None else b - 1)
+    if core is not None:
+        pieces.append(core + _FRACTION_ANY)
+    if a_open and (b is None or a < b):
+        pieces.append(str(a) + _FRACTION_NONZERO)
+    if b is not None and not b_open and (b > a or (b == a and not a_open)):
+        pieces.append(str(b) + _FRACTION_ZERO)
+    return pieces
+
+
+@functools.lru_cache(maxsize=1024)
+def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: bool) -> str | None:
+    """A regex for the JSON numbers x, written without exponent, with lo <(=) x <(=) hi.
+
+    Bounds are integers (None = unbounded); `*_open` makes a bound exclusive. Exact: `1.5` is
+    in (1, 2), `2.0` is in [.., 2] but not in [.., 2). Returns None for an empty interval.
+    """
+    alts = []
+    # x >= 0: the magnitude is x.
+    if hi is None or hi >= 0:
+        a, a_open = (0, False) if lo is None or lo < 0 else (lo, lo_open)
+        alts += _magnitude_pieces(a, a_open, hi, hi_open)
+    # x < 0: the magnitude is -x > 0.
+    if lo is None or lo < 0:
+        a, a_open = (0, True) if hi is None or hi >= 0 else (-hi, hi_open)
+        b = None if lo is None else -lo
+        neg = _magnitude_pieces(a, a_open, b, lo_open)
+        if neg:
+            alts.append("-" + _alt(neg))
+    return _alt(alts) if alts else None
+
+
+MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
+MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
+
+
+@functools.lru_cache(maxsize=256)
+def multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
+
+    With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
+    most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
+    remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
+    into a regex. Returns None for a non-positive multiple, or when the minimized automaton
+    has more than `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
+    `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
+    exponentially with them).
+    """
+    from decimal import Decimal
+
+    if not _is_number(multiple) or multiple <= 0:
+        return None
+    dec = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    sign, digits, exponent = dec.normalize().as_tuple()
+    c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
+    j = max(0, -exponent) if isinstance(exponent, int) else 0
+    if c > 1000 or j > 12:
+        return None
+    # States: "S" start, "Z" integer part 0, ("i", r) integer part ≡ r, ("d", r) after '.',
+    # ("f", r, k) k fraction digits read, ("z", r) past j fraction digits (zeros only).
+    edges: dict[tuple[Any, Any], set[str]] = {}
+
+    def edge(a: Any, b: Any, chars: str) -> None:
+        edges.setdefault((a, b), set()).update(chars)
+
+    def step(r: int, d: str) -> int:
+        return (10 * r + int(d)) % c
+
+    edge("S", "Z", "0")
+    for d in "123456789":
+        edge("S", ("i", int(d) % c), d)
+    for r in range(c):
+        for d in "0123456789":
+            edge(("i", r), ("i", step(r, d)), d)
+        edge(("i", r), ("d", r), ".")
+        if j == 0:
+            edge(("d", r), ("z", r), "0")
+        else:
+            for d in "0123456789":
+                edge(("d", r), ("f", step(r, d), 1), d)
+            for k in range(1, j):
+                for d in "0123456789":
+                    edge(("f", r, k), ("f", step(r, d), k + 1), d)
+            edge(("f", r, j), ("z", r), "0")
+        edge(("z", r), ("z", r), "0")
+    edge("Z", ("d", 0), ".")
+    accepting: set[Any] = {"Z"} | {("i", r) for r in range(c) if r * 10**j % c == 0}
+    accepting |= {("f", r, k) for r in range(c) for k in range(1, j + 1) if r * 10 ** (j - k) % c == 0}
+    accepting |= {("z", r) for r in range(c) if r == 0}
+    edges, start, accepting = _minimize(edges, "S", accepting)
+    if len({q for pair in edges for q in pair}) > MULTIPLE_STATE_COUNT_MAX:
+        return None
+    body = _dfa_regex(edges, start, accepting, MULTIPLE_REGEX_SIZE_MAX)
+    return None if body is None else "-?" + _group(body)
+
+
+def _number_spelling_regex(value: int | float) -> str:
+    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`)."""
+    from decimal import Decimal
+
+    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    text = format(abs(dec), "f")
+    whole, _, fraction = text.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    sign = "" if dec >= 0 else "-"
+    if fraction:
+        return f"{sign}{whole}\\.{fraction}0*"
+    return f"{sign}{whole}{_FRACTION_ZERO}" if dec != 0 else f"-?0{_FRACTION_ZERO}"
+
+

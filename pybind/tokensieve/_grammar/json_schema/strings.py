@@ -1,0 +1,464 @@
+"""Strings as regexes over their JSON spelling: lengths, characters and escapes, property-name
+lexemes, ECMA-262 `pattern`s translated to the core's syntax, and the `format` regexes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Sequence
+
+from ..charset import CODE_POINT_MAX, Ranges, char_regex, class_regex, clip, complement, normalize
+from ..._errors import GrammarError
+from .numbers import _alt, _hex_range, int_range_regex
+from ..ir import Lexeme, literal_regex
+
+REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
+PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
+STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+
+@functools.lru_cache(maxsize=1024)
+def string_regex(min_length: int, max_length: int | None) -> str:
+    """The lexeme regex of a JSON string with min..max characters (max None = unbounded).
+
+    Raises:
+        GrammarError: `min_length` above `REPEAT_COUNT_MAX`.
+    """
+    if min_length > REPEAT_COUNT_MAX:
+        raise GrammarError(f"minLength {min_length} is above {REPEAT_COUNT_MAX}, the largest supported")
+    if max_length is not None and max_length > REPEAT_COUNT_MAX:
+        max_length = None
+    if min_length == 0 and max_length is None:
+        count = "*"
+    elif max_length is None:
+        count = "+" if min_length == 1 else f"{{{min_length},}}"
+    elif min_length == max_length:
+        count = f"{{{min_length}}}"
+    else:
+        count = f"{{{min_length},{max_length}}}"
+    return f'"{STRING_CHAR}{count}"'
+
+
+_SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+def _json_char_regex(code: int) -> str:
+    """One decoded character as the JSON-escaped text that may spell it (exact)."""
+    ch = chr(code)
+    if ch == '"':
+        return r'\\"'
+    if ch == "\\":
+        return r"\\\\"
+    if code < 0x20:
+        forms = [r"\\u00" + _hex_range(code, code, 2)]
+        if code in _SHORT_ESCAPES:
+            forms.insert(0, "\\\\" + _SHORT_ESCAPES[code])
+        return _alt(forms)
+    if code < 0x7F:
+        return char_regex(code)
+    if code <= 0xFFFF:
+        return _alt([char_regex(code), r"\\u" + _hex_range(code, code, 4)])
+    high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+    return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
+
+
+def _key_regex(lexeme: Lexeme) -> str:
+    """The regex of a key lexeme (literal lexemes escaped)."""
+    if lexeme.kind == "regex":
+        return lexeme.value
+    return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
+
+
+# JSON string contents spelled only one way: printable ASCII but `"` and `\\`.
+_PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
+
+
+@functools.lru_cache(maxsize=16384)
+def _json_string_lexeme(text: str) -> Lexeme:
+    """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
+    if _PLAIN_JSON_TEXT.fullmatch(text):
+        return Lexeme(json.dumps(text), "literal", json.dumps(text))
+    body = "".join(_json_char_regex(ord(c)) for c in text)
+    return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
+
+
+def _json_strings_lexeme(texts: Sequence[str]) -> Lexeme:
+    """One lexeme for several JSON string values: each spelled as `_json_string_lexeme` would."""
+    bodies = [
+        literal_regex(t) if _PLAIN_JSON_TEXT.fullmatch(t) else "".join(_json_char_regex(ord(c)) for c in t)
+        for t in dict.fromkeys(texts)
+    ]
+    shown = ", ".join(json.dumps(t, ensure_ascii=False) for t in list(dict.fromkeys(texts))[:3])
+    name = f"one of {len(bodies)} strings ({shown}, …)"
+    return Lexeme(name, "regex", '"(?:' + "|".join(bodies) + ')"')
+
+
+# =============================================================================================
+# Character sets and ECMA-262 patterns
+# =============================================================================================
+
+_DIGIT: Ranges = [(0x30, 0x39)]
+_WORD: Ranges = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+_SPACE: Ranges = normalize(
+    [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+)
+_DOT: Ranges = complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+_CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
+
+
+def _charset_json_regex(ranges: Ranges) -> str | None:
+    """A regex for the JSON-escaped spellings of one character from `ranges` (see module doc)."""
+    ranges = normalize(ranges)
+    if not ranges:
+        return None
+    forms = []
+    raw = normalize(
+        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, CODE_POINT_MAX)) for r in clip(ranges, *piece)
+    )
+    if raw:
+        forms.append(class_regex(raw))
+    for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\"), (0x2F, r"\\/")):
+        if clip(ranges, code, code):
+            forms.append(spelled)
+    controls = clip(ranges, 0, 0x1F)
+    shorts = [c for c in sorted(_SHORT_ESCAPES) if clip(controls, c, c)]
+    if shorts:
+        forms.append("\\\\" + class_regex(tuple((ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts)))
+    escaped = [r"\\u00" + _hex_range(lo, hi, 2) for lo, hi in controls]
+    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in clip(ranges, 0x80, 0xFFFF)]
+    if clip(ranges, 0x10000, CODE_POINT_MAX) == ((0x10000, CODE_POINT_MAX),):
+        escaped.append(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+    forms += escaped
+    return _alt(forms)
+
+
+class _PatternError(Exception):
+    """A pattern this translator refuses (message says why)."""
+
+
+class _EcmaPattern:
+    """Translate an ECMA-262 `pattern` into a lexeme regex over the JSON-escaped string body."""
+
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+        self.depth = 0
+
+    # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
+    # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
+    # at end), and a branch is `any* text any*` without the anchored sides. An unquantified
+    # group that holds anchors is distributed into the branches around it
+    # (`(^a|b)c` → `^ac | bc`), so `(^gs://.+)|(^https?://.+)`, `^$|(^\S+$)` and
+    # `^([^,]|$)` are exact; an anchor anywhere else (inside a repeated group, after text
+    # that must be non-empty) is refused.
+
+    def translate(self) -> str:
+        any_chars = STRING_CHAR + "*"
+        # `.*` at an unanchored end adds nothing to the search (`.*x` finds what `x` finds), and
+        # leaving it in made the lexer track where the `.*` might have ended: a pattern key
+        # `.*` cost 900,000 fuel units for one mask (MaskBench Github_hard---o82144).
+        dot_star = self._set(_DOT) + "*"
+        alts = []
+        for anchored_start, text, anchored_end in self._alternation():
+            while not anchored_start and text.startswith(dot_star):
+                text = text[len(dot_star) :]
+            while not anchored_end and text.endswith(dot_star):
+                text = text[: -len(dot_star)]
+            alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
+        if self.i != len(self.p):
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        alts = list(dict.fromkeys(alts))
+        return _alt(alts) if len(alts) > 1 else alts[0]
+
+    def _peek(self, k: int = 0) -> str:
+        return self.p[self.i + k] if self.i + k < len(self.p) else ""
+
+    def _alternation(self) -> list[tuple[bool, str, bool]]:
+        alts = self._sequence()
+        while self._peek() == "|":
+            self.i += 1
+            alts = alts + self._sequence()
+        return alts
+
+    def _sequence(self) -> list[tuple[bool, str, bool]]:
+        """The branches of one sequence: (anchored at start, regex text, anchored at end)."""
+        branches: list[tuple[bool, str, bool]] = [(False, "", False)]
+        while self.i < len(self.p) and self.p[self.i] not in "|)":
+            at = self.i
+            c = self.p[self.i]
+            if c in "^$":
+                self.i += 1
+                parts = [(c == "^", "", c == "$")]
+            elif c == "(":
+                parts = self._group()
+                q = self._quantifier()
+                if q or len(parts) > 1 and not any(s or e for s, _, e in parts):
+                    if any(s or e for s, _, e in parts):
+                        raise _PatternError(f"an anchor inside a repeated group (offset {at})")
+                    parts = [(False, "(?:" + "|".join(t for _, t, _ in parts) + ")" + q, False)]
+            else:
+                parts = [(False, self._atom() + self._quantifier(), False)]
+            joined = []
+            for s1, t1, e1 in branches:
+                for s2, t2, e2 in parts:
+                    if s2 and (t1 or e1):
+                        raise _PatternError(f"'^' in the middle of the pattern (offset {at})")
+                    if e1 and t2:
+                        raise _PatternError(f"'$' in the middle of the pattern (offset {at})")
+                    joined.append((s1 or s2, t1 + t2, e1 or e2))
+            if len(joined) > PATTERN_BRANCH_COUNT_MAX:
+                raise _PatternError(f"anchors in groups make more than {PATTERN_BRANCH_COUNT_MAX} branches")
+            branches = joined
+        if self.depth == 0 and self._peek() == ")":
+            raise _PatternError(f"unbalanced ')' at offset {self.i}")
+        return branches
+
+    def _quantifier(self) -> str:
+        c = self._peek()
+        if c in ("*", "+", "?"):
+            self.i += 1
+            q = c
+        elif c == "{":
+            close = self.p.find("}", self.i)
+            body = self.p[self.i + 1 : close] if close > 0 else ""
+            parts = body.split(",")
+            if close < 0 or not (1 <= len(parts) <= 2) or not parts[0].isdigit() or not all(
+                x.isdigit() for x in parts[1:] if x
+            ):
+                return ""  # not a quantifier: `{` is a literal (ECMA annex B)
+            counts = [int(x) for x in parts if x]
+            if any(n > REPEAT_COUNT_MAX for n in counts):
+                raise _PatternError(f"a count above {REPEAT_COUNT_MAX} at offset {self.i}")
+            if len(counts) == 2 and counts[0] > counts[1]:
+                raise _PatternError(f"counts out of order at offset {self.i}")
+            self.i = close + 1
+            q = "{" + body + "}"
+        else:
+            return ""
+        if self._peek() == "?":
+            self.i += 1  # lazy: same language
+        if self._peek() in ("*", "+", "?", "{") and self._peek() != "{":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        return q
+
+    def _atom(self) -> str:
+        c = self.p[self.i]
+        if c == "[":
+            return self._set(self._class())
+        if c == ".":
+            self.i += 1
+            return self._set(_DOT)
+        if c == "\\":
+            return self._set(self._escape(in_class=False))
+        if c in "*+?":
+            raise _PatternError(f"nothing to repeat at offset {self.i}")
+        self.i += 1
+        code = ord(c)
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {self.i - 1}")
+        return self._set([(code, code)])
+
+    def _set(self, ranges: Ranges) -> str:
+        text = _charset_json_regex(ranges)
+        if text is None:
+            raise _PatternError("a character class that matches nothing")
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1] and 0x20 <= ranges[0][0] < 0x7F:
+            if chr(ranges[0][0]) not in '"\\/':
+                return text  # one printable ASCII character: itself
+        return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
+
+    def _group(self) -> list[tuple[bool, str, bool]]:
+        start = self.i
+        self.i += 1
+        if self._peek() == "?":
+            if self.p.startswith("?:", self.i):
+                self.i += 2
+            elif self.p.startswith("?<", self.i) and self._peek(2) not in ("=", "!"):
+                close = self.p.find(">", self.i)
+                if close < 0:
+                    raise _PatternError(f"unterminated group name at offset {start}")
+                self.i = close + 1
+            else:
+                raise _PatternError(f"lookaround or unknown group at offset {start} (not supported)")
+        self.depth += 1
+        if self.depth > 100:
+            raise _PatternError("groups nested deeper than 100")
+        alts = self._alternation()
+        self.depth -= 1
+        if self._peek() != ")":
+            raise _PatternError(f"unclosed group opened at offset {start}")
+        self.i += 1
+        if not any(s or e for s, _, e in alts):
+            return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
+        return alts
+
+    def _class(self) -> Ranges:
+        start = self.i
+        self.i += 1
+        negated = self._peek() == "^"
+        if negated:
+            self.i += 1
+        ranges: list[tuple[int, int]] = []
+        while True:
+            c = self._peek()
+            if c == "":
+                raise _PatternError(f"unclosed character class opened at offset {start}")
+            if c == "]":
+                self.i += 1
+                break
+            lo = self._class_atom()
+            if self._peek() == "-" and self._peek(1) not in ("]", ""):
+                self.i += 1
+                hi = self._class_atom()
+                if len(lo) != 1 or len(hi) != 1 or lo[0][0] != lo[0][1] or hi[0][0] != hi[0][1]:
+                    raise _PatternError(f"a range with a class escape in the class at offset {start}")
+                if lo[0][0] > hi[0][0]:
+                    raise _PatternError(f"a range out of order in the class at offset {start}")
+                ranges.append((lo[0][0], hi[0][0]))
+            else:
+                ranges += lo
+        ranges = normalize(ranges)
+        return complement(ranges) if negated else ranges
+
+    def _class_atom(self) -> Ranges:
+        c = self.p[self.i]
+        if c == "\\":
+            if self._peek(1) == "b":
+                self.i += 2
+                return [(0x08, 0x08)]
+            return self._escape(in_class=True)
+        self.i += 1
+        return [(ord(c), ord(c))]
+
+    def _escape(self, in_class: bool) -> Ranges:
+        at = self.i
+        c = self._peek(1)
+        self.i += 2
+        if c == "":
+            raise _PatternError("a pattern ending in a backslash")
+        if c.lower() in _CLASS_ESCAPES:
+            ranges = _CLASS_ESCAPES[c.lower()]
+            return complement(ranges) if c.isupper() else ranges
+        if c in _CHAR_ESCAPES and not (c == "0" and self._peek().isdigit()):
+            code = _CHAR_ESCAPES[c]
+        elif c == "x":
+            code = self._hex(2, at)
+        elif c == "u":
+            if self._peek() == "{":
+                close = self.p.find("}", self.i)
+                if close < 0:
+                    raise _PatternError(f"bad \\u{{...}} escape at offset {at}")
+                code = self._parse_hex(self.p[self.i + 1 : close], at)
+                self.i = close + 1
+            else:
+                code = self._hex(4, at)
+                if 0xD800 <= code <= 0xDBFF and self.p.startswith("\\u", self.i):
+                    save = self.i
+                    self.i += 2
+                    low = self._hex(4, at)
+                    if 0xDC00 <= low <= 0xDFFF:
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    else:
+                        self.i = save
+        elif c == "c" and self._peek().isalpha():
+            code = ord(self._peek()) % 32
+            self.i += 1
+        elif c in "bB":
+            raise _PatternError(f"word boundary \\{c} at offset {at} (not supported)")
+        elif c.isdigit():
+            raise _PatternError(f"backreference \\{c} at offset {at} (not supported)")
+        elif c in "pP":
+            raise _PatternError(f"Unicode property \\{c}{{...}} at offset {at} (not supported)")
+        elif c == "k":
+            raise _PatternError(f"named backreference at offset {at} (not supported)")
+        else:
+            code = ord(c)  # identity escape: `\.`, `\-`, `\/` ...
+        if 0xD800 <= code <= 0xDFFF:
+            raise _PatternError(f"a lone surrogate at offset {at}")
+        return [(code, code)]
+
+    def _hex(self, count: int, at: int) -> int:
+        text = self.p[self.i : self.i + count]
+        self.i += count
+        return self._parse_hex(text if len(text) == count else "", at)
+
+    @staticmethod
+    def _parse_hex(text: str, at: int) -> int:
+        try:
+            code = int(text, 16)
+        except ValueError:
+            raise _PatternError(f"bad hex escape at offset {at}") from None
+        if code > CODE_POINT_MAX:
+            raise _PatternError(f"code point above U+10FFFF at offset {at}")
+        return code
+
+
+@functools.lru_cache(maxsize=4096)
+def pattern_to_json_regex(pattern: str) -> str:
+    """Translate an ECMA-262 `pattern` (search semantics) into a regex over the JSON-escaped
+    body of a string (without the quotes). See the module docstring for what is exact.
+
+    Raises:
+        GrammarError: the pattern is malformed or uses an unsupported construct.
+    """
+    try:
+        return _EcmaPattern(pattern).translate()
+    except _PatternError as err:
+        raise GrammarError(f"pattern {pattern!r}: {err}") from None
+
+
+# =============================================================================================
+# Formats (ASCII-only, so the JSON-escaped text is the text itself; `/` may be `\/` in URIs)
+# =============================================================================================
+
+# RFC 3339 full-date with the days of each month; 29 February only in leap years.
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_DATE = (
+    r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    rf"|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)"
+)
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (
+    rf"P(?:[0-9]+W|[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?(?:{_DUR_TIME})?|[0-9]+M(?:[0-9]+D)?(?:{_DUR_TIME})?"
+    rf"|[0-9]+D(?:{_DUR_TIME})?|{_DUR_TIME})"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_OCTET = int_range_regex(0, 255)
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV6 = "(?:" + "|".join(
+    [
+        rf"(?:{_H16}:){{7}}{_H16}",
+        rf"(?:{_H16}:){{1,7}}:",
+        rf"(?:{_H16}:){{1,6}}:{_H16}",
+        rf"(?:{_H16}:){{1,5}}(?::{_H16}){{1,2}}",
+        rf"(?:{_H16}:){{1,4}}(?::{_H16}){{1,3}}",
+        rf"(?:{_H16}:){{1,3}}(?::{_H16}){{1,4}}",
+        rf"(?:{_H16}:){{1,2}}(?::{_H16}){{1,5}}",
+        rf"{_H16}:(?::{_H16}){{1,6}}",
+        rf":(?:(?::{_H16}){{1,7}}|:)",
+        rf"(?:{_H16}:){{6}}{_IPV4}",
+        rf"::(?:{_H16}:){{0,5}}{_IPV4}",
+        rf"(?:{_H16}:){{1,5}}:(?:{_H16}:){{0,4}}{_IPV4}",
+    ]
+) + ")"
+_URI_CHAR = r"(?:[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%]|/|\\/)"
+FORMAT_REGEXES: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "duration": _DURATION,
+    "email": rf"[A-Za-z0-9!#$%&'*+=?^_`{{|}}~.-]+@{_HOSTNAME}",
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*",
+    "uri-reference": rf"{_URI_CHAR}*",
+}
+
+
+# =============================================================================================
