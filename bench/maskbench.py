@@ -52,6 +52,7 @@ class LlgEngine:
     """llguidance on the same tokenizer and the same token ids."""
 
     name = "llguidance"
+    key = "llg"
 
     def __init__(self, tokenizer_json: str) -> None:
         import llguidance
@@ -110,6 +111,75 @@ class LlgEngine:
         return res
 
 
+class XgrEngine:
+    """XGrammar on the same tokenizer (through `transformers`) and the same token ids.
+
+    Its compiler runs with its cache off, so compile µs is a first compile like the others'. A
+    compile cannot be interrupted: on the slowest schemas it alone takes minutes."""
+
+    name = "XGrammar"
+    key = "xgr"
+
+    def __init__(self, tokenizer_json: str) -> None:
+        import tempfile
+
+        import xgrammar
+        from transformers import PreTrainedTokenizerFast
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as plain:
+            plain.write(tokenizer_json)
+            plain.flush()
+            hf = PreTrainedTokenizerFast(tokenizer_file=plain.name)
+        self.xgr = xgrammar
+        self.info = xgrammar.TokenizerInfo.from_huggingface(hf)
+        self.compiler = xgrammar.GrammarCompiler(self.info, cache_enabled=False)
+        self.mask = xgrammar.allocate_token_bitmask(1, self.info.vocab_size)
+        self.buf = self.mask.numpy()  # the same memory, read without torch indexing
+        self.stop_ids = list(self.info.stop_token_ids)
+
+    def _accepting(self, m: Any) -> bool:
+        m.fill_next_token_bitmask(self.mask)
+        return any((int(self.buf[0, t >> 5]) >> (t & 31)) & 1 for t in self.stop_ids)
+
+    def run(self, entry: Entry, record: dict[str, Any], tests: list[tuple[bool, list[int]]],
+            deadline_s: float) -> SchemaResult:
+        res = SchemaResult(entry.id, entry.split, tests=len(tests))
+        start = time.perf_counter()
+        try:
+            t0 = time.perf_counter()
+            compiled = self.compiler.compile_json_schema(json.dumps(record["schema"]))
+            self.xgr.GrammarMatcher(compiled)
+            res.compile_us = (time.perf_counter() - t0) * 1e6
+        except Exception as err:  # XGrammar raises for schemas it does not support
+            res.fail("compile", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+            res.wall_s = time.perf_counter() - start
+            return res
+        mask, buf, times = self.mask, self.buf, res.mask_us
+        for k, (valid, ids) in enumerate(tests):
+            m = self.xgr.GrammarMatcher(compiled)
+            accepted = True
+            timed_out = False
+            for i, t in enumerate(ids):
+                t0 = time.perf_counter()
+                m.fill_next_token_bitmask(mask)
+                times.append((time.perf_counter() - t0) * 1e6)
+                allowed = (int(buf[0, t >> 5]) >> (t & 31)) & 1
+                if not allowed or not m.accept_token(t):
+                    accepted = False
+                    res.rejected(k, valid, i, len(ids))
+                    break
+                if time.perf_counter() - start > deadline_s:
+                    timed_out = True
+                    break
+            if timed_out:
+                res.fail("timeout", f"over {deadline_s:g} s at test {k}")
+                break
+            if accepted:
+                res.ended(k, valid, self._accepting(m))
+        res.wall_s = time.perf_counter() - start
+        return res
+
+
 # -- figures ---------------------------------------------------------------------------------
 
 
@@ -130,8 +200,8 @@ def _mask_figures(results: Sequence[SchemaResult], ids: set[str] | None = None) 
     arr = np.concatenate(parts) if parts else np.zeros(0)
     if arr.size == 0:
         return {"n": 0}
-    p50, p90, p99 = _percentiles(arr, (0.5, 0.9, 0.99))  # type: ignore[arg-type]
-    return {"n": int(arr.size), "avg": float(arr.mean()), "p50": p50, "p90": p90, "p99": p99,
+    p50, p90, p99, p999 = _percentiles(arr, (0.5, 0.9, 0.99, 0.999))  # type: ignore[arg-type]
+    return {"n": int(arr.size), "avg": float(arr.mean()), "p50": p50, "p90": p90, "p99": p99, "p99.9": p999,
             "max": float(arr.max()), "over_1ms": int((arr > 1000).sum()), "over_10ms": int((arr > 10_000).sum())}
 
 
@@ -166,45 +236,51 @@ def _engine_summary(results: Sequence[SchemaResult], common: set[str] | None) ->
     }
 
 
+ENGINE_NAMES = {"ours": "tokensieve", "llg": "llguidance", "xgr": "XGrammar"}
+
+
 def summarize(out: dict[str, list[SchemaResult]], *, tokenizer_path: str, sample: int | None,
               seed: int, splits: Sequence[str] | None) -> dict[str, Any]:
     """The figures of a run as one JSON-ready dict (no per-mask times)."""
-    ours, llg = out["ours"], out["llg"]
+    ours = out["ours"]
+    others = {key: results for key, results in out.items() if key != "ours" and results}
     common = None
-    if llg:
-        common = {a.id for a, b in zip(ours, llg) if a.compile_us is not None and b.compile_us is not None}
+    if others:
+        common = {r.id for i, r in enumerate(ours)
+                  if r.compile_us is not None and all(v[i].compile_us is not None for v in others.values())}
     per_split: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(ours):
-        row = per_split.setdefault(r.split, {"schemas": 0, "ours_pass": 0, "ours_compile_err": 0,
+        row = per_split.setdefault(r.split, {"schemas": 0, "tests": 0, "ours_pass": 0, "ours_compile_err": 0,
                                              "ours_validation_err": 0, "ours_invalidation_err": 0,
-                                             "llg_pass": 0, "llg_compile_err": 0, "tests": 0})
+                                             **{f"{k}_{x}": 0 for k in others for x in ("pass", "compile_err")}})
         row["schemas"] += 1
         row["tests"] += r.tests
         row["ours_pass"] += r.passed
         row["ours_compile_err"] += r.kind == "compile"
         row["ours_validation_err"] += r.validation_errors
         row["ours_invalidation_err"] += r.invalidation_errors
-        if llg:
-            row["llg_pass"] += llg[i].passed
-            row["llg_compile_err"] += llg[i].kind == "compile"
+        for key, results in others.items():
+            row[f"{key}_pass"] += results[i].passed
+            row[f"{key}_compile_err"] += results[i].kind == "compile"
     reasons: dict[str, int] = defaultdict(int)
     for r in ours:
         if not r.passed:
             reasons[_reason_class(r.reason)] += 1
+    engines = {key: _engine_summary(results, common) for key, results in out.items() if results}
     return {
         "tokenizer": tokenizer_path,
         "sample": sample,
         "seed": seed,
         "splits": list(splits) if splits else "all",
-        "ours": _engine_summary(ours, common),
-        "llg": _engine_summary(llg, common) if llg else None,
+        "engines": engines,
         "common_compiled_schemas": len(common) if common is not None else None,
         "per_split": {s: per_split[s] for s in SPLITS if s in per_split},
         "top_failure_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:25]),
         "schemas": [
             {"id": r.id, "split": r.split, "ours": r.reason, "ours_compile_us": r.compile_us,
-             "ours_masks": len(r.mask_us), **({"llg": llg[i].reason, "llg_compile_us": llg[i].compile_us}
-                                               if llg else {})}
+             "ours_masks": len(r.mask_us),
+             **{f: v for key, results in others.items()
+                for f, v in ((key, results[i].reason), (f"{key}_compile_us", results[i].compile_us))}}
             for i, r in enumerate(ours)
         ],
     }
@@ -219,13 +295,13 @@ def _reason_class(reason: str) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    o, lg = s["ours"], s["llg"]
+    keys = list(s["engines"])
+    engines = [s["engines"][k] for k in keys]
+    o = s["engines"]["ours"]
     what = f"sample of {s['sample']} (seed {s['seed']})" if s["sample"] else "all schemas"
     print(f"MaskBench: {o['schemas']} schemas ({what}; splits: "
           f"{s['splits'] if isinstance(s['splits'], str) else ', '.join(s['splits'])}); tokenizer {s['tokenizer']}")
-    cols = ["tokensieve"] + (["llguidance"] if lg else [])
-    engines = [o] + ([lg] if lg else [])
-    print(f"{'':<26}" + "".join(f"{c:>14}" for c in cols))
+    print(f"{'':<26}" + "".join(f"{ENGINE_NAMES[k]:>14}" for k in keys))
 
     def row(label: str, values: list[str]) -> None:
         print(f"{label:<26}" + "".join(f"{v:>14}" for v in values))
@@ -238,29 +314,30 @@ def print_report(s: dict[str, Any]) -> None:
             row(f"  failing: {kind}", [str(e["failures_by_kind"].get(kind, 0)) for e in engines])
     row("validation errors", [str(e["validation_errors"]) for e in engines])
     row("invalidation errors", [str(e["invalidation_errors"]) for e in engines])
-    for key in ("avg", "p50", "p90", "p99", "max"):
+    for key in ("avg", "p50", "p90", "p99", "p99.9", "max"):
         row(f"mask µs {key}", [_fmt(e["mask_us"].get(key)) for e in engines])
     row("masks", [str(e["mask_us"].get("n", 0)) for e in engines])
     row("masks over 1 ms", [str(e["mask_us"].get("over_1ms", 0)) for e in engines])
+    row("masks over 10 ms", [str(e["mask_us"].get("over_10ms", 0)) for e in engines])
     for key in ("p50", "p99", "max"):
         row(f"compile µs {key}", [_fmt(e["compile_us"].get(key)) for e in engines])
     row("engine wall s", [f"{e['wall_s']:.1f}" for e in engines])
-    if lg:
-        print(f"on the {s['common_compiled_schemas']} schemas both compile:")
-        for key in ("avg", "p50", "p99", "max"):
+    if len(keys) > 1:
+        print(f"on the {s['common_compiled_schemas']} schemas all engines compile:")
+        for key in ("avg", "p50", "p99", "p99.9", "max"):
             row(f"  mask µs {key}", [_fmt(e["mask_us_common"].get(key)) for e in engines])
-        row("  compile µs p50", [_fmt(e["compile_us_common"].get("p50")) for e in engines])
+        for key in ("p50", "p99", "max"):
+            row(f"  compile µs {key}", [_fmt(e["compile_us_common"].get(key)) for e in engines])
     print()
+    others = keys[1:]
     head = f"{'split':<24}{'schemas':>8}{'tests':>7}{'pass':>7}{'compile err':>12}{'valid err':>10}{'inval err':>10}"
-    if lg:
-        head += f"{'llg pass':>10}{'llg cmp err':>12}"
+    head += "".join(f"{k + ' pass':>10}{k + ' cmp err':>12}" for k in others)
     print(head)
     print("-" * len(head))
     for split, r in s["per_split"].items():
         line = (f"{split:<24}{r['schemas']:>8}{r['tests']:>7}{r['ours_pass']:>7}{r['ours_compile_err']:>12}"
                 f"{r['ours_validation_err']:>10}{r['ours_invalidation_err']:>10}")
-        if lg:
-            line += f"{r['llg_pass']:>10}{r['llg_compile_err']:>12}"
+        line += "".join(f"{r[k + '_pass']:>10}{r[k + '_compile_err']:>12}" for k in others)
         print(line)
     if s["top_failure_reasons"]:
         print("\ntop failure reasons (tokensieve):")
@@ -290,7 +367,7 @@ def write_plot(out: dict[str, list[SchemaResult]], path: Path) -> bool:
     import numpy as np
 
     fig, (ax_hist, ax_cdf) = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels = {"ours": "tokensieve", "llg": "llguidance"}
+    labels = ENGINE_NAMES
     all_values = [np.frombuffer(r.mask_us, dtype=np.float64) for rs in out.values() for r in rs if len(r.mask_us)]
     if not all_values:
         plt.close(fig)
@@ -330,8 +407,8 @@ def add_maskbench_bench(sub: Any) -> None:
     p.add_argument("--split", action="append", metavar="SPLIT", help="run only this split (repeatable)")
     p.add_argument("--sample", type=int, metavar="N", help="a deterministic sample of N schemas across the splits")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
-    p.add_argument("--vs", choices=["llguidance", "none"], default="none",
-                   help="also run llguidance on the same token ids")
+    p.add_argument("--vs", action="append", choices=["llguidance", "xgrammar"], default=[],
+                   help="also run this engine on the same token ids (repeatable)")
     p.add_argument("--schema-timeout", type=float, default=120.0, metavar="S",
                    help="wall seconds one engine may spend on one schema (default 120)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the figures and per-schema results here")
@@ -366,15 +443,16 @@ def _run_command(args: argparse.Namespace) -> int:
         entries = pick_sample(entries, args.sample, seed=args.seed)
     tok_path = args.tokenizer or _default_tokenizer()
     tokenizer = Tokenizer.from_file(tok_path)
-    llg_engine = None
-    if args.vs == "llguidance":
-        try:
-            raw = Path(tok_path).read_bytes()
-            text = gzip.decompress(raw).decode() if str(tok_path).endswith(".gz") else raw.decode()
-            llg_engine = LlgEngine(text)
-        except ImportError:
-            print("llguidance is not installed: `pip install llguidance` for side-by-side figures", file=sys.stderr)
-    out = run_maskbench(entries, tokenizer, llg_engine=llg_engine, schema_timeout_s=args.schema_timeout,
+    raw = Path(tok_path).read_bytes()
+    text = gzip.decompress(raw).decode() if str(tok_path).endswith(".gz") else raw.decode()
+    others = []
+    for name, engine, package in (("llguidance", LlgEngine, "llguidance"), ("xgrammar", XgrEngine, "xgrammar==0.2.8")):
+        if name in args.vs:
+            try:
+                others.append(engine(text))
+            except ImportError:
+                print(f"{name} is not installed: `pip install {package}` for side-by-side figures", file=sys.stderr)
+    out = run_maskbench(entries, tokenizer, others=others, schema_timeout_s=args.schema_timeout,
                         progress=not args.quiet)
     summary = summarize(out, tokenizer_path=str(tok_path), sample=args.sample, seed=args.seed, splits=args.split)
     print_report(summary)

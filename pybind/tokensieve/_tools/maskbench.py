@@ -303,7 +303,8 @@ class Progress:
         self.start = time.perf_counter()
         self.last = 0.0
 
-    def update(self, done: int, passed: int, passed_llg: int | None, current: str) -> None:
+    def update(self, done: int, passed: dict[str, int], current: str) -> None:
+        """`passed`: schemas passed so far by each engine (its key), tokensieve's first."""
         if not self.enabled:
             return
         now = time.perf_counter()
@@ -312,8 +313,8 @@ class Progress:
         self.last = now
         elapsed = now - self.start
         eta = elapsed / done * (self.total - done) if done else 0.0
-        llg = f" llg {passed_llg}" if passed_llg is not None else ""
-        line = (f"[{done}/{self.total}] pass {passed}{llg} | {_clock(elapsed)} elapsed, "
+        counts = " ".join(f"{key} {count}" for key, count in passed.items())
+        line = (f"[{done}/{self.total}] pass {counts} | {_clock(elapsed)} elapsed, "
                 f"ETA {_clock(eta)} | {current[:40]}")
         if self.tty:
             sys.stderr.write("\r" + line.ljust(110)[:110])
@@ -333,38 +334,35 @@ def run_maskbench(
     entries: Sequence[Entry],
     tokenizer: Any,
     *,
-    llg_engine: Any | None = None,
+    others: Sequence[Any] = (),
     schema_timeout_s: float = 120.0,
     progress: bool = True,
 ) -> dict[str, list[SchemaResult]]:
-    """Run every schema of `entries` through tokensieve (and llguidance when given).
+    """Run every schema of `entries` through tokensieve and each engine of `others`.
 
     Args:
         entries: the schemas (see `load_entries`, `pick_sample`).
-        tokenizer: a `tokensieve.Tokenizer`; its ids are fed to both engines.
-        llg_engine: another engine with `OursEngine.run`'s signature (the benchmark's
-            llguidance), run on the same token ids, or None.
+        tokenizer: a `tokensieve.Tokenizer`; its ids are fed to every engine.
+        others: engines with `OursEngine.run`'s signature and a `key` (the benchmark's
+            llguidance and XGrammar), run on the same token ids after tokensieve.
         schema_timeout_s: wall time one engine may spend on one schema (checked between tokens).
         progress: draw the progress line on stderr.
 
     Returns:
-        {"ours": [...], "llg": [...]} results in `entries` order ("llg" empty without llguidance).
+        {"ours": [...], key: [...] for each other engine}: results in `entries` order.
     """
-    ours = OursEngine(tokenizer)
-    out: dict[str, list[SchemaResult]] = {"ours": [], "llg": []}
+    engines = [("ours", OursEngine(tokenizer))] + [(engine.key, engine) for engine in others]
+    out: dict[str, list[SchemaResult]] = {key: [] for key, _ in engines}
+    passed = {key: 0 for key, _ in engines}
     bar = Progress(len(entries), enabled=progress)
-    passed = passed_llg = 0
     for n, entry in enumerate(entries, 1):
         record = entry.record()
         tests = [(bool(t["valid"]), tokenizer.encode(instance_text(t["data"]))) for t in record.get("tests", [])]
-        r = ours.run(entry, record, tests, schema_timeout_s)
-        out["ours"].append(r)
-        passed += r.passed
-        if llg_engine is not None:
-            rl = llg_engine.run(entry, record, tests, schema_timeout_s)
-            out["llg"].append(rl)
-            passed_llg += rl.passed
-        bar.update(n, passed, passed_llg if llg_engine is not None else None, entry.id)
+        for key, engine in engines:
+            result = engine.run(entry, record, tests, schema_timeout_s)
+            out[key].append(result)
+            passed[key] += result.passed
+        bar.update(n, passed, entry.id)
     return out
 
 
