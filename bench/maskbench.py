@@ -1,27 +1,11 @@
-"""`tokensieve bench maskbench`: MaskBench correctness and mask speed, beside llguidance.
+"""`tokensieve bench maskbench`: MaskBench correctness, mask and compile µs, beside llguidance
+and XGrammar.
 
-MaskBench (Geng et al., arXiv:2501.10868; data in `../shared/data/jsonschemabench`) is 11,305
-real-world JSON Schemas, each with valid and invalid instances. For every schema the run:
-
-1. compiles it (`Grammar.json_schema` plus the first `Matcher`, timed as "compile µs"); an
-   unsupported schema is a compile error, the schema fails;
-2. for every test instance: serializes it compactly (`json.dumps(data, separators=(",", ":"),
-   ensure_ascii=False)`), tokenizes it (Llama-3 by default), and for each token computes the mask
-   (timed as "mask µs"), checks the token's bit, and consumes it;
-3. scores the instance: a valid one must be accepted to the end with the matcher accepting
-   (else a *validation error*); an invalid one must be rejected at some token or not be
-   accepting at the end (else an *invalidation error*).
-
-A schema *passes* when it compiles and every instance behaves. A `LimitError`, `CoreTrap`, a mask
-that disagrees with `consume_token`, or a schema running past `--schema-timeout` is a failure of
-that schema with its reason recorded, never a crash of the run.
-
-With `--vs llguidance` the same token ids go through llguidance in the same process, so every
-figure has its llguidance counterpart measured on the same machine at the same time.
-
-The ratchet (`tests/data/maskbench_expected.json`) records each schema's expected result:
-`"pass"` or a short failure reason. `tests/test_maskbench_ratchet.py` fails when a schema listed
-as `"pass"` stops passing; `--ratchet-update` rewrites the file from a full run.
+The run itself (what is compiled, replayed and scored, and what makes a schema pass) is
+`tokensieve._tools.maskbench`, which the ratchet test runs too. With `--vs llguidance` and
+`--vs xgrammar` the same token ids go through those engines in the same process, one schema
+after the other, so every figure has its counterparts measured on the same machine at the same
+time. `--ratchet-update` rewrites `tests/data/maskbench_expected.json` from a full run.
 """
 
 from __future__ import annotations
@@ -37,7 +21,7 @@ from array import array
 from collections import defaultdict
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 
 from tokensieve._tools.maskbench import (
@@ -46,6 +30,38 @@ from tokensieve._tools.maskbench import (
 )
 
 RATCHET_DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "maskbench_expected.json"
+
+
+def _replay(res: SchemaResult, tests: list[tuple[bool, list[int]]], start: float, deadline_s: float,
+            fresh: Callable[[], Any], fill: Callable[[Any], str | None], allowed: Callable[[int], bool],
+            consume: Callable[[Any, int], bool], accepting: Callable[[Any], bool]) -> None:
+    """Replay every test through a peer engine, timing each mask: `fresh()` a matcher at the
+    start, `fill(m)` its mask (an error text if the engine failed), `allowed(t)` a bit of it."""
+    times = res.mask_us
+    for k, (valid, ids) in enumerate(tests):
+        m = fresh()
+        accepted = True
+        for i, t in enumerate(ids):
+            t0 = time.perf_counter()
+            error = fill(m)
+            times.append((time.perf_counter() - t0) * 1e6)
+            if error is not None:
+                res.fail("limit", f"test {k} token {i}: {error}")
+                accepted = False
+                break
+            if not allowed(t) or not consume(m, t):
+                accepted = False
+                res.rejected(k, valid, i, len(ids))
+                break
+            if time.perf_counter() - start > deadline_s:
+                res.fail("timeout", f"over {deadline_s:g} s at test {k}")
+                return
+        if accepted:
+            res.ended(k, valid, accepting(m))
+
+
+def _bit(buf: Any, t: int) -> bool:
+    return bool((int(buf[0, t >> 5]) >> (t & 31)) & 1)
 
 
 class LlgEngine:
@@ -65,7 +81,7 @@ class LlgEngine:
 
     def run(self, entry: Entry, record: dict[str, Any], tests: list[tuple[bool, list[int]]],
             deadline_s: float) -> SchemaResult:
-        llg, fill_into = self.llg, self.llg_np.fill_next_token_bitmask
+        llg, fill_into, buf = self.llg, self.llg_np.fill_next_token_bitmask, self.buf
         res = SchemaResult(entry.id, entry.split, tests=len(tests))
         start = time.perf_counter()
         try:
@@ -81,32 +97,13 @@ class LlgEngine:
             res.wall_s = time.perf_counter() - start
             return res
         res.compile_us = compile_us
-        buf, times = self.buf, res.mask_us
-        for k, (valid, ids) in enumerate(tests):
-            m = first.deep_copy()
-            accepted = True
-            timed_out = False
-            for i, t in enumerate(ids):
-                t0 = time.perf_counter()
-                fill_into(m, buf, 0)
-                times.append((time.perf_counter() - t0) * 1e6)
-                if m.is_error():
-                    res.fail("limit", f"test {k} token {i}: {m.get_error()}")
-                    accepted = False
-                    break
-                allowed = (int(buf[0, t >> 5]) >> (t & 31)) & 1
-                if not allowed or not m.consume_token(t):
-                    accepted = False
-                    res.rejected(k, valid, i, len(ids))
-                    break
-                if time.perf_counter() - start > deadline_s:
-                    timed_out = True
-                    break
-            if timed_out:
-                res.fail("timeout", f"over {deadline_s:g} s at test {k}")
-                break
-            if accepted:
-                res.ended(k, valid, m.is_accepting())
+
+        def fill(m: Any) -> str | None:
+            fill_into(m, buf, 0)
+            return m.get_error() if m.is_error() else None
+
+        _replay(res, tests, start, deadline_s, first.deep_copy, fill, lambda t: _bit(buf, t),
+                lambda m, t: m.consume_token(t), lambda m: m.is_accepting())
         res.wall_s = time.perf_counter() - start
         return res
 
@@ -137,12 +134,9 @@ class XgrEngine:
         self.buf = self.mask.numpy()  # the same memory, read without torch indexing
         self.stop_ids = list(self.info.stop_token_ids)
 
-    def _accepting(self, m: Any) -> bool:
-        m.fill_next_token_bitmask(self.mask)
-        return any((int(self.buf[0, t >> 5]) >> (t & 31)) & 1 for t in self.stop_ids)
-
     def run(self, entry: Entry, record: dict[str, Any], tests: list[tuple[bool, list[int]]],
             deadline_s: float) -> SchemaResult:
+        mask, buf = self.mask, self.buf
         res = SchemaResult(entry.id, entry.split, tests=len(tests))
         start = time.perf_counter()
         try:
@@ -154,28 +148,16 @@ class XgrEngine:
             res.fail("compile", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
             res.wall_s = time.perf_counter() - start
             return res
-        mask, buf, times = self.mask, self.buf, res.mask_us
-        for k, (valid, ids) in enumerate(tests):
-            m = self.xgr.GrammarMatcher(compiled)
-            accepted = True
-            timed_out = False
-            for i, t in enumerate(ids):
-                t0 = time.perf_counter()
-                m.fill_next_token_bitmask(mask)
-                times.append((time.perf_counter() - t0) * 1e6)
-                allowed = (int(buf[0, t >> 5]) >> (t & 31)) & 1
-                if not allowed or not m.accept_token(t):
-                    accepted = False
-                    res.rejected(k, valid, i, len(ids))
-                    break
-                if time.perf_counter() - start > deadline_s:
-                    timed_out = True
-                    break
-            if timed_out:
-                res.fail("timeout", f"over {deadline_s:g} s at test {k}")
-                break
-            if accepted:
-                res.ended(k, valid, self._accepting(m))
+
+        def fill(m: Any) -> None:
+            m.fill_next_token_bitmask(mask)
+
+        def accepting(m: Any) -> bool:  # the end of text is allowed: a stop token's bit is set
+            fill(m)
+            return any(_bit(buf, t) for t in self.stop_ids)
+
+        _replay(res, tests, start, deadline_s, lambda: self.xgr.GrammarMatcher(compiled), fill,
+                lambda t: _bit(buf, t), lambda m, t: m.accept_token(t), accepting)
         res.wall_s = time.perf_counter() - start
         return res
 
