@@ -17,7 +17,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
 const trie_mod = @import("trie.zig");
-const earley = @import("earley.zig");
+const ir_reader = @import("ir_reader.zig");
 const handles = @import("handles.zig");
 const limit_error = @import("limits.zig");
 const HandleTable = handles.HandleTable;
@@ -337,7 +337,7 @@ export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, limits_ptr: u32, li
             .fuel_compile_max => limits.fuel_compile_max = value,
         }
     }
-    var diag: earley.CompileDiagnostic = .{};
+    var diag: ir_reader.CompileDiagnostic = .{};
     limit_error.hit = .none;
     const grammar = Grammar.create(gpa, words, limits, &diag) catch |err| return switch (err) {
         error.Syntax => failLexeme(diag.lexeme, @intCast(diag.regex.position), diag.regex.message),
@@ -650,6 +650,7 @@ test {
     _ = @import("trie.zig");
     _ = @import("matcher.zig");
     _ = @import("earley.zig");
+    _ = @import("ir_reader.zig");
     _ = @import("slicer.zig");
     _ = @import("handles.zig");
 }

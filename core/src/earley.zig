@@ -1,5 +1,6 @@
 //! Context-free grammars over lexemes: the compiled form (`Cfg`) and an Earley parser (`Parser`)
-//! that the trie walk drives byte by byte together with the lexer.
+//! that the trie walk drives byte by byte together with the lexer. `ir_reader.zig` builds the
+//! `Cfg` from the host's grammar IR.
 //!
 //! Layout of a compiled grammar: all right-hand sides in one flat array `rhs`; a rule is its
 //! symbols followed by an end marker (`end_flag | lhs`). An Earley item is a pair (position in
@@ -39,8 +40,6 @@ const std = @import("std");
 const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
-const regex = @import("regex.zig");
-const regex_syntax = @import("regex_syntax.zig");
 const lexer_mod = @import("lexer.zig");
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
@@ -55,8 +54,6 @@ pub const Limits = struct {
 };
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
-
-pub const LexemeKind = enum(u32) { regex = 0, literal = 1, special = 2 };
 
 /// A compiled context-free grammar (immutable once built).
 pub const Cfg = struct {
@@ -632,414 +629,12 @@ fn orderU32(a: u32, b: u32) std.math.Order {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Compiling the grammar IR (see docs/grammar_ir.md; the binary layout is in wasm/ABI.md)
-
-pub const ir_magic: u32 = 0x31475354; // "TSG1"
-pub const ir_nonterminal_flag: u32 = 1 << 31;
-
-pub const CompileError = regex_syntax.Error || error{BadIr};
-
-pub const CompileDiagnostic = struct {
-    /// The lexeme whose pattern failed, if any.
-    lexeme: ?u32 = null,
-    regex: regex_syntax.Diagnostic = .{},
-    message: []const u8 = "",
-};
-
-/// The compiled grammar plus what the lexer needs: one expression per lexer lexeme (text and
-/// special lexemes, then the skip lexeme) and their laziness.
-pub const Compiled = struct {
-    cfg: Cfg,
-    lexeme_exprs: []regex.ExprId,
-    lazy: []bool,
-
-    pub fn deinit(self: *Compiled, gpa: Allocator) void {
-        self.cfg.deinit(gpa);
-        gpa.free(self.lexeme_exprs);
-        gpa.free(self.lazy);
-        self.* = undefined;
-    }
-};
-
-const Reader = struct {
-    words: []const u32,
-    at: usize = 0,
-
-    fn word(self: *Reader) error{BadIr}!u32 {
-        if (self.at >= self.words.len) return error.BadIr;
-        self.at += 1;
-        return self.words[self.at - 1];
-    }
-
-    fn bytes(self: *Reader, len: u32) error{BadIr}![]const u8 {
-        const n_words = (len + 3) / 4;
-        if (self.at + n_words > self.words.len) return error.BadIr;
-        const all = std.mem.sliceAsBytes(self.words[self.at..][0..n_words]);
-        self.at += n_words;
-        return all[0..len];
-    }
-
-    fn slice(self: *Reader, len: u32) error{BadIr}![]const u32 {
-        if (self.at + len > self.words.len) return error.BadIr;
-        self.at += len;
-        return self.words[self.at - len ..][0..len];
-    }
-};
-
-fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
-    diag.message = message;
-    return error.BadIr;
-}
-
-/// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
-/// flags have bit 1 set (each list: a count, then length-prefixed patterns).
-fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
-    var parts: [64]regex.ExprId = undefined;
-    var n: usize = 0;
-    parts[n] = base;
-    n += 1;
-    const and_count = try r.word();
-    if (and_count > 32) return bad(diag, "too many and-patterns (at most 32)");
-    for (0..and_count) |_| {
-        const len = try r.word();
-        parts[n] = try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex);
-        n += 1;
-    }
-    const not_count = try r.word();
-    if (not_count > 0) {
-        var excluded: std.ArrayList(regex.ExprId) = .empty;
-        defer excluded.deinit(exprs.gpa);
-        for (0..not_count) |_| {
-            const len = try r.word();
-            try excluded.append(exprs.gpa, try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex));
-        }
-        parts[n] = try exprs.not(try exprs.alt(excluded.items));
-        n += 1;
-    }
-    return exprs.andAll(parts[0..n]);
-}
-
-/// "None" in the per-lexeme tables of `compile` (no left-hand side, not optional).
-const no_lhs = std.math.maxInt(u32);
-
-/// Merges *alternative lexemes* into one: lexemes that are each the whole right-hand side of a
-/// rule of the same nonterminal (`A → l₁ | l₂ | …`) and occur nowhere else. The first of them
-/// (lowest index) becomes the union of their expressions; the others become ∅ and are marked
-/// in `merged`, and the compiler drops their rules. Reads the rules from `r` without
-/// consuming them (the caller rewinds); the IR is validated by the caller's own pass.
-///
-/// Why: a choice list, a Lark rule of string alternatives or a JSON Schema `enum` of 10,000
-/// strings is 10,000 lexemes. A lexer state then holds 10,000 (lexeme, expression) pairs, and
-/// every transition out of it derives them all, so one mask did millions of units of work and
-/// ran out of fuel. As one lexeme, the union is one expression, which `ExprSet.alt` factors
-/// into the trie of the words (`factorHeads`): a transition is then a lookup of one member.
-///
-/// The language and the parse are unchanged: wherever the parser allows one of these lexemes
-/// it allows all of them (they all complete `A`, and appear nowhere else), so the lexer state
-/// holds all or none of them; longest match ends the union exactly where it ends the last of
-/// them; and whichever of them matched, the parser completes `A`. Lazy, special, capped and
-/// nullable lexemes keep their own identity (their ending rules differ).
-fn mergeAlternatives(
-    gpa: Allocator,
-    exprs: *regex.ExprSet,
-    r_in: Reader,
-    rule_count: u32,
-    lexeme_exprs: []regex.ExprId,
-    mergeable: []const bool,
-    merged: []bool,
-) CompileError!void {
-    const lexeme_count = merged.len;
-    @memset(merged, false);
-    // Per lexeme: how often it occurs in a right-hand side, and the left-hand side of the rule
-    // it is the whole of (or `no_lhs`).
-    const uses = try gpa.alloc(u32, lexeme_count);
-    defer gpa.free(uses);
-    @memset(uses, 0);
-    const sole_lhs = try gpa.alloc(u32, lexeme_count);
-    defer gpa.free(sole_lhs);
-    @memset(sole_lhs, no_lhs);
-    var r = r_in;
-    for (0..rule_count) |_| {
-        // A malformed IR merges nothing; the caller's pass says what is wrong with it.
-        const lhs = r.word() catch return;
-        const len = r.word() catch return;
-        const symbols = r.slice(len) catch return;
-        for (symbols) |sym| {
-            if (sym & ir_nonterminal_flag == 0 and sym < lexeme_count) uses[sym] +|= 1;
-        }
-        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count) sole_lhs[symbols[0]] = lhs;
-    }
-    // (lhs, lexeme) of each candidate, sorted: a group is a run of one lhs.
-    var keys: std.ArrayList(u64) = .empty;
-    defer keys.deinit(gpa);
-    for (0..lexeme_count) |l| {
-        if (uses[l] != 1 or sole_lhs[l] == no_lhs or !mergeable[l]) continue;
-        try keys.append(gpa, (@as(u64, sole_lhs[l]) << 32) | l);
-    }
-    std.mem.sortUnstable(u64, keys.items, {}, std.sort.asc(u64));
-    var members: std.ArrayList(regex.ExprId) = .empty;
-    defer members.deinit(gpa);
-    var i: usize = 0;
-    while (i < keys.items.len) {
-        var j = i + 1;
-        while (j < keys.items.len and keys.items[j] >> 32 == keys.items[i] >> 32) j += 1;
-        if (j - i >= 2) {
-            members.clearRetainingCapacity();
-            for (keys.items[i..j]) |key| try members.append(gpa, lexeme_exprs[@as(u32, @truncate(key))]);
-            const first: u32 = @truncate(keys.items[i]);
-            lexeme_exprs[first] = if (members.items.len >= regex.factor_branch_min)
-                try exprs.altFactored(members.items)
-            else
-                try exprs.alt(members.items);
-            for (keys.items[i + 1 .. j]) |key| {
-                const l: u32 = @truncate(key);
-                lexeme_exprs[l] = .nothing;
-                merged[l] = true;
-            }
-        }
-        i = j;
-    }
-}
-
-pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
-    var r: Reader = .{ .words = words };
-    if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
-    const lexeme_count = try r.word();
-    const nt_count = try r.word();
-    const rule_count = try r.word();
-    const start_nt = try r.word();
-    const flags = try r.word();
-    if (nt_count == 0 or start_nt >= nt_count) return bad(diag, "start nonterminal out of range");
-    if (lexeme_count >= (1 << 24) or nt_count >= (1 << 24) or rule_count >= (1 << 24)) return bad(diag, "grammar too large");
-    const has_skip = flags & 2 != 0;
-    const lexer_lexemes = lexeme_count + @intFromBool(has_skip);
-
-    const lexeme_exprs = try gpa.alloc(regex.ExprId, lexer_lexemes);
-    errdefer gpa.free(lexeme_exprs);
-    const lazy = try gpa.alloc(bool, lexer_lexemes);
-    errdefer gpa.free(lazy);
-    @memset(lazy, false);
-    const is_special = try gpa.alloc(bool, lexeme_count);
-    errdefer gpa.free(is_special);
-    const token_max = try gpa.alloc(u32, lexer_lexemes);
-    errdefer gpa.free(token_max);
-    @memset(token_max, 0);
-    const special_start = try gpa.alloc(u32, lexeme_count + 1);
-    errdefer gpa.free(special_start);
-    var special_ids: std.ArrayList(u32) = .empty;
-    errdefer special_ids.deinit(gpa);
-
-    if (has_skip) {
-        const len = try r.word();
-        const pattern = try r.bytes(len);
-        diag.lexeme = lexeme_count;
-        lexeme_exprs[lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
-    }
-    const no_skip = try gpa.alloc(bool, nt_count + 1);
-    defer gpa.free(no_skip);
-    @memset(no_skip, false);
-    const has_no_skip = flags & 4 != 0;
-    if (has_no_skip) {
-        const count = try r.word();
-        for (try r.slice(count)) |nt| {
-            if (nt >= nt_count) return bad(diag, "no-skip nonterminal out of range");
-            no_skip[nt] = true;
-        }
-    }
-    var has_lazy = false;
-    var has_special = false;
-    var optional_lexemes: std.ArrayList(u32) = .empty;
-    defer optional_lexemes.deinit(gpa);
-    // Per lexeme: its index in `optional_lexemes`, or `no_lhs`.
-    const optional_index = try gpa.alloc(u32, lexeme_count);
-    defer gpa.free(optional_index);
-    @memset(optional_index, no_lhs);
-    // Per lexeme: may it be merged with alternatives (`mergeAlternatives`)?
-    const mergeable = try gpa.alloc(bool, lexeme_count);
-    defer gpa.free(mergeable);
-    for (0..lexeme_count) |l| {
-        const kind = try r.word();
-        const lexeme_flags = try r.word();
-        const n = try r.word();
-        lazy[l] = lexeme_flags & 1 != 0;
-        const syntax_flags: regex_syntax.Flags = .{
-            .dot_all = lexeme_flags & 4 != 0,
-            .case_insensitive = lexeme_flags & 8 != 0,
-        };
-        has_lazy = has_lazy or lazy[l];
-        special_start[l] = @intCast(special_ids.items.len);
-        is_special[l] = false;
-        diag.lexeme = @intCast(l);
-        switch (kind) {
-            @backingInt(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
-            @backingInt(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
-            @backingInt(LexemeKind.special) => {
-                lexeme_exprs[l] = .nothing;
-                is_special[l] = true;
-                has_special = true;
-                const ids = try r.slice(n);
-                try special_ids.appendSlice(gpa, ids);
-                std.mem.sort(u32, special_ids.items[special_start[l]..], {}, std.sort.asc(u32));
-            },
-            else => return bad(diag, "unknown lexeme kind"),
-        }
-        if (lexeme_flags & 2 != 0) {
-            if (kind == @backingInt(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
-            lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
-        }
-        if (lexeme_flags & 16 != 0) {
-            // A special lexeme is one token: a budget cannot bind it.
-            const limit = try r.word();
-            if (limit == 0) return bad(diag, "a lexeme's max_tokens must be at least 1");
-            if (kind != @backingInt(LexemeKind.special)) token_max[l] = limit;
-        }
-        if (kind != @backingInt(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
-            // A lexeme never matches empty text: keep its non-empty part, and let the rules
-            // skip it instead (every use of it becomes an optional nonterminal, below).
-            lexeme_exprs[l] = try exprs.andAll(&.{ lexeme_exprs[l], try exprs.not(.epsilon) });
-            optional_index[l] = @intCast(optional_lexemes.items.len);
-            try optional_lexemes.append(gpa, @intCast(l));
-        }
-        // Only plain expressions: the union of intersections (JSON Schema strings with a
-        // pattern and a length, keys that exclude others) would be one term whose emptiness
-        // checks explore both sides at once (MaskBench Handwritten---allany20 ran out of fuel).
-        mergeable[l] = kind != @backingInt(LexemeKind.special) and !lazy[l] and token_max[l] == 0 and
-            optional_index[l] == no_lhs and !exprs.isBoolean(lexeme_exprs[l]);
-    }
-    diag.lexeme = null;
-    special_start[lexeme_count] = @intCast(special_ids.items.len);
-
-    // Rules: rule 0 is S' -> S with S' = nonterminal nt_count; then the rules read from the IR;
-    // then `opt_l -> l | ε` for each nullable lexeme l (nonterminals nt_count + 1 + i).
-    const total_nt = nt_count + 1 + @as(u32, @intCast(optional_lexemes.items.len));
-    const nt_base = lexeme_count;
-    var rhs: std.ArrayList(u32) = .empty;
-    errdefer rhs.deinit(gpa);
-    var rule_starts: std.ArrayList(u32) = .empty;
-    defer rule_starts.deinit(gpa);
-    var rule_lhs: std.ArrayList(u32) = .empty;
-    defer rule_lhs.deinit(gpa);
-    try rule_starts.append(gpa, 0);
-    try rule_lhs.append(gpa, nt_count);
-    try rhs.appendSlice(gpa, &.{ nt_base + start_nt, end_flag | nt_count });
-    const merged = try gpa.alloc(bool, lexeme_count);
-    defer gpa.free(merged);
-    try mergeAlternatives(gpa, exprs, r, rule_count, lexeme_exprs[0..lexeme_count], mergeable, merged);
-    for (0..rule_count) |_| {
-        const lhs = try r.word();
-        const len = try r.word();
-        if (lhs >= nt_count) return bad(diag, "rule left-hand side out of range");
-        const symbols = try r.slice(len);
-        // The rule of a lexeme merged into an alternative's: that one's rule stands for both.
-        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count and merged[symbols[0]]) continue;
-        try rule_starts.append(gpa, @intCast(rhs.items.len));
-        try rule_lhs.append(gpa, lhs);
-        for (symbols) |sym| {
-            if (sym & ir_nonterminal_flag != 0) {
-                const nt = sym & ~ir_nonterminal_flag;
-                if (nt >= nt_count) return bad(diag, "rule symbol: nonterminal out of range");
-                try rhs.append(gpa, nt_base + nt);
-            } else {
-                if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
-                const optional = optional_index[sym];
-                try rhs.append(gpa, if (optional != no_lhs) nt_base + nt_count + 1 + optional else sym);
-            }
-        }
-        try rhs.append(gpa, end_flag | lhs);
-    }
-    if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
-    for (optional_lexemes.items, 0..) |l, i| {
-        const opt: u32 = nt_count + 1 + @as(u32, @intCast(i));
-        try rule_starts.append(gpa, @intCast(rhs.items.len));
-        try rule_lhs.append(gpa, opt);
-        try rhs.appendSlice(gpa, &.{ l, end_flag | opt });
-        try rule_starts.append(gpa, @intCast(rhs.items.len));
-        try rule_lhs.append(gpa, opt);
-        try rhs.append(gpa, end_flag | opt);
-    }
-
-    // Items of rules that let the skip in, past their first symbol (see `skip_in_progress`).
-    var skip_in_progress: []bool = &.{};
-    errdefer gpa.free(skip_in_progress);
-    if (has_no_skip) {
-        skip_in_progress = try gpa.alloc(bool, rhs.items.len);
-        for (rule_lhs.items, rule_starts.items) |lhs, pos| {
-            // S' lets it in; an optional lexeme's rule (one symbol) leaves it to its user.
-            const lets_skip = lhs == nt_count or (lhs < nt_count and !no_skip[lhs]);
-            var p = pos;
-            skip_in_progress[p] = false;
-            while (rhs.items[p] & end_flag == 0) {
-                p += 1;
-                skip_in_progress[p] = lets_skip;
-            }
-        }
-    }
-
-    // Group rule positions by left-hand side.
-    const nt_rules = try gpa.alloc(u32, total_nt + 1);
-    errdefer gpa.free(nt_rules);
-    @memset(nt_rules, 0);
-    for (rule_lhs.items) |lhs| nt_rules[lhs + 1] += 1;
-    for (1..nt_rules.len) |i| nt_rules[i] += nt_rules[i - 1];
-    const rule_positions = try gpa.alloc(u32, rule_lhs.items.len);
-    errdefer gpa.free(rule_positions);
-    const fill = try gpa.dupe(u32, nt_rules[0..total_nt]);
-    defer gpa.free(fill);
-    for (rule_lhs.items, rule_starts.items) |lhs, pos| {
-        rule_positions[fill[lhs]] = pos;
-        fill[lhs] += 1;
-    }
-
-    // Nullable nonterminals: a fixpoint, at most one pass per nonterminal.
-    const nullable = try gpa.alloc(bool, total_nt);
-    errdefer gpa.free(nullable);
-    @memset(nullable, false);
-    var changed = true;
-    var passes: u32 = 0;
-    while (changed and passes <= total_nt) : (passes += 1) {
-        changed = false;
-        for (rule_lhs.items, rule_starts.items) |lhs, pos| {
-            if (nullable[lhs]) continue;
-            var p = pos;
-            const all_nullable = while (rhs.items[p] & end_flag == 0) : (p += 1) {
-                const sym = rhs.items[p];
-                if (sym < nt_base or !nullable[sym - nt_base]) break false;
-            } else true;
-            if (all_nullable) {
-                nullable[lhs] = true;
-                changed = true;
-            }
-        }
-    }
-
-    return .{
-        .cfg = .{
-            .lexeme_count = lexeme_count,
-            .nonterminal_base = nt_base,
-            .skip_lexeme = if (has_skip) lexeme_count else null,
-            .allow_initial_skip = flags & 1 != 0,
-            .skip_once = flags & 8 != 0,
-            .has_lazy = has_lazy,
-            .has_special = has_special,
-            .rhs = try rhs.toOwnedSlice(gpa),
-            .rule_positions = rule_positions,
-            .nt_rules = nt_rules,
-            .nullable = nullable,
-            .accept_pos = 1,
-            .special_start = special_start,
-            .special_ids = try special_ids.toOwnedSlice(gpa),
-            .is_special = is_special,
-            .token_max = token_max,
-            .has_token_max = std.mem.indexOfNone(u32, token_max, &.{0}) != null,
-            .skip_in_progress = skip_in_progress,
-        },
-        .lexeme_exprs = lexeme_exprs,
-        .lazy = lazy,
-    };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Tests
+
+const regex = @import("regex.zig");
+const ir_reader = @import("ir_reader.zig");
+const ir_magic = ir_reader.ir_magic;
+const ir_nonterminal_flag = ir_reader.ir_nonterminal_flag;
 
 const IrBuilder = struct {
     words: std.ArrayList(u32) = .empty,
@@ -1097,8 +692,8 @@ fn withArithmeticParser(gpa: Allocator, comptime check: fn (*Parser) anyerror!vo
     try arithmeticIr(&b);
     var exprs = try regex.ExprSet.init(gpa, .{});
     defer exprs.deinit();
-    var diag: CompileDiagnostic = .{};
-    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
+    var diag: ir_reader.CompileDiagnostic = .{};
+    var compiled = try ir_reader.compile(gpa, &exprs, b.words.items, &diag);
     defer compiled.deinit(gpa);
     var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
     defer lexer.deinit();
@@ -1162,8 +757,8 @@ test "earley: items examined by completions count as work, not only items built"
     try ambiguousIr(&b);
     var exprs = try regex.ExprSet.init(gpa, .{});
     defer exprs.deinit();
-    var diag: CompileDiagnostic = .{};
-    var compiled = try compile(gpa, &exprs, b.words.items, &diag);
+    var diag: ir_reader.CompileDiagnostic = .{};
+    var compiled = try ir_reader.compile(gpa, &exprs, b.words.items, &diag);
     defer compiled.deinit(gpa);
     var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
     defer lexer.deinit();
