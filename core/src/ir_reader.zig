@@ -104,6 +104,8 @@ pub const Compiled = struct {
     }
 };
 
+/// Bounds-checked reads of the host's words. Lengths come from the host too: they are compared
+/// with what is left, never added to a position first (in wasm32 `at + len` can wrap).
 const Reader = struct {
     words: []const u32,
     at: usize = 0,
@@ -114,18 +116,18 @@ const Reader = struct {
         return self.words[self.at - 1];
     }
 
+    /// `len` bytes, padded with zeros to whole words.
     fn bytes(self: *Reader, len: u32) error{BadIr}![]const u8 {
-        const n_words = (len + 3) / 4;
-        if (self.at + n_words > self.words.len) return error.BadIr;
-        const all = std.mem.sliceAsBytes(self.words[self.at..][0..n_words]);
-        self.at += n_words;
-        return all[0..len];
+        const padded = try self.slice(len / 4 + @intFromBool(len % 4 != 0));
+        return std.mem.sliceAsBytes(padded)[0..len];
     }
 
     fn slice(self: *Reader, len: u32) error{BadIr}![]const u32 {
-        if (self.at + len > self.words.len) return error.BadIr;
+        assert(self.at <= self.words.len);
+        if (len > self.words.len - self.at) return error.BadIr;
+        const result = self.words[self.at..][0..len];
         self.at += len;
-        return self.words[self.at - len ..][0..len];
+        return result;
     }
 };
 
@@ -498,4 +500,42 @@ fn computeNullable(rules: *const Rules, nt_base: u32, nullable: []bool) void {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+fn expectBadIr(words: []const u32) !void {
+    const gpa = std.testing.allocator;
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    try std.testing.expectError(error.BadIr, compile(gpa, &exprs, words, &diag));
+}
+
+test "lengths near 2^32 are malformed IR, not reads past the words" {
+    // A rule of 2^32 - 1 symbols: `at + len` wrapped in wasm32 and the slice ran off the end
+    // of memory (a trap in the host).
+    const a: u32 = 'a';
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 1, 0, 1, a, 0, 0xFFFF_FFFF });
+    // A pattern of 2^32 - 2 bytes: its word count overflowed.
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 0, 0, 0xFFFF_FFFE });
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 0, 0, 5, a });
+    // Special token ids and no-skip nonterminals: counts past the end.
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 2, 0, 0xFFFF_FFFF });
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 4, 0xFFFF_FFFF });
+}
+
+test "a well-formed IR compiles, and one word less or more is malformed" {
+    const gpa = std.testing.allocator;
+    const a: u32 = 'a';
+    const words = [_]u32{ ir_magic, 1, 1, 1, 0, 0, 1, 0, 1, a, 0, 1, 0 };
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &words, &diag);
+    defer compiled.deinit(gpa);
+    try std.testing.expectEqual(@as(u32, 1), compiled.cfg.lexeme_count);
+    try expectBadIr(words[0 .. words.len - 1]);
+    try expectBadIr(&(words ++ [_]u32{0}));
 }
