@@ -472,22 +472,22 @@ export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
     const ids = [_]u32{token};
     const check = checkTokens(m, &ids);
     if (check != 0) return check;
-    const n = m.consume(&ids, true, true) catch return failMatcher(m);
+    const n = m.consume(&ids, .commit) catch return failMatcher(m);
     return @intCast(n);
 }
 
 /// Consumes `count` tokens (u32 at `ids_ptr`) all or nothing; returns the length of the valid
 /// prefix (== count when consumed; otherwise nothing was consumed).
 export fn ts_matcher_consume_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
-    return consumeMany(handle, ids_ptr, count, true);
+    return consumeMany(handle, ids_ptr, count, .commit);
 }
 
 /// The length of the valid prefix of `count` tokens, without changing the state.
 export fn ts_matcher_validate_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
-    return consumeMany(handle, ids_ptr, count, false);
+    return consumeMany(handle, ids_ptr, count, .validate);
 }
 
-fn consumeMany(handle: i32, ids_ptr: u32, count: u32, commit: bool) i32 {
+fn consumeMany(handle: i32, ids_ptr: u32, count: u32, mode: Matcher.ConsumeMode) i32 {
     const m = switch (getLive(handle)) {
         .matcher => |m| m,
         .status => |s| return s,
@@ -495,7 +495,7 @@ fn consumeMany(handle: i32, ids_ptr: u32, count: u32, commit: bool) i32 {
     const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
     const check = checkTokens(m, ids);
     if (check != 0) return check;
-    const n = m.consume(ids, commit, true) catch return failMatcher(m);
+    const n = m.consume(ids, mode) catch return failMatcher(m);
     return @intCast(n);
 }
 

@@ -377,15 +377,24 @@ pub const Matcher = struct {
         return pos;
     }
 
-    /// Consumes the longest valid prefix of `tokens` when `commit`, else only measures it.
-    /// Returns the length of the valid prefix. With `atomic`, a partial prefix is undone.
-    pub fn consume(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
+    /// What `consume` does with the tokens it accepts.
+    pub const ConsumeMode = enum {
+        /// All or nothing: every token is consumed, or (when one is refused) none is.
+        commit,
+        /// Only measure the valid prefix; the state does not change.
+        validate,
+    };
+
+    /// The length of the longest valid prefix of `tokens`; with `.commit`, the tokens are
+    /// consumed when the prefix is all of them.
+    pub fn consume(self: *Matcher, tokens: []const u32, mode: ConsumeMode) Error!u32 {
         assert(self.failure == .none);
         self.begin();
-        return self.consumeInner(tokens, commit, atomic) catch |err| self.fail(err);
+        return self.consumeInner(tokens, mode) catch |err| self.fail(err);
     }
 
-    fn consumeInner(self: *Matcher, tokens: []const u32, commit: bool, atomic: bool) Error!u32 {
+    fn consumeInner(self: *Matcher, tokens: []const u32, mode: ConsumeMode) Error!u32 {
+        const commit = mode == .commit;
         const base_len = self.history.items.len;
         const base_eos = self.eos_consumed;
         const base_index = self.nextTokenIndex();
@@ -411,7 +420,7 @@ pub const Matcher = struct {
         }
         if (commit) {
             self.eos_consumed = eos;
-            if (atomic and count < tokens.len) {
+            if (count < tokens.len) {
                 // Undo to the state before the call: an EOS consumed by an earlier call stays
                 // (a refused token after EOS must not roll the EOS back).
                 self.history.shrinkRetainingCapacity(base_len);
@@ -709,19 +718,25 @@ pub fn walkTrie(
     // for the slow path is one comparison per node.
     const lazy = parser.cfg.has_lazy;
     if (parser.cfg.has_token_max) {
-        if (lazy) return walkTrieWith(true, true, nodes, parser, start, mask);
-        return walkTrieWith(false, true, nodes, parser, start, mask);
+        if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = true }, nodes, parser, start, mask);
+        return walkTrieWith(.{ .lazy = false, .budgeted = true }, nodes, parser, start, mask);
     }
-    if (lazy) return walkTrieWith(true, false, nodes, parser, start, mask);
-    return walkTrieWith(false, false, nodes, parser, start, mask);
+    if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = false }, nodes, parser, start, mask);
+    return walkTrieWith(.{ .lazy = false, .budgeted = false }, nodes, parser, start, mask);
 }
 
-/// With token budgets (`budgeted`), a node's token is allowed only if the output can go on past
-/// its end (`earley.Parser.tokenEndAlive`); its subtree is walked either way, since a longer
-/// token may finish the capped lexeme.
+/// Which copy of the walk's loop runs: what the grammar has that the common case does not.
+const WalkVariant = struct {
+    /// Lazy lexemes: a byte the lexer survives may still end the lexeme (a lazy match).
+    lazy: bool,
+    /// Token budgets: a node's token is allowed only if the output can go on past its end
+    /// (`earley.Parser.tokenEndAlive`); its subtree is walked either way, since a longer token
+    /// may finish the capped lexeme.
+    budgeted: bool,
+};
+
 fn walkTrieWith(
-    comptime has_lazy: bool,
-    comptime budgeted: bool,
+    comptime variant: WalkVariant,
     nodes: []const Node,
     parser: *earley.Parser,
     start: Position,
@@ -746,7 +761,7 @@ fn walkTrieWith(
         const special = next_state +% 1 <= 1;
         var alive = !special;
         // Inside a lazy lexeme a byte that reaches one of its matches ends it: the parser too.
-        const ends_lazily = has_lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
+        const ends_lazily = variant.lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
         if (ends_lazily or (special and (next_state == lexer_mod.missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token else parser.token_index;
@@ -761,7 +776,7 @@ fn walkTrieWith(
             }
         }
         if (alive) {
-            if (budgeted) {
+            if (variant.budgeted) {
                 const first = if (next_row == start.row) start.lexeme_token else parser.token_index;
                 const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token = first };
                 if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
@@ -990,25 +1005,25 @@ test "mask, consume, rollback and EOS over a tiny vocabulary" {
     try m.computeMask();
     const expected_start = [_]bool{ true, true, true, false, false, true, false };
     for (expected_start, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{1}, true, true)); // "12"
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{1}, .commit)); // "12"
     try m.computeMask();
     const expected_after = [_]bool{ true, false, false, false, false, true, true };
     for (expected_after, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
     try std.testing.expect(m.isAccepting());
     try std.testing.expect(!try m.isStopped());
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{2}, true, true)); // "123" too long
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{2}, .commit)); // "123" too long
     try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{5}, true, true)); // "2": "122"
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{5}, .commit)); // "2": "122"
     try std.testing.expect(try m.isStopped()); // only EOS can follow
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{6}, true, true)); // EOS
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{6}, .commit)); // EOS
     try std.testing.expect(try m.isStopped());
     try m.computeMask();
     for (0..6) |id| try std.testing.expect(!t.allowed(@intCast(id)));
     try std.testing.expect(t.allowed(6));
     // After EOS nothing more is consumed (EOS included), and the refusal keeps the EOS: it
     // once rolled the EOS back while reporting nothing consumed.
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{6}, true, true));
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{0}, true, true));
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{6}, .commit));
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{0}, .commit));
     try std.testing.expectEqual(@as(u32, 3), m.tokenCount());
     try std.testing.expect(try m.isStopped());
     try std.testing.expect(m.rollback(2));
@@ -1024,7 +1039,7 @@ test "a nullable regex: EOS at the start, then the non-empty part" {
     defer t.deinit(gpa);
     try t.matcher.computeMask();
     try std.testing.expect(t.allowed(0) and t.allowed(1) and t.allowed(2));
-    try std.testing.expectEqual(@as(u32, 2), try t.matcher.consume(&.{ 1, 0 }, true, true));
+    try std.testing.expectEqual(@as(u32, 2), try t.matcher.consume(&.{ 1, 0 }, .commit));
     try t.matcher.computeMask();
     try std.testing.expect(t.allowed(0) and t.allowed(2));
 }
@@ -1046,7 +1061,7 @@ fn exerciseMatcher(gpa: Allocator) !void {
     defer t.deinit(gpa);
     const m = t.matcher;
     try m.computeMask();
-    _ = try m.consume(&.{ 1, 4 }, true, true);
+    _ = try m.consume(&.{ 1, 4 }, .commit);
     const copy = try m.fork();
     copy.destroy();
     try m.computeMask();
@@ -1158,7 +1173,7 @@ test "masks with slices equal full trie walks, byte by byte" {
             m.mask_key = null; // the mask was edited above
             if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state) != null) sliced_steps += 1;
             if (i == case.text.len) break;
-            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{case.text[i]}, true, true));
+            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{case.text[i]}, .commit));
         }
         std.testing.expectEqual(case.sliced, sliced_steps > 0) catch |err| {
             std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });
