@@ -20,14 +20,14 @@
 //! completion never needs to look at the row being built.
 //!
 //! Token budgets (a lexeme's `max_tokens`): a capped lexeme may span at most N tokens of the
-//! model's output, counted from the token holding its first byte (`Position.lexeme_token`).
-//! Budgets are only checked where one token ends and the next begins (`enterToken`): inside a
-//! token every byte is in the same token, so the trie walk's hot loop never looks at them.
-//! Entering a token, the lexemes of the lexeme in progress whose budget is spent are dropped
-//! from the lexer state; when none is left the lexeme ends right there, at the token boundary,
-//! even if the next byte could have extended it (llguidance's rule) — or, when it does not
-//! match yet, the position is dead. `tokenEndAlive` asks the same question before a token is
-//! allowed, so a mask never lets the output into a lexeme it cannot finish in budget.
+//! model's output, counted from the token holding its first byte (`Position.lexeme_token_index`).
+//! Budgets are only checked where one token ends and the next begins (`enterToken`): inside a token
+//! every byte is in the same token, so the trie walk's hot loop never looks at them. Entering a
+//! token, the lexemes of the lexeme in progress whose budget is spent are dropped from the lexer
+//! state; when none is left the lexeme ends right there, at the token boundary, even if the next
+//! byte could have extended it (llguidance's rule) — or, when it does not match yet, the position
+//! is dead. `tokenEndAlive` asks the same question before a token is allowed, so a mask never lets
+//! the output into a lexeme it cannot finish in budget.
 //!
 //! Work is bounded: items per row are capped (`row_item_count_max`), and so is the parser's
 //! work in one call (`step_item_count_max`): one unit per item built and one per item examined
@@ -108,9 +108,51 @@ pub const Cfg = struct {
     }
 };
 
+/// An Earley item: a position in `Cfg.rhs` (the rule and its dot) and the row the rule was
+/// predicted in.
 pub const Item = packed struct(u64) {
     pos: u32,
-    origin: u32,
+    origin: RowId,
+};
+
+/// A parser row: its index in `Parser.rows`. Rows form a stack (one per lexeme scanned), so
+/// the row a scan builds from `r` is `r.next()`.
+pub const RowId = enum(u32) {
+    first = 0,
+    /// The parent of the first row.
+    none = std.math.maxInt(u32),
+    _,
+
+    pub fn index(self: RowId) u32 {
+        return @backingInt(self);
+    }
+
+    pub fn next(self: RowId) RowId {
+        assert(self != .none);
+        return @fromBackingInt(self.index() + 1);
+    }
+};
+
+/// What built a row from its parent: the lexer state whose lexemes were scanned, or a special
+/// lexeme (`special_key | lexeme`). Rows with the same (parent, key) are equal. State offsets
+/// stay far below `special_key` (a trans table that large would not fit in memory).
+pub const RowKey = enum(u32) {
+    _,
+
+    pub fn scanned(state: StateId) RowKey {
+        assert(state.offset() & special_key == 0);
+        return @fromBackingInt(state.offset());
+    }
+
+    pub fn special(lexeme: u32) RowKey {
+        return @fromBackingInt(special_key | lexeme);
+    }
+
+    /// The lexer state whose lexemes were scanned, or null for a special lexeme.
+    pub fn lexerState(self: RowKey) ?StateId {
+        const raw = @backingInt(self);
+        return if (raw & special_key == 0) StateId.fromOffset(raw) else null;
+    }
 };
 
 pub const Row = struct {
@@ -120,26 +162,24 @@ pub const Row = struct {
     leo_start: u32 = 0,
     leo_end: u32 = 0,
     lexer_start: StateId,
-    parent: u32,
-    /// What built the row from `parent`: the lexer state whose lexemes were scanned, or
-    /// `special_key | lexeme` for a special token. Rows with the same (parent, key) are equal.
-    key: u32,
+    parent: RowId,
+    /// What built the row from `parent`.
+    key: RowKey,
     accepting: bool,
     after_skip: bool,
 };
 
-pub const special_key: u32 = 1 << 31;
+const special_key: u32 = 1 << 31;
 
 const LeoEntry = struct { nonterminal: u32, top: Item };
-const no_parent = std.math.maxInt(u32);
 
 /// A position of the combined lexer and parser: the lexer state and the current row.
 pub const Position = struct {
     lexer_state: StateId,
-    row: u32,
+    row: RowId,
     /// Index of the token holding the first byte of the lexeme in progress (meaningless at a
     /// lexeme boundary). Token budgets count from here.
-    lexeme_token: u32 = 0,
+    lexeme_token_index: u32 = 0,
 };
 
 /// What the token budgets of a lexer state's lexemes allow: `most`, the largest budget
@@ -230,17 +270,17 @@ pub const Parser = struct {
     }
 
     /// Copies the committed rows `0..=row` of `other` (for forking).
-    pub fn copyFrom(self: *Parser, other: *const Parser, row: u32) Error!void {
+    pub fn copyFrom(self: *Parser, other: *const Parser, row: RowId) Error!void {
         self.rows.clearRetainingCapacity();
         self.items.clearRetainingCapacity();
-        try self.rows.appendSlice(self.gpa, other.rows.items[0 .. row + 1]);
-        try self.items.appendSlice(self.gpa, other.items.items[0..other.rows.items[row].items_end]);
+        try self.rows.appendSlice(self.gpa, other.rows.items[0 .. row.index() + 1]);
+        try self.items.appendSlice(self.gpa, other.items.items[0..other.rows.items[row.index()].items_end]);
         self.leo_entries.clearRetainingCapacity();
-        try self.leo_entries.appendSlice(self.gpa, other.leo_entries.items[0..other.rows.items[row].leo_end]);
+        try self.leo_entries.appendSlice(self.gpa, other.leo_entries.items[0..other.rows.items[row.index()].leo_end]);
     }
 
     pub fn start(self: *const Parser) Position {
-        return .{ .lexer_state = self.rows.items[0].lexer_start, .row = 0 };
+        return .{ .lexer_state = self.rows.items[0].lexer_start, .row = .first };
     }
 
     pub fn beginStep(self: *Parser) void {
@@ -258,16 +298,16 @@ pub const Parser = struct {
         try self.rows.append(self.gpa, .{
             .items_start = 0,
             .items_end = 0,
-            .lexer_start = lexer_mod.dead,
-            .parent = no_parent,
-            .key = 0,
+            .lexer_start = .dead,
+            .parent = .none,
+            .key = .scanned(.dead), // never looked up: no row has parent `none`
             .accepting = false,
             .after_skip = false,
         });
         self.seen.clearRetainingCapacity();
         // The augmented rule S' → S starts at position 0.
-        try self.addItem(.{ .pos = 0, .origin = 0 });
-        try self.closeRow(0);
+        try self.addItem(.{ .pos = 0, .origin = .first });
+        try self.closeRow(.first);
     }
 
     fn addItem(self: *Parser, item: Item) Error!void {
@@ -280,9 +320,9 @@ pub const Parser = struct {
     }
 
     /// Predict and complete until the last row is closed, then set up its lexer start state.
-    fn closeRow(self: *Parser, k: u32) Error!void {
+    fn closeRow(self: *Parser, k: RowId) Error!void {
         const cfg = self.cfg;
-        const row_start = self.rows.items[k].items_start;
+        const row_start = self.rows.items[k.index()].items_start;
         var i: usize = row_start;
         while (i < self.items.items.len) : (i += 1) {
             const item = self.items.items[i];
@@ -295,7 +335,7 @@ pub const Parser = struct {
                     continue;
                 }
                 const lhs_sym = cfg.nonterminal_base + lhs;
-                const origin_row = self.rows.items[item.origin];
+                const origin_row = self.rows.items[item.origin.index()];
                 try self.charge(origin_row.items_end - origin_row.items_start);
                 var j = origin_row.items_start;
                 while (j < origin_row.items_end) : (j += 1) {
@@ -316,14 +356,14 @@ pub const Parser = struct {
     }
 
     /// Sets the row's end, whether the parse is complete, and its lexer start state.
-    fn finishRow(self: *Parser, k: u32) Error!void {
+    fn finishRow(self: *Parser, k: RowId) Error!void {
         const cfg = self.cfg;
-        const row = &self.rows.items[k];
+        const row = &self.rows.items[k.index()];
         row.items_end = @intCast(self.items.items.len);
         // Which lexemes may come next, and is the parse complete?
         @memset(self.allowed, false);
         var any_lexeme = false;
-        var skip_in_progress = cfg.skip_in_progress.len == 0 or k == 0;
+        var skip_in_progress = cfg.skip_in_progress.len == 0 or k == .first;
         row.accepting = false;
         for (self.items.items[row.items_start..row.items_end]) |item| {
             if (cfg.skip_in_progress.len > 0) skip_in_progress = skip_in_progress or cfg.skip_in_progress[item.pos];
@@ -331,12 +371,12 @@ pub const Parser = struct {
             if (sym < cfg.lexeme_count) {
                 self.allowed[sym] = true;
                 any_lexeme = true;
-            } else if (item.pos == cfg.accept_pos and item.origin == 0) {
+            } else if (item.pos == cfg.accept_pos and item.origin == .first) {
                 row.accepting = true;
             }
         }
         if (cfg.skip_lexeme) |skip| {
-            const boundary_ok = k > 0 or cfg.allow_initial_skip;
+            const boundary_ok = k != .first or cfg.allow_initial_skip;
             const followed = any_lexeme or cfg.allow_initial_skip;
             // Between two lexemes of no-skip rules (JSON inside a Lark grammar, whose
             // whitespace is in its rules) the skip needs some other rule in progress. With
@@ -345,7 +385,7 @@ pub const Parser = struct {
             self.allowed[skip] = boundary_ok and followed and skip_in_progress and !(cfg.skip_once and row.after_skip);
         }
         try self.computeLeo(k);
-        self.rows.items[k].lexer_start = try self.lexer.startState(self.allowed);
+        self.rows.items[k.index()].lexer_start = try self.lexer.startState(self.allowed);
     }
 
     /// Leo's optimisation (Leo 1991): when row `k` has exactly one item waiting on nonterminal
@@ -353,9 +393,9 @@ pub const Parser = struct {
     /// deterministic all the way up a chain of such items. The chain's top item is stored once
     /// here, so completing B later adds that one item instead of walking the chain: right
     /// recursion (`list → item "," list`) stays linear instead of quadratic.
-    fn computeLeo(self: *Parser, k: u32) Error!void {
+    fn computeLeo(self: *Parser, k: RowId) Error!void {
         const cfg = self.cfg;
-        const row = self.rows.items[k];
+        const row = self.rows.items[k.index()];
         self.leo_touched.clearRetainingCapacity();
         for (self.items.items[row.items_start..row.items_end]) |item| {
             const sym = cfg.rhs[item.pos];
@@ -375,31 +415,31 @@ pub const Parser = struct {
             // Items predicted in this row (origin k) would need this row's entries, still being
             // built: stop the chain there (a shorter chain is still correct).
             const advanced: Item = .{ .pos = item.pos + 1, .origin = item.origin };
-            const top = if (item.origin < k) self.leoLookup(item.origin, after & ~end_flag) orelse advanced else advanced;
+            const top = if (item.origin.index() < k.index()) self.leoLookup(item.origin, after & ~end_flag) orelse advanced else advanced;
             try self.leo_entries.append(self.gpa, .{ .nonterminal = nt, .top = top });
         }
-        self.rows.items[k].leo_start = leo_start;
-        self.rows.items[k].leo_end = @intCast(self.leo_entries.items.len);
+        self.rows.items[k.index()].leo_start = leo_start;
+        self.rows.items[k.index()].leo_end = @intCast(self.leo_entries.items.len);
     }
 
-    fn leoLookup(self: *const Parser, row_index: u32, nt: u32) ?Item {
-        const row = self.rows.items[row_index];
+    fn leoLookup(self: *const Parser, r: RowId, nt: u32) ?Item {
+        const row = self.rows.items[r.index()];
         for (self.leo_entries.items[row.leo_start..row.leo_end]) |entry| {
             if (entry.nonterminal == nt) return entry.top;
         }
         return null;
     }
 
-    /// The row after scanning, from row `parent`, the lexemes matching in lexer state `state`
-    /// (or the special lexeme `special` when `state` is null); null when no item advances.
-    fn scan(self: *Parser, parent: u32, key: u32, lexemes: []const u32) Error!?u32 {
-        const k = parent + 1;
-        if (self.rows.items.len > k) {
-            const cached = self.rows.items[k];
+    /// The row after scanning `lexemes` from row `parent` (the lexemes matching in the lexer
+    /// state of `key`, or its special lexeme); null when no item advances.
+    fn scan(self: *Parser, parent: RowId, key: RowKey, lexemes: []const u32) Error!?RowId {
+        const k = parent.next();
+        if (self.rows.items.len > k.index()) {
+            const cached = self.rows.items[k.index()];
             if (cached.parent == parent and cached.key == key) return k;
         }
-        self.rows.shrinkRetainingCapacity(k);
-        const parent_row = self.rows.items[parent];
+        self.rows.shrinkRetainingCapacity(k.index());
+        const parent_row = self.rows.items[parent.index()];
         self.items.shrinkRetainingCapacity(parent_row.items_end);
         self.leo_entries.shrinkRetainingCapacity(parent_row.leo_end);
         const cfg = self.cfg;
@@ -416,7 +456,7 @@ pub const Parser = struct {
         try self.rows.append(self.gpa, .{
             .items_start = parent_row.items_end,
             .items_end = parent_row.items_end,
-            .lexer_start = lexer_mod.dead,
+            .lexer_start = .dead,
             .parent = parent,
             .key = key,
             .accepting = false,
@@ -460,7 +500,7 @@ pub const Parser = struct {
             const n = parent_row.items_end - parent_row.items_start;
             try self.items.ensureUnusedCapacity(self.gpa, n);
             self.items.appendSliceAssumeCapacity(self.items.items[parent_row.items_start..parent_row.items_end]);
-            self.rows.items[k].after_skip = true;
+            self.rows.items[k.index()].after_skip = true;
             try self.finishRow(k);
             return k;
         }
@@ -468,85 +508,91 @@ pub const Parser = struct {
         return k;
     }
 
-    fn dropRow(self: *Parser, k: u32) ?u32 {
-        self.rows.shrinkRetainingCapacity(k);
-        self.leo_entries.shrinkRetainingCapacity(self.rows.items[k - 1].leo_end);
-        self.items.shrinkRetainingCapacity(self.rows.items[k - 1].items_end);
+    fn dropRow(self: *Parser, k: RowId) ?RowId {
+        self.rows.shrinkRetainingCapacity(k.index());
+        const parent_row = self.rows.items[k.index() - 1];
+        self.leo_entries.shrinkRetainingCapacity(parent_row.leo_end);
+        self.items.shrinkRetainingCapacity(parent_row.items_end);
         return null;
     }
 
     /// Ends the lexeme in progress (lexer state `state`, which must accept) at row `row`.
-    pub fn endLexeme(self: *Parser, row: u32, state: StateId) Error!?u32 {
-        return self.scan(row, state, self.lexer.acceptingLexemes(state));
+    pub fn endLexeme(self: *Parser, row: RowId, state: StateId) Error!?RowId {
+        return self.scan(row, .scanned(state), self.lexer.acceptingLexemes(state));
     }
 
     /// One byte from `at`; null when the grammar refuses it.
     pub fn stepByte(self: *Parser, at: Position, b: u8) Error!?Position {
         const lexer = self.lexer;
         const t = try lexer.next(at.lexer_state, b);
-        if (t != lexer_mod.dead) {
+        if (t != .dead) {
             if (!self.cfg.has_lazy or !lexer.stateInfo(t).lazy_accepting) {
-                const fresh = at.lexer_state == self.rows.items[at.row].lexer_start;
-                const first = if (fresh) self.token_index else at.lexeme_token;
-                return .{ .lexer_state = t, .row = at.row, .lexeme_token = first };
+                const fresh = at.lexer_state == self.rows.items[at.row.index()].lexer_start;
+                const first = if (fresh) self.token_index else at.lexeme_token_index;
+                return .{ .lexer_state = t, .row = at.row, .lexeme_token_index = first };
             }
             const r = try self.endLexeme(at.row, t) orelse return null;
-            return .{ .lexer_state = self.rows.items[r].lexer_start, .row = r };
+            return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r };
         }
         // `b` cannot extend the lexeme: it ends here (longest match) and `b` starts the next.
-        if (at.lexer_state == self.rows.items[at.row].lexer_start) return null;
+        if (at.lexer_state == self.rows.items[at.row.index()].lexer_start) return null;
         if (!lexer.isAccepting(at.lexer_state)) return null;
         const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
-        const start_state = self.rows.items[r].lexer_start;
+        const start_state = self.rows.items[r.index()].lexer_start;
         const t2 = try lexer.next(start_state, b);
-        if (t2 == lexer_mod.dead) return null;
+        if (t2 == .dead) return null;
         if (self.cfg.has_lazy and lexer.stateInfo(t2).lazy_accepting) {
             const r2 = try self.endLexeme(r, t2) orelse return null;
-            return .{ .lexer_state = self.rows.items[r2].lexer_start, .row = r2 };
+            return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2 };
         }
-        return .{ .lexer_state = t2, .row = r, .lexeme_token = self.token_index };
+        return .{ .lexer_state = t2, .row = r, .lexeme_token_index = self.token_index };
     }
 
-    /// The position from which the text token with index `token` starts, `at` being the
+    /// The position from which the text token with index `token_index` starts, `at` being the
     /// position after the tokens before it: lexemes in progress whose budget is spent are
     /// dropped, and when none can go on the lexeme ends here (null if it does not match).
     /// Without budgets, `at` itself. Special tokens and EOS start from `at` unchanged: they
     /// never extend a lexeme.
-    pub fn enterToken(self: *Parser, at: Position, token: u32) Error!?Position {
+    pub fn enterToken(self: *Parser, at: Position, token_index: u32) Error!?Position {
         if (!self.cfg.has_token_max) return at;
-        const row = self.rows.items[at.row];
-        if (at.lexer_state == row.lexer_start) return .{ .lexer_state = at.lexer_state, .row = at.row, .lexeme_token = token };
-        assert(token > at.lexeme_token);
-        const spent = token - at.lexeme_token;
+        const row = self.rows.items[at.row.index()];
+        if (at.lexer_state == row.lexer_start) return .{ .lexer_state = at.lexer_state, .row = at.row, .lexeme_token_index = token_index };
+        assert(token_index > at.lexeme_token_index);
+        const spent = token_index - at.lexeme_token_index;
         const budget = try self.stateBudget(at.lexer_state);
         if (spent < budget.least) return at;
         if (spent < budget.most) {
             for (self.cfg.token_max, self.keep) |limit, *keep| keep.* = limit == 0 or spent < limit;
             const state = try self.lexer.restrict(at.lexer_state, self.keep);
-            assert(state != lexer_mod.dead);
-            return .{ .lexer_state = state, .row = at.row, .lexeme_token = at.lexeme_token };
+            assert(state != .dead);
+            return .{ .lexer_state = state, .row = at.row, .lexeme_token_index = at.lexeme_token_index };
         }
         if (!self.lexer.isAccepting(at.lexer_state)) return null;
         const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
-        return .{ .lexer_state = self.rows.items[r].lexer_start, .row = r, .lexeme_token = token };
+        return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = token_index };
     }
 
     /// After the last byte of a text token, `at`: can the next token start (`enterToken` would
     /// not refuse)? Lets masks refuse a token that leaves a capped lexeme unfinished when its
     /// budget runs out. Without budgets, always true.
-    pub fn tokenEndAlive(self: *Parser, at: Position, next_token: u32) Error!bool {
+    pub fn tokenEndAlive(self: *Parser, at: Position, next_token_index: u32) Error!bool {
         if (!self.cfg.has_token_max) return true;
-        if (at.lexer_state == self.rows.items[at.row].lexer_start) return true;
+        if (at.lexer_state == self.rows.items[at.row.index()].lexer_start) return true;
         const budget = try self.stateBudget(at.lexer_state);
-        return next_token - at.lexeme_token < budget.most or self.lexer.isAccepting(at.lexer_state);
+        return next_token_index - at.lexeme_token_index < budget.most or self.lexer.isAccepting(at.lexer_state);
     }
 
     /// Is `at` inside a capped lexeme, or right after one that ended lazily? Forced bytes stop
     /// before such a byte: how many tokens they become is not known yet.
     pub fn inBudgetedLexeme(self: *Parser, at: Position) Error!bool {
         if (!self.cfg.has_token_max) return false;
-        const row = self.rows.items[at.row];
-        const state = if (at.lexer_state != row.lexer_start) at.lexer_state else if (row.key & special_key == 0 and at.row > 0) row.key else return false;
+        const row = self.rows.items[at.row.index()];
+        const state = if (at.lexer_state != row.lexer_start)
+            at.lexer_state
+        else if (at.row == .first)
+            return false
+        else
+            row.key.lexerState() orelse return false;
         return (try self.stateBudget(state)).least != Budget.unlimited;
     }
 
@@ -576,8 +622,8 @@ pub const Parser = struct {
 
     /// The row at a lexeme boundary from `at`: `at.row` itself when no lexeme is in progress,
     /// else the row after ending the lexeme (null if it cannot end here).
-    pub fn boundaryRow(self: *Parser, at: Position) Error!?u32 {
-        if (at.lexer_state == self.rows.items[at.row].lexer_start) return at.row;
+    pub fn boundaryRow(self: *Parser, at: Position) Error!?RowId {
+        if (at.lexer_state == self.rows.items[at.row.index()].lexer_start) return at.row;
         if (!self.lexer.isAccepting(at.lexer_state)) return null;
         return self.endLexeme(at.row, at.lexer_state);
     }
@@ -585,7 +631,7 @@ pub const Parser = struct {
     /// May the output end at `at`?
     pub fn eosAllowed(self: *Parser, at: Position) Error!bool {
         const r = try self.boundaryRow(at) orelse return false;
-        const row = self.rows.items[r];
+        const row = self.rows.items[r.index()];
         return row.accepting and (!row.after_skip or self.cfg.allow_initial_skip);
     }
 
@@ -594,15 +640,15 @@ pub const Parser = struct {
         const cfg = self.cfg;
         if (!cfg.has_special) return null;
         const r = try self.boundaryRow(at) orelse return null;
-        const row = self.rows.items[r];
+        const row = self.rows.items[r.index()];
         var j = row.items_start;
         while (j < row.items_end) : (j += 1) {
             const sym = cfg.rhs[self.items.items[j].pos];
             if (sym < cfg.lexeme_count and cfg.is_special[sym] and
                 std.sort.binarySearch(u32, cfg.specialIds(sym), token, orderU32) != null)
             {
-                const r2 = try self.scan(r, special_key | sym, &.{sym}) orelse return null;
-                return .{ .lexer_state = self.rows.items[r2].lexer_start, .row = r2 };
+                const r2 = try self.scan(r, .special(sym), &.{sym}) orelse return null;
+                return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2 };
             }
         }
         return null;
@@ -613,7 +659,7 @@ pub const Parser = struct {
         const cfg = self.cfg;
         if (!cfg.has_special) return;
         const r = try self.boundaryRow(at) orelse return;
-        const row = self.rows.items[r];
+        const row = self.rows.items[r.index()];
         var j = row.items_start;
         while (j < row.items_end) : (j += 1) {
             const sym = cfg.rhs[self.items.items[j].pos];

@@ -746,26 +746,26 @@ fn walkTrieWith(
     var trans = lexer.trans.items;
     const class_of = &lexer.class_of;
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
-    var rows: [trie_mod.token_length_max + 1]u32 = undefined;
+    var rows: [trie_mod.token_length_max + 1]earley.RowId = undefined;
     states[0] = start.lexer_state;
     rows[0] = start.row;
     var depth: usize = 0;
     var p: usize = 0;
-    comptime assert(lexer_mod.dead == 0 and lexer_mod.missing == std.math.maxInt(StateId));
+    comptime assert(StateId.dead.offset() == 0 and StateId.missing.offset() == std.math.maxInt(u32));
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
-        var next_state = trans[state + class_of[node.byte]];
+        var next_state = trans[state.offset() + class_of[node.byte]];
         var next_row = rows[depth];
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
-        const special = next_state +% 1 <= 1;
+        const special = next_state.offset() +% 1 <= 1;
         var alive = !special;
         // Inside a lazy lexeme a byte that reaches one of its matches ends it: the parser too.
         const ends_lazily = variant.lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
-        if (ends_lazily or (special and (next_state == lexer_mod.missing or lexer.isAccepting(state)))) {
+        if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
-            const first = if (rows[depth] == start.row) start.lexeme_token else parser.token_index;
-            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token = first }, node.byte);
+            const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
+            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first }, node.byte);
             trans = lexer.trans.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
@@ -777,8 +777,8 @@ fn walkTrieWith(
         }
         if (alive) {
             if (variant.budgeted) {
-                const first = if (next_row == start.row) start.lexeme_token else parser.token_index;
-                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token = first };
+                const first = if (next_row == start.row) start.lexeme_token_index else parser.token_index;
+                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first };
                 if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
                     mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
                 }
@@ -844,16 +844,16 @@ pub const WalkCache = struct {
         const nodes = tokenizer.trie.nodes;
         var from = start;
         const lexer = parser.lexer;
-        if (from.lexer_state != parser.rows.items[from.row].lexer_start and lexer.isAccepting(from.lexer_state) and
+        if (from.lexer_state != parser.rows.items[from.row.index()].lexer_start and lexer.isAccepting(from.lexer_state) and
             try lexer.isFinal(from.lexer_state))
         {
             // A lexeme that nothing can extend (a literal's last byte): every byte ends it, so
             // walk from the next lexeme's start, the state the walk reaches for each byte
             // anyway. Keeps the cache keyed by states that recur (a row's start state).
             const r = try parser.endLexeme(from.row, from.lexer_state) orelse return;
-            from = .{ .lexer_state = parser.rows.items[r].lexer_start, .row = r, .lexeme_token = parser.token_index };
+            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index };
         }
-        const key = @as(u64, tokenizer.serial) << 32 | from.lexer_state;
+        const key = @as(u64, tokenizer.serial) << 32 | from.lexer_state.offset();
         const entry = blk: {
             if (self.bytes >= bytes_max) {
                 const found = self.entries.get(key) orelse break :blk null;
@@ -873,7 +873,7 @@ pub const WalkCache = struct {
         const found = entry orelse return walkTrie(nodes, parser, from, mask);
         @memcpy(mask, found.mask);
         for (found.frontier) |f| {
-            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token = from.lexeme_token };
+            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index };
             try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
         }
     }
@@ -893,7 +893,7 @@ pub const WalkCache = struct {
             const node = nodes[p];
             const state = states[depth];
             const next_state = try lexer.next(state, node.byte);
-            const dead = next_state == lexer_mod.dead;
+            const dead = next_state == .dead;
             // The parser decides here: the lexeme would end (a lazy match, or a dead byte
             // after an accepting state).
             const ends = if (dead) lexer.isAccepting(state) else has_lazy and lexer.stateInfo(next_state).lazy_accepting;
