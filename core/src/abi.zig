@@ -24,6 +24,7 @@ const HandleTable = handles.HandleTable;
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
+const TokenId = trie_mod.TokenId;
 
 pub const abi_version: i32 = 5;
 
@@ -259,7 +260,7 @@ export fn ts_tokenizer_new(
     const blob = slice(u8, blob_ptr, blob_len) orelse return fail(.invalid_argument, -1, "bad token blob pointer", .{});
     const offsets = slice(u32, offsets_ptr, n_ids + 1) orelse return fail(.invalid_argument, -1, "bad offsets pointer", .{});
     const kinds = slice(u8, kinds_ptr, n_ids) orelse return fail(.invalid_argument, -1, "bad kinds pointer", .{});
-    const eos = slice(u32, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
+    const eos = slice(TokenId, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
     const tokenizer = Tokenizer.create(gpa, blob, offsets, kinds, eos) catch |err| return switch (err) {
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory building the token trie", .{}),
         error.InvalidTokens => fail(.invalid_argument, -1, "token tables are inconsistent (offsets must be non-decreasing and within the blob; kinds 0..2)", .{}),
@@ -422,10 +423,10 @@ fn getLive(handle: i32) union(enum) { matcher: *Matcher, status: i32 } {
     return .{ .matcher = m };
 }
 
-fn checkTokens(m: *const Matcher, ids: []const u32) i32 {
+fn checkTokens(m: *const Matcher, ids: []const TokenId) i32 {
     const vocab = m.tokenizer.vocabSize();
     for (ids, 0..) |id, i| {
-        if (id >= vocab) return fail(.invalid_token, -1, "token id {d} (position {d}) is not below the vocabulary size {d}", .{ id, i, vocab });
+        if (id.index() >= vocab) return fail(.invalid_token, -1, "token id {d} (position {d}) is not below the vocabulary size {d}", .{ id.index(), i, vocab });
     }
     return ok();
 }
@@ -469,7 +470,7 @@ export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
         .matcher => |m| m,
         .status => |s| return s,
     };
-    const ids = [_]u32{token};
+    const ids = [_]TokenId{.fromIndex(token)};
     const check = checkTokens(m, &ids);
     if (check != 0) return check;
     const n = m.consume(&ids, .commit) catch return failMatcher(m);
@@ -492,7 +493,7 @@ fn consumeMany(handle: i32, ids_ptr: u32, count: u32, mode: Matcher.ConsumeMode)
         .matcher => |m| m,
         .status => |s| return s,
     };
-    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const ids = slice(TokenId, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
     const check = checkTokens(m, ids);
     if (check != 0) return check;
     const n = m.consume(ids, mode) catch return failMatcher(m);
@@ -603,7 +604,7 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     };
     const words_expected = (m.tokenizer.vocabSize() + 31) / 32;
     if (out_words != words_expected) return fail(.invalid_argument, -1, "mask buffer has {d} words per mask; this vocabulary needs {d}", .{ out_words, words_expected });
-    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const ids = slice(TokenId, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
     const check = checkTokens(m, ids);
     if (check != 0) return check;
     const total = std.math.mul(u32, count + 1, out_words) catch return fail(.invalid_argument, -1, "draft of {d} tokens is too long", .{count});

@@ -43,6 +43,7 @@ const Allocator = std.mem.Allocator;
 const lexer_mod = @import("lexer.zig");
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
+const TokenId = @import("trie.zig").TokenId;
 
 pub const end_flag: u32 = 1 << 31;
 
@@ -76,7 +77,7 @@ pub const Cfg = struct {
     accept_pos: u32,
     /// Special lexemes: sorted token ids `special_ids[special_start[l]..special_start[l + 1]]`.
     special_start: []u32,
-    special_ids: []u32,
+    special_ids: []TokenId,
     is_special: []bool,
     /// Per lexer lexeme (the skip lexeme included): the most tokens it may span, 0 = no limit.
     token_max: []u32,
@@ -103,7 +104,7 @@ pub const Cfg = struct {
         return @intCast(self.nullable.len);
     }
 
-    pub fn specialIds(self: *const Cfg, lexeme: u32) []const u32 {
+    pub fn specialIds(self: *const Cfg, lexeme: u32) []const TokenId {
         return self.special_ids[self.special_start[lexeme]..self.special_start[lexeme + 1]];
     }
 };
@@ -636,7 +637,7 @@ pub const Parser = struct {
     }
 
     /// The position after special token `token` (matched by a special lexeme), or null.
-    pub fn stepSpecial(self: *Parser, at: Position, token: u32) Error!?Position {
+    pub fn stepSpecial(self: *Parser, at: Position, token: TokenId) Error!?Position {
         const cfg = self.cfg;
         if (!cfg.has_special) return null;
         const r = try self.boundaryRow(at) orelse return null;
@@ -645,7 +646,7 @@ pub const Parser = struct {
         while (j < row.items_end) : (j += 1) {
             const sym = cfg.rhs[self.items.items[j].pos];
             if (sym < cfg.lexeme_count and cfg.is_special[sym] and
-                std.sort.binarySearch(u32, cfg.specialIds(sym), token, orderU32) != null)
+                std.sort.binarySearch(TokenId, cfg.specialIds(sym), token, TokenId.order) != null)
             {
                 const r2 = try self.scan(r, .special(sym), &.{sym}) orelse return null;
                 return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2 };
@@ -655,7 +656,7 @@ pub const Parser = struct {
     }
 
     /// Calls `visit(context, token)` for every special token allowed at `at`.
-    pub fn forEachAllowedSpecial(self: *Parser, at: Position, context: anytype, comptime visit: fn (@TypeOf(context), u32) void) Error!void {
+    pub fn forEachAllowedSpecial(self: *Parser, at: Position, context: anytype, comptime visit: fn (@TypeOf(context), TokenId) void) Error!void {
         const cfg = self.cfg;
         if (!cfg.has_special) return;
         const r = try self.boundaryRow(at) orelse return;
@@ -669,10 +670,6 @@ pub const Parser = struct {
         }
     }
 };
-
-fn orderU32(a: u32, b: u32) std.math.Order {
-    return std.math.order(a, b);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tests

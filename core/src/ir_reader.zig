@@ -38,6 +38,7 @@ const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
 const regex_syntax = @import("regex_syntax.zig");
 const earley = @import("earley.zig");
+const TokenId = @import("trie.zig").TokenId;
 const Cfg = earley.Cfg;
 const end_flag = earley.end_flag;
 
@@ -272,7 +273,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     @memset(token_max, 0);
     const special_start = try gpa.alloc(u32, lexeme_count + 1);
     errdefer gpa.free(special_start);
-    var special_ids: std.ArrayList(u32) = .empty;
+    var special_ids: std.ArrayList(TokenId) = .empty;
     errdefer special_ids.deinit(gpa);
 
     if (flags.has_skip) {
@@ -323,8 +324,8 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
                 is_special[l] = true;
                 has_special = true;
                 const ids = try r.slice(n);
-                try special_ids.appendSlice(gpa, ids);
-                std.mem.sort(u32, special_ids.items[special_start[l]..], {}, std.sort.asc(u32));
+                try special_ids.appendSlice(gpa, @ptrCast(ids));
+                std.mem.sort(TokenId, special_ids.items[special_start[l]..], {}, TokenId.lessThan);
             },
             else => return bad(diag, "unknown lexeme kind"),
         }

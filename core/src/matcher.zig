@@ -32,6 +32,7 @@ const StateId = lexer_mod.StateId;
 const Trie = trie_mod.Trie;
 const Node = trie_mod.Node;
 const TokenKind = trie_mod.TokenKind;
+const TokenId = trie_mod.TokenId;
 
 /// Every limit of a grammar and its matchers; docs/limits.md has what each bounds and what it
 /// costs at its default. Each is reported as its own `limits.Kind` when hit.
@@ -71,7 +72,7 @@ pub const Tokenizer = struct {
     blob: []u8,
     offsets: []u32,
     kinds: []TokenKind,
-    eos_ids: []u32,
+    eos_ids: []TokenId,
     trie: Trie,
     /// Text tokens as precomputed masks, each with the trie of the other tokens (`slicer.zig`).
     slices: slicer.Slices,
@@ -83,11 +84,11 @@ pub const Tokenizer = struct {
         blob: []const u8,
         offsets: []const u32,
         kinds_raw: []const u8,
-        eos_ids: []const u32,
+        eos_ids: []const TokenId,
     ) InitError!*Tokenizer {
         for (kinds_raw) |k| if (k > @backingInt(TokenKind.unused)) return error.InvalidTokens;
         const kinds: []const TokenKind = @ptrCast(kinds_raw);
-        for (eos_ids) |id| if (id >= kinds.len) return error.InvalidEos;
+        for (eos_ids) |id| if (id.index() >= kinds.len) return error.InvalidEos;
         var trie = try Trie.build(gpa, blob, offsets, kinds);
         errdefer trie.deinit(gpa);
         var slices = try slicer.Slices.build(gpa, &trie, blob, offsets, kinds);
@@ -100,7 +101,7 @@ pub const Tokenizer = struct {
         errdefer gpa.free(offsets_copy);
         const kinds_copy = try gpa.dupe(TokenKind, kinds);
         errdefer gpa.free(kinds_copy);
-        const eos_copy = try gpa.dupe(u32, eos_ids);
+        const eos_copy = try gpa.dupe(TokenId, eos_ids);
         tokenizer_serial +%= 1;
         self.* = .{
             .serial = tokenizer_serial,
@@ -131,17 +132,17 @@ pub const Tokenizer = struct {
         return @intCast(self.kinds.len);
     }
 
-    pub fn tokenBytes(self: *const Tokenizer, id: u32) []const u8 {
-        return self.blob[self.offsets[id]..self.offsets[id + 1]];
+    pub fn tokenBytes(self: *const Tokenizer, id: TokenId) []const u8 {
+        return self.blob[self.offsets[id.index()]..self.offsets[id.index() + 1]];
     }
 
-    pub fn isEos(self: *const Tokenizer, id: u32) bool {
-        return std.mem.indexOfScalar(u32, self.eos_ids, id) != null;
+    pub fn isEos(self: *const Tokenizer, id: TokenId) bool {
+        return std.mem.indexOfScalar(TokenId, self.eos_ids, id) != null;
     }
 
     /// A special token a special lexeme may match: kind `.special`, in the vocabulary, not EOS.
-    pub fn isSpecialNotEos(self: *const Tokenizer, id: u32) bool {
-        return id < self.kinds.len and self.kinds[id] == .special and !self.isEos(id);
+    pub fn isSpecialNotEos(self: *const Tokenizer, id: TokenId) bool {
+        return id.index() < self.kinds.len and self.kinds[id.index()] == .special and !self.isEos(id);
     }
 
     /// Words in a mask of this vocabulary, plus room for the trie's dummy bit.
@@ -351,7 +352,7 @@ pub const Matcher = struct {
         const Flag = struct {
             flag: *bool,
             tokenizer: *const Tokenizer,
-            fn set(ctx: @This(), id: u32) void {
+            fn set(ctx: @This(), id: TokenId) void {
                 if (ctx.tokenizer.isSpecialNotEos(id)) ctx.flag.* = true;
             }
         };
@@ -359,11 +360,11 @@ pub const Matcher = struct {
         return any;
     }
 
-    /// The position after `token`, the token with index `index`, from `at`; null when the
-    /// grammar refuses it.
-    fn advance(self: *Matcher, at: Position, token: u32, index: u32) Error!?Position {
-        assert(token < self.tokenizer.vocabSize());
-        switch (self.tokenizer.kinds[token]) {
+    /// The position after `token`, the token with index `index` in the output, from `at`;
+    /// null when the grammar refuses it.
+    fn advance(self: *Matcher, at: Position, token: TokenId, index: u32) Error!?Position {
+        assert(token.index() < self.tokenizer.vocabSize());
+        switch (self.tokenizer.kinds[token.index()]) {
             .special => return self.parser.stepSpecial(at, token),
             .unused => return null,
             .text => {},
@@ -387,13 +388,13 @@ pub const Matcher = struct {
 
     /// The length of the longest valid prefix of `tokens`; with `.commit`, the tokens are
     /// consumed when the prefix is all of them.
-    pub fn consume(self: *Matcher, tokens: []const u32, mode: ConsumeMode) Error!u32 {
+    pub fn consume(self: *Matcher, tokens: []const TokenId, mode: ConsumeMode) Error!u32 {
         assert(self.failure == .none);
         self.begin();
         return self.consumeInner(tokens, mode) catch |err| self.fail(err);
     }
 
-    fn consumeInner(self: *Matcher, tokens: []const u32, mode: ConsumeMode) Error!u32 {
+    fn consumeInner(self: *Matcher, tokens: []const TokenId, mode: ConsumeMode) Error!u32 {
         const commit = mode == .commit;
         const base_len = self.history.items.len;
         const base_eos = self.eos_consumed;
@@ -485,14 +486,14 @@ pub const Matcher = struct {
                 mask: []u32,
                 vocab: u32,
                 tokenizer: *const Tokenizer,
-                fn set(ctx: @This(), id: u32) void {
-                    if (id < ctx.vocab and ctx.tokenizer.isSpecialNotEos(id)) ctx.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+                fn set(ctx: @This(), id: TokenId) void {
+                    if (id.index() < ctx.vocab and ctx.tokenizer.isSpecialNotEos(id)) allow(ctx.mask, id);
                 }
             };
             try self.parser.forEachAllowedSpecial(at, Setter{ .mask = self.mask, .vocab = dummy, .tokenizer = tokenizer }, Setter.set);
         }
         if (self.eos_consumed or try self.parser.eosAllowed(at)) {
-            for (tokenizer.eos_ids) |id| self.mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+            for (tokenizer.eos_ids) |id| allow(self.mask, id);
         }
         if (!self.eos_consumed and !budgeted) self.mask_key = at;
     }
@@ -573,7 +574,7 @@ pub const Matcher = struct {
     /// room). Returns how many tokens of the draft the grammar accepts, so `valid + 1` masks are
     /// written. Verification masks each draft position with these, in one call. Does not
     /// change the state; the current position's mask stays cached.
-    pub fn draftMasks(self: *Matcher, tokens: []const u32, out: []u32, words: u32) Error!u32 {
+    pub fn draftMasks(self: *Matcher, tokens: []const TokenId, out: []u32, words: u32) Error!u32 {
         assert(self.failure == .none);
         assert(out.len >= (tokens.len + 1) * words);
         assert(words <= self.mask.len);
@@ -587,7 +588,7 @@ pub const Matcher = struct {
         return self.draftMasksInner(tokens, out, words) catch |err| self.fail(err);
     }
 
-    fn draftMasksInner(self: *Matcher, tokens: []const u32, out: []u32, words: u32) Error!u32 {
+    fn draftMasksInner(self: *Matcher, tokens: []const TokenId, out: []u32, words: u32) Error!u32 {
         try self.computeMaskInner();
         @memcpy(out[0..words], self.mask[0..words]);
         const base_key = self.mask_key;
@@ -695,6 +696,12 @@ pub const Matcher = struct {
         return self.subtreeAllows(at, node_index);
     }
 };
+
+/// Sets `token`'s bit in `mask` (bit t % 32 of word t / 32).
+fn allow(mask: []u32, token: TokenId) void {
+    const t = token.index();
+    mask[t >> 5] |= @as(u32, 1) << @intCast(t & 31);
+}
 
 /// The trie walk: sets the bit of every token whose bytes the lexer and parser survive from
 /// `start`.
@@ -919,6 +926,16 @@ pub const WalkCache = struct {
 // ---------------------------------------------------------------------------------------------
 // Tests
 
+/// Token ids from integer literals.
+fn ids(comptime values: []const u32) []const TokenId {
+    const result = comptime blk: {
+        var out: [values.len]TokenId = undefined;
+        for (values, &out) |v, *id| id.* = .fromIndex(v);
+        break :blk out;
+    };
+    return &result;
+}
+
 /// The IR words of the one-lexeme grammar `S → /pattern/`.
 fn regexIr(gpa: Allocator, pattern: []const u8) !std.ArrayList(u32) {
     return booleanIr(gpa, pattern, &.{});
@@ -974,7 +991,7 @@ const TestSetup = struct {
             try kinds.append(gpa, if (std.mem.eql(u8, t, "<eos>")) 1 else 0);
         }
         const eos: u32 = @intCast(tokens.len - 1);
-        const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{eos});
+        const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{.fromIndex(eos)});
         errdefer tokenizer.release(gpa);
         var words = try booleanIr(gpa, pattern, excluded);
         defer words.deinit(gpa);
@@ -1005,25 +1022,25 @@ test "mask, consume, rollback and EOS over a tiny vocabulary" {
     try m.computeMask();
     const expected_start = [_]bool{ true, true, true, false, false, true, false };
     for (expected_start, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{1}, .commit)); // "12"
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(ids(&.{1}), .commit)); // "12"
     try m.computeMask();
     const expected_after = [_]bool{ true, false, false, false, false, true, true };
     for (expected_after, 0..) |want, id| try std.testing.expectEqual(want, t.allowed(@intCast(id)));
     try std.testing.expect(m.isAccepting());
     try std.testing.expect(!try m.isStopped());
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{2}, .commit)); // "123" too long
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(ids(&.{2}), .commit)); // "123" too long
     try std.testing.expectEqual(@as(u32, 1), m.tokenCount());
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{5}, .commit)); // "2": "122"
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(ids(&.{5}), .commit)); // "2": "122"
     try std.testing.expect(try m.isStopped()); // only EOS can follow
-    try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{6}, .commit)); // EOS
+    try std.testing.expectEqual(@as(u32, 1), try m.consume(ids(&.{6}), .commit)); // EOS
     try std.testing.expect(try m.isStopped());
     try m.computeMask();
     for (0..6) |id| try std.testing.expect(!t.allowed(@intCast(id)));
     try std.testing.expect(t.allowed(6));
     // After EOS nothing more is consumed (EOS included), and the refusal keeps the EOS: it
     // once rolled the EOS back while reporting nothing consumed.
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{6}, .commit));
-    try std.testing.expectEqual(@as(u32, 0), try m.consume(&.{0}, .commit));
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(ids(&.{6}), .commit));
+    try std.testing.expectEqual(@as(u32, 0), try m.consume(ids(&.{0}), .commit));
     try std.testing.expectEqual(@as(u32, 3), m.tokenCount());
     try std.testing.expect(try m.isStopped());
     try std.testing.expect(m.rollback(2));
@@ -1039,7 +1056,7 @@ test "a nullable regex: EOS at the start, then the non-empty part" {
     defer t.deinit(gpa);
     try t.matcher.computeMask();
     try std.testing.expect(t.allowed(0) and t.allowed(1) and t.allowed(2));
-    try std.testing.expectEqual(@as(u32, 2), try t.matcher.consume(&.{ 1, 0 }, .commit));
+    try std.testing.expectEqual(@as(u32, 2), try t.matcher.consume(ids(&.{ 1, 0 }), .commit));
     try t.matcher.computeMask();
     try std.testing.expect(t.allowed(0) and t.allowed(2));
 }
@@ -1061,7 +1078,7 @@ fn exerciseMatcher(gpa: Allocator) !void {
     defer t.deinit(gpa);
     const m = t.matcher;
     try m.computeMask();
-    _ = try m.consume(&.{ 1, 4 }, .commit);
+    _ = try m.consume(ids(&.{ 1, 4 }), .commit);
     const copy = try m.fork();
     copy.destroy();
     try m.computeMask();
@@ -1173,7 +1190,7 @@ test "masks with slices equal full trie walks, byte by byte" {
             m.mask_key = null; // the mask was edited above
             if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state) != null) sliced_steps += 1;
             if (i == case.text.len) break;
-            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{case.text[i]}, .commit));
+            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit));
         }
         std.testing.expectEqual(case.sliced, sliced_steps > 0) catch |err| {
             std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });

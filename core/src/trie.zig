@@ -21,8 +21,32 @@ const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
+/// A token's id in the vocabulary: the index of its logit, as the host numbers tokens. Not
+/// to be confused with a token's index in the output (how many tokens came before it).
+pub const TokenId = enum(u32) {
+    _,
+
+    pub fn index(self: TokenId) u32 {
+        return @backingInt(self);
+    }
+
+    pub fn fromIndex(value: u32) TokenId {
+        return @fromBackingInt(value);
+    }
+
+    pub fn order(a: TokenId, b: TokenId) std.math.Order {
+        return std.math.order(a.index(), b.index());
+    }
+
+    pub fn lessThan(_: void, a: TokenId, b: TokenId) bool {
+        return a.index() < b.index();
+    }
+};
+
 pub const Node = packed struct(u64) {
     byte: u8,
+    /// The `TokenId` ending here (its index: 24 bits keep the node at 8 bytes), or the dummy
+    /// id `token_count`.
     token: u24,
     subtree_size: u22,
     pop: u10,
