@@ -199,7 +199,8 @@ export fn ts_abi_version() i32 {
     return abi_version;
 }
 
-/// A JSON text naming the ABI version and every status code.
+/// The manifest: a JSON text naming the ABI version, the statuses, the limit kinds and the
+/// limit fields (generated from the enums above).
 export fn ts_manifest_ptr() i32 {
     return @intCast(@intFromPtr(manifest.ptr));
 }
@@ -283,21 +284,6 @@ export fn ts_tokenizer_free(handle: i32) i32 {
     const tokenizer = tokenizers.remove(handle) orelse return invalidHandle("tokenizer", handle);
     tokenizer.release(gpa);
     return ok();
-}
-
-/// Trie nodes of a tokenizer (for benchmarks and tests).
-export fn ts_tokenizer_node_count(handle: i32) i32 {
-    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
-    return @intCast(tokenizer.trie.nodes.len);
-}
-
-/// 1 when some token's bytes strictly extend the `len` bytes at `ptr`, else 0 (the
-/// grammar-free question of `tokenize_partial`); answered from the trie, not the vocabulary.
-export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
-    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
-    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
-    const node = tokenizer.trie.find(bytes) orelse return 0;
-    return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
 }
 
 /// The earliest offset `i >= from` such that some token strictly extends the bytes from `i` to
@@ -546,20 +532,6 @@ export fn ts_matcher_compute_ff_bytes(handle: i32, out_ptr: u32, capacity: u32) 
     return @intCast(n);
 }
 
-/// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar
-/// allow a token that strictly extends the `suffix_len` bytes at `suffix_ptr`? 1 or 0; the
-/// state does not change. Fast-forward healing asks this before committing forced bytes.
-export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len: u32, suffix_ptr: u32, suffix_len: u32) i32 {
-    const m = switch (getLive(handle)) {
-        .matcher => |m| m,
-        .status => |s| return s,
-    };
-    const prefix = slice(u8, prefix_ptr, prefix_len) orelse return fail(.invalid_argument, -1, "bad prefix pointer", .{});
-    const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
-    const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
-    return @intFromBool(allowed);
-}
-
 /// Fast-forward healing in one call: the earliest offset `i >= from` such that some token
 /// strictly extends the bytes from `i` to the end of the `len` bytes at `ptr`, and the grammar,
 /// after the bytes before `i`, allows such a token; `len` when none. The state does not change.
@@ -613,12 +585,49 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     return @intCast(valid);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Diagnostics: what the decoding path itself never calls (healing asks `ts_*_heal_position`,
+// which answers the two extension questions below for a whole window in one call). Tests,
+// benchmarks and fuzzing use them; wasm/ABI.md lists them apart.
+
 /// Fuel units the last call on the matcher's grammar spent (saturating at 2^31 - 1): the work
 /// measure that `docs/limits.md` calibrates against wall time, for benchmarks and tests.
 export fn ts_matcher_last_fuel(handle: i32) i32 {
     const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
     return @intCast(@min(m.fuelSpent(), std.math.maxInt(i32)));
 }
+
+/// Trie nodes of a tokenizer (for benchmarks and tests).
+export fn ts_tokenizer_node_count(handle: i32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    return @intCast(tokenizer.trie.nodes.len);
+}
+
+/// 1 when some token's bytes strictly extend the `len` bytes at `ptr`, else 0 (the
+/// grammar-free question of `tokenize_partial`); answered from the trie, not the vocabulary.
+export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
+    const node = tokenizer.trie.find(bytes) orelse return 0;
+    return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
+}
+
+/// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar
+/// allow a token that strictly extends the `suffix_len` bytes at `suffix_ptr`? 1 or 0; the
+/// state does not change. The question `ts_matcher_heal_position` asks at each offset.
+export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len: u32, suffix_ptr: u32, suffix_len: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const prefix = slice(u8, prefix_ptr, prefix_len) orelse return fail(.invalid_argument, -1, "bad prefix pointer", .{});
+    const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
+    const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
+    return @intFromBool(allowed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debugging
 
 /// Bytes currently allocated by the module (all objects and host buffers), in KiB: a leak
 /// shows here as growth, while linear memory itself never shrinks.
