@@ -6,10 +6,11 @@
 //! became `nothing`; the empty set is the dead state.
 //!
 //! Transitions are cached in one flat table, `trans`, with a row per state and a column per byte
-//! class. State ids are *pre-multiplied*: a state's id is the offset of its row, so the hot step
-//! is `trans[state + class_of[byte]]` — two loads, no multiply. Row 0 is the dead state (all its
-//! entries are 0), so "dead" is the comparison `== 0`. Entries not computed yet hold `missing`;
-//! the slow path (`computeTransition`) fills them with derivatives, paid for with fuel.
+//! class. State ids are *pre-multiplied*: a `StateId` is the offset of its row, so the hot step
+//! is `trans[state.offset() + class_of[byte]]` — two loads, no multiply (`stateIndex` recovers
+//! the state's index for per-state tables). Row 0 is the dead state (all its entries are 0),
+//! so "dead" is the comparison `== .dead`. Entries not computed yet hold `.missing`; the slow
+//! path (`computeTransition`) fills them with derivatives, paid for with fuel.
 //!
 //! Work is charged to the expression set's fuel like the derivatives themselves: a transition
 //! costs a unit plus one per pair it derives, and a new state one per pair it hashes plus a

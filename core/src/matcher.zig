@@ -1,15 +1,17 @@
 //! Tokenizers, compiled grammars and matchers: the objects behind the ABI handles.
 //!
 //! Ownership and lifetimes:
-//! - `Tokenizer` holds the token bytes and the trie; immutable after creation, shared by every
-//!   matcher over it (reference counted, so freeing a handle never leaves a matcher dangling).
-//! - `Grammar` holds a compiled grammar IR (`earley.Cfg`), its expression set and the lazy
-//!   lexer DFA. The DFA cache grows as matchers walk it, within the grammar's limits; all
+//! - `Tokenizer` holds the token bytes, the trie and the slices (`slicer.zig`); immutable after
+//!   creation, shared by every matcher over it (reference counted, so freeing a handle never
+//!   leaves a matcher dangling).
+//! - `Grammar` holds a compiled grammar IR (`earley.Cfg`, read by `ir_reader.zig`), its
+//!   expression set, the lazy lexer DFA, and the caches masks read (`slicer.DepthCache`,
+//!   `WalkCache`). The DFA cache grows as matchers walk it, within the grammar's limits; all
 //!   matchers of a grammar share it (the module is single threaded: no lock needed). A plain
 //!   regex is the grammar `S → L` over one lexeme, so there is one code path.
 //! - `Matcher` holds one decoding position: its Earley parser (rows), the position (lexer
 //!   state, row) after each consumed token — rollback is a truncation — whether EOS was
-//!   consumed, and a sticky failure once a limit was hit.
+//!   consumed, a sticky failure once a limit was hit, and its last mask (`mask_key`).
 //!
 //! A token is allowed when the lexer and parser survive all of its bytes: the output can still
 //! be completed after it. EOS ids are allowed exactly when the output may end here; consuming
