@@ -251,125 +251,240 @@ fn mergeAlternatives(
 /// `error.BadIr` and `error.Syntax`, `diag` says what and where.
 pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
     var r: Reader = .{ .words = words };
-    if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
-    const lexeme_count = try r.word();
-    const nt_count = try r.word();
-    const rule_count = try r.word();
-    const start_nt = try r.word();
-    const flags: HeaderFlags = @bitCast(try r.word());
-    if (nt_count == 0 or start_nt >= nt_count) return bad(diag, "start nonterminal out of range");
-    if (lexeme_count >= count_max or nt_count >= count_max or rule_count >= count_max) return bad(diag, "grammar too large");
-    const lexer_lexemes = lexeme_count + @intFromBool(flags.has_skip);
-
-    const lexeme_exprs = try gpa.alloc(regex.ExprId, lexer_lexemes);
-    errdefer gpa.free(lexeme_exprs);
-    const lazy = try gpa.alloc(bool, lexer_lexemes);
-    errdefer gpa.free(lazy);
-    @memset(lazy, false);
-    const is_special = try gpa.alloc(bool, lexeme_count);
-    errdefer gpa.free(is_special);
-    const token_max = try gpa.alloc(u32, lexer_lexemes);
-    errdefer gpa.free(token_max);
-    @memset(token_max, 0);
-    const special_start = try gpa.alloc(u32, lexeme_count + 1);
-    errdefer gpa.free(special_start);
-    var special_ids: std.ArrayList(TokenId) = .empty;
-    errdefer special_ids.deinit(gpa);
-
-    if (flags.has_skip) {
+    const header = try readHeader(&r, diag);
+    var lexemes = try Lexemes.init(gpa, header.lexeme_count, header.flags.has_skip);
+    defer lexemes.deinitScratch(gpa);
+    errdefer lexemes.deinitResult(gpa);
+    if (header.flags.has_skip) {
         const len = try r.word();
         const pattern = try r.bytes(len);
-        diag.lexeme = lexeme_count;
-        lexeme_exprs[lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
+        diag.lexeme = header.lexeme_count;
+        lexemes.exprs[header.lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
     }
-    const no_skip = try gpa.alloc(bool, nt_count + 1);
+    const no_skip = try gpa.alloc(bool, header.nt_count + 1);
     defer gpa.free(no_skip);
     @memset(no_skip, false);
-    if (flags.has_no_skip) {
+    if (header.flags.has_no_skip) {
         const count = try r.word();
         for (try r.slice(count)) |nt| {
-            if (nt >= nt_count) return bad(diag, "no-skip nonterminal out of range");
+            if (nt >= header.nt_count) return bad(diag, "no-skip nonterminal out of range");
             no_skip[nt] = true;
         }
     }
-    var has_lazy = false;
-    var has_special = false;
-    var optional_lexemes: std.ArrayList(u32) = .empty;
-    defer optional_lexemes.deinit(gpa);
-    // Per lexeme: its index in `optional_lexemes`, or `no_lhs`.
-    const optional_index = try gpa.alloc(u32, lexeme_count);
-    defer gpa.free(optional_index);
-    @memset(optional_index, no_lhs);
-    // Per lexeme: may it be merged with alternatives (`mergeAlternatives`)?
-    const mergeable = try gpa.alloc(bool, lexeme_count);
-    defer gpa.free(mergeable);
-    for (0..lexeme_count) |l| {
-        const kind = try r.word();
-        const lexeme_flags: LexemeFlags = @bitCast(try r.word());
-        const n = try r.word();
-        lazy[l] = lexeme_flags.lazy;
-        const syntax_flags: regex_syntax.Flags = .{
-            .dot_all = lexeme_flags.dot_all,
-            .case_insensitive = lexeme_flags.case_insensitive,
+    for (0..header.lexeme_count) |l| try lexemes.read(gpa, exprs, &r, @intCast(l), diag);
+    diag.lexeme = null;
+    lexemes.special_start[header.lexeme_count] = @intCast(lexemes.special_ids.items.len);
+
+    var rules: Rules = .{};
+    defer rules.starts.deinit(gpa);
+    defer rules.lhs.deinit(gpa);
+    defer rules.rhs.deinit(gpa);
+    try readRules(gpa, exprs, &r, header, &lexemes, &rules, diag);
+    if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
+
+    const nt_count_total = header.nt_count + 1 + @as(u32, @intCast(lexemes.optional.items.len));
+    const nt_base = header.lexeme_count;
+    const skip_in_progress: []bool = if (header.flags.has_no_skip) try skipInProgress(gpa, &rules, header.nt_count, no_skip) else &.{};
+    errdefer gpa.free(skip_in_progress);
+    const nt_rules = try gpa.alloc(u32, nt_count_total + 1);
+    errdefer gpa.free(nt_rules);
+    const rule_positions = try gpa.alloc(u32, rules.lhs.items.len);
+    errdefer gpa.free(rule_positions);
+    try groupRules(gpa, &rules, nt_rules, rule_positions);
+    const nullable = try gpa.alloc(bool, nt_count_total);
+    errdefer gpa.free(nullable);
+    computeNullable(&rules, nt_base, nullable);
+    const rhs = try gpa.dupe(u32, rules.rhs.items);
+    errdefer gpa.free(rhs);
+    const special_ids = try gpa.dupe(TokenId, lexemes.special_ids.items);
+
+    lexemes.special_ids.deinit(gpa); // its copy goes into the result, with the other tables
+    return .{
+        .cfg = .{
+            .lexeme_count = header.lexeme_count,
+            .nonterminal_base = nt_base,
+            .skip_lexeme = if (header.flags.has_skip) header.lexeme_count else null,
+            .allow_initial_skip = header.flags.allow_initial_skip,
+            .skip_once = header.flags.skip_once,
+            .has_lazy = lexemes.has_lazy,
+            .has_special = lexemes.has_special,
+            .rhs = rhs,
+            .rule_positions = rule_positions,
+            .nt_rules = nt_rules,
+            .nullable = nullable,
+            .accept_pos = 1,
+            .special_start = lexemes.special_start,
+            .special_ids = special_ids,
+            .is_special = lexemes.is_special,
+            .token_max = lexemes.token_max,
+            .has_token_max = std.mem.indexOfNone(u32, lexemes.token_max, &.{0}) != null,
+            .skip_in_progress = skip_in_progress,
+        },
+        .lexeme_exprs = lexemes.exprs,
+        .lazy = lexemes.lazy,
+    };
+}
+
+const Header = struct {
+    lexeme_count: u32,
+    nt_count: u32,
+    rule_count: u32,
+    start_nt: u32,
+    flags: HeaderFlags,
+};
+
+fn readHeader(r: *Reader, diag: *CompileDiagnostic) CompileError!Header {
+    if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
+    const header: Header = .{
+        .lexeme_count = try r.word(),
+        .nt_count = try r.word(),
+        .rule_count = try r.word(),
+        .start_nt = try r.word(),
+        .flags = @bitCast(try r.word()),
+    };
+    if (header.nt_count == 0 or header.start_nt >= header.nt_count) return bad(diag, "start nonterminal out of range");
+    if (header.lexeme_count >= count_max or header.nt_count >= count_max or header.rule_count >= count_max) {
+        return bad(diag, "grammar too large");
+    }
+    return header;
+}
+
+/// The per-lexeme tables `compile` fills while reading the lexemes. `exprs`, `lazy` and
+/// `token_max` have an entry per lexer lexeme (the IR's, then the skip lexeme if any), the
+/// others one per IR lexeme. The first six go into the result; the rest is scratch for
+/// reading the rules.
+const Lexemes = struct {
+    exprs: []regex.ExprId,
+    lazy: []bool,
+    token_max: []u32,
+    is_special: []bool,
+    /// Lexeme l's special token ids are `special_ids[special_start[l]..special_start[l + 1]]`.
+    special_start: []u32,
+    special_ids: std.ArrayList(TokenId) = .empty,
+    has_lazy: bool = false,
+    has_special: bool = false,
+    /// The nullable lexemes, in order; per lexeme, its index among them, or `no_lhs`.
+    optional: std.ArrayList(u32) = .empty,
+    optional_index: []u32,
+    /// Per lexeme: may it be merged with alternatives (`mergeAlternatives`)?
+    mergeable: []bool,
+
+    fn init(gpa: Allocator, count: u32, has_skip: bool) Allocator.Error!Lexemes {
+        const lexer_count = count + @intFromBool(has_skip);
+        const exprs = try gpa.alloc(regex.ExprId, lexer_count);
+        errdefer gpa.free(exprs);
+        const lazy = try gpa.alloc(bool, lexer_count);
+        errdefer gpa.free(lazy);
+        @memset(lazy, false);
+        const token_max = try gpa.alloc(u32, lexer_count);
+        errdefer gpa.free(token_max);
+        @memset(token_max, 0);
+        const is_special = try gpa.alloc(bool, count);
+        errdefer gpa.free(is_special);
+        const special_start = try gpa.alloc(u32, count + 1);
+        errdefer gpa.free(special_start);
+        const optional_index = try gpa.alloc(u32, count);
+        errdefer gpa.free(optional_index);
+        @memset(optional_index, no_lhs);
+        const mergeable = try gpa.alloc(bool, count);
+        return .{
+            .exprs = exprs,
+            .lazy = lazy,
+            .token_max = token_max,
+            .is_special = is_special,
+            .special_start = special_start,
+            .optional_index = optional_index,
+            .mergeable = mergeable,
         };
-        has_lazy = has_lazy or lazy[l];
-        special_start[l] = @intCast(special_ids.items.len);
-        is_special[l] = false;
-        diag.lexeme = @intCast(l);
+    }
+
+    fn deinitScratch(self: *Lexemes, gpa: Allocator) void {
+        self.optional.deinit(gpa);
+        gpa.free(self.optional_index);
+        gpa.free(self.mergeable);
+    }
+
+    /// On failure: the tables the result would have taken.
+    fn deinitResult(self: *Lexemes, gpa: Allocator) void {
+        gpa.free(self.exprs);
+        gpa.free(self.lazy);
+        gpa.free(self.token_max);
+        gpa.free(self.is_special);
+        gpa.free(self.special_start);
+        self.special_ids.deinit(gpa);
+    }
+
+    /// Reads IR lexeme `l`: kind, flags, payload, then its and/not patterns and token budget.
+    fn read(self: *Lexemes, gpa: Allocator, exprs: *regex.ExprSet, r: *Reader, l: u32, diag: *CompileDiagnostic) CompileError!void {
+        const kind = try r.word();
+        const flags: LexemeFlags = @bitCast(try r.word());
+        const n = try r.word();
+        const special = kind == @backingInt(LexemeKind.special);
+        self.lazy[l] = flags.lazy;
+        self.has_lazy = self.has_lazy or flags.lazy;
+        self.special_start[l] = @intCast(self.special_ids.items.len);
+        self.is_special[l] = special;
+        diag.lexeme = l;
+        const syntax_flags: regex_syntax.Flags = .{ .dot_all = flags.dot_all, .case_insensitive = flags.case_insensitive };
         switch (kind) {
-            @backingInt(LexemeKind.regex) => lexeme_exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
-            @backingInt(LexemeKind.literal) => lexeme_exprs[l] = try exprs.literal(try r.bytes(n)),
+            @backingInt(LexemeKind.regex) => self.exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
+            @backingInt(LexemeKind.literal) => self.exprs[l] = try exprs.literal(try r.bytes(n)),
             @backingInt(LexemeKind.special) => {
-                lexeme_exprs[l] = .nothing;
-                is_special[l] = true;
-                has_special = true;
-                const ids = try r.slice(n);
-                try special_ids.appendSlice(gpa, @ptrCast(ids));
-                std.mem.sort(TokenId, special_ids.items[special_start[l]..], {}, TokenId.lessThan);
+                self.exprs[l] = .nothing;
+                self.has_special = true;
+                try self.special_ids.appendSlice(gpa, @ptrCast(try r.slice(n)));
+                std.mem.sort(TokenId, self.special_ids.items[self.special_start[l]..], {}, TokenId.lessThan);
             },
             else => return bad(diag, "unknown lexeme kind"),
         }
-        if (lexeme_flags.boolean) {
-            if (kind == @backingInt(LexemeKind.special)) return bad(diag, "a special lexeme cannot have and/not patterns");
-            lexeme_exprs[l] = try readBooleanParts(exprs, &r, lexeme_exprs[l], diag);
+        if (flags.boolean) {
+            if (special) return bad(diag, "a special lexeme cannot have and/not patterns");
+            self.exprs[l] = try readBooleanParts(exprs, r, self.exprs[l], diag);
         }
-        if (lexeme_flags.token_budget) {
+        if (flags.token_budget) {
             // A special lexeme is one token: a budget cannot bind it.
             const limit = try r.word();
             if (limit == 0) return bad(diag, "a lexeme's max_tokens must be at least 1");
-            if (kind != @backingInt(LexemeKind.special)) token_max[l] = limit;
+            if (!special) self.token_max[l] = limit;
         }
-        if (kind != @backingInt(LexemeKind.special) and exprs.nullable(lexeme_exprs[l])) {
+        if (!special and exprs.nullable(self.exprs[l])) {
             // A lexeme never matches empty text: keep its non-empty part, and let the rules
-            // skip it instead (every use of it becomes an optional nonterminal, below).
-            lexeme_exprs[l] = try exprs.andAll(&.{ lexeme_exprs[l], try exprs.not(.epsilon) });
-            optional_index[l] = @intCast(optional_lexemes.items.len);
-            try optional_lexemes.append(gpa, @intCast(l));
+            // skip it instead (every use of it becomes an optional nonterminal, `readRules`).
+            self.exprs[l] = try exprs.andAll(&.{ self.exprs[l], try exprs.not(.epsilon) });
+            self.optional_index[l] = @intCast(self.optional.items.len);
+            try self.optional.append(gpa, l);
         }
         // Only plain expressions: the union of intersections (JSON Schema strings with a
         // pattern and a length, keys that exclude others) would be one term whose emptiness
         // checks explore both sides at once (MaskBench Handwritten---allany20 ran out of fuel).
-        mergeable[l] = kind != @backingInt(LexemeKind.special) and !lazy[l] and token_max[l] == 0 and
-            optional_index[l] == no_lhs and !exprs.isBoolean(lexeme_exprs[l]);
+        self.mergeable[l] = !special and !flags.lazy and self.token_max[l] == 0 and
+            self.optional_index[l] == no_lhs and !exprs.isBoolean(self.exprs[l]);
     }
-    diag.lexeme = null;
-    special_start[lexeme_count] = @intCast(special_ids.items.len);
+};
 
-    // Rules: rule 0 is S' -> S with S' = nonterminal nt_count; then the rules read from the IR;
-    // then `opt_l -> l | ε` for each nullable lexeme l (nonterminals nt_count + 1 + i).
-    const total_nt = nt_count + 1 + @as(u32, @intCast(optional_lexemes.items.len));
+/// Reads the IR's rules into `rules`: rule 0 is S' -> S with S' = nonterminal `nt_count`; then
+/// the rules read from the IR (those of merged alternatives dropped, nonterminals renumbered
+/// after the lexemes, nullable lexemes replaced by their optional nonterminal); then
+/// `opt_l -> l | ε` for each nullable lexeme l (nonterminals `nt_count + 1 + i`).
+fn readRules(
+    gpa: Allocator,
+    exprs: *regex.ExprSet,
+    r: *Reader,
+    header: Header,
+    lexemes: *Lexemes,
+    rules: *Rules,
+    diag: *CompileDiagnostic,
+) CompileError!void {
+    const lexeme_count = header.lexeme_count;
+    const nt_count = header.nt_count;
     const nt_base = lexeme_count;
-    var rules: Rules = .{};
-    defer rules.starts.deinit(gpa);
-    defer rules.lhs.deinit(gpa);
-    errdefer rules.rhs.deinit(gpa);
     try rules.starts.append(gpa, 0);
     try rules.lhs.append(gpa, nt_count);
-    try rules.rhs.appendSlice(gpa, &.{ nt_base + start_nt, end_flag | nt_count });
+    try rules.rhs.appendSlice(gpa, &.{ nt_base + header.start_nt, end_flag | nt_count });
     const merged = try gpa.alloc(bool, lexeme_count);
     defer gpa.free(merged);
-    try mergeAlternatives(gpa, exprs, r, rule_count, lexeme_exprs[0..lexeme_count], mergeable, merged);
-    for (0..rule_count) |_| {
+    try mergeAlternatives(gpa, exprs, r.*, header.rule_count, lexemes.exprs[0..lexeme_count], lexemes.mergeable, merged);
+    for (0..header.rule_count) |_| {
         const lhs = try r.word();
         const len = try r.word();
         if (lhs >= nt_count) return bad(diag, "rule left-hand side out of range");
@@ -385,14 +500,13 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
                 try rules.rhs.append(gpa, nt_base + nt);
             } else {
                 if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
-                const optional = optional_index[sym];
+                const optional = lexemes.optional_index[sym];
                 try rules.rhs.append(gpa, if (optional != no_lhs) nt_base + nt_count + 1 + optional else sym);
             }
         }
         try rules.rhs.append(gpa, end_flag | lhs);
     }
-    if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
-    for (optional_lexemes.items, 0..) |l, i| {
+    for (lexemes.optional.items, 0..) |l, i| {
         const opt: u32 = nt_count + 1 + @as(u32, @intCast(i));
         try rules.starts.append(gpa, @intCast(rules.rhs.items.len));
         try rules.lhs.append(gpa, opt);
@@ -401,42 +515,6 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         try rules.lhs.append(gpa, opt);
         try rules.rhs.append(gpa, end_flag | opt);
     }
-
-    const skip_in_progress: []bool = if (flags.has_no_skip) try skipInProgress(gpa, &rules, nt_count, no_skip) else &.{};
-    errdefer gpa.free(skip_in_progress);
-    const nt_rules = try gpa.alloc(u32, total_nt + 1);
-    errdefer gpa.free(nt_rules);
-    const rule_positions = try gpa.alloc(u32, rules.lhs.items.len);
-    errdefer gpa.free(rule_positions);
-    try groupRules(gpa, &rules, nt_rules, rule_positions);
-    const nullable = try gpa.alloc(bool, total_nt);
-    errdefer gpa.free(nullable);
-    computeNullable(&rules, nt_base, nullable);
-
-    return .{
-        .cfg = .{
-            .lexeme_count = lexeme_count,
-            .nonterminal_base = nt_base,
-            .skip_lexeme = if (flags.has_skip) lexeme_count else null,
-            .allow_initial_skip = flags.allow_initial_skip,
-            .skip_once = flags.skip_once,
-            .has_lazy = has_lazy,
-            .has_special = has_special,
-            .rhs = try rules.rhs.toOwnedSlice(gpa),
-            .rule_positions = rule_positions,
-            .nt_rules = nt_rules,
-            .nullable = nullable,
-            .accept_pos = 1,
-            .special_start = special_start,
-            .special_ids = try special_ids.toOwnedSlice(gpa),
-            .is_special = is_special,
-            .token_max = token_max,
-            .has_token_max = std.mem.indexOfNone(u32, token_max, &.{0}) != null,
-            .skip_in_progress = skip_in_progress,
-        },
-        .lexeme_exprs = lexeme_exprs,
-        .lazy = lazy,
-    };
 }
 
 /// The rules as `compile` builds them: every right-hand side in `rhs` (symbols, then
@@ -539,4 +617,46 @@ test "a well-formed IR compiles, and one word less or more is malformed" {
     try std.testing.expectEqual(@as(u32, 1), compiled.cfg.lexeme_count);
     try expectBadIr(words[0 .. words.len - 1]);
     try expectBadIr(&(words ++ [_]u32{0}));
+}
+
+/// An IR with every part the reader handles: a skip pattern, a no-skip nonterminal, two
+/// literals that merge (`A → "a" | "b"`), a special lexeme (ids out of order) and a nullable
+/// regex: `S → A | <7,3> c*`.
+const every_part_ir = [_]u32{ ir_magic, 4, 2, 4, 0, 2 | 4 } ++ // 4 lexemes, 2 nonterminals, 4 rules
+    [_]u32{ 1, ' ' } ++ // the skip pattern " "
+    [_]u32{ 1, 1 } ++ // no-skip nonterminals: A
+    [_]u32{ 1, 0, 1, 'a' } ++ [_]u32{ 1, 0, 1, 'b' } ++ // literals
+    [_]u32{ 2, 0, 2, 7, 3 } ++ // special ids 7 and 3
+    [_]u32{ 0, 0, 2, 'c' | '*' << 8 } ++ // regex c*
+    [_]u32{ 0, 1, ir_nonterminal_flag | 1 } ++ [_]u32{ 1, 1, 0 } ++ [_]u32{ 1, 1, 1 } ++ [_]u32{ 0, 2, 2, 3 };
+
+fn compileEveryPart(gpa: Allocator) !void {
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &every_part_ir, &diag);
+    defer compiled.deinit(gpa);
+}
+
+test "every part of the IR: merged alternatives, sorted special ids, an optional lexeme" {
+    const gpa = std.testing.allocator;
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &every_part_ir, &diag);
+    defer compiled.deinit(gpa);
+    const cfg = &compiled.cfg;
+    try std.testing.expectEqual(@as(?u32, 4), cfg.skip_lexeme);
+    try std.testing.expectEqual(@as(usize, 5), compiled.lexeme_exprs.len);
+    try std.testing.expectEqual(regex.ExprId.nothing, compiled.lexeme_exprs[1]); // merged into 0
+    try std.testing.expectEqualSlices(TokenId, &.{ .fromIndex(3), .fromIndex(7) }, cfg.specialIds(2));
+    try std.testing.expect(cfg.has_special and cfg.is_special[2] and !cfg.is_special[3]);
+    // S, A, S', then opt_3 → c+ | ε.
+    try std.testing.expectEqual(@as(u32, 4), cfg.nonterminalCount());
+    try std.testing.expect(cfg.nullable[3] and !cfg.nullable[0]);
+    try std.testing.expect(cfg.skip_in_progress.len == cfg.rhs.len);
+}
+
+test "every allocation failure while reading an IR is freed exactly once" {
+    try std.testing.checkAllAllocationFailures(std.testing.allocator, compileEveryPart, .{});
 }
