@@ -298,7 +298,7 @@ export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32)
     var index: u32 = @max(from, len -| trie_mod.token_length_max);
     while (index < len) : (index += 1) {
         const node = tokenizer.trie.find(bytes[index..]) orelse continue;
-        if (tokenizer.trie.nodes[node].subtree_size > 1) break;
+        if (tokenizer.trie.hasExtension(node)) break;
     }
     return @intCast(index);
 }
@@ -609,7 +609,7 @@ export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
     const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
     const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
     const node = tokenizer.trie.find(bytes) orelse return 0;
-    return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
+    return @intFromBool(tokenizer.trie.hasExtension(node));
 }
 
 /// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar

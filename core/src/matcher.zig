@@ -629,21 +629,21 @@ pub const Matcher = struct {
     }
 
     fn extensionAllowedInner(self: *Matcher, prefix: []const u8, suffix: []const u8) Error!bool {
-        const node_index = self.tokenizer.trie.find(suffix) orelse return false;
+        const node = self.tokenizer.trie.find(suffix) orelse return false;
         var at = try self.enterNextToken(self.current()) orelse return false;
         for (prefix) |b| at = try self.parser.stepByte(at, b) orelse return false;
-        return self.extensionFrom(at, node_index, suffix);
+        return self.extensionFrom(at, node, suffix);
     }
 
-    /// Depth-first over the trie subtree below `node_index` from `at`, stopping at the first
+    /// Depth-first over the trie subtree below `root` from `at`, stopping at the first
     /// token the grammar allows.
-    fn subtreeAllows(self: *Matcher, at: Position, node_index: u32) Error!bool {
+    fn subtreeAllows(self: *Matcher, at: Position, root: trie_mod.NodeIndex) Error!bool {
         const trie = &self.tokenizer.trie;
-        const subtree_end = node_index + trie.nodes[node_index].subtree_size;
+        const subtree_end = root.index() + trie.nodeAt(root).subtree_size;
         var stack: [trie_mod.token_length_max + 1]Position = undefined;
         stack[0] = at;
         var depth: usize = 0;
-        var p: usize = node_index + 1;
+        var p: usize = root.index() + 1;
         while (p < subtree_end) {
             const node = trie.nodes[p];
             if (try self.parser.stepByte(stack[depth], node.byte)) |q| {
@@ -683,19 +683,19 @@ pub const Matcher = struct {
         while (index < data.len) : (index += 1) {
             // No token is longer than `token_length_max`: further back, only step the parser.
             if (data.len - index <= trie_mod.token_length_max) if (trie.find(data[index..])) |node| {
-                if (trie.nodes[node].subtree_size > 1 and try self.extensionFrom(at, node, data[index..])) return index;
+                if (trie.hasExtension(node) and try self.extensionFrom(at, node, data[index..])) return index;
             };
             at = try self.parser.stepByte(at, data[index]) orelse return data.len;
         }
         return data.len;
     }
 
-    /// From `at`, does the grammar allow `suffix` (whose trie node is `node_index`) followed
+    /// From `at`, does the grammar allow `suffix` (whose trie node is `node`) followed
     /// by the bytes of some token below that node?
-    fn extensionFrom(self: *Matcher, start: Position, node_index: u32, suffix: []const u8) Error!bool {
+    fn extensionFrom(self: *Matcher, start: Position, node: trie_mod.NodeIndex, suffix: []const u8) Error!bool {
         var at = start;
         for (suffix) |b| at = try self.parser.stepByte(at, b) orelse return false;
-        return self.subtreeAllows(at, node_index);
+        return self.subtreeAllows(at, node);
     }
 };
 
