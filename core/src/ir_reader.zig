@@ -11,9 +11,11 @@
 //! with zeros to whole words.
 //!
 //! The IR comes from the host, so nothing in it is trusted: every read is bounds-checked
-//! (`Reader`), every index is checked against its count, the counts are below 2^24 so that
-//! `end_flag` and `ir_nonterminal_flag` never collide with an index, and the words must be used
-//! up exactly. A malformed IR is `error.BadIr` with a message in the diagnostic (and the lexeme
+//! (`Reader`), every lexeme and nonterminal index is checked against its count, the counts are
+//! below 2^24 so that `end_flag` and `ir_nonterminal_flag` never collide with an index, and the
+//! words must be used up exactly. Special token ids are not checked: a grammar does not know
+//! its tokenizer, and a matcher ignores ids that are not special tokens of its own
+//! (`Tokenizer.isSpecialNotEos`). A malformed IR is `error.BadIr` with a message in the diagnostic (and the lexeme
 //! it concerns, when there is one); a bad pattern is `error.Syntax` with its offset.
 //!
 //! What the reader guarantees the parser and the lexer:
