@@ -17,13 +17,14 @@ const std = @import("std");
 const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
 const trie_mod = @import("trie.zig");
-const earley = @import("earley.zig");
+const ir_reader = @import("ir_reader.zig");
 const handles = @import("handles.zig");
 const limit_error = @import("limits.zig");
 const HandleTable = handles.HandleTable;
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
+const TokenId = trie_mod.TokenId;
 
 pub const abi_version: i32 = 5;
 
@@ -198,7 +199,8 @@ export fn ts_abi_version() i32 {
     return abi_version;
 }
 
-/// A JSON text naming the ABI version and every status code.
+/// The manifest: a JSON text naming the ABI version, the statuses, the limit kinds and the
+/// limit fields (generated from the enums above).
 export fn ts_manifest_ptr() i32 {
     return @intCast(@intFromPtr(manifest.ptr));
 }
@@ -259,7 +261,7 @@ export fn ts_tokenizer_new(
     const blob = slice(u8, blob_ptr, blob_len) orelse return fail(.invalid_argument, -1, "bad token blob pointer", .{});
     const offsets = slice(u32, offsets_ptr, n_ids + 1) orelse return fail(.invalid_argument, -1, "bad offsets pointer", .{});
     const kinds = slice(u8, kinds_ptr, n_ids) orelse return fail(.invalid_argument, -1, "bad kinds pointer", .{});
-    const eos = slice(u32, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
+    const eos = slice(TokenId, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
     const tokenizer = Tokenizer.create(gpa, blob, offsets, kinds, eos) catch |err| return switch (err) {
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory building the token trie", .{}),
         error.InvalidTokens => fail(.invalid_argument, -1, "token tables are inconsistent (offsets must be non-decreasing and within the blob; kinds 0..2)", .{}),
@@ -284,21 +286,6 @@ export fn ts_tokenizer_free(handle: i32) i32 {
     return ok();
 }
 
-/// Trie nodes of a tokenizer (for benchmarks and tests).
-export fn ts_tokenizer_node_count(handle: i32) i32 {
-    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
-    return @intCast(tokenizer.trie.nodes.len);
-}
-
-/// 1 when some token's bytes strictly extend the `len` bytes at `ptr`, else 0 (the
-/// grammar-free question of `tokenize_partial`); answered from the trie, not the vocabulary.
-export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
-    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
-    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
-    const node = tokenizer.trie.find(bytes) orelse return 0;
-    return @intFromBool(tokenizer.trie.nodes[node].subtree_size > 1);
-}
-
 /// The earliest offset `i >= from` such that some token strictly extends the bytes from `i` to
 /// the end of the `len` bytes at `ptr`; `len` when none does (the grammar-free healing of
 /// `tokenize_partial` in one call).
@@ -311,7 +298,7 @@ export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32)
     var index: u32 = @max(from, len -| trie_mod.token_length_max);
     while (index < len) : (index += 1) {
         const node = tokenizer.trie.find(bytes[index..]) orelse continue;
-        if (tokenizer.trie.nodes[node].subtree_size > 1) break;
+        if (tokenizer.trie.hasExtension(node)) break;
     }
     return @intCast(index);
 }
@@ -337,7 +324,7 @@ export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, limits_ptr: u32, li
             .fuel_compile_max => limits.fuel_compile_max = value,
         }
     }
-    var diag: earley.CompileDiagnostic = .{};
+    var diag: ir_reader.CompileDiagnostic = .{};
     limit_error.hit = .none;
     const grammar = Grammar.create(gpa, words, limits, &diag) catch |err| return switch (err) {
         error.Syntax => failLexeme(diag.lexeme, @intCast(diag.regex.position), diag.regex.message),
@@ -422,10 +409,10 @@ fn getLive(handle: i32) union(enum) { matcher: *Matcher, status: i32 } {
     return .{ .matcher = m };
 }
 
-fn checkTokens(m: *const Matcher, ids: []const u32) i32 {
+fn checkTokens(m: *const Matcher, ids: []const TokenId) i32 {
     const vocab = m.tokenizer.vocabSize();
     for (ids, 0..) |id, i| {
-        if (id >= vocab) return fail(.invalid_token, -1, "token id {d} (position {d}) is not below the vocabulary size {d}", .{ id, i, vocab });
+        if (id.index() >= vocab) return fail(.invalid_token, -1, "token id {d} (position {d}) is not below the vocabulary size {d}", .{ id.index(), i, vocab });
     }
     return ok();
 }
@@ -469,33 +456,33 @@ export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
         .matcher => |m| m,
         .status => |s| return s,
     };
-    const ids = [_]u32{token};
+    const ids = [_]TokenId{.fromIndex(token)};
     const check = checkTokens(m, &ids);
     if (check != 0) return check;
-    const n = m.consume(&ids, true, true) catch return failMatcher(m);
+    const n = m.consume(&ids, .commit) catch return failMatcher(m);
     return @intCast(n);
 }
 
 /// Consumes `count` tokens (u32 at `ids_ptr`) all or nothing; returns the length of the valid
 /// prefix (== count when consumed; otherwise nothing was consumed).
 export fn ts_matcher_consume_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
-    return consumeMany(handle, ids_ptr, count, true);
+    return consumeMany(handle, ids_ptr, count, .commit);
 }
 
 /// The length of the valid prefix of `count` tokens, without changing the state.
 export fn ts_matcher_validate_tokens(handle: i32, ids_ptr: u32, count: u32) i32 {
-    return consumeMany(handle, ids_ptr, count, false);
+    return consumeMany(handle, ids_ptr, count, .validate);
 }
 
-fn consumeMany(handle: i32, ids_ptr: u32, count: u32, commit: bool) i32 {
+fn consumeMany(handle: i32, ids_ptr: u32, count: u32, mode: Matcher.ConsumeMode) i32 {
     const m = switch (getLive(handle)) {
         .matcher => |m| m,
         .status => |s| return s,
     };
-    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const ids = slice(TokenId, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
     const check = checkTokens(m, ids);
     if (check != 0) return check;
-    const n = m.consume(ids, commit, true) catch return failMatcher(m);
+    const n = m.consume(ids, mode) catch return failMatcher(m);
     return @intCast(n);
 }
 
@@ -545,20 +532,6 @@ export fn ts_matcher_compute_ff_bytes(handle: i32, out_ptr: u32, capacity: u32) 
     return @intCast(n);
 }
 
-/// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar
-/// allow a token that strictly extends the `suffix_len` bytes at `suffix_ptr`? 1 or 0; the
-/// state does not change. Fast-forward healing asks this before committing forced bytes.
-export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len: u32, suffix_ptr: u32, suffix_len: u32) i32 {
-    const m = switch (getLive(handle)) {
-        .matcher => |m| m,
-        .status => |s| return s,
-    };
-    const prefix = slice(u8, prefix_ptr, prefix_len) orelse return fail(.invalid_argument, -1, "bad prefix pointer", .{});
-    const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
-    const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
-    return @intFromBool(allowed);
-}
-
 /// Fast-forward healing in one call: the earliest offset `i >= from` such that some token
 /// strictly extends the bytes from `i` to the end of the `len` bytes at `ptr`, and the grammar,
 /// after the bytes before `i`, allows such a token; `len` when none. The state does not change.
@@ -603,7 +576,7 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     };
     const words_expected = (m.tokenizer.vocabSize() + 31) / 32;
     if (out_words != words_expected) return fail(.invalid_argument, -1, "mask buffer has {d} words per mask; this vocabulary needs {d}", .{ out_words, words_expected });
-    const ids = slice(u32, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
+    const ids = slice(TokenId, ids_ptr, count) orelse return fail(.invalid_argument, -1, "token pointer must be non-null and 4-byte aligned", .{});
     const check = checkTokens(m, ids);
     if (check != 0) return check;
     const total = std.math.mul(u32, count + 1, out_words) catch return fail(.invalid_argument, -1, "draft of {d} tokens is too long", .{count});
@@ -612,12 +585,49 @@ export fn ts_matcher_fill_draft_masks(handle: i32, ids_ptr: u32, count: u32, out
     return @intCast(valid);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Diagnostics: what the decoding path itself never calls (healing asks `ts_*_heal_position`,
+// which answers the two extension questions below for a whole window in one call). Tests,
+// benchmarks and fuzzing use them; wasm/ABI.md lists them apart.
+
 /// Fuel units the last call on the matcher's grammar spent (saturating at 2^31 - 1): the work
 /// measure that `docs/limits.md` calibrates against wall time, for benchmarks and tests.
 export fn ts_matcher_last_fuel(handle: i32) i32 {
     const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
     return @intCast(@min(m.fuelSpent(), std.math.maxInt(i32)));
 }
+
+/// Trie nodes of a tokenizer (for benchmarks and tests).
+export fn ts_tokenizer_node_count(handle: i32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    return @intCast(tokenizer.trie.nodes.len);
+}
+
+/// 1 when some token's bytes strictly extend the `len` bytes at `ptr`, else 0 (the
+/// grammar-free question of `tokenize_partial`); answered from the trie, not the vocabulary.
+export fn ts_tokenizer_has_extension(handle: i32, ptr: u32, len: u32) i32 {
+    const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
+    const node = tokenizer.trie.find(bytes) orelse return 0;
+    return @intFromBool(tokenizer.trie.hasExtension(node));
+}
+
+/// After the `prefix_len` bytes at `prefix_ptr` (from the current position), does the grammar
+/// allow a token that strictly extends the `suffix_len` bytes at `suffix_ptr`? 1 or 0; the
+/// state does not change. The question `ts_matcher_heal_position` asks at each offset.
+export fn ts_matcher_extension_allowed(handle: i32, prefix_ptr: u32, prefix_len: u32, suffix_ptr: u32, suffix_len: u32) i32 {
+    const m = switch (getLive(handle)) {
+        .matcher => |m| m,
+        .status => |s| return s,
+    };
+    const prefix = slice(u8, prefix_ptr, prefix_len) orelse return fail(.invalid_argument, -1, "bad prefix pointer", .{});
+    const suffix = slice(u8, suffix_ptr, suffix_len) orelse return fail(.invalid_argument, -1, "bad suffix pointer", .{});
+    const allowed = m.extensionAllowed(prefix, suffix) catch return failMatcher(m);
+    return @intFromBool(allowed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debugging
 
 /// Bytes currently allocated by the module (all objects and host buffers), in KiB: a leak
 /// shows here as growth, while linear memory itself never shrinks.
@@ -650,6 +660,7 @@ test {
     _ = @import("trie.zig");
     _ = @import("matcher.zig");
     _ = @import("earley.zig");
+    _ = @import("ir_reader.zig");
     _ = @import("slicer.zig");
     _ = @import("handles.zig");
 }

@@ -6,10 +6,11 @@
 //! became `nothing`; the empty set is the dead state.
 //!
 //! Transitions are cached in one flat table, `trans`, with a row per state and a column per byte
-//! class. State ids are *pre-multiplied*: a state's id is the offset of its row, so the hot step
-//! is `trans[state + class_of[byte]]` — two loads, no multiply. Row 0 is the dead state (all its
-//! entries are 0), so "dead" is the comparison `== 0`. Entries not computed yet hold `missing`;
-//! the slow path (`computeTransition`) fills them with derivatives, paid for with fuel.
+//! class. State ids are *pre-multiplied*: a `StateId` is the offset of its row, so the hot step
+//! is `trans[state.offset() + class_of[byte]]` — two loads, no multiply (`stateIndex` recovers
+//! the state's index for per-state tables). Row 0 is the dead state (all its entries are 0),
+//! so "dead" is the comparison `== .dead`. Entries not computed yet hold `.missing`; the slow
+//! path (`computeTransition`) fills them with derivatives, paid for with fuel.
 //!
 //! Work is charged to the expression set's fuel like the derivatives themselves: a transition
 //! costs a unit plus one per pair it derives, and a new state one per pair it hashes plus a
@@ -31,9 +32,23 @@ const regex = @import("regex.zig");
 const ExprSet = regex.ExprSet;
 const ExprId = regex.ExprId;
 
-pub const StateId = u32;
-pub const dead: StateId = 0;
-pub const missing: StateId = std.math.maxInt(u32);
+/// A DFA state, pre-multiplied: the offset of its row in `Lexer.trans` (`offset`), not its
+/// index among the states (`Lexer.stateIndex`).
+pub const StateId = enum(u32) {
+    /// Row 0; every entry of its row is `dead` again.
+    dead = 0,
+    /// A `trans` entry not computed yet (never a state).
+    missing = std.math.maxInt(u32),
+    _,
+
+    pub fn offset(self: StateId) u32 {
+        return @backingInt(self);
+    }
+
+    pub fn fromOffset(value: u32) StateId {
+        return @fromBackingInt(value);
+    }
+};
 
 /// Lexeme index of the marker pair that only start states carry (see `startState`).
 pub const start_marker: u32 = std.math.maxInt(u32);
@@ -127,7 +142,7 @@ pub const Lexer = struct {
         errdefer lexer.deinit();
         lexer.computeClasses();
         const dead_state = try lexer.internState(&.{});
-        assert(dead_state == dead);
+        assert(dead_state == .dead);
         return lexer;
     }
 
@@ -191,8 +206,8 @@ pub const Lexer = struct {
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
         // state = k·c and c·r = 2^32 + e with 0 ≤ e < c, so state·r = k·2^32 + k·e, and
         // k·e < k·c = state < 2^32: the high word is exactly k.
-        const index: u32 = @intCast((@as(u64, state) * self.class_reciprocal) >> 32);
-        assert(index * self.class_count == state);
+        const index: u32 = @intCast((@as(u64, state.offset()) * self.class_reciprocal) >> 32);
+        assert(index * self.class_count == state.offset());
         return index;
     }
 
@@ -216,7 +231,7 @@ pub const Lexer = struct {
         var final = true;
         var class: u32 = 0;
         while (class < self.class_count) : (class += 1) {
-            if (try self.next(state, self.class_representative[class]) != dead) {
+            if (try self.next(state, self.class_representative[class]) != .dead) {
                 final = false;
                 break;
             }
@@ -244,7 +259,7 @@ pub const Lexer = struct {
             PairsLookup{ .lexer = self },
             PairsContext{ .lexer = self },
         );
-        if (gop.found_existing) return gop.key_ptr.* * self.class_count;
+        if (gop.found_existing) return .fromOffset(gop.key_ptr.* * self.class_count);
         errdefer self.state_table.removeByPtr(gop.key_ptr);
         const index: u32 = @intCast(self.pair_spans.items.len);
         if (index >= self.limits.state_count_max) return limit_error.exceeded(.lexer_states);
@@ -274,9 +289,9 @@ pub const Lexer = struct {
             .accepting_count = accepting_count,
             .lazy_accepting = lazy_accepting,
         });
-        self.trans.appendNTimesAssumeCapacity(if (index == 0) dead else missing, self.class_count);
+        self.trans.appendNTimesAssumeCapacity(if (index == 0) .dead else .missing, self.class_count);
         gop.key_ptr.* = index;
-        return index * self.class_count;
+        return .fromOffset(index * self.class_count);
     }
 
     /// The state in which every lexeme whose bit is set in `allowed` may start
@@ -306,8 +321,8 @@ pub const Lexer = struct {
 
     /// The state after `byte`, computing the transition if it is not cached.
     pub inline fn next(self: *Lexer, state: StateId, byte: u8) Error!StateId {
-        const target = self.trans.items[state + self.class_of[byte]];
-        if (target != missing) return target;
+        const target = self.trans.items[state.offset() + self.class_of[byte]];
+        if (target != .missing) return target;
         return self.computeTransition(state, self.class_of[byte]);
     }
 
@@ -323,13 +338,13 @@ pub const Lexer = struct {
             if (pairs[i] != start_marker and !keep[pairs[i]]) continue;
             try result.appendSlice(self.gpa, pairs[i..][0..2]);
         }
-        if (result.items.len == 2 and result.items[0] == start_marker) return dead;
+        if (result.items.len == 2 and result.items[0] == start_marker) return .dead;
         return self.internState(result.items);
     }
 
     /// Slow path: derive every pair of `state` by a byte of `class` and cache the result.
     pub fn computeTransition(self: *Lexer, state: StateId, class: u8) Error!StateId {
-        assert(state % self.class_count == 0 and class < self.class_count);
+        assert(state.offset() % self.class_count == 0 and class < self.class_count);
         const b = self.class_representative[class];
         var result: std.ArrayList(u32) = .empty;
         defer result.deinit(self.gpa);
@@ -346,7 +361,7 @@ pub const Lexer = struct {
             if (!try self.isDead(d)) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
         }
         const target = try self.internState(result.items);
-        self.trans.items[state + class] = target;
+        self.trans.items[state.offset() + class] = target;
         return target;
     }
 };
@@ -370,10 +385,10 @@ test "lazy DFA caches transitions and finds dead states" {
     const s1 = try lexer.next(s0, '4');
     try std.testing.expect(lexer.isAccepting(s1));
     try std.testing.expectEqual(s1, try lexer.next(s0, '7')); // same class, cached
-    try std.testing.expectEqual(dead, try lexer.next(s0, 'x'));
+    try std.testing.expectEqual(StateId.dead, try lexer.next(s0, 'x'));
     const s3 = try lexer.next(try lexer.next(s1, '1'), '2');
-    try std.testing.expectEqual(dead, try lexer.next(s3, '3'));
-    try std.testing.expectEqual(dead, try lexer.next(dead, '3'));
+    try std.testing.expectEqual(StateId.dead, try lexer.next(s3, '3'));
+    try std.testing.expectEqual(StateId.dead, try lexer.next(.dead, '3'));
 }
 
 test "state limit is an error" {

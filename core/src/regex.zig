@@ -4,11 +4,18 @@
 //! (`words`), and a hash table maps the content of a run to its `ExprId`. Structural equality is
 //! therefore id equality, which is what makes lazily built DFA states comparable in O(1).
 //!
-//! Terms are kept in a normal form by the smart constructors (`concat`, `alt`, `repeat`):
-//! - `nothing` (the empty language, ∅) absorbs concatenation and vanishes from alternation;
+//! Terms are kept in a normal form by the smart constructors (`concat`, `alt`, `repeat`,
+//! `andAll`, `not`):
+//! - `nothing` (the empty language, ∅) absorbs concatenation and intersection and vanishes
+//!   from alternation;
 //! - `epsilon` is the unit of concatenation; concatenation is right-nested;
 //! - alternation is flattened, its members sorted and deduplicated, and all of its byte-set
-//!   members merged into one set (associativity, commutativity, idempotence).
+//!   members merged into one set (associativity, commutativity, idempotence);
+//! - intersection is flattened, sorted and deduplicated, with `¬∅` (every string) as its unit;
+//!   complement is an involution (`¬¬x = x`);
+//! - an alternation of at least `factor_branch_min` members may instead be built left-factored
+//!   (`altFactored`: members sharing a head become `head (tails)`), which denotes the same
+//!   language.
 //! With these laws the derivatives of an expression are finitely many up to the normal form
 //! (Brzozowski 1964; Owens, Reppy, Turon 2009), so the lazily built DFA is finite.
 //!

@@ -4,7 +4,9 @@
 //! (Lark terminals): literals and escapes, `.`, bracket classes (negated, ranges, `\d \w \s` as
 //! ASCII), alternation, groups (capturing, `(?:…)`, named), the quantifiers `? * + {m} {m,}
 //! {m,n}` (a trailing lazy `?` is accepted: it changes which match is reported, not the
-//! language), inline flags `(?i)` `(?s)` at the start, and `^`/`$` at the ends of the pattern.
+//! language), inline flags `(?i)` `(?s)` at the start and scoped ones (`(?i:…)`, `(?-s:…)`),
+//! and `^`/`$` at the ends of the pattern. An alternation of many branches (a list of words) is
+//! built left-factored, as the trie of its words (`regex.factor_branch_min`).
 //!
 //! Characters are Unicode scalar values; a class of characters becomes an alternation of UTF-8
 //! byte sequences (ranges split so every byte position is one contiguous byte range), so the

@@ -277,7 +277,7 @@ pub const DepthCache = struct {
     /// The depth of `state` for `family`: every string of the family of at most this many
     /// bytes keeps the lexer alive from it (`depth_unbounded`: any length).
     pub fn depthOf(self: *DepthCache, lexer: *Lexer, state: StateId, family: Family) Error!u16 {
-        if (state == lexer_mod.dead) return 0;
+        if (state == .dead) return 0;
         const index = lexer.stateIndex(state);
         const depths = &self.depths[@backingInt(family)];
         if (index < depths.items.len) {

@@ -21,8 +21,41 @@ const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
+/// A token's id in the vocabulary: the index of its logit, as the host numbers tokens. Not
+/// to be confused with a token's index in the output (how many tokens came before it).
+pub const TokenId = enum(u32) {
+    _,
+
+    pub fn index(self: TokenId) u32 {
+        return @backingInt(self);
+    }
+
+    pub fn fromIndex(value: u32) TokenId {
+        return @fromBackingInt(value);
+    }
+
+    pub fn order(a: TokenId, b: TokenId) std.math.Order {
+        return std.math.order(a.index(), b.index());
+    }
+
+    pub fn lessThan(_: void, a: TokenId, b: TokenId) bool {
+        return a.index() < b.index();
+    }
+};
+
+/// A node's position in `Trie.nodes`.
+pub const NodeIndex = enum(u32) {
+    _,
+
+    pub fn index(self: NodeIndex) u32 {
+        return @backingInt(self);
+    }
+};
+
 pub const Node = packed struct(u64) {
     byte: u8,
+    /// The `TokenId` ending here (its index: 24 bits keep the node at 8 bytes), or the dummy
+    /// id `token_count`.
     token: u24,
     subtree_size: u22,
     pop: u10,
@@ -188,15 +221,25 @@ pub const Trie = struct {
         return depths[j];
     }
 
+    pub fn nodeAt(self: *const Trie, i: NodeIndex) Node {
+        return self.nodes[i.index()];
+    }
+
+    /// Does some token strictly extend the path to node `i`? (Every leaf ends a token, so a
+    /// node has a longer token below it exactly when it has a child.)
+    pub fn hasExtension(self: *const Trie, i: NodeIndex) bool {
+        return self.nodeAt(i).subtree_size > 1;
+    }
+
     /// The node reached by the path `bytes` from the root, or null when no token starts so.
-    pub fn find(self: *const Trie, bytes: []const u8) ?u32 {
+    pub fn find(self: *const Trie, bytes: []const u8) ?NodeIndex {
         if (bytes.len == 0) return null;
         var p: usize = 0;
         var end: usize = self.nodes.len;
         for (bytes, 0..) |b, i| {
             while (p < end and self.nodes[p].byte != b) p += self.nodes[p].subtree_size;
             if (p >= end) return null;
-            if (i + 1 == bytes.len) return @intCast(p);
+            if (i + 1 == bytes.len) return @fromBackingInt(@intCast(p));
             end = p + self.nodes[p].subtree_size;
             p += 1;
         }
@@ -287,11 +330,12 @@ test "find follows a path of bytes" {
     defer v.deinit(gpa);
     var trie = try Trie.build(gpa, v.blob.items, v.offsets.items, v.kinds.items);
     defer trie.deinit(gpa);
-    try std.testing.expectEqual(@as(u24, 2), trie.nodes[trie.find("abc").?].token);
-    try std.testing.expectEqual(@as(u24, 4), trie.nodes[trie.find("ba").?].token);
-    try std.testing.expectEqual(@as(?u32, null), trie.find("ac"));
-    try std.testing.expectEqual(@as(?u32, null), trie.find("abcd"));
-    try std.testing.expectEqual(@as(u22, 3), trie.nodes[trie.find("a").?].subtree_size);
+    try std.testing.expectEqual(@as(u24, 2), trie.nodeAt(trie.find("abc").?).token);
+    try std.testing.expectEqual(@as(u24, 4), trie.nodeAt(trie.find("ba").?).token);
+    try std.testing.expectEqual(@as(?NodeIndex, null), trie.find("ac"));
+    try std.testing.expectEqual(@as(?NodeIndex, null), trie.find("abcd"));
+    try std.testing.expectEqual(@as(u22, 3), trie.nodeAt(trie.find("a").?).subtree_size);
+    try std.testing.expect(trie.hasExtension(trie.find("ab").?) and !trie.hasExtension(trie.find("abc").?));
 }
 
 test "bad token tables are refused" {

@@ -1,0 +1,664 @@
+//! The grammar IR reader: the words a front-end sends (`ts_grammar_new_ir`) become a `Cfg` for
+//! the Earley parser and one expression per lexeme for the lexer.
+//!
+//! The binary layout is in `wasm/ABI.md`, what a grammar means in `docs/grammar_ir.md`; the
+//! Python writer is `encode_ir` in `pybind/tokensieve/_ir.py`. In short, little-endian u32
+//! words: a header (magic, lexeme count, nonterminal count, rule count, start, flags), the skip
+//! pattern and the no-skip nonterminals when the flags say so, each lexeme (kind, flags, length
+//! or id count, payload, then its and/not patterns and token budget when its flags say so),
+//! each rule (lhs, length, symbols; a symbol is a lexeme index or
+//! `ir_nonterminal_flag | nonterminal`). Byte strings are a byte length, then the bytes padded
+//! with zeros to whole words.
+//!
+//! The IR comes from the host, so nothing in it is trusted: every read is bounds-checked
+//! (`Reader`), every lexeme and nonterminal index is checked against its count, the counts are
+//! below 2^24 so that `end_flag` and `ir_nonterminal_flag` never collide with an index, and the
+//! words must be used up exactly. Special token ids are not checked: a grammar does not know
+//! its tokenizer, and a matcher ignores ids that are not special tokens of its own
+//! (`Tokenizer.isSpecialNotEos`). A malformed IR is `error.BadIr` with a message in the diagnostic (and the lexeme
+//! it concerns, when there is one); a bad pattern is `error.Syntax` with its offset.
+//!
+//! What the reader guarantees the parser and the lexer:
+//! - rule 0 is the augmented start `S' → S`, so `Cfg.accept_pos` is 1; `S'` is nonterminal
+//!   `nonterminal_count` of the IR, after the IR's own;
+//! - no lexeme matches the empty string: a nullable lexeme keeps its non-empty part, and every
+//!   use of it becomes an optional nonterminal `opt_l → l | ε` (numbered after `S'`);
+//! - alternative lexemes are merged (`mergeAlternatives`): the first of a group stands for all,
+//!   the others match nothing and their rules are dropped;
+//! - the skip lexeme, if any, is lexer lexeme `lexeme_count`, after the IR's lexemes; special
+//!   lexemes are the expression `nothing` in the lexer and carry sorted token ids instead;
+//! - `nullable`, the rule index (`nt_rules`, `rule_positions`) and `skip_in_progress` are
+//!   computed here once, so the parser only reads tables.
+//!
+//! It lives apart from `earley.zig` because it is a different kind of code: a validating,
+//! run-once translation whose cost is reading the host's words, beside a parser whose cost is
+//! its inner loops.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const regex_syntax = @import("regex_syntax.zig");
+const earley = @import("earley.zig");
+const TokenId = @import("trie.zig").TokenId;
+const Cfg = earley.Cfg;
+const end_flag = earley.end_flag;
+
+// ---------------------------------------------------------------------------------------------
+// The layout's constants
+
+pub const ir_magic: u32 = 0x31475354; // "TSG1"
+/// Marks a rule symbol as a nonterminal; without it a symbol is a lexeme index.
+pub const ir_nonterminal_flag: u32 = 1 << 31;
+/// Lexeme, nonterminal and rule counts are below this: indices never reach the flag bits.
+const count_max: u32 = 1 << 24;
+
+pub const LexemeKind = enum(u32) { regex = 0, literal = 1, special = 2 };
+
+/// The header's flags word; bits not named here are ignored.
+const HeaderFlags = packed struct(u32) {
+    /// The skip lexeme may come before the first lexeme and after the last.
+    allow_initial_skip: bool,
+    /// A skip pattern follows the header.
+    has_skip: bool,
+    /// A list of no-skip nonterminals follows (after the skip pattern).
+    has_no_skip: bool,
+    /// At most one skip between two lexemes.
+    skip_once: bool,
+    unused: u28,
+};
+
+/// A lexeme's flags word; bits not named here are ignored.
+const LexemeFlags = packed struct(u32) {
+    /// Ends at its shortest match.
+    lazy: bool,
+    /// And/not pattern lists follow the payload (`readBooleanParts`).
+    boolean: bool,
+    /// `.` matches `\n` too.
+    dot_all: bool,
+    /// ASCII letters match both cases.
+    case_insensitive: bool,
+    /// A `max_tokens` word follows.
+    token_budget: bool,
+    unused: u27,
+};
+
+pub const CompileError = regex_syntax.Error || error{BadIr};
+
+pub const CompileDiagnostic = struct {
+    /// The lexeme whose pattern failed, if any.
+    lexeme: ?u32 = null,
+    regex: regex_syntax.Diagnostic = .{},
+    message: []const u8 = "",
+};
+
+/// The compiled grammar plus what the lexer needs: one expression per lexer lexeme (text and
+/// special lexemes, then the skip lexeme) and their laziness.
+pub const Compiled = struct {
+    cfg: Cfg,
+    lexeme_exprs: []regex.ExprId,
+    lazy: []bool,
+
+    pub fn deinit(self: *Compiled, gpa: Allocator) void {
+        self.cfg.deinit(gpa);
+        gpa.free(self.lexeme_exprs);
+        gpa.free(self.lazy);
+        self.* = undefined;
+    }
+};
+
+/// Bounds-checked reads of the host's words. Lengths come from the host too: they are compared
+/// with what is left, never added to a position first (in wasm32 `at + len` can wrap).
+const Reader = struct {
+    words: []const u32,
+    at: usize = 0,
+
+    fn word(self: *Reader) error{BadIr}!u32 {
+        if (self.at >= self.words.len) return error.BadIr;
+        self.at += 1;
+        return self.words[self.at - 1];
+    }
+
+    /// `len` bytes, padded with zeros to whole words.
+    fn bytes(self: *Reader, len: u32) error{BadIr}![]const u8 {
+        const padded = try self.slice(len / 4 + @intFromBool(len % 4 != 0));
+        return std.mem.sliceAsBytes(padded)[0..len];
+    }
+
+    fn slice(self: *Reader, len: u32) error{BadIr}![]const u32 {
+        assert(self.at <= self.words.len);
+        if (len > self.words.len - self.at) return error.BadIr;
+        const result = self.words[self.at..][0..len];
+        self.at += len;
+        return result;
+    }
+};
+
+fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
+    diag.message = message;
+    return error.BadIr;
+}
+
+/// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
+/// flags say `boolean` (each list: a count, then length-prefixed patterns).
+fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
+    var parts: [64]regex.ExprId = undefined;
+    var n: usize = 0;
+    parts[n] = base;
+    n += 1;
+    const and_count = try r.word();
+    if (and_count > 32) return bad(diag, "too many and-patterns (at most 32)");
+    for (0..and_count) |_| {
+        const len = try r.word();
+        parts[n] = try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex);
+        n += 1;
+    }
+    const not_count = try r.word();
+    if (not_count > 0) {
+        var excluded: std.ArrayList(regex.ExprId) = .empty;
+        defer excluded.deinit(exprs.gpa);
+        for (0..not_count) |_| {
+            const len = try r.word();
+            try excluded.append(exprs.gpa, try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex));
+        }
+        parts[n] = try exprs.not(try exprs.alt(excluded.items));
+        n += 1;
+    }
+    return exprs.andAll(parts[0..n]);
+}
+
+/// "None" in the per-lexeme tables of `compile` (no left-hand side, not optional).
+const no_lhs = std.math.maxInt(u32);
+
+/// Merges *alternative lexemes* into one: lexemes that are each the whole right-hand side of a
+/// rule of the same nonterminal (`A → l₁ | l₂ | …`) and occur nowhere else. The first of them
+/// (lowest index) becomes the union of their expressions; the others become ∅ and are marked
+/// in `merged`, and the compiler drops their rules. Reads the rules from `r` without
+/// consuming them (the caller rewinds); the IR is validated by the caller's own pass.
+///
+/// Why: a choice list, a Lark rule of string alternatives or a JSON Schema `enum` of 10,000
+/// strings is 10,000 lexemes. A lexer state then holds 10,000 (lexeme, expression) pairs, and
+/// every transition out of it derives them all, so one mask did millions of units of work and
+/// ran out of fuel. As one lexeme, the union is one expression, which `ExprSet.alt` factors
+/// into the trie of the words (`factorHeads`): a transition is then a lookup of one member.
+///
+/// The language and the parse are unchanged: wherever the parser allows one of these lexemes
+/// it allows all of them (they all complete `A`, and appear nowhere else), so the lexer state
+/// holds all or none of them; longest match ends the union exactly where it ends the last of
+/// them; and whichever of them matched, the parser completes `A`. Lazy, special, capped and
+/// nullable lexemes keep their own identity (their ending rules differ).
+fn mergeAlternatives(
+    gpa: Allocator,
+    exprs: *regex.ExprSet,
+    r_in: Reader,
+    rule_count: u32,
+    lexeme_exprs: []regex.ExprId,
+    mergeable: []const bool,
+    merged: []bool,
+) CompileError!void {
+    const lexeme_count = merged.len;
+    @memset(merged, false);
+    // Per lexeme: how often it occurs in a right-hand side, and the left-hand side of the rule
+    // it is the whole of (or `no_lhs`).
+    const uses = try gpa.alloc(u32, lexeme_count);
+    defer gpa.free(uses);
+    @memset(uses, 0);
+    const sole_lhs = try gpa.alloc(u32, lexeme_count);
+    defer gpa.free(sole_lhs);
+    @memset(sole_lhs, no_lhs);
+    var r = r_in;
+    for (0..rule_count) |_| {
+        // A malformed IR merges nothing; the caller's pass says what is wrong with it.
+        const lhs = r.word() catch return;
+        const len = r.word() catch return;
+        const symbols = r.slice(len) catch return;
+        for (symbols) |sym| {
+            if (sym & ir_nonterminal_flag == 0 and sym < lexeme_count) uses[sym] +|= 1;
+        }
+        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count) sole_lhs[symbols[0]] = lhs;
+    }
+    // (lhs, lexeme) of each candidate, sorted: a group is a run of one lhs.
+    var keys: std.ArrayList(u64) = .empty;
+    defer keys.deinit(gpa);
+    for (0..lexeme_count) |l| {
+        if (uses[l] != 1 or sole_lhs[l] == no_lhs or !mergeable[l]) continue;
+        try keys.append(gpa, (@as(u64, sole_lhs[l]) << 32) | l);
+    }
+    std.mem.sortUnstable(u64, keys.items, {}, std.sort.asc(u64));
+    var members: std.ArrayList(regex.ExprId) = .empty;
+    defer members.deinit(gpa);
+    var i: usize = 0;
+    while (i < keys.items.len) {
+        var j = i + 1;
+        while (j < keys.items.len and keys.items[j] >> 32 == keys.items[i] >> 32) j += 1;
+        if (j - i >= 2) {
+            members.clearRetainingCapacity();
+            for (keys.items[i..j]) |key| try members.append(gpa, lexeme_exprs[@as(u32, @truncate(key))]);
+            const first: u32 = @truncate(keys.items[i]);
+            lexeme_exprs[first] = if (members.items.len >= regex.factor_branch_min)
+                try exprs.altFactored(members.items)
+            else
+                try exprs.alt(members.items);
+            for (keys.items[i + 1 .. j]) |key| {
+                const l: u32 = @truncate(key);
+                lexeme_exprs[l] = .nothing;
+                merged[l] = true;
+            }
+        }
+        i = j;
+    }
+}
+
+/// Reads and checks the IR `words`, building its lexemes' expressions in `exprs`. On
+/// `error.BadIr` and `error.Syntax`, `diag` says what and where.
+pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
+    var r: Reader = .{ .words = words };
+    const header = try readHeader(&r, diag);
+    var lexemes = try Lexemes.init(gpa, header.lexeme_count, header.flags.has_skip);
+    defer lexemes.deinitScratch(gpa);
+    errdefer lexemes.deinitResult(gpa);
+    if (header.flags.has_skip) {
+        const len = try r.word();
+        const pattern = try r.bytes(len);
+        diag.lexeme = header.lexeme_count;
+        lexemes.exprs[header.lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
+    }
+    const no_skip = try gpa.alloc(bool, header.nt_count + 1);
+    defer gpa.free(no_skip);
+    @memset(no_skip, false);
+    if (header.flags.has_no_skip) {
+        const count = try r.word();
+        for (try r.slice(count)) |nt| {
+            if (nt >= header.nt_count) return bad(diag, "no-skip nonterminal out of range");
+            no_skip[nt] = true;
+        }
+    }
+    for (0..header.lexeme_count) |l| try lexemes.read(gpa, exprs, &r, @intCast(l), diag);
+    diag.lexeme = null;
+    lexemes.special_start[header.lexeme_count] = @intCast(lexemes.special_ids.items.len);
+
+    var rules: Rules = .{};
+    defer rules.starts.deinit(gpa);
+    defer rules.lhs.deinit(gpa);
+    defer rules.rhs.deinit(gpa);
+    try readRules(gpa, exprs, &r, header, &lexemes, &rules, diag);
+    if (r.at != words.len) return bad(diag, "trailing words after the grammar IR");
+
+    const nt_count_total = header.nt_count + 1 + @as(u32, @intCast(lexemes.optional.items.len));
+    const nt_base = header.lexeme_count;
+    const skip_in_progress: []bool = if (header.flags.has_no_skip) try skipInProgress(gpa, &rules, header.nt_count, no_skip) else &.{};
+    errdefer gpa.free(skip_in_progress);
+    const nt_rules = try gpa.alloc(u32, nt_count_total + 1);
+    errdefer gpa.free(nt_rules);
+    const rule_positions = try gpa.alloc(u32, rules.lhs.items.len);
+    errdefer gpa.free(rule_positions);
+    try groupRules(gpa, &rules, nt_rules, rule_positions);
+    const nullable = try gpa.alloc(bool, nt_count_total);
+    errdefer gpa.free(nullable);
+    computeNullable(&rules, nt_base, nullable);
+    const rhs = try gpa.dupe(u32, rules.rhs.items);
+    errdefer gpa.free(rhs);
+    const special_ids = try gpa.dupe(TokenId, lexemes.special_ids.items);
+
+    lexemes.special_ids.deinit(gpa); // its copy goes into the result, with the other tables
+    return .{
+        .cfg = .{
+            .lexeme_count = header.lexeme_count,
+            .nonterminal_base = nt_base,
+            .skip_lexeme = if (header.flags.has_skip) header.lexeme_count else null,
+            .allow_initial_skip = header.flags.allow_initial_skip,
+            .skip_once = header.flags.skip_once,
+            .has_lazy = lexemes.has_lazy,
+            .has_special = lexemes.has_special,
+            .rhs = rhs,
+            .rule_positions = rule_positions,
+            .nt_rules = nt_rules,
+            .nullable = nullable,
+            .accept_pos = 1,
+            .special_start = lexemes.special_start,
+            .special_ids = special_ids,
+            .is_special = lexemes.is_special,
+            .token_max = lexemes.token_max,
+            .has_token_max = std.mem.indexOfNone(u32, lexemes.token_max, &.{0}) != null,
+            .skip_in_progress = skip_in_progress,
+        },
+        .lexeme_exprs = lexemes.exprs,
+        .lazy = lexemes.lazy,
+    };
+}
+
+const Header = struct {
+    lexeme_count: u32,
+    nt_count: u32,
+    rule_count: u32,
+    start_nt: u32,
+    flags: HeaderFlags,
+};
+
+fn readHeader(r: *Reader, diag: *CompileDiagnostic) CompileError!Header {
+    if (try r.word() != ir_magic) return bad(diag, "not a grammar IR (bad magic)");
+    const header: Header = .{
+        .lexeme_count = try r.word(),
+        .nt_count = try r.word(),
+        .rule_count = try r.word(),
+        .start_nt = try r.word(),
+        .flags = @bitCast(try r.word()),
+    };
+    if (header.nt_count == 0 or header.start_nt >= header.nt_count) return bad(diag, "start nonterminal out of range");
+    if (header.lexeme_count >= count_max or header.nt_count >= count_max or header.rule_count >= count_max) {
+        return bad(diag, "grammar too large");
+    }
+    return header;
+}
+
+/// The per-lexeme tables `compile` fills while reading the lexemes. `exprs`, `lazy` and
+/// `token_max` have an entry per lexer lexeme (the IR's, then the skip lexeme if any), the
+/// others one per IR lexeme. The first six go into the result; the rest is scratch for
+/// reading the rules.
+const Lexemes = struct {
+    exprs: []regex.ExprId,
+    lazy: []bool,
+    token_max: []u32,
+    is_special: []bool,
+    /// Lexeme l's special token ids are `special_ids[special_start[l]..special_start[l + 1]]`.
+    special_start: []u32,
+    special_ids: std.ArrayList(TokenId) = .empty,
+    has_lazy: bool = false,
+    has_special: bool = false,
+    /// The nullable lexemes, in order; per lexeme, its index among them, or `no_lhs`.
+    optional: std.ArrayList(u32) = .empty,
+    optional_index: []u32,
+    /// Per lexeme: may it be merged with alternatives (`mergeAlternatives`)?
+    mergeable: []bool,
+
+    fn init(gpa: Allocator, count: u32, has_skip: bool) Allocator.Error!Lexemes {
+        const lexer_count = count + @intFromBool(has_skip);
+        const exprs = try gpa.alloc(regex.ExprId, lexer_count);
+        errdefer gpa.free(exprs);
+        const lazy = try gpa.alloc(bool, lexer_count);
+        errdefer gpa.free(lazy);
+        @memset(lazy, false);
+        const token_max = try gpa.alloc(u32, lexer_count);
+        errdefer gpa.free(token_max);
+        @memset(token_max, 0);
+        const is_special = try gpa.alloc(bool, count);
+        errdefer gpa.free(is_special);
+        const special_start = try gpa.alloc(u32, count + 1);
+        errdefer gpa.free(special_start);
+        const optional_index = try gpa.alloc(u32, count);
+        errdefer gpa.free(optional_index);
+        @memset(optional_index, no_lhs);
+        const mergeable = try gpa.alloc(bool, count);
+        return .{
+            .exprs = exprs,
+            .lazy = lazy,
+            .token_max = token_max,
+            .is_special = is_special,
+            .special_start = special_start,
+            .optional_index = optional_index,
+            .mergeable = mergeable,
+        };
+    }
+
+    fn deinitScratch(self: *Lexemes, gpa: Allocator) void {
+        self.optional.deinit(gpa);
+        gpa.free(self.optional_index);
+        gpa.free(self.mergeable);
+    }
+
+    /// On failure: the tables the result would have taken.
+    fn deinitResult(self: *Lexemes, gpa: Allocator) void {
+        gpa.free(self.exprs);
+        gpa.free(self.lazy);
+        gpa.free(self.token_max);
+        gpa.free(self.is_special);
+        gpa.free(self.special_start);
+        self.special_ids.deinit(gpa);
+    }
+
+    /// Reads IR lexeme `l`: kind, flags, payload, then its and/not patterns and token budget.
+    fn read(self: *Lexemes, gpa: Allocator, exprs: *regex.ExprSet, r: *Reader, l: u32, diag: *CompileDiagnostic) CompileError!void {
+        const kind = try r.word();
+        const flags: LexemeFlags = @bitCast(try r.word());
+        const n = try r.word();
+        const special = kind == @backingInt(LexemeKind.special);
+        self.lazy[l] = flags.lazy;
+        self.has_lazy = self.has_lazy or flags.lazy;
+        self.special_start[l] = @intCast(self.special_ids.items.len);
+        self.is_special[l] = special;
+        diag.lexeme = l;
+        const syntax_flags: regex_syntax.Flags = .{ .dot_all = flags.dot_all, .case_insensitive = flags.case_insensitive };
+        switch (kind) {
+            @backingInt(LexemeKind.regex) => self.exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
+            @backingInt(LexemeKind.literal) => self.exprs[l] = try exprs.literal(try r.bytes(n)),
+            @backingInt(LexemeKind.special) => {
+                self.exprs[l] = .nothing;
+                self.has_special = true;
+                try self.special_ids.appendSlice(gpa, @ptrCast(try r.slice(n)));
+                std.mem.sort(TokenId, self.special_ids.items[self.special_start[l]..], {}, TokenId.lessThan);
+            },
+            else => return bad(diag, "unknown lexeme kind"),
+        }
+        if (flags.boolean) {
+            if (special) return bad(diag, "a special lexeme cannot have and/not patterns");
+            self.exprs[l] = try readBooleanParts(exprs, r, self.exprs[l], diag);
+        }
+        if (flags.token_budget) {
+            // A special lexeme is one token: a budget cannot bind it.
+            const limit = try r.word();
+            if (limit == 0) return bad(diag, "a lexeme's max_tokens must be at least 1");
+            if (!special) self.token_max[l] = limit;
+        }
+        if (!special and exprs.nullable(self.exprs[l])) {
+            // A lexeme never matches empty text: keep its non-empty part, and let the rules
+            // skip it instead (every use of it becomes an optional nonterminal, `readRules`).
+            self.exprs[l] = try exprs.andAll(&.{ self.exprs[l], try exprs.not(.epsilon) });
+            self.optional_index[l] = @intCast(self.optional.items.len);
+            try self.optional.append(gpa, l);
+        }
+        // Only plain expressions: the union of intersections (JSON Schema strings with a
+        // pattern and a length, keys that exclude others) would be one term whose emptiness
+        // checks explore both sides at once (MaskBench Handwritten---allany20 ran out of fuel).
+        self.mergeable[l] = !special and !flags.lazy and self.token_max[l] == 0 and
+            self.optional_index[l] == no_lhs and !exprs.isBoolean(self.exprs[l]);
+    }
+};
+
+/// Reads the IR's rules into `rules`: rule 0 is S' -> S with S' = nonterminal `nt_count`; then
+/// the rules read from the IR (those of merged alternatives dropped, nonterminals renumbered
+/// after the lexemes, nullable lexemes replaced by their optional nonterminal); then
+/// `opt_l -> l | ε` for each nullable lexeme l (nonterminals `nt_count + 1 + i`).
+fn readRules(
+    gpa: Allocator,
+    exprs: *regex.ExprSet,
+    r: *Reader,
+    header: Header,
+    lexemes: *Lexemes,
+    rules: *Rules,
+    diag: *CompileDiagnostic,
+) CompileError!void {
+    const lexeme_count = header.lexeme_count;
+    const nt_count = header.nt_count;
+    const nt_base = lexeme_count;
+    try rules.starts.append(gpa, 0);
+    try rules.lhs.append(gpa, nt_count);
+    try rules.rhs.appendSlice(gpa, &.{ nt_base + header.start_nt, end_flag | nt_count });
+    const merged = try gpa.alloc(bool, lexeme_count);
+    defer gpa.free(merged);
+    try mergeAlternatives(gpa, exprs, r.*, header.rule_count, lexemes.exprs[0..lexeme_count], lexemes.mergeable, merged);
+    for (0..header.rule_count) |_| {
+        const lhs = try r.word();
+        const len = try r.word();
+        if (lhs >= nt_count) return bad(diag, "rule left-hand side out of range");
+        const symbols = try r.slice(len);
+        // The rule of a lexeme merged into an alternative's: that one's rule stands for both.
+        if (len == 1 and symbols[0] & ir_nonterminal_flag == 0 and symbols[0] < lexeme_count and merged[symbols[0]]) continue;
+        try rules.starts.append(gpa, @intCast(rules.rhs.items.len));
+        try rules.lhs.append(gpa, lhs);
+        for (symbols) |sym| {
+            if (sym & ir_nonterminal_flag != 0) {
+                const nt = sym & ~ir_nonterminal_flag;
+                if (nt >= nt_count) return bad(diag, "rule symbol: nonterminal out of range");
+                try rules.rhs.append(gpa, nt_base + nt);
+            } else {
+                if (sym >= lexeme_count) return bad(diag, "rule symbol: lexeme out of range");
+                const optional = lexemes.optional_index[sym];
+                try rules.rhs.append(gpa, if (optional != no_lhs) nt_base + nt_count + 1 + optional else sym);
+            }
+        }
+        try rules.rhs.append(gpa, end_flag | lhs);
+    }
+    for (lexemes.optional.items, 0..) |l, i| {
+        const opt: u32 = nt_count + 1 + @as(u32, @intCast(i));
+        try rules.starts.append(gpa, @intCast(rules.rhs.items.len));
+        try rules.lhs.append(gpa, opt);
+        try rules.rhs.appendSlice(gpa, &.{ l, end_flag | opt });
+        try rules.starts.append(gpa, @intCast(rules.rhs.items.len));
+        try rules.lhs.append(gpa, opt);
+        try rules.rhs.append(gpa, end_flag | opt);
+    }
+}
+
+/// The rules as `compile` builds them: every right-hand side in `rhs` (symbols, then
+/// `end_flag | lhs`), and per rule where it starts and its left-hand side.
+const Rules = struct {
+    rhs: std.ArrayList(u32) = .empty,
+    starts: std.ArrayList(u32) = .empty,
+    lhs: std.ArrayList(u32) = .empty,
+};
+
+/// Per position in `rules.rhs`: is the item there a rule in progress (dot past its first
+/// symbol) that lets the skip lexeme in? See `Cfg.skip_in_progress`.
+fn skipInProgress(gpa: Allocator, rules: *const Rules, nt_count: u32, no_skip: []const bool) Allocator.Error![]bool {
+    const rhs = rules.rhs.items;
+    const result = try gpa.alloc(bool, rhs.len);
+    for (rules.lhs.items, rules.starts.items) |lhs, pos| {
+        // S' lets it in; an optional lexeme's rule (one symbol) leaves it to its user.
+        const lets_skip = lhs == nt_count or (lhs < nt_count and !no_skip[lhs]);
+        var p = pos;
+        result[p] = false;
+        while (rhs[p] & end_flag == 0) {
+            p += 1;
+            result[p] = lets_skip;
+        }
+    }
+    return result;
+}
+
+/// Groups rule positions by left-hand side: the rules of nonterminal n start at
+/// `rule_positions[nt_rules[n]..nt_rules[n + 1]]`, in the order they were read.
+fn groupRules(gpa: Allocator, rules: *const Rules, nt_rules: []u32, rule_positions: []u32) Allocator.Error!void {
+    assert(rule_positions.len == rules.lhs.items.len);
+    @memset(nt_rules, 0);
+    for (rules.lhs.items) |lhs| nt_rules[lhs + 1] += 1;
+    for (1..nt_rules.len) |i| nt_rules[i] += nt_rules[i - 1];
+    const fill = try gpa.dupe(u32, nt_rules[0 .. nt_rules.len - 1]);
+    defer gpa.free(fill);
+    for (rules.lhs.items, rules.starts.items) |lhs, pos| {
+        rule_positions[fill[lhs]] = pos;
+        fill[lhs] += 1;
+    }
+}
+
+/// Nullable nonterminals: a fixpoint, at most one pass per nonterminal.
+fn computeNullable(rules: *const Rules, nt_base: u32, nullable: []bool) void {
+    const rhs = rules.rhs.items;
+    @memset(nullable, false);
+    var changed = true;
+    var passes: u32 = 0;
+    while (changed and passes <= nullable.len) : (passes += 1) {
+        changed = false;
+        for (rules.lhs.items, rules.starts.items) |lhs, pos| {
+            if (nullable[lhs]) continue;
+            var p = pos;
+            const all_nullable = while (rhs[p] & end_flag == 0) : (p += 1) {
+                const sym = rhs[p];
+                if (sym < nt_base or !nullable[sym - nt_base]) break false;
+            } else true;
+            if (all_nullable) {
+                nullable[lhs] = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+fn expectBadIr(words: []const u32) !void {
+    const gpa = std.testing.allocator;
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    try std.testing.expectError(error.BadIr, compile(gpa, &exprs, words, &diag));
+}
+
+test "lengths near 2^32 are malformed IR, not reads past the words" {
+    // A rule of 2^32 - 1 symbols: `at + len` wrapped in wasm32 and the slice ran off the end
+    // of memory (a trap in the host).
+    const a: u32 = 'a';
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 1, 0, 1, a, 0, 0xFFFF_FFFF });
+    // A pattern of 2^32 - 2 bytes: its word count overflowed.
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 0, 0, 0xFFFF_FFFE });
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 0, 0, 5, a });
+    // Special token ids and no-skip nonterminals: counts past the end.
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 0, 2, 0, 0xFFFF_FFFF });
+    try expectBadIr(&.{ ir_magic, 1, 1, 1, 0, 4, 0xFFFF_FFFF });
+}
+
+test "a well-formed IR compiles, and one word less or more is malformed" {
+    const gpa = std.testing.allocator;
+    const a: u32 = 'a';
+    const words = [_]u32{ ir_magic, 1, 1, 1, 0, 0, 1, 0, 1, a, 0, 1, 0 };
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &words, &diag);
+    defer compiled.deinit(gpa);
+    try std.testing.expectEqual(@as(u32, 1), compiled.cfg.lexeme_count);
+    try expectBadIr(words[0 .. words.len - 1]);
+    try expectBadIr(&(words ++ [_]u32{0}));
+}
+
+/// An IR with every part the reader handles: a skip pattern, a no-skip nonterminal, two
+/// literals that merge (`A → "a" | "b"`), a special lexeme (ids out of order) and a nullable
+/// regex: `S → A | <7,3> c*`.
+const every_part_ir = [_]u32{ ir_magic, 4, 2, 4, 0, 2 | 4 } ++ // 4 lexemes, 2 nonterminals, 4 rules
+    [_]u32{ 1, ' ' } ++ // the skip pattern " "
+    [_]u32{ 1, 1 } ++ // no-skip nonterminals: A
+    [_]u32{ 1, 0, 1, 'a' } ++ [_]u32{ 1, 0, 1, 'b' } ++ // literals
+    [_]u32{ 2, 0, 2, 7, 3 } ++ // special ids 7 and 3
+    [_]u32{ 0, 0, 2, 'c' | '*' << 8 } ++ // regex c*
+    [_]u32{ 0, 1, ir_nonterminal_flag | 1 } ++ [_]u32{ 1, 1, 0 } ++ [_]u32{ 1, 1, 1 } ++ [_]u32{ 0, 2, 2, 3 };
+
+fn compileEveryPart(gpa: Allocator) !void {
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &every_part_ir, &diag);
+    defer compiled.deinit(gpa);
+}
+
+test "every part of the IR: merged alternatives, sorted special ids, an optional lexeme" {
+    const gpa = std.testing.allocator;
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, &every_part_ir, &diag);
+    defer compiled.deinit(gpa);
+    const cfg = &compiled.cfg;
+    try std.testing.expectEqual(@as(?u32, 4), cfg.skip_lexeme);
+    try std.testing.expectEqual(@as(usize, 5), compiled.lexeme_exprs.len);
+    try std.testing.expectEqual(regex.ExprId.nothing, compiled.lexeme_exprs[1]); // merged into 0
+    try std.testing.expectEqualSlices(TokenId, &.{ .fromIndex(3), .fromIndex(7) }, cfg.specialIds(2));
+    try std.testing.expect(cfg.has_special and cfg.is_special[2] and !cfg.is_special[3]);
+    // S, A, S', then opt_3 → c+ | ε.
+    try std.testing.expectEqual(@as(u32, 4), cfg.nonterminalCount());
+    try std.testing.expect(cfg.nullable[3] and !cfg.nullable[0]);
+    try std.testing.expect(cfg.skip_in_progress.len == cfg.rhs.len);
+}
+
+test "every allocation failure while reading an IR is freed exactly once" {
+    try std.testing.checkAllAllocationFailures(std.testing.allocator, compileEveryPart, .{});
+}
