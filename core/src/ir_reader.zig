@@ -252,6 +252,8 @@ fn mergeAlternatives(
 /// Reads and checks the IR `words`, building its lexemes' expressions in `exprs`. On
 /// `error.BadIr` and `error.Syntax`, `diag` says what and where.
 pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
+    // What a failed read (`Reader`) means; every other check sets its own message.
+    diag.message = "the IR ends early (truncated, or a length or count runs past its end)";
     var r: Reader = .{ .words = words };
     const header = try readHeader(&r, diag);
     var lexemes = try Lexemes.init(gpa, header.lexeme_count, header.flags.has_skip);
@@ -592,6 +594,7 @@ fn expectBadIr(words: []const u32) !void {
     defer exprs.deinit();
     var diag: CompileDiagnostic = .{};
     try std.testing.expectError(error.BadIr, compile(gpa, &exprs, words, &diag));
+    try std.testing.expect(diag.message.len > 0);
 }
 
 test "lengths near 2^32 are malformed IR, not reads past the words" {

@@ -22,7 +22,6 @@ const limit_error = @import("limits.zig");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
-const regex_syntax = @import("regex_syntax.zig");
 const lexer_mod = @import("lexer.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
