@@ -2,36 +2,46 @@
 
 A serving engine fills one mask row per request at every step. The matchers of a batch live in
 the instances of their pool (`_core/pool.py`); each instance computes its matchers' masks in
-one call (`ts_matcher_fill_bitmasks`), and the instances work at the same time on a thread pool
-(wasmtime releases the GIL during a call). So a batch costs about `max over instances` of
-their work instead of the sum, plus one Python round trip per instance instead of per matcher.
+one call (`ts_matcher_fill_bitmasks`), and the instances work at the same time, one thread each
+(a call into wasmtime releases the GIL). So a batch costs about the largest instance's work
+instead of the sum, plus one Python round trip per instance instead of per matcher.
+
+Why it is shaped this way (measured on 2 cores, 64 MaskBench requests, ~10-20 µs of core work
+per mask; docs/runtime.md has the figures):
+
+- **The GIL changes hands about once per group.** Everything per matcher (checks, locks,
+  handles, row addresses) is done by the calling thread before any thread starts; a group's
+  thread then makes one call into the module and copies its rows with the GIL held. Each time
+  a thread gives up the GIL while the other wants it, getting it back costs a thread switch;
+  done once per row (ctypes' memmove releases the GIL) the threads convoyed and the batch was
+  slower than the serial loop.
+- **The calling thread works too, and groups are pulled, not assigned.** Helper threads and
+  the caller take the next group from one list (largest first) until it is empty. The caller
+  never waits for a helper that has not started: on a busy machine a late helper finds nothing
+  left, and the batch degrades to the serial cost instead of waiting for a core.
+- **No matcher lock is waited for while others are held.** The locks are tried; a matcher
+  that is busy elsewhere, failed, or moved to another instance is filled afterwards on its own
+  (`Matcher.fill_bitmask`), which also raises its error. So two batch fills sharing matchers
+  cannot deadlock.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import queue
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._core import Core
 from ._errors import ArgumentError, TokensieveError
 from ._matcher import Matcher, _row_view
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-_WORKERS_MAX = 8
-# Below this many matchers, handing groups to threads costs more than it saves.
-_PARALLEL_MIN = 16
+_THREADS_MAX = 8
 
-
-def _pool_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        with _executor_lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(max_workers=_WORKERS_MAX, thread_name_prefix="tokensieve-fill")
-    return _executor
+# A group: an instance, its matchers' handles, their row targets, and (matcher, row) pairs.
+_Group = tuple[Core, list[int], list[Any], list[tuple[Matcher, int]]]
 
 
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int] | None = None) -> None:
@@ -45,47 +55,64 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
 
     Raises:
         ValueError: mismatched widths, rows or array.
-        LimitError, CoreTrap: as `Matcher.fill_bitmask` for the first matcher that failed (the
+        LimitError, CoreTrap: as `Matcher.fill_bitmask`, for the first matcher that failed (the
             others' rows are filled).
+
+    Cost: about the largest instance's share of the core work, plus ~1 µs per matcher in the
+    calling thread.
     """
-    if not matchers:
+    count = len(matchers)
+    if not count:
         return
-    rows = list(range(len(matchers))) if rows is None else list(rows)
-    if len(rows) != len(matchers):
-        raise ArgumentError(f"fill_bitmasks got {len(matchers)} matchers and {len(rows)} rows")
-    words = matchers[0].mask_words
-    if any(m.mask_words != words for m in matchers):
-        raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
-    rows_total = _rows_of(bitmask, words)
-    for row in rows:
-        if not 0 <= row < rows_total:
-            raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
-    groups: dict[Core, list[tuple[Matcher, int]]] = {}
-    for matcher, row in zip(matchers, rows):
-        core = matcher._live_core()
-        groups.setdefault(core, []).append((matcher, row))
-    jobs = list(groups.items())
-    if len(jobs) == 1 or len(matchers) < _PARALLEL_MIN:
-        failures = [_fill_group(core, entries, bitmask, words) for core, entries in jobs]
-    else:
-        failures = list(_pool_executor().map(lambda job: _fill_group(job[0], job[1], bitmask, words), jobs))
-    for failed in failures:
-        for matcher, row in failed:
-            matcher.fill_bitmask(bitmask, row)  # raises the matcher's own error
+    if rows is None:
+        rows = range(count)
+    elif len(rows) != count:
+        raise ArgumentError(f"fill_bitmasks got {count} matchers and {len(rows)} rows")
+    if count == 1:
+        matcher = matchers[0]
+        matcher.fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
+        return
+    later: list[tuple[Matcher, int]] = []
+    locked: list[Any] = []
+    try:
+        groups = _lock_and_group(matchers, rows, bitmask, locked, later)
+        later += _fill_groups(groups)
+    finally:
+        for lock in locked:
+            lock.release()
+    _fill_alone(later, bitmask)
 
 
-def _rows_of(bitmask: Any, words: int) -> int:
-    """Check the batch array once (dtype, shape, contiguity); its row count."""
+def _row_index(row: Any) -> int:
+    try:
+        return int(row.__index__())
+    except AttributeError:
+        raise ArgumentError(f"rows must be ints, not {type(row).__name__}") from None
+
+
+def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
+    """Check the batch array once (dtype, shape, contiguity); its row count and the host
+    address of its row 0 (None when it has none: a buffer that is not numpy or torch, or a
+    non-contiguous one)."""
+    if type(bitmask).__module__ == "numpy":
+        # The common case, checked directly: _row_view's general checks cost ~10 µs.
+        flags = bitmask.flags
+        shape = bitmask.shape
+        if (
+            len(shape) == 2 and shape[1] == words and shape[0] > 0 and bitmask.dtype.char in "il"
+            and bitmask.dtype.itemsize == 4 and flags.c_contiguous and flags.writeable
+        ):
+            return int(shape[0]), int(bitmask.__array_interface__["data"][0])
     _row_view(bitmask, 0, words)
     shape = getattr(bitmask, "shape", None)
     if shape is None:
-        return memoryview(bitmask).nbytes // (4 * words)
+        return memoryview(bitmask).nbytes // (4 * words), None
     if len(shape) != 2:
         raise ArgumentError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
-    return int(shape[0])
+    return int(shape[0]), _row_address(bitmask)
 
 
-def _row_address(bitmask: Any, words: int) -> int | None:
+def _row_address(bitmask: Any) -> int | None:
     """The host address of row 0 of a C-contiguous numpy array or CPU tensor, else None."""
     if type(bitmask).__module__.startswith("torch"):
         return int(bitmask.data_ptr()) if bitmask.is_contiguous() else None
@@ -95,38 +122,173 @@ def _row_address(bitmask: Any, words: int) -> int | None:
     return int(interface["data"][0])
 
 
-def _fill_group(core: Core, entries: list[tuple[Matcher, int]], bitmask: Any, words: int) -> list[tuple[Matcher, int]]:
-    """Fill one instance's matchers in one call; returns the entries that failed or moved."""
-    # Matcher locks in a global order (by id), so two batch fills never wait on each other.
-    entries = sorted(entries, key=lambda entry: id(entry[0]))
-    locked: list[Matcher] = []
-    try:
-        handles: list[int] = []
-        dests: list[Any] = []
-        dest_at = getattr(core.runtime, "dest_at", None)
-        base = _row_address(bitmask, words) if dest_at is not None else None
-        row_bytes = 4 * words
-        moved: list[tuple[Matcher, int]] = []
-        batch: list[tuple[Matcher, int]] = []
-        for matcher, row in entries:
-            matcher._lock.acquire()
-            locked.append(matcher)
-            if matcher._core is not core or matcher._failure is not None:
-                moved.append((matcher, row))
+def _lock_and_group(
+    matchers: Sequence[Matcher],
+    rows: Sequence[int],
+    bitmask: Any,
+    locked: list[Any],
+    later: list[tuple[Matcher, int]],
+) -> list[_Group]:
+    """Check the batch, lock the matchers that are free and group them by instance with their
+    row targets.
+
+    Appends the lock of every matcher it locked to `locked` (the caller releases them, also
+    when this raises) and every matcher to fill on its own afterwards (busy in another thread,
+    failed, or on a retired instance) to `later`. Every group's targets are ready: the group
+    threads run no per-matcher Python. This loop is the batch's serial part, so it stays lean
+    (under 1 µs a matcher): an instance's health is checked once, when its group is made.
+
+    Raises:
+        ArgumentError: mismatched widths, a row outside the array, a bad array (nothing
+            has been filled yet).
+    """
+    words = matchers[0].mask_words
+    row_bytes = 4 * words
+    rows_total, base = _layout(bitmask, words)
+    dest_at = getattr(matchers[0]._core.runtime, "dest_at", None)
+    if dest_at is None:
+        base = None
+    groups: dict[Core, _Group] = {}
+    get_group = groups.get
+    for matcher, row in zip(matchers, rows):
+        if type(row) is not int:
+            row = _row_index(row)
+        if not 0 <= row < rows_total:
+            raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
+        if matcher.mask_words != words:
+            raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
+        lock = matcher._lock
+        if not lock.acquire(False):
+            later.append((matcher, row))
+            continue
+        locked.append(lock)
+        core = matcher._core
+        group = get_group(core)
+        if group is None:
+            if core.poisoned:
+                later.append((matcher, row))
                 continue
-            handles.append(matcher._handle)
-            if base is not None:
-                dests.append(dest_at(base + row * row_bytes, row_bytes))
-            else:
-                dests.append(core.runtime.dest_for(_row_view(bitmask, row, words)))
-            batch.append((matcher, row))
-        if not batch:
-            return moved
+            group = groups[core] = (core, [], [], [])
+        if matcher._failure is not None:
+            later.append((matcher, row))
+            continue
+        group[1].append(matcher._handle)
+        if base is not None:
+            group[2].append(dest_at(base + row * row_bytes, row_bytes))  # type: ignore[misc]
+        else:
+            group[2].append(core.runtime.dest_for(_row_view(bitmask, row, words)))
+        group[3].append((matcher, row))
+    return [group for group in groups.values() if group[1]]
+
+
+def _fill_group(group: _Group) -> list[tuple[Matcher, int]]:
+    """Fill one instance's matchers in one call; the (matcher, row) pairs that failed."""
+    core, handles, dests, entries = group
+    try:
+        bad = core.matcher_fill_bitmasks(handles, entries[0][0].mask_words, dests)
+    except TokensieveError:
+        return entries  # the instance failed: each matcher finds out on its own
+    return [entries[i] for i in bad]
+
+
+def _fill_groups(groups: list[_Group]) -> list[tuple[Matcher, int]]:
+    """Fill every group, several at once when there are threads for them; the failed pairs.
+
+    The caller and up to `threads - 1` helpers pop groups off one list until it is empty; the
+    caller waits only when a helper is still filling a group it took.
+    """
+    threads = min(len(groups), _cpu_count(), _THREADS_MAX)
+    if threads < 2:
+        return [pair for group in groups for pair in _fill_group(group)]
+    pending = sorted(groups, key=lambda group: len(group[1]))  # pop() takes the largest first
+    failed: list[tuple[Matcher, int]] = []
+    errors: list[BaseException] = []
+    finished = itertools.count(1)  # next() is atomic: exactly one thread sees the last group
+    all_done = threading.Lock()
+    all_done.acquire()
+    total = len(pending)
+
+    def drain() -> None:
+        while True:
+            try:
+                group = pending.pop()
+            except IndexError:
+                return
+            try:
+                failed.extend(_fill_group(group))
+            except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+                errors.append(error)
+            finally:
+                if next(finished) == total:
+                    all_done.release()
+
+    _workers.run(drain, threads - 1)
+    drain()
+    all_done.acquire()
+    if errors:
+        raise errors[0]
+    return failed
+
+
+def _fill_alone(pairs: list[tuple[Matcher, int]], bitmask: Any) -> None:
+    """Fill each pair with its matcher's own `fill_bitmask`; raise the first error at the end."""
+    first_error: TokensieveError | None = None
+    for matcher, row in pairs:
         try:
-            bad = core.matcher_fill_bitmasks(handles, words, dests)
-        except TokensieveError:
-            return moved + batch  # the instance failed: each matcher finds out on its own
-        return moved + [batch[i] for i in bad]
-    finally:
-        for matcher in locked:
-            matcher._lock.release()
+            matcher.fill_bitmask(bitmask, row)
+        except TokensieveError as error:
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _Workers:
+    """Daemon threads that run the jobs handed to them (a `queue.SimpleQueue`, the cheapest
+    handoff: a helper waits in C without the GIL and wakes in a few µs).
+
+    Started on first use, never stopped; a forked child starts its own.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def run(self, job: Callable[[], None], copies: int) -> None:
+        """Have `copies` threads run `job` (without waiting for them)."""
+        if len(self._threads) < copies:
+            self._start(copies)
+        for _ in range(copies):
+            self._jobs.put(job)
+
+    def _start(self, count: int) -> None:
+        with self._lock:
+            while len(self._threads) < count:
+                thread = threading.Thread(
+                    target=self._work, args=(self._jobs,), name=f"tokensieve-fill-{len(self._threads)}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    @staticmethod
+    def _work(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            jobs.get()()
+
+    def forget(self) -> None:
+        """After a fork: the threads are gone in the child."""
+        self._lock = threading.Lock()
+        self._threads = []
+        self._jobs = queue.SimpleQueue()
+
+
+_workers = _Workers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_workers.forget)
