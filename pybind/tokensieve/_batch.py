@@ -31,6 +31,8 @@ import itertools
 import os
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,9 +41,15 @@ from ._errors import ArgumentError, TokensieveError
 from ._matcher import Matcher, _row_view
 
 _THREADS_MAX = 8
+# Below this much estimated core work (µs) a batch is filled by the calling thread alone.
+_PARALLEL_WORK_MIN_US = 400.0
+# The cost per matcher assumed for an instance that has not filled a batch yet (µs).
+_COST_US_UNKNOWN = 15.0
+# Each instance's cost per matcher in its last batch fill (µs), what the next one expects.
+_cost_us: weakref.WeakKeyDictionary[Core, float] = weakref.WeakKeyDictionary()
 
-# A group: an instance, its matchers' handles, their row targets, and (matcher, row) pairs.
-_Group = tuple[Core, list[int], list[Any], list[tuple[Matcher, int]]]
+# A group: an instance and its (matcher, row) pairs.
+_Group = tuple[Core, list[tuple[Matcher, int]]]
 
 
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int] | None = None) -> None:
@@ -72,15 +80,8 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         matcher = matchers[0]
         matcher.fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
         return
-    later: list[tuple[Matcher, int]] = []
-    locked: list[Any] = []
-    try:
-        groups = _lock_and_group(matchers, rows, bitmask, locked, later)
-        later += _fill_groups(groups)
-    finally:
-        for lock in locked:
-            lock.release()
-    _fill_alone(later, bitmask)
+    groups, targets = _group(matchers, rows, bitmask)
+    _fill_alone(_fill_groups(groups, targets), bitmask)
 
 
 def _row_index(row: Any) -> int:
@@ -122,31 +123,30 @@ def _row_address(bitmask: Any) -> int | None:
     return int(interface["data"][0])
 
 
-def _lock_and_group(
-    matchers: Sequence[Matcher],
-    rows: Sequence[int],
-    bitmask: Any,
-    locked: list[Any],
-    later: list[tuple[Matcher, int]],
-) -> list[_Group]:
-    """Check the batch, lock the matchers that are free and group them by instance with their
-    row targets.
+class _Targets:
+    """Where the rows of one batch go: the array, its row size, and its host address (None
+    when it has none, or the backend copies only into buffers it prepared itself)."""
 
-    Appends the lock of every matcher it locked to `locked` (the caller releases them, also
-    when this raises) and every matcher to fill on its own afterwards (busy in another thread,
-    failed, or on a retired instance) to `later`. Every group's targets are ready: the group
-    threads run no per-matcher Python. This loop is the batch's serial part, so it stays lean
-    (under 1 µs a matcher): an instance's health is checked once, when its group is made.
+    __slots__ = ("bitmask", "words", "row_bytes", "base")
+
+    def __init__(self, bitmask: Any, words: int, base: int | None) -> None:
+        self.bitmask = bitmask
+        self.words = words
+        self.row_bytes = 4 * words
+        self.base = base
+
+
+def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tuple[list[_Group], _Targets]:
+    """Check the batch and split it by instance: the calling thread's whole serial part
+    (~0.3 µs a matcher); locking and preparing a group is left to the thread that fills it.
 
     Raises:
-        ArgumentError: mismatched widths, a row outside the array, a bad array (nothing
-            has been filled yet).
+        ArgumentError: mismatched widths, a row outside the array, a bad array (nothing has
+            been filled yet).
     """
     words = matchers[0].mask_words
-    row_bytes = 4 * words
     rows_total, base = _layout(bitmask, words)
-    dest_at = getattr(matchers[0]._core.runtime, "dest_at", None)
-    if dest_at is None:
+    if not hasattr(matchers[0]._core.runtime, "dest_at"):
         base = None
     groups: dict[Core, _Group] = {}
     get_group = groups.get
@@ -157,56 +157,94 @@ def _lock_and_group(
             raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
         if matcher.mask_words != words:
             raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
-        lock = matcher._lock
-        if not lock.acquire(False):
-            later.append((matcher, row))
-            continue
-        locked.append(lock)
         core = matcher._core
         group = get_group(core)
         if group is None:
-            if core.poisoned:
+            group = groups[core] = (core, [])
+        group[1].append((matcher, row))
+    return list(groups.values()), _Targets(bitmask, words, base)
+
+
+def _fill_group(group: _Group, targets: _Targets) -> list[tuple[Matcher, int]]:
+    """Lock, prepare and fill one instance's matchers in one call; the (matcher, row) pairs
+    to fill on their own afterwards (busy in another thread, failed, moved to another
+    instance, or failed in this call).
+
+    Locks are only tried, never waited for, so two batch fills sharing matchers cannot
+    deadlock; a thread releases the locks it took.
+    """
+    core, pairs = group
+    if core.poisoned:
+        return pairs
+    started = time.perf_counter()
+    later: list[tuple[Matcher, int]] = []
+    batch: list[tuple[Matcher, int]] = []
+    handles: list[int] = []
+    dests: list[Any] = []
+    locked: list[Any] = []
+    base, row_bytes = targets.base, targets.row_bytes
+    runtime = core.runtime
+    try:
+        for matcher, row in pairs:
+            lock = matcher._lock
+            if not lock.acquire(False):
                 later.append((matcher, row))
                 continue
-            group = groups[core] = (core, [], [], [])
-        if matcher._failure is not None:
-            later.append((matcher, row))
-            continue
-        group[1].append(matcher._handle)
-        if base is not None:
-            group[2].append(dest_at(base + row * row_bytes, row_bytes))  # type: ignore[misc]
-        else:
-            group[2].append(core.runtime.dest_for(_row_view(bitmask, row, words)))
-        group[3].append((matcher, row))
-    return [group for group in groups.values() if group[1]]
+            locked.append(lock)
+            if matcher._core is not core or matcher._failure is not None:
+                later.append((matcher, row))
+                continue
+            handles.append(matcher._handle)
+            if base is not None:
+                dests.append(runtime.dest_at(base + row * row_bytes, row_bytes))  # type: ignore[attr-defined]
+            else:
+                dests.append(runtime.dest_for(_row_view(targets.bitmask, row, targets.words)))
+            batch.append((matcher, row))
+        if not batch:
+            return later
+        try:
+            bad = core.matcher_fill_bitmasks(handles, targets.words, dests)
+        except TokensieveError:
+            return later + batch  # the instance failed: each matcher finds out on its own
+        return later + [batch[i] for i in bad] if bad else later
+    finally:
+        for lock in locked:
+            lock.release()
+        _cost_us[core] = (time.perf_counter() - started) * 1e6 / len(pairs)
 
 
-def _fill_group(group: _Group) -> list[tuple[Matcher, int]]:
-    """Fill one instance's matchers in one call; the (matcher, row) pairs that failed."""
-    core, handles, dests, entries = group
-    try:
-        bad = core.matcher_fill_bitmasks(handles, entries[0][0].mask_words, dests)
-    except TokensieveError:
-        return entries  # the instance failed: each matcher finds out on its own
-    return [entries[i] for i in bad]
+def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher, int]]:
+    """Fill every group, several at once when that pays; the pairs to fill on their own.
 
-
-def _fill_groups(groups: list[_Group]) -> list[tuple[Matcher, int]]:
-    """Fill every group, several at once when there are threads for them; the failed pairs.
-
-    The caller and up to `threads - 1` helpers pop groups off one list until it is empty; the
-    caller waits only when a helper is still filling a group it took.
+    Threads pay when the batch's work is well above the cost of handing a group to another
+    thread (waking it and waiting for it, ~50-100 µs here): the work is estimated from each
+    instance's cost per matcher in its last batch fill. The caller takes the group expected to
+    be the largest (it starts first, and then rarely waits for a helper at the end); helpers
+    take the rest, and the caller takes whatever is left when it is done.
     """
     threads = min(len(groups), _cpu_count(), _THREADS_MAX)
+    if threads > 1:
+        estimates = [len(pairs) * _cost_us.get(core, _COST_US_UNKNOWN) for core, pairs in groups]
+        if sum(estimates) < _PARALLEL_WORK_MIN_US:
+            threads = 1
     if threads < 2:
-        return [pair for group in groups for pair in _fill_group(group)]
-    pending = sorted(groups, key=lambda group: len(group[1]))  # pop() takes the largest first
-    failed: list[tuple[Matcher, int]] = []
+        return [pair for group in groups for pair in _fill_group(group, targets)]
+    pending = [group for _, group in sorted(zip(estimates, groups), key=lambda pair: pair[0])]
+    later: list[tuple[Matcher, int]] = []
     errors: list[BaseException] = []
     finished = itertools.count(1)  # next() is atomic: exactly one thread sees the last group
     all_done = threading.Lock()
     all_done.acquire()
     total = len(pending)
+
+    def fill(group: _Group) -> None:
+        try:
+            later.extend(_fill_group(group, targets))
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+            errors.append(error)
+        finally:
+            if next(finished) == total:
+                all_done.release()
 
     def drain() -> None:
         while True:
@@ -214,20 +252,16 @@ def _fill_groups(groups: list[_Group]) -> list[tuple[Matcher, int]]:
                 group = pending.pop()
             except IndexError:
                 return
-            try:
-                failed.extend(_fill_group(group))
-            except BaseException as error:  # noqa: BLE001 - re-raised by the caller
-                errors.append(error)
-            finally:
-                if next(finished) == total:
-                    all_done.release()
+            fill(group)
 
+    largest = pending.pop()  # the caller's, taken before any helper is awake
     _workers.run(drain, threads - 1)
+    fill(largest)
     drain()
     all_done.acquire()
     if errors:
         raise errors[0]
-    return failed
+    return later
 
 
 def _fill_alone(pairs: list[tuple[Matcher, int]], bitmask: Any) -> None:
