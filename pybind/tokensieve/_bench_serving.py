@@ -129,7 +129,14 @@ def run_batch(args: argparse.Namespace) -> int:
                     theirs, consume, lambda ms=theirs: [llg_np.fill_next_token_bitmask(m, llg_mask, i) for i, m in enumerate(ms)]
                 )
         times = _interleaved(batch, modes, args.steps)
-        row: dict[str, Any] = {"requests": size, "instances": len(default_pool()._slots)}
+        cores = default_pool().cores()
+        row: dict[str, Any] = {
+            "requests": size,
+            "instances": len(cores),
+            # Each instance holds its own trie copy and every grammar it runs (with its caches).
+            "instance_linear_memory_mb": [round(core.memory_size_bytes() / 2**20, 1) for core in cores],
+            "instance_live_mb": [round(core.live_kib() / 1024, 1) for core in cores],
+        }
         for key in ("tokensieve_batch_us", "tokensieve_serial_us", "llguidance_batch_us", "llguidance_serial_us"):
             samples = [t for name, values in times.items() if name.split("/")[0] == key for t in values]
             if samples:
@@ -189,6 +196,10 @@ def format_batch(report: dict[str, Any]) -> str:
     lines = [
         f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs, "
         f"{'/'.join(map(str, instances))} core instances (median µs per batch; modes interleaved step by step)",
+        "",
+        "Per instance, after the largest batch: "
+        f"{report['rows'][-1]['instance_live_mb']} MB live, {report['rows'][-1]['instance_linear_memory_mb']} MB of linear memory "
+        "(its own Llama-3 trie and slices, every grammar it runs with their caches, the matchers).",
         "",
         "| requests | tokensieve fill_bitmasks | tokensieve serial | llguidance par | llguidance serial | ours / llg par "
         "| speedup over serial | its median per step |",
