@@ -78,6 +78,7 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
     from tokensieve import _batch
 
     monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)  # threads whatever the work
+    monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)  # and whatever they gained on a busy machine
     monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
     pool = CorePool(CoreOptions(instances=3))
     matchers = _batch_of(llama3, pool, 40)

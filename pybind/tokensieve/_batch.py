@@ -51,6 +51,12 @@ _COST_US_UNKNOWN = 15.0
 # Each instance's cost per matcher in its last batch fill (µs), what the next one expects.
 _cost_us: weakref.WeakKeyDictionary[Core, float] = weakref.WeakKeyDictionary()
 
+# Filling on threads must gain at least this much (CPU time over wall time), else the next
+# _BACKOFF_CALLS batches are filled by the caller alone.
+_GAIN_MIN = 1.2
+_BACKOFF_CALLS = 64
+_calls = 0
+
 # A group: an instance and its (matcher, row) pairs.
 _Group = tuple[Core, list[tuple[Matcher, int]]]
 
@@ -79,6 +85,9 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         rows = range(count)
     elif len(rows) != count:
         raise ArgumentError(f"fill_bitmasks got {count} matchers and {len(rows)} rows")
+    if count == 1:
+        matchers[0].fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
+        return
     if count < _BATCH_MIN:
         words = matchers[0].mask_words
         rows_total, _ = _layout(bitmask, words)
@@ -175,10 +184,10 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
     return list(groups.values()), _Targets(bitmask, words, base)
 
 
-def _fill_group(group: _Group, targets: _Targets) -> list[tuple[Matcher, int]]:
+def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = None) -> list[tuple[Matcher, int]]:
     """Lock, prepare and fill one instance's matchers in one call; the (matcher, row) pairs
     to fill on their own afterwards (busy in another thread, failed, moved to another
-    instance, or failed in this call).
+    instance, or failed in this call). Appends the CPU seconds it took to `cpu_s`.
 
     Locks are only tried, never waited for, so two batch fills sharing matchers cannot
     deadlock; a thread releases the locks it took.
@@ -186,7 +195,7 @@ def _fill_group(group: _Group, targets: _Targets) -> list[tuple[Matcher, int]]:
     core, pairs = group
     if core.poisoned:
         return pairs
-    started = time.perf_counter()
+    started = time.thread_time()
     later: list[tuple[Matcher, int]] = []
     batch: list[tuple[Matcher, int]] = []
     handles: list[int] = []
@@ -220,28 +229,42 @@ def _fill_group(group: _Group, targets: _Targets) -> list[tuple[Matcher, int]]:
     finally:
         for lock in locked:
             lock.release()
-        _cost_us[core] = (time.perf_counter() - started) * 1e6 / len(pairs)
+        spent = time.thread_time() - started
+        _cost_us[core] = spent * 1e6 / len(pairs)
+        if cpu_s is not None:
+            cpu_s.append(spent)
 
 
 def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher, int]]:
     """Fill every group, several at once when that pays; the pairs to fill on their own.
 
     Threads pay when the batch's work is well above the cost of handing a group to another
-    thread (waking it and waiting for it, ~50-100 µs here): the work is estimated from each
-    instance's cost per matcher in its last batch fill. The caller takes the group expected to
-    be the largest (it starts first, and then rarely waits for a helper at the end); helpers
-    take the rest, and the caller takes whatever is left when it is done.
+    thread (waking it and waiting for it), and when the threads really run at the same time:
+
+    - The work is estimated from each instance's CPU time per matcher in its last batch fill;
+      below `_PARALLEL_WORK_MIN_US` the caller fills every group itself.
+    - After each fill on threads, the gain it got (CPU time of the groups over the wall time)
+      updates a moving average. On a machine whose other cores are busy, a woken helper
+      shares the caller's core and the gain is about 1: below `_GAIN_MIN` the next
+      `_BACKOFF_CALLS` batches run on the caller alone, then threads are tried again.
+
+    The caller takes the group expected to be the largest (it starts first, and then rarely
+    waits for a helper at the end); helpers take the rest, and the caller takes whatever is
+    left when it is done.
     """
+    global _calls
+    _calls += 1
     threads = min(len(groups), _cpu_count(), _THREADS_MAX)
     if threads > 1:
         estimates = [len(pairs) * _cost_us.get(core, _COST_US_UNKNOWN) for core, pairs in groups]
-        if sum(estimates) < _PARALLEL_WORK_MIN_US:
+        if sum(estimates) < _PARALLEL_WORK_MIN_US or _calls < _gain.serial_until:
             threads = 1
     if threads < 2:
         return [pair for group in groups for pair in _fill_group(group, targets)]
     pending = [group for _, group in sorted(zip(estimates, groups), key=lambda pair: pair[0])]
     later: list[tuple[Matcher, int]] = []
     errors: list[BaseException] = []
+    cpu_s: list[float] = []
     finished = itertools.count(1)  # next() is atomic: exactly one thread sees the last group
     all_done = threading.Lock()
     all_done.acquire()
@@ -249,7 +272,7 @@ def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher,
 
     def fill(group: _Group) -> None:
         try:
-            later.extend(_fill_group(group, targets))
+            later.extend(_fill_group(group, targets, cpu_s))
         except BaseException as error:  # noqa: BLE001 - re-raised by the caller
             errors.append(error)
         finally:
@@ -264,14 +287,30 @@ def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher,
                 return
             fill(group)
 
+    started = time.perf_counter()
     largest = pending.pop()  # the caller's, taken before any helper is awake
     _workers.run(drain, threads - 1)
     fill(largest)
     drain()
     all_done.acquire()
+    _gain.record(sum(cpu_s) / max(time.perf_counter() - started, 1e-9), _calls)
     if errors:
         raise errors[0]
     return later
+
+
+class _Gain:
+    """The moving average of what filling on threads gained (see `_fill_groups`)."""
+
+    def __init__(self) -> None:
+        self.average = 2.0
+        self.serial_until = 0
+
+    def record(self, gain: float, calls: int) -> None:
+        self.average = 0.7 * self.average + 0.3 * gain
+        if self.average < _GAIN_MIN:
+            self.serial_until = calls + _BACKOFF_CALLS
+            self.average = _GAIN_MIN + 0.3  # the next try starts with a fair chance
 
 
 def _fill_alone(pairs: list[tuple[Matcher, int]], bitmask: Any) -> None:
@@ -334,5 +373,6 @@ class _Workers:
 
 
 _workers = _Workers()
+_gain = _Gain()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_workers.forget)

@@ -171,10 +171,14 @@ def _warm(batch: list[dict[str, Any]], matchers: list[Any], step: Any, steps: in
 def _interleaved(batch: list[dict[str, Any]], modes: dict[str, tuple[list[Any], Any, Any]], steps: int) -> dict[str, list[float]]:
     """µs of each mode's batch fill at every step, each after every request consumed its next
     token. The modes take turns within a step, so a machine that gets busier or quieter (other
-    jobs) affects them alike and their ratios stay comparable."""
+    jobs) affects them alike and their ratios stay comparable; the turn order rotates from step
+    to step, so no mode always follows the same one (llguidance's thread pool keeps its threads
+    spinning for a while after a parallel fill, which slowed whatever came next)."""
     times: dict[str, list[float]] = {name: [] for name in modes}
+    order = list(modes.items())
     for step in range(steps):
-        for name, (matchers, consume, fill) in modes.items():
+        turn = step % len(order)
+        for name, (matchers, consume, fill) in order[turn:] + order[:turn]:
             for request, matcher in zip(batch, matchers):
                 tokens = request["tokens"]
                 if step < len(tokens) - 1:
