@@ -6,23 +6,32 @@ one call (`ts_matcher_fill_bitmasks`), and the instances work at the same time, 
 (a call into wasmtime releases the GIL). So a batch costs about the largest instance's work
 instead of the sum, plus one Python round trip per instance instead of per matcher.
 
-Why it is shaped this way (measured on 2 cores, 64 MaskBench requests, ~10-20 µs of core work
-per mask; docs/runtime.md has the figures):
+Why it is shaped this way (measured on 2 cores, MaskBench requests on Llama-3, where a step's
+mask costs ~3-30 µs per matcher, with spikes of 1-2 ms):
 
-- **The GIL changes hands about once per group.** Everything per matcher (checks, locks,
-  handles, row addresses) is done by the calling thread before any thread starts; a group's
-  thread then makes one call into the module and copies its rows with the GIL held. Each time
-  a thread gives up the GIL while the other wants it, getting it back costs a thread switch;
-  done once per row (ctypes' memmove releases the GIL) the threads convoyed and the batch was
-  slower than the serial loop.
-- **The calling thread works too, and groups are pulled, not assigned.** Helper threads and
-  the caller take the next group from one list (largest first) until it is empty. The caller
-  never waits for a helper that has not started: on a busy machine a late helper finds nothing
-  left, and the batch degrades to the serial cost instead of waiting for a core.
+- **The GIL changes hands about once per group.** The caller only checks the batch and splits
+  it by instance (~0.35 µs a matcher); the thread that takes a group locks and prepares it,
+  makes one call into the module, and copies its rows out with the GIL held (a PYFUNCTYPE
+  memmove). Each time a thread gives up the GIL while the other wants it, getting it back
+  costs a thread switch; with a ctypes memmove per row (which releases the GIL) and
+  per-matcher Python in both threads, the threads convoyed.
+- **The caller works too, and takes the largest group.** Helpers (woken through a
+  `SimpleQueue`, ~5 µs) and the caller pull groups from one list; the caller never waits for
+  a helper that has not started, so on a busy machine a late helper finds nothing left.
+- **Threads only where they pay.** A batch whose estimated work (each instance's CPU time per
+  matcher in its last batch) is under ~400 µs, or fewer than 8 matchers, is filled by the
+  caller alone: handing a group over and waiting for it costs more than it saves. Threads
+  also stop for a while when they did not run at the same time (the other cores busy with
+  other work), measured as CPU time over wall time.
 - **No matcher lock is waited for while others are held.** The locks are tried; a matcher
   that is busy elsewhere, failed, or moved to another instance is filled afterwards on its own
   (`Matcher.fill_bitmask`), which also raises its error. So two batch fills sharing matchers
   cannot deadlock.
+
+What limits the gain: the work is split by instance, and a matcher cannot move, so a batch
+takes as long as its busiest instance (with 2 instances and 64 requests, the busier one has
+~55-60% of the work at a typical step); and two instances filling at once each run ~10-15%
+slower than alone (the masks are 16 kB each, written and copied through the memory system).
 """
 
 from __future__ import annotations
@@ -51,9 +60,10 @@ _COST_US_UNKNOWN = 15.0
 # Each instance's cost per matcher in its last batch fill (µs), what the next one expects.
 _cost_us: weakref.WeakKeyDictionary[Core, float] = weakref.WeakKeyDictionary()
 
-# Filling on threads must gain at least this much (CPU time over wall time), else the next
+# Filling on threads must gain at least this much (CPU time over wall time: about what the
+# caller alone would have taken, over what the threads took), else the next
 # _BACKOFF_CALLS batches are filled by the caller alone.
-_GAIN_MIN = 1.2
+_GAIN_MIN = 1.1
 _BACKOFF_CALLS = 64
 _calls = 0
 
