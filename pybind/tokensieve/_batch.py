@@ -67,6 +67,9 @@ _GAIN_MIN = 1.1
 _BACKOFF_CALLS = 64
 _calls = 0
 
+# A thread's CPU clock (Pyodide has none; it has one instance, so it never uses threads here).
+_thread_time: Callable[[], float] = getattr(time, "thread_time", time.perf_counter)
+
 # A group: an instance and its (matcher, row) pairs.
 _Group = tuple[Core, list[tuple[Matcher, int]]]
 
@@ -205,7 +208,7 @@ def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = No
     core, pairs = group
     if core.poisoned:
         return pairs
-    started = time.thread_time()
+    started = _thread_time()
     later: list[tuple[Matcher, int]] = []
     batch: list[tuple[Matcher, int]] = []
     handles: list[int] = []
@@ -239,7 +242,7 @@ def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = No
     finally:
         for lock in locked:
             lock.release()
-        spent = time.thread_time() - started
+        spent = _thread_time() - started
         _cost_us[core] = spent * 1e6 / len(pairs)
         if cpu_s is not None:
             cpu_s.append(spent)
