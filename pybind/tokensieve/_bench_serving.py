@@ -4,8 +4,8 @@
   at its own position in a valid instance): every request consumes its next token, then the
   batch's masks are filled. tokensieve's `fill_bitmasks` (parallel over core instances) and its
   serial loop, beside llguidance's `fill_next_token_bitmask_par` and its serial loop, in the
-  same run, for 1, 8, 64 and 256 requests. The modes take turns at every step (each on its own
-  matchers), so other work on the machine weighs on all of them alike.
+  same run, for 1, 8, 64 and 256 requests. A library's modes take turns at every step (each on
+  its own matchers), so other work on the machine weighs on them alike.
 - **hf**: the time a logits processor adds to `transformers`' `model.generate` per step, with a
   tiny randomly initialised Llama (CPU) and the Llama-3 tokenizer, batch 2: tokensieve's
   `tokensieve.hf.LogitsProcessor`, llguidance's processor written the way its docs show, and
@@ -128,7 +128,12 @@ def run_batch(args: argparse.Namespace) -> int:
                 modes[f"llguidance_serial_us/{round_index}"] = (
                     theirs, consume, lambda ms=theirs: [llg_np.fill_next_token_bitmask(m, llg_mask, i) for i, m in enumerate(ms)]
                 )
-        times = _interleaved(batch, modes, args.steps)
+        # Each library's modes take turns with each other, one library after the other:
+        # llguidance's thread pool keeps spinning for a while after a parallel fill and slowed
+        # whatever ran next (most of all a fill on threads of ours).
+        times: dict[str, list[float]] = {}
+        for library in ("tokensieve", "llguidance"):
+            times.update(_interleaved(batch, {k: v for k, v in modes.items() if k.startswith(library)}, args.steps))
         cores = default_pool().cores()
         row: dict[str, Any] = {
             "requests": size,
@@ -172,8 +177,7 @@ def _interleaved(batch: list[dict[str, Any]], modes: dict[str, tuple[list[Any], 
     """µs of each mode's batch fill at every step, each after every request consumed its next
     token. The modes take turns within a step, so a machine that gets busier or quieter (other
     jobs) affects them alike and their ratios stay comparable; the turn order rotates from step
-    to step, so no mode always follows the same one (llguidance's thread pool keeps its threads
-    spinning for a while after a parallel fill, which slowed whatever came next)."""
+    to step, so no mode always follows the same one."""
     times: dict[str, list[float]] = {name: [] for name in modes}
     order = list(modes.items())
     for step in range(steps):
@@ -199,7 +203,7 @@ def format_batch(report: dict[str, Any]) -> str:
     instances = sorted({row["instances"] for row in report["rows"]})
     lines = [
         f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs, "
-        f"{'/'.join(map(str, instances))} core instances (median µs per batch; modes interleaved step by step)",
+        f"{'/'.join(map(str, instances))} core instances (median µs per batch; each library's modes interleaved step by step)",
         "",
         "Per instance, after the largest batch: "
         f"{report['rows'][-1]['instance_live_mb']} MB live, {report['rows'][-1]['instance_linear_memory_mb']} MB of linear memory "
