@@ -133,7 +133,9 @@ def run_batch(args: argparse.Namespace) -> int:
         # whatever ran next (most of all a fill on threads of ours).
         times: dict[str, list[float]] = {}
         for library in ("tokensieve", "llguidance"):
-            times.update(_interleaved(batch, {k: v for k, v in modes.items() if k.startswith(library)}, args.steps))
+            ones = {name: mode for name, mode in modes.items() if name.startswith(library)}
+            if ones:
+                times.update(_interleaved(batch, ones, args.steps))
         cores = default_pool().cores()
         row: dict[str, Any] = {
             "requests": size,
