@@ -4,7 +4,8 @@
   at its own position in a valid instance): every request consumes its next token, then the
   batch's masks are filled. tokensieve's `fill_bitmasks` (parallel over core instances) and its
   serial loop, beside llguidance's `fill_next_token_bitmask_par` and its serial loop, in the
-  same run, for 1, 8, 64 and 256 requests.
+  same run, for 1, 8, 64 and 256 requests. A library's modes take turns at every step (each on
+  its own matchers), so other work on the machine weighs on them alike.
 - **hf**: the time a logits processor adds to `transformers`' `model.generate` per step, with a
   tiny randomly initialised Llama (CPU) and the Llama-3 tokenizer, batch 2: tokensieve's
   `tokensieve.hf.LogitsProcessor`, llguidance's processor written the way its docs show, and
@@ -61,13 +62,17 @@ def _requests(tokenizer: Any, data_dir: Path, count: int, llg_tokenizer: Any) ->
 def run_batch(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from tokensieve import Matcher, Tokenizer, fill_bitmasks
+    from tokensieve import Matcher, Tokenizer, configure, fill_bitmasks
+    from tokensieve._core import default_pool
+
     from .basic import find_shared
     from .maskbench import find_maskbench_dir
 
     shared = find_shared()
     if shared is None:
         raise SystemExit("../shared not found: set TOKENSIEVE_SHARED")
+    if args.instances is not None:
+        configure(instances=args.instances)
     tokenizer_path = shared / "tokenizers" / "llama3" / "tokenizer.json.gz"
     tokenizer = Tokenizer.from_file(tokenizer_path)
     llg_tokenizer = None
@@ -83,35 +88,72 @@ def run_batch(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for size in args.sizes:
         batch = [requests[i % len(requests)] for i in range(size)]
-        # A first pass builds what every grammar builds lazily (lexer states, slices) in every
-        # instance, so no measured run pays for it.
-        warm = [Matcher(tokenizer, r["grammar"]) for r in batch for _ in range(2)]
-        _steps(batch * 2, warm, lambda: None, lambda m, t: (m.compute_bitmask(), m.consume_token(t)), args.steps)
-        ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
-        bitmask = np.zeros((size, ours[0].mask_words), dtype=np.int32)
-        row: dict[str, Any] = {"requests": size}
-        row["tokensieve_batch_us"] = _steps(batch, ours, lambda: fill_bitmasks(ours, bitmask), lambda m, t: m.consume_token(t), args.steps)
-        ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
-        row["tokensieve_serial_us"] = _steps(
-            batch, ours, lambda: [m.fill_bitmask(bitmask, i) for i, m in enumerate(ours)], lambda m, t: m.consume_token(t), args.steps
-        )
+        # Warm-up builds what every grammar builds lazily (lexer states, slices, walk cache
+        # entries) in every instance, so no measured run pays for it: every position is walked
+        # twice in each instance (a walk cache entry is built on a state's second walk; with one
+        # warm walk, whichever mode came first paid for building the entries the others used).
+        instances = len(default_pool()._slots)
+        warm_requests = [r for r in batch for _ in range(2 * instances)]
+        warm = [Matcher(tokenizer, r["grammar"]) for r in warm_requests]
+        _warm(warm_requests, warm, lambda m, t: (m.compute_bitmask(), m.consume_token(t)), args.steps)
+        for index in range(size):
+            placed = [m._core for m in warm[2 * instances * index : 2 * instances * (index + 1)]]
+            if len(set(placed)) != instances or any(placed.count(core) != 2 for core in placed):
+                raise SystemExit("the warm-up did not walk every request twice in every core instance")
+        bitmask = np.zeros((size, warm[0].mask_words), dtype=np.int32)
+        serial_mask = np.zeros_like(bitmask)
+        consume = _consume_ours
+        modes: dict[str, tuple[list[Any], Any, Any]] = {}
+        for round_index in range(args.rounds):
+            ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
+            modes[f"tokensieve_batch_us/{round_index}"] = (ours, consume, lambda ms=ours: fill_bitmasks(ms, bitmask))
+            ours = [Matcher(tokenizer, r["grammar"]) for r in batch]
+            modes[f"tokensieve_serial_us/{round_index}"] = (
+                ours, consume, lambda ms=ours: [m.fill_bitmask(serial_mask, i) for i, m in enumerate(ms)]
+            )
         if llg_tokenizer is not None:
             import llguidance
 
             executor = llguidance.LLExecutor()
             llg_mask = llg_np.allocate_token_bitmask(size, llg_tokenizer.vocab_size)
-            warm_llg = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
-            _steps(batch, warm_llg, lambda: None, lambda m, t: (llg_np.fill_next_token_bitmask(m, llg_mask, 0), m.consume_token(t)), args.steps)
-            theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
-            pairs = [(m, i) for i, m in enumerate(theirs)]
-            row["llguidance_batch_us"] = _steps(
-                batch, theirs, lambda: llg_np.fill_next_token_bitmask_par(executor, pairs, llg_mask), lambda m, t: m.consume_token(t), args.steps
-            )
-            theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
-            row["llguidance_serial_us"] = _steps(
-                batch, theirs, lambda: [llg_np.fill_next_token_bitmask(m, llg_mask, i) for i, m in enumerate(theirs)],
-                lambda m, t: m.consume_token(t), args.steps,
-            )
+            for _ in range(2):
+                warm_llg = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+                _warm(batch, warm_llg, lambda m, t: (llg_np.fill_next_token_bitmask(m, llg_mask, 0), m.consume_token(t)), args.steps)
+            for round_index in range(args.rounds):
+                theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+                pairs = [(m, i) for i, m in enumerate(theirs)]
+                modes[f"llguidance_batch_us/{round_index}"] = (
+                    theirs, consume, lambda p=pairs: llg_np.fill_next_token_bitmask_par(executor, p, llg_mask)
+                )
+                theirs = [llguidance.LLMatcher(llg_tokenizer, r["llg_grammar"], log_level=0) for r in batch]
+                modes[f"llguidance_serial_us/{round_index}"] = (
+                    theirs, consume, lambda ms=theirs: [llg_np.fill_next_token_bitmask(m, llg_mask, i) for i, m in enumerate(ms)]
+                )
+        # Each library's modes take turns with each other, one library after the other:
+        # llguidance's thread pool keeps spinning for a while after a parallel fill and slowed
+        # whatever ran next (most of all a fill on threads of ours).
+        times: dict[str, list[float]] = {}
+        for library in ("tokensieve", "llguidance"):
+            ones = {name: mode for name, mode in modes.items() if name.startswith(library)}
+            if ones:
+                times.update(_interleaved(batch, ones, args.steps))
+        cores = default_pool().cores()
+        row: dict[str, Any] = {
+            "requests": size,
+            "instances": len(cores),
+            # Each instance holds its own trie copy and every grammar it runs (with its caches).
+            "instance_linear_memory_mb": [round(core.memory_size_bytes() / 2**20, 1) for core in cores],
+            "instance_live_mb": [round(core.live_kib() / 1024, 1) for core in cores],
+        }
+        for key in ("tokensieve_batch_us", "tokensieve_serial_us", "llguidance_batch_us", "llguidance_serial_us"):
+            samples = [t for name, values in times.items() if name.split("/")[0] == key for t in values]
+            if samples:
+                row[key] = statistics.median(samples)
+        serial = [t for name, values in times.items() if name.startswith("tokensieve_serial") for t in values]
+        ours = [t for name, values in times.items() if name.startswith("tokensieve_batch") for t in values]
+        row["speedup_per_step_median"] = statistics.median(a / b for a, b in zip(serial, ours))
+        if not (bitmask == serial_mask).all():
+            raise SystemExit("fill_bitmasks and the serial loop wrote different masks")
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {"cores": _cores(), "rows": rows}
@@ -122,18 +164,36 @@ def run_batch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _steps(batch: list[dict[str, Any]], matchers: list[Any], fill: Any, consume: Any, steps: int) -> float:
-    """Median µs of a batch fill, each after every request consumed its next token."""
-    times = []
-    for step in range(steps):
+def _consume_ours(matcher: Any, token: int) -> None:
+    matcher.consume_token(token)
+
+
+def _warm(batch: list[dict[str, Any]], matchers: list[Any], step: Any, steps: int) -> None:
+    for index in range(steps):
         for request, matcher in zip(batch, matchers):
             tokens = request["tokens"]
-            if step < len(tokens) - 1:
-                consume(matcher, tokens[step])
-        start = time.perf_counter()
-        fill()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+            if index < len(tokens) - 1:
+                step(matcher, tokens[index])
+
+
+def _interleaved(batch: list[dict[str, Any]], modes: dict[str, tuple[list[Any], Any, Any]], steps: int) -> dict[str, list[float]]:
+    """µs of each mode's batch fill at every step, each after every request consumed its next
+    token. The modes take turns within a step, so a machine that gets busier or quieter (other
+    jobs) affects them alike and their ratios stay comparable; the turn order rotates from step
+    to step, so no mode always follows the same one."""
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    order = list(modes.items())
+    for step in range(steps):
+        turn = step % len(order)
+        for name, (matchers, consume, fill) in order[turn:] + order[:turn]:
+            for request, matcher in zip(batch, matchers):
+                tokens = request["tokens"]
+                if step < len(tokens) - 1:
+                    consume(matcher, tokens[step])
+            start = time.perf_counter()
+            fill()
+            times[name].append((time.perf_counter() - start) * 1e6)
+    return times
 
 
 def _cores() -> int:
@@ -143,18 +203,26 @@ def _cores() -> int:
 
 
 def format_batch(report: dict[str, Any]) -> str:
+    instances = sorted({row["instances"] for row in report["rows"]})
     lines = [
-        f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs (median µs per batch)",
+        f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs, "
+        f"{'/'.join(map(str, instances))} core instances (median µs per batch; each library's modes interleaved step by step)",
         "",
-        "| requests | tokensieve fill_bitmasks | tokensieve serial | llguidance par | llguidance serial | ours / llg par | speedup over serial |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "Per instance, after the largest batch: "
+        f"{report['rows'][-1]['instance_live_mb']} MB live, {report['rows'][-1]['instance_linear_memory_mb']} MB of linear memory "
+        "(its own Llama-3 trie and slices, every grammar it runs with their caches, the matchers).",
+        "",
+        "| requests | tokensieve fill_bitmasks | tokensieve serial | llguidance par | llguidance serial | ours / llg par "
+        "| speedup over serial | its median per step |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in report["rows"]:
         ours, serial = row["tokensieve_batch_us"], row["tokensieve_serial_us"]
         llg = row.get("llguidance_batch_us")
         lines.append(
             f"| {row['requests']} | {ours:.0f} | {serial:.0f} | {llg if llg is None else f'{llg:.0f}'} | "
-            f"{row.get('llguidance_serial_us', float('nan')):.0f} | {'' if llg is None else f'{ours / llg:.2f}x'} | {serial / ours:.2f}x |"
+            f"{row.get('llguidance_serial_us', float('nan')):.0f} | {'' if llg is None else f'{ours / llg:.2f}x'} | {serial / ours:.2f}x "
+            f"| {row['speedup_per_step_median']:.2f}x |"
         )
     return "\n".join(lines)
 
@@ -270,6 +338,8 @@ def add_serving_benches(sub: Any) -> None:
     p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")
     p.add_argument("--sizes", type=int, nargs="+", default=list(BATCH_SIZES))
     p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=2, help="matcher sets per mode, their steps interleaved")
+    p.add_argument("--instances", type=int, default=None, help="core instances (default: CoreOptions' default)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_batch)
     p = sub.add_parser("hf", help="time a logits processor adds to transformers' generate, beside llguidance and XGrammar")

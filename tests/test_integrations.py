@@ -63,6 +63,83 @@ def test_batch_fill_raises_the_failing_matchers_error_and_fills_the_rest(llama3)
     assert (bitmask[0] == good.compute_bitmask()).all()
 
 
+def _batch_of(llama3, pool, count):
+    grammar = Grammar.json_schema(SCHEMA)
+    prefixes = ['{"a":"', '{"a":"xy', '{"b":[1', "", '{"b":[', '{"a":"q","b":[4,5']
+    matchers = []
+    for index in range(count):
+        m = Matcher(llama3, grammar, pool=pool)
+        assert m.consume_tokens(llama3.encode(prefixes[index % len(prefixes)]))
+        matchers.append(m)
+    return matchers
+
+
+def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
+    from tokensieve import _batch
+
+    monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)  # threads whatever the work
+    monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)  # and whatever they gained on a busy machine
+    monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
+    pool = CorePool(CoreOptions(instances=3))
+    matchers = _batch_of(llama3, pool, 40)
+    assert len({id(m._core) for m in matchers}) == 3
+    rows = np.arange(40)[::-1] + 2  # numpy ints, not in matcher order
+    bitmask = np.zeros((42, matchers[0].mask_words), dtype=np.int32)
+    for _ in range(2):  # the second fill uses the instances' measured costs
+        fill_bitmasks(matchers + matchers[:1], bitmask, list(rows) + [rows[0]])  # one matcher twice
+    assert _batch._workers._threads, "no helper thread filled a group"
+    for m, row in zip(matchers, rows):
+        assert (bitmask[row] == m.compute_bitmask()).all()
+    assert not bitmask[:2].any()
+    torch = pytest.importorskip("torch")
+    tensor = torch.zeros((42, matchers[0].mask_words), dtype=torch.int32)
+    fill_bitmasks(matchers, tensor, rows)
+    assert (tensor.numpy() == bitmask).all()
+
+
+def test_batch_fill_fills_a_matcher_busy_in_another_thread_afterwards(llama3):
+    import threading
+
+    pool = CorePool(CoreOptions(instances=2))
+    matchers = _batch_of(llama3, pool, 6)
+    bitmask = np.zeros((6, matchers[0].mask_words), dtype=np.int32)
+    busy = matchers[3]
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with busy._lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    timer = threading.Timer(0.2, release.set)
+    timer.start()
+    started = time.perf_counter()
+    fill_bitmasks(matchers, bitmask)  # waits for the busy matcher only, after the others
+    assert time.perf_counter() - started >= 0.15
+    holder.join()
+    for row, m in enumerate(matchers):
+        assert (bitmask[row] == m.compute_bitmask()).all()
+
+
+def test_batch_fill_refuses_bad_batches_before_filling_anything(llama3):
+    pool = CorePool(CoreOptions(instances=2))
+    matchers = _batch_of(llama3, pool, 4)
+    bitmask = np.zeros((4, matchers[0].mask_words), dtype=np.int32)
+    with pytest.raises(ValueError, match="outside"):
+        fill_bitmasks(matchers, bitmask, [0, 1, 2, 4])
+    with pytest.raises(ValueError, match="words per row|2-D"):
+        fill_bitmasks(matchers, np.zeros((4, 7), dtype=np.int32))
+    with pytest.raises(ValueError, match="int32"):
+        fill_bitmasks(matchers, bitmask.astype(np.int64))
+    with pytest.raises(ValueError, match="width"):
+        fill_bitmasks([matchers[0], Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)], bitmask)
+    assert not bitmask.any()
+    assert all(not m._lock._is_owned() for m in matchers)
+
+
 def test_a_second_matcher_at_a_width_costs_no_trie(llama3):
     grammar = Grammar.regex("[0-9]+")
     width = llama3.vocab_size + 1000

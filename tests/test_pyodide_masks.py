@@ -135,3 +135,34 @@ RESULT = {"same": before == after, "masks": len(after), "tokens": len(ids), "emp
 """
     result = pyodide_run(code)
     assert result["same"] and result["masks"] == result["tokens"] + 1 and result["empty"] == 0, result
+
+
+def test_pyodide_batch_fill_equals_single_fills(pyodide_run):
+    """`fill_bitmasks` under Pyodide (one instance, no numpy, no row addresses): the batch
+    call and the runtime's row copies into an `array` buffer, checked against each
+    matcher's own mask."""
+    code = r"""
+import array
+from tokensieve import Grammar, Matcher, Tokenizer, fill_bitmasks
+tok = Tokenizer.default()
+grammar = Grammar.regex("[a-z]{0,8}[.!]")
+texts = ["", "ab", "hello", "a", "xyzw", "q", "abcdefgh", "no"]
+matchers = []
+for text in texts:
+    m = Matcher(tok, grammar)
+    for t in tok.encode(text):
+        assert m.consume_token(t)
+    matchers.append(m)
+words = matchers[0].mask_words
+rows = [7, 0, 3, 5, 1, 6, 2, 4]
+bitmask = array.array("i", bytes(4 * words * 9))
+fill_bitmasks(matchers, bitmask, rows)
+RESULT = {
+    "equal": [bitmask[row * words : (row + 1) * words].tobytes() == m.compute_bitmask().tobytes() for m, row in zip(matchers, rows)],
+    "untouched": not any(bitmask[8 * words :]),
+    "some": sum(1 for x in bitmask if x),
+}
+"""
+    result = pyodide_run(code)
+    assert result["equal"] == [True] * 8
+    assert result["untouched"] and result["some"] > 0

@@ -138,6 +138,7 @@ class Core:
         self._fill = runtime.func_copy("ts_matcher_fill_bitmask", copy_from_status=0)
         self._consume = runtime.func("ts_matcher_consume_token", trusted=True)
         self._consume_fill = runtime.func_copy("ts_matcher_consume_and_fill", copy_from_status=1)
+        self._fill_many = runtime.func("ts_matcher_fill_bitmasks", trusted=True)
         self._copy_to = runtime.copy_to
 
     def __repr__(self) -> str:
@@ -352,28 +353,37 @@ class Core:
 
     def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[Any]) -> list[int]:
         """Fill the masks of several matchers of this instance in one call; copy mask i into
-        `dests[i]`. Returns the indices of the matchers whose fill failed (their `dests` are
-        untouched; fill them alone to get their error)."""
+        `dests[i]` (`runtime.dest_for` / `dest_at` targets). Returns the indices of the
+        matchers whose fill failed (their `dests` are untouched; fill them alone to get their
+        error).
+
+        The batch path of `fill_bitmasks`, run by a thread of its own while other instances
+        fill theirs: apart from the call into the module (which releases the GIL) it is a
+        handful of Python operations and one copy per row, all with the GIL held, so two
+        threads hand the GIL to each other about once per group, not once per matcher.
+        """
         n = len(handles)
-        size = 4 * words * n
+        row_bytes = 4 * words
         with self.lock:
             if self._pending_frees:
                 self._drain()
-            out = self._batch_buffer(size)
-            handles_ptr = self._put_ids([h & 0xFFFFFFFF for h in handles])
-            statuses_ptr = self._out if n <= 4 else self._alloc(4 * n)
-            try:
-                failed = self._call("ts_matcher_fill_bitmasks", handles_ptr, n, out, words, statuses_ptr)
-                statuses = struct.unpack(f"<{n}i", self.runtime.read(statuses_ptr, 4 * n)) if failed else ()
-                bad = [i for i, status in enumerate(statuses) if status != 0]
-                copy_to = self._copy_to
-                for i, dest in enumerate(dests):
-                    if not failed or statuses[i] == 0:
-                        copy_to(out + 4 * words * i, dest)
-                return bad
-            finally:
-                if statuses_ptr != self._out:
-                    self._free(statuses_ptr, 4 * n)
+            # One buffer: the masks, then the statuses, then the handles.
+            out = self._batch_buffer(n * (row_bytes + 8))
+            statuses_ptr = out + n * row_bytes
+            handles_ptr = statuses_ptr + 4 * n
+            self.runtime.write(handles_ptr, struct.pack(f"<{n}i", *handles))
+            failed = self._fill_many(handles_ptr, n, out, words, statuses_ptr)
+            if failed < 0:
+                self._check(failed, "fill_bitmasks")
+            if not failed:
+                self.runtime.copy_rows_to(out, row_bytes, dests)
+                return []
+            statuses = struct.unpack(f"<{n}i", self.runtime.read(statuses_ptr, 4 * n))
+            bad = [i for i, status in enumerate(statuses) if status != 0]
+            for i, dest in enumerate(dests):
+                if statuses[i] == 0:
+                    self._copy_to(out + row_bytes * i, dest)
+            return bad
 
     def _batch_buffer(self, size: int) -> int:
         """The instance's reusable buffer for batch masks, grown to `size` bytes (lock held)."""

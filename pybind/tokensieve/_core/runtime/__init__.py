@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from typing import Callable, Protocol, Union
 
@@ -124,6 +125,11 @@ class Runtime(Protocol):
     def copy_to(self, ptr: int, dest: object) -> None:
         """Copy the prepared target's size in bytes at `ptr` into it (one copy, no new
         objects: the step path's copy of a mask)."""
+        ...
+
+    def copy_rows_to(self, ptr: int, row_size: int, dests: Sequence[object]) -> None:
+        """Copy consecutive rows of `row_size` bytes at `ptr` into the `dest_for` targets
+        `dests`, row i into `dests[i]` (a batch's masks)."""
         ...
 
     def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:

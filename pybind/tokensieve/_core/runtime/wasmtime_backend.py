@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable, Final, NoReturn
 
 import wasmtime
@@ -98,6 +99,14 @@ _set_fuel = ctypes.CFUNCTYPE(_c_void_p, _c_void_p, ctypes.c_uint64)(
 )
 _set_epoch_deadline = ctypes.CFUNCTYPE(None, _c_void_p, ctypes.c_uint64)(
     ("wasmtime_context_set_epoch_deadline", ffi.dll)
+)
+# Copies between host buffers and linear memory keep the GIL. `ctypes.memmove` releases it
+# around every copy, which buys nothing for a mask (16 KB, about a microsecond) and costs a
+# thread switch whenever another thread waits for the GIL: it takes the GIL over, and getting
+# it back waits for that thread's next release. A batch fill's threads then hand the GIL to
+# each other once per row (a convoy). A PYFUNCTYPE prototype of the same C function keeps it.
+_memmove = ctypes.PYFUNCTYPE(_c_void_p, _c_void_p, _c_void_p, ctypes.c_size_t)(
+    ctypes.cast(ctypes.memmove, _c_void_p).value
 )
 _RAW_SIZE_BYTES: Final = ctypes.sizeof(ffi.wasmtime_val_raw_t)
 # On 64-bit hosts the engine reserves 4 GiB per memory so it never moves (see `_engine`).
@@ -747,7 +756,7 @@ class WasmtimeRuntime:
         with self._state.lock:
             address = self._address(ptr, size)
             if size:
-                ctypes.memmove(address, source, size)
+                _memmove(address, source, size)
 
     def read_into(self, ptr: int, dest: memoryview) -> None:
         """Copy `dest.nbytes` bytes at `ptr` straight into a writable buffer.
@@ -771,7 +780,7 @@ class WasmtimeRuntime:
         with self._state.lock:
             address = self._address(ptr, size)
             if target is not None:
-                ctypes.memmove(target, address, size)
+                _memmove(target, address, size)
 
     def dest_for(self, view: memoryview) -> Any:
         """Prepare a writable C-contiguous buffer as a target of `copy_to` (its host address).
@@ -794,7 +803,21 @@ class WasmtimeRuntime:
         memmove, no new objects (the step path's copy of a mask)."""
         address, size, _ = dest
         if size:
-            ctypes.memmove(address, self._address(ptr, size), size)
+            _memmove(address, self._address(ptr, size), size)
+
+    def copy_rows_to(self, ptr: int, row_size: int, dests: Sequence[Any]) -> None:
+        """Copy consecutive rows of `row_size` bytes at `ptr` into the targets `dests` (row i
+        into `dests[i]`, each of `row_size` bytes): a batch's masks, one bounds check and one
+        memmove per row, the GIL held throughout (see `_memmove`)."""
+        if not dests:
+            return
+        source = self._address(ptr, row_size * len(dests))
+        memmove = _memmove
+        for address, size, _ in dests:
+            if size != row_size:
+                raise ValueError(f"copy_rows_to: a target of {size} bytes for rows of {row_size}")
+            memmove(address, source, row_size)
+            source += row_size
 
     def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
         """Return `call(src, dest, *args)`: call the export `name` (trusted: the caller
