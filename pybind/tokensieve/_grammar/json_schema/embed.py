@@ -8,10 +8,16 @@ from ..ir import GrammarIR, Lexeme, Sym
 JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
 _JSON_OPEN = ("{", "[")
 _JSON_CLOSE = ("}", "]")
-_JSON_SEPARATORS = (",", ":")
 
 
-def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str | None = None) -> Sym:
+def merge_ir(
+    ir: GrammarIR,
+    sub: GrammarIR,
+    prefix: str,
+    *,
+    lexeme_prefix: str | None = None,
+    whitespace: str | None = JSON_WHITESPACE,
+) -> Sym:
     """Append the compact JSON grammar `sub` to `ir`, with its own whitespace; return its start.
 
     The Lark grammar's `%ignore` is the IR's one skip regex, which must not reach inside the
@@ -21,7 +27,9 @@ def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str |
     before the first or after the last". Names get `prefix` so messages tell copies apart;
     with `lexeme_prefix`, lexemes are named by it instead and copies share the lexemes that
     differ only in name (a string, a number, `{`): many schemas in one grammar (tool calls) then cost the
-    lexer a few lexemes each rather than dozens.
+    lexer a few lexemes each rather than dozens. `whitespace` is the regex of the JSON
+    whitespace (an `x-guidance` `whitespace_pattern`), None for none at all. The separators
+    are found by `sub.options["separator_lexemes"]` (they may be regexes, from `x-guidance`).
     """
     lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
     nt_base = len(ir.nonterminals)
@@ -35,7 +43,14 @@ def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str |
         ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
         for lx in sub.lexemes
     ]
-    ws = Sym.t(add(Lexeme(f"{lexeme_prefix} whitespace", "regex", JSON_WHITESPACE)))
+    if whitespace is None:
+        for rule in sub.rules:
+            ir.add_rule(nt_base + rule.lhs, [
+                Sym.t(lexeme_of[s.index]) if s.terminal else Sym.n(nt_base + s.index) for s in rule.rhs
+            ])
+        ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
+        return Sym.n(nt_base + sub.start)
+    ws = Sym.t(add(Lexeme(f"{lexeme_prefix} whitespace", "regex", whitespace)))
     padded: dict[int, Sym] = {}
 
     def pad(index: int) -> Sym:
@@ -46,8 +61,8 @@ def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str |
             p = Sym.t(lexeme_of[index])
             helper = ir.add_nonterminal(f"{prefix}/{lexeme.value} ws")
             ir.no_skip.add(helper)
-            before = lexeme.value not in _JSON_OPEN
-            after = lexeme.value not in _JSON_CLOSE
+            before = lexeme.kind != "literal" or lexeme.value not in _JSON_OPEN
+            after = lexeme.kind != "literal" or lexeme.value not in _JSON_CLOSE
             for lead in ([[], [ws]] if before else [[]]):
                 for trail in ([[], [ws]] if after else [[]]):
                     ir.add_rule(helper, lead + [p] + trail)
@@ -56,14 +71,23 @@ def merge_ir(ir: GrammarIR, sub: GrammarIR, prefix: str, *, lexeme_prefix: str |
 
     punctuation = {
         i for i, lx in enumerate(sub.lexemes)
-        if lx.kind == "literal" and lx.value in _JSON_OPEN + _JSON_CLOSE + _JSON_SEPARATORS
+        if lx.kind == "literal" and lx.value in _JSON_OPEN + _JSON_CLOSE
     }
+    punctuation.update(sub.options.get("separator_lexemes", ()))  # type: ignore[arg-type]
+    opening = {i for i in punctuation if sub.lexemes[i].kind == "literal" and sub.lexemes[i].value in _JSON_OPEN}
+
+    def translate(s: Sym, before: Sym | None) -> Sym:
+        if not s.terminal:
+            return Sym.n(nt_base + s.index)
+        if s.index not in punctuation:
+            return Sym.t(lexeme_of[s.index])
+        if before is not None and before.terminal and before.index in opening:
+            # `{}` / `[]`: one gap, already padded after the opening bracket (a bounded
+            # whitespace pattern must not fit twice)
+            return Sym.t(lexeme_of[s.index])
+        return pad(s.index)
+
     for rule in sub.rules:
-        rhs = [
-            (pad(s.index) if s.index in punctuation else Sym.t(lexeme_of[s.index])) if s.terminal
-            else Sym.n(nt_base + s.index)
-            for s in rule.rhs
-        ]
-        ir.add_rule(nt_base + rule.lhs, rhs)
+        ir.add_rule(nt_base + rule.lhs, [translate(s, rule.rhs[i - 1] if i else None) for i, s in enumerate(rule.rhs)])
     ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
     return Sym.n(nt_base + sub.start)

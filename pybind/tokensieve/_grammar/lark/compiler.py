@@ -361,7 +361,7 @@ class _Compiler:
         if sym is None:
             where = self.source.where(item.pos)
             try:
-                sub = json_schema_to_ir(item.schema, whitespace="compact")
+                sub = json_schema_to_ir(item.schema)  # x-guidance may change the whitespace
             except GrammarError as err:
                 pointer = err.json_pointer
                 at = f" (at {pointer or '/'})" if pointer is not None and f"(at {pointer}" not in str(err) else ""
@@ -369,7 +369,7 @@ class _Compiler:
                 error.json_pointer = pointer
                 raise error from None
             line, column = self.source.line_column(item.pos)
-            sym = self.json_of[item.text] = merge_ir(self.ir, sub, f"json@{line}:{column}")
+            sym = self.json_of[item.text] = merge_ir(self.ir, sub, f"json@{line}:{column}", whitespace=sub.skip)
             self.warnings.extend(f"%json at {where}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
         return sym
 

@@ -1,0 +1,173 @@
+"""llguidance's extensions, compared with llguidance step by step (issue 15).
+
+Schemas carrying `x-guidance` options and Lark grammars using llguidance's extensions must give
+the masks llguidance gives (forcing off) at every step, on texts both accept and on texts both
+refuse (up to the token where both refuse). Each text is labelled by hand, from the option's
+meaning, and the label is checked too: that is the independent oracle, so a case where both
+engines agree on a wrong answer still fails.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from tokensieve import Grammar, GrammarError, Matcher
+
+import llguidance  # in the test extra: a missing oracle fails the suite rather than skipping
+import llguidance.numpy as llg_numpy
+
+
+@pytest.fixture(scope="module")
+def llama3_pair(shared_dir):
+    from conftest import load_shared_tokenizer
+
+    path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
+    ours = load_shared_tokenizer("llama3")
+    theirs = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode(), slices=[])
+    return ours, theirs
+
+
+def _json_string_quirks(tok) -> set[int]:
+    """Tokens where the two JSON string lexemes are documented to differ (docs/lark.md)."""
+    return {t for t in range(tok.vocab_size) if any(q in tok.token_bytes(t) for q in (b"\x7f", b"\\/", b"\\u"))}
+
+
+def compare(pair, grammar: Grammar, llg_lark: str, accept, refuse, *, ignore=frozenset()) -> None:
+    """Masks equal at every step; `accept` texts end accepted, `refuse` texts hit a token both refuse."""
+    ours_tok, llg_tok = pair
+    llg_grammar = llguidance.LLMatcher.grammar_from_lark('%llguidance {"no_forcing": true}\n' + llg_lark)
+    words = (ours_tok.vocab_size + 31) // 32
+    for sample, expected in [(s, True) for s in accept] + [(s, False) for s in refuse]:
+        m, lm = Matcher(ours_tok, grammar), llguidance.LLMatcher(llg_tok, llg_grammar)
+        assert not lm.is_error(), lm.get_error()
+        theirs = llg_numpy.allocate_token_bitmask(1, llg_tok.vocab_size)
+        prefix = b""
+        accepted = True
+        for t in ours_tok.encode(sample) + [None]:
+            ours = m.compute_bitmask()
+            llg_numpy.fill_next_token_bitmask(lm, theirs, 0)
+            diff = np.flatnonzero(np.unpackbits((ours ^ theirs[0][:words]).view(np.uint8), bitorder="little"))
+            diff = [int(d) for d in diff if int(d) not in ignore]
+            assert not diff, (
+                f"{sample!r}: after {prefix!r} the masks differ on {[ours_tok.token_bytes(d) for d in diff[:8]]}"
+            )
+            if t is None:
+                break
+            if not (ours[t // 32] >> (t % 32)) & 1:  # refused by both (the masks are equal)
+                accepted = False
+                break
+            assert m.consume_token(t) and lm.consume_token(t), prefix
+            prefix += ours_tok.token_bytes(t)
+        if accepted:
+            accepted = m.is_accepting()
+            assert accepted == lm.is_accepting(), sample
+        assert accepted == expected, f"{sample!r} should be {'accepted' if expected else 'refused'}"
+
+
+# x-guidance options
+# =============================================================================================
+
+OBJ = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}}}
+
+X_GUIDANCE = {
+    "separators_with_space": (
+        {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False},
+        ['{"a": 1, "b": [1, 2, 3]}', '{"b": []}', "{}"],
+        ['{"a":1}', '{"a": 1,"b": []}', '{"a": 1, "b": [1,2]}', '{ "a": 1}', '{"a":  1}'],
+    ),
+    "separators_as_regexes": (
+        {"item_separator": ", ?", "key_separator": " *: *", "whitespace_flexible": False},
+        ['{"a":1,"b":[1, 2,3]}', '{"a" :  1, "b":[]}'],
+        ['{"a":1,  "b":[]}', '{"a":1 ,"b":[]}', '{ "a":1}'],
+    ),
+    "compact": (
+        {"whitespace_flexible": False},
+        ['{"a":1,"b":[1,2]}'],
+        ['{"a": 1}', '{"a":1, "b":[]}', '[1]'],
+    ),
+    "whitespace_pattern": (
+        {"whitespace_pattern": r"[ ]{1,2}"},
+        ['{"a": 1,  "b": [ 1 ]}', '{"a":1}'],
+        ['{"a":\n1}', '{"a":   1}', '{"a":\t1}', '{"b": [    ]}'],
+    ),
+    "flexible_with_separators": (
+        {"item_separator": ";", "whitespace_flexible": True},
+        ['{"a": 1 ;\n "b": [1;2]}'],
+        ['{"a": 1, "b": []}', '{"b": [1,2]}'],
+    ),
+    "lenient_and_coerce_one_of": (
+        {"lenient": True, "coerce_one_of": True},
+        ['{"a": 1}'],
+        ['{"a": "x"}'],
+    ),
+}
+
+
+def _with(options: dict) -> dict:
+    return {"x-guidance": options, **OBJ}
+
+
+@pytest.mark.parametrize("name", list(X_GUIDANCE))
+def test_x_guidance_in_lark_json_masks_equal_llguidance(name, llama3_pair, wasm_variant):
+    options, accept, refuse = X_GUIDANCE[name]
+    text = f"start: %json {json.dumps(_with(options))}\n"
+    compare(llama3_pair, Grammar.lark(text), text, accept, refuse, ignore=_json_string_quirks(llama3_pair[0]))
+
+
+@pytest.mark.parametrize("name", list(X_GUIDANCE))
+def test_x_guidance_in_json_schema_masks_equal_llguidance(name, llama3_pair, wasm_variant):
+    """`Grammar.json_schema` honours the options as llguidance's JSON grammar does (compared with
+    llguidance's `%json`, where forcing can be turned off; its whitespace rule is the same)."""
+    options, accept, refuse = X_GUIDANCE[name]
+    schema = _with(options)
+    compare(
+        llama3_pair, Grammar.json_schema(schema), f"start: %json {json.dumps(schema)}\n", accept, refuse,
+        ignore=_json_string_quirks(llama3_pair[0]),
+    )
+
+
+def test_x_guidance_options_override_keyword_arguments(llama3_pair, wasm_variant):
+    """Options in the schema win; those it leaves out keep the caller's keyword arguments."""
+    tok = llama3_pair[0]
+    schema = _with({"item_separator": "; "})
+    g = Grammar.json_schema(schema, item_separator="|", key_separator="=", whitespace="compact")
+    for text, ok in [('{"a"=1; "b"=[1; 2]}', True), ('{"a"=1|"b"=[]}', False), ('{"a":1; "b"=[]}', False)]:
+        m = Matcher(tok, g)
+        assert (m.consume_tokens(tok.encode(text)) and m.is_accepting()) == ok, text
+
+
+@pytest.mark.parametrize(
+    "options, message, pointer",
+    [
+        ({"separator": ","}, "unknown x-guidance option 'separator'", "/x-guidance/separator"),
+        ({"whitespace_flexible": "yes"}, "must be a boolean", "/x-guidance/whitespace_flexible"),
+        ({"item_separator": 1}, "must be a string", "/x-guidance/item_separator"),
+        ({"lenient": 0}, "must be a boolean", "/x-guidance/lenient"),
+        ({"json_allowed_escapes": "n"}, "json_allowed_escapes is not supported", "/x-guidance/json_allowed_escapes"),
+        (
+            {"json_allow_general_unicode_escapes": True},
+            "json_allow_general_unicode_escapes is not supported",
+            "/x-guidance/json_allow_general_unicode_escapes",
+        ),
+        ([], "must be an object", "/x-guidance"),
+    ],
+)
+def test_bad_x_guidance_is_refused_with_its_pointer(options, message, pointer):
+    with pytest.raises(GrammarError, match=message) as err:
+        Grammar.json_schema({"x-guidance": options, "type": "integer"})
+    assert err.value.json_pointer == pointer
+    with pytest.raises(GrammarError, match=message) as err:
+        Grammar.lark(f"start: %json {json.dumps({'x-guidance': options, 'type': 'integer'})}")
+    assert err.value.json_pointer == pointer
+    assert (err.value.line, err.value.column) == (1, 8)
+
+
+def test_x_guidance_below_the_top_is_ignored_as_llguidance_does(llama3_pair, wasm_variant):
+    tok = llama3_pair[0]
+    g = Grammar.json_schema({"type": "array", "items": {"x-guidance": {"item_separator": ";"}, "type": "integer"}})
+    m = Matcher(tok, g)
+    assert m.consume_tokens(tok.encode("[1, 2]")) and m.is_accepting()
