@@ -171,3 +171,59 @@ def test_x_guidance_below_the_top_is_ignored_as_llguidance_does(llama3_pair, was
     g = Grammar.json_schema({"type": "array", "items": {"x-guidance": {"item_separator": ";"}, "type": "integer"}})
     m = Matcher(tok, g)
     assert m.consume_tokens(tok.encode("[1, 2]")) and m.is_accepting()
+
+
+# `&` and `~` in terminals
+# =============================================================================================
+
+BOOLEAN_TERMINALS = {
+    # No blank line inside the text (llguidance's own example).
+    "no_double_newline": (
+        'start: "<" LINES ">"\nLINES: /[a-zA-Z \\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/\n',
+        ["<ab cd\nef\ngh>", "<>", "<x\n>"],
+        ["<ab\n\ncd>", "<a\n\n>", "<a1>"],
+    ),
+    # An identifier that is not a keyword: a lexeme alongside the keywords.
+    "identifier_not_keyword": (
+        'start: stmt+\nstmt: "if" NAME ";" | NAME "=" NAME ";"\n'
+        'NAME: /[a-z]+/ & ~KEYWORD\nKEYWORD: "if" | "else" | "while"\n%ignore " "\n',
+        ["if x; y = z;", "iff = elsewhere; ifx = y;"],
+        ["if if;", "x = while;", "else = y;"],
+    ),
+    # Two positive parts and a negated one: lowercase words of 3 to 5 letters, not ending in "ed".
+    "and_of_three": (
+        'start: WORD ("," WORD)*\nWORD: /[a-z]+/ & /.{3,5}/ & ~/.*ed/\n',
+        ["abc,hello,seat", "words"],
+        ["ab,abc", "toolong", "played", "abc,wanted"],
+    ),
+    # The & binds tighter than |, and ~ applies to the one atom after it.
+    "and_with_any_text": (
+        'start: "[" TEXT "]"\nTEXT: /[^\\]]*/ & ~/(?s:.*)TODO(?s:.*)/\n',
+        ["[all done]", "[TOD O]", "[]"],
+        ["[a TODO here]", "[TODO]"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BOOLEAN_TERMINALS))
+def test_and_not_terminals_masks_equal_llguidance(name, llama3_pair, wasm_variant):
+    text, accept, refuse = BOOLEAN_TERMINALS[name]
+    compare(llama3_pair, Grammar.lark(text), text, accept, refuse)
+
+
+@pytest.mark.parametrize(
+    "text, message, column",
+    [
+        ('start: /[a-z]+/ & ~/abc/', "& and ~ are supported only in terminal definitions", 8),
+        ('start: "<" ~/x+/ ">"', "~ in rule start: & and ~ are supported only in terminal definitions", 12),
+        ('start: A\nA: ~/a/+', "supported only at the top of a terminal definition", 4),
+        ('start: A\nA: "x" (/a/ & /b/)', "supported only at the top of a terminal definition", 9),
+        ('start: A\nA: B "x"\nB: /a/ & /b/', "terminal B uses & or ~", 4),
+        ('start: A\nA: /a/ &\n', "& needs an expression on both sides", 9),
+        ('start: "x"\n%ignore /a+/ & ~/aa/', "supported only at the top", 9),
+    ],
+)
+def test_and_not_where_the_core_cannot_express_them_are_refused(text, message, column):
+    with pytest.raises(GrammarError, match=message) as err:
+        Grammar.lark(text)
+    assert err.value.column == column

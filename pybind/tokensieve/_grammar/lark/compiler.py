@@ -14,7 +14,8 @@ from ..json_schema.compiler import json_schema_to_ir
 from ..json_schema.embed import merge_ir
 from .regex import _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx
 from .syntax import (
-    _Alt, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Range, _Re, _Repeat, _Seq, _Source, _Special, _walk,
+    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Not, _Range, _Re, _Repeat, _Seq, _Source, _Special,
+    _walk,
     COMMON_TERMINALS, SPECIAL_TOKEN_IDS_MAX,
 )
 
@@ -35,6 +36,8 @@ class _Compiler:
         self.special_tokens = special_tokens
         self.ir = GrammarIR()
         self.terminal_rx: dict[str, _Rx] = {}
+        # Terminals whose body is an `&` of (maybe negated) parts: (pattern, and, not) patterns.
+        self.terminal_bool: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         self.regex_cache: dict[tuple[str, str], _Rx] = {}
         self.nonterminal_of: dict[str, int] = {}
         self.lexeme_of: dict[tuple[object, ...], int] = {}
@@ -54,7 +57,11 @@ class _Compiler:
             hint = " (rule names are lowercase)" if "START" in defs else ""
             raise self.source.error(f"the grammar has no `start` rule{hint}: add `start: ...`", 0)
         for name in self._terminal_order():
-            self.terminal_rx[name] = self._rx(defs[name].body, f"terminal {name}")
+            body = defs[name].body
+            if isinstance(body, (_And, _Not)):
+                self.terminal_bool[name] = self._boolean(body, f"terminal {name}")
+            else:
+                self.terminal_rx[name] = self._rx(body, f"terminal {name}")
         for name, d in defs.items():
             if not d.terminal:
                 self.nonterminal_of[name] = self.ir.add_nonterminal(name)
@@ -150,7 +157,20 @@ class _Compiler:
             return _range_rx(expr.lo, expr.hi)
         if isinstance(expr, _Name):
             self._check_terminal_ref(expr, context)
+            if expr.name in self.terminal_bool:
+                raise self.source.error(
+                    f"terminal {expr.name} uses & or ~, so it can be used in rules but not inside {context} "
+                    "(& and ~ are supported at the top of a terminal definition only); "
+                    f"write {context.split()[-1]}'s text into {expr.name}, or make {context.split()[-1]} a rule",
+                    expr.pos,
+                )
             return self.terminal_rx[expr.name]
+        if isinstance(expr, (_And, _Not)):
+            raise self.source.error(
+                f"{'&' if isinstance(expr, _And) else '~'} in {context} is supported only at the top of a "
+                "terminal definition (A: B & ~C), not inside a sequence, group or repetition",
+                expr.pos,
+            )
         if isinstance(expr, _Special):
             self._no_special(expr, context)
         if isinstance(expr, _Json):
@@ -161,6 +181,25 @@ class _Compiler:
             return _alt_rx([self._rx(alt, context) for alt in expr.alts])
         assert isinstance(expr, _Repeat)
         return _repeat_rx(self._rx(expr.item, context), expr.min, expr.max)
+
+    def _boolean(self, expr: _And | _Not, context: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """llguidance's `A & ~B & C` at the top of a terminal: the first positive part is the
+        lexeme's pattern, the other positive parts its `and_patterns`, the negated ones its
+        `not_patterns` (the core intersects and subtracts them). Without a positive part the
+        pattern is any text (valid UTF-8: llguidance's bare `~B` also matches invalid UTF-8)."""
+        positive: list[str] = []
+        negative: list[str] = []
+        pending: list[tuple[_Expr, bool]] = [(expr, True)]
+        while pending:
+            node, sign = pending.pop()
+            if isinstance(node, _And) and sign:
+                pending.extend((item, True) for item in reversed(node.items))
+            elif isinstance(node, _Not):
+                pending.append((node.item, not sign))
+            else:
+                (positive if sign else negative).append(self._rx(node, context).pattern)
+        pattern = positive[0] if positive else r"[\s\S]*"
+        return pattern, tuple(positive[1:]), tuple(negative)
 
     def _regex(self, expr: _Re) -> _Rx:
         """A /regex/ as a flag-free `_Rx` (cached); a malformed one is a GrammarError at it."""
@@ -261,6 +300,13 @@ class _Compiler:
             return [self._lexeme("special", "", item.text, token_ids=ids)]
         if isinstance(item, _Json):
             return [self._json(item)]
+        if isinstance(item, (_And, _Not)):
+            op = "&" if isinstance(item, _And) else "~"
+            raise self.source.error(
+                f"{op} in rule {owner}: & and ~ are supported only in terminal definitions (as llguidance "
+                "documents them); define an UPPERCASE terminal, e.g. A: B & ~C, and use it here",
+                item.pos,
+            )
         if isinstance(item, _Seq):
             return self._sequence(item, owner)
         if isinstance(item, _Alt):
@@ -273,6 +319,9 @@ class _Compiler:
 
     def _name_symbols(self, item: _Name) -> list[Sym]:
         if item.terminal:
+            if item.name in self.terminal_bool:
+                pattern, ands, nots = self.terminal_bool[item.name]
+                return [self._lexeme("regex", pattern, item.name, and_patterns=ands, not_patterns=nots)]
             if item.name not in self.terminal_rx:
                 raise self.source.error(_undefined_terminal(item.name), item.pos)
             rx = self.terminal_rx[item.name]
@@ -298,12 +347,16 @@ class _Compiler:
         lazy: bool = False,
         token_ids: tuple[int, ...] = (),
         max_tokens: int = 0,
+        and_patterns: tuple[str, ...] = (),
+        not_patterns: tuple[str, ...] = (),
     ) -> Sym:
         """The lexeme with this kind/value/laziness/budget, shared by every use (first name wins)."""
-        key = (kind, value, lazy, token_ids, max_tokens)
+        key = (kind, value, lazy, token_ids, max_tokens, and_patterns, not_patterns)
         index = self.lexeme_of.get(key)
         if index is None:
-            lexeme = Lexeme(name, kind, value, lazy, token_ids, max_tokens=max_tokens)
+            lexeme = Lexeme(
+                name, kind, value, lazy, token_ids, and_patterns, not_patterns, max_tokens=max_tokens
+            )
             index = self.lexeme_of[key] = self.ir.add_lexeme(lexeme)
         return Sym.t(index)
 

@@ -144,7 +144,7 @@ _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
 _DIRECTIVE_RE = re.compile(r"%[A-Za-z_]*")
 _LETTERS_RE = re.compile(r"[A-Za-z]*")
-_PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=")
+_PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=", "&")
 _STRING_ESCAPES = {
     '"': '"', "\\": "\\", "/": "/", "'": "'", "b": "\b", "f": "\f",
     "n": "\n", "r": "\r", "t": "\t", "v": "\v", "0": "\0",
@@ -483,7 +483,23 @@ class _Json:
     schema: object = field(compare=False, hash=False, default=None)
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json]
+@dataclass(frozen=True)
+class _And:
+    """llguidance's `A & B`: text both match (terminals only)."""
+
+    pos: int
+    items: tuple[_Expr, ...]
+
+
+@dataclass(frozen=True)
+class _Not:
+    """llguidance's `~A`: text A does not match (terminals only)."""
+
+    pos: int
+    item: _Expr
+
+
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not]
 
 
 @dataclass
@@ -509,11 +525,11 @@ class _Grammar:
 
 
 def _children(expr: _Expr) -> tuple[_Expr, ...]:
-    if isinstance(expr, _Seq):
+    if isinstance(expr, (_Seq, _And)):
         return expr.items
     if isinstance(expr, _Alt):
         return expr.alts
-    if isinstance(expr, _Repeat):
+    if isinstance(expr, (_Repeat, _Not)):
         return (expr.item,)
     return ()
 
@@ -531,7 +547,7 @@ def _walk(expr: _Expr) -> Iterator[_Expr]:
 # Parser
 # ----------------------------------------------------------------------------------------------
 
-_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json"})
+_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~"})
 _OP_COUNTS: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None), "+": (1, None)}
 _ATTRIBUTES_HELP = 'lazy, max_tokens=N, stop="...", suffix="...", capture, temperature=T'
 
@@ -750,12 +766,20 @@ class _Parser:
         alts: list[_Expr] = []
         while True:
             seq_start = tokens[self.k].pos
-            items: list[_Expr] = []
-            while tokens[self.k].kind in _ATOM_START:
-                items.append(self._expr(depth))
+            conjuncts: list[_Expr] = []
+            while True:  # `&` binds looser than a sequence, tighter than `|`
+                part_start = tokens[self.k].pos
+                items: list[_Expr] = []
+                while tokens[self.k].kind in _ATOM_START:
+                    items.append(self._expr(depth))
+                if not items and (conjuncts or tokens[self.k].kind == "&"):
+                    raise self.source.error("& needs an expression on both sides", part_start)
+                conjuncts.append(items[0] if len(items) == 1 else _Seq(part_start, tuple(items)))
+                if not self.accept("&"):
+                    break
             if self.accept("->"):
                 self.expect("rule", "an alias name after '->'")
-            alts.append(items[0] if len(items) == 1 else _Seq(seq_start, tuple(items)))
+            alts.append(conjuncts[0] if len(conjuncts) == 1 else _And(seq_start, tuple(conjuncts)))
             if not self._match_vbar():
                 break
         return alts[0] if len(alts) == 1 else _Alt(start, tuple(alts))
@@ -768,10 +792,17 @@ class _Parser:
             return True
         return False
 
-    def _expr(self, depth: int) -> _Expr:
+    def _expr(self, depth: int, *, repetition: bool = True) -> _Expr:
         """An atom with an optional repetition operator."""
         tok = self.next()
         atom: _Expr
+        if tok.kind == "~":  # llguidance's negation binds tighter than a repetition: ~A+ is (~A)+
+            if depth >= NESTING_DEPTH_MAX:
+                raise self.source.error(f"~ nested more than {NESTING_DEPTH_MAX} deep", tok.pos)
+            if self.peek().kind not in _ATOM_START:
+                raise self.source.error(f"expected what ~ negates, found {_describe(self.peek())}", self.peek().pos)
+            inner = self._expr(depth + 1, repetition=False)
+            return self._repetition(_Not(tok.pos, inner)) if repetition else _Not(tok.pos, inner)
         if tok.kind in ("(", "["):
             if depth >= NESTING_DEPTH_MAX:
                 raise self.source.error(
@@ -803,7 +834,7 @@ class _Parser:
             atom = _Json(tok.pos, tok.text, tok.json_value)
         else:
             atom = _Special(tok.pos, tok.value)
-        return self._repetition(atom)
+        return self._repetition(atom) if repetition else atom
 
     def _string_atom(self, tok: _Token) -> _Expr:
         if not self.accept(".."):
@@ -823,7 +854,7 @@ class _Parser:
         if tok.kind == "op":
             self.next()
             low, high = _OP_COUNTS[tok.value]
-        elif tok.kind == "~":
+        elif tok.kind == "~" and self.peek(1).kind == "number":
             self.next()
             low = self._count()
             high = self._count() if self.accept("..") else low
@@ -834,7 +865,7 @@ class _Parser:
             return atom
         if high is not None and high < low:
             raise self.source.error(f"repetition {{{low},{high}}} needs min <= max", tok.pos)
-        if self.peek().kind in ("op", "~", "{"):
+        if self.peek().kind in ("op", "{") or (self.peek().kind == "~" and self.peek(1).kind == "number"):
             raise self.source.error(
                 "two repetition operators in a row; add parentheses, e.g. (x+)?", self.peek().pos
             )
