@@ -227,3 +227,60 @@ def test_and_not_where_the_core_cannot_express_them_are_refused(text, message, c
     with pytest.raises(GrammarError, match=message) as err:
         Grammar.lark(text)
     assert err.value.column == column
+
+
+# %regex substring forms
+# =============================================================================================
+
+QUOTE = "The quick brown fox, it said, jumps over the lazy dog. Then it naps_a_lot!"
+
+SUBSTRINGS = {
+    "words": (
+        f'start: "<q>" %regex {json.dumps({"substring_words": QUOTE})} "</q>"\n',
+        ["<q>quick brown fox</q>", "<q>jumps over the lazy dog. Then</q>", "<q></q>", f"<q>{QUOTE}</q>",
+         "<q>, it said,</q>", "<q>naps_a_lot!</q>"],
+        ["<q>quick brown fix</q>", "<q>uick brown</q>", "<q>brown  fox</q>", "<q>naps</q>", "<q>fox it</q>"],
+    ),
+    "chars": (
+        'start: "[" WORD "]"\nWORD: %regex {"substring_chars": "héllo wörld"}\n',
+        ["[llo w]", "[h]", "[]", "[héllo wörld]", "[örl]"],
+        ["[hello]", "[ll w]", "[dlrow]", "[wörld!]"],
+    ),
+    "chunks": (
+        'start: ITEM ("," ITEM)*\nITEM: %regex {"substring_chunks": ["abc", "de", "fg", "abc"]}\n',
+        ["abc,de,abcde,defg,fgabc,abcdefgabc", ",abc"],
+        ["ab", "cde", "abcfg", "fgab"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SUBSTRINGS))
+def test_substring_regexes_masks_equal_llguidance(name, llama3_pair, wasm_variant):
+    text, accept, refuse = SUBSTRINGS[name]
+    compare(llama3_pair, Grammar.lark(text), text, accept, refuse)
+
+
+def test_substring_words_splits_as_llguidance_does():
+    from tokensieve._grammar.lark.substring import split_words
+
+    assert split_words("foo bar. baz") == ["foo", " ", "bar", ".", " ", "baz"]
+    assert split_words("a..b  c_d9 é!\n") == ["a", "..", "b", "  ", "c_d9", " ", "é", "!", "\n"]
+    assert split_words("") == []
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ('{"substring_words": "a", "substring_chars": "b"}', "exactly one of"),
+        ('{"substring": ["a"]}', "unknown %regex field 'substring'"),
+        ('{"substring_chunks": "abc"}', "must be a list of strings"),
+        ('{"substring_words": 3}', "must be a string"),
+        ('{"substring_chars": "' + "x" * 2001 + '"}', "2001 chunks, above 2000"),
+        ("[1]", "takes a JSON object"),
+        ("{nope}", "needs a JSON object after it"),
+    ],
+)
+def test_bad_regex_objects_are_refused(spec, message):
+    with pytest.raises(GrammarError, match=message) as err:
+        Grammar.lark(f"start: %regex {spec}")
+    assert (err.value.line, err.value.column) == (1, 8 if "JSON object after" not in message else 16)

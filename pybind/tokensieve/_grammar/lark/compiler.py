@@ -12,10 +12,12 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex, productive_nonterminals
 from ..json_schema.compiler import json_schema_to_ir
 from ..json_schema.embed import merge_ir
-from .regex import _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx
+from .regex import (
+    _ATOM, _EMPTY_RX, _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx,
+)
 from .syntax import (
-    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Not, _Range, _Re, _Repeat, _Seq, _Source, _Special,
-    _walk,
+    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Not, _Range, _Re, _RegexExt, _Repeat, _Seq, _Source,
+    _Special, _walk,
     COMMON_TERMINALS, SPECIAL_TOKEN_IDS_MAX,
 )
 
@@ -155,6 +157,8 @@ class _Compiler:
             return self._regex(expr)
         if isinstance(expr, _Range):
             return _range_rx(expr.lo, expr.hi)
+        if isinstance(expr, _RegexExt):
+            return _Rx(expr.pattern, _ATOM) if expr.pattern else _EMPTY_RX
         if isinstance(expr, _Name):
             self._check_terminal_ref(expr, context)
             if expr.name in self.terminal_bool:
@@ -290,7 +294,7 @@ class _Compiler:
         """The symbols one expression stands for in a right-hand side (helpers as needed)."""
         if isinstance(item, _Lit) and not item.ci:
             return [self._lexeme("literal", item.text, json.dumps(item.text))] if item.text else []
-        if isinstance(item, (_Lit, _Re, _Range)):
+        if isinstance(item, (_Lit, _Re, _Range, _RegexExt)):
             rx = self._rx(item, f"rule {owner}")
             return [self._lexeme("regex", rx.pattern, item.shown or rx.pattern)]
         if isinstance(item, _Name):

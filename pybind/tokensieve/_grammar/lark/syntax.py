@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Union
 
 from ..._errors import GrammarError
+from .substring import SubstringError, substring_pattern
 
 
 NESTING_DEPTH_MAX = 100
@@ -380,21 +381,31 @@ class _Lexer:
         m = _DIRECTIVE_RE.match(self.text, start)
         assert m is not None
         name = m.group()[1:]
-        if name == "regex":
-            raise self.source.error("%regex {...} is not supported; write the regex as /.../", start)
-        if name not in ("llguidance", "json"):
+        if name not in ("llguidance", "json", "regex"):
             self._emit("directive", start, m.end(), name)
             return
         j = m.end()
         while j < len(self.text) and self.text[j] in " \t\r\n":
             j += 1
-        example = '%llguidance {"allow_initial_skip": true}' if name == "llguidance" else '%json {"type": "object"}'
+        example = {
+            "llguidance": '%llguidance {"allow_initial_skip": true}',
+            "json": '%json {"type": "object"}',
+            "regex": '%regex {"substring_words": "some text"}',
+        }[name]
         try:
             value, end = json.JSONDecoder().raw_decode(self.text, j)
         except json.JSONDecodeError as err:
             raise self.source.error(
                 f"%{name} needs a JSON object after it ({err.msg}), e.g. {example}", err.pos
             ) from None
+        if name == "regex":
+            try:
+                pattern = substring_pattern(value)
+            except SubstringError as err:
+                raise self.source.error(str(err), start) from None
+            self.tokens.append(_Token("regex_ext", start, self.text[start:end], pattern))
+            self.i = end
+            return
         kind = "directive" if name == "llguidance" else "json"
         self.tokens.append(_Token(kind, start, self.text[start:end], name, json_value=value))
         self.i = end
@@ -499,7 +510,16 @@ class _Not:
     item: _Expr
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not]
+@dataclass(frozen=True)
+class _RegexExt:
+    """llguidance's `%regex {...}` (substring forms), as a pattern of the core's syntax."""
+
+    pos: int
+    pattern: str
+    shown: str = ""
+
+
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt]
 
 
 @dataclass
@@ -547,7 +567,7 @@ def _walk(expr: _Expr) -> Iterator[_Expr]:
 # Parser
 # ----------------------------------------------------------------------------------------------
 
-_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~"})
+_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~", "regex_ext"})
 _OP_COUNTS: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None), "+": (1, None)}
 _ATTRIBUTES_HELP = 'lazy, max_tokens=N, stop="...", suffix="...", capture, temperature=T'
 
@@ -832,6 +852,8 @@ class _Parser:
             atom = _Name(tok.pos, tok.value, tok.kind == "term")
         elif tok.kind == "json":
             atom = _Json(tok.pos, tok.text, tok.json_value)
+        elif tok.kind == "regex_ext":
+            atom = _RegexExt(tok.pos, tok.value, tok.text if len(tok.text) <= 40 else tok.text[:39] + "…")
         else:
             atom = _Special(tok.pos, tok.value)
         return self._repetition(atom) if repetition else atom
