@@ -284,3 +284,23 @@ def test_bad_regex_objects_are_refused(spec, message):
     with pytest.raises(GrammarError, match=message) as err:
         Grammar.lark(f"start: %regex {spec}")
     assert (err.value.line, err.value.column) == (1, 8 if "JSON object after" not in message else 16)
+
+
+# Refused extensions
+# =============================================================================================
+
+
+@pytest.mark.parametrize(
+    "text, line, column, message",
+    [
+        ('start: x\nx: %lark {\nstart: "a"\n}', 2, 4, r"nested grammars \(%lark"),
+        ('start: perm::0x0\nperm::_ : "" %if is_ones([0:3])\n', 1, 12, "parametric rules"),
+        ('start: "a" perm::set_bit(0)', 1, 16, "parametric rules"),
+        ('start: a\na: "x" %if true', 2, 8, "parametric rules"),
+    ],
+)
+def test_nested_and_parametric_grammars_are_refused_by_name(text, line, column, message):
+    """llguidance accepts these forms; tokensieve names the feature and where it is used."""
+    with pytest.raises(GrammarError, match=message) as err:
+        Grammar.lark(text)
+    assert (err.value.line, err.value.column) == (line, column)

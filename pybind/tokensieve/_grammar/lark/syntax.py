@@ -144,6 +144,10 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
 _DIRECTIVE_RE = re.compile(r"%[A-Za-z_]*")
+_PARAMETRIC = (
+    "parametric rules (llguidance's name::param with %if conditions) are not supported; "
+    "spell the rules out for each parameter value, or use a JSON Schema (uniqueItems, enums) instead"
+)
 _LETTERS_RE = re.compile(r"[A-Za-z]*")
 _PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=", "&")
 _STRING_ESCAPES = {
@@ -255,6 +259,8 @@ class _Lexer:
         m = _IDENT_RE.match(self.text, start)
         assert m is not None
         name = m.group()
+        if self.text.startswith("::", m.end()):
+            raise self.source.error(_PARAMETRIC, m.end())
         letters = [c for c in name if c.isalpha()]
         if not letters:
             raise self.source.error(f"name {name!r} needs at least one letter", start)
@@ -381,6 +387,14 @@ class _Lexer:
         m = _DIRECTIVE_RE.match(self.text, start)
         assert m is not None
         name = m.group()[1:]
+        if name == "if":
+            raise self.source.error(_PARAMETRIC, start)
+        if name == "lark":
+            raise self.source.error(
+                "nested grammars (%lark {...}, llguidance's own lexer and %ignore inside a rule) are not "
+                "supported; write the nested grammar's rules into this grammar under new names",
+                start,
+            )
         if name not in ("llguidance", "json", "regex"):
             self._emit("directive", start, m.end(), name)
             return
