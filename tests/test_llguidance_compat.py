@@ -293,7 +293,6 @@ def test_bad_regex_objects_are_refused(spec, message):
 @pytest.mark.parametrize(
     "text, line, column, message",
     [
-        ('start: x\nx: %lark {\nstart: "a"\n}', 2, 4, r"nested grammars \(%lark"),
         ('start: perm::0x0\nperm::_ : "" %if is_ones([0:3])\n', 1, 12, "parametric rules"),
         ('start: "a" perm::set_bit(0)', 1, 16, "parametric rules"),
         ('start: a\na: "x" %if true', 2, 8, "parametric rules"),
@@ -304,3 +303,64 @@ def test_nested_and_parametric_grammars_are_refused_by_name(text, line, column, 
     with pytest.raises(GrammarError, match=message) as err:
         Grammar.lark(text)
     assert (err.value.line, err.value.column) == (line, column)
+
+
+# %lark nested grammars
+# =============================================================================================
+
+NESTED = {
+    # The nested %ignore may follow every nested lexeme (the last one too), never precede the first.
+    "own_ignore": (
+        'start: "<" inner ">" NUM\ninner: %lark {\n  start: item ("," item)*\n'
+        '  item: /[a-z]+/ | "{" start "}"\n  %ignore /[ \\t]+/\n}\nNUM: /[0-9]+/\n',
+        ["<a,b>1", "<a , b>1", "<a,{b, c}>1", "<ab,{b,{c ,d}}>42", "<a,b >1", "<{ a}>1"],
+        ["< a>1", "<a,b> 1", "<a  ,b>1 ", "<{a}}>1", "<a\n,b>1"],
+    ),
+    # Without %ignore inside: no whitespace at all there.
+    "no_ignore": (
+        'start: "call" args ";"\nargs: %lark {\nstart: "(" NAME ("," NAME)* ")"\nNAME: /[a-z]+/\n}\n',
+        ["call(a,b);", "call(x);"],
+        ["call (a);", "call(a, b);", "call(a) ;"],
+    ),
+    # Where the nested grammar cannot go on, its %ignore cannot follow its last lexeme.
+    "closed_end": (
+        'start: "<" inner ">"\ninner: %lark {\nstart: "a" "b"\n%ignore " "\n}\n',
+        ["<a b>", "<ab>", "<a   b>"],
+        ["<a b >", "< ab>", "<ab >"],
+    ),
+    # %json inside %lark: no nested skip right before the JSON, JSON whitespace inside it.
+    "json_inside": (
+        'start: "<" inner ">"\ninner: %lark {\nstart: "f" args ";"\nargs: %json {"type": "array", "items": {"type": "integer"}}\n'
+        '%ignore " "\n}\n',
+        ["<f[1, 2] ;>", "<f[ 3 ];>"],
+        ["<f [1];>", "<f[1]; >"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NESTED))
+def test_nested_lark_masks_equal_llguidance(name, llama3_pair, wasm_variant):
+    text, accept, refuse = NESTED[name]
+    compare(llama3_pair, Grammar.lark(text), text, accept, refuse)
+
+
+def test_nested_lark_under_an_outer_ignore_is_refused():
+    with pytest.raises(GrammarError, match="%lark in a grammar with %ignore is not supported") as err:
+        Grammar.lark('start: "a" b\nb: %lark {\nstart: "x"\n}\n%ignore " "\n')
+    assert (err.value.line, err.value.column) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('start: a\na: %lark {\nstart: "x"\n', "has no closing }"),
+        ('start: a\na: %lark "x"', "needs a grammar in braces"),
+        ('start: a\na: %lark {\nb: "x"\n}', "has no `start` rule"),
+        ('start: A\nA: %lark {\nstart: "x"\n}', "%lark cannot be used in terminal A"),
+        ('start: a\na: %lark {\nstart: "x"\n%llguidance {"no_forcing": true}\n}', "inside %lark are not supported"),
+        ('start: a\na: %lark {\nstart: "x" b\nb: %lark {\nstart: "y"\n}\n}', "%lark inside %lark is not supported"),
+    ],
+)
+def test_bad_nested_grammars_are_refused(text, message):
+    with pytest.raises(GrammarError, match=message):
+        Grammar.lark(text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, NoReturn
+from typing import Mapping, NoReturn, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex, productive_nonterminals
@@ -16,8 +16,8 @@ from .regex import (
     _ATOM, _EMPTY_RX, _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx,
 )
 from .syntax import (
-    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Not, _Range, _Re, _RegexExt, _Repeat, _Seq, _Source,
-    _Special, _walk,
+    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lark, _Lit, _Name, _Not, _Parser, _Range, _Re, _RegexExt, _Repeat,
+    _Seq, _Source, _Special, _walk,
     COMMON_TERMINALS, SPECIAL_TOKEN_IDS_MAX,
 )
 
@@ -46,6 +46,8 @@ class _Compiler:
         self.helper_of: dict[tuple[object, ...], int] = {}
         self.helper_names: dict[str, int] = {}
         self.json_of: dict[str, Sym] = {}
+        self.lark_of: dict[str, Sym] = {}
+        self.nested = False  # compiling a %lark body: its %ignore is spelled out, not the IR's skip
         self.warnings: list[str] = []
 
     def run(self) -> GrammarIR:
@@ -73,6 +75,9 @@ class _Compiler:
         self._skip()
         self.ir.allow_initial_skip = bool(self.grammar.options.get("allow_initial_skip", False))
         self.ir.options = dict(self.grammar.options)
+        embedded = [sym.index for sym in (*self.json_of.values(), *self.lark_of.values())]
+        if embedded:  # names survive pruning; `_merge_nested` looks for them
+            self.ir.options["embedded_starts"] = [self.ir.nonterminals[i] for i in embedded]
         if self.warnings:
             self.ir.options["warnings"] = list(self.warnings)
         return _prune(self.source, self.ir, self.nonterminal_of["start"], defs["start"].pos)
@@ -179,6 +184,8 @@ class _Compiler:
             self._no_special(expr, context)
         if isinstance(expr, _Json):
             self._no_json(expr, context)
+        if isinstance(expr, _Lark):
+            raise self.source.error(f"%lark cannot be used in {context} (a terminal is one regex); use it in a rule", expr.pos)
         if isinstance(expr, _Seq):
             return _concat_rx([self._rx(item, context) for item in expr.items])
         if isinstance(expr, _Alt):
@@ -240,7 +247,7 @@ class _Compiler:
     def _one_lexeme(self, d: _Def) -> Sym:
         """The one lexeme of a rule with `lazy`, `stop=`, `suffix=` or `max_tokens=`."""
         for node in _walk(d.body):
-            if isinstance(node, (_Special, _Json)) or (isinstance(node, _Name) and not node.terminal):
+            if isinstance(node, (_Special, _Json, _Lark)) or (isinstance(node, _Name) and not node.terminal):
                 attributes = (
                     ("lazy", d.lazy), ("stop=/suffix=", d.stop is not None), ("max_tokens=", d.max_tokens is not None)
                 )
@@ -304,6 +311,8 @@ class _Compiler:
             return [self._lexeme("special", "", item.text, token_ids=ids)]
         if isinstance(item, _Json):
             return [self._json(item)]
+        if isinstance(item, _Lark):
+            return [self._lark(item)]
         if isinstance(item, (_And, _Not)):
             op = "&" if isinstance(item, _And) else "~"
             raise self.source.error(
@@ -430,6 +439,44 @@ class _Compiler:
             self.warnings.extend(f"%json at {where}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
         return sym
 
+    # -- %lark ---------------------------------------------------------------------------------
+
+    def _lark(self, item: _Lark) -> Sym:
+        """A nested grammar merged into this one (see `_merge_nested`); one copy per text."""
+        sym = self.lark_of.get(item.text)
+        if sym is None:
+            if self.nested:
+                # llguidance's skips across two levels of nested lexers follow rules we have not
+                # matched (an outer skip is allowed between the inner lexemes): refuse, not guess.
+                raise self.source.error(
+                    "%lark inside %lark is not supported; write the inner grammar's rules into the outer %lark",
+                    item.pos,
+                )
+            if self.grammar.ignores:
+                # The core lets the one skip regex in wherever some rule in progress allows it:
+                # where the nested grammar could end but goes on, the outer %ignore would leak
+                # in, and llguidance also refuses it right before the nested grammar.
+                raise self.source.error(
+                    "%lark in a grammar with %ignore is not supported (the outer %ignore would reach into "
+                    "the nested grammar where it could end); move the %ignore into the nested grammars, or "
+                    "write the nested rules into this grammar",
+                    item.pos,
+                )
+            grammar = _Parser(self.source, item.tokens).parse()  # type: ignore[arg-type]
+            if "start" not in grammar.defs:
+                raise self.source.error("the grammar inside this %lark has no `start` rule", item.pos)
+            if grammar.options:
+                raise self.source.error(
+                    "%llguidance options inside %lark are not supported; put them in the outer grammar", item.pos
+                )
+            inner = _Compiler(self.source, grammar, self.special_tokens)
+            inner.nested = True
+            sub = inner.run()
+            line, column = self.source.line_column(item.pos)
+            sym = self.lark_of[item.text] = _merge_nested(self.ir, sub, f"lark@{line}:{column}")
+            self.warnings.extend(f"%lark at line {line}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
+        return sym
+
     # -- repetition helpers --------------------------------------------------------------------
 
     def _new_helper(self, owner: str, kind: str) -> int:
@@ -526,6 +573,79 @@ class _Compiler:
 
 
 # JSON whitespace between the lexemes of an embedded schema (llguidance's default for %json).
+
+
+def _merge_nested(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
+    """Append the nested grammar `sub` to `ir` with its own `%ignore`; return its start.
+
+    The IR has one skip regex (the outer grammar's), so the nested nonterminals are `no_skip`
+    and the nested `%ignore` is spelled out as an optional gap after nested lexemes. In
+    llguidance the skip belongs to the nested lexer, which stays active while the nested parse
+    can go on: so the gap follows a lexeme wherever the nested grammar can continue after it
+    (the last lexeme too, if more could follow), never precedes the first lexeme, and not an
+    embedded grammar (`%json`, `%lark`) that comes next in the same rule.
+    """
+    base = len(ir.nonterminals)
+    for name in sub.nonterminals:
+        ir.add_nonterminal(f"{prefix}/{name}")
+    lexeme_of = [
+        ir.add_lexeme(Lexeme(
+            f"{prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
+            lx.dot_all, lx.ignore_case, lx.max_tokens,
+        ))
+        for lx in sub.lexemes
+    ]
+    padded = [Sym.t(index) for index in lexeme_of]
+    if sub.skip is not None:
+        ws = Sym.t(ir.add_lexeme(Lexeme(f"{prefix} %ignore", "regex", sub.skip)))
+        gap = ir.add_nonterminal(f"{prefix}/%ignore")
+        ir.add_rule(gap, [])
+        ir.add_rule(gap, [ws] if sub.skip_once else [Sym.n(gap), ws])
+        ir.no_skip.add(gap)
+        for i, lx in enumerate(sub.lexemes):
+            helper = ir.add_nonterminal(f"{prefix}/{lx.name} %ignore")
+            ir.add_rule(helper, [padded[i], Sym.n(gap)])
+            ir.no_skip.add(helper)
+            padded[i] = Sym.n(helper)
+    names = set(sub.options.get("embedded_starts", ()))  # type: ignore[arg-type]
+    embedded = {i for i, name in enumerate(sub.nonterminals) if name in names}
+    # and the nonterminals all of whose rules begin with one (`b: %lark {...}`), to a fixpoint
+    firsts: dict[int, list[Sym | None]] = {}
+    for rule in sub.rules:
+        firsts.setdefault(rule.lhs, []).append(rule.rhs[0] if rule.rhs else None)
+    changed = bool(embedded)
+    while changed:
+        changed = False
+        for lhs, heads in firsts.items():
+            if lhs not in embedded and all(h is not None and not h.terminal and h.index in embedded for h in heads):
+                embedded.add(lhs)
+                changed = True
+    # Nonterminals after which the nested text can go on: some occurrence has a symbol after
+    # it, or ends a rule whose left side can go on (to a fixpoint).
+    goes_on: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in sub.rules:
+            for i, s in enumerate(rule.rhs):
+                if not s.terminal and s.index not in goes_on and (i + 1 < len(rule.rhs) or rule.lhs in goes_on):
+                    goes_on.add(s.index)
+                    changed = True
+
+    def gap_after(rhs: Sequence[Sym], i: int, lhs: int) -> bool:
+        if i + 1 == len(rhs):
+            return lhs in goes_on
+        return rhs[i + 1].terminal or rhs[i + 1].index not in embedded
+
+    for rule in sub.rules:
+        rhs = rule.rhs
+        ir.add_rule(base + rule.lhs, [
+            (padded[s.index] if gap_after(rhs, i, rule.lhs) else Sym.t(lexeme_of[s.index])) if s.terminal
+            else Sym.n(base + s.index)
+            for i, s in enumerate(rhs)
+        ])
+    ir.no_skip.update(range(base, base + len(sub.nonterminals)))
+    return Sym.n(base + sub.start)
 
 
 def _undefined_terminal(name: str) -> str:

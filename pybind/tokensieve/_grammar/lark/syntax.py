@@ -168,13 +168,16 @@ class _Lexer:
         self.i = 0
         self.depth = 0
         self.tokens: list[_Token] = []
+        self.nested = False  # a %lark body: an unmatched `}` ends it
+        self.closed = False
+        self.nesting = 0  # how many %lark bodies enclose this one
 
     def run(self) -> list[_Token]:
         """Tokenize the whole text; the list ends with an "eof" token."""
         text = self.text
         size = len(text)
         tokens = self.tokens
-        while self.i < size:
+        while self.i < size and not self.closed:
             i = self.i
             ch = text[i]
             if ch in " \t\r\f\v\ufeff":
@@ -196,7 +199,9 @@ class _Lexer:
                 self.i = len(text) if end < 0 else end
             else:
                 self._token(ch)
-        self.tokens.append(_Token("eof", len(text), ""))
+        if self.nested and not self.closed:
+            raise self.source.error("this %lark { has no closing }", self.tokens[0].pos if self.tokens else size)
+        self.tokens.append(_Token("eof", self.i - 1 if self.closed else len(text), ""))
         return self.tokens
 
     def _emit(self, kind: str, start: int, end: int, value: str = "", flags: str = "") -> None:
@@ -241,6 +246,10 @@ class _Lexer:
             self._punctuation(ch)
 
     def _punctuation(self, ch: str) -> None:
+        if ch == "}" and self.nested and self.depth == 0:
+            self.closed = True
+            self.i += 1
+            return
         for punct in _PUNCTUATION:
             if self.text.startswith(punct, self.i):
                 if punct in "([{":
@@ -381,6 +390,21 @@ class _Lexer:
             )
         self._emit("special", self.i, m.end(), m.group())
 
+    def _nested_lark(self, start: int, after: int) -> None:
+        """`%lark { grammar }`: the body is lexed here (positions stay those of the whole text)."""
+        j = after
+        while j < len(self.text) and self.text[j] in " \t\r\n":
+            j += 1
+        if not self.text.startswith("{", j):
+            raise self.source.error('%lark needs a grammar in braces after it, e.g. %lark { start: "a" }', start)
+        if self.nesting >= NESTING_DEPTH_MAX:
+            raise self.source.error(f"%lark nested more than {NESTING_DEPTH_MAX} deep", start)
+        inner = _Lexer(self.source)
+        inner.i, inner.nested, inner.nesting = j + 1, True, self.nesting + 1
+        tokens = inner.run()
+        self.tokens.append(_Token("lark", start, self.text[start : inner.i], "lark", json_value=tokens))
+        self.i = inner.i
+
     def _directive(self) -> None:
         """`%name`; `%llguidance` also takes the JSON object that follows it."""
         start = self.i
@@ -390,11 +414,8 @@ class _Lexer:
         if name == "if":
             raise self.source.error(_PARAMETRIC, start)
         if name == "lark":
-            raise self.source.error(
-                "nested grammars (%lark {...}, llguidance's own lexer and %ignore inside a rule) are not "
-                "supported; write the nested grammar's rules into this grammar under new names",
-                start,
-            )
+            self._nested_lark(start, m.end())
+            return
         if name not in ("llguidance", "json", "regex"):
             self._emit("directive", start, m.end(), name)
             return
@@ -525,6 +546,15 @@ class _Not:
 
 
 @dataclass(frozen=True)
+class _Lark:
+    """`%lark { grammar }`: a nested grammar, as its tokens (positions in the whole text)."""
+
+    pos: int
+    text: str
+    tokens: object = field(compare=False, hash=False, default=None)
+
+
+@dataclass(frozen=True)
 class _RegexExt:
     """llguidance's `%regex {...}` (substring forms), as a pattern of the core's syntax."""
 
@@ -533,7 +563,7 @@ class _RegexExt:
     shown: str = ""
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt]
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt, _Lark]
 
 
 @dataclass
@@ -581,7 +611,7 @@ def _walk(expr: _Expr) -> Iterator[_Expr]:
 # Parser
 # ----------------------------------------------------------------------------------------------
 
-_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~", "regex_ext"})
+_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~", "regex_ext", "lark"})
 _OP_COUNTS: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None), "+": (1, None)}
 _ATTRIBUTES_HELP = 'lazy, max_tokens=N, stop="...", suffix="...", capture, temperature=T'
 
@@ -866,6 +896,8 @@ class _Parser:
             atom = _Name(tok.pos, tok.value, tok.kind == "term")
         elif tok.kind == "json":
             atom = _Json(tok.pos, tok.text, tok.json_value)
+        elif tok.kind == "lark":
+            atom = _Lark(tok.pos, tok.text, tok.json_value)
         elif tok.kind == "regex_ext":
             atom = _RegexExt(tok.pos, tok.value, tok.text if len(tok.text) <= 40 else tok.text[:39] + "…")
         else:
