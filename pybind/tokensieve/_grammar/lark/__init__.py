@@ -66,6 +66,8 @@ What is accepted:
   the lexeme's pattern, `and_patterns` and `not_patterns`. Elsewhere they are errors.
 - llguidance's **`%regex {"substring_words" | "substring_chars" | "substring_chunks": …}`**: one
   regex of every contiguous run of the chunks (`substring.py`).
+- llguidance's **`%lark { grammar }`** (one level deep, in a grammar without `%ignore`): merged
+  like `%json`, its `%ignore` spelled out after its lexemes (`_merge_nested`).
 - Comments: `//` and `#` to the end of the line. Newlines inside `( )`, `[ ]` and `{ }` are
   ignored.
 
@@ -77,7 +79,8 @@ start nonterminal is index 0.
 Errors are `GrammarError` with `position` (0-based character offset), `line` and `column`
 (1-based); the message starts with "line L, column C:", says what to change, and shows the line.
 
-Not supported (a `GrammarError` says so): `@grammar` references and nested grammars (`%lark`),
+Not supported (a `GrammarError` says so): `@grammar` references, `%lark` under an outer
+`%ignore` or inside another `%lark`,
 `%declare`, templates (`name{x}: ...`), other imports than `common`, negated and wildcard token
 sets (`<[^1]>`, `<[*]>`), the regex flag `x`, `&` and `~` in rules or inside a terminal's
 sequence, parametric rules (`name::param`, `%if`).

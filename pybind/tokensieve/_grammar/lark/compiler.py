@@ -12,11 +12,12 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex, productive_nonterminals
 from ..json_schema.compiler import json_schema_to_ir
 from ..json_schema.embed import merge_ir
+from .parametric import PARAMETRIC_INSTANCE_COUNT_MAX, ParamError, eval_condition, eval_param
 from .regex import (
     _ATOM, _EMPTY_RX, _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx,
 )
 from .syntax import (
-    _Alt, _And, _Def, _Expr, _Grammar, _Json, _Lark, _Lit, _Name, _Not, _Parser, _Range, _Re, _RegexExt, _Repeat,
+    _Alt, _And, _Cond, _Def, _Expr, _Grammar, _Json, _Lark, _Lit, _Name, _Not, _Parser, _Range, _Re, _RegexExt, _Repeat,
     _Seq, _Source, _Special, _walk,
     COMMON_TERMINALS, SPECIAL_TOKEN_IDS_MAX,
 )
@@ -48,6 +49,11 @@ class _Compiler:
         self.json_of: dict[str, Sym] = {}
         self.lark_of: dict[str, Sym] = {}
         self.nested = False  # compiling a %lark body: its %ignore is spelled out, not the IR's skip
+        # Parametric rules: instances (name, value) → nonterminal, those still to expand, and
+        # the parameter of the instance being expanded (None outside parametric rules).
+        self.instance_of: dict[tuple[str, int], int] = {}
+        self.instances_pending: list[tuple[str, int]] = []
+        self.param: int | None = None
         self.warnings: list[str] = []
 
     def run(self) -> GrammarIR:
@@ -67,11 +73,14 @@ class _Compiler:
             else:
                 self.terminal_rx[name] = self._rx(body, f"terminal {name}")
         for name, d in defs.items():
-            if not d.terminal:
+            if not d.terminal and d.param is None:
                 self.nonterminal_of[name] = self.ir.add_nonterminal(name)
+        if defs["start"].param is not None:
+            raise self.source.error("start cannot be parametric; write start: name::0", defs["start"].pos)
         for d in defs.values():
-            if not d.terminal:
+            if not d.terminal and d.param is None:
                 self._rule(d)
+        self._expand_instances()
         self._skip()
         self.ir.allow_initial_skip = bool(self.grammar.options.get("allow_initial_skip", False))
         self.ir.options = dict(self.grammar.options)
@@ -271,10 +280,19 @@ class _Compiler:
     def _alternatives(self, expr: _Expr, owner: str) -> list[list[Sym]]:
         alts: list[_Expr] = []
         pending = [expr]
-        while pending:  # flatten nested alternations
+        while pending:  # flatten nested alternations, keep the alternatives whose %if holds
             node = pending.pop()
             if isinstance(node, _Alt):
                 pending.extend(reversed(node.alts))
+            elif isinstance(node, _Cond):
+                if self.param is None:
+                    raise self.source.error("%if is allowed only in parametric rules (name::_: ...)", node.pos)
+                try:
+                    holds = eval_condition(node.cond, self.param)
+                except ParamError as err:
+                    raise self.source.error(str(err), node.pos) from None
+                if holds:
+                    pending.append(node.item)
             else:
                 alts.append(node)
         # Plain strings among the alternatives are one lexeme, their union: wherever one of
@@ -343,6 +361,9 @@ class _Compiler:
             if rx.literal is not None:
                 return [self._lexeme("literal", rx.literal, item.name)]
             return [self._lexeme("regex", rx.pattern, item.name)]
+        d = self.grammar.defs.get(item.name)
+        if d is not None and (d.param is not None or item.param is not None):
+            return [self._instance(item, d)]
         index = self.nonterminal_of.get(item.name)
         if index is None:
             raise self.source.error(
@@ -438,6 +459,45 @@ class _Compiler:
             sym = self.json_of[item.text] = merge_ir(self.ir, sub, f"json@{line}:{column}", whitespace=sub.skip)
             self.warnings.extend(f"%json at {where}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
         return sym
+
+    # -- parametric rules ----------------------------------------------------------------------
+
+    def _instance(self, item: _Name, d: _Def) -> Sym:
+        """The nonterminal of `name::param` for the current parameter (queued if new)."""
+        if d.param is None:
+            raise self.source.error(f"rule {item.name} is not parametric; write it without ::", item.pos)
+        if item.param is None:
+            raise self.source.error(
+                f"rule {item.name} is parametric; refer to it with a parameter, e.g. {item.name}::0", item.pos
+            )
+        try:
+            value = eval_param(item.param, self.param or 0)
+        except ParamError as err:
+            raise self.source.error(str(err), item.pos) from None
+        key = (item.name, value)
+        index = self.instance_of.get(key)
+        if index is None:
+            if len(self.instance_of) >= PARAMETRIC_INSTANCE_COUNT_MAX:
+                raise self.source.error(
+                    f"parametric rules need more than {PARAMETRIC_INSTANCE_COUNT_MAX} instances (tokensieve "
+                    "expands every reachable parameter value into rules); use fewer bits or fewer items",
+                    item.pos,
+                )
+            index = self.instance_of[key] = self.ir.add_nonterminal(f"{item.name}::{value:#x}")
+            self.instances_pending.append(key)
+        return Sym.n(index)
+
+    def _expand_instances(self) -> None:
+        """The rules of every instance reachable so far, breadth first, until none is new."""
+        done = 0
+        while done < len(self.instances_pending):
+            name, value = self.instances_pending[done]
+            done += 1
+            self.param = value
+            lhs = self.instance_of[(name, value)]
+            for alt in self._alternatives(self.grammar.defs[name].body, f"{name}::{value:#x}"):
+                self.ir.add_rule(lhs, alt)
+        self.param = None
 
     # -- %lark ---------------------------------------------------------------------------------
 

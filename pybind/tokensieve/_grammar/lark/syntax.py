@@ -144,10 +144,7 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
 _DIRECTIVE_RE = re.compile(r"%[A-Za-z_]*")
-_PARAMETRIC = (
-    "parametric rules (llguidance's name::param with %if conditions) are not supported; "
-    "spell the rules out for each parameter value, or use a JSON Schema (uniqueItems, enums) instead"
-)
+_PARAM_RE = re.compile(r"_(?![A-Za-z0-9_])|0[xX][0-9a-fA-F]+|[0-9]+|[A-Za-z_][A-Za-z0-9_]*")
 _LETTERS_RE = re.compile(r"[A-Za-z]*")
 _PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=", "&")
 _STRING_ESCAPES = {
@@ -268,8 +265,10 @@ class _Lexer:
         m = _IDENT_RE.match(self.text, start)
         assert m is not None
         name = m.group()
-        if self.text.startswith("::", m.end()):
-            raise self.source.error(_PARAMETRIC, m.end())
+        param: str | None = None
+        end = m.end()
+        if self.text.startswith("::", end):
+            param, end = self._param(end + 2)
         letters = [c for c in name if c.isalpha()]
         if not letters:
             raise self.source.error(f"name {name!r} needs at least one letter", start)
@@ -282,8 +281,28 @@ class _Lexer:
                 f"name {name!r} mixes cases: rule names are lowercase, terminal names UPPERCASE",
                 start,
             )
-        self.tokens.append(_Token(kind, self.i, self.text[self.i : m.end()], name, prefix))
-        self.i = m.end()
+        if param is not None and kind == "term":
+            raise self.source.error("only rules (lowercase) can be parametric (name::param)", start)
+        self.tokens.append(_Token(kind, self.i, self.text[self.i : end], name, prefix, json_value=param))
+        self.i = end
+
+    def _param(self, i: int) -> tuple[str, int]:
+        """The parameter after `name::`: `_`, a number, or `function(...)`; (text, end)."""
+        m = _PARAM_RE.match(self.text, i)
+        if m is None:
+            raise self.source.error("expected a parameter after :: (_, 0x0 or a function like set_bit(0))", i)
+        end = m.end()
+        if self.text.startswith("(", end) and m.group()[0].isalpha():
+            depth = 0
+            while end < len(self.text):
+                ch = self.text[end]
+                depth += (ch == "(") - (ch == ")")
+                end += 1
+                if depth == 0 or ch == "\n":
+                    break
+            if depth != 0:
+                raise self.source.error("unbalanced parentheses in this parameter", i)
+        return self.text[i:end], end
 
     def _string(self) -> None:
         """`"..."` with escapes and an optional `i` flag."""
@@ -412,7 +431,13 @@ class _Lexer:
         assert m is not None
         name = m.group()[1:]
         if name == "if":
-            raise self.source.error(_PARAMETRIC, start)
+            end = self.text.find("\n", m.end())
+            end = len(self.text) if end < 0 else end
+            bar = self.text.find("|", m.end(), end)
+            end = end if bar < 0 else bar
+            self.tokens.append(_Token("if", start, self.text[start:end], self.text[m.end() : end].strip()))
+            self.i = end
+            return
         if name == "lark":
             self._nested_lark(start, m.end())
             return
@@ -483,11 +508,21 @@ class _Range:
 
 @dataclass(frozen=True)
 class _Name:
-    """A reference to a rule (lowercase) or terminal (UPPERCASE)."""
+    """A reference to a rule (lowercase) or terminal (UPPERCASE); `param` for `name::param`."""
 
     pos: int
     name: str
     terminal: bool
+    param: str | None = None
+
+
+@dataclass(frozen=True)
+class _Cond:
+    """An alternative of a parametric rule with its `%if` condition (text)."""
+
+    pos: int
+    item: _Expr
+    cond: str
 
 
 @dataclass(frozen=True)
@@ -563,7 +598,7 @@ class _RegexExt:
     shown: str = ""
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt, _Lark]
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt, _Lark, _Cond]
 
 
 @dataclass
@@ -579,6 +614,7 @@ class _Def:
     max_tokens: int | None = None
     attr_pos: int = 0
     imported: str | None = None
+    param: str | None = None  # `name::_`: a parametric rule
 
 
 @dataclass
@@ -593,7 +629,7 @@ def _children(expr: _Expr) -> tuple[_Expr, ...]:
         return expr.items
     if isinstance(expr, _Alt):
         return expr.alts
-    if isinstance(expr, (_Repeat, _Not)):
+    if isinstance(expr, (_Repeat, _Not, _Cond)):
         return (expr.item,)
     return ()
 
@@ -739,6 +775,10 @@ class _Parser:
         name_tok = self.next()
         self._head_extras(name_tok)
         d = _Def(name_tok.value, False, _Seq(name_tok.pos, ()), name_tok.pos)
+        if name_tok.json_value is not None:
+            if name_tok.json_value != "_":
+                raise self.source.error(f"a parametric rule is defined as {name_tok.value}::_", name_tok.pos)
+            d.param = "_"
         if self.peek().kind == "[":
             self._attributes(d)
         colon = self.peek()
@@ -843,7 +883,11 @@ class _Parser:
                     break
             if self.accept("->"):
                 self.expect("rule", "an alias name after '->'")
-            alts.append(conjuncts[0] if len(conjuncts) == 1 else _And(seq_start, tuple(conjuncts)))
+            alt = conjuncts[0] if len(conjuncts) == 1 else _And(seq_start, tuple(conjuncts))
+            if tokens[self.k].kind == "if":
+                cond = self.next()
+                alt = _Cond(cond.pos, alt, cond.value)
+            alts.append(alt)
             if not self._match_vbar():
                 break
         return alts[0] if len(alts) == 1 else _Alt(start, tuple(alts))
@@ -893,7 +937,7 @@ class _Parser:
                 raise self.source.error(
                     f"the {tok.flags!r} prefix is only allowed where a rule is defined", tok.pos
                 )
-            atom = _Name(tok.pos, tok.value, tok.kind == "term")
+            atom = _Name(tok.pos, tok.value, tok.kind == "term", tok.json_value)  # type: ignore[arg-type]
         elif tok.kind == "json":
             atom = _Json(tok.pos, tok.text, tok.json_value)
         elif tok.kind == "lark":
