@@ -68,6 +68,8 @@ What is accepted:
   regex of every contiguous run of the chunks (`substring.py`).
 - llguidance's **`%lark { grammar }`** (one level deep, in a grammar without `%ignore`): merged
   like `%json`, its `%ignore` spelled out after its lexemes (`_merge_nested`).
+- llguidance's **parametric rules** (`name::_`, `name::set_bit(0)`, `%if cond`): the instances
+  reachable from `start` are expanded into plain rules (`parametric.py`), at most 4,096.
 - Comments: `//` and `#` to the end of the line. Newlines inside `( )`, `[ ]` and `{ }` are
   ignored.
 
@@ -83,7 +85,7 @@ Not supported (a `GrammarError` says so): `@grammar` references, `%lark` under a
 `%ignore` or inside another `%lark`,
 `%declare`, templates (`name{x}: ...`), other imports than `common`, negated and wildcard token
 sets (`<[^1]>`, `<[*]>`), the regex flag `x`, `&` and `~` in rules or inside a terminal's
-sequence, parametric rules (`name::param`, `%if`).
+sequence, parametric rules needing more than 4,096 instances.
 """
 
 from __future__ import annotations
