@@ -99,6 +99,12 @@ X_GUIDANCE = {
         ['{"a": 1 ;\n "b": [1;2]}'],
         ['{"a": 1, "b": []}', '{"b": [1,2]}'],
     ),
+    # A separator that itself holds a space, with flexible whitespace around it.
+    "spaced_separator_flexible": (
+        {"item_separator": ", ", "key_separator": ": "},
+        ['{"a": 1, "b": [1, 2]}', '{"a" :  1 ,  "b": [ 1, \n 2 ]}'],
+        ['{"a":1}', '{"a": 1,"b": []}', '{"b": [1 ,2]}', '{"b": [1,\n2]}'],
+    ),
     "lenient_and_coerce_one_of": (
         {"lenient": True, "coerce_one_of": True},
         ['{"a": 1}'],
