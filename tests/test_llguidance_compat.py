@@ -91,8 +91,8 @@ X_GUIDANCE = {
     ),
     "whitespace_pattern": (
         {"whitespace_pattern": r"[ ]{1,2}"},
-        ['{"a": 1,  "b": [ 1 ]}', '{"a":1}'],
-        ['{"a":\n1}', '{"a":   1}', '{"a":\t1}', '{"b": [    ]}'],
+        ['{"a": 1,  "b": [ 1 ]}', '{"a":1}', '{  }', '{  "b": [] }'],
+        ['{"a":\n1}', '{"a":   1}', '{"a":\t1}', '{"b": [    ]}', '{   }', '{   "a": 1}'],
     ),
     "flexible_with_separators": (
         {"item_separator": ";", "whitespace_flexible": True},

@@ -3,6 +3,8 @@ parts embed the compact IR of a schema with its own whitespace rules (`merge_ir`
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 from ..ir import GrammarIR, Lexeme, Sym
 
 JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
@@ -87,7 +89,93 @@ def merge_ir(
             return Sym.t(lexeme_of[s.index])
         return pad(s.index)
 
+    def rhs_of(rhs: Sequence[Sym]) -> list[Sym]:
+        return [translate(s, rhs[i - 1] if i else None) for i, s in enumerate(rhs)]
+
+    nonempty = _NonEmpty(ir, sub, prefix, rhs_of)
     for rule in sub.rules:
-        ir.add_rule(nt_base + rule.lhs, [translate(s, rule.rhs[i - 1] if i else None) for i, s in enumerate(rule.rhs)])
+        rhs = rule.rhs
+        middle = rhs[1] if len(rhs) == 3 else None
+        if (
+            middle is not None and not middle.terminal and middle.index in nonempty.nullable
+            and rhs[0].terminal and rhs[0].index in opening and rhs[2].terminal and rhs[2].index in punctuation
+        ):
+            # `{ members }` with optional members: `{}` has one gap (after the bracket), and
+            # the members' other rule starts with some lexeme, so a bounded pattern never fits twice
+            plus = nonempty.plus(middle.index)
+            if plus is not None:
+                ir.add_rule(nt_base + rule.lhs, [pad(rhs[0].index), Sym.t(lexeme_of[rhs[2].index])])
+                ir.add_rule(nt_base + rule.lhs, [pad(rhs[0].index), plus, pad(rhs[2].index)])
+                continue
+        ir.add_rule(nt_base + rule.lhs, rhs_of(rhs))
+    nonempty.finish()
     ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
+    ir.no_skip.update(nonempty.made)
     return Sym.n(nt_base + sub.start)
+
+
+class _NonEmpty:
+    """ε-free copies `N⁺` of the nullable nonterminals of `sub` (the texts of N but the empty
+    one), built on demand into `ir`; each rule's nullable symbols are kept or dropped in every
+    combination (at most `_DROP_BITS_MAX` of them per rule, else `plus` gives up with None)."""
+
+    def __init__(self, ir: GrammarIR, sub: GrammarIR, prefix: str, rhs_of: Callable[[Sequence[Sym]], list[Sym]]):
+        self.ir, self.sub, self.prefix, self.rhs_of = ir, sub, prefix, rhs_of
+        self.nullable: set[int] = set()
+        self.rules_of: dict[int, list[Sequence[Sym]]] = {}
+        for rule in sub.rules:
+            self.rules_of.setdefault(rule.lhs, []).append(rule.rhs)
+        changed = True
+        while changed:
+            changed = False
+            for rule in sub.rules:
+                if rule.lhs not in self.nullable and all(
+                    not s.terminal and s.index in self.nullable for s in rule.rhs
+                ):
+                    self.nullable.add(rule.lhs)
+                    changed = True
+        self.plus_of: dict[int, int | None] = {}
+        self.pending: list[int] = []
+        self.made: list[int] = []
+
+    def plus(self, n: int) -> Sym | None:
+        if n not in self.plus_of:
+            if any(sum(not s.terminal and s.index in self.nullable for s in rhs) > _DROP_BITS_MAX
+                   for rhs in self.rules_of.get(n, [])):
+                self.plus_of[n] = None
+            else:
+                index = self.ir.add_nonterminal(f"{self.prefix}/{self.sub.nonterminals[n]}+")
+                self.plus_of[n] = index
+                self.made.append(index)
+                self.pending.append(n)
+        index = self.plus_of[n]
+        return None if index is None else Sym.n(index)
+
+    def finish(self) -> None:
+        """The rules of every `N⁺` asked for (which may ask for more)."""
+        while self.pending:
+            n = self.pending.pop()
+            lhs = self.plus_of[n]
+            assert lhs is not None
+            for rhs in self.rules_of.get(n, []):
+                optional = [i for i, s in enumerate(rhs) if not s.terminal and s.index in self.nullable]
+                for mask in range(1 << len(optional)):
+                    kept = [s for i, s in enumerate(rhs) if i not in optional or mask >> optional.index(i) & 1]
+                    if not kept:
+                        continue
+                    out: list[Sym] = []
+                    ok = True
+                    for i, s in enumerate(kept):
+                        if not s.terminal and s.index in self.nullable:
+                            plus = self.plus(s.index)
+                            if plus is None:
+                                ok = False
+                                break
+                            out.append(plus)
+                        else:
+                            out.extend(self.rhs_of(kept[max(i - 1, 0): i + 1])[-1:])
+                    if ok:
+                        self.ir.add_rule(lhs, out)
+
+
+_DROP_BITS_MAX = 4  # nullable symbols per rule an ε-free copy expands (2^4 rules at most)
