@@ -375,7 +375,7 @@ ERRORS = [
     ("special_in_terminal", "start: A\nA: <[1]>", 2, 4, "special tokens"),
     ("special_without_map", "start: <|eot_id|>", 1, 8, "special_tokens="),
     ("json_schema_error", 'start: "x" j\nj: %json {"type": "objekt"}', 2, 4, "in this %json schema"),
-    ("regex_directive", 'start: "x" j\nj: %regex {"substring_words": "a b"}', 2, 4, "%regex"),
+    ("regex_directive_field", 'start: "x" j\nj: %regex {"substring": "a b"}', 2, 4, "unknown %regex field"),
     ("llguidance_key", '%llguidance {"fast": true}\nstart: "a"', 1, 1, "unknown %llguidance option 'fast'"),
     ("llguidance_type", '%llguidance {"no_forcing": 1}\nstart: "a"', 1, 1, "true or false"),
     ("llguidance_json", '%llguidance {"no_forcing": tru}\nstart: "a"', 1, 28, "JSON object"),

@@ -160,6 +160,9 @@ class Grammar:
     ) -> Grammar:
         """A grammar whose matches are the JSON texts valid under a JSON Schema.
 
+        A top-level `"x-guidance"` object in the schema (llguidance's options) overrides the
+        keyword arguments it names; its separators are regexes (docs/lark.md, "x-guidance").
+
         Args:
             schema: the schema, parsed (dict or bool) or as JSON text.
             whitespace: `"flexible"` (whitespace between lexemes), `"compact"`, or a skip regex.

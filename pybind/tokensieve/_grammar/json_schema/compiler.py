@@ -117,6 +117,7 @@ from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_strings_lexeme, _key_regex, pattern_to_json_regex,
     string_regex,
 )
+from .x_guidance import split_x_guidance
 
 
 __all__ = [
@@ -253,6 +254,16 @@ def json_schema_to_ir(
         raise GrammarError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
+    schema, x_guidance = split_x_guidance(schema)
+    key_lexeme = Lexeme(repr(key_separator), "literal", key_separator)
+    item_lexeme = Lexeme(repr(item_separator), "literal", item_separator)
+    if x_guidance is not None:  # llguidance's options in the schema; its separators are regexes
+        whitespace = x_guidance.whitespace(whitespace)
+        lenient = lenient if x_guidance.lenient is None else x_guidance.lenient
+        if x_guidance.key_separator is not None:
+            key_lexeme = Lexeme(f"/{x_guidance.key_separator}/", "regex", x_guidance.key_separator)
+        if x_guidance.item_separator is not None:
+            item_lexeme = Lexeme(f"/{x_guidance.item_separator}/", "regex", x_guidance.item_separator)
     _reject_lone_surrogates(schema)
     if whitespace == "flexible":
         skip: str | None = WHITESPACE_FLEXIBLE
@@ -266,8 +277,8 @@ def json_schema_to_ir(
         schema,
         lenient=lenient,
         additional_properties_default=additional_properties_default,
-        key_separator=key_separator,
-        item_separator=item_separator,
+        key_separator=key_lexeme,
+        item_separator=item_lexeme,
     )
     try:
         ir = compiler.run()
@@ -402,8 +413,8 @@ class _Compiler:
         *,
         lenient: bool,
         additional_properties_default: bool,
-        key_separator: str,
-        item_separator: str,
+        key_separator: Lexeme,
+        item_separator: Lexeme,
     ) -> None:
         self.root = root
         self.lenient = lenient
@@ -432,8 +443,9 @@ class _Compiler:
         self.compile_depth_high = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
-        self.colon = Sym.t(self.ir.add_lexeme(Lexeme(repr(key_separator), "literal", key_separator)))
-        self.comma = Sym.t(self.ir.add_lexeme(Lexeme(repr(item_separator), "literal", item_separator)))
+        self.colon = Sym.t(self.ir.add_lexeme(key_separator))
+        self.comma = Sym.t(self.ir.add_lexeme(item_separator))
+        self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
         self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
         self.rbrace = Sym.t(self.ir.add_lexeme(Lexeme("'}'", "literal", "}")))
         self.lbracket = Sym.t(self.ir.add_lexeme(Lexeme("'['", "literal", "[")))

@@ -58,8 +58,18 @@ What is accepted:
   `json@LINE:COL/...`. Inside it only JSON whitespace (`[ \\t\\n\\r]+`) may appear between
   lexemes — spelled out around the punctuation, never before the first lexeme or after the
   last — and the grammar's `%ignore` does not reach in (its nonterminals are `no_skip` in the
-  IR); `%ignore` still applies on both sides of it. A bad schema is a `GrammarError` at the
-  `%json`, with the schema's `json_pointer`.
+  IR); `%ignore` still applies on both sides of it. The schema's `x-guidance` options
+  (separators as regexes, `whitespace_flexible`, `whitespace_pattern`, `lenient`,
+  `coerce_one_of`) apply as in llguidance (`json_schema/x_guidance.py`). A bad schema is a
+  `GrammarError` at the `%json`, with the schema's `json_pointer`.
+- llguidance's **`&` and `~`** at the top of a terminal definition (`NAME: /[a-z]+/ & ~KEYWORD`):
+  the lexeme's pattern, `and_patterns` and `not_patterns`. Elsewhere they are errors.
+- llguidance's **`%regex {"substring_words" | "substring_chars" | "substring_chunks": …}`**: one
+  regex of every contiguous run of the chunks (`substring.py`).
+- llguidance's **`%lark { grammar }`** (one level deep, in a grammar without `%ignore`): merged
+  like `%json`, its `%ignore` spelled out after its lexemes (`_merge_nested`).
+- llguidance's **parametric rules** (`name::_`, `name::set_bit(0)`, `%if cond`): the instances
+  reachable from `start` are expanded into plain rules (`parametric.py`), at most 4,096.
 - Comments: `//` and `#` to the end of the line. Newlines inside `( )`, `[ ]` and `{ }` are
   ignored.
 
@@ -71,10 +81,11 @@ start nonterminal is index 0.
 Errors are `GrammarError` with `position` (0-based character offset), `line` and `column`
 (1-based); the message starts with "line L, column C:", says what to change, and shows the line.
 
-Not supported (a `GrammarError` says so): `%regex`, `@grammar` references and nested
-grammars, `%declare`, templates (`name{x}: ...`), other imports than `common`, negated and
-wildcard token sets (`<[^1]>`, `<[*]>`), the regex flag `x`, the `&` and `~` terminal operators
-of llguidance, parametric rules.
+Not supported (a `GrammarError` says so): `@grammar` references, `%lark` under an outer
+`%ignore` or inside another `%lark`,
+`%declare`, templates (`name{x}: ...`), other imports than `common`, negated and wildcard token
+sets (`<[^1]>`, `<[*]>`), the regex flag `x`, `&` and `~` in rules or inside a terminal's
+sequence, parametric rules needing more than 4,096 instances.
 """
 
 from __future__ import annotations

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, NoReturn
+from typing import Mapping, NoReturn, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, LexemeKind, Sym, alternation_regex, productive_nonterminals
 from ..json_schema.compiler import json_schema_to_ir
 from ..json_schema.embed import merge_ir
-from .regex import _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx
+from .parametric import PARAMETRIC_INSTANCE_COUNT_MAX, ParamError, eval_condition, eval_param
+from .regex import (
+    _ATOM, _EMPTY_RX, _alt_rx, _concat_rx, _literal_rx, _PatternError, _range_rx, _regex_rx, _repeat_rx, _Rx,
+)
 from .syntax import (
-    _Alt, _Def, _Expr, _Grammar, _Json, _Lit, _Name, _Range, _Re, _Repeat, _Seq, _Source, _Special, _walk,
+    _Alt, _And, _Cond, _Def, _Expr, _Grammar, _Json, _Lark, _Lit, _Name, _Not, _Parser, _Range, _Re, _RegexExt, _Repeat,
+    _Seq, _Source, _Special, _walk,
     COMMON_TERMINALS, SPECIAL_TOKEN_IDS_MAX,
 )
 
@@ -35,12 +39,21 @@ class _Compiler:
         self.special_tokens = special_tokens
         self.ir = GrammarIR()
         self.terminal_rx: dict[str, _Rx] = {}
+        # Terminals whose body is an `&` of (maybe negated) parts: (pattern, and, not) patterns.
+        self.terminal_bool: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         self.regex_cache: dict[tuple[str, str], _Rx] = {}
         self.nonterminal_of: dict[str, int] = {}
         self.lexeme_of: dict[tuple[object, ...], int] = {}
         self.helper_of: dict[tuple[object, ...], int] = {}
         self.helper_names: dict[str, int] = {}
         self.json_of: dict[str, Sym] = {}
+        self.lark_of: dict[str, Sym] = {}
+        self.nested = False  # compiling a %lark body: its %ignore is spelled out, not the IR's skip
+        # Parametric rules: instances (name, value) → nonterminal, those still to expand, and
+        # the parameter of the instance being expanded (None outside parametric rules).
+        self.instance_of: dict[tuple[str, int], int] = {}
+        self.instances_pending: list[tuple[str, int]] = []
+        self.param: int | None = None
         self.warnings: list[str] = []
 
     def run(self) -> GrammarIR:
@@ -54,16 +67,26 @@ class _Compiler:
             hint = " (rule names are lowercase)" if "START" in defs else ""
             raise self.source.error(f"the grammar has no `start` rule{hint}: add `start: ...`", 0)
         for name in self._terminal_order():
-            self.terminal_rx[name] = self._rx(defs[name].body, f"terminal {name}")
+            body = defs[name].body
+            if isinstance(body, (_And, _Not)):
+                self.terminal_bool[name] = self._boolean(body, f"terminal {name}")
+            else:
+                self.terminal_rx[name] = self._rx(body, f"terminal {name}")
         for name, d in defs.items():
-            if not d.terminal:
+            if not d.terminal and d.param is None:
                 self.nonterminal_of[name] = self.ir.add_nonterminal(name)
+        if defs["start"].param is not None:
+            raise self.source.error("start cannot be parametric; write start: name::0", defs["start"].pos)
         for d in defs.values():
-            if not d.terminal:
+            if not d.terminal and d.param is None:
                 self._rule(d)
+        self._expand_instances()
         self._skip()
         self.ir.allow_initial_skip = bool(self.grammar.options.get("allow_initial_skip", False))
         self.ir.options = dict(self.grammar.options)
+        embedded = [sym.index for sym in (*self.json_of.values(), *self.lark_of.values())]
+        if embedded:  # names survive pruning; `_merge_nested` looks for them
+            self.ir.options["embedded_starts"] = [self.ir.nonterminals[i] for i in embedded]
         if self.warnings:
             self.ir.options["warnings"] = list(self.warnings)
         return _prune(self.source, self.ir, self.nonterminal_of["start"], defs["start"].pos)
@@ -148,19 +171,55 @@ class _Compiler:
             return self._regex(expr)
         if isinstance(expr, _Range):
             return _range_rx(expr.lo, expr.hi)
+        if isinstance(expr, _RegexExt):
+            return _Rx(expr.pattern, _ATOM) if expr.pattern else _EMPTY_RX
         if isinstance(expr, _Name):
             self._check_terminal_ref(expr, context)
+            if expr.name in self.terminal_bool:
+                raise self.source.error(
+                    f"terminal {expr.name} uses & or ~, so it can be used in rules but not inside {context} "
+                    "(& and ~ are supported at the top of a terminal definition only); "
+                    f"write {context.split()[-1]}'s text into {expr.name}, or make {context.split()[-1]} a rule",
+                    expr.pos,
+                )
             return self.terminal_rx[expr.name]
+        if isinstance(expr, (_And, _Not)):
+            raise self.source.error(
+                f"{'&' if isinstance(expr, _And) else '~'} in {context} is supported only at the top of a "
+                "terminal definition (A: B & ~C), not inside a sequence, group or repetition",
+                expr.pos,
+            )
         if isinstance(expr, _Special):
             self._no_special(expr, context)
         if isinstance(expr, _Json):
             self._no_json(expr, context)
+        if isinstance(expr, _Lark):
+            raise self.source.error(f"%lark cannot be used in {context} (a terminal is one regex); use it in a rule", expr.pos)
         if isinstance(expr, _Seq):
             return _concat_rx([self._rx(item, context) for item in expr.items])
         if isinstance(expr, _Alt):
             return _alt_rx([self._rx(alt, context) for alt in expr.alts])
         assert isinstance(expr, _Repeat)
         return _repeat_rx(self._rx(expr.item, context), expr.min, expr.max)
+
+    def _boolean(self, expr: _And | _Not, context: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """llguidance's `A & ~B & C` at the top of a terminal: the first positive part is the
+        lexeme's pattern, the other positive parts its `and_patterns`, the negated ones its
+        `not_patterns` (the core intersects and subtracts them). Without a positive part the
+        pattern is any text (valid UTF-8: llguidance's bare `~B` also matches invalid UTF-8)."""
+        positive: list[str] = []
+        negative: list[str] = []
+        pending: list[tuple[_Expr, bool]] = [(expr, True)]
+        while pending:
+            node, sign = pending.pop()
+            if isinstance(node, _And) and sign:
+                pending.extend((item, True) for item in reversed(node.items))
+            elif isinstance(node, _Not):
+                pending.append((node.item, not sign))
+            else:
+                (positive if sign else negative).append(self._rx(node, context).pattern)
+        pattern = positive[0] if positive else r"[\s\S]*"
+        return pattern, tuple(positive[1:]), tuple(negative)
 
     def _regex(self, expr: _Re) -> _Rx:
         """A /regex/ as a flag-free `_Rx` (cached); a malformed one is a GrammarError at it."""
@@ -197,7 +256,7 @@ class _Compiler:
     def _one_lexeme(self, d: _Def) -> Sym:
         """The one lexeme of a rule with `lazy`, `stop=`, `suffix=` or `max_tokens=`."""
         for node in _walk(d.body):
-            if isinstance(node, (_Special, _Json)) or (isinstance(node, _Name) and not node.terminal):
+            if isinstance(node, (_Special, _Json, _Lark)) or (isinstance(node, _Name) and not node.terminal):
                 attributes = (
                     ("lazy", d.lazy), ("stop=/suffix=", d.stop is not None), ("max_tokens=", d.max_tokens is not None)
                 )
@@ -221,10 +280,19 @@ class _Compiler:
     def _alternatives(self, expr: _Expr, owner: str) -> list[list[Sym]]:
         alts: list[_Expr] = []
         pending = [expr]
-        while pending:  # flatten nested alternations
+        while pending:  # flatten nested alternations, keep the alternatives whose %if holds
             node = pending.pop()
             if isinstance(node, _Alt):
                 pending.extend(reversed(node.alts))
+            elif isinstance(node, _Cond):
+                if self.param is None:
+                    raise self.source.error("%if is allowed only in parametric rules (name::_: ...)", node.pos)
+                try:
+                    holds = eval_condition(node.cond, self.param)
+                except ParamError as err:
+                    raise self.source.error(str(err), node.pos) from None
+                if holds:
+                    pending.append(node.item)
             else:
                 alts.append(node)
         # Plain strings among the alternatives are one lexeme, their union: wherever one of
@@ -251,7 +319,7 @@ class _Compiler:
         """The symbols one expression stands for in a right-hand side (helpers as needed)."""
         if isinstance(item, _Lit) and not item.ci:
             return [self._lexeme("literal", item.text, json.dumps(item.text))] if item.text else []
-        if isinstance(item, (_Lit, _Re, _Range)):
+        if isinstance(item, (_Lit, _Re, _Range, _RegexExt)):
             rx = self._rx(item, f"rule {owner}")
             return [self._lexeme("regex", rx.pattern, item.shown or rx.pattern)]
         if isinstance(item, _Name):
@@ -261,6 +329,15 @@ class _Compiler:
             return [self._lexeme("special", "", item.text, token_ids=ids)]
         if isinstance(item, _Json):
             return [self._json(item)]
+        if isinstance(item, _Lark):
+            return [self._lark(item)]
+        if isinstance(item, (_And, _Not)):
+            op = "&" if isinstance(item, _And) else "~"
+            raise self.source.error(
+                f"{op} in rule {owner}: & and ~ are supported only in terminal definitions (as llguidance "
+                "documents them); define an UPPERCASE terminal, e.g. A: B & ~C, and use it here",
+                item.pos,
+            )
         if isinstance(item, _Seq):
             return self._sequence(item, owner)
         if isinstance(item, _Alt):
@@ -273,6 +350,9 @@ class _Compiler:
 
     def _name_symbols(self, item: _Name) -> list[Sym]:
         if item.terminal:
+            if item.name in self.terminal_bool:
+                pattern, ands, nots = self.terminal_bool[item.name]
+                return [self._lexeme("regex", pattern, item.name, and_patterns=ands, not_patterns=nots)]
             if item.name not in self.terminal_rx:
                 raise self.source.error(_undefined_terminal(item.name), item.pos)
             rx = self.terminal_rx[item.name]
@@ -281,6 +361,9 @@ class _Compiler:
             if rx.literal is not None:
                 return [self._lexeme("literal", rx.literal, item.name)]
             return [self._lexeme("regex", rx.pattern, item.name)]
+        d = self.grammar.defs.get(item.name)
+        if d is not None and (d.param is not None or item.param is not None):
+            return [self._instance(item, d)]
         index = self.nonterminal_of.get(item.name)
         if index is None:
             raise self.source.error(
@@ -298,12 +381,16 @@ class _Compiler:
         lazy: bool = False,
         token_ids: tuple[int, ...] = (),
         max_tokens: int = 0,
+        and_patterns: tuple[str, ...] = (),
+        not_patterns: tuple[str, ...] = (),
     ) -> Sym:
         """The lexeme with this kind/value/laziness/budget, shared by every use (first name wins)."""
-        key = (kind, value, lazy, token_ids, max_tokens)
+        key = (kind, value, lazy, token_ids, max_tokens, and_patterns, not_patterns)
         index = self.lexeme_of.get(key)
         if index is None:
-            lexeme = Lexeme(name, kind, value, lazy, token_ids, max_tokens=max_tokens)
+            lexeme = Lexeme(
+                name, kind, value, lazy, token_ids, and_patterns, not_patterns, max_tokens=max_tokens
+            )
             index = self.lexeme_of[key] = self.ir.add_lexeme(lexeme)
         return Sym.t(index)
 
@@ -361,7 +448,7 @@ class _Compiler:
         if sym is None:
             where = self.source.where(item.pos)
             try:
-                sub = json_schema_to_ir(item.schema, whitespace="compact")
+                sub = json_schema_to_ir(item.schema)  # x-guidance may change the whitespace
             except GrammarError as err:
                 pointer = err.json_pointer
                 at = f" (at {pointer or '/'})" if pointer is not None and f"(at {pointer}" not in str(err) else ""
@@ -369,8 +456,85 @@ class _Compiler:
                 error.json_pointer = pointer
                 raise error from None
             line, column = self.source.line_column(item.pos)
-            sym = self.json_of[item.text] = merge_ir(self.ir, sub, f"json@{line}:{column}")
+            sym = self.json_of[item.text] = merge_ir(self.ir, sub, f"json@{line}:{column}", whitespace=sub.skip)
             self.warnings.extend(f"%json at {where}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
+        return sym
+
+    # -- parametric rules ----------------------------------------------------------------------
+
+    def _instance(self, item: _Name, d: _Def) -> Sym:
+        """The nonterminal of `name::param` for the current parameter (queued if new)."""
+        if d.param is None:
+            raise self.source.error(f"rule {item.name} is not parametric; write it without ::", item.pos)
+        if item.param is None:
+            raise self.source.error(
+                f"rule {item.name} is parametric; refer to it with a parameter, e.g. {item.name}::0", item.pos
+            )
+        try:
+            value = eval_param(item.param, self.param or 0)
+        except ParamError as err:
+            raise self.source.error(str(err), item.pos) from None
+        key = (item.name, value)
+        index = self.instance_of.get(key)
+        if index is None:
+            if len(self.instance_of) >= PARAMETRIC_INSTANCE_COUNT_MAX:
+                raise self.source.error(
+                    f"parametric rules need more than {PARAMETRIC_INSTANCE_COUNT_MAX} instances (tokensieve "
+                    "expands every reachable parameter value into rules); use fewer bits or fewer items",
+                    item.pos,
+                )
+            index = self.instance_of[key] = self.ir.add_nonterminal(f"{item.name}::{value:#x}")
+            self.instances_pending.append(key)
+        return Sym.n(index)
+
+    def _expand_instances(self) -> None:
+        """The rules of every instance reachable so far, breadth first, until none is new."""
+        done = 0
+        while done < len(self.instances_pending):
+            name, value = self.instances_pending[done]
+            done += 1
+            self.param = value
+            lhs = self.instance_of[(name, value)]
+            for alt in self._alternatives(self.grammar.defs[name].body, f"{name}::{value:#x}"):
+                self.ir.add_rule(lhs, alt)
+        self.param = None
+
+    # -- %lark ---------------------------------------------------------------------------------
+
+    def _lark(self, item: _Lark) -> Sym:
+        """A nested grammar merged into this one (see `_merge_nested`); one copy per text."""
+        sym = self.lark_of.get(item.text)
+        if sym is None:
+            if self.nested:
+                # llguidance's skips across two levels of nested lexers follow rules we have not
+                # matched (an outer skip is allowed between the inner lexemes): refuse, not guess.
+                raise self.source.error(
+                    "%lark inside %lark is not supported; write the inner grammar's rules into the outer %lark",
+                    item.pos,
+                )
+            if self.grammar.ignores:
+                # The core lets the one skip regex in wherever some rule in progress allows it:
+                # where the nested grammar could end but goes on, the outer %ignore would leak
+                # in, and llguidance also refuses it right before the nested grammar.
+                raise self.source.error(
+                    "%lark in a grammar with %ignore is not supported (the outer %ignore would reach into "
+                    "the nested grammar where it could end); move the %ignore into the nested grammars, or "
+                    "write the nested rules into this grammar",
+                    item.pos,
+                )
+            grammar = _Parser(self.source, item.tokens).parse()  # type: ignore[arg-type]
+            if "start" not in grammar.defs:
+                raise self.source.error("the grammar inside this %lark has no `start` rule", item.pos)
+            if grammar.options:
+                raise self.source.error(
+                    "%llguidance options inside %lark are not supported; put them in the outer grammar", item.pos
+                )
+            inner = _Compiler(self.source, grammar, self.special_tokens)
+            inner.nested = True
+            sub = inner.run()
+            line, column = self.source.line_column(item.pos)
+            sym = self.lark_of[item.text] = _merge_nested(self.ir, sub, f"lark@{line}:{column}")
+            self.warnings.extend(f"%lark at line {line}: {w}" for w in sub.options.get("warnings", []))  # type: ignore[union-attr]
         return sym
 
     # -- repetition helpers --------------------------------------------------------------------
@@ -469,6 +633,79 @@ class _Compiler:
 
 
 # JSON whitespace between the lexemes of an embedded schema (llguidance's default for %json).
+
+
+def _merge_nested(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
+    """Append the nested grammar `sub` to `ir` with its own `%ignore`; return its start.
+
+    The IR has one skip regex (the outer grammar's), so the nested nonterminals are `no_skip`
+    and the nested `%ignore` is spelled out as an optional gap after nested lexemes. In
+    llguidance the skip belongs to the nested lexer, which stays active while the nested parse
+    can go on: so the gap follows a lexeme wherever the nested grammar can continue after it
+    (the last lexeme too, if more could follow), never precedes the first lexeme, and not an
+    embedded grammar (`%json`, `%lark`) that comes next in the same rule.
+    """
+    base = len(ir.nonterminals)
+    for name in sub.nonterminals:
+        ir.add_nonterminal(f"{prefix}/{name}")
+    lexeme_of = [
+        ir.add_lexeme(Lexeme(
+            f"{prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
+            lx.dot_all, lx.ignore_case, lx.max_tokens,
+        ))
+        for lx in sub.lexemes
+    ]
+    padded = [Sym.t(index) for index in lexeme_of]
+    if sub.skip is not None:
+        ws = Sym.t(ir.add_lexeme(Lexeme(f"{prefix} %ignore", "regex", sub.skip)))
+        gap = ir.add_nonterminal(f"{prefix}/%ignore")
+        ir.add_rule(gap, [])
+        ir.add_rule(gap, [ws] if sub.skip_once else [Sym.n(gap), ws])
+        ir.no_skip.add(gap)
+        for i, lx in enumerate(sub.lexemes):
+            helper = ir.add_nonterminal(f"{prefix}/{lx.name} %ignore")
+            ir.add_rule(helper, [padded[i], Sym.n(gap)])
+            ir.no_skip.add(helper)
+            padded[i] = Sym.n(helper)
+    names = set(sub.options.get("embedded_starts", ()))  # type: ignore[arg-type]
+    embedded = {i for i, name in enumerate(sub.nonterminals) if name in names}
+    # and the nonterminals all of whose rules begin with one (`b: %lark {...}`), to a fixpoint
+    firsts: dict[int, list[Sym | None]] = {}
+    for rule in sub.rules:
+        firsts.setdefault(rule.lhs, []).append(rule.rhs[0] if rule.rhs else None)
+    changed = bool(embedded)
+    while changed:
+        changed = False
+        for lhs, heads in firsts.items():
+            if lhs not in embedded and all(h is not None and not h.terminal and h.index in embedded for h in heads):
+                embedded.add(lhs)
+                changed = True
+    # Nonterminals after which the nested text can go on: some occurrence has a symbol after
+    # it, or ends a rule whose left side can go on (to a fixpoint).
+    goes_on: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in sub.rules:
+            for i, s in enumerate(rule.rhs):
+                if not s.terminal and s.index not in goes_on and (i + 1 < len(rule.rhs) or rule.lhs in goes_on):
+                    goes_on.add(s.index)
+                    changed = True
+
+    def gap_after(rhs: Sequence[Sym], i: int, lhs: int) -> bool:
+        if i + 1 == len(rhs):
+            return lhs in goes_on
+        return rhs[i + 1].terminal or rhs[i + 1].index not in embedded
+
+    for rule in sub.rules:
+        rhs = rule.rhs
+        ir.add_rule(base + rule.lhs, [
+            (padded[s.index] if gap_after(rhs, i, rule.lhs) else Sym.t(lexeme_of[s.index])) if s.terminal
+            else Sym.n(base + s.index)
+            for i, s in enumerate(rhs)
+        ])
+    ir.no_skip.update(range(base, base + len(sub.nonterminals)))
+    return Sym.n(base + sub.start)
 
 
 def _undefined_terminal(name: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Union
 
 from ..._errors import GrammarError
+from .substring import SubstringError, substring_pattern
 
 
 NESTING_DEPTH_MAX = 100
@@ -143,8 +144,9 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _SPECIAL_RE = re.compile(r"<[^<>\s]+>")
 _DIRECTIVE_RE = re.compile(r"%[A-Za-z_]*")
+_PARAM_RE = re.compile(r"_(?![A-Za-z0-9_])|0[xX][0-9a-fA-F]+|[0-9]+|[A-Za-z_][A-Za-z0-9_]*")
 _LETTERS_RE = re.compile(r"[A-Za-z]*")
-_PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=")
+_PUNCTUATION = ("->", "..", ":", ",", ".", "(", ")", "{", "}", "[", "]", "~", "|", "=", "&")
 _STRING_ESCAPES = {
     '"': '"', "\\": "\\", "/": "/", "'": "'", "b": "\b", "f": "\f",
     "n": "\n", "r": "\r", "t": "\t", "v": "\v", "0": "\0",
@@ -163,13 +165,16 @@ class _Lexer:
         self.i = 0
         self.depth = 0
         self.tokens: list[_Token] = []
+        self.nested = False  # a %lark body: an unmatched `}` ends it
+        self.closed = False
+        self.nesting = 0  # how many %lark bodies enclose this one
 
     def run(self) -> list[_Token]:
         """Tokenize the whole text; the list ends with an "eof" token."""
         text = self.text
         size = len(text)
         tokens = self.tokens
-        while self.i < size:
+        while self.i < size and not self.closed:
             i = self.i
             ch = text[i]
             if ch in " \t\r\f\v\ufeff":
@@ -191,7 +196,9 @@ class _Lexer:
                 self.i = len(text) if end < 0 else end
             else:
                 self._token(ch)
-        self.tokens.append(_Token("eof", len(text), ""))
+        if self.nested and not self.closed:
+            raise self.source.error("this %lark { has no closing }", self.tokens[0].pos if self.tokens else size)
+        self.tokens.append(_Token("eof", self.i - 1 if self.closed else len(text), ""))
         return self.tokens
 
     def _emit(self, kind: str, start: int, end: int, value: str = "", flags: str = "") -> None:
@@ -236,6 +243,10 @@ class _Lexer:
             self._punctuation(ch)
 
     def _punctuation(self, ch: str) -> None:
+        if ch == "}" and self.nested and self.depth == 0:
+            self.closed = True
+            self.i += 1
+            return
         for punct in _PUNCTUATION:
             if self.text.startswith(punct, self.i):
                 if punct in "([{":
@@ -254,6 +265,10 @@ class _Lexer:
         m = _IDENT_RE.match(self.text, start)
         assert m is not None
         name = m.group()
+        param: str | None = None
+        end = m.end()
+        if self.text.startswith("::", end):
+            param, end = self._param(end + 2)
         letters = [c for c in name if c.isalpha()]
         if not letters:
             raise self.source.error(f"name {name!r} needs at least one letter", start)
@@ -266,8 +281,28 @@ class _Lexer:
                 f"name {name!r} mixes cases: rule names are lowercase, terminal names UPPERCASE",
                 start,
             )
-        self.tokens.append(_Token(kind, self.i, self.text[self.i : m.end()], name, prefix))
-        self.i = m.end()
+        if param is not None and kind == "term":
+            raise self.source.error("only rules (lowercase) can be parametric (name::param)", start)
+        self.tokens.append(_Token(kind, self.i, self.text[self.i : end], name, prefix, json_value=param))
+        self.i = end
+
+    def _param(self, i: int) -> tuple[str, int]:
+        """The parameter after `name::`: `_`, a number, or `function(...)`; (text, end)."""
+        m = _PARAM_RE.match(self.text, i)
+        if m is None:
+            raise self.source.error("expected a parameter after :: (_, 0x0 or a function like set_bit(0))", i)
+        end = m.end()
+        if self.text.startswith("(", end) and m.group()[0].isalpha():
+            depth = 0
+            while end < len(self.text):
+                ch = self.text[end]
+                depth += (ch == "(") - (ch == ")")
+                end += 1
+                if depth == 0 or ch == "\n":
+                    break
+            if depth != 0:
+                raise self.source.error("unbalanced parentheses in this parameter", i)
+        return self.text[i:end], end
 
     def _string(self) -> None:
         """`"..."` with escapes and an optional `i` flag."""
@@ -374,27 +409,63 @@ class _Lexer:
             )
         self._emit("special", self.i, m.end(), m.group())
 
+    def _nested_lark(self, start: int, after: int) -> None:
+        """`%lark { grammar }`: the body is lexed here (positions stay those of the whole text)."""
+        j = after
+        while j < len(self.text) and self.text[j] in " \t\r\n":
+            j += 1
+        if not self.text.startswith("{", j):
+            raise self.source.error('%lark needs a grammar in braces after it, e.g. %lark { start: "a" }', start)
+        if self.nesting >= NESTING_DEPTH_MAX:
+            raise self.source.error(f"%lark nested more than {NESTING_DEPTH_MAX} deep", start)
+        inner = _Lexer(self.source)
+        inner.i, inner.nested, inner.nesting = j + 1, True, self.nesting + 1
+        tokens = inner.run()
+        self.tokens.append(_Token("lark", start, self.text[start : inner.i], "lark", json_value=tokens))
+        self.i = inner.i
+
     def _directive(self) -> None:
         """`%name`; `%llguidance` also takes the JSON object that follows it."""
         start = self.i
         m = _DIRECTIVE_RE.match(self.text, start)
         assert m is not None
         name = m.group()[1:]
-        if name == "regex":
-            raise self.source.error("%regex {...} is not supported; write the regex as /.../", start)
-        if name not in ("llguidance", "json"):
+        if name == "if":
+            end = self.text.find("\n", m.end())
+            end = len(self.text) if end < 0 else end
+            bar = self.text.find("|", m.end(), end)
+            end = end if bar < 0 else bar
+            self.tokens.append(_Token("if", start, self.text[start:end], self.text[m.end() : end].strip()))
+            self.i = end
+            return
+        if name == "lark":
+            self._nested_lark(start, m.end())
+            return
+        if name not in ("llguidance", "json", "regex"):
             self._emit("directive", start, m.end(), name)
             return
         j = m.end()
         while j < len(self.text) and self.text[j] in " \t\r\n":
             j += 1
-        example = '%llguidance {"allow_initial_skip": true}' if name == "llguidance" else '%json {"type": "object"}'
+        example = {
+            "llguidance": '%llguidance {"allow_initial_skip": true}',
+            "json": '%json {"type": "object"}',
+            "regex": '%regex {"substring_words": "some text"}',
+        }[name]
         try:
             value, end = json.JSONDecoder().raw_decode(self.text, j)
         except json.JSONDecodeError as err:
             raise self.source.error(
                 f"%{name} needs a JSON object after it ({err.msg}), e.g. {example}", err.pos
             ) from None
+        if name == "regex":
+            try:
+                pattern = substring_pattern(value)
+            except SubstringError as err:
+                raise self.source.error(str(err), start) from None
+            self.tokens.append(_Token("regex_ext", start, self.text[start:end], pattern))
+            self.i = end
+            return
         kind = "directive" if name == "llguidance" else "json"
         self.tokens.append(_Token(kind, start, self.text[start:end], name, json_value=value))
         self.i = end
@@ -437,11 +508,21 @@ class _Range:
 
 @dataclass(frozen=True)
 class _Name:
-    """A reference to a rule (lowercase) or terminal (UPPERCASE)."""
+    """A reference to a rule (lowercase) or terminal (UPPERCASE); `param` for `name::param`."""
 
     pos: int
     name: str
     terminal: bool
+    param: str | None = None
+
+
+@dataclass(frozen=True)
+class _Cond:
+    """An alternative of a parametric rule with its `%if` condition (text)."""
+
+    pos: int
+    item: _Expr
+    cond: str
 
 
 @dataclass(frozen=True)
@@ -483,7 +564,41 @@ class _Json:
     schema: object = field(compare=False, hash=False, default=None)
 
 
-_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json]
+@dataclass(frozen=True)
+class _And:
+    """llguidance's `A & B`: text both match (terminals only)."""
+
+    pos: int
+    items: tuple[_Expr, ...]
+
+
+@dataclass(frozen=True)
+class _Not:
+    """llguidance's `~A`: text A does not match (terminals only)."""
+
+    pos: int
+    item: _Expr
+
+
+@dataclass(frozen=True)
+class _Lark:
+    """`%lark { grammar }`: a nested grammar, as its tokens (positions in the whole text)."""
+
+    pos: int
+    text: str
+    tokens: object = field(compare=False, hash=False, default=None)
+
+
+@dataclass(frozen=True)
+class _RegexExt:
+    """llguidance's `%regex {...}` (substring forms), as a pattern of the core's syntax."""
+
+    pos: int
+    pattern: str
+    shown: str = ""
+
+
+_Expr = Union[_Lit, _Re, _Range, _Name, _Special, _Seq, _Alt, _Repeat, _Json, _And, _Not, _RegexExt, _Lark, _Cond]
 
 
 @dataclass
@@ -499,6 +614,7 @@ class _Def:
     max_tokens: int | None = None
     attr_pos: int = 0
     imported: str | None = None
+    param: str | None = None  # `name::_`: a parametric rule
 
 
 @dataclass
@@ -509,11 +625,11 @@ class _Grammar:
 
 
 def _children(expr: _Expr) -> tuple[_Expr, ...]:
-    if isinstance(expr, _Seq):
+    if isinstance(expr, (_Seq, _And)):
         return expr.items
     if isinstance(expr, _Alt):
         return expr.alts
-    if isinstance(expr, _Repeat):
+    if isinstance(expr, (_Repeat, _Not, _Cond)):
         return (expr.item,)
     return ()
 
@@ -531,7 +647,7 @@ def _walk(expr: _Expr) -> Iterator[_Expr]:
 # Parser
 # ----------------------------------------------------------------------------------------------
 
-_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json"})
+_ATOM_START = frozenset({"(", "[", "string", "regex", "rule", "term", "special", "json", "~", "regex_ext", "lark"})
 _OP_COUNTS: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None), "+": (1, None)}
 _ATTRIBUTES_HELP = 'lazy, max_tokens=N, stop="...", suffix="...", capture, temperature=T'
 
@@ -659,6 +775,10 @@ class _Parser:
         name_tok = self.next()
         self._head_extras(name_tok)
         d = _Def(name_tok.value, False, _Seq(name_tok.pos, ()), name_tok.pos)
+        if name_tok.json_value is not None:
+            if name_tok.json_value != "_":
+                raise self.source.error(f"a parametric rule is defined as {name_tok.value}::_", name_tok.pos)
+            d.param = "_"
         if self.peek().kind == "[":
             self._attributes(d)
         colon = self.peek()
@@ -750,12 +870,24 @@ class _Parser:
         alts: list[_Expr] = []
         while True:
             seq_start = tokens[self.k].pos
-            items: list[_Expr] = []
-            while tokens[self.k].kind in _ATOM_START:
-                items.append(self._expr(depth))
+            conjuncts: list[_Expr] = []
+            while True:  # `&` binds looser than a sequence, tighter than `|`
+                part_start = tokens[self.k].pos
+                items: list[_Expr] = []
+                while tokens[self.k].kind in _ATOM_START:
+                    items.append(self._expr(depth))
+                if not items and (conjuncts or tokens[self.k].kind == "&"):
+                    raise self.source.error("& needs an expression on both sides", part_start)
+                conjuncts.append(items[0] if len(items) == 1 else _Seq(part_start, tuple(items)))
+                if not self.accept("&"):
+                    break
             if self.accept("->"):
                 self.expect("rule", "an alias name after '->'")
-            alts.append(items[0] if len(items) == 1 else _Seq(seq_start, tuple(items)))
+            alt = conjuncts[0] if len(conjuncts) == 1 else _And(seq_start, tuple(conjuncts))
+            if tokens[self.k].kind == "if":
+                cond = self.next()
+                alt = _Cond(cond.pos, alt, cond.value)
+            alts.append(alt)
             if not self._match_vbar():
                 break
         return alts[0] if len(alts) == 1 else _Alt(start, tuple(alts))
@@ -768,10 +900,17 @@ class _Parser:
             return True
         return False
 
-    def _expr(self, depth: int) -> _Expr:
+    def _expr(self, depth: int, *, repetition: bool = True) -> _Expr:
         """An atom with an optional repetition operator."""
         tok = self.next()
         atom: _Expr
+        if tok.kind == "~":  # llguidance's negation binds tighter than a repetition: ~A+ is (~A)+
+            if depth >= NESTING_DEPTH_MAX:
+                raise self.source.error(f"~ nested more than {NESTING_DEPTH_MAX} deep", tok.pos)
+            if self.peek().kind not in _ATOM_START:
+                raise self.source.error(f"expected what ~ negates, found {_describe(self.peek())}", self.peek().pos)
+            inner = self._expr(depth + 1, repetition=False)
+            return self._repetition(_Not(tok.pos, inner)) if repetition else _Not(tok.pos, inner)
         if tok.kind in ("(", "["):
             if depth >= NESTING_DEPTH_MAX:
                 raise self.source.error(
@@ -798,12 +937,16 @@ class _Parser:
                 raise self.source.error(
                     f"the {tok.flags!r} prefix is only allowed where a rule is defined", tok.pos
                 )
-            atom = _Name(tok.pos, tok.value, tok.kind == "term")
+            atom = _Name(tok.pos, tok.value, tok.kind == "term", tok.json_value)  # type: ignore[arg-type]
         elif tok.kind == "json":
             atom = _Json(tok.pos, tok.text, tok.json_value)
+        elif tok.kind == "lark":
+            atom = _Lark(tok.pos, tok.text, tok.json_value)
+        elif tok.kind == "regex_ext":
+            atom = _RegexExt(tok.pos, tok.value, tok.text if len(tok.text) <= 40 else tok.text[:39] + "…")
         else:
             atom = _Special(tok.pos, tok.value)
-        return self._repetition(atom)
+        return self._repetition(atom) if repetition else atom
 
     def _string_atom(self, tok: _Token) -> _Expr:
         if not self.accept(".."):
@@ -823,7 +966,7 @@ class _Parser:
         if tok.kind == "op":
             self.next()
             low, high = _OP_COUNTS[tok.value]
-        elif tok.kind == "~":
+        elif tok.kind == "~" and self.peek(1).kind == "number":
             self.next()
             low = self._count()
             high = self._count() if self.accept("..") else low
@@ -834,7 +977,7 @@ class _Parser:
             return atom
         if high is not None and high < low:
             raise self.source.error(f"repetition {{{low},{high}}} needs min <= max", tok.pos)
-        if self.peek().kind in ("op", "~", "{"):
+        if self.peek().kind in ("op", "{") or (self.peek().kind == "~" and self.peek(1).kind == "number"):
             raise self.source.error(
                 "two repetition operators in a row; add parentheses, e.g. (x+)?", self.peek().pos
             )
