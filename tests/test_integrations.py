@@ -75,7 +75,7 @@ def _batch_of(llama3, pool, count):
 
 
 def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
-    from tokensieve import _batch
+    from tokensieve._decoding import batch as _batch
 
     monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)  # threads whatever the work
     monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)  # and whatever they gained on a busy machine
