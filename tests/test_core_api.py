@@ -183,3 +183,32 @@ def test_freed_handles_are_refused_not_trapped(wasm_variant):
     with pytest.raises(TokensieveError, match="invalid or freed"):
         core.matcher_free(12345)
     m._finalizer.detach()  # keep the finalizer from freeing twice; it would only get a status
+
+
+@pytest.mark.parametrize("corrupt", ["rule_length", "pattern_length", "truncated"])
+def test_malformed_ir_is_an_error_not_a_trap(corrupt, wasm_variant):
+    """The IR reader checks every length against what is left before reading: a length near
+    2^32 once wrapped the reader's position in wasm32 and read past linear memory (a trap that
+    retired the instance). Each corruption is a TokensieveError and the instance stays healthy."""
+    import struct
+
+    from tokensieve._core import default_pool
+    from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym, encode_ir
+
+    ir = GrammarIR()
+    start = ir.add_nonterminal("start")
+    ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme("word", "regex", "[a-z]+")))])
+    words = bytearray(encode_ir(ir))
+    header = 6 * 4
+    if corrupt == "rule_length":  # the last rule: lhs, length, symbols
+        struct.pack_into("<I", words, len(words) - 2 * 4, 0xFFFFFFFF)
+    elif corrupt == "pattern_length":  # the first lexeme: kind, flags, byte length, text
+        struct.pack_into("<I", words, header + 2 * 4, 0xFFFFFFFC)
+    else:
+        del words[len(words) - 4:]
+    core = default_pool().first()
+    with pytest.raises(TokensieveError) as caught:
+        core.grammar_new(bytes(words), Limits().core_values())
+    assert not isinstance(caught.value, CoreTrap) and not core.poisoned
+    assert "IR" in str(caught.value)
+    assert Matcher(Tokenizer.default(), Grammar.regex("[a-z]+")).consume_token(Tokenizer.default().encode("abc")[0])
