@@ -273,6 +273,10 @@ def _run_command(args: argparse.Namespace) -> int:
     warm = np.zeros((1, (tokenizer.vocab_size + 31) // 32), dtype=np.int32)
     for pattern in ("[a-z]+", "(get|set)_[a-z]+"):
         Matcher(tokenizer, Grammar.regex(pattern)).fill_bitmask(warm)
+    # Each front-end's modules are imported by its first grammar (the Lark package alone takes
+    # 30-70 ms): a process pays that once, so a small grammar of each form goes first.
+    for form in FORMS:
+        build_grammar(form, ["warm", "up"])
     loaded = _load_llguidance(Path(tok_path)) if args.vs == "llguidance" else None
     llg_parts = (loaded[0], loaded[1], loaded[2]) if loaded else None
     words = identifier_words(args.count, args.seed)
