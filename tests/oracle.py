@@ -11,7 +11,7 @@ its neighbours) covers every case.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import regex
 
@@ -108,3 +108,9 @@ class RegexOracle:
             if self.compiled.fullmatch(text + chr(cp), partial=True) is not None:
                 return True
         return False
+
+
+@cache
+def regex_oracle(pattern: str) -> RegexOracle:
+    """One `RegexOracle` per pattern for the session, so its answers are computed once."""
+    return RegexOracle(pattern)
