@@ -7,6 +7,8 @@ rather than editing another section.
 from __future__ import annotations
 
 import base64
+import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -92,6 +94,17 @@ def pyodide_dist() -> Path:
     _require_tool("node")
     dist = WEB_DEMO_DIR / "node_modules" / "pyodide"
     pinned = _pinned_pyodide_version()
+    if _installed_pyodide_version(dist) == pinned:
+        return dist
+    # pytest-xdist workers may get here together: one installs, the others wait for it.
+    lock_path = Path(tempfile.gettempdir()) / f"tokensieve-npm-{hashlib.sha1(bytes(WEB_DEMO_DIR)).hexdigest()[:12]}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_pyodide(dist, pinned)
+
+
+def _install_pyodide(dist: Path, pinned: str) -> Path:
+    """Install the pinned npm `pyodide` into web-demo/ unless another process just did."""
     if _installed_pyodide_version(dist) == pinned:
         return dist
     npm = _require_tool("npm")
@@ -253,6 +266,21 @@ def load_shared_tokenizer(name: str) -> Any:
     return _TOKENIZER_CACHE[name]
 
 
+_LLGUIDANCE_TOKENIZER_CACHE: dict[str, Any] = {}
+
+
+def load_llguidance_tokenizer(name: str) -> Any:
+    """llguidance's tokenizer for ../shared/tokenizers/<name> (no slices), built once per session."""
+    if name not in _LLGUIDANCE_TOKENIZER_CACHE:
+        import gzip
+
+        import llguidance
+
+        text = gzip.decompress((shared_path() / "tokenizers" / name / "tokenizer.json.gz").read_bytes()).decode()
+        _LLGUIDANCE_TOKENIZER_CACHE[name] = llguidance.LLTokenizer(text, slices=[])
+    return _LLGUIDANCE_TOKENIZER_CACHE[name]
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     return shared_path()
@@ -273,3 +301,27 @@ def wasm_variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """Run the test under one build of the core (TOKENSIEVE_WASM_VARIANT)."""
     monkeypatch.setenv("TOKENSIEVE_WASM_VARIANT", str(request.param))
     return str(request.param)
+
+
+# =====================================================================================
+# Parallel runs (pytest-xdist, owner: tests)
+#
+# Both module builds of one test share its oracle answers (tests/checked_masks.py) only when
+# they run in one process. Under `-n N --dist loadgroup` (the README's test command) each
+# test that takes `wasm_variant` is put in one `xdist_group` with its other build; without
+# xdist the marks do nothing.
+# =====================================================================================
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): run these tests in one pytest-xdist worker")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "wasm_variant" not in callspec.params:
+            continue
+        others = sorted((name, index) for name, index in callspec.indices.items() if name != "wasm_variant")
+        digest = hashlib.sha1(repr(others).encode()).hexdigest()[:10]
+        item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}::{item.originalname}:{digest}"))
