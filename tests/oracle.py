@@ -95,6 +95,16 @@ class RegexOracle:
     @lru_cache(maxsize=1 << 16)
     def completable(self, data: bytes) -> bool:
         """Can `data` be extended (by zero or more bytes) to a full match?"""
+        return self.completable_uncached(data)
+
+    def completable_uncached(self, data: bytes) -> bool:
+        """`completable` without the cache, for scans that ask each question once."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return self.compiled.fullmatch(text, partial=True) is not None
         split = split_incomplete(data)
         if split is None:
             return False

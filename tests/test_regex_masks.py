@@ -33,15 +33,22 @@ def mask_to_set(mask: np.ndarray, vocab_size: int) -> set[int]:
     return set(np.flatnonzero(bits).tolist())
 
 
+_TOKEN_BYTES: dict[int, list[bytes | None]] = {}
+
+
+def text_token_bytes(tok) -> list[bytes | None]:
+    """Each token's bytes, None for special and empty tokens; built once per tokenizer."""
+    if id(tok) not in _TOKEN_BYTES:
+        _TOKEN_BYTES[id(tok)] = [
+            None if tok.is_special(t) or not tok.token_bytes(t) else tok.token_bytes(t) for t in range(tok.vocab_size)
+        ]
+    return _TOKEN_BYTES[id(tok)]
+
+
 def expected_allowed(oracle: RegexOracle, tok, prefix: bytes, candidates) -> set[int]:
-    allowed = set()
-    for t in candidates:
-        if tok.is_special(t):
-            continue
-        data = tok.token_bytes(t)
-        if data and oracle.completable(prefix + data):
-            allowed.add(t)
-    return allowed
+    texts = text_token_bytes(tok)
+    completable = oracle.completable_uncached
+    return {t for t in candidates if texts[t] is not None and completable(prefix + texts[t])}
 
 
 def check_mask(m: Matcher, oracle: RegexOracle, tok, prefix: bytes, full: bool, key: tuple) -> set[int]:
