@@ -7,9 +7,9 @@ under a key naming the case, tokenizer, text and step (never the build); the oth
 compares its mask with those bytes. Equal bytes mean the same answer the oracle already
 checked; different bytes fail, after the oracle has had its say on this build's mask.
 
-The record lives for the test session (one process: under pytest-xdist each worker has its own,
-and `--dist loadgroup` with the `xdist_group` marks that conftest.py adds keeps both builds of
-one test in one worker). A key seen by only one build is checked by the oracle, as before.
+The record lives for the test process: under pytest-xdist each worker has its own, and
+`--dist loadfile` (the README's test command) runs every test of a file, so both builds of a
+test, in one worker. A key seen by only one build is checked by the oracle, as before.
 """
 
 from __future__ import annotations

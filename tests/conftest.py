@@ -301,27 +301,3 @@ def wasm_variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """Run the test under one build of the core (TOKENSIEVE_WASM_VARIANT)."""
     monkeypatch.setenv("TOKENSIEVE_WASM_VARIANT", str(request.param))
     return str(request.param)
-
-
-# =====================================================================================
-# Parallel runs (pytest-xdist, owner: tests)
-#
-# Both module builds of one test share its oracle answers (tests/checked_masks.py) only when
-# they run in one process. Under `-n N --dist loadgroup` (the README's test command) each
-# test that takes `wasm_variant` is put in one `xdist_group` with its other build; without
-# xdist the marks do nothing.
-# =====================================================================================
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "xdist_group(name): run these tests in one pytest-xdist worker")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is None or "wasm_variant" not in callspec.params:
-            continue
-        others = sorted((name, index) for name, index in callspec.indices.items() if name != "wasm_variant")
-        digest = hashlib.sha1(repr(others).encode()).hexdigest()[:10]
-        item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}::{item.originalname}:{digest}"))
