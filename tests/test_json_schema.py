@@ -1,5 +1,8 @@
 """Tests of the JSON Schema front-end (`tokensieve._json_schema`).
 
+The cases (patterns, formats, schemas with valid and invalid instances, error pointers) are data
+in tests/data/json_schema/ (formats in tests/data/README.md), which the Pyodide test also runs.
+
 - Pieces against brute force: integer and number range regexes, string lengths, the
   ECMA-pattern translation (against Python's `re.search` on the decoded string).
 - Schemas through the slow reference recognizer (`tests/reference_cfg.py`): compact JSON of

@@ -8,6 +8,7 @@ acceptance with `jsonschema`'s verdict. Each case must see both valid and invali
 so no case can pass vacuously. Object instances have their keys put in the schema's
 property order first (fixed key order is a documented departure, tested elsewhere), and
 numbers are written without exponents (the keywords here write numbers without one).
+The cases are data: tests/data/json_schema/keywords.json and negation_errors.json.
 """
 
 from __future__ import annotations
