@@ -7,6 +7,8 @@ rather than editing another section.
 from __future__ import annotations
 
 import base64
+import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -92,6 +94,17 @@ def pyodide_dist() -> Path:
     _require_tool("node")
     dist = WEB_DEMO_DIR / "node_modules" / "pyodide"
     pinned = _pinned_pyodide_version()
+    if _installed_pyodide_version(dist) == pinned:
+        return dist
+    # pytest-xdist workers may get here together: one installs, the others wait for it.
+    lock_path = Path(tempfile.gettempdir()) / f"tokensieve-npm-{hashlib.sha1(bytes(WEB_DEMO_DIR)).hexdigest()[:12]}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_pyodide(dist, pinned)
+
+
+def _install_pyodide(dist: Path, pinned: str) -> Path:
+    """Install the pinned npm `pyodide` into web-demo/ unless another process just did."""
     if _installed_pyodide_version(dist) == pinned:
         return dist
     npm = _require_tool("npm")
@@ -251,6 +264,21 @@ def load_shared_tokenizer(name: str) -> Any:
 
         _TOKENIZER_CACHE[name] = Tokenizer.from_file(shared_path() / "tokenizers" / name / "tokenizer.json.gz")
     return _TOKENIZER_CACHE[name]
+
+
+_LLGUIDANCE_TOKENIZER_CACHE: dict[str, Any] = {}
+
+
+def load_llguidance_tokenizer(name: str) -> Any:
+    """llguidance's tokenizer for ../shared/tokenizers/<name> (no slices), built once per session."""
+    if name not in _LLGUIDANCE_TOKENIZER_CACHE:
+        import gzip
+
+        import llguidance
+
+        text = gzip.decompress((shared_path() / "tokenizers" / name / "tokenizer.json.gz").read_bytes()).decode()
+        _LLGUIDANCE_TOKENIZER_CACHE[name] = llguidance.LLTokenizer(text, slices=[])
+    return _LLGUIDANCE_TOKENIZER_CACHE[name]
 
 
 @pytest.fixture(scope="session")

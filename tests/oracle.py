@@ -11,7 +11,7 @@ its neighbours) covers every case.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import regex
 
@@ -95,6 +95,16 @@ class RegexOracle:
     @lru_cache(maxsize=1 << 16)
     def completable(self, data: bytes) -> bool:
         """Can `data` be extended (by zero or more bytes) to a full match?"""
+        return self.completable_uncached(data)
+
+    def completable_uncached(self, data: bytes) -> bool:
+        """`completable` without the cache, for scans that ask each question once."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return self.compiled.fullmatch(text, partial=True) is not None
         split = split_incomplete(data)
         if split is None:
             return False
@@ -108,3 +118,9 @@ class RegexOracle:
             if self.compiled.fullmatch(text + chr(cp), partial=True) is not None:
                 return True
         return False
+
+
+@cache
+def regex_oracle(pattern: str) -> RegexOracle:
+    """One `RegexOracle` per pattern for the session, so its answers are computed once."""
+    return RegexOracle(pattern)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import random
+from functools import cache
 
 import pytest
 
-from oracle import RegexOracle
+from oracle import regex_oracle
 from tokensieve import Grammar, Matcher
 from tokensieve._core.handles import token_has_extension
 
@@ -24,30 +26,63 @@ def test_has_extension_matches_a_vocabulary_scan(shared_dir):
         assert token_has_extension(tok, probe) == want, probe
 
 
-@pytest.mark.parametrize("pattern", [r'\{"name": "[a-z ]{1,20}", "age": [0-9]+\}', r"(order|ordinal|orbit)s?!"])
+EXTENSION_CASES = [(b"", b"or"), (b"or", b"d"), (b"", b"{\""), (b"{\"name\": \"", b"ab"), (b"{\"na", b"me"), (b"x", b"y"), (b"", b"orbit")]
+HEAL_CASES = [b"{\"name\": \"", b"{\"name\": \"ab", b"or", b"orbit", b"ordinals", b"{\"na", b"{"]
+PATTERNS = [r'\{"name": "[a-z ]{1,20}", "age": [0-9]+\}', r"(order|ordinal|orbit)s?!"]
+
+
+@cache
+def _llama3_texts() -> dict[int, bytes]:
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    return {t: tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)}
+
+
+@cache
+def _extension_answers(pattern: str) -> list[bool]:
+    """Brute force over llama3's vocabulary, once per pattern for both module builds."""
+    oracle = regex_oracle(pattern)
+    texts = _llama3_texts()
+    return [
+        oracle.completable(prefix)
+        and any(len(b) > len(suffix) and b.startswith(suffix) and oracle.completable(prefix + b) for b in texts.values())
+        for prefix, suffix in EXTENSION_CASES
+    ]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
 def test_extension_allowed_matches_brute_force(pattern, wasm_variant):
     from conftest import load_shared_tokenizer
 
     tok = load_shared_tokenizer("llama3")
-    oracle = RegexOracle(pattern)
-    texts = {t: tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)}
     m = Matcher(tok, Grammar.regex(pattern))
-    cases = [(b"", b"or"), (b"or", b"d"), (b"", b"{\""), (b"{\"name\": \"", b"ab"), (b"{\"na", b"me"), (b"x", b"y"), (b"", b"orbit")]
-    for prefix, suffix in cases:
-        want = oracle.completable(prefix) and any(
-            len(b) > len(suffix) and b.startswith(suffix) and oracle.completable(prefix + b) for b in texts.values()
-        )
+    for (prefix, suffix), want in zip(EXTENSION_CASES, _extension_answers(pattern), strict=True):
         assert m.extension_allowed(prefix, suffix) == want, (prefix, suffix)
     assert m.token_count == 0
 
 
 def _first_extensible(texts, data, start, allowed):
     """Brute force: the earliest i >= start with a token strictly extending data[i:] that `allowed` accepts."""
+    ordered = texts if isinstance(texts, SortedTexts) else SortedTexts(texts)
     for i in range(start, len(data)):
         suffix = data[i:]
-        if any(len(b) > len(suffix) and b.startswith(suffix) and allowed(data[:i] + b) for b in texts):
+        if any(len(b) > len(suffix) and allowed(data[:i] + b) for b in ordered.starting_with(suffix)):
             return i
     return len(data)
+
+
+class SortedTexts:
+    """Token byte strings in sorted order: those starting with `p` are one run of the list."""
+
+    def __init__(self, texts) -> None:
+        self.items = sorted(texts)
+
+    def starting_with(self, prefix: bytes):
+        for b in self.items[bisect.bisect_left(self.items, prefix):]:
+            if not b.startswith(prefix):
+                return
+            yield b
 
 
 def test_token_heal_position_matches_a_vocabulary_scan(shared_dir):
@@ -63,20 +98,46 @@ def test_token_heal_position_matches_a_vocabulary_scan(shared_dir):
         token_heal_position(tok, b"abc", 4)
 
 
-@pytest.mark.parametrize("pattern", [r'\{"name": "[a-z ]{1,20}", "age": [0-9]+\}', r"(order|ordinal|orbit)s?!"])
+@cache
+def _heal_answers(pattern: str) -> list[tuple[bytes, int, int]]:
+    """Brute force (data, start, position) over llama3's vocabulary, once per pattern."""
+    oracle = regex_oracle(pattern)
+    texts = SortedTexts(_llama3_texts().values())
+    return [
+        (data, start, _first_extensible(texts, data, start, oracle.completable))
+        for data in HEAL_CASES
+        for start in range(len(data) + 1)
+    ]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
 def test_heal_position_matches_brute_force(pattern, wasm_variant):
     from conftest import load_shared_tokenizer
 
     tok = load_shared_tokenizer("llama3")
-    oracle = RegexOracle(pattern)
-    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
     m = Matcher(tok, Grammar.regex(pattern))
-    cases = [b"{\"name\": \"", b"{\"name\": \"ab", b"or", b"orbit", b"ordinals", b"{\"na", b"{"]
-    for data in cases:
-        for start in range(len(data) + 1):
-            want = _first_extensible(texts, data, start, oracle.completable)
-            assert m.heal_position(data, start) == want, (data, start)
+    for data, start, want in _heal_answers(pattern):
+        assert m.heal_position(data, start) == want, (data, start)
     assert m.token_count == 0
+
+
+LONG_RUNS = [b"q" * 300_000 + b"name_of", b"the quick brown fox " * 20_000 + b"\"na"]
+LONG_RUN_PATTERN = r'[a-z_ "]*'
+
+
+@cache
+def _long_run_answers() -> list[tuple[int, int]]:
+    """Brute force (token heal position, matcher heal position) per long run, once."""
+    texts = SortedTexts(_llama3_texts().values())
+    longest = max(len(b) for b in texts.items)
+    oracle = regex_oracle(LONG_RUN_PATTERN)
+    answers = []
+    for data in LONG_RUNS:
+        tail = len(data) - longest - 1
+        want_tok = tail + _first_extensible(texts, data[tail:], 0, lambda _: True)
+        want = tail + _first_extensible(texts, data[tail:], 0, lambda b, data=data, tail=tail: oracle.completable(data[:tail] + b))
+        answers.append((want_tok, want))
+    return answers
 
 
 def test_healing_long_forced_runs_is_linear_and_inputs_over_1_mib_are_refused(wasm_variant):
@@ -88,15 +149,9 @@ def test_healing_long_forced_runs_is_linear_and_inputs_over_1_mib_are_refused(wa
     from tokensieve._core.handles import token_heal_position
 
     tok = load_shared_tokenizer("llama3")
-    texts = [tok.token_bytes(t) for t in range(tok.vocab_size) if not tok.is_special(t)]
-    longest = max(len(b) for b in texts)
-    oracle = RegexOracle(r'[a-z_ "]*')
-    m = Matcher(tok, Grammar.regex(r'[a-z_ "]*'))
-    for data in [b"q" * 300_000 + b"name_of", b"the quick brown fox " * 20_000 + b"\"na"]:
-        tail = len(data) - longest - 1
-        want_tok = tail + _first_extensible(texts, data[tail:], 0, lambda _: True)
+    m = Matcher(tok, Grammar.regex(LONG_RUN_PATTERN))
+    for data, (want_tok, want) in zip(LONG_RUNS, _long_run_answers(), strict=True):
         assert token_heal_position(tok, data, 0) == want_tok
-        want = tail + _first_extensible(texts, data[tail:], 0, lambda b: oracle.completable(data[:tail] + b))
         assert m.heal_position(data, 0) == want
     for call in (lambda: m.heal_position(b"a" * (1 << 20 | 1)), lambda: token_heal_position(tok, b"a" * (1 << 20 | 1))):
         with pytest.raises(LimitError, match="input") as info:

@@ -35,9 +35,9 @@ def fresh_pools():
     configure()
 
 
-def baseline_ms(variant: str) -> float:
+def baseline_ms(variant: str, *, again: bool = False) -> float:
     """Median of five first masks of a small regex grammar, in this process and build."""
-    if variant not in _baselines:
+    if again or variant not in _baselines:
         tok = load_shared_tokenizer("llama3")
         times = []
         for _ in range(6):
@@ -54,6 +54,13 @@ def test_hostile_case_ends_in_a_result_or_a_named_limit_within_the_bound(case, w
     tok = load_shared_tokenizer("llama3")
     base = baseline_ms(wasm_variant)
     out = run_ours(case, tok, steps_max=40)
+    if out.worst_ms > STEP_BASELINES_MAX * base or (out.compile_ms or 0) > COMPILE_BASELINES_MAX * base:
+        # Wall-clock times: another process (a second pytest-xdist worker, another job) may have
+        # had the core. Measure the baseline and the case once more; the slow steps this test
+        # exists for took 300 to 3,000 baselines, so a second run does not hide them.
+        configure()
+        base = baseline_ms(wasm_variant, again=True)
+        out = run_ours(case, tok, steps_max=40)
     kind = out.result.split(":")[0].split("@")[0]
     assert kind in case["expect"], f"{case['name']}: {out.result} (expected one of {case['expect']})"
     if kind == "limit":

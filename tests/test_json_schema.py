@@ -1,5 +1,8 @@
 """Tests of the JSON Schema front-end (`tokensieve._grammar.json_schema.compiler`).
 
+The cases (patterns, formats, schemas with valid and invalid instances, error pointers) are data
+in tests/data/json_schema/ (formats in tests/data/README.md), which the Pyodide test also runs.
+
 - Pieces against brute force: integer and number range regexes, string lengths, the
   ECMA-pattern translation (against Python's `re.search` on the decoded string).
 - Schemas through the slow reference recognizer (`tests/reference_cfg.py`): compact JSON of
@@ -37,6 +40,14 @@ from tokensieve._grammar.json_schema.compiler import (
     pattern_to_json_regex,
     string_regex,
 )
+
+
+CORPUS = Path(__file__).parent / "data" / "json_schema"
+
+
+def corpus(name: str) -> list[dict[str, Any]]:
+    """The cases of one file of tests/data/json_schema/ (formats in tests/data/README.md)."""
+    return json.loads((CORPUS / name).read_text(encoding="utf-8"))
 
 
 def compact(value: Any) -> str:
@@ -126,30 +137,7 @@ def test_string_regex_refuses_huge_min_length() -> None:
         string_regex(20000, None)
 
 
-PATTERN_CASES = [
-    ("^[a-z]+$", ["abc", "", "aBc", "a1"]),
-    ("abc", ["abc", "xabcx", "ab", ""]),
-    ("^\\d{3}-\\d{4}$", ["555-1234", "5551234", "55-1234"]),
-    ("^[^/]+$", ["a", "a/b", "é", '"q"', "a\\b", "\n"]),
-    ('^a"b\\\\c$', ['a"b\\c', "ab\\c"]),
-    ("^.+$", ["x", "", "\n", "é", "a\tb"]),  # (ECMA `.` also excludes \r and U+2028, unlike Python)
-    ("^\\S+@\\S+$", ["a@b", "a @b", "é@ü"]),
-    ("^(foo|bar)?baz$", ["baz", "foobaz", "barbaz", "fbaz"]),
-    ("^[A-Z]{2,3}$|^x$", ["AB", "ABC", "A", "x", "xx"]),
-    ("^\\w+\\s\\w+$", ["ab cd", "ab\tcd", "abcd", "a\u00a0b"]),
-    ("^[\\u4e00-\\u9fa5]+$", ["中文", "abc", "中a"]),
-    ("^\\/api\\/", ["/api/x", "api/x"]),
-    ("^a{2}", ["aa", "a", "aab"]),
-    ("^[-+]?[0-9]*\\.?[0-9]+$", ["1.5", "-3", ".5", "1."]),
-    ("^x{1,3}?$", ["x", "xxx", "xxxx"]),
-    # Anchors at the edges of groups and alternatives (distributed into branches).
-    ("(^gs://(.+))|(^http://(.+))", ["gs://a", "xgs://a", "http://b", "gs://"]),
-    ("^$|(^\\S+$)", ["", "abc", "a b", " "]),
-    ("^([^,]|$)", ["", "a", "ab", ",", ",a"]),
-    ("(^Hpt_|^Int_|_Armour_)", ["Hpt_x", "xHpt_", "a_Armour_b", "Int"]),
-    ("^([0-9x]+\\.[0-9x]+\\.*[0-9x]*$|%VERSION%)", ["1.2", "1.2.3", "%VERSION%x", "x%VERSION%", "1.2a"]),
-    ("(^$)", ["", "a"]),
-]
+PATTERN_CASES = [(case["pattern"], case["values"]) for case in corpus("patterns.json")]
 
 
 @pytest.mark.parametrize("pattern,values", PATTERN_CASES)
@@ -171,21 +159,10 @@ def test_unsupported_patterns_raise(pattern: str) -> None:
         pattern_to_json_regex(pattern)
 
 
-@pytest.mark.parametrize(
-    "fmt,good,bad",
-    [
-        ("date", ["2024-02-29"], ["2024-13-01", "24-01-01"]),
-        ("date-time", ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+02:00"], ["2024-01-02 03:04"]),
-        ("time", ["23:59:60Z"], ["24:00:00Z"]),
-        ("duration", ["P1D", "PT5M", "P1Y2M", "P3W"], ["P", "PT", "1D"]),
-        ("email", ["a.b@example.com"], ["a@", "@b.com"]),
-        ("hostname", ["example.com", "a-b.c"], ["-a.com", "a..b"]),
-        ("ipv4", ["192.168.0.1", "0.0.0.0"], ["256.1.1.1", "1.2.3", "01.2.3.4"]),
-        ("ipv6", ["::1", "fe80::1", "2001:db8:0:0:0:0:2:1", "::ffff:1.2.3.4"], ["1:2", ":::"]),
-        ("uuid", ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
-        ("uri", ["https://example.com/a?b=c#d", "urn:isbn:123"], ["example.com", "a b:c"]),
-    ],
-)
+FORMAT_CASES = [(case["format"], case["good"], case["bad"]) for case in corpus("formats.json")]
+
+
+@pytest.mark.parametrize("fmt,good,bad", FORMAT_CASES)
 def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
     compiled = regex.compile(FORMAT_REGEXES[fmt])
     for text in good:
@@ -232,185 +209,7 @@ def test_a_listed_key_with_an_unsatisfiable_schema_may_not_appear() -> None:
 
 # ---- whole schemas through the reference recognizer -------------------------------------------
 
-SCHEMA_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
-    ("true", True, [1, "a", None, [1, {"a": []}], {"x": {"y": [True]}}], []),
-    ("empty", {}, [1.5, "x", [], {}], []),
-    ("null", {"type": "null"}, [None], [0, "null", False]),
-    ("boolean", {"type": "boolean"}, [True, False], [None, 1]),
-    ("type_list", {"type": ["string", "null"]}, ["a", None], [1, True]),
-    ("integer", {"type": "integer"}, [0, -5, 123], [1.5, "1"]),
-    ("integer_bounds", {"type": "integer", "minimum": -3, "maximum": 12}, [-3, 0, 12], [-4, 13, 100]),
-    ("integer_exclusive_draft6", {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}, [1, 9], [0, 10]),
-    (
-        "integer_exclusive_draft4",
-        {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 5, "exclusiveMaximum": False},
-        [1, 5],
-        [0, 6],
-    ),
-    ("number", {"type": "number"}, [0, -1.5, 1e10, 3.25], ["1"]),
-    ("number_bounds", {"type": "number", "minimum": 0, "maximum": 1}, [0, 0.5, 1, 1.0], [-0.5, 1.5, 2]),
-    ("number_exclusive", {"type": "number", "exclusiveMinimum": 0}, [0.001, 7], [0, -1]),
-    ("string", {"type": "string"}, ["", "a\"b", "é", "\n"], [1, None]),
-    ("string_lengths", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é\n"], ["a", "abcd"]),
-    ("pattern", {"type": "string", "pattern": "^[a-c]+$"}, ["abc", "a"], ["abd", ""]),
-    ("pattern_search", {"type": "string", "pattern": "x\\d"}, ["ax1b", "x0"], ["ax", "x"]),
-    ("format_date", {"type": "string", "format": "date"}, ["2020-01-31"], ["2020-1-31", "x"]),
-    ("unknown_format", {"type": "string", "format": "color"}, ["red", ""], [1]),
-    ("enum", {"enum": ["a", 1, None, True, [1, "x"], {"k": "v"}, "é\"q"]}, ["a", 1, 1.0, None, True, [1, "x"], {"k": "v"}, "é\"q"], ["b", 2, False, [1], {}]),
-    ("const", {"const": {"a": [1, 2]}}, [{"a": [1, 2]}], [{"a": [1]}, {"a": [1, 2], "b": 1}]),
-    ("enum_filtered_by_type", {"type": "string", "enum": ["a", 1]}, ["a"], [1]),
-    (
-        "object",
-        {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
-            "required": ["b"],
-            "additionalProperties": False,
-        },
-        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "c": True}, {"b": "x", "c": False}],
-        [{}, {"a": 1}, {"b": "x", "d": 1}, {"a": "1", "b": "x"}, {"b": "x", "a": 1}],
-    ),
-    (
-        "object_all_optional",
-        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": False},
-        [{}, {"a": 1}, {"b": 2}, {"a": 1, "b": 2}],
-        [{"c": 1}, {"a": 1, "b": 2, "c": 3}],
-    ),
-    (
-        "object_additional_schema",
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-        [{}, {"a": 1}, {"a": 1, "x": "y", "z": "w"}, {"x": "y"}],
-        [{"x": 1}, {"a": 1, "x": None}],
-    ),
-    (
-        "object_required_not_listed",
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]},
-        [{"a": 1, "b": [True]}, {"a": 1, "b": 2, "c": 3}],
-        [{"a": 1}],
-    ),
-    (
-        "object_false_property",
-        {"type": "object", "properties": {"a": False, "b": {"type": "null"}}, "additionalProperties": False},
-        [{}, {"b": None}],
-        [{"a": 1}],
-    ),
-    (
-        "object_escaped_key",
-        {"type": "object", "properties": {"a\"b": {"type": "integer"}, "é": {"type": "integer"}}, "required": ["a\"b", "é"]},
-        [{"a\"b": 1, "é": 2}],
-        [{"é": 2}],
-    ),
-    ("array", {"type": "array", "items": {"type": "integer"}}, [[], [1], [1, 2, 3]], [[1, "a"], {}]),
-    (
-        "array_bounds",
-        {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4},
-        [[1, 2], [1, 2, 3, 4]],
-        [[], [1], [1, 2, 3, 4, 5]],
-    ),
-    (
-        "array_large_bounds",
-        {"type": "array", "items": {"type": "null"}, "minItems": 9, "maxItems": 37},
-        [[None] * 9, [None] * 20, [None] * 37],
-        [[None] * 8, [None] * 38],
-    ),
-    (
-        "prefix_items",
-        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
-        [[], ["a"], ["a", 1]],
-        [[1], ["a", 1, 2]],
-    ),
-    (
-        "draft4_items_list",
-        {"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "integer"}, "minItems": 2},
-        [["a", 1], ["a", 1, 2]],
-        [["a"], ["a", "b"]],
-    ),
-    ("any_of", {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]}, ["x", 5], [4, None]),
-    ("one_of_as_any_of", {"oneOf": [{"type": "string"}, {"type": "null"}]}, ["x", None], [1]),
-    (
-        "any_of_with_siblings",
-        {
-            "type": "object",
-            "properties": {"kind": {"type": "string"}},
-            "required": ["kind"],
-            "anyOf": [
-                {"properties": {"n": {"type": "integer"}}, "required": ["n"]},
-                {"properties": {"s": {"type": "string"}}, "required": ["s"]},
-            ],
-        },
-        [{"kind": "a", "n": 1}, {"kind": "b", "s": "x"}],
-        [{"kind": "a", "n": "x"}, {"n": 1}, {"kind": "b"}],
-    ),
-    (
-        "any_of_merge_meets_additional_properties_false",
-        {
-            "type": "object",
-            "properties": {"kind": {"type": "string"}},
-            "additionalProperties": False,
-            "anyOf": [{"properties": {"n": {"type": "integer"}}}],
-        },
-        [{"kind": "a"}, {}],
-        [{"kind": "a", "n": 1}],
-    ),
-    (
-        "all_of_merge",
-        {
-            "allOf": [
-                {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
-                {"properties": {"a": {"maximum": 9}, "b": {"type": "string"}}, "required": ["b"]},
-            ]
-        },
-        [{"a": 0, "b": "x"}, {"a": 9, "b": ""}],
-        [{"a": 10, "b": "x"}, {"a": 1}, {"b": "x"}, {"a": -1, "b": "x"}],
-    ),
-    (
-        "all_of_types_intersect",
-        {"allOf": [{"type": ["integer", "string"]}, {"type": ["number", "null"]}]},
-        [1],
-        ["a", None, 1.5],
-    ),
-    (
-        "ref",
-        {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
-        [[1, 2]],
-        [[0]],
-    ),
-    (
-        "ref_pointer_escapes",
-        {"definitions": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}}, "anyOf": [{"$ref": "#/definitions/a~1b"}, {"$ref": "#/definitions/c~0d"}]},
-        [1, "x"],
-        [None],
-    ),
-    (
-        "ref_recursive_tree",
-        {
-            "$ref": "#/definitions/node",
-            "definitions": {
-                "node": {
-                    "type": "object",
-                    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
-                    "required": ["v"],
-                    "additionalProperties": False,
-                }
-            },
-        },
-        [{"v": 1}, {"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]}],
-        [{"v": 1, "kids": [{}]}, {"kids": []}],
-    ),
-    (
-        "ref_root_recursion",
-        {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#"}}]},
-        [1, [], [1, [2, [3]]]],
-        ["a", [["a"]]],
-    ),
-    (
-        "ref_with_siblings",
-        {"$defs": {"s": {"type": "string", "minLength": 2}}, "$ref": "#/$defs/s", "maxLength": 3},
-        ["ab", "abc"],
-        ["a", "abcd"],
-    ),
-    ("anchor", {"$defs": {"x": {"$anchor": "pos", "type": "integer"}}, "$ref": "#pos"}, [1], ["1"]),
-]
+SCHEMA_CASES = [(case["name"], case["schema"], case["valid"], case["invalid"]) for case in corpus("instances.json")]
 
 
 @pytest.mark.parametrize("name,schema,valid,invalid", SCHEMA_CASES, ids=[c[0] for c in SCHEMA_CASES])
@@ -460,22 +259,10 @@ def test_schema_as_json_text() -> None:
 # ---- errors, warnings, limits -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "schema,pointer",
-    [
-        ({"type": "object", "properties": {"a": {"not": {"uniqueItems": True}}}}, "/properties/a/not/uniqueItems"),
-        ({"type": "array", "unevaluatedItems": False}, "/unevaluatedItems"),
-        ({"anyOf": [{"type": "object", "unevaluatedProperties": False}]}, "/anyOf/0/unevaluatedProperties"),
-        ({"properties": {"a~b/c": {"$dynamicRef": "#x"}}}, "/properties/a~0b~1c/$dynamicRef"),
-        ({"$ref": "#/definitions/missing"}, "/$ref"),
-        ({"items": {"$ref": "http://example.com/s.json"}}, "/items/$ref"),
-        ({"type": "strin"}, "/type"),
-        ({"type": "string", "pattern": "(?<=a)b"}, "/pattern"),
-        (False, ""),
-        ({"type": "integer", "minimum": 5, "maximum": 1}, ""),
-        ({"type": "string", "minLength": "3"}, "/minLength"),
-    ],
-)
+ERROR_CASES = [(case["schema"], case["pointer"]) for case in corpus("errors.json")]
+
+
+@pytest.mark.parametrize("schema,pointer", ERROR_CASES)
 def test_errors_name_the_json_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(GrammarError) as info:
         json_schema_to_ir(schema)

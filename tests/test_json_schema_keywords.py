@@ -8,12 +8,14 @@ acceptance with `jsonschema`'s verdict. Each case must see both valid and invali
 so no case can pass vacuously. Object instances have their keys put in the schema's
 property order first (fixed key order is a documented departure, tested elsewhere), and
 numbers are written without exponents (the keywords here write numbers without one).
+The cases are data: tests/data/json_schema/keywords.json and negation_errors.json.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -74,93 +76,10 @@ def pool() -> list[Any]:
 
 POOL = pool()
 
+CORPUS = Path(__file__).parent / "data" / "json_schema"
 # (name, schema, property order for object instances)
-CASES: list[tuple[str, Any, list[str]]] = [
-    ("not_type", {"not": {"type": "string"}}, []),
-    ("not_integer", {"not": {"type": ["integer", "object", "array"]}}, []),
-    ("not_enum_scalars", {"type": ["string", "integer", "boolean", "null"], "not": {"enum": ["a", 1, True, None]}}, []),
-    ("not_const_object", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"const": {"a": 1}}}, ["a"]),
-    ("not_const_array", {"type": "array", "not": {"const": [1, 2]}}, []),
-    ("not_required", {"type": "object", "properties": {"a": {}, "b": {}}, "not": {"required": ["a", "b"]}}, ["a", "b"]),
-    ("not_pattern", {"type": "string", "not": {"pattern": "^a"}}, []),
-    ("not_any_of", {"not": {"anyOf": [{"type": "string"}, {"type": "array"}]}}, []),
-    ("not_not", {"not": {"not": {"type": "integer", "minimum": 2}}}, []),
-    ("not_properties", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"properties": {"a": {"minimum": 2}}}}, ["a"]),
-    ("not_items", {"type": "array", "not": {"items": {"type": "integer"}}}, []),
-    ("not_conjunction", {"type": ["string", "number"], "not": {"minLength": 2, "minimum": 3}}, []),
-    ("not_lengths_and_counts", {"not": {"allOf": [{"maxLength": 1}, {"maxItems": 1}, {"maxProperties": 1}]}}, KEYS),
-    ("not_format", {"type": "string", "not": {"format": "date"}}, []),
-    ("not_multiple_of", {"type": "integer", "not": {"multipleOf": 2}}, []),
-    ("all_of_two_nots", {"allOf": [{"not": {"type": "null"}}, {"not": {"type": "boolean"}}, {"type": ["null", "boolean", "integer"]}]}, []),
-    (
-        "if_then_else",
-        {
-            "type": "object",
-            "properties": {"a": {}, "b": {}},
-            "if": {"properties": {"a": {"const": 1}}, "required": ["a"]},
-            "then": {"required": ["b"]},
-            "else": {"properties": {"b": {"type": "string"}}},
-        },
-        ["a", "b"],
-    ),
-    ("if_then_only", {"if": {"type": "integer"}, "then": {"minimum": 2}}, []),
-    ("dependent_required", {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "dependentRequired": {"a": ["b"]}}, ["a", "b", "c"]),
-    (
-        "dependencies_schema_and_list",
-        {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}, "b": {}, "c": {}}, "dependencies": {"a": {"properties": {"b": {"type": "integer"}}, "required": ["b"]}, "c": ["a"]}},
-        ["a", "b", "c"],
-    ),
-    ("dependent_schemas", {"type": "object", "properties": {"a": {}, "b": {}}, "dependentSchemas": {"b": {"maxProperties": 1}}}, ["a", "b"]),
-    (
-        "pattern_properties_disjoint",
-        {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}, "additionalProperties": False},
-        [],
-    ),
-    (
-        "pattern_properties_overlapping",
-        {
-            "type": "object",
-            "properties": {"ab": {"type": "integer"}},
-            "patternProperties": {"a": {"type": ["integer", "string"]}, "b": {"type": ["integer", "null"]}},
-            "additionalProperties": {"type": "boolean"},
-        },
-        ["ab"],
-    ),
-    ("pattern_properties_everything", {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {".*": {"maximum": 2}}}, ["a"]),
-    ("property_names_pattern", {"type": "object", "propertyNames": {"pattern": "^[ab]+$"}}, []),
-    ("property_names_not_enum", {"type": "object", "propertyNames": {"not": {"enum": ["a", "ab"]}}}, []),
-    ("property_names_max_length", {"type": "object", "properties": {"ab": {}}, "propertyNames": {"maxLength": 1}}, ["ab"]),
-    ("property_names_enum", {"type": "object", "propertyNames": {"enum": ["a", "c"]}, "minProperties": 1}, ["a", "c"]),
-    ("min_max_properties", {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2}, ["a", "b"]),
-    ("min_properties_closed", {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": False, "minProperties": 2}, ["a", "b", "c"]),
-    ("max_properties_with_required", {"type": "object", "required": ["a"], "maxProperties": 2, "patternProperties": {"^b": {"type": "integer"}}}, ["a"]),
-    ("contains", {"type": "array", "contains": {"type": "integer", "minimum": 2}}, []),
-    ("contains_bounds", {"type": "array", "items": {"type": ["integer", "string"]}, "contains": {"type": "integer", "minimum": 2}, "minContains": 2, "maxContains": 3, "maxItems": 5}, []),
-    ("contains_zero", {"type": "array", "contains": {"type": "string"}, "minContains": 0, "maxContains": 1}, []),
-    ("unique_items_enum", {"type": "array", "items": {"enum": [1, 2, 3, "a"]}, "uniqueItems": True, "maxItems": 3}, []),
-    ("unique_items_boolean", {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, []),
-    ("multiple_of_half", {"type": "number", "multipleOf": 0.5}, []),
-    ("multiple_of_seven", {"type": "integer", "multipleOf": 7}, []),
-    ("multiple_of_bounded", {"type": "number", "multipleOf": 2.5, "minimum": 0, "maximum": 5}, []),
-    ("enum_checked_by_not", {"allOf": [{"enum": [1, 2, "a", [1], {"a": 1}]}, {"not": {"type": "integer"}}]}, ["a"]),
-    ("enum_checked_by_one_of", {"enum": [1, 2, 3, 6], "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, []),
-    ("enum_checked_by_unique_items", {"enum": [[1, 1], [1, 2], [1]], "uniqueItems": True}, []),
-    ("one_of_disjoint", {"oneOf": [{"type": "string"}, {"type": "integer", "minimum": 2}]}, []),
-    (
-        "one_of_discriminated",
-        {
-            "type": "object",
-            "required": ["a"],
-            "oneOf": [
-                {"properties": {"a": {"const": 1}, "b": {"type": "string"}}},
-                {"properties": {"a": {"const": 2}, "b": {"type": "integer"}}},
-            ],
-        },
-        ["a", "b"],
-    ),
-    ("pattern_anchors_in_groups", {"type": "string", "pattern": "^$|(^a\\S*$)"}, []),
-    ("pattern_anchor_branches", {"type": "string", "pattern": "(^ab|b$)"}, []),
-]
+CASES = [(case["name"], case["schema"], case["key_order"]) for case in json.loads((CORPUS / "keywords.json").read_text(encoding="utf-8"))]
+NEGATION_ERROR_CASES = [(case["schema"], case["pointer"]) for case in json.loads((CORPUS / "negation_errors.json").read_text(encoding="utf-8"))]
 
 
 @pytest.mark.parametrize("name,schema,order", CASES, ids=[c[0] for c in CASES])
@@ -201,18 +120,7 @@ def test_if_then_else_is_ignored_before_draft_7() -> None:
     assert any("draft 7" in w for w in json_schema_to_ir(schema).options["warnings"])
 
 
-@pytest.mark.parametrize(
-    "schema,pointer",
-    [
-        ({"not": {"uniqueItems": True}}, "/not/uniqueItems"),
-        ({"properties": {"x": {"not": {"patternProperties": {"a": {"type": "integer"}}}}}}, "/properties/x/not/patternProperties"),
-        ({"not": {"propertyNames": {"maxLength": 2}}}, "/not/propertyNames"),
-        ({"not": {"additionalProperties": False}}, "/not/additionalProperties"),
-        ({"not": {"oneOf": [{"type": "string"}, {"minLength": 1}]}}, "/not/oneOf"),
-        ({"not": {"contains": {}, "minContains": 2}}, "/not/contains"),
-        ({"if": {"uniqueItems": True}, "then": {"type": "array"}}, "/if/uniqueItems"),
-    ],
-)
+@pytest.mark.parametrize("schema,pointer", NEGATION_ERROR_CASES)
 def test_unexpressible_negations_name_their_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(GrammarError) as info:
         json_schema_to_ir(schema)

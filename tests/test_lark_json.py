@@ -8,7 +8,6 @@ token against the reference recognizer, and against llguidance's `%json`.
 
 from __future__ import annotations
 
-import gzip
 
 import numpy as np
 import pytest
@@ -168,11 +167,10 @@ def test_masks_equal_llguidance_json(name, wasm_variant, shared_dir):
     import llguidance
     import llguidance.numpy as llg_numpy
 
-    from conftest import load_shared_tokenizer
+    from conftest import load_llguidance_tokenizer, load_shared_tokenizer
 
     ours = load_shared_tokenizer("llama3")
-    path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
-    llg_tok = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode(), slices=[])
+    llg_tok = load_llguidance_tokenizer("llama3")
     text, samples = LLG_CASES[name]
     grammar = Grammar.lark(text)
     llg_grammar = llguidance.LLMatcher.grammar_from_lark('%llguidance {"no_forcing": true}\n' + text)

@@ -10,7 +10,6 @@ runs out).
 
 from __future__ import annotations
 
-import gzip
 
 import numpy as np
 import pytest
@@ -119,11 +118,10 @@ body[max_tokens=5, lazy]: /(.|\n)*/ "."
 
 @pytest.fixture(scope="module")
 def llama3_pair(shared_dir):
-    from conftest import load_shared_tokenizer
+    from conftest import load_llguidance_tokenizer, load_shared_tokenizer
 
-    path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
     ours = load_shared_tokenizer("llama3")
-    theirs = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode(), slices=[])
+    theirs = load_llguidance_tokenizer("llama3")
     return ours, theirs
 
 

@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from checked_masks import check_once
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar, Matcher, Tokenizer
 from tokensieve._grammar.ir import GrammarIR
@@ -47,12 +48,24 @@ def allowed_ids(m: Matcher) -> set[int]:
     return set(np.flatnonzero(bits).tolist())
 
 
-def walk(m: Matcher, ref: ReferenceRecognizer, prefix: list[str], depth: int, stats: dict[str, int]) -> None:
+# The oracle's answers (allowed tokens, EOS allowed) per grammar and prefix, computed once for
+# both module builds.
+_ANSWERS: dict[tuple[str, tuple[str, ...]], tuple[frozenset[int], bool]] = {}
+
+
+def oracle_answer(name: str, ref: ReferenceRecognizer, prefix: list[str]) -> tuple[frozenset[int], bool]:
+    key = (name, tuple(prefix))
+    if key not in _ANSWERS:
+        want = frozenset(t for t, text in enumerate(VOCAB) if ref.token_prefix_ok(prefix + [text])[0])
+        _ANSWERS[key] = (want, ref.token_prefix_ok(prefix)[1])
+    return _ANSWERS[key]
+
+
+def walk(m: Matcher, name: str, ref: ReferenceRecognizer, prefix: list[str], depth: int, stats: dict[str, int]) -> None:
     """Compare masks, consume and forced bytes at `prefix`, then recurse into allowed tokens."""
     got = allowed_ids(m)
-    _, full = ref.token_prefix_ok(prefix)
+    want, full = oracle_answer(name, ref, prefix)
     assert (EOS in got) == full, f"EOS after {prefix}"
-    want = {t for t, text in enumerate(VOCAB) if ref.token_prefix_ok(prefix + [text])[0]}
     assert got - {EOS} == want, f"after {prefix}: core only {sorted(VOCAB[t] for t in got - want - {EOS})}, oracle only {sorted(VOCAB[t] for t in want - got)}"
     forced = m.compute_ff_bytes()
     if forced:
@@ -68,7 +81,7 @@ def walk(m: Matcher, ref: ReferenceRecognizer, prefix: list[str], depth: int, st
         ok = m.consume_token(t)
         assert ok == (t in want), f"consume {VOCAB[t]!r} after {prefix} gave {ok}"
         if ok:
-            walk(m, ref, prefix + [VOCAB[t]], depth + 1, stats)
+            walk(m, name, ref, prefix + [VOCAB[t]], depth + 1, stats)
             m.rollback(1)
 
 
@@ -82,7 +95,7 @@ def test_masks_equal_the_token_budget_oracle(name, wasm_variant):
     ir, grammar = build(name)
     ref = ReferenceRecognizer(ir)
     stats = {"prefixes": 0, "refused": 0}
-    walk(Matcher(TOY, grammar), ref, [], 0, stats)
+    walk(Matcher(TOY, grammar), name, ref, [], 0, stats)
     assert stats["prefixes"] > 30 and stats["refused"] > 0, stats
 
 
@@ -136,19 +149,24 @@ def test_llama3_masks_follow_the_oracle_token_by_token(name, wasm_variant):
     text, samples = REAL_CASES[name]
     ir = lark_to_ir(text)
     ref = ReferenceRecognizer(ir)
-    rng = random.Random(name)
     eos = tok.eos_token_ids[0]
-    for sample in samples:
+    for n, sample in enumerate(samples):
         m = Matcher(tok, Grammar.from_ir(ir))
         prefix: list[str] = []
-        for t in tok.encode(sample) + [None]:
-            bits = np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[: tok.vocab_size]
-            got = set(np.flatnonzero(bits).tolist())
-            assert (eos in got) == ref.token_prefix_ok(prefix)[1], prefix
-            allowed = sorted(i for i in got if i in texts)
-            candidates = set(rng.sample(allowed, min(300, len(allowed)))) | set(rng.sample(sorted(texts), 300))
-            wrong = [texts[i] for i in sorted(candidates) if (i in got) != ref.token_prefix_ok(prefix + [texts[i]])[0]]
-            assert not wrong, f"after {prefix}: {wrong[:8]}"
+        for i, t in enumerate(tok.encode(sample) + [None]):
+            mask = m.compute_bitmask()
+            got = set(np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: tok.vocab_size]).tolist())
+            key = ("max_tokens", name, n, i)
+
+            def verify(got=got, prefix=list(prefix), key=key) -> None:
+                rng = random.Random(repr(key))
+                assert (eos in got) == ref.token_prefix_ok(prefix)[1], prefix
+                allowed = sorted(i for i in got if i in texts)
+                candidates = set(rng.sample(allowed, min(300, len(allowed)))) | set(rng.sample(sorted(texts), 300))
+                wrong = [texts[i] for i in sorted(candidates) if (i in got) != ref.token_prefix_ok(prefix + [texts[i]])[0]]
+                assert not wrong, f"after {prefix}: {wrong[:8]}"
+
+            check_once(key, mask, verify)
             if t is None:
                 break
             assert m.consume_token(t), (prefix, texts[t])

@@ -1,87 +1,128 @@
 """The same module under Pyodide (in Node) computes the same masks as under wasmtime.
 
 Pyodide has no numpy and no `tokenizers` here, so this also proves the package's pure-Python
-paths: tokenizer.json parsing, the BPE fallback encoder, and `array`-based masks.
+paths: tokenizer.json parsing, the BPE fallback encoder, the grammar front-ends, and
+`array`-based masks.
+
+The masks compared come from the test corpus (tests/data: regex cases, Lark and GBNF grammars,
+JSON Schema instances and keyword cases), one accepted text per case on the llama3 tokenizer:
+the mask at each of the first STEPS_MAX steps and at the end, under both module builds in
+Pyodide, against the release build under wasmtime. One Node process runs them all.
 """
 
 from __future__ import annotations
 
-import base64
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+DATA = Path(__file__).parent / "data"
+STEPS_MAX = 12  # masks compared per text: steps 0..STEPS_MAX-1 and the last one
+
+# Run as it is under wasmtime here and under Pyodide in Node: both sides execute this source.
+RUN_CASES = r"""
+import hashlib
 from tokensieve import Grammar, Matcher
 
-PATTERNS = [r'[^"]*"', r"[0-9]{1,3}", r"(yes|no|日本語)[.!]", r"[a-z ]{0,40}\.", "lark:" + r"""
-start: value
-value: "{" "}" | "{" pair ("," pair)* "}" | "[" "]" | "[" value ("," value)* "]" | STRING | NUMBER
-pair: STRING ":" value
-STRING: /"[^"\\]*"/
-NUMBER: /[0-9]+/
-%ignore /[ ]+/
-"""]
-TEXTS = ['The quick brown fox says hi"', "123", "日本語!", "hello wor", '{"a": [1, 22, {"b": "c d"}], "e": "日本"}']
+
+def make_grammar(case):
+    kind, source = case["kind"], case["grammar"]
+    if kind == "regex":
+        return Grammar.regex(source)
+    if kind == "lark":
+        return Grammar.lark(source)
+    if kind == "gbnf":
+        return Grammar.gbnf(source)
+    return Grammar.json_schema(source)
 
 
-def make_grammar(pattern):
-    return Grammar.lark(pattern[5:]) if pattern.startswith("lark:") else Grammar.regex(pattern)
-
+def run_case(tok, case, steps_max):
+    try:
+        grammar = make_grammar(case)
+        m = Matcher(tok, grammar)
+        ids = tok.encode(case["text"])
+        masks = []
+        for i, t in enumerate(ids + [None]):
+            if i < steps_max or t is None:
+                masks.append(hashlib.sha256(m.compute_bitmask().tobytes()).hexdigest()[:16])
+            if t is None:
+                break
+            if not m.consume_token(t):
+                masks.append(f"token {i} refused")
+                break
+        ff = Matcher(tok, grammar).compute_ff_bytes().hex()
+        return {"tokens": ids, "masks": masks, "accepting": m.is_accepting(), "ff": ff}
+    except Exception as error:  # the other side must fail alike
+        return {"error": f"{type(error).__name__}: {error}"}
+"""
 
 PYODIDE_CODE = r"""
-import base64, sys, tokensieve
-from tokensieve import Grammar, Matcher, Tokenizer
-def make_grammar(pattern):
-    return Grammar.lark(pattern[5:]) if pattern.startswith("lark:") else Grammar.regex(pattern)
+import json, os, sys
+from tokensieve import Tokenizer
 tok = Tokenizer.from_file("/tmp/llama3/tokenizer.json.gz")
-out = {"platform": sys.platform, "masks": [], "tokens": []}
+cases = json.loads(open("/tmp/cases.json").read())
+out = {"platform": sys.platform}
 for variant in ("release", "safe"):
-    import os
     os.environ["TOKENSIEVE_WASM_VARIANT"] = variant
-    for pattern, text in zip(PATTERNS, TEXTS):
-        m = Matcher(tok, make_grammar(pattern))
-        ids = tok.encode(text)
-        out["tokens"].append(ids)
-        masks = [m.compute_bitmask().tobytes()]
-        for t in ids:
-            if not m.consume_token(t):
-                break
-            masks.append(m.compute_bitmask().tobytes())
-        out["masks"].append([base64.b64encode(x).decode() for x in masks])
-        out.setdefault("ff", []).append(Matcher(tok, make_grammar(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
+    out[variant] = [run_case(tok, case, STEPS_MAX) for case in cases]
 RESULT = out
 """
 
 
-def test_pyodide_masks_equal_wasmtime_masks(pyodide_run, shared_dir):
-    folder = shared_dir / "tokenizers" / "llama3"
-    code = f"PATTERNS = {PATTERNS!r}\nTEXTS = {TEXTS!r}\n" + PYODIDE_CODE
-    files = {f"/tmp/llama3/{name}": (folder / name).read_bytes() for name in ("tokenizer.json.gz", "tokenizer_config.json")}
-    result = pyodide_run(code, files=files)
-    assert result["platform"] == "emscripten"
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
+
+def corpus_cases() -> list[dict[str, Any]]:
+    """One case per corpus entry: {name, kind, grammar, text} with an accepted text."""
+    cases = []
+    for case in json.loads((DATA / "regex_cases.json").read_text(encoding="utf-8")):
+        cases.append({"name": f"regex/{case['name']}", "kind": "regex", "grammar": case["pattern"], "text": case["accept"][0]})
+    for index, kind in (("cases.json", "lark"), ("gbnf_cases.json", "gbnf")):
+        for case in json.loads((DATA / "grammars" / index).read_text(encoding="utf-8")):
+            source = (DATA / "grammars" / case["file"]).read_text(encoding="utf-8")
+            cases.append({"name": f"{kind}/{case['name']}", "kind": kind, "grammar": source, "text": case["accept"][0]})
+    for case in json.loads((DATA / "json_schema" / "instances.json").read_text(encoding="utf-8")):
+        if case["valid"]:
+            text = _compact(case["valid"][0])
+            cases.append({"name": f"json_schema/{case['name']}", "kind": "json_schema", "grammar": case["schema"], "text": text})
+    from test_json_schema_keywords import CASES, POOL, oracle, ordered
+
+    for name, schema, order in CASES:  # the first pool instance jsonschema calls valid
+        validator = oracle(schema)
+        value = next(ordered(v, order) for v in POOL if validator.is_valid(ordered(v, order)))
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        cases.append({"name": f"json_keywords/{name}", "kind": "json_schema", "grammar": schema, "text": text})
+    return cases
+
+
+def test_pyodide_masks_equal_wasmtime_masks(pyodide_run, shared_dir, monkeypatch):
     from conftest import load_shared_tokenizer
 
+    monkeypatch.setenv("TOKENSIEVE_WASM_VARIANT", "release")
+    cases = corpus_cases()
+    assert len(cases) >= 100, "the corpus lost its cases"
+    folder = shared_dir / "tokenizers" / "llama3"
+    files = {f"/tmp/llama3/{name}": (folder / name).read_bytes() for name in ("tokenizer.json.gz", "tokenizer_config.json")}
+    files["/tmp/cases.json"] = json.dumps(cases).encode()
+    result = pyodide_run(f"STEPS_MAX = {STEPS_MAX}\n" + RUN_CASES + PYODIDE_CODE, files=files)
+    assert result["platform"] == "emscripten"
+
+    namespace: dict[str, Any] = {}
+    exec(RUN_CASES, namespace)
     tok = load_shared_tokenizer("llama3")
-    expected_masks = []
-    expected_tokens = []
-    expected_ff = []
-    for pattern, text in zip(PATTERNS, TEXTS):
-        m = Matcher(tok, make_grammar(pattern))
-        ids = tok.encode(text)
-        expected_tokens.append(ids)
-        masks = [m.compute_bitmask().tobytes()]
-        for t in ids:
-            assert m.consume_token(t)
-            masks.append(m.compute_bitmask().tobytes())
-        expected_masks.append([base64.b64encode(x).decode() for x in masks])
-        expected_ff.append(Matcher(tok, make_grammar(pattern)).compute_ff_bytes().decode("utf-8", "replace"))
-    # Both module builds ran under Pyodide, one after the other.
-    assert result["tokens"] == expected_tokens * 2
-    assert result["ff"] == expected_ff * 2
-    for got, want in zip(result["masks"], expected_masks * 2):
-        assert len(got) == len(want)
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert g == w, f"mask {i} differs"
+    expected = [namespace["run_case"](tok, case, STEPS_MAX) for case in cases]
+    errors = [(case["name"], want["error"]) for case, want in zip(cases, expected) if "error" in want]
+    assert not errors, f"corpus cases fail under wasmtime: {errors}"
+    for variant in ("release", "safe"):
+        differ = [
+            f"{case['name']}: {sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))} {got.get('error', '')}"
+            for case, want, got in zip(cases, expected, result[variant], strict=True)
+            if got != want
+        ]
+        assert not differ, f"the {variant} build under Pyodide differs from wasmtime on {len(differ)} cases:\n" + "\n".join(differ[:20])
 
 
 @pytest.mark.parametrize("variant", ["release", "safe"])

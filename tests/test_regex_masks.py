@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oracle import RegexOracle
+from checked_masks import check_once
+from oracle import RegexOracle, regex_oracle
 from tokensieve import Grammar, Matcher
 
 CASES = json.loads((Path(__file__).parent / "data" / "regex_cases.json").read_text())
@@ -32,46 +33,60 @@ def mask_to_set(mask: np.ndarray, vocab_size: int) -> set[int]:
     return set(np.flatnonzero(bits).tolist())
 
 
+_TOKEN_BYTES: dict[int, list[bytes | None]] = {}
+
+
+def text_token_bytes(tok) -> list[bytes | None]:
+    """Each token's bytes, None for special and empty tokens; built once per tokenizer."""
+    if id(tok) not in _TOKEN_BYTES:
+        _TOKEN_BYTES[id(tok)] = [
+            None if tok.is_special(t) or not tok.token_bytes(t) else tok.token_bytes(t) for t in range(tok.vocab_size)
+        ]
+    return _TOKEN_BYTES[id(tok)]
+
+
 def expected_allowed(oracle: RegexOracle, tok, prefix: bytes, candidates) -> set[int]:
-    allowed = set()
-    for t in candidates:
-        if tok.is_special(t):
-            continue
-        data = tok.token_bytes(t)
-        if data and oracle.completable(prefix + data):
-            allowed.add(t)
-    return allowed
+    texts = text_token_bytes(tok)
+    completable = oracle.completable_uncached
+    return {t for t in candidates if texts[t] is not None and completable(prefix + texts[t])}
 
 
-def check_mask(m: Matcher, oracle: RegexOracle, tok, prefix: bytes, full: bool, rng: random.Random) -> set[int]:
-    got = mask_to_set(m.compute_bitmask(), tok.vocab_size)
+def check_mask(m: Matcher, oracle: RegexOracle, tok, prefix: bytes, full: bool, key: tuple) -> set[int]:
+    """The mask after `prefix`, checked against the oracle (once per `key`: see checked_masks.py)."""
+    mask = m.compute_bitmask()
+    got = mask_to_set(mask, tok.vocab_size)
     eos = set(tok.eos_token_ids)
-    assert (got & eos == eos) == oracle.full_match(prefix), f"EOS after {prefix!r}"
-    assert (got & eos) in (set(), eos)
-    got_text = got - eos
-    if full:
-        candidates = range(tok.vocab_size)
-    else:
-        # Every allowed token (no false positives) plus a random sample (no false negatives).
-        candidates = sorted(got_text | set(rng.sample(range(tok.vocab_size), SAMPLE_SIZE)))
-    want = expected_allowed(oracle, tok, prefix, candidates)
-    got_in = got_text & set(candidates)
-    missing = sorted(want - got_in)[:10]
-    extra = sorted(got_in - want)[:10]
-    assert not missing and not extra, (
-        f"after {prefix!r}: missing {[(t, tok.token_bytes(t)) for t in missing]}, "
-        f"extra {[(t, tok.token_bytes(t)) for t in extra]}"
-    )
+
+    def verify() -> None:
+        assert (got & eos == eos) == oracle.full_match(prefix), f"EOS after {prefix!r}"
+        assert (got & eos) in (set(), eos)
+        got_text = got - eos
+        if full:
+            candidates = range(tok.vocab_size)
+        else:
+            # Every allowed token (no false positives) plus a random sample (no false negatives).
+            rng = random.Random(repr(key))
+            candidates = sorted(got_text | set(rng.sample(range(tok.vocab_size), SAMPLE_SIZE)))
+        want = expected_allowed(oracle, tok, prefix, candidates)
+        got_in = got_text & set(candidates)
+        missing = sorted(want - got_in)[:10]
+        extra = sorted(got_in - want)[:10]
+        assert not missing and not extra, (
+            f"after {prefix!r}: missing {[(t, tok.token_bytes(t)) for t in missing]}, "
+            f"extra {[(t, tok.token_bytes(t)) for t in extra]}"
+        )
+
+    check_once(key, mask, verify)
     return got
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_masks_follow_oracle_through_accepted_samples(case, tokenizer_name, tokenizer, wasm_variant):
     rng = random.Random(case["name"])
-    oracle = RegexOracle(case["pattern"])
+    oracle = regex_oracle(case["pattern"])
     grammar = Grammar.regex(case["pattern"])
     full = tokenizer_name in FULL_CHECK_TOKENIZERS
-    for text in case["accept"]:
+    for n, text in enumerate(case["accept"]):
         m = Matcher(tokenizer, grammar)
         tokens = tokenizer.encode(text)
         prefix = b""
@@ -79,12 +94,13 @@ def test_masks_follow_oracle_through_accepted_samples(case, tokenizer_name, toke
         steps = sorted({0, len(tokens)} | set(rng.sample(range(len(tokens) + 1), min(4, len(tokens) + 1))))
         for i, t in enumerate(tokens):
             if i in steps:
-                allowed = check_mask(m, oracle, tokenizer, prefix, full and i == 0, rng)
+                key = ("regex_masks", case["name"], tokenizer_name, n, i)
+                allowed = check_mask(m, oracle, tokenizer, prefix, full and i == 0, key)
                 assert t in allowed, f"canonical token {t} {tokenizer.token_bytes(t)!r} refused after {prefix!r}"
             assert m.consume_token(t), f"token {tokenizer.token_bytes(t)!r} refused after {prefix!r}"
             prefix += tokenizer.token_bytes(t)
         assert prefix == text.encode()
-        check_mask(m, oracle, tokenizer, prefix, full, rng)
+        check_mask(m, oracle, tokenizer, prefix, full, ("regex_masks", case["name"], tokenizer_name, n, "end"))
         assert m.is_accepting()
         eos = tokenizer.eos_token_ids[0]
         assert m.consume_token(eos)
@@ -94,7 +110,7 @@ def test_masks_follow_oracle_through_accepted_samples(case, tokenizer_name, toke
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_rejected_samples_fail_where_the_oracle_says(case, tokenizer, wasm_variant):
-    oracle = RegexOracle(case["pattern"])
+    oracle = regex_oracle(case["pattern"])
     grammar = Grammar.regex(case["pattern"])
     for text in case["reject"] + case["accept"]:
         tokens = tokenizer.encode(text)

@@ -46,7 +46,14 @@ CASES = [
 ]
 
 
-def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
+_GROUPS: dict[int, tuple[dict[int, list[int]], list[int], list[int]]] = {}
+
+
+def _token_groups(tok) -> tuple[dict[int, list[int]], list[int], list[int]]:
+    """Text tokens by byte length, those with non-ASCII bytes, quotes or backslashes, and
+    identifier-like ones; computed once per tokenizer."""
+    if id(tok) in _GROUPS:
+        return _GROUPS[id(tok)]
     by_length: dict[int, list[int]] = defaultdict(list)
     odd: list[int] = []
     words: list[int] = []
@@ -59,6 +66,12 @@ def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
             odd.append(t)
         elif data.replace(b"_", b"a").isalnum():
             words.append(t)
+    _GROUPS[id(tok)] = (by_length, odd, words)
+    return _GROUPS[id(tok)]
+
+
+def _candidates(tok, allowed: set[int], rng: random.Random) -> list[int]:
+    by_length, odd, words = _token_groups(tok)
     chosen: set[int] = set()
     for ids in by_length.values():
         chosen.update(rng.sample(ids, min(40, len(ids))))
