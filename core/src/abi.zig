@@ -52,10 +52,12 @@ pub const LimitField = enum(u32) {
     fuel_compile_max = 6,
 };
 
-/// A JSON text naming the ABI version, every status, every limit kind and the limit fields,
-/// generated from the enums so the host never keeps a copy by hand.
+/// A JSON text naming the ABI version, the largest input one call takes, every status, every
+/// limit kind and the limit fields, generated from the enums so the host never keeps a copy by
+/// hand. A host passes a longer input by its length alone (a null pointer): the call refuses it
+/// before it looks at the bytes, so they need not be copied into linear memory first.
 const manifest = blk: {
-    var text: []const u8 = std.fmt.comptimePrint("{{\"abi_version\":{d}", .{abi_version});
+    var text: []const u8 = std.fmt.comptimePrint("{{\"abi_version\":{d},\"input_bytes_max\":{d}", .{ abi_version, matcher_mod.input_bytes_max });
     for (.{ .{ "status", Status }, .{ "limit_kind", limit_error.Kind }, .{ "limit_field", LimitField } }) |section| {
         text = text ++ ",\"" ++ section[0] ++ "\":{";
         const info = @typeInfo(section[1]).@"enum";
@@ -291,9 +293,9 @@ export fn ts_tokenizer_free(handle: i32) i32 {
 /// `tokenize_partial` in one call).
 export fn ts_tokenizer_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i32 {
     const tokenizer = tokenizers.get(handle) orelse return invalidHandle("tokenizer", handle);
+    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
     const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
     if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
-    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
     // No token is longer than `token_length_max`: earlier offsets cannot be extended.
     var index: u32 = @max(from, len -| trie_mod.token_length_max);
     while (index < len) : (index += 1) {
@@ -540,9 +542,9 @@ export fn ts_matcher_heal_position(handle: i32, ptr: u32, len: u32, from: u32) i
         .matcher => |m| m,
         .status => |s| return s,
     };
+    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
     const bytes = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad bytes pointer", .{});
     if (from > len) return fail(.invalid_argument, -1, "heal_position: from {d} is past the {d} bytes", .{ from, len });
-    if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "heal_position");
     const index = m.healPosition(bytes, from) catch return failMatcher(m);
     return @intCast(index);
 }
@@ -556,8 +558,8 @@ export fn ts_matcher_validate_text(handle: i32, ptr: u32, len: u32, forced_ptr: 
         .matcher => |m| m,
         .status => |s| return s,
     };
-    const text = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad text pointer", .{});
     if (len > matcher_mod.input_bytes_max) return failLimit(.input_size, "validate_text");
+    const text = slice(u8, ptr, len) orelse return fail(.invalid_argument, -1, "bad text pointer", .{});
     const forced = slice(u8, forced_ptr, forced_capacity) orelse return fail(.invalid_argument, -1, "bad forced-bytes buffer", .{});
     if (slice(i32, forced_len_out, 1) == null) return fail(.invalid_argument, -1, "bad out-pointer", .{});
     const step = m.validateText(text, forced) catch return failMatcher(m);

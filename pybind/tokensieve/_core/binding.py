@@ -122,6 +122,7 @@ class Core:
             raise TokensieveError(f"the WASM core's manifest lacks the statuses {missing}; reinstall tokensieve")
         self._status_name = {value: name for name, value in status.items()}
         self._limit_name = {value: name for name, value in manifest["limit_kind"].items()}
+        self._input_bytes_max: int = manifest["input_bytes_max"]
         if list(manifest["limit_field"]) != [name for name, _ in LIMIT_FIELDS]:
             raise TokensieveError("the WASM core's limit fields differ from this package's; reinstall tokensieve")
         # Scratch: an out-value area, a growable id/byte buffer, the forced-bytes buffer and one
@@ -176,6 +177,12 @@ class Core:
             self._scratch_ptr = self._alloc(capacity)
             self._scratch_bytes = capacity
         return self._scratch_ptr
+
+    def _put_input(self, data: bytes) -> int:
+        """`data` in linear memory for a call that takes at most the manifest's
+        `input_bytes_max` bytes; a longer input goes by its length alone (the call refuses it
+        with `LimitError(limit="input_size")` before reading), so it is never copied."""
+        return self._put_bytes(data) if len(data) <= self._input_bytes_max else 0
 
     def _put_bytes(self, data: bytes) -> int:
         ptr = self._scratch(len(data))
@@ -283,8 +290,7 @@ class Core:
         with self.lock:
             if self._pending_frees:
                 self._drain()
-            ptr = self._put_bytes(data)
-            return self._call("ts_tokenizer_heal_position", handle, ptr, len(data), start)
+            return self._call("ts_tokenizer_heal_position", handle, self._put_input(data), len(data), start)
 
     # -- grammars --------------------------------------------------------------------------
 
@@ -448,16 +454,15 @@ class Core:
         with self.lock:
             if self._pending_frees:
                 self._drain()
-            ptr = self._put_bytes(data)
-            return self._call("ts_matcher_heal_position", handle, ptr, len(data), start)
+            return self._call("ts_matcher_heal_position", handle, self._put_input(data), len(data), start)
 
     def matcher_validate_text(self, handle: int, data: bytes) -> tuple[int, bytes]:
         with self.lock:
             if self._pending_frees:
                 self._drain()
-            ptr = self._put_bytes(data)
             valid = self._call(
-                "ts_matcher_validate_text", handle, ptr, len(data), self._ff_ptr, _FF_CHUNK_BYTES, self._out
+                "ts_matcher_validate_text", handle, self._put_input(data), len(data), self._ff_ptr, _FF_CHUNK_BYTES,
+                self._out,
             )
             return valid, self.runtime.read(self._ff_ptr, self._out_i32())
 
