@@ -19,7 +19,9 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   patterns, so overlapping patterns are exact; beyond that a key matching several is
   refused), and `string & ~patterns & ~names` for additional keys. `propertyNames` is
   intersected into every key lexeme and checked on listed names. Duplicate keys are not
-  detected.
+  detected. With `property_order="any"` the listed properties come in any order, each at
+  most once, other keys among them: a state per subset of properties written
+  (`object_body_any_order`, exact up to `ANY_ORDER_TRACKED_MAX` properties).
 - **Arrays.** `prefixItems` (or a draft-4 `items` list), then `items` (or `additionalItems`)
   for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
@@ -157,6 +159,7 @@ CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequir
 COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
 CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
+ANY_ORDER_TRACKED_MAX = 6  # properties whose presence property_order="any" tracks (2^n subsets)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
 UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
@@ -217,6 +220,7 @@ def json_schema_to_ir(
     additional_properties_default: bool = True,
     key_separator: str = ":",
     item_separator: str = ",",
+    property_order: str = "schema",
 ) -> GrammarIR:
     """Translate a JSON Schema into a grammar whose matches are the JSON texts it accepts.
 
@@ -230,6 +234,10 @@ def json_schema_to_ir(
             accepts properties it does not list (JSON Schema says yes).
         key_separator: the literal text between a key and its value.
         item_separator: the literal text between array items and between properties.
+        property_order: `"schema"` (listed properties in `properties` order, then the other
+            keys) or `"any"` (the declared properties in any order, each at most once, other
+            keys anywhere among them; exact up to `ANY_ORDER_TRACKED_MAX` properties, see
+            `docs/json_schema.md` beyond).
 
     Returns:
         The IR; `ir.options["warnings"]` lists what was ignored or approximated.
@@ -262,12 +270,15 @@ def json_schema_to_ir(
         skip = whitespace
     else:
         raise GrammarError(f'whitespace must be "flexible", "compact" or a regex, not {whitespace!r}')
+    if property_order not in ("schema", "any"):
+        raise GrammarError(f'property_order must be "schema" or "any", not {property_order!r}')
     compiler = _Compiler(
         schema,
         lenient=lenient,
         additional_properties_default=additional_properties_default,
         key_separator=key_separator,
         item_separator=item_separator,
+        property_order=property_order,
     )
     try:
         ir = compiler.run()
@@ -404,8 +415,10 @@ class _Compiler:
         additional_properties_default: bool,
         key_separator: str,
         item_separator: str,
+        property_order: str = "schema",
     ) -> None:
         self.root = root
+        self.any_order = property_order == "any"
         self.lenient = lenient
         self.additional_default = additional_properties_default
         self.ir = GrammarIR()
@@ -1341,6 +1354,8 @@ class _Compiler:
         pair = None
         if regions:
             pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+        if self.any_order and (len(members) > 1 or (members and pair is not None)):
+            return self.object_body_any_order(members, pair, low, high, pointer)
         return self.object_body(members, pair, low, high, pointer)
 
     def name_allowed(self, key: str, names: Any, pointer: str) -> bool:
@@ -1499,6 +1514,116 @@ class _Compiler:
         if top_alts is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
+
+    def object_body_any_order(
+        self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str
+    ) -> Sym | None:
+        """`{ ... }` with the members in any order, each at most once, the required ones present,
+        other keys (`pair`) anywhere among them, and the count in [low, high].
+
+        State (S, c): S is the set of *tracked* members written so far (a bit mask), c the
+        properties so far, counted as in `object_body` (a comma leads when c > 0). The members
+        are tracked when there are at most `ANY_ORDER_TRACKED_MAX` (exact). Beyond that only
+        the required ones are tracked, and the optional members may come anywhere, *also more
+        than once* (a superset; a warning). With more required members than the limit, the
+        object falls back to schema order (a subset; a warning): a permutation language needs
+        exponentially many CFG rules, and MaskBench's compile time showed 2^8 states per
+        object was already too many.
+        """
+        n = len(members)
+        required_count = sum(1 for m in members if m[2])
+        if high is not None and required_count > high:
+            return None
+        if required_count > ANY_ORDER_TRACKED_MAX:
+            self.warn(
+                f'property_order="any": more than {ANY_ORDER_TRACKED_MAX} required properties, so they keep '
+                "schema order (other orders are refused)",
+                pointer,
+            )
+            return self.object_body(members, pair, low, high, pointer)
+        tracked = list(range(n)) if n <= ANY_ORDER_TRACKED_MAX else [i for i in range(n) if members[i][2]]
+        loose = [members[i] for i in range(n) if i not in tracked]
+        if loose:
+            self.warn(
+                f'property_order="any": more than {ANY_ORDER_TRACKED_MAX} properties, so the '
+                f"{len(loose)} optional ones may also repeat (a superset)",
+                pointer,
+            )
+        if low <= required_count:
+            low = 0
+        if high is not None and pair is None and not loose and high >= n:
+            high = None
+        top = max(low, 1) if high is None else high
+        need = 0
+        for bit, i in enumerate(tracked):
+            if members[i][2]:
+                need |= 1 << bit
+        t = len(tracked)
+        if (1 << t) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+            raise self.fail(
+                f'property_order="any" with minProperties/maxProperties over {t} properties needs more than '
+                f"{OBJECT_STATE_COUNT_MAX} grammar states; loosen the bounds",
+                pointer,
+            )
+        # Units that keep S: loose members and extra keys, as one symbol.
+        loop_alts: list[list[Sym]] = [[k, self.colon, v] for k, v, _ in loose]
+        if pair is not None:
+            loop_alts.append([Sym.n(pair)])
+        loop = self.choice(f"{pointer or '/'}:loose", loop_alts)
+        loops = [] if loop is None else [[loop]]
+
+        def step(c: int) -> int | None:
+            if high is None:
+                return min(c + 1, top)
+            return c + 1 if c + 1 <= high else None
+
+        # Reachable states, then the productive ones (transitions grow S or c, except the
+        # capped self-loops, so (|S|, c) descending is a topological order).
+        states: set[tuple[int, int]] = {(0, 0)}
+        stack = [(0, 0)]
+        while stack:
+            s, c = stack.pop()
+            after = step(c)
+            if after is None:
+                continue
+            nexts = [(s | 1 << b, after) for b in range(t) if not s >> b & 1]
+            if loops:
+                nexts.append((s, after))
+            for nxt in nexts:
+                if nxt not in states:
+                    states.add(nxt)
+                    stack.append(nxt)
+        order = sorted(states, key=lambda sc: (bin(sc[0]).count("1"), sc[1]), reverse=True)
+        productive: set[tuple[int, int]] = set()
+        for s, c in order:
+            after = step(c)
+            if s & need == need and c >= low:
+                productive.add((s, c))
+            elif after is not None and (
+                any((s | 1 << b, after) in productive for b in range(t) if not s >> b & 1)
+                or (loops and (s, after) in productive and after != c)
+            ):
+                productive.add((s, c))
+        if (0, 0) not in productive:
+            return None
+        name = pointer or "/"
+        nts = {sc: self.ir.add_nonterminal(f"{name}:any{sc[0]}.{sc[1]}") for sc in order if sc in productive}
+        for (s, c), nt in nts.items():
+            lead = [self.comma] if c > 0 else []
+            if s & need == need and c >= low:
+                self.rule(nt, [])
+            after = step(c)
+            if after is None:
+                continue
+            for b in range(t):
+                nxt = (s | 1 << b, after)
+                if not s >> b & 1 and nxt in nts:
+                    key_sym, value_sym, _ = members[tracked[b]]
+                    self.rule(nt, [*lead, key_sym, self.colon, value_sym, Sym.n(nts[nxt])])
+            if (s, after) in nts:
+                for unit in loops:
+                    self.rule(nt, [*lead, *unit, Sym.n(nts[(s, after)])])
+        return Sym.n(self.nonterminal(f"{name}:object", [[self.lbrace, Sym.n(nts[(0, 0)]), self.rbrace]]))
 
     # ---- arrays ------------------------------------------------------------------------------
 
