@@ -41,12 +41,13 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
 - **Strings.** A `pattern` is ECMA-262 with *search* semantics: unless a top-level alternative
   starts with `^` (ends with `$`) it is wrapped in "any JSON string characters". The pattern
   describes the *decoded* string while the lexeme matches *JSON-escaped* text, so the pattern
-  is translated character set by character set (`_EcmaPattern`): printable ASCII other than
-  `"` and `\\` matches itself (`/` also as `\\/`); `"` and `\\` match their escapes; control
-  characters match their short escape (`\\n`) and `\\u00XX`; non-ASCII characters match
-  themselves raw or as `\\uXXXX` (any hex case); astral characters as a surrogate-pair escape
-  only when the set holds all of them. Printable ASCII written as `\\u0041` is not accepted
-  inside patterns (no serializer writes that). `\\d \\w` are ASCII, `\\s` is ECMA's set.
+  is translated character set by character set (`_EcmaPattern`) into every spelling the
+  grammar allows (`STRING_CHAR`): printable ASCII only raw (`"` and `\\` as `\\"` `\\\\`;
+  `\\u0041` and `\\/` are never accepted, in any string, so negations stay exact), control
+  characters as their short escape (`\\n`) or `\\u00XX`, other BMP characters raw or as
+  `\\uXXXX` (any hex case), astral characters raw or as one surrogate-pair escape, counted as
+  one character by `minLength`/`maxLength`. Lone or mis-ordered surrogate escapes are refused.
+  `\\d \\w` are ASCII, `\\s` is ECMA's set.
   Lookaround, backreferences, `\\b`, `\\p{..}` and anchors inside groups are `GrammarError`s
   (lenient: the pattern is dropped with a warning).
 - **Formats** `date-time date time duration email hostname ipv4 ipv6 uuid uri uri-reference`
