@@ -464,8 +464,7 @@ def test_schema_as_json_text() -> None:
     "schema,pointer",
     [
         ({"type": "object", "properties": {"a": {"not": {"uniqueItems": True}}}}, "/properties/a/not/uniqueItems"),
-        ({"type": "array", "unevaluatedItems": False}, "/unevaluatedItems"),
-        ({"anyOf": [{"type": "object", "unevaluatedProperties": False}]}, "/anyOf/0/unevaluatedProperties"),
+        ({"not": {"anyOf": [{"type": "object"}], "unevaluatedProperties": False}}, "/not/unevaluatedProperties"),
         ({"properties": {"a~b/c": {"$dynamicRef": "#x"}}}, "/properties/a~0b~1c/$dynamicRef"),
         ({"$ref": "#/definitions/missing"}, "/$ref"),
         ({"items": {"$ref": "http://example.com/s.json"}}, "/items/$ref"),
@@ -486,13 +485,13 @@ def test_lenient_ignores_unsupported_keywords_with_warnings() -> None:
     schema = {
         "type": "object",
         "properties": {"tags": {"type": "array", "items": {"type": "string"}, "not": {"uniqueItems": True}}},
-        "unevaluatedProperties": False,
+        "not": {"patternProperties": {"^z": {"type": "integer"}}},
     }
     with pytest.raises(GrammarError):
         json_schema_to_ir(schema)
     ir = json_schema_to_ir(schema, lenient=True)
     warnings = ir.options["warnings"]
-    assert any("uniqueItems" in w for w in warnings) and any("unevaluatedProperties" in w for w in warnings)
+    assert any("uniqueItems" in w for w in warnings) and any("patternProperties" in w for w in warnings)
     rec = ReferenceRecognizer(ir)
     assert rec.full_match('{"tags":["a","b"],"x-y":3}')  # a superset: both keywords dropped
 

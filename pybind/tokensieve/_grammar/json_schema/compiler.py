@@ -96,7 +96,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 
 TODO (not yet supported, in rough order of MaskBench frequency):
 - `oneOf` with overlapping options exactly (as `A and not B | B and not A` where negations exist).
-- `unevaluated*`, `$dynamicRef` (errors; lenient mode ignores them).
+- `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
 - Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
@@ -151,8 +151,7 @@ ANNOTATIONS = frozenset(
 # Keywords this front-end does not implement: GrammarError, or a warning when lenient.
 UNSUPPORTED = frozenset(
     {
-        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
-        "$recursiveAnchor",
+        "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
     }
 )
 # Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
@@ -163,6 +162,7 @@ OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with m
 ANY_ORDER_TRACKED_MAX = 6  # properties whose presence property_order="any" tracks (2^n subsets)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
 UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
+UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
@@ -380,8 +380,15 @@ def _and(a: Any, b: Any) -> Any:
 
 
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
-_KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema"}
+_KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema", "unevaluatedProperties", "unevaluatedItems"}
+# unevaluated* → what evaluates every other key/item once all branches are merged in.
+_UNEVALUATED = (
+    ("unevaluatedProperties", "_unevaluatedProperties", "additionalProperties"),
+    ("unevaluatedItems", "_unevaluatedItems", "items"),
+)
 
+# Keywords that evaluate object keys or array items (annotations for unevaluated*).
+_EVALUATING = ("properties", "patternProperties", "additionalProperties", "prefixItems", "items", "contains")
 _MAX_OF = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
 _MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
 
@@ -713,13 +720,61 @@ class _Compiler:
             parts.append(self.flatten(self.lookup(target), target, expanding | {target}))
         for i, sub in enumerate(d.pop("allOf", [])):
             parts.append(self.flatten(sub, f"{pointer}/allOf/{i}", expanding))
+        pending = [p for p in parts if p is not None and any(u[1] in p for u in _UNEVALUATED)]
+        if pending and any(k in x for x in [d, *parts] if x is not None for k in _EVALUATING):
+            self.warn(
+                "unevaluatedProperties/unevaluatedItems inside allOf/$ref next to anyOf/oneOf/not/if: the "
+                "siblings' properties and items count as evaluated (a superset)",
+                pointer,
+            )
         result = d
         for part in parts:
             merged = None if part is None else self.merge(result, part, pointer)
             if merged is None:
                 return None
             result = merged
-        return result
+        for keyword, _, _ in _UNEVALUATED:
+            if keyword in result:
+                result = dict(result)
+                result["_" + keyword] = result.pop(keyword)
+        return self.resolve_unevaluated(result, pointer)
+
+    def warn_unevaluated(self, d: dict[str, Any], pointer: str) -> None:
+        """Say where a pending unevaluated* is approximate: each alternative carries the keys
+        and items of one option only, and negations name keys without evaluating them."""
+        if ("anyOf" in d and not 1 < len(d["anyOf"]) <= UNEVALUATED_ANY_OF_MAX) or ("oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf")):
+            self.warn(
+                "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
+                "only one option's properties and items as evaluated (a subset)",
+                pointer,
+            )
+        if any("not" in c or "if" in c for c in d.get("_clauses", [])):
+            self.warn(
+                "unevaluatedProperties/unevaluatedItems with not/if: properties and items named by a negated "
+                "schema count as evaluated (a superset)",
+                pointer,
+            )
+
+    def resolve_unevaluated(self, d: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """Turn a pending `unevaluatedProperties`/`unevaluatedItems` into `additionalProperties`
+        /`items` once no branch (anyOf, oneOf, not, if, dependencies) can still add evaluated
+        keys or items: with every applicator merged into one schema, the unevaluated keys are
+        exactly those its `properties`/`patternProperties` do not name, unless it has its own
+        `additionalProperties` (which then evaluates all of them); likewise for items."""
+        if not any(u[1] in d for u in _UNEVALUATED) or any(k in d for k in ("anyOf", "oneOf", "_clauses")):
+            return d
+        d = dict(d)
+        for keyword, hidden, target in _UNEVALUATED:
+            if hidden not in d:
+                continue
+            value = d.pop(hidden)
+            if target in d:
+                continue  # every key (item) is evaluated by it
+            if target == "items" and "contains" in d:
+                self.warn("unevaluatedItems beside contains is not enforced (a superset)", f"{pointer}/{keyword}")
+                continue
+            d[target] = value
+        return d
 
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
@@ -748,7 +803,7 @@ class _Compiler:
                     if not _is_number(value):
                         raise self.fail(f"{key} must be a number, not {value!r}", f"{pointer}/{key}")
                 out[key] = max(va, vb) if key in _MAX_OF else min(va, vb)
-            elif key in ("additionalProperties", "items"):
+            elif key in ("additionalProperties", "items", "_unevaluatedProperties", "_unevaluatedItems"):
                 out[key] = _and(va, vb)
             elif key == "prefixItems":
                 n = max(len(va), len(vb))
@@ -1035,6 +1090,9 @@ class _Compiler:
         return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        d = self.resolve_unevaluated(d, pointer)
+        if any(u[1] in d for u in _UNEVALUATED):
+            self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
@@ -1059,6 +1117,14 @@ class _Compiler:
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
+        if key == "anyOf" and any(u[1] in d for u in _UNEVALUATED) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
+            # Every option that passes adds its evaluated keys: one alternative per non-empty
+            # set of options, all of them passing (a larger passing set only evaluates more).
+            n = len(options)
+            options = [
+                ({"allOf": [options[i][0] for i in range(n) if mask >> i & 1]}, options[(mask & -mask).bit_length() - 1][1])
+                for mask in range(1, 1 << n)
+            ]
         return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
 
     def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
