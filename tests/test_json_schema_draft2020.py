@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokensieve import Grammar, Matcher, Tokenizer
+from tokensieve._errors import GrammarError
 from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
 
 BYTES = Tokenizer.from_token_bytes(
@@ -72,6 +73,44 @@ EXACT: list[tuple[str, Any]] = [
     ("dependent_schema_false", {"dependentSchemas": {"a": False}}),
     ("additional_items_false_in_not", {"not": {"type": "array", "prefixItems": [True], "items": False}}),
     # unevaluatedProperties / unevaluatedItems
+    # references: pointers with escapes, anchors, $id base URIs, dynamic references
+    (
+        "ref_pointer_escapes",
+        {"$defs": {"a/b": {"type": "integer"}, "t~x": {"type": "string"}, "p%q": {"type": "null"}},
+         "properties": {"a": {"$ref": "#/$defs/a~1b"}, "b": {"$ref": "#/$defs/t~0x"}, "c": {"$ref": "#/$defs/p%25q"}}},
+    ),
+    ("ref_nested_defs", {"$defs": {"o": {"$defs": {"i": {"type": "integer"}}}}, "properties": {"a": {"$ref": "#/$defs/o/$defs/i"}}}),
+    ("ref_arbitrary_location", {"properties": {"a": {"type": "integer"}, "b": {"$ref": "#/properties/a"}}}),
+    ("ref_anchor", {"$defs": {"x": {"$anchor": "num", "type": "integer"}}, "properties": {"a": {"$ref": "#num"}}}),
+    ("id_relative", {"$id": "https://ex.com/root.json", "$defs": {"x": {"$id": "x.json", "type": "integer"}}, "properties": {"a": {"$ref": "x.json"}}}),
+    (
+        "id_changes_the_base_of_pointers",
+        {"$id": "https://ex.com/root.json",
+         "$defs": {"x": {"$id": "x.json", "$defs": {"y": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/y"}}}},
+         "properties": {"a": {"$ref": "x.json"}}},
+    ),
+    (
+        "anchor_per_resource",
+        {"$id": "https://ex.com/root.json",
+         "$defs": {"x": {"$id": "x.json", "$defs": {"y": {"$anchor": "s", "type": "string"}}}, "z": {"$anchor": "s", "type": "integer"}},
+         "properties": {"a": {"$ref": "x.json#s"}, "b": {"$ref": "#s"}}},
+    ),
+    ("id_urn", {"$id": "urn:example:root", "$defs": {"x": {"type": "integer"}}, "properties": {"a": {"$ref": "urn:example:root#/$defs/x"}}}),
+    (
+        "dynamic_ref_to_the_root",
+        {"$id": "https://ex.com/strict", "$dynamicAnchor": "node", "$ref": "tree", "unevaluatedProperties": False,
+         "$defs": {"tree": {"$id": "tree", "$dynamicAnchor": "node", "type": "object",
+                            "properties": {"b": {"type": "integer"}, "a": {"$dynamicRef": "#node"}}}}},
+    ),
+    ("dynamic_ref_single_anchor", {"$id": "https://ex.com/r", "properties": {"a": {"$dynamicRef": "#x"}}, "$defs": {"x": {"$dynamicAnchor": "x", "type": "integer"}}}),
+    ("dynamic_ref_without_bookend", {"$id": "https://ex.com/r", "properties": {"a": {"$dynamicRef": "#x"}}, "$defs": {"x": {"$anchor": "x", "type": "integer"}}}),
+    (
+        "recursive_ref_2019",
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", "$id": "https://ex.com/strict", "$recursiveAnchor": True,
+         "$ref": "tree", "unevaluatedProperties": False,
+         "$defs": {"tree": {"$id": "tree", "$recursiveAnchor": True, "type": "object",
+                            "properties": {"b": {"type": "integer"}, "a": {"$recursiveRef": "#"}}}}},
+    ),
     ("unevaluated_properties_false", {"properties": {"a": True}, "unevaluatedProperties": False}),
     ("unevaluated_properties_schema", {"properties": {"a": True}, "unevaluatedProperties": {"type": "integer"}}),
     ("unevaluated_with_pattern", {"patternProperties": {"^b": {"type": "string"}}, "unevaluatedProperties": {"type": "integer"}}),
@@ -164,3 +203,19 @@ def test_unevaluated_with_many_any_of_options_is_a_subset_with_a_warning() -> No
         if accepts(grammar, value):
             assert check.is_valid(value), value
     assert check.is_valid({"a": 1, "b": 1}) and not accepts(grammar, {"a": 1, "b": 1})  # the documented subset
+
+
+def test_dynamic_ref_depending_on_the_path_is_an_error() -> None:
+    schema = {
+        "$id": "https://ex.com/r",
+        "$defs": {
+            "t1": {"$id": "t1", "$dynamicAnchor": "n", "type": "integer"},
+            "t2": {"$id": "t2", "$dynamicAnchor": "n", "properties": {"a": {"$dynamicRef": "#n"}}},
+        },
+        "properties": {"a": {"$ref": "t2"}},
+    }
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == "/$defs/t2/properties/a/$dynamicRef"
+    grammar = Grammar.json_schema(schema, lenient=True)  # dropped: a superset
+    assert accepts(grammar, {"a": {"a": "anything"}})

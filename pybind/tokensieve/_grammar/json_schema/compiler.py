@@ -113,6 +113,7 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import Unexpressible, clause_alternatives, value_schema
+from .refs import needs_rewrite, resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, int_range_regex, multiple_of_regex, number_range_regex,
 )
@@ -145,13 +146,13 @@ ANNOTATIONS = frozenset(
         "$schema", "$id", "id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
         "title", "description", "default", "examples", "example", "readOnly", "writeOnly",
         "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
-        "nullable", "xml", "externalDocs",
+        "nullable", "xml", "externalDocs", "$dynamicAnchor", "$recursiveAnchor",
     }
 )
 # Keywords this front-end does not implement: GrammarError, or a warning when lenient.
 UNSUPPORTED = frozenset(
     {
-        "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+        "$dynamicRef", "$recursiveRef",
     }
 )
 # Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
@@ -263,6 +264,10 @@ def json_schema_to_ir(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
     _reject_lone_surrogates(schema)
+    if needs_rewrite(schema):
+        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+        draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
+        schema = resolve_references(schema, draft4=draft4)
     if whitespace == "flexible":
         skip: str | None = WHITESPACE_FLEXIBLE
     elif whitespace == "compact":
@@ -1006,7 +1011,13 @@ class _Compiler:
 
     def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
         for key in d:
-            if key in UNSUPPORTED:
+            if key in ("$dynamicRef", "$recursiveRef"):
+                self.unsupported(
+                    f"{key} {d[key]!r} has no target that is the same on every path of evaluation (several "
+                    "resources define its dynamic anchor) or no target at all",
+                    f"{pointer}/{key}",
+                )
+            elif key in UNSUPPORTED:
                 self.unsupported(f"the keyword {key!r} is not supported", f"{pointer}/{key}")
         for key in dict.fromkeys(d.get("_conflicts", [])):
             self.unsupported(f"allOf/$ref merges two different values of {key!r}", pointer)
