@@ -113,7 +113,7 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import Unexpressible, clause_alternatives, value_schema
-from .refs import needs_rewrite, resolve_references
+from .refs import resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, int_range_regex, multiple_of_regex, number_range_regex,
 )
@@ -183,16 +183,29 @@ INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 
 
-def _reject_lone_surrogates(schema: Any) -> None:
+def _reject_lone_surrogates(schema: Any) -> bool:
     """Refuse a string holding a lone surrogate (JSON's `"\\ud800"`) wherever it could reach a
-    pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may."""
+    pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may.
+
+    Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
+    starting with `#`, a dynamic reference): the same walk finds out, at no extra pass."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     steps = 0
+    rewrite = False
     while stack:
         value, pointer = stack.pop()
         steps += 1
         if steps > 1_000_000:
-            return  # the translation has its own size limits
+            return True  # the translation has its own size limits
+        if isinstance(value, dict) and not rewrite and pointer:
+            ref, ident = value.get("$ref"), value.get("$id")
+            rewrite = (
+                (isinstance(ref, str) and not ref.startswith("#"))
+                or (isinstance(ident, str) and not ident.startswith("#"))
+                or "$dynamicRef" in value
+                or "$recursiveRef" in value
+                or (isinstance(value.get("id"), str) and not value["id"].startswith("#"))
+            )
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
@@ -212,6 +225,10 @@ def _reject_lone_surrogates(schema: Any) -> None:
                     stack.append((item, child))
         elif isinstance(value, list):
             stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(value))
+    if isinstance(schema, dict) and not rewrite:
+        ref = schema.get("$ref")
+        rewrite = (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in schema or "$recursiveRef" in schema
+    return rewrite
 
 
 def json_schema_to_ir(
@@ -263,8 +280,7 @@ def json_schema_to_ir(
         raise GrammarError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
-    _reject_lone_surrogates(schema)
-    if needs_rewrite(schema):
+    if _reject_lone_surrogates(schema):
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
         draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
         schema = resolve_references(schema, draft4=draft4)
@@ -725,7 +741,9 @@ class _Compiler:
             parts.append(self.flatten(self.lookup(target), target, expanding | {target}))
         for i, sub in enumerate(d.pop("allOf", [])):
             parts.append(self.flatten(sub, f"{pointer}/allOf/{i}", expanding))
-        pending = [p for p in parts if p is not None and any(u[1] in p for u in _UNEVALUATED)]
+        pending = [
+            p for p in parts if p is not None and ("_unevaluatedProperties" in p or "_unevaluatedItems" in p)
+        ]
         if pending and any(k in x for x in [d, *parts] if x is not None for k in _EVALUATING):
             self.warn(
                 "unevaluatedProperties/unevaluatedItems inside allOf/$ref next to anyOf/oneOf/not/if: the "
@@ -738,11 +756,14 @@ class _Compiler:
             if merged is None:
                 return None
             result = merged
-        for keyword, _, _ in _UNEVALUATED:
-            if keyword in result:
-                result = dict(result)
-                result["_" + keyword] = result.pop(keyword)
-        return self.resolve_unevaluated(result, pointer)
+        if "unevaluatedProperties" in result or "unevaluatedItems" in result:
+            result = dict(result)
+            for keyword, hidden, _ in _UNEVALUATED:
+                if keyword in result:
+                    result[hidden] = result.pop(keyword)
+        if "_unevaluatedProperties" in result or "_unevaluatedItems" in result:
+            return self.resolve_unevaluated(result, pointer)
+        return result
 
     def warn_unevaluated(self, d: dict[str, Any], pointer: str) -> None:
         """Say where a pending unevaluated* is approximate: each alternative carries the keys
@@ -1101,9 +1122,10 @@ class _Compiler:
         return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        d = self.resolve_unevaluated(d, pointer)
-        if any(u[1] in d for u in _UNEVALUATED):
-            self.warn_unevaluated(d, pointer)
+        if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+            d = self.resolve_unevaluated(d, pointer)
+            if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+                self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
@@ -1128,7 +1150,7 @@ class _Compiler:
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
-        if key == "anyOf" and any(u[1] in d for u in _UNEVALUATED) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
+        if key == "anyOf" and ("_unevaluatedProperties" in d or "_unevaluatedItems" in d) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
             # Every option that passes adds its evaluated keys: one alternative per non-empty
             # set of options, all of them passing (a larger passing set only evaluates more).
             n = len(options)

@@ -10,8 +10,9 @@ returns a copy in which every reference that resolves is replaced by the canonic
 pointer of its target (`#/$defs/a/$defs/b`), and the rest of the front-end keeps working with
 local pointers only.
 
-Only documents that need it are rewritten (`needs_rewrite`: a nested `$id`, a `$ref` not
-starting with `#`, or a dynamic reference), so the common case pays one `json.dumps` scan.
+Only documents that need it are rewritten (a nested `$id`, a `$ref` not starting with `#`, or
+a dynamic reference; the compiler's first walk over the schema finds out), so the common case
+pays nothing.
 
 - **Base URIs**: the root's `$id` (or a placeholder) is the first base; an `$id` (draft 4:
   `id`) not starting with `#` starts a new resource at its schema, resolved against the
@@ -33,16 +34,12 @@ starting with `#`, or a dynamic reference), so the common case pays one `json.du
 
 from __future__ import annotations
 
-import json
-import re
 import urllib.parse
 from typing import Any
 
 DEFAULT_BASE = "https://tokensieve.invalid/root.json"
 # Keys whose values are data, not schemas: `$id` or `$ref` inside them mean nothing.
 _DATA_KEYS = frozenset({"enum", "const", "examples", "example", "default"})
-_DYNAMIC = re.compile(r'"\$(?:dynamicRef|recursiveRef)"|"\$ref": "(?!#)')
-_IDS = re.compile(r'"\$id": "(?!#)')
 
 
 def _join(base: str, ref: str) -> str:
@@ -179,17 +176,6 @@ class _Index:
 
 def _local(pointer: str) -> str:
     return "#" + urllib.parse.quote(pointer, safe="/~!$&'()*+,;=:@")
-
-
-def needs_rewrite(root: Any) -> bool:
-    """Whether the document has a reference whose meaning depends on where it stands."""
-    if not isinstance(root, dict):
-        return False
-    text = json.dumps(root)
-    if _DYNAMIC.search(text):
-        return True
-    ids = len(_IDS.findall(text)) - (1 if isinstance(root.get("$id"), str) else 0)
-    return ids > 0 and '"$ref"' in text
 
 
 def resolve_references(root: Any, *, draft4: bool = False) -> Any:

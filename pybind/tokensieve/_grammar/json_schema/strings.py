@@ -22,12 +22,15 @@ PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchor
 # `\\u0041`, no `\\/`), controls as short or `\\u00XX` escapes, other BMP characters raw or
 # `\\uXXXX` (either hex case), astral characters raw or as one surrogate-pair escape (one
 # character for the lengths). A lone or mis-ordered surrogate escape is refused.
-_HEX4_NON_SURROGATE = (
-    r"(?:00[01][0-9a-fA-F]|00(?:7[fF]|[89a-fA-F][0-9a-fA-F])|0[1-9a-fA-F][0-9a-fA-F]{2}"
-    r"|[1-9a-cA-C][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}|[eEfF][0-9a-fA-F]{3})"
+_H = "[0-9a-fA-F]"
+_SURROGATE_PAIR = rf"\\u[dD][89abAB]{_H}{{2}}\\u[dD][c-fC-F]{_H}{{2}}"
+# `\\u` then: a control, U+007F-U+0FFF, U+1000-U+CFFF or U+E000-U+FFFF, U+D000-U+D7FF, or a
+# surrogate pair (the `\\u` written once, so the expression stays small for the core).
+_ESCAPED_U = (
+    rf"\\u(?:0(?:0(?:[0189a-fA-F]{_H}|7[fF])|[1-9a-fA-F]{_H}{{2}})|[1-9a-cA-CeEfF]{_H}{{3}}"
+    rf"|[dD](?:[0-7]{_H}{{2}}|[89abAB]{_H}{{2}}\\u[dD][c-fC-F]{_H}{{2}}))"
 )
-_SURROGATE_PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-STRING_CHAR = rf'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u{_HEX4_NON_SURROGATE}|{_SURROGATE_PAIR})'
+STRING_CHAR = rf'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|{_ESCAPED_U})'
 
 
 @functools.lru_cache(maxsize=1024)
