@@ -34,8 +34,11 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
   options. Two different `pattern`s (or a `pattern` with `minLength`/`maxLength`) use the IR's
   intersection lexemes (`Lexeme.and_patterns`).
-- **`$ref`.** Local references only (`#`, `#/json/pointer` with `~0 ~1` and percent escapes,
+- **`$ref`.** Local references (`#`, `#/json/pointer` with `~0 ~1` and percent escapes,
   `#anchor` via `$anchor` or a draft-6 `$id: "#name"`, or the root `$id` followed by a fragment).
+  Documents with nested `$id`s, `$ref`s by URI or dynamic references are first rewritten into
+  such references by `refs.resolve_references` (base URIs per resource; `$dynamicRef` and
+  `$recursiveRef` where their target does not depend on the path of evaluation).
   A plain `$ref` (nothing but annotations beside it) becomes one nonterminal per target,
   compiled once from a worklist, so recursive schemas work and the Python stack stays bounded.
 - **Strings.** A `pattern` is ECMA-262 with *search* semantics: unless a top-level alternative
@@ -99,7 +102,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
-- Remote `$ref`s, `$id`-relative resolution inside sub-schemas.
+- Remote `$ref`s (other documents); `$dynamicRef` whose target depends on the dynamic scope.
 """
 
 from __future__ import annotations
