@@ -206,3 +206,18 @@ def test_beyond_the_limit_required_members_keep_schema_order() -> None:
     assert accepts(grammar, object_text([(k, 1) for k in MANY]))
     assert not accepts(grammar, object_text([(k, 1) for k in MANY[::-1]]))  # valid, refused: the subset
     assert not accepts(grammar, object_text([(k, 1) for k in MANY[1:]]))
+
+
+def test_enum_and_const_objects_take_any_order() -> None:
+    schema = {"enum": [{"a": 1, "b": [1, {"c": None, "d": "x"}]}, {"a": 2}]}
+    grammar = Grammar.json_schema(schema, property_order="any")
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = [
+        '{"a":1,"b":[1,{"c":null,"d":"x"}]}', '{"b":[1,{"d":"x","c":null}],"a":1}', '{"a":2}',
+        '{"b":[1,{"d":"x","c":null}]}', '{"a":1,"b":[1,{"d":"x"}]}', '{"a":1,"b":[1,{"d":"x","c":null}],"a":1}',
+        '{"a":1,"a":1,"b":[1,{"c":null,"d":"x"}]}', '{"a":3}',
+    ]
+    for text in texts:
+        want = validator.is_valid(json.loads(text)) and text.count('"a"') == 1
+        assert accepts(grammar, text) == want, text
+    assert not accepts(Grammar.json_schema({"const": {"a": 1, "b": 2}}), '{"b":2,"a":1}')  # default: schema order

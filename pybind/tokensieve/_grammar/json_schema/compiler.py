@@ -1368,6 +1368,15 @@ class _Compiler:
             for i, item in enumerate(value):
                 out += ([self.comma] if i else []) + self.value_syms(item, pointer, depth + 1)
             return out + [self.rbracket]
+        if isinstance(value, dict) and self.any_order and len(value) > 1:
+            members = []
+            for key, item in value.items():
+                syms = self.value_syms(item, pointer, depth + 1)
+                sym = self.choice(f"{pointer or '/'}:value", [syms])
+                members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, True))
+            body = self.object_body_any_order(members, None, 0, None, pointer)  # type: ignore[arg-type]
+            assert body is not None  # every member is a value: satisfiable
+            return [body]
         if isinstance(value, dict):
             out = [self.lbrace]
             for i, (key, item) in enumerate(value.items()):
