@@ -219,3 +219,19 @@ def test_dynamic_ref_depending_on_the_path_is_an_error() -> None:
     assert info.value.json_pointer == "/$defs/t2/properties/a/$dynamicRef"
     grammar = Grammar.json_schema(schema, lenient=True)  # dropped: a superset
     assert accepts(grammar, {"a": {"a": "anything"}})
+
+
+def test_unevaluated_inside_all_of_beside_siblings_is_a_superset_with_a_warning() -> None:
+    schema = {
+        "allOf": [{"anyOf": [{"properties": {"a": True}, "required": ["a"]}, {"required": ["c"]}], "unevaluatedProperties": False}],
+        "properties": {"b": True},
+    }
+    ir = json_schema_to_ir(schema)
+    assert any("inside allOf" in w and "(a superset)" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    for value in POOL:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    assert not check.is_valid({"a": 1, "b": 1}) and accepts(grammar, {"a": 1, "b": 1})  # the documented superset
+    assert not accepts(grammar, {"a": 1, "d": 1})

@@ -747,7 +747,8 @@ class _Compiler:
         pending = [
             p for p in parts if p is not None and ("_unevaluatedProperties" in p or "_unevaluatedItems" in p)
         ]
-        if pending and any(k in x for x in [d, *parts] if x is not None for k in _EVALUATING):
+        others = [x for x in [d, *parts] if x is not None and all(x is not p for p in pending)]
+        if pending and (len(pending) > 1 or any(k in x for x in others for k in _EVALUATING)):
             self.warn(
                 "unevaluatedProperties/unevaluatedItems inside allOf/$ref next to anyOf/oneOf/not/if: the "
                 "siblings' properties and items count as evaluated (a superset)",
@@ -771,7 +772,9 @@ class _Compiler:
     def warn_unevaluated(self, d: dict[str, Any], pointer: str) -> None:
         """Say where a pending unevaluated* is approximate: each alternative carries the keys
         and items of one option only, and negations name keys without evaluating them."""
-        if ("anyOf" in d and not 1 < len(d["anyOf"]) <= UNEVALUATED_ANY_OF_MAX) or ("oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf")):
+        if ("anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX) or (
+            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf")
+        ):
             self.warn(
                 "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
                 "only one option's properties and items as evaluated (a subset)",
@@ -1374,7 +1377,7 @@ class _Compiler:
                 syms = self.value_syms(item, pointer, depth + 1)
                 sym = self.choice(f"{pointer or '/'}:value", [syms])
                 members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, True))
-            body = self.object_body_any_order(members, None, 0, None, pointer)  # type: ignore[arg-type]
+            body = self.object_body_any_order(members, None, 0, None, pointer)
             assert body is not None  # every member is a value: satisfiable
             return [body]
         if isinstance(value, dict):
