@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tokensieve import Grammar, Matcher, Tokenizer
 from tokensieve._errors import GrammarError
-from tokensieve._grammar.json_schema.compiler import ANY_ORDER_TRACKED_MAX, json_schema_to_ir
+from tokensieve._grammar.json_schema.compiler import ANY_ORDER_REQUIRED_MAX, ANY_ORDER_TRACKED_MAX, json_schema_to_ir
 
 BYTES = Tokenizer.from_token_bytes(
     [bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256]
@@ -171,7 +171,7 @@ def test_schema_order_stays_the_default() -> None:
         json_schema_to_ir(schema, property_order="sorted")
 
 
-MANY = [f"p{i}" for i in range(ANY_ORDER_TRACKED_MAX + 3)]
+MANY = [f"p{i}" for i in range(max(ANY_ORDER_TRACKED_MAX, ANY_ORDER_REQUIRED_MAX) + 1)]
 
 
 def test_beyond_the_limit_optional_members_may_repeat() -> None:
