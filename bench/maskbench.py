@@ -402,6 +402,8 @@ def add_maskbench_bench(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="with --ratchet-update on a sample or split: update only the schemas run")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--property-order", choices=["schema", "any"], default="schema",
+                   help='Grammar.json_schema(property_order=...): keys in schema order (default) or "any" order')
     p.set_defaults(run=_run_command)
 
 
@@ -435,7 +437,7 @@ def _run_command(args: argparse.Namespace) -> int:
             except ImportError:
                 print(f"{name} is not installed: `pip install {package}` for side-by-side figures", file=sys.stderr)
     out = run_maskbench(entries, tokenizer, others=others, schema_timeout_s=args.schema_timeout,
-                        progress=not args.quiet)
+                        progress=not args.quiet, property_order=args.property_order)
     summary = summarize(out, tokenizer_path=str(tok_path), sample=args.sample, seed=args.seed, splits=args.split)
     print_report(summary)
     if args.ratchet.exists():

@@ -157,6 +157,7 @@ class Grammar:
         key_separator: str = ":",
         item_separator: str = ",",
         limits: Limits | None = None,
+        property_order: str = "schema",
     ) -> Grammar:
         """A grammar whose matches are the JSON texts valid under a JSON Schema.
 
@@ -171,6 +172,9 @@ class Grammar:
             key_separator: the text between a key and its value.
             item_separator: the text between items and between properties.
             limits: work and size limits.
+            property_order: `"schema"` (keys in `properties` order) or `"any"` (the declared
+                properties in any order, each at most once; `docs/json_schema.md` says where
+                this is exact).
 
         Raises:
             GrammarError: with `json_pointer` naming the unsupported or invalid part.
@@ -186,6 +190,7 @@ class Grammar:
             additional_properties_default=additional_properties_default,
             key_separator=key_separator,
             item_separator=item_separator,
+            property_order=property_order,
         )
         source = schema if isinstance(schema, str) else json.dumps(schema)
         return cls.from_ir(ir, source=source, kind="json_schema", limits=limits)

@@ -219,10 +219,11 @@ class OursEngine:
 
     name = "tokensieve"
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, property_order: str = "schema") -> None:
         import numpy as np
 
         self.tokenizer = tokenizer
+        self.property_order = property_order
         self.buf = np.zeros((1, (tokenizer.vocab_size + 31) // 32), dtype=np.int32)
 
     def run(self, entry: Entry, record: dict[str, Any], tests: list[tuple[bool, list[int]]],
@@ -235,7 +236,7 @@ class OursEngine:
         start = time.perf_counter()
         try:
             t0 = time.perf_counter()
-            grammar = Grammar.json_schema(record["schema"])
+            grammar = Grammar.json_schema(record["schema"], property_order=self.property_order)
             first = Matcher(self.tokenizer, grammar)
             res.compile_us = (time.perf_counter() - t0) * 1e6
         except GrammarError as err:
@@ -337,6 +338,7 @@ def run_maskbench(
     others: Sequence[Any] = (),
     schema_timeout_s: float = 120.0,
     progress: bool = True,
+    property_order: str = "schema",
 ) -> dict[str, list[SchemaResult]]:
     """Run every schema of `entries` through tokensieve and each engine of `others`.
 
@@ -347,11 +349,12 @@ def run_maskbench(
             llguidance and XGrammar), run on the same token ids after tokensieve.
         schema_timeout_s: wall time one engine may spend on one schema (checked between tokens).
         progress: draw the progress line on stderr.
+        property_order: passed to `Grammar.json_schema` (`"schema"` or `"any"`).
 
     Returns:
         {"ours": [...], key: [...] for each other engine}: results in `entries` order.
     """
-    engines = [("ours", OursEngine(tokenizer))] + [(engine.key, engine) for engine in others]
+    engines = [("ours", OursEngine(tokenizer, property_order=property_order))] + [(e.key, e) for e in others]
     out: dict[str, list[SchemaResult]] = {key: [] for key, _ in engines}
     passed = {key: 0 for key, _ in engines}
     bar = Progress(len(entries), enabled=progress)

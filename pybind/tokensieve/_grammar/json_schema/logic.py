@@ -230,7 +230,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         alts.extend(_negate_clause(clause, ctx))
     for key in d:
         if key not in handled and not key.startswith("x-") and key in _KEYWORDS:
-            raise unexpressible(key)
+            raise unexpressible(key.removeprefix("_") if key.startswith("_unevaluated") else key)
     return alts
 
 
@@ -264,6 +264,7 @@ _KEYWORDS = frozenset(
         "propertyNames", "prefixItems", "items", "additionalItems", "contains", "minContains",
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
-        "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of",
+        "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
+        "_unevaluatedItems",
     }
 )

@@ -15,7 +15,22 @@ from ..ir import Lexeme, literal_regex
 
 REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
 PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
-STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+# One character of a JSON string body, as the grammar lets it be spelled. Every character has
+# a fixed set of spellings, and every translation of a set of characters (patterns, enum
+# values, keys) covers all of them, so a negation (`not_patterns`, keys other than the listed
+# ones) stays exact: printable ASCII only raw (`"` and `\\` as their short escapes; no
+# `\\u0041`, no `\\/`), controls as short or `\\u00XX` escapes, other BMP characters raw or
+# `\\uXXXX` (either hex case), astral characters raw or as one surrogate-pair escape (one
+# character for the lengths). A lone or mis-ordered surrogate escape is refused.
+_H = "[0-9a-fA-F]"
+_SURROGATE_PAIR = rf"\\u[dD][89abAB]{_H}{{2}}\\u[dD][c-fC-F]{_H}{{2}}"
+# `\\u` then: a control, U+007F-U+0FFF, U+1000-U+CFFF or U+E000-U+FFFF, U+D000-U+D7FF, or a
+# surrogate pair (the `\\u` written once, so the expression stays small for the core).
+_ESCAPED_U = (
+    rf"\\u(?:0(?:0(?:[0189a-fA-F]{_H}|7[fF])|[1-9a-fA-F]{_H}{{2}})|[1-9a-cA-CeEfF]{_H}{{3}}"
+    rf"|[dD](?:[0-7]{_H}{{2}}|[89abAB]{_H}{{2}}\\u[dD][c-fC-F]{_H}{{2}}))"
+)
+STRING_CHAR = rf'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|{_ESCAPED_U})'
 
 
 @functools.lru_cache(maxsize=1024)
@@ -107,18 +122,38 @@ _CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
 _CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
 
 
+def _surrogate_pairs_regex(lo: int, hi: int) -> str:
+    """The surrogate-pair escapes (`\\uD83D\\uDE00`) of the astral code points in [lo, hi]."""
+    high_lo, low_lo = 0xD800 + ((lo - 0x10000) >> 10), 0xDC00 + ((lo - 0x10000) & 0x3FF)
+    high_hi, low_hi = 0xD800 + ((hi - 0x10000) >> 10), 0xDC00 + ((hi - 0x10000) & 0x3FF)
+
+    def pair(h1: int, h2: int, l1: int, l2: int) -> str:
+        return r"\\u" + _hex_range(h1, h2, 4) + r"\\u" + _hex_range(l1, l2, 4)
+
+    if high_lo == high_hi:
+        return pair(high_lo, high_lo, low_lo, low_hi)
+    forms = [pair(high_lo, high_lo, low_lo, 0xDFFF)]
+    if high_hi - high_lo > 1:
+        forms.append(pair(high_lo + 1, high_hi - 1, 0xDC00, 0xDFFF))
+    forms.append(pair(high_hi, high_hi, 0xDC00, low_hi))
+    return _alt(forms)
+
+
 def _charset_json_regex(ranges: Ranges) -> str | None:
-    """A regex for the JSON-escaped spellings of one character from `ranges` (see module doc)."""
+    """A regex for every spelling `STRING_CHAR` allows of one character from `ranges`
+    (surrogate code points have none)."""
     ranges = normalize(ranges)
     if not ranges:
         return None
     forms = []
     raw = normalize(
-        r for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, CODE_POINT_MAX)) for r in clip(ranges, *piece)
+        r
+        for piece in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, CODE_POINT_MAX))
+        for r in clip(ranges, *piece)
     )
     if raw:
         forms.append(class_regex(raw))
-    for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\"), (0x2F, r"\\/")):
+    for code, spelled in ((0x22, r'\\"'), (0x5C, r"\\\\")):
         if clip(ranges, code, code):
             forms.append(spelled)
     controls = clip(ranges, 0, 0x1F)
@@ -126,11 +161,15 @@ def _charset_json_regex(ranges: Ranges) -> str | None:
     if shorts:
         forms.append("\\\\" + class_regex(tuple((ord(_SHORT_ESCAPES[c]),) * 2 for c in shorts)))
     escaped = [r"\\u00" + _hex_range(lo, hi, 2) for lo, hi in controls]
-    escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in clip(ranges, 0x80, 0xFFFF)]
-    if clip(ranges, 0x10000, CODE_POINT_MAX) == ((0x10000, CODE_POINT_MAX),):
-        escaped.append(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+    for piece in ((0x7F, 0xD7FF), (0xE000, 0xFFFF)):
+        escaped += [r"\\u" + _hex_range(lo, hi, 4) for lo, hi in clip(ranges, *piece)]
+    astral = clip(ranges, 0x10000, CODE_POINT_MAX)
+    if astral == ((0x10000, CODE_POINT_MAX),):
+        escaped.append(_SURROGATE_PAIR)
+    else:
+        escaped += [_surrogate_pairs_regex(lo, hi) for lo, hi in astral]
     forms += escaped
-    return _alt(forms)
+    return _alt(forms) if forms else None
 
 
 class _PatternError(Exception):
@@ -264,7 +303,7 @@ class _EcmaPattern:
         if text is None:
             raise _PatternError("a character class that matches nothing")
         if len(ranges) == 1 and ranges[0][0] == ranges[0][1] and 0x20 <= ranges[0][0] < 0x7F:
-            if chr(ranges[0][0]) not in '"\\/':
+            if chr(ranges[0][0]) not in '"\\':
                 return text  # one printable ASCII character: itself
         return text if text.startswith("[") and text.endswith("]") and "|" not in text else f"(?:{text})"
 
@@ -409,7 +448,7 @@ def pattern_to_json_regex(pattern: str) -> str:
 
 
 # =============================================================================================
-# Formats (ASCII-only, so the JSON-escaped text is the text itself; `/` may be `\/` in URIs)
+# Formats (ASCII-only, so the JSON-escaped text is the text itself)
 # =============================================================================================
 
 # RFC 3339 full-date with the days of each month; 29 February only in leap years.
@@ -445,7 +484,7 @@ _IPV6 = "(?:" + "|".join(
         rf"(?:{_H16}:){{1,5}}:(?:{_H16}:){{0,4}}{_IPV4}",
     ]
 ) + ")"
-_URI_CHAR = r"(?:[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%]|/|\\/)"
+_URI_CHAR = r"[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%/]"
 FORMAT_REGEXES: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,

@@ -1,0 +1,218 @@
+"""References by URI: `$id` base URIs, `$anchor`, `$dynamicRef`/`$dynamicAnchor` and
+`$recursiveRef`/`$recursiveAnchor`, rewritten into plain local `$ref`s before translation.
+
+The compiler resolves a `$ref` as a JSON pointer into the root document (`#/...`), memoises
+sub-schemas by content and merges `$ref` targets into the schema that refers to them. All three
+assume that a `$ref` string means the same thing wherever it stands, which `$id` breaks: inside a
+sub-schema with its own `$id`, `#/$defs/x` and `other.json` resolve against that base URI. So
+when a document has more than one base URI or a dynamic reference, `resolve_references`
+returns a copy in which every reference that resolves is replaced by the canonical root
+pointer of its target (`#/$defs/a/$defs/b`), and the rest of the front-end keeps working with
+local pointers only.
+
+Only documents that need it are rewritten (a nested `$id`, a `$ref` not starting with `#`, or
+a dynamic reference; the compiler's first walk over the schema finds out), so the common case
+pays nothing.
+
+- **Base URIs**: the root's `$id` (or a placeholder) is the first base; an `$id` (draft 4:
+  `id`) not starting with `#` starts a new resource at its schema, resolved against the
+  enclosing base (RFC 3986). `#name` ids (drafts 6/7) and `$anchor`/`$dynamicAnchor` name
+  anchors within the current resource.
+- **`$ref`**: resolved against the base where it stands; a fragment is a JSON pointer into the
+  target resource (`~0 ~1` and percent escapes) or an anchor name. A pointer that does not
+  exist in the resource is tried from the document root (schemas in the wild rely on that),
+  an anchor unknown in the resource by name anywhere in the document (as before). What does
+  not resolve is left alone, so the compiler reports it as before.
+- **`$dynamicRef`** (2020-12): resolved like `$ref`; when that target carries a matching
+  `$dynamicAnchor`, the outermost resource of the *dynamic scope* that has one wins. The root
+  resource is always the outermost, so when it has the anchor the result is exact; so it is
+  when only one resource has it (the bookend is then the target itself). Otherwise the target
+  depends on the path of evaluation, which one grammar symbol cannot follow: the keyword is
+  left, and the compiler reports it as unsupported. `$recursiveRef: "#"` (2019-09) is the same
+  with `$recursiveAnchor: true`.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+DEFAULT_BASE = "https://tokensieve.invalid/root.json"
+# Keys whose values are data, not schemas: `$id` or `$ref` inside them mean nothing.
+_DATA_KEYS = frozenset({"enum", "const", "examples", "example", "default"})
+
+
+def _join(base: str, ref: str) -> str:
+    if ref.startswith("#"):
+        return base.split("#", 1)[0] + ref
+    if urllib.parse.urlsplit(ref).scheme:
+        return ref
+    return urllib.parse.urljoin(base, ref)
+
+
+def _resource(uri: str) -> tuple[str, str]:
+    res, _, fragment = uri.partition("#")
+    return res, urllib.parse.unquote(fragment)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+class _Index:
+    """Base URI of every schema object, resources by URI, anchors by (resource, name)."""
+
+    def __init__(self, root: Any, draft4: bool) -> None:
+        self.root = root
+        self.base_of: dict[str, str] = {}
+        self.resources: dict[str, str] = {}  # resource URI → pointer
+        self.anchors: dict[tuple[str, str], str] = {}
+        self.anchors_by_name: dict[str, str] = {}
+        self.dynamic: dict[str, list[tuple[str, str]]] = {}  # name → [(resource, pointer)]
+        self.recursive: list[tuple[str, str]] = []  # resources with $recursiveAnchor: true
+        root_id = root.get("$id", root.get("id")) if isinstance(root, dict) else None
+        base = DEFAULT_BASE
+        if isinstance(root_id, str) and root_id and not root_id.startswith("#"):
+            base = _join(DEFAULT_BASE, root_id).split("#", 1)[0]
+        self.root_base = base
+        id_keys = ("$id", "id") if draft4 else ("$id",)
+        stack: list[tuple[Any, str, str]] = [(root, "", base)]
+        while stack:
+            node, pointer, base = stack.pop()
+            if isinstance(node, list):
+                stack += [(v, f"{pointer}/{i}", base) for i, v in enumerate(node)]
+                continue
+            if not isinstance(node, dict):
+                continue
+            for key in id_keys:
+                value = node.get(key)
+                if isinstance(value, str) and value and not value.startswith("#"):
+                    base = _join(base, value).split("#", 1)[0]
+                    self.resources.setdefault(base, pointer)
+                    break
+            if pointer == "":
+                self.resources.setdefault(base, "")
+            self.base_of[pointer] = base
+            for key in ("$anchor", "$dynamicAnchor", "$id", "id"):
+                value = node.get(key)
+                if not isinstance(value, str) or not value:
+                    continue
+                if key in ("$id", "id"):
+                    if not value.startswith("#") or len(value) < 2:
+                        continue
+                    value = value[1:]
+                self.anchors.setdefault((base, value), pointer)
+                self.anchors_by_name.setdefault(value, pointer)
+                if key == "$dynamicAnchor":
+                    self.dynamic.setdefault(value, []).append((base, pointer))
+            if node.get("$recursiveAnchor") is True:
+                self.recursive.append((base, pointer))
+            for key, value in node.items():
+                if key not in _DATA_KEYS and isinstance(value, (dict, list)):
+                    stack.append((value, f"{pointer}/{_escape(key)}", base))
+
+    def exists(self, pointer: str) -> bool:
+        node = self.root
+        for raw in pointer[1:].split("/") if pointer else []:
+            key = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                return False
+        return True
+
+    def node(self, pointer: str) -> Any:
+        node = self.root
+        for raw in pointer[1:].split("/") if pointer else []:
+            key = raw.replace("~1", "/").replace("~0", "~")
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        return node
+
+    def resolve(self, base: str, ref: str) -> str | None:
+        """The canonical root pointer of a `$ref` standing at `base`, or None."""
+        res, fragment = _resource(_join(base, ref))
+        start = self.resources.get(res)
+        if start is None:
+            return None
+        if fragment == "":
+            return start
+        if fragment.startswith("/"):
+            for candidate in (start + fragment, fragment):
+                if self.exists(candidate):
+                    return candidate
+            return None
+        return self.anchors.get((res, fragment), self.anchors_by_name.get(fragment))
+
+    def resolve_dynamic(self, base: str, ref: str) -> str | None:
+        """`$dynamicRef`: the static target, or the outermost dynamic anchor when that is
+        the same on every path of evaluation (see the module docstring); None otherwise."""
+        target = self.resolve(base, ref)
+        _, name = _resource(_join(base, ref))
+        if target is None or not name or name.startswith("/"):
+            return target
+        node = self.node(target)
+        if not (isinstance(node, dict) and node.get("$dynamicAnchor") == name):
+            return target  # no bookend: a plain $ref
+        holders = self.dynamic.get(name, [])
+        for res, pointer in holders:
+            if res == self.root_base:
+                return pointer
+        return holders[0][1] if len(holders) == 1 else None
+
+    def resolve_recursive(self, base: str, ref: str) -> str | None:
+        target = self.resolve(base, ref)
+        if ref != "#" or target is None:
+            return target
+        node = self.node(target)
+        if not (isinstance(node, dict) and node.get("$recursiveAnchor") is True):
+            return target
+        for res, pointer in self.recursive:
+            if res == self.root_base:
+                return pointer
+        return self.recursive[0][1] if len(self.recursive) == 1 else None
+
+
+def _local(pointer: str) -> str:
+    return "#" + urllib.parse.quote(pointer, safe="/~!$&'()*+,;=:@")
+
+
+def resolve_references(root: Any, *, draft4: bool = False) -> Any:
+    """A copy of `root` whose resolvable `$ref`, `$dynamicRef` and `$recursiveRef` are
+    `$ref`s to canonical root pointers (see the module docstring)."""
+    index = _Index(root, draft4)
+
+    def rewrite(node: Any, pointer: str) -> Any:
+        if isinstance(node, list):
+            return [rewrite(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        base = index.base_of.get(pointer, index.root_base)
+        out: dict[str, Any] = {}
+        extra_refs: list[str] = []
+        for key, value in node.items():
+            if key in _DATA_KEYS:
+                out[key] = value
+            elif key == "$ref" and isinstance(value, str):
+                target = index.resolve(base, value)
+                out[key] = value if target is None else _local(target)
+            elif key in ("$dynamicRef", "$recursiveRef") and isinstance(value, str):
+                target = (index.resolve_dynamic if key == "$dynamicRef" else index.resolve_recursive)(base, value)
+                if target is None:
+                    out[key] = value
+                else:
+                    extra_refs.append(_local(target))
+            else:
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}")
+        for ref in extra_refs:
+            if "$ref" not in out:
+                out["$ref"] = ref
+            else:
+                out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+        return out
+
+    try:
+        return rewrite(root, "")
+    except RecursionError:  # deeper than Python's stack: the compiler's depth limit reports it
+        return root

@@ -1,0 +1,237 @@
+"""Draft 2020-12 keywords: boolean schemas in every position, `unevaluatedProperties` and
+`unevaluatedItems` with the applicators they interact with, `$id`/`$anchor`/`$ref`
+resolution and `$dynamicRef` — against `jsonschema`'s Draft202012Validator (Draft201909Validator
+for `$recursiveRef`) on a pool of small instances and on hypothesis-generated ones.
+
+Grammars use `property_order="any"`, so instances need not list keys in schema order; the
+approximations are tested in their documented direction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokensieve import Grammar, Matcher, Tokenizer
+from tokensieve._errors import GrammarError
+from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
+
+BYTES = Tokenizer.from_token_bytes(
+    [bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256]
+)
+KEYS = ["a", "b", "c"]
+LEAVES: list[Any] = [None, True, 1, 2, "x", ""]
+
+
+def accepts(grammar: Grammar, value: Any) -> bool:
+    matcher = Matcher(BYTES, grammar)
+    text = json.dumps(value, separators=(",", ":"))
+    return matcher.consume_tokens(list(text.encode())) and matcher.is_accepting()
+
+
+def validator(schema: Any) -> Any:
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
+def pool() -> list[Any]:
+    out: list[Any] = list(LEAVES) + [[], [1], ["x"], [1, 2], [1, "x"], ["x", 1], [1, 2, 3], [[1]], [{"a": 1}]]
+    for n in range(0, 4):
+        for keys in itertools.combinations(KEYS, n):
+            for values in itertools.product([1, "x", None, {"a": 1}] if n < 3 else [1, "x"], repeat=n):
+                out.append(dict(zip(keys, values)))
+    out += [{"a": {"a": 1, "b": 2}}, {"a": {"b": 1}}, {"a": [1, [2]]}, {"d": 1}, {"a": 1, "d": 1}]
+    return out
+
+
+POOL = pool()
+VALUES = st.recursive(
+    st.sampled_from(LEAVES),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS + ["d"]), inner, max_size=3),
+    max_leaves=6,
+)
+
+EXACT: list[tuple[str, Any]] = [
+    # boolean schemas
+    ("items_false", {"type": "array", "items": False}),
+    ("prefix_items_booleans", {"prefixItems": [True, False]}),
+    ("property_false", {"properties": {"a": False}}),
+    ("contains_false", {"contains": False}),
+    ("any_of_false", {"anyOf": [False, {"type": "integer"}]}),
+    ("all_of_true", {"allOf": [True, {"type": "integer"}]}),
+    ("ref_to_booleans", {"$defs": {"f": False, "t": True}, "properties": {"a": {"$ref": "#/$defs/f"}, "b": {"$ref": "#/$defs/t"}}}),
+    ("if_true", {"if": True, "then": {"type": "integer"}, "else": {"type": "string"}}),
+    ("if_false", {"if": False, "then": {"type": "integer"}, "else": {"type": "string"}}),
+    ("then_false", {"if": {"type": "integer"}, "then": False}),
+    ("property_names_false", {"propertyNames": False}),
+    ("pattern_properties_false", {"patternProperties": {"^a": False}}),
+    ("dependent_schema_false", {"dependentSchemas": {"a": False}}),
+    ("additional_items_false_in_not", {"not": {"type": "array", "prefixItems": [True], "items": False}}),
+    # unevaluatedProperties / unevaluatedItems
+    # references: pointers with escapes, anchors, $id base URIs, dynamic references
+    (
+        "ref_pointer_escapes",
+        {"$defs": {"a/b": {"type": "integer"}, "t~x": {"type": "string"}, "p%q": {"type": "null"}},
+         "properties": {"a": {"$ref": "#/$defs/a~1b"}, "b": {"$ref": "#/$defs/t~0x"}, "c": {"$ref": "#/$defs/p%25q"}}},
+    ),
+    ("ref_nested_defs", {"$defs": {"o": {"$defs": {"i": {"type": "integer"}}}}, "properties": {"a": {"$ref": "#/$defs/o/$defs/i"}}}),
+    ("ref_arbitrary_location", {"properties": {"a": {"type": "integer"}, "b": {"$ref": "#/properties/a"}}}),
+    ("ref_anchor", {"$defs": {"x": {"$anchor": "num", "type": "integer"}}, "properties": {"a": {"$ref": "#num"}}}),
+    ("id_relative", {"$id": "https://ex.com/root.json", "$defs": {"x": {"$id": "x.json", "type": "integer"}}, "properties": {"a": {"$ref": "x.json"}}}),
+    (
+        "id_changes_the_base_of_pointers",
+        {"$id": "https://ex.com/root.json",
+         "$defs": {"x": {"$id": "x.json", "$defs": {"y": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/y"}}}},
+         "properties": {"a": {"$ref": "x.json"}}},
+    ),
+    (
+        "anchor_per_resource",
+        {"$id": "https://ex.com/root.json",
+         "$defs": {"x": {"$id": "x.json", "$defs": {"y": {"$anchor": "s", "type": "string"}}}, "z": {"$anchor": "s", "type": "integer"}},
+         "properties": {"a": {"$ref": "x.json#s"}, "b": {"$ref": "#s"}}},
+    ),
+    ("id_urn", {"$id": "urn:example:root", "$defs": {"x": {"type": "integer"}}, "properties": {"a": {"$ref": "urn:example:root#/$defs/x"}}}),
+    (
+        "dynamic_ref_to_the_root",
+        {"$id": "https://ex.com/strict", "$dynamicAnchor": "node", "$ref": "tree", "unevaluatedProperties": False,
+         "$defs": {"tree": {"$id": "tree", "$dynamicAnchor": "node", "type": "object",
+                            "properties": {"b": {"type": "integer"}, "a": {"$dynamicRef": "#node"}}}}},
+    ),
+    ("dynamic_ref_single_anchor", {"$id": "https://ex.com/r", "properties": {"a": {"$dynamicRef": "#x"}}, "$defs": {"x": {"$dynamicAnchor": "x", "type": "integer"}}}),
+    ("dynamic_ref_without_bookend", {"$id": "https://ex.com/r", "properties": {"a": {"$dynamicRef": "#x"}}, "$defs": {"x": {"$anchor": "x", "type": "integer"}}}),
+    (
+        "recursive_ref_2019",
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", "$id": "https://ex.com/strict", "$recursiveAnchor": True,
+         "$ref": "tree", "unevaluatedProperties": False,
+         "$defs": {"tree": {"$id": "tree", "$recursiveAnchor": True, "type": "object",
+                            "properties": {"b": {"type": "integer"}, "a": {"$recursiveRef": "#"}}}}},
+    ),
+    ("unevaluated_properties_false", {"properties": {"a": True}, "unevaluatedProperties": False}),
+    ("unevaluated_properties_schema", {"properties": {"a": True}, "unevaluatedProperties": {"type": "integer"}}),
+    ("unevaluated_with_pattern", {"patternProperties": {"^b": {"type": "string"}}, "unevaluatedProperties": {"type": "integer"}}),
+    ("unevaluated_with_additional", {"properties": {"a": True}, "additionalProperties": {"type": "string"}, "unevaluatedProperties": False}),
+    ("unevaluated_all_of", {"allOf": [{"properties": {"a": True}}], "properties": {"b": True}, "unevaluatedProperties": False}),
+    ("unevaluated_inside_all_of", {"allOf": [{"properties": {"a": True}, "unevaluatedProperties": False}], "properties": {"b": True}}),
+    ("unevaluated_ref", {"$defs": {"x": {"properties": {"a": {"type": "integer"}}}}, "$ref": "#/$defs/x", "unevaluatedProperties": False}),
+    (
+        "unevaluated_any_of",
+        {"anyOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"b": True}, "required": ["b"]}], "unevaluatedProperties": False},
+    ),
+    (
+        "unevaluated_disjoint_one_of",
+        {"type": "object", "oneOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]}, {"properties": {"a": {"const": "x"}, "b": True}, "required": ["a"]}], "unevaluatedProperties": False},
+    ),
+    ("unevaluated_if_then", {"if": {"required": ["a"]}, "then": {"properties": {"b": True}}, "properties": {"a": True}, "unevaluatedProperties": False}),
+    ("unevaluated_dependent", {"dependentSchemas": {"a": {"properties": {"b": True}}}, "properties": {"a": True}, "unevaluatedProperties": False}),
+    ("unevaluated_nested", {"properties": {"a": {"properties": {"a": True}, "unevaluatedProperties": False}}, "unevaluatedProperties": False}),
+    ("unevaluated_items_false", {"prefixItems": [True], "unevaluatedItems": False}),
+    ("unevaluated_items_schema", {"prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}}),
+    ("unevaluated_items_with_items", {"prefixItems": [True], "items": {"type": "integer"}, "unevaluatedItems": False}),
+    ("unevaluated_items_all_of", {"allOf": [{"prefixItems": [True]}], "unevaluatedItems": False}),
+    ("unevaluated_items_any_of", {"anyOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [True, True]}], "unevaluatedItems": False}),
+]
+
+
+@pytest.mark.parametrize("name,schema", EXACT, ids=[c[0] for c in EXACT])
+def test_exact_keywords_agree_with_jsonschema(name: str, schema: Any) -> None:
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    verdicts = {True: 0, False: 0}
+    wrong = []
+    for value in POOL:
+        want = check.is_valid(value)
+        verdicts[want] += 1
+        if accepts(grammar, value) != want:
+            wrong.append(f"{json.dumps(value)}: jsonschema says {'valid' if want else 'invalid'}")
+    assert not wrong, f"{name}: {len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])
+    assert verdicts[True] and verdicts[False], verdicts
+
+
+@pytest.mark.parametrize("schema", [True, {"not": False}, {"not": {"not": True}}, {"allOf": [True, {}]}])
+def test_schemas_accepting_everything(schema: Any) -> None:
+    grammar = Grammar.json_schema(schema)
+    assert all(accepts(grammar, value) for value in POOL)
+    for text in ("{", "tru", "[1,]", '{"a"}'):
+        matcher = Matcher(BYTES, grammar)
+        assert not (matcher.consume_tokens(list(text.encode())) and matcher.is_accepting()), text
+
+
+@pytest.mark.parametrize("name", [c[0] for c in EXACT if c[0].startswith("unevaluated")])
+def test_unevaluated_hypothesis(name: str) -> None:
+    schema = dict(EXACT)[name]
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(VALUES)
+    def run(value: Any) -> None:
+        assert accepts(grammar, value) == check.is_valid(value), json.dumps(value)
+
+    run()
+
+
+def test_unevaluated_with_negated_if_is_a_superset_with_a_warning() -> None:
+    schema = {
+        "if": {"properties": {"a": {"const": 1}}, "required": ["a"]},
+        "then": {"properties": {"b": True}},
+        "else": {"properties": {"c": True}},
+        "unevaluatedProperties": False,
+    }
+    ir = json_schema_to_ir(schema)
+    assert any("(a superset)" in w and "not/if" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    for value in POOL:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    assert not check.is_valid({"a": "x"}) and accepts(grammar, {"a": "x"})  # the documented superset
+
+
+def test_unevaluated_with_many_any_of_options_is_a_subset_with_a_warning() -> None:
+    options = [{"properties": {k: True}, "required": [k]} for k in ("a", "b", "c", "d", "e")]
+    schema = {"anyOf": options, "unevaluatedProperties": False}
+    ir = json_schema_to_ir(schema)
+    assert any("(a subset)" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    for value in POOL:
+        if accepts(grammar, value):
+            assert check.is_valid(value), value
+    assert check.is_valid({"a": 1, "b": 1}) and not accepts(grammar, {"a": 1, "b": 1})  # the documented subset
+
+
+def test_dynamic_ref_depending_on_the_path_is_an_error() -> None:
+    schema = {
+        "$id": "https://ex.com/r",
+        "$defs": {
+            "t1": {"$id": "t1", "$dynamicAnchor": "n", "type": "integer"},
+            "t2": {"$id": "t2", "$dynamicAnchor": "n", "properties": {"a": {"$dynamicRef": "#n"}}},
+        },
+        "properties": {"a": {"$ref": "t2"}},
+    }
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == "/$defs/t2/properties/a/$dynamicRef"
+    grammar = Grammar.json_schema(schema, lenient=True)  # dropped: a superset
+    assert accepts(grammar, {"a": {"a": "anything"}})
+
+
+def test_unevaluated_inside_all_of_beside_siblings_is_a_superset_with_a_warning() -> None:
+    schema = {
+        "allOf": [{"anyOf": [{"properties": {"a": True}, "required": ["a"]}, {"required": ["c"]}], "unevaluatedProperties": False}],
+        "properties": {"b": True},
+    }
+    ir = json_schema_to_ir(schema)
+    assert any("inside allOf" in w and "(a superset)" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    for value in POOL:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    assert not check.is_valid({"a": 1, "b": 1}) and accepts(grammar, {"a": 1, "b": 1})  # the documented superset
+    assert not accepts(grammar, {"a": 1, "d": 1})
