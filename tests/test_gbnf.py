@@ -27,7 +27,7 @@ import regex
 from reference_cfg import ReferenceRecognizer, _to_python_pattern
 
 from tokensieve._errors import GrammarError
-from tokensieve._grammar.gbnf import (
+from tokensieve._grammar.gbnf.syntax import (
     CharSet,
     Choice,
     GbnfGrammar,
@@ -36,9 +36,9 @@ from tokensieve._grammar.gbnf import (
     RuleRef,
     Concat,
     SpecialToken,
-    gbnf_to_ir,
     parse_gbnf,
 )
+from tokensieve._grammar.gbnf import gbnf_to_ir
 from tokensieve._grammar.ir import GrammarIR
 
 GRAMMARS_DIR = Path(__file__).resolve().parent / "data" / "grammars"

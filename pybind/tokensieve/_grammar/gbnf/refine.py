@@ -1,0 +1,369 @@
+"""Refinement: split lexemes until none can over-extend — where greedy lexing of one lexeme
+could run into the text of another that the grammar expects next, the lexeme is split
+(the module docstring of `tokensieve._grammar.gbnf` has the argument). Bounded by
+`ANALYSIS_WORK_MAX`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..charset import (
+    Ranges, intersects, union,
+)
+from ..._errors import GrammarError, LimitError
+from ..automata import _UNLIMITED, _Budget, _OverBudget, _can_extend, _share_text
+from .builder import _NT, _SPECIAL, _TERM, Symbol, _Cfg
+from .syntax import (
+    ANALYSIS_WORK_MAX, CONTEXT_DEPTHS, LEXEME_DEPTH_MAX, LEXEME_SIZE_MAX, REFINE_ROUND_COUNT_MAX,
+    TAGGED_OCCURRENCE_COUNT_MAX, _widen_to_lead_bytes,
+)
+
+
+# ===============================================================================================
+# Refinement: split lexemes until none can over-extend
+# ===============================================================================================
+
+@dataclass
+class _Occurrences:
+    """Tagged lexeme occurrences of the reachable lexeme grammar, with FIRST and FOLLOW.
+
+    An occurrence is a term or special token at one position of one production, *tagged with
+    its calling context*: the last `depth` call sites on the way to the production (k-limited
+    call strings, "k-CFA"). The string lexeme of a JSON `value` inside an array and the same
+    lexeme inside an object are different tagged occurrences, with different FOLLOW sets;
+    past `depth` calls the context is forgotten and FOLLOW unions over every caller. Sets of
+    occurrences are bit sets (bit i = occurrence i).
+    """
+
+    symbols: list[Symbol]  # occurrence → its lexeme symbol
+    first_root: int  # occurrences that can come first
+    follow: list[int]  # occurrence → occurrences that can come right after it
+
+
+def _bits(mask: int) -> Iterator[int]:
+    """Indices of the set bits of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+Site = tuple[int, int]  # (production, position) of a nonterminal on a right-hand side
+Context = tuple[Site, ...]  # innermost call site first
+_ROOT_SITE: Site = (-1, -1)  # the call of the start nonterminal
+
+
+class _OccurrenceBuilder:
+    """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
+    AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
+
+    def __init__(self, cfg: _Cfg, root: int, depth: int, budget: _Budget) -> None:
+        nts = cfg.reachable(root)
+        self.budget = budget
+        self.depth = depth
+        self.root = root
+        self.prods = [(nt, tuple(cfg.resolve(s) for s in p)) for nt in nts for p in cfg.productions[nt]]
+        self.by_lhs: dict[int, list[int]] = {nt: [] for nt in nts}
+        self.sites: dict[int, list[Site]] = {nt: [] for nt in nts}
+        self.sites[root].append(_ROOT_SITE)
+        for index, (nt, rhs) in enumerate(self.prods):
+            self.by_lhs[nt].append(index)
+            for position, s in enumerate(rhs):
+                if s[0] == _NT:
+                    self.sites[s[1]].append((index, position))
+        self.nullable = self._nullable()
+        self.contexts: dict[int, list[Context]] = {}
+        self.extensions: dict[tuple[int, Context], list[Context]] = {}
+        self.symbols: list[Symbol] = []
+        self.ids: dict[tuple[int, int, Context], int] = {}
+        self.first: dict[tuple[int, Context], int] = {}
+        self.after: dict[tuple[int, Context], int] = {}
+
+    def _nullable(self) -> set[int]:
+        # A worklist, linear in the productions: a fixpoint of passes over every production
+        # was quadratic when nullable rules chain (one more per pass), and uncharged.
+        nullable: set[int] = set()
+        pending = [0] * len(self.prods)  # symbols of each production not yet known nullable
+        users: dict[int, list[int]] = {}
+        work: list[int] = []
+        for index, (nt, rhs) in enumerate(self.prods):
+            self.budget.spend(1 + len(rhs))
+            if any(s[0] != _NT for s in rhs):
+                pending[index] = -1  # holds a terminal: never nullable
+                continue
+            pending[index] = len(rhs)
+            for s in rhs:
+                users.setdefault(s[1], []).append(index)
+            if not rhs:
+                work.append(nt)
+        while work:
+            nt = work.pop()
+            if nt in nullable:
+                continue
+            nullable.add(nt)
+            for index in users.get(nt, ()):
+                self.budget.spend()
+                pending[index] -= 1
+                if pending[index] == 0:
+                    work.append(self.prods[index][0])
+        return nullable
+
+    def _enumerate_contexts(self) -> bool:
+        """Call strings of length `depth` (shorter when they reach the start) per nonterminal;
+        False past `TAGGED_OCCURRENCE_COUNT_MAX` tagged occurrences."""
+        level: dict[int, list[Context]] = {nt: [()] for nt in self.by_lhs}
+        for _ in range(self.depth):
+            level = {
+                nt: [
+                    (site,) + (() if site == _ROOT_SITE else rest)
+                    for site in sites
+                    for rest in ([()] if site == _ROOT_SITE else level[self.prods[site[0]][0]])
+                ]
+                for nt, sites in self.sites.items()
+            }
+            if sum(len(c) for c in level.values()) > TAGGED_OCCURRENCE_COUNT_MAX:
+                return False
+        self.contexts = {nt: sorted(set(cs)) for nt, cs in level.items()}
+        for nt, cs in self.contexts.items():
+            for c in cs:
+                self.extensions.setdefault((nt, c[: self.depth - 1] if self.depth else ()), []).append(c)
+        for index, (nt, rhs) in enumerate(self.prods):
+            for position, s in enumerate(rhs):
+                if s[0] != _NT:
+                    for c in self.contexts[nt]:
+                        self.ids[(index, position, c)] = len(self.symbols)
+                        self.symbols.append(s)
+                        if len(self.symbols) > TAGGED_OCCURRENCE_COUNT_MAX:
+                            return False
+        return True
+
+    def callee_context(self, p: int, position: int, context: Context) -> Context:
+        return (((p, position),) + context)[: self.depth]
+
+    def first_seq(self, p: int, d: int, context: Context) -> tuple[int, bool]:
+        """FIRST of production p from position d in `context`, and whether that rest is nullable."""
+        mask = 0
+        rhs = self.prods[p][1]
+        self.budget.spend(1 + len(rhs) - d)
+        for position in range(d, len(rhs)):
+            s = rhs[position]
+            if s[0] != _NT:
+                return mask | (1 << self.ids[(p, position, context)]), False
+            mask |= self.first.get((s[1], self.callee_context(p, position, context)), 0)
+            if s[1] not in self.nullable:
+                return mask, False
+        return mask, True
+
+    def returns(self, nt: int, context: Context) -> list[tuple[int, int, Context]]:
+        """Where parsing goes on when `nt`, called in `context`, is complete: (production,
+        position after the call, the caller's context)."""
+        if self.depth == 0:
+            return [(q, j + 1, ()) for q, j in self.sites[nt] if (q, j) != _ROOT_SITE]
+        site = context[0]
+        if site == _ROOT_SITE:
+            return []
+        q, j = site
+        return [(q, j + 1, c) for c in self.extensions.get((self.prods[q][0], context[1:]), [])]
+
+    def build(self) -> _Occurrences | None:
+        """The occurrences with FIRST and FOLLOW, or None when over the size budget."""
+        if not self._enumerate_contexts():
+            return None
+        keys = [(nt, c) for nt, cs in self.contexts.items() for c in cs]
+        for table, compute in ((self.first, self._first_of), (self.after, self._after_of)):
+            changed = True
+            while changed:
+                changed = False
+                self.budget.spend(len(keys))  # the pass itself, beside what `compute` spends
+                for key in keys:
+                    mask = compute(*key) | table.get(key, 0)
+                    if mask != table.get(key, 0):
+                        table[key] = mask
+                        changed = True
+        follow = [0] * len(self.symbols)
+        for (p, d, context), o in self.ids.items():
+            first, rest_nullable = self.first_seq(p, d + 1, context)
+            follow[o] = first | (self.after.get((self.prods[p][0], context), 0) if rest_nullable else 0)
+        start = (_ROOT_SITE,) if self.depth else ()
+        return _Occurrences(self.symbols, self.first.get((self.root, start), 0), follow)
+
+    def _first_of(self, nt: int, context: Context) -> int:
+        mask = 0
+        for p in self.by_lhs[nt]:
+            mask |= self.first_seq(p, 0, context)[0]
+        return mask
+
+    def _after_of(self, nt: int, context: Context) -> int:
+        mask = 0
+        for q, j, caller_context in self.returns(nt, context):
+            first, rest_nullable = self.first_seq(q, j, caller_context)
+            mask |= first | (self.after.get((self.prods[q][0], caller_context), 0) if rest_nullable else 0)
+        return mask
+
+
+class _Refiner:
+    """Finds the lexemes that could over-extend and splits them (see the module docstring)."""
+
+    def __init__(self, cfg: _Cfg, root: int) -> None:
+        self.cfg = cfg
+        self.pool = cfg.pool
+        self.root = root
+        self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
+        self._share_cache: dict[tuple[int, int], bool] = {}
+        self.budget = _Budget(_UNLIMITED)
+
+    def run(self) -> None:
+        total = _Budget(ANALYSIS_WORK_MAX)
+        depth_index = 0  # into CONTEXT_DEPTHS; once a depth ran over, later rounds start lower
+        for _ in range(REFINE_ROUND_COUNT_MAX):
+            while True:
+                last = depth_index == len(CONTEXT_DEPTHS) - 1
+                # A deeper (more precise) context may use a quarter of what is left; the last
+                # depth may use all of it.
+                self.budget = _Budget(max(total.left, 0) if last else max(total.left, 0) // 4)
+                self.pool.budget = self.budget
+                try:
+                    occ = _OccurrenceBuilder(self.cfg, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
+                    if occ is None:
+                        raise _OverBudget
+                    victims = self.too_large(occ) or self.conflicts(occ)
+                    total.left -= self.budget.spent
+                    break
+                except _OverBudget:
+                    total.left -= self.budget.spent
+                    self.pool.budget = _Budget(_UNLIMITED)
+                    if last:
+                        raise LimitError(
+                            f"the GBNF grammar is too complex to split into lexemes safely: after expanding "
+                            f"repetitions it has {sum(len(p) for p in self.cfg.productions)} productions, and "
+                            f"the analysis ran past its budget of {ANALYSIS_WORK_MAX:,} steps; simplify it "
+                            "(counted repetitions such as x{0,100} of recursive or nullable rules multiply "
+                            "the rules)",
+                            limit="gbnf_analysis",
+                        ) from None
+                    depth_index += 1
+            self.pool.budget = _Budget(_UNLIMITED)
+            if not victims:
+                return
+            for x in sorted(victims):
+                self.cfg.split(x)
+        raise GrammarError("the GBNF grammar needs too many lexeme refinements; simplify it")
+
+    def too_large(self, occ: _Occurrences) -> set[int]:
+        """Terms the core could not take as one pattern (too deep or too long)."""
+        pool = self.pool
+        return {
+            x
+            for kind, x in set(occ.symbols)
+            if kind == _TERM
+            and not pool.is_single_char(x)
+            and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
+        }
+
+    def conflicts(self, occ: _Occurrences) -> set[int]:
+        """Terms L′ that some intended lexeme L, followed by a possible character, extends,
+        for every pair (L, L′) that `together` says may be expected at one boundary."""
+        pool = self.pool
+        together = self.together(occ)
+        victims: set[int] = set()
+        checked: set[tuple[int, Ranges, int]] = set()
+        for o, (kind, x) in enumerate(occ.symbols):
+            if kind != _TERM:
+                continue
+            follow_chars = self.follow_chars(occ, occ.follow[o])
+            if not follow_chars:
+                continue
+            self.budget.spend(together[o].bit_count())
+            rivals = {occ.symbols[r] for r in _bits(together[o])}
+            for r_kind, other in sorted(rivals):
+                if r_kind != _TERM or pool.is_single_char(other) or other in victims:
+                    continue
+                key = (x, follow_chars, other)
+                if key not in checked:
+                    checked.add(key)
+                    if intersects(pool.first[x], pool.first[other]) and self.can_extend(*key):
+                        victims.add(other)
+        return victims
+
+    def together(self, occ: _Occurrences) -> list[int]:
+        """together[x]: occurrences that may be expected at one lexeme boundary with x.
+
+        The smallest relation that holds for the first boundary (FIRST(root) × FIRST(root))
+        and is closed under: if m and m′ may be expected together and share a text, then
+        FOLLOW(m) × FOLLOW(m′) may be expected together — a boundary after a text read as m
+        by one live parse and as m′ by another expects what follows either. By induction,
+        every pair of occurrences expected at one real boundary is in the relation.
+        """
+        count = len(occ.symbols)
+        sharing = self.sharing_masks(occ)
+        together = [0] * count
+        done = [0] * count  # partners whose consequence is applied already
+        applied: set[tuple[int, int]] = set()  # (FOLLOW(m), FOLLOW(m′)) pairs applied already
+        for x in _bits(occ.first_root):
+            together[x] |= occ.first_root
+        work = list(range(count))
+        budget = self.budget
+        while work:
+            m = work.pop()
+            fresh = together[m] & ~done[m] & sharing[m]
+            done[m] |= fresh
+            budget.spend(1 + count // 256)
+            for m2 in _bits(fresh):
+                for a, b in ((occ.follow[m], occ.follow[m2]), (occ.follow[m2], occ.follow[m])):
+                    if (a, b) in applied:
+                        continue
+                    applied.add((a, b))
+                    # One unit per bit visited, plus the width of the bit sets it combines.
+                    budget.spend(a.bit_count() * (1 + count // 256))
+                    for x in _bits(a):
+                        if b & ~together[x]:
+                            together[x] |= b
+                            work.append(x)
+        return together
+
+    def sharing_masks(self, occ: _Occurrences) -> list[int]:
+        """sharing[m]: the occurrences whose lexeme can match a text that m's lexeme matches."""
+        by_symbol: dict[Symbol, int] = {}
+        for o, symbol in enumerate(occ.symbols):
+            by_symbol[symbol] = by_symbol.get(symbol, 0) | (1 << o)
+        symbols = sorted(by_symbol)
+        shared: dict[Symbol, int] = {}
+        for i, a in enumerate(symbols):
+            self.budget.spend(len(symbols) - i)
+            for b in symbols[i:]:
+                if self.share_text(a, b):
+                    shared[a] = shared.get(a, 0) | by_symbol[b]
+                    shared[b] = shared.get(b, 0) | by_symbol[a]
+        return [shared.get(symbol, 0) for symbol in occ.symbols]
+
+    def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
+        """First characters of the occurrences in `after`, widened to whole lead bytes."""
+        chars: Ranges = ()
+        for s in _bits(after):
+            if occ.symbols[s][0] == _TERM:
+                chars = union(chars, self.pool.first[occ.symbols[s][1]])
+        return _widen_to_lead_bytes(chars) if chars else ()
+
+    def share_text(self, p: Symbol, q: Symbol) -> bool:
+        """Can lexemes p and q match one same text? (Special tokens: the same token.)"""
+        if p[0] == _SPECIAL or q[0] == _SPECIAL:
+            return p == q
+        if p == q:
+            return True
+        a, b = min(p[1], q[1]), max(p[1], q[1])
+        if not intersects(self.pool.first[a], self.pool.first[b]):
+            return False
+        found = self._share_cache.get((a, b))
+        if found is None:
+            found = self._share_cache[(a, b)] = _share_text(self.pool, a, b, self.budget)
+        return found
+
+    def can_extend(self, x: int, follow_chars: Ranges, other: int) -> bool:
+        key = (x, follow_chars, other)
+        found = self._extend_cache.get(key)
+        if found is None:
+            found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other, self.budget)
+        return found
+
+
