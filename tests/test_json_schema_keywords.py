@@ -98,11 +98,42 @@ def test_keyword_agrees_with_jsonschema(name: str, schema: Any, order: list[str]
     assert verdicts[True] and verdicts[False], f"{name}: the pool must hold valid and invalid instances ({verdicts})"
 
 
-def test_disjoint_one_of_is_exact_without_warning() -> None:
+def test_one_of_is_exact_without_warning_where_negations_exist() -> None:
     ir = json_schema_to_ir({"oneOf": [{"type": "string"}, {"type": "integer"}]})
     assert ir.options["warnings"] == []
-    ir = json_schema_to_ir({"oneOf": [{"type": "string"}, {"minLength": 2}]})
-    assert any("oneOf" in w for w in ir.options["warnings"])
+    ir = json_schema_to_ir({"oneOf": [{"type": "string"}, {"minLength": 2}]})  # overlapping
+    assert ir.options["warnings"] == []
+
+
+# Options whose negation has no grammar (additionalProperties, propertyNames): oneOf falls back to
+# anyOf, a superset, with a warning.
+ONE_OF_FALLBACKS = [
+    {"oneOf": [{"type": "object", "properties": {"a": True}, "additionalProperties": False}, {"type": "object", "maxProperties": 1}]},
+    {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 1}}, {"type": "object", "maxProperties": 1}]},
+]
+
+
+@pytest.mark.parametrize("schema", ONE_OF_FALLBACKS)
+def test_one_of_without_negations_is_any_of_a_superset(schema: Any) -> None:
+    ir = json_schema_to_ir(schema)
+    assert any("oneOf is treated as anyOf" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema)
+    validator = oracle(schema)
+    any_of = oracle({"anyOf": schema["oneOf"]})
+    both = 0
+    for value in POOL:
+        assert accepts(grammar, compact(value)) == any_of.is_valid(value), compact(value)
+        if any_of.is_valid(value) and not validator.is_valid(value):
+            both += 1  # valid under both options: accepted, the stated approximation
+    assert both, "the pool must hold a value valid under both options"
+
+
+def test_coerce_one_of_keeps_llguidance_meaning() -> None:
+    schema = {"oneOf": [{"type": "string"}, {"minLength": 2}]}
+    coerced = Grammar.json_schema({**schema, "x-guidance": {"coerce_one_of": True}})
+    exact = Grammar.json_schema(schema)
+    assert accepts(coerced, '"abc"') and not accepts(exact, '"abc"')  # a string of length >= 2 is both
+    assert accepts(coerced, '"a"') and accepts(exact, '"a"')
 
 
 def test_unique_items_beyond_small_domains_warns_and_accepts_duplicates() -> None:
@@ -182,7 +213,7 @@ JSON_VALUES = st.recursive(
 
 HYPOTHESIS_CASES = [name for name, _, _ in CASES if name in {
     "not_required", "not_properties", "if_then_else", "dependencies_schema_and_list", "pattern_properties_overlapping",
-    "min_max_properties", "contains_bounds", "unique_items_enum",
+    "min_max_properties", "contains_bounds", "unique_items_enum", "one_of_overlapping_objects", "one_of_three_arrays",
 }]
 
 

@@ -26,9 +26,11 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   for the rest, with `minItems`/`maxItems`: fixed counts use doubling rules (`x^2k → x^k x^k`)
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
   bounds. Repetition is left-recursive.
-- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: exact when the options
-  are provably disjoint (types, listed values, a required discriminator property), otherwise
-  **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
+- **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: as they are when the
+  options are provably disjoint (types, listed values, a required discriminator property),
+  otherwise "option i and not any other" for each i (`compile_one_of_exactly`: the negations
+  are clauses), exact when every option's negation is expressible and the expansion stays under
+  `ONE_OF_EXACT_ALTERNATIVES_MAX`; beyond that **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
   sibling keywords, are *merged* into one schema (types intersected, properties merged with the
   other side's `additionalProperties` for keys it does not list, `required` united, the tighter
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
@@ -73,7 +75,7 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
   `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
   present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
-  `propertyNames`, `additionalProperties`, overlapping `oneOf`) are errors. `if`/`then`/`else`
+  `propertyNames`, `additionalProperties`) are errors. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
   read left-recursively) and `uniqueItems`: exact when the items range over at most
@@ -98,7 +100,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` with overlapping options exactly (as `A and not B | B and not A` where negations exist).
+- `oneOf` with overlapping options whose negations have no grammar (`additionalProperties`).
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
@@ -115,7 +117,7 @@ from typing import Any, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
-from .logic import Unexpressible, clause_alternatives, value_schema
+from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .refs import resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, int_range_regex, multiple_of_regex, number_range_regex,
@@ -163,6 +165,8 @@ UNSUPPORTED = frozenset(
 CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
 COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
 CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
+ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf may expand into (else: as anyOf)
+ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
@@ -316,6 +320,7 @@ def json_schema_to_ir(
         key_separator=key_lexeme,
         item_separator=item_lexeme,
         property_order=property_order,
+        coerce_one_of=x_guidance is not None and bool(x_guidance.coerce_one_of),
     )
     try:
         ir = compiler.run()
@@ -446,6 +451,7 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_NOT_EXACT = object()  # compile_one_of_exactly: no exact translation
 
 
 class _Compiler:
@@ -460,6 +466,7 @@ class _Compiler:
         key_separator: Lexeme,
         item_separator: Lexeme,
         property_order: str = "schema",
+        coerce_one_of: bool = False,
     ) -> None:
         self.root = root
         self.any_order = property_order == "any"
@@ -477,6 +484,10 @@ class _Compiler:
             lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
         )
         self.clause_alternative_count = 0
+        self.clause_alternative_budget = CLAUSE_ALTERNATIVE_COUNT_MAX  # lowered while trying an exact oneOf
+        self.coerce_one_of = coerce_one_of
+        self.one_of_exact_spent = 0  # clause alternatives spent on exact oneOfs (ONE_OF_EXACT_SCHEMA_MAX)
+        self.empty_one_of: str | None = None  # the first exact oneOf that accepts nothing, for the error
         self.compile_depth = 0
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
@@ -557,6 +568,12 @@ class _Compiler:
         start = self.ir.add_nonterminal("start")
         top = self.compile(self.root, "")
         if top is None:
+            if self.empty_one_of is not None:
+                raise GrammarError(
+                    f"the schema accepts no value at all: no value is valid under exactly one option of the oneOf "
+                    f"at {self.empty_one_of or '/'} (with the keywords beside it)",
+                    json_pointer=self.empty_one_of,
+                )
             raise GrammarError("the schema accepts no value at all (it is `false` or unsatisfiable)", json_pointer="")
         self.rule(start, [top])
         while self.pending:
@@ -990,7 +1007,7 @@ class _Compiler:
         if (
             depth + memo.depth_extra > NESTING_DEPTH_MAX
             or self.compile_depth + memo.compile_depth_extra > COMPILE_DEPTH_MAX
-            or self.clause_alternative_count + memo.clause_alternatives > CLAUSE_ALTERNATIVE_COUNT_MAX
+            or self.clause_alternative_count + memo.clause_alternatives > self.clause_alternative_budget
         ):
             return None
         self.clause_alternative_count += memo.clause_alternatives
@@ -1166,6 +1183,9 @@ class _Compiler:
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
+            exact = self.compile_one_of_exactly(d, pointer)
+            if exact is not _NOT_EXACT:
+                return exact  # type: ignore[return-value]
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
@@ -1178,6 +1198,50 @@ class _Compiler:
                 for mask in range(1, 1 << n)
             ]
         return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
+
+    def compile_one_of_exactly(self, d: dict[str, Any], pointer: str) -> Sym | None | object:
+        """`oneOf` whose options may overlap, as the alternatives "option i and not any other"
+        (each negation a clause); `_NOT_EXACT` when a negation has no grammar, the expansion
+        would pass `ONE_OF_EXACT_ALTERNATIVES_MAX` alternatives, or its translation fails (the
+        caller then treats it as `anyOf`, a superset). A failed attempt leaves no warning and no
+        clause budget used; its rules stay in the IR, unreachable."""
+        options = d["oneOf"]
+        at = f"{pointer}/oneOf"
+        if self.coerce_one_of or "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+            return _NOT_EXACT
+        try:
+            counts = [len(negate(option, f"{at}/{j}", self)) for j, option in enumerate(options)]
+        except (Unexpressible, GrammarError):
+            return _NOT_EXACT
+        expansion = sum(math.prod(c for j, c in enumerate(counts) if j != i) for i in range(len(options)))
+        if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or self.one_of_exact_spent + expansion > ONE_OF_EXACT_SCHEMA_MAX:
+            return _NOT_EXACT
+        exclusive = [
+            ({"allOf": [option, *({"not": other} for j, other in enumerate(options) if j != i)]}, f"{at}/{i}")
+            for i, option in enumerate(options)
+        ]
+        rest = {k: v for k, v in d.items() if k != "oneOf"}
+        saved = (len(self.warnings), len(self.warning_log), self.clause_alternative_count, self.clause_alternative_budget)
+        # The nested negations expand too: a budget of a few times the top level's keeps a
+        # recursive option from spending much before it fails. What the attempt spends counts
+        # against ONE_OF_EXACT_SCHEMA_MAX, not the schema's clause budget, so that exactness
+        # never costs a schema its other clauses.
+        self.clause_alternative_budget = min(
+            self.clause_alternative_budget, self.clause_alternative_count + 4 * ONE_OF_EXACT_ALTERNATIVES_MAX
+        )
+        try:
+            result = self.compile_alternatives(rest, exclusive, f"{pointer or '/'}:oneOf")
+        except GrammarError:
+            del self.warnings[saved[0] :]
+            del self.warning_log[saved[1] :]
+            return _NOT_EXACT
+        finally:
+            self.one_of_exact_spent += max(0, self.clause_alternative_count - saved[2])
+            self.clause_alternative_count = saved[2]
+            self.clause_alternative_budget = saved[3]
+        if result is None and self.empty_one_of is None:
+            self.empty_one_of = at
+        return result
 
     def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
         """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
@@ -1219,7 +1283,7 @@ class _Compiler:
             self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
             return self.compile_flat(rest, pointer)
         self.clause_alternative_count += len(alternatives)
-        if self.clause_alternative_count > CLAUSE_ALTERNATIVE_COUNT_MAX:
+        if self.clause_alternative_count > self.clause_alternative_budget:
             raise self.fail(
                 f"not/if/dependencies expand into more than {CLAUSE_ALTERNATIVE_COUNT_MAX} alternatives; "
                 "simplify the schema",

@@ -14,6 +14,7 @@ assertions that each constrain one JSON type, so most negations stay *positive*:
     not {items: S}             → an array that contains `not S`
     not {contains: S}          → an array whose items are all `not S`
     not {anyOf: [A, B]}        → not A and not B (clauses, expanded again)
+    not {oneOf: [A, B]}        → (not A and not B) | (A and B)
     not {not: S}               → S
     not (A and B and ...)      → not A | not B | ...   (a schema is the conjunction of its keywords)
 
@@ -25,9 +26,8 @@ under two of them has two parses); recognition is unaffected.
 
 What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
 naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`,
-`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `oneOf`
-(unless its options are provably disjoint), `contains` with `minContains`/`maxContains`,
-`items` after `prefixItems`.
+`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `contains`
+with `minContains`/`maxContains`, `items` after `prefixItems`.
 """
 
 from __future__ import annotations
@@ -196,9 +196,11 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     each("anyOf", lambda options: [{"allOf": [{"not": o} for o in options]}])
     handled.add("oneOf")
     if "oneOf" in d:
-        if not ctx.one_of_disjoint(d["oneOf"], f"{at}/oneOf"):
-            raise unexpressible("oneOf")
-        alts.append({"allOf": [{"not": o} for o in d["oneOf"]]})
+        # Valid under no option, or under two of them (none when they are disjoint).
+        options = d["oneOf"]
+        alts.append({"allOf": [{"not": o} for o in options]})
+        if not ctx.one_of_disjoint(options, f"{at}/oneOf"):
+            alts.extend({"allOf": [a, b]} for i, a in enumerate(options) for b in options[i + 1 :])
     handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
     if not _trivial(d.get("additionalProperties", True)):
         raise unexpressible("additionalProperties")

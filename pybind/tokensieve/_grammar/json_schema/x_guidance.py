@@ -9,9 +9,9 @@ follows llguidance:
 - `whitespace_flexible` (default true): JSON whitespace `[ \\t\\n\\r]+` may appear between
   lexemes; false: none. `whitespace_pattern` (a regex) replaces it when given.
 - `lenient`: unsupported keywords become warnings (the grammar accepts a superset).
-- `coerce_one_of`: `oneOf` is approximated by `anyOf`. tokensieve always translates `oneOf` as
-  alternatives (exact when they are disjoint, otherwise with a warning), so both values are
-  accepted and change nothing.
+- `coerce_one_of`: `oneOf` is translated as `anyOf` (a superset where options overlap). Without
+  it, tokensieve's `oneOf` is exact where it can be (`docs/json_schema.md`), where llguidance
+  refuses overlapping options.
 - `json_allowed_escapes` and `json_allow_general_unicode_escapes` are accepted with their
   default values only; other values are refused (tokensieve's strings have one escape set).
 
@@ -50,6 +50,7 @@ class XGuidance:
     whitespace_flexible: bool | None = None
     whitespace_pattern: str | None = None
     lenient: bool | None = None
+    coerce_one_of: bool | None = None
 
     def whitespace(self, default: str) -> str:
         """The `whitespace` argument of `json_schema_to_ir`: "flexible", "compact" or a regex."""
@@ -100,4 +101,5 @@ def split_x_guidance(schema: Any) -> tuple[Any, XGuidance | None]:
         whitespace_flexible=options.get("whitespace_flexible"),
         whitespace_pattern=options.get("whitespace_pattern"),
         lenient=options.get("lenient"),
+        coerce_one_of=options.get("coerce_one_of"),
     )
