@@ -164,11 +164,21 @@ FORMAT_CASES = [(case["format"], case["good"], case["bad"]) for case in corpus("
 
 @pytest.mark.parametrize("fmt,good,bad", FORMAT_CASES)
 def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
+    # The examples (from the RFCs) are the oracle, for the regex under Python's engine and for
+    # the grammar under the core's.
+    from tokensieve import Matcher, Tokenizer
+
     compiled = regex.compile(FORMAT_REGEXES[fmt])
     for text in good:
         assert compiled.fullmatch(text), (fmt, text)
     for text in bad:
         assert not compiled.fullmatch(text), (fmt, text)
+    tok = Tokenizer.from_token_bytes([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256])
+    grammar = Grammar.json_schema({"type": "string", "format": fmt})
+    for text in good + bad:
+        matcher = Matcher(tok, grammar)
+        accepted = matcher.consume_tokens(list(json.dumps(text, ensure_ascii=False).encode())) and matcher.is_accepting()
+        assert accepted == (text in good), (fmt, text)
 
 
 def test_date_format_knows_the_calendar() -> None:

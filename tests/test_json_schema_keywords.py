@@ -230,3 +230,31 @@ def test_random_instances_agree_with_jsonschema(name: str) -> None:
         assert accepts(grammar, compact(value)) == validator.is_valid(value), compact(value)
 
     check()
+
+
+# Non-integer bounds are exact, digit by digit: numerals with up to 4 fraction digits against
+# bounds with up to 3, jsonschema (float comparison, exact at these sizes) as the oracle.
+DECIMALS = st.decimals(min_value=-30, max_value=30, places=3, allow_nan=False, allow_infinity=False)
+NUMERALS = st.builds(
+    lambda whole, fraction, negative: ("-" if negative and (whole or fraction.strip("0")) else "") + str(whole) + (f".{fraction}" if fraction else ""),
+    st.integers(0, 31), st.text("0123456789", max_size=4), st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.none(), DECIMALS), st.one_of(st.none(), DECIMALS), st.booleans(), st.booleans(), st.lists(NUMERALS, min_size=20, max_size=20))
+def test_decimal_bounds_agree_with_jsonschema(lo: Any, hi: Any, lo_open: bool, hi_open: bool, numerals: list[str]) -> None:
+    schema: dict[str, Any] = {"type": "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    validator = oracle(schema)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError:
+        assert not any(validator.is_valid(json.loads(n)) for n in numerals)  # an empty interval
+        return
+    assert not json_schema_to_ir(schema).options["warnings"]
+    for numeral in numerals:
+        assert accepts(grammar, numeral) == validator.is_valid(json.loads(numeral)), (schema, numeral)

@@ -55,13 +55,14 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `\\d \\w` are ASCII, `\\s` is ECMA's set.
   Lookaround, backreferences, `\\b`, `\\p{..}` and anchors inside groups are `GrammarError`s
   (lenient: the pattern is dropped with a warning).
-- **Formats** `date-time date time duration email hostname ipv4 ipv6 uuid uri uri-reference`
+- **Formats** `date-time date time duration email hostname ipv4 ipv6 uuid uri uri-reference uri-template`
   are regexes here; other formats accept any string and add a warning.
 - **Integers** with `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (draft-4 boolean
   and draft-6 numeric forms) are exact decimal digit-range regexes (`int_range_regex`).
-  **Numbers** with bounds are exact for integer bounds: the integer part is a digit range and
-  the fraction is free, zero or non-zero as the bound needs; a bounded number is written
-  without an exponent. Non-integer bounds are rounded outward (a superset; warning).
+  **Numbers** with bounds are exact: for integer bounds the integer part is a digit range and
+  the fraction is free, zero or non-zero as the bound needs; non-integer bounds constrain the
+  fraction digit by digit where the integer part meets them (`decimal_range_regex`); a bounded
+  number is written without an exponent.
   Unbounded numbers follow JSON's grammar. `-0` is not accepted.
 - **enum/const** values are emitted structurally (objects and arrays as punctuation and
   literals, so whitespace may appear inside them), scalars as literal text of their compact
@@ -102,7 +103,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 TODO (not yet supported, in rough order of MaskBench frequency):
 - `oneOf` with overlapping options whose negations have no grammar (`additionalProperties`).
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
-- Exact number ranges for non-integer bounds; exponents in bounded numbers; `-0`.
+- Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
 - Remote `$ref`s (other documents); `$dynamicRef` whose target depends on the dynamic scope.
 """
@@ -120,7 +121,8 @@ from .instance import InstanceChecker, Undecidable, json_type
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .refs import resolve_references
 from .numbers import (
-    _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, int_range_regex, multiple_of_regex, number_range_regex,
+    _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
+    number_range_regex,
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_strings_lexeme, _key_regex, pattern_to_json_regex,
@@ -1420,16 +1422,23 @@ class _Compiler:
             name = "number"
             base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
         else:
-            if lo is not None and not float(lo).is_integer():
-                self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
-                lo, lo_open = math.floor(lo), False
-            if hi is not None and not float(hi).is_integer():
-                self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
-                hi, hi_open = math.ceil(hi), False
-            lo_i = None if lo is None else int(lo)
-            hi_i = None if hi is None else int(hi)
-            base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
-            name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+            integral = all(b is None or float(b).is_integer() for b in (lo, hi))
+            decimal = False if integral else decimal_range_regex(lo, lo_open, hi, hi_open)
+            if decimal is not False:  # non-integer bounds, digit by digit (None: an empty interval)
+                base = decimal
+                name = f"number{'(' if lo_open else '['}{lo},{hi}{')' if hi_open else ']'}"
+            else:
+                if not integral:  # a bound with more than DECIMAL_BOUND_DIGITS_MAX fraction digits
+                    if lo is not None and not float(lo).is_integer():
+                        self.warn(f"the lower bound {lo} is rounded down to an integer", pointer)
+                        lo, lo_open = math.floor(lo), False
+                    if hi is not None and not float(hi).is_integer():
+                        self.warn(f"the upper bound {hi} is rounded up to an integer", pointer)
+                        hi, hi_open = math.ceil(hi), False
+                lo_i = None if lo is None else int(lo)
+                hi_i = None if hi is None else int(hi)
+                base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
+                name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
         if base is None:
             return None
         if ands or nots:

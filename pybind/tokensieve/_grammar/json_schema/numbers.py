@@ -164,6 +164,124 @@ def number_range_regex(lo: int | None, lo_open: bool, hi: int | None, hi_open: b
     return _alt(alts) if alts else None
 
 
+DECIMAL_BOUND_DIGITS_MAX = 40  # fraction digits of a non-integer bound made exact (else rounded outward)
+
+
+def _fraction_digits(value: Any) -> tuple[int, list[int]] | None:
+    """(integer part, fraction digits without trailing zeros) of a non-negative number, as
+    written in decimal (floats by their shortest repr); None past `DECIMAL_BOUND_DIGITS_MAX`."""
+    from decimal import Decimal
+
+    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    whole, _, fraction = format(dec, "f").partition(".")
+    fraction = fraction.rstrip("0")
+    if len(fraction) > DECIMAL_BOUND_DIGITS_MAX:
+        return None
+    return int(whole), [int(c) for c in fraction]
+
+
+def _fraction_range(lo: list[int] | None, lo_open: bool, hi: list[int] | None, hi_open: bool) -> tuple[bool, str | None]:
+    """The fractions t (digit strings after the point) with 0.lo <(=) 0.t <(=) 0.hi, bounds as
+    trimmed digit lists (None: no bound on that side; 0.hi is then 1, exclusive).
+
+    Returns (whether no fraction at all, i.e. t = 0, qualifies; a regex for the non-empty t
+    that do, or None). Digit by digit, a side stays *tight* while t has followed its digits.
+    """
+
+    def suffix(i: int, lo_t: bool, hi_t: bool) -> tuple[bool, str | None]:
+        lo_past = lo_t and i >= len(lo)  # type: ignore[arg-type]  # t equals 0.lo so far, lo has ended
+        hi_past = hi_t and i >= len(hi)  # type: ignore[arg-type]
+        if lo_past and hi_past:  # 0.lo = 0.hi = t so far: only zeros, if both are closed
+            return (True, "0+") if not lo_open and not hi_open else (False, None)
+        if hi_past:  # zeros only (none if hi is open), and then lo must have ended too
+            return (False, None) if lo_t or hi_open else (True, "0+")
+        if lo_past and not hi_t:
+            return (False, "[0-9]*[1-9][0-9]*") if lo_open else (True, "[0-9]+")
+        if not lo_t and not hi_t:
+            return True, "[0-9]+"
+        # Ending here: t = its digits so far, then zeros.
+        empty_ok = not lo_t or (lo_past and not lo_open)
+        da = lo[i] if lo_t and not lo_past else 0  # type: ignore[index]
+        db = hi[i] if hi_t else 9  # type: ignore[index]
+        groups: dict[tuple[bool, bool], list[int]] = {}
+        for c in range(da, db + 1):
+            groups.setdefault((lo_t and c == da, hi_t and c == db), []).append(c)
+        alts = []
+        for (nl, nh), digits in groups.items():
+            ok, rest = suffix(i + 1, nl, nh)
+            if rest is None and not ok:
+                continue
+            tail = "" if rest is None else f"(?:{rest})?" if ok else rest
+            alts.append(_digit_set(digits) + tail)
+        return empty_ok, _alt(alts) if alts else None
+
+    return suffix(0, lo is not None, hi is not None)
+
+
+def _digit_set(digits: list[int]) -> str:
+    """A class of the given ascending decimal digits."""
+    if len(digits) == 1:
+        return str(digits[0])
+    if digits == list(range(digits[0], digits[-1] + 1)):
+        return _digit_class(digits[0], digits[-1], 10)
+    return "[" + "".join(map(str, digits)) + "]"
+
+
+def _with_fraction(whole: int, fraction: tuple[bool, str | None]) -> str | None:
+    empty_ok, rest = fraction
+    if rest is None:
+        return str(whole) if empty_ok else None
+    return f"{whole}(?:\\.{rest})?" if empty_ok else f"{whole}\\.{rest}"
+
+
+def _decimal_magnitudes(a: Any, a_open: bool, b: Any, b_open: bool) -> list[str] | None:
+    """Regexes (no sign, no exponent) for the decimals m with a <(=) m <(=) b, a >= 0 and b
+    None or >= 0; None when a bound has too many fraction digits."""
+    fa, fb = _fraction_digits(a), None if b is None else _fraction_digits(b)
+    if fa is None or (b is not None and fb is None):
+        return None
+    (wa, da) = fa
+    pieces: list[str | None] = []
+    if fb is not None and fb[0] == wa:
+        pieces.append(_with_fraction(wa, _fraction_range(da, a_open, fb[1], b_open)))
+        return [p for p in pieces if p]
+    pieces.append(_with_fraction(wa, _fraction_range(da, a_open, None, True)))
+    middle = _nonneg_range(wa + 1, None if fb is None else fb[0] - 1)
+    if middle is not None:
+        pieces.append(middle + _FRACTION_ANY)
+    if fb is not None:
+        pieces.append(_with_fraction(fb[0], _fraction_range(None, False, fb[1], b_open)))
+    return [p for p in pieces if p]
+
+
+def decimal_range_regex(lo: Any, lo_open: bool, hi: Any, hi_open: bool) -> str | None | bool:
+    """`number_range_regex` for any finite bounds (non-integer ones exact, digit by digit).
+
+    Returns the regex, None for an empty interval, or False when a bound has more than
+    `DECIMAL_BOUND_DIGITS_MAX` fraction digits (the caller rounds it).
+    """
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_open or hi_open))):
+        return None
+    alts: list[str] = []
+    if hi is None or hi >= 0:
+        a, a_open = (0, False) if lo is None or lo < 0 else (lo, lo_open)
+        if hi is None or a < hi or (a == hi and not a_open and not hi_open):
+            pos = _decimal_magnitudes(a, a_open, hi, hi_open)
+            if pos is None:
+                return False
+            alts += pos
+    if lo is None or lo < 0:
+        a, a_open = (0, True) if hi is None or hi >= 0 else (-hi, hi_open)
+        b = None if lo is None else -lo
+        if b is None or a < b or (a == b and not a_open and not lo_open):
+            neg = _decimal_magnitudes(a, a_open, b, lo_open)
+            if neg is None:
+                return False
+            if neg:
+                alts.append("-" + _alt(neg))
+    return _alt(alts) if alts else None
+
+
 MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
 MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
 

@@ -484,19 +484,51 @@ _IPV6 = "(?:" + "|".join(
         rf"(?:{_H16}:){{1,5}}:(?:{_H16}:){{0,4}}{_IPV4}",
     ]
 ) + ")"
-_URI_CHAR = r"[A-Za-z0-9\-._~:?#\[\]@!$&'()*+,;=%/]"
+# RFC 3986, section 3 and appendix A; an IPv6 literal host is any bracketed hex digits, colons and
+# dots with a colon (a superset: the exact IPv6 regex made URI masks twice as slow).
+_URI_PCT = r"%[0-9A-Fa-f]{2}"
+_URI_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_URI_PCT})"
+_URI_QUERY = rf"(?:{_URI_PCHAR}|[/?])*"
+_URI_AUTHORITY = (
+    rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_URI_PCT})*@)?"
+    rf"(?:\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]|\[v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+\]|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_URI_PCT})*)"
+    r"(?::[0-9]*)?"
+)
+_URI_ABEMPTY = rf"(?:/{_URI_PCHAR}*)*"
+_URI_TAIL = rf"(?:\?{_URI_QUERY})?(?:#{_URI_QUERY})?"
+_URI = (
+    rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
+    rf"|{_URI_PCHAR}+{_URI_ABEMPTY})?{_URI_TAIL}"
+)
+_URI_RELATIVE = (
+    rf"(?://{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
+    rf"|(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_URI_PCT})+{_URI_ABEMPTY})?{_URI_TAIL}"
+)
+# RFC 5321 mailbox: a dot-atom local part (quoted local parts are not accepted: a subset), a
+# host name or an address literal.
+_EMAIL_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_EMAIL = rf"{_EMAIL_ATOM}(?:\.{_EMAIL_ATOM})*@(?:{_HOSTNAME}|\[(?:{_IPV4}|IPv6:{_IPV6})\])"
+# RFC 6570: literals (printable ASCII but space " ' % < > \\ ^ ` { | }, non-ASCII characters raw,
+# percent escapes) and expressions `{op? varname(:prefix|*)?, ...}`.
+_PCT = r"%[0-9A-Fa-f]{2}"
+_UT_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_UT_VARSPEC = rf"{_UT_VARCHAR}(?:\.?{_UT_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+_URI_TEMPLATE = (
+    rf"(?:[!#$&(-;=?-\[\]_a-z~]|[^\x00-\x7f]|{_PCT}|\{{[+#./;?&=,!@|]?{_UT_VARSPEC}(?:,{_UT_VARSPEC})*\}})*"
+)
 FORMAT_REGEXES: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
     "date-time": rf"{_DATE}[Tt]{_TIME}",
     "duration": _DURATION,
-    "email": rf"[A-Za-z0-9!#$%&'*+=?^_`{{|}}~.-]+@{_HOSTNAME}",
+    "email": _EMAIL,
     "hostname": _HOSTNAME,
     "ipv4": _IPV4,
     "ipv6": _IPV6,
     "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*",
-    "uri-reference": rf"{_URI_CHAR}*",
+    "uri": _URI,
+    "uri-reference": rf"(?:{_URI}|{_URI_RELATIVE})",
+    "uri-template": _URI_TEMPLATE,
 }
 
 
