@@ -279,6 +279,16 @@ def test_errors_name_the_json_pointer(schema: Any, pointer: str) -> None:
     assert info.value.json_pointer == pointer, str(info.value)
 
 
+CONTRADICTIONS = [(case["schema"], case["pointer"], case["names"]) for case in corpus("contradictions.json")]
+
+
+@pytest.mark.parametrize("schema,pointer,names", CONTRADICTIONS)
+def test_contradictions_are_errors_naming_the_conflict(schema: Any, pointer: str, names: str) -> None:
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == pointer and names in str(info.value), str(info.value)
+
+
 def test_lenient_ignores_unsupported_keywords_with_warnings() -> None:
     schema = {
         "type": "object",

@@ -489,7 +489,9 @@ class _Compiler:
         self.clause_alternative_budget = CLAUSE_ALTERNATIVE_COUNT_MAX  # lowered while trying an exact oneOf
         self.coerce_one_of = coerce_one_of
         self.one_of_exact_spent = 0  # clause alternatives spent on exact oneOfs (ONE_OF_EXACT_SCHEMA_MAX)
-        self.empty_one_of: str | None = None  # the first exact oneOf that accepts nothing, for the error
+        # (why, pointer) of each contradiction met inside what compiled to nothing so far; a
+        # part that compiles to something drops those met inside it (`compile_alternatives`).
+        self.empty_reasons: list[tuple[str, str]] = []
         self.compile_depth = 0
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
@@ -517,6 +519,11 @@ class _Compiler:
         text = f"{pointer or '/'}: {message}"
         if text not in self.warnings:
             self.warnings.append(text)
+
+    def contradiction(self, why: str, pointer: str) -> None:
+        """Note that the schema at `pointer` accepts nothing, and why (the error names the first
+        such place if the whole schema ends up accepting nothing); returns None for callers."""
+        self.empty_reasons.append((why, pointer))
 
     def fail(self, message: str, pointer: str) -> GrammarError:
         return GrammarError(f"{message} (at {pointer or '/'})", json_pointer=pointer)
@@ -570,11 +577,10 @@ class _Compiler:
         start = self.ir.add_nonterminal("start")
         top = self.compile(self.root, "")
         if top is None:
-            if self.empty_one_of is not None:
+            if self.empty_reasons:
+                why, where = self.empty_reasons[0]
                 raise GrammarError(
-                    f"the schema accepts no value at all: no value is valid under exactly one option of the oneOf "
-                    f"at {self.empty_one_of or '/'} (with the keywords beside it)",
-                    json_pointer=self.empty_one_of,
+                    f"the schema accepts no value at all: {why} (at {where or '/'})", json_pointer=where
                 )
             raise GrammarError("the schema accepts no value at all (it is `false` or unsatisfiable)", json_pointer="")
         self.rule(start, [top])
@@ -1121,12 +1127,15 @@ class _Compiler:
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
+        reasons = len(self.empty_reasons)
         try:
             d = self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         finally:
             frame = self.leave(frame)
+        if result is not None:
+            del self.empty_reasons[reasons:]  # parts of it that compiled to nothing do not matter
         self.remember(key, pointer, frame, result)
         return result
 
@@ -1224,6 +1233,7 @@ class _Compiler:
         ]
         rest = {k: v for k, v in d.items() if k != "oneOf"}
         saved = (len(self.warnings), len(self.warning_log), self.clause_alternative_count, self.clause_alternative_budget)
+        reasons = len(self.empty_reasons)
         # The nested negations expand too: a budget of a few times the top level's keeps a
         # recursive option from spending much before it fails. What the attempt spends counts
         # against ONE_OF_EXACT_SCHEMA_MAX, not the schema's clause budget, so that exactness
@@ -1241,14 +1251,17 @@ class _Compiler:
             self.one_of_exact_spent += max(0, self.clause_alternative_count - saved[2])
             self.clause_alternative_count = saved[2]
             self.clause_alternative_budget = saved[3]
-        if result is None and self.empty_one_of is None:
-            self.empty_one_of = at
+        # What made single options empty is the construction's doing, not the schema's.
+        del self.empty_reasons[reasons:]
+        if result is None:
+            self.contradiction("no value is valid under exactly one of the oneOf options (with the keywords beside it)", at)
         return result
 
     def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
         """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
+        reasons = len(self.empty_reasons)
         alternatives: list[list[Sym] | None] = []
         for option, where in options:
             if _has_constraints(rest):
@@ -1269,7 +1282,10 @@ class _Compiler:
                 continue
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
-        return self.choice(name, alternatives)
+        result = self.choice(name, alternatives)
+        if result is not None:
+            del self.empty_reasons[reasons:]  # the options that compiled to nothing do not matter
+        return result
 
     def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
@@ -1347,7 +1363,7 @@ class _Compiler:
         min_length = self.int_keyword(d, "minLength", 0, pointer) or 0
         max_length = self.int_keyword(d, "maxLength", None, pointer)
         if max_length is not None and min_length > max_length:
-            return None
+            return self.contradiction(f"minLength {min_length} exceeds maxLength {max_length}", pointer)
         patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
         bodies = []
         for i, pattern in enumerate(patterns):
@@ -1440,7 +1456,8 @@ class _Compiler:
                 base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
                 name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
         if base is None:
-            return None
+            bounds = ", ".join(f"{k} {d[k]}" for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in d)
+            return self.contradiction(f"no {'integer' if t == 'integer' else 'number'} meets the bounds ({bounds})", pointer)
         if ands or nots:
             name += f":{pointer or '/'}"
         return self.lexeme(name, "regex", base, and_patterns=tuple(dict.fromkeys(ands)), not_patterns=tuple(dict.fromkeys(nots)))
@@ -1532,7 +1549,7 @@ class _Compiler:
         low = self.int_keyword(d, "minProperties", 0, pointer) or 0
         high = self.int_keyword(d, "maxProperties", None, pointer)
         if high is not None and low > high:
-            return None
+            return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
         key_parts = self.key_constraint(names, pointer)
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
@@ -1546,19 +1563,37 @@ class _Compiler:
             else:
                 parts = matching or [d.get("additionalProperties", self.additional_default)]
             schema = parts[0] if len(parts) == 1 else {"allOf": parts}
-            sym = self.compile(schema, where) if self.name_allowed(key, names, pointer) else None
+            allowed = self.name_allowed(key, names, pointer)
+            sym = self.compile(schema, where) if allowed else None
             if sym is None:
                 if key in required:
-                    return None
+                    why = "accepts no value" if allowed else "is not allowed by propertyNames"
+                    return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
             members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
+        possible = self.possible_key_count(d, members, regions, names, pointer)
+        if possible is not None and possible < low:
+            return self.contradiction(f"minProperties {low} but only {possible} property names are possible", pointer)
         pair = None
         if regions:
             pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
         return self.object_body(members, pair, low, high, pointer)
+
+    def possible_key_count(
+        self, d: dict[str, Any], members: list[tuple[Sym, Sym, bool]], regions: list[Any], names: Any, pointer: str
+    ) -> int | None:
+        """How many distinct keys an object can have, when that is finite (no other keys, or
+        `propertyNames` listing its names); None otherwise."""
+        if not regions:
+            return len(members)
+        flat = None if _trivial_schema(names) else self.flatten(names, f"{pointer}/propertyNames")
+        if flat is None or "enum" not in flat:
+            return None
+        listed = {k for k in d.get("properties", {})} | set(d.get("required", []))
+        return len(listed | {v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, names, pointer)})
 
     def name_allowed(self, key: str, names: Any, pointer: str) -> bool:
         """Whether a property name satisfies `propertyNames`."""
@@ -1834,7 +1869,7 @@ class _Compiler:
         min_items = self.int_keyword(d, "minItems", 0, pointer) or 0
         max_items = self.int_keyword(d, "maxItems", None, pointer)
         if max_items is not None and min_items > max_items:
-            return None
+            return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
         if d.get("uniqueItems") is True:
             unique = self.unique_array(d, min_items, max_items, pointer)
             if unique is not NotImplemented:
