@@ -79,8 +79,9 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `propertyNames`, `additionalProperties`) are errors. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
-  read left-recursively) and `uniqueItems`: exact when the items range over at most
-  `UNIQUE_DOMAIN_MAX` values (enum, boolean), **otherwise not enforced** (a warning).
+  read left-recursively) and `uniqueItems`: exact when the items range over a finite domain
+  (enum, boolean, null) whose sets of at most `maxItems` values number at most
+  `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
   the digits, minimized and turned into a regex (`multiple_of_regex`); such numbers are written
   without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters are ignored with a
@@ -110,6 +111,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import urllib.parse
@@ -173,7 +175,7 @@ OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with m
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
-UNIQUE_DOMAIN_MAX = 8  # distinct item values for an exact uniqueItems (2^n states)
+UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
@@ -1870,7 +1872,7 @@ class _Compiler:
         max_items = self.int_keyword(d, "maxItems", None, pointer)
         if max_items is not None and min_items > max_items:
             return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
-        if d.get("uniqueItems") is True:
+        if d.get("uniqueItems") is True and (max_items is None or max_items > 1):  # 0 or 1 items: unique
             unique = self.unique_array(d, min_items, max_items, pointer)
             if unique is not NotImplemented:
                 return unique
@@ -1915,9 +1917,10 @@ class _Compiler:
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
     def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
-        """`uniqueItems` over a small finite item domain (enum, boolean, null), exactly: one
-        state per set of values used so far. NotImplemented when the domain is not finite or
-        has more than `UNIQUE_DOMAIN_MAX` values (the caller then warns)."""
+        """`uniqueItems` over a finite item domain (enum, boolean, null), exactly: one state per
+        set of values used so far. NotImplemented when the domain is not finite or the sets of
+        at most `maxItems` values number more than `UNIQUE_STATE_COUNT_MAX` (the caller then
+        warns)."""
         if d.get("prefixItems") or "contains" in d:
             return NotImplemented
         where = f"{pointer}/items"
@@ -1940,16 +1943,15 @@ class _Compiler:
                     domain.append(value)
         except Undecidable:
             return NotImplemented
-        if len(domain) > UNIQUE_DOMAIN_MAX:
-            return NotImplemented
         top = len(domain) if max_items is None else min(max_items, len(domain))
+        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+            return NotImplemented
         syms = [self.value_syms(v, where) for v in domain]
         name = pointer or "/"
         memo: dict[int, int | None] = {}
-        for used in sorted(range(1 << len(domain)), key=lambda u: -bin(u).count("1")):
+        subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
+        for used in subsets:  # larger sets first: a state refers to the states after it
             count = bin(used).count("1")
-            if count > top:
-                continue
             alts: list[list[Sym]] = [[]] if count >= min_items else []
             for i, value in enumerate(syms):
                 after = memo.get(used | 1 << i)
