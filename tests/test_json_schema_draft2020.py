@@ -235,3 +235,41 @@ def test_unevaluated_inside_all_of_beside_siblings_is_a_superset_with_a_warning(
             assert accepts(grammar, value), value
     assert not check.is_valid({"a": 1, "b": 1}) and accepts(grammar, {"a": 1, "b": 1})  # the documented superset
     assert not accepts(grammar, {"a": 1, "d": 1})
+
+
+# The draft 2020-12 meta-schema, referenced by URI: jsonschema's copy of the published
+# meta-schema (format not asserted) is the oracle, on the keyword corpus's schemas (valid) and
+# malformed ones, each written with its keys in the meta-schema's property order (the default
+# property order of the grammar).
+META_INVALID: list[Any] = [
+    {"type": "strnig"}, {"minLength": -1}, {"required": "a"}, {"properties": {"a": 3}}, {"allOf": []}, 3, "x",
+    {"$anchor": "1a"}, {"type": []}, {"multipleOf": 0}, {"items": [{}]}, {"$id": "a#b"}, {"not": {"minItems": 1.5}},
+]
+
+
+def _meta_ordered(value: Any) -> Any:
+    from tokensieve._grammar.json_schema.metaschema import META_SCHEMA_2020_12
+
+    order = list(META_SCHEMA_2020_12["properties"])
+    if isinstance(value, dict):
+        return {k: _meta_ordered(value[k]) for k in sorted(value, key=lambda k: order.index(k) if k in order else len(order))}
+    if isinstance(value, list):
+        return [_meta_ordered(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("uri", ["https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"])
+def test_the_meta_schema_is_shipped(uri: str) -> None:
+    from pathlib import Path
+
+    corpus = Path(__file__).parent / "data" / "json_schema" / "keywords.json"
+    valid = [case["schema"] for case in json.loads(corpus.read_text(encoding="utf-8"))] + [True, False, {}]
+    oracle = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+    for schema in ({"$ref": uri}, {"type": "object", "properties": {"s": {"$ref": uri}}, "required": ["s"]}):
+        assert json_schema_to_ir(schema).options["warnings"] == []
+        grammar = Grammar.json_schema(schema)
+        for value in valid + META_INVALID:
+            value = _meta_ordered(value)
+            instance = value if "properties" not in schema else {"s": value}
+            assert accepts(grammar, instance) == oracle.is_valid(value), (schema, value)
+    assert all(oracle.is_valid(v) for v in valid) and not any(oracle.is_valid(v) for v in META_INVALID)

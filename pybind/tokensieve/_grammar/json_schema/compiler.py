@@ -106,7 +106,8 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
-- Remote `$ref`s (other documents); `$dynamicRef` whose target depends on the dynamic scope.
+- Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); `$dynamicRef`
+  whose target depends on the dynamic scope.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
+from .metaschema import embed_meta_schema
 from .refs import resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
@@ -303,6 +305,7 @@ def json_schema_to_ir(
             key_lexeme = Lexeme(f"/{x_guidance.key_separator}/", "regex", x_guidance.key_separator)
         if x_guidance.item_separator is not None:
             item_lexeme = Lexeme(f"/{x_guidance.item_separator}/", "regex", x_guidance.item_separator)
+    schema = embed_meta_schema(schema)
     if _reject_lone_surrogates(schema):
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
         draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
