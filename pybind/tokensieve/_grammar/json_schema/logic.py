@@ -12,7 +12,8 @@ assertions that each constrain one JSON type, so most negations stay *positive*:
                                  the negation of a schema that pins the value down)
     not {properties: {k: S}}   → an object with k whose value is `not S`
     not {items: S}             → an array that contains `not S`
-    not {contains: S}          → an array whose items are all `not S`
+    not {contains: S}          → an array whose items are all `not S` (with minContains m /
+                                 maxContains M: fewer than m matches, or more than M)
     not {anyOf: [A, B]}        → not A and not B (clauses, expanded again)
     not {oneOf: [A, B]}        → (not A and not B) | (A and B)
     not {not: S}               → S
@@ -26,8 +27,8 @@ under two of them has two parses); recognition is unaffected.
 
 What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
 naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`,
-`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `contains`
-with `minContains`/`maxContains`, `items` after `prefixItems`.
+`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `items` after
+`prefixItems`.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ def _negate_multiple(multiple: Any, at: str) -> list[Any]:
     return [{"type": ["number"], "_not_multiple_of": [multiple]}]
 
 
-_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_COUNT_KEYWORDS = frozenset(
+    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains"}
+)
 _NUMBER_KEYWORDS = frozenset({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"})
 
 
@@ -224,9 +227,16 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         alts.append({"type": ["array"], "contains": {"not": d["items"]}})
     handled |= {"contains", "minContains", "maxContains"}
     if "contains" in d:
-        if "minContains" in d or "maxContains" in d:
-            raise unexpressible("contains")
-        alts.append({"type": ["array"], "items": {"not": d["contains"]}})
+        least = _checked_value("minContains", d.get("minContains", 1), at)
+        most = d.get("maxContains")
+        # Fewer matches than minContains, or more than maxContains.
+        if least == 1 and most is None:
+            alts.append({"type": ["array"], "items": {"not": d["contains"]}})
+        elif least > 0:
+            alts.append({"type": ["array"], "contains": d["contains"], "minContains": 0, "maxContains": int(least) - 1})
+        if most is not None:
+            most = _checked_value("maxContains", most, at)
+            alts.append({"type": ["array"], "contains": d["contains"], "minContains": int(most) + 1})
     handled.add("_clauses")
     for clause in d.get("_clauses", []):
         alts.extend(_negate_clause(clause, ctx))
