@@ -68,6 +68,7 @@ MEMORY_LIMIT_BYTES_DEFAULT: Final = 4 << 30
 """Default cap on linear memory: 4 GiB, the whole wasm32 address space."""
 
 _I32_MIN: Final = -(1 << 31)
+_I32_MAX: Final = (1 << 31) - 1
 _U32_MAX: Final = (1 << 32) - 1
 _U32_MASK: Final = 0xFFFF_FFFF
 _EPOCH_TICK_S: Final = 0.01
@@ -326,20 +327,28 @@ def _load_module(
 
 
 class _EpochTicker:
-    """Daemon thread that advances an engine's epoch every `_EPOCH_TICK_S` seconds."""
+    """Daemon thread that advances an engine's epoch every `_EPOCH_TICK_S` seconds.
+
+    `ticks` counts its increments (it is the engine's epoch, or one behind it for the moment
+    between the two updates): the calls read it to know when their deadline needs refreshing,
+    an attribute read instead of a clock call on every step.
+    """
 
     _tickers: dict[int, _EpochTicker] = {}
     _lock = threading.Lock()
 
     @classmethod
-    def ensure(cls, engine: wasmtime.Engine) -> None:
-        """Start the ticker of `engine` unless it runs already."""
+    def ensure(cls, engine: wasmtime.Engine) -> _EpochTicker:
+        """Start the ticker of `engine` unless it runs already; return it."""
         with cls._lock:
-            if id(engine) not in cls._tickers:
-                cls._tickers[id(engine)] = cls(engine)
+            ticker = cls._tickers.get(id(engine))
+            if ticker is None:
+                ticker = cls._tickers[id(engine)] = cls(engine)
+            return ticker
 
     def __init__(self, engine: wasmtime.Engine) -> None:
         self._engine = engine
+        self.ticks = 0
         thread = threading.Thread(
             target=self._run, name="tokensieve-epoch-ticker", daemon=True
         )
@@ -352,6 +361,7 @@ class _EpochTicker:
                 self._engine.increment_epoch()
             except Exception:  # noqa: BLE001 - the engine was closed at exit
                 return
+            self.ticks += 1
 
 
 # --- the runtime --------------------------------------------------------------------
@@ -372,6 +382,7 @@ class _StoreState:
         "prepare_call",
         "prepare_slow_call",
         "prepare_always",
+        "ticker",
         "refresh_at",
         "poisoned",
         "poison_reason",
@@ -383,6 +394,7 @@ class _StoreState:
         store: wasmtime.Store,
         fuel_per_call: int | None,
         epoch_deadline_ticks: int | None,
+        ticker: _EpochTicker | None = None,
     ) -> None:
         self.store = store
         self.context_address: int = (
@@ -394,28 +406,31 @@ class _StoreState:
         self.prepare_call: Callable[[], None] | None = None
         self.prepare_slow_call: Callable[[], None] | None = None
         # With fuel every call sets it; with a deadline alone `prepare_call` has work only once
-        # `monotonic() >= refresh_at`, which the step path checks inline (no call otherwise).
+        # `ticker.ticks >= refresh_at`, which the step path checks inline (no call otherwise).
         self.prepare_always = fuel_per_call is not None
-        self.refresh_at = 0.0
+        self.ticker = ticker
+        self.refresh_at = 0
+        if epoch_deadline_ticks is not None and ticker is None:
+            raise ValueError("an epoch deadline needs its engine's ticker")
         if fuel_per_call is not None or epoch_deadline_ticks is not None:
             context = self.context_address
 
-            # The deadline is `now + ticks` when set. Setting it costs a C call, so it is
-            # refreshed only once half of it has passed: a call then starts with at least half
+            # The deadline is `epoch + ticks` when set. Setting it costs a C call, so it is
+            # refreshed only once half of it has passed, by the ticker's count (the engine's
+            # epoch or one behind, see `_EpochTicker`): a call then starts with at least half
             # the deadline ahead of it, at most all of it. A slow call's longer deadline is
             # always replaced before the next ordinary call.
             state = self
-            refresh_s = None if epoch_deadline_ticks is None else epoch_deadline_ticks * _EPOCH_TICK_S / 2
-            monotonic = time.monotonic
+            refresh_ticks = None if epoch_deadline_ticks is None else epoch_deadline_ticks // 2
 
             def prepare_call() -> None:
                 if fuel_per_call is not None:
                     _set_fuel(context, fuel_per_call)
                 if epoch_deadline_ticks is not None:
-                    now = monotonic()
+                    now = ticker.ticks
                     if now >= state.refresh_at:
                         _set_epoch_deadline(context, epoch_deadline_ticks)
-                        state.refresh_at = now + refresh_s
+                        state.refresh_at = now + refresh_ticks
 
             slow_ticks = None if epoch_deadline_ticks is None else max(epoch_deadline_ticks, _SLOW_CALL_TICKS)
 
@@ -424,7 +439,7 @@ class _StoreState:
                     _set_fuel(context, fuel_per_call)
                 if slow_ticks is not None:
                     _set_epoch_deadline(context, slow_ticks)
-                    state.refresh_at = 0.0
+                    state.refresh_at = 0
 
             self.prepare_call = prepare_call
             self.prepare_slow_call = prepare_slow_call
@@ -545,14 +560,15 @@ class WasmtimeRuntime:
 
         engine = _engine(options)
         epoch_deadline_ticks = None
+        ticker = None
         if epoch_deadline_s is not None:
             # +1: the current tick may be about to end.
             epoch_deadline_ticks = math.ceil(epoch_deadline_s / _EPOCH_TICK_S) + 1
-            _EpochTicker.ensure(engine)
+            ticker = _EpochTicker.ensure(engine)
         store = wasmtime.Store(engine)
         _stores.add(store)
         store.set_limits(memory_size=memory_limit_bytes)
-        self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks)
+        self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks, ticker)
         _states.add(state)
         if state.prepare_call is not None:
             state.prepare_call()
@@ -1002,21 +1018,23 @@ def _copy_callable(
     """Build `call(src, dest, *args)` for `func_copy` on fixed memory: the step path.
 
     One Python frame: check the store's health, write the arguments, refresh the deadline
-    when due (inline; `prepare_call` only when it has work), one C call, the status, and the
-    copy as a memoryview assignment from `src` (a `source_for` view of linear memory) into
-    `dest` (a C-level memcpy; no ctypes call, no object made). Trusted: the caller holds its
-    lock for the instance and passes in-range ints. Fixed arities for the step path's two
-    exports (3 and 4 arguments); others write their arguments in a loop.
+    when due (inline, by the ticker's count; `prepare_call` only when it has work), one C
+    call, the status, and the copy as a memoryview assignment from `src` (a `source_for` view
+    of linear memory) into `dest` (a C-level memcpy; no ctypes call, no object made).
+    Trusted: the caller holds its lock for the instance and passes in-range ints. Fixed
+    arities for the step path's two exports (3 and 4 arguments); others write their
+    arguments in a loop.
 
     A trap leaves the result slot as it was, holding the first argument: only a result equal
-    to it needs the trap pointer read (a ctypes attribute, 0.04 µs), which is then exact.
+    to it needs the trap pointer read (a ctypes attribute, 0.04 µs), which is then exact (a
+    first argument past 2**31 - 1 reads back wrapped, so it always does).
     """
     parts = _RawCall(state, func, param_count, 1)
     words, trap, (a0, a1, a2, a3, a4) = parts.words, parts.trap, parts.args
     s1, s2, s3 = _RAW_STRIDE_WORDS, 2 * _RAW_STRIDE_WORDS, 3 * _RAW_STRIDE_WORDS
     prepare = state.prepare_call
     always = state.prepare_always
-    monotonic = time.monotonic
+    ticker = state.ticker  # None without a deadline: then `prepare` is None, or `always` holds
     call = _call_unchecked
 
     if param_count == 3:
@@ -1027,11 +1045,11 @@ def _copy_callable(
             words[0] = a
             words[s1] = b
             words[s2] = c
-            if prepare is not None and (always or monotonic() >= state.refresh_at):
+            if prepare is not None and (always or ticker.ticks >= state.refresh_at):
                 prepare()
             error = call(a0, a1, a2, a3, a4)
             result = words[0]
-            if error is not None or (result == a and trap.value is not None):
+            if error is not None or ((result == a or a > _I32_MAX) and trap.value is not None):
                 state.raise_failure(name, error, trap)
             if result >= copy_from_status:
                 dest[:] = src
@@ -1046,11 +1064,11 @@ def _copy_callable(
             words[s1] = b
             words[s2] = c
             words[s3] = d
-            if prepare is not None and (always or monotonic() >= state.refresh_at):
+            if prepare is not None and (always or ticker.ticks >= state.refresh_at):
                 prepare()
             error = call(a0, a1, a2, a3, a4)
             result = words[0]
-            if error is not None or (result == a and trap.value is not None):
+            if error is not None or ((result == a or a > _I32_MAX) and trap.value is not None):
                 state.raise_failure(name, error, trap)
             if result >= copy_from_status:
                 dest[:] = src
