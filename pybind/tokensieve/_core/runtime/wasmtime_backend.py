@@ -1036,6 +1036,7 @@ def _copy_callable(
     always = state.prepare_always
     ticker = state.ticker  # None without a deadline: then `prepare` is None, or `always` holds
     call = _call_unchecked
+    whole = slice(None)  # `dest[:]` would build this slice on every call
 
     if param_count == 3:
 
@@ -1052,7 +1053,7 @@ def _copy_callable(
             if error is not None or ((result == a or a > _I32_MAX) and trap.value is not None):
                 state.raise_failure(name, error, trap)
             if result >= copy_from_status:
-                dest[:] = src
+                dest[whole] = src
             return result
 
     elif param_count == 4:
@@ -1071,7 +1072,7 @@ def _copy_callable(
             if error is not None or ((result == a or a > _I32_MAX) and trap.value is not None):
                 state.raise_failure(name, error, trap)
             if result >= copy_from_status:
-                dest[:] = src
+                dest[whole] = src
             return result
 
     else:
@@ -1080,7 +1081,7 @@ def _copy_callable(
         def call_copy(src: memoryview, dest: memoryview, *args: int) -> int:  # type: ignore[misc]
             result = plain(*args)
             if result >= copy_from_status:
-                dest[:] = src
+                dest[whole] = src
             return result
 
     call_copy.__name__ = f"{name}+copy"
