@@ -335,8 +335,11 @@ class Core:
             return self._call_out("ts_matcher_new", tokenizer, grammar)
 
     def matcher_free(self, handle: int) -> None:
-        self._mask_sources.pop(handle, None)
-        self._locked("ts_matcher_free", handle)
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            self._mask_sources.pop(handle, None)
+            self._call("ts_matcher_free", handle)
 
     def matcher_fork(self, handle: int) -> int:
         with self.lock:
