@@ -846,7 +846,8 @@ class WasmtimeRuntime:
 
     def source_for(self, ptr: int, size: int) -> Any:
         """Prepare `size` bytes of linear memory at `ptr` as the source of `func_copy`'s
-        copies (the binding's mask buffer: allocated once, never freed while it is used).
+        copies (the binding's: a matcher's own mask in the core, which stays put while the
+        matcher lives; the binding drops the view when it frees the matcher).
 
         On 64-bit hosts linear memory never moves (see `_engine`), so this is a byte view of
         the range made once and kept: the one exception to "no view of linear memory
