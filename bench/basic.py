@@ -1,4 +1,5 @@
-"""`tokensieve bench regex`: mask speed on real tokenizers, beside llguidance in the same run.
+"""`tokensieve bench regex`: mask speed on real tokenizers, beside llguidance in the same run,
+and the step path at a cached position (`--step-only` for that alone).
 
 Machines are noisy, so every figure is printed next to llguidance's figure for the same work in
 the same process, and the ratio is what to compare.
@@ -132,7 +133,101 @@ def _first_masks(make: Callable[[], Any], fill: Callable[[Any], None], rounds: i
     return times
 
 
-def run_regex_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> dict[str, Any]:
+def run_step_bench(tok: Any, llg: tuple[Any, Any, Any, Any] | None, *, rounds: int = 15, calls: int = 20_000) -> dict[str, Any]:
+    """The step path at a cached position (issue 13): µs per `fill_bitmask` and per
+    `consume_and_fill_bitmask` from Python, beside llguidance's `fill_next_token_bitmask` and
+    `consume_token` + `fill_next_token_bitmask` on the same grammar, rounds interleaved.
+
+    The grammar is `a*` and the token is "a": consuming it comes back to the same position, so
+    every mask after the first is the matcher's cached one and what is measured is the path
+    from Python into the core and back (the call, the copy into the caller's array, the locks
+    and checks), not mask computation. llguidance has no such cache; its mask for `a*` is one
+    short walk of its token trie.
+    """
+    import numpy as np
+
+    from tokensieve import Grammar, Matcher
+
+    grammar = Grammar.regex("a*")
+    a = tok.encode("a")
+    if len(a) != 1:
+        raise SystemExit(f"this tokenizer has no single token for 'a' ({a}); the cached step needs one")
+    token = a[0]
+    filler, stepper = Matcher(tok, grammar), Matcher(tok, grammar)
+    buf = np.zeros((1, filler.mask_words), dtype=np.int32)
+    filler.fill_bitmask(buf)
+    stepper.consume_and_fill_bitmask(token, buf)
+
+    def ours_fill(n: int) -> None:
+        fill = filler.fill_bitmask
+        for _ in range(n):
+            fill(buf)
+
+    def ours_step(n: int) -> None:
+        step = stepper.consume_and_fill_bitmask
+        for _ in range(n):
+            step(token, buf)
+
+    modes: dict[str, tuple[Callable[[int], None], Callable[[], None]]] = {
+        "fill_bitmask": (ours_fill, lambda: None),
+        "consume_and_fill_bitmask": (ours_step, stepper.reset),
+    }
+    agree = None
+    if llg is not None:
+        llguidance, llg_np, llg_tok, _ = llg
+        llg_grammar = llguidance.LLMatcher.grammar_from_regex("a*")
+        llg_filler, llg_stepper = llguidance.LLMatcher(llg_tok, llg_grammar), llguidance.LLMatcher(llg_tok, llg_grammar)
+        lbuf = llg_np.allocate_token_bitmask(1, llg_tok.vocab_size)
+        llg_np.fill_next_token_bitmask(llg_filler, lbuf, 0)
+        agree = lbuf.shape == buf.shape and bool(np.array_equal(lbuf, buf))
+
+        def llg_fill(n: int) -> None:
+            fill = llg_np.fill_next_token_bitmask
+            for _ in range(n):
+                fill(llg_filler, lbuf, 0)
+
+        def llg_step(n: int) -> None:
+            fill, consume = llg_np.fill_next_token_bitmask, llg_stepper.consume_token
+            for _ in range(n):
+                consume(token)
+                fill(llg_stepper, lbuf, 0)
+
+        modes["llg_fill_next_token_bitmask"] = (llg_fill, lambda: None)
+        modes["llg_consume_token+fill"] = (llg_step, llg_stepper.reset)
+    # Best of `rounds`, modes interleaved so a busy moment hits every mode alike. CPU time is
+    # what the process spent (not inflated by other processes on a busy machine); wall beside.
+    cpu: dict[str, list[float]] = {name: [] for name in modes}
+    wall: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(rounds):
+        for name, (run, between) in modes.items():
+            between()
+            c0, w0 = time.process_time(), time.perf_counter()
+            run(calls)
+            cpu[name].append((time.process_time() - c0) / calls * 1e6)
+            wall[name].append((time.perf_counter() - w0) / calls * 1e6)
+    results: dict[str, Any] = {name: {"cpu_us": min(cpu[name]), "wall_us": min(wall[name])} for name in modes}
+    results["masks_agree_with_llguidance"] = agree
+    results["calls"], results["rounds"] = calls, rounds
+    return results
+
+
+def _print_step(r: dict[str, Any]) -> None:
+    print(f"step path at a cached position (regex a*, token 'a'; best of {r['rounds']} rounds of {r['calls']} calls; "
+          "CPU µs, wall µs in brackets):")
+    line = "  tokensieve:"
+    for name in ("fill_bitmask", "consume_and_fill_bitmask"):
+        line += f" {name} {r[name]['cpu_us']:.2f} ({r[name]['wall_us']:.2f});"
+    print(line.rstrip(";"))
+    if "llg_fill_next_token_bitmask" in r:
+        f, c = r["llg_fill_next_token_bitmask"], r["llg_consume_token+fill"]
+        print(f"  llguidance: fill_next_token_bitmask {f['cpu_us']:.2f} ({f['wall_us']:.2f}); "
+              f"consume_token + fill {c['cpu_us']:.2f} ({c['wall_us']:.2f}); masks "
+              f"{'agree' if r['masks_agree_with_llguidance'] else 'DIFFER'}")
+        print(f"  ours / llguidance: fill {r['fill_bitmask']['cpu_us'] / f['cpu_us']:.2f}, "
+              f"consume and fill {r['consume_and_fill_bitmask']['cpu_us'] / c['cpu_us']:.2f}")
+
+
+def run_regex_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool, step_only: bool = False) -> dict[str, Any]:
     """Measure; returns the figures (also printed as a table)."""
     import numpy as np
 
@@ -162,7 +257,11 @@ def run_regex_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -
     results: dict[str, Any] = {
         "tokenizer": str(tokenizer_path), "vocab_size": tok.vocab_size, "trie_nodes": nodes,
         "tokenizer_load_s": load_s, "trie_build_s": trie_s, "wasm_call_us": call_us, "cases": {},
+        "step": run_step_bench(tok, llg),
     }
+    if step_only:
+        _print(results)
+        return results
     words = (tok.vocab_size + 31) // 32
     buf = np.zeros((1, words), dtype=np.int32)
     for name, pattern, sample in REGEX_CASES:
@@ -198,6 +297,9 @@ def _print(r: dict[str, Any]) -> None:
     print(f"tokenizer: {r['tokenizer']} ({r['vocab_size']} ids, {r['trie_nodes']} trie nodes)")
     print(f"load tokenizer.json: {r['tokenizer_load_s'] * 1e3:.0f} ms; build trie in the core: "
           f"{r['trie_build_s'] * 1e3:.0f} ms; one WASM call from Python: {r['wasm_call_us']:.2f} µs")
+    _print_step(r["step"])
+    if not r["cases"]:
+        return
     has_llg = any("llg_steps" in c for c in r["cases"].values())
     head = f"{'case':<12} {'tok':>4} | {'ours p50':>9} {'p99':>8} {'first':>8}"
     if has_llg:
@@ -294,11 +396,15 @@ def add_regex_bench(sub: Any) -> None:
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json(.gz); default ../shared/tokenizers/llama3")
     p.add_argument("--rounds", type=int, default=5, help="replays of each sample")
     p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")
+    p.add_argument("--step-only", action="store_true",
+                   help="only the step path at a cached position (fill_bitmask, consume_and_fill_bitmask)")
     p.add_argument("--json", type=Path, help="also write the figures here")
 
     def run(args: argparse.Namespace) -> int:
         path = args.tokenizer or _default_tokenizer()
-        results = run_regex_bench(path, rounds=args.rounds, vs_llguidance=args.vs == "llguidance")
+        results = run_regex_bench(
+            path, rounds=args.rounds, vs_llguidance=args.vs == "llguidance", step_only=args.step_only
+        )
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -183,6 +184,53 @@ def test_freed_handles_are_refused_not_trapped(wasm_variant):
     with pytest.raises(TokensieveError, match="invalid or freed"):
         core.matcher_free(12345)
     m._finalizer.detach()  # keep the finalizer from freeing twice; it would only get a status
+
+
+def test_the_step_path_copies_each_matchers_own_mask(wasm_variant):
+    """The step path copies a mask from the matcher's own buffer in the core (out_ptr 0,
+    `ts_matcher_mask_ptr`) into the caller's row. Two matchers of one instance, filled in turn
+    into rows of one array and into a row they do not own, must each get their own mask (the
+    regex oracle: tokens made only of digits, or only of lowercase letters); a refused token
+    leaves the row as it was; a freed matcher's buffer is forgotten."""
+    from tokensieve._core import CoreOptions, CorePool
+
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=1))
+    digits, letters = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool), Matcher(tok, Grammar.regex("[a-z]+"), pool=pool)
+    assert digits._core is letters._core
+    core = digits._core
+
+    def oracle(accept: Callable[[int], bool], eos: bool) -> set[int]:
+        ids = {t for t in range(tok.n_tokens) if not tok.is_special(t) and tok.token_bytes(t) and all(map(accept, tok.token_bytes(t)))}
+        return ids | set(tok.eos_token_ids) if eos else ids
+
+    def row_ids(row: np.ndarray) -> set[int]:
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: tok.vocab_size]
+        return set(np.flatnonzero(bits).tolist())
+
+    is_digit, is_lower = (lambda b: 48 <= b <= 57), (lambda b: 97 <= b <= 122)
+    masks = np.zeros((2, digits.mask_words), dtype=np.int32)
+    for _ in range(3):
+        digits.fill_bitmask(masks, 0)
+        letters.fill_bitmask(masks, 1)
+        assert row_ids(masks[0]) == oracle(is_digit, eos=False)
+        assert row_ids(masks[1]) == oracle(is_lower, eos=False)
+    letters.fill_bitmask(masks, 0)  # another matcher into the same row
+    assert row_ids(masks[0]) == oracle(is_lower, eos=False)
+    assert digits.consume_and_fill_bitmask(tok.encode("7")[0], masks, 1)
+    assert row_ids(masks[1]) == oracle(is_digit, eos=True)
+    before = masks.copy()
+    assert not digits.consume_and_fill_bitmask(tok.encode("x")[0], masks, 1)
+    assert np.array_equal(masks, before)
+    handle = letters._handle
+    assert handle in core._mask_sources
+    del letters
+    import gc
+
+    gc.collect()
+    core.live_kib()  # drains the queued frees
+    assert handle not in core._mask_sources
+    assert row_ids(digits.compute_bitmask()) == oracle(is_digit, eos=True)
 
 
 @pytest.mark.parametrize("corrupt", ["rule_length", "pattern_length", "truncated"])

@@ -210,3 +210,40 @@ def test_fill_bitmask_follows_the_buffer_and_row_it_is_given(tokenizer, wasm_var
     assert np.array_equal(second[1], m.compute_bitmask()) and not np.array_equal(second[1], want)
     with pytest.raises(ValueError, match="int32"):
         m.fill_bitmask(np.zeros((1, words), dtype=np.int64))
+
+
+def test_fill_bitmask_moves_between_rows_of_one_array(tokenizer, wasm_variant):
+    # Another row of the last array is a bounds check and a slice of its whole view; rows
+    # outside it, negative rows, bools and the rows of an array that is not contiguous as a
+    # whole still go through every check.
+    m = Matcher(tokenizer, Grammar.regex("[0-9]{1,3}"))
+    words = (tokenizer.vocab_size + 31) // 32
+    want = m.compute_bitmask()
+    batch = np.full((4, words), -1, dtype=np.int32)
+    for row in (2, 0, 3, 2):
+        m.fill_bitmask(batch, row)
+    assert all(np.array_equal(batch[row], want) for row in (0, 2, 3)) and (batch[1] == -1).all()
+    for bad in (4, -1, True):
+        with pytest.raises(ValueError, match="row"):
+            m.fill_bitmask(batch, bad)
+    with pytest.raises(ValueError, match="row"):
+        m.consume_and_fill_bitmask(tokenizer.encode("7")[0], batch, 9)
+    assert m.consume_and_fill_bitmask(tokenizer.encode("7")[0], batch, np.int64(1))
+    after = m.compute_bitmask()
+    assert np.array_equal(batch[1], after) and not np.array_equal(after, want)
+    strided = np.full((6, words), -1, dtype=np.int32)
+    every_other = strided[::2]  # rows contiguous, the whole not
+    for row in (1, 2, 0):
+        m.fill_bitmask(every_other, row)
+    assert all(np.array_equal(strided[i], after) for i in (0, 2, 4))
+    assert all((strided[i] == -1).all() for i in (1, 3, 5))
+    single = np.zeros(words, dtype=np.int32)
+    m.fill_bitmask(single)
+    with pytest.raises(ValueError, match="only row 0"):
+        m.fill_bitmask(single, 1)
+    torch = pytest.importorskip("torch")
+    tensor = torch.full((3, words), -1, dtype=torch.int32)
+    for row in (2, 0, 2):
+        m.fill_bitmask(tensor, row)
+    assert np.array_equal(tensor[0].numpy(), after) and np.array_equal(tensor[2].numpy(), after)
+    assert (tensor[1] == -1).all()

@@ -330,6 +330,42 @@ def test_wasmtime_epoch_deadline(probe_wasm: bytes, cache_dir: Path) -> None:
     assert limited.poisoned
 
 
+def test_wasmtime_deadline_is_per_call_across_many_calls(probe_wasm: bytes, cache_dir: Path) -> None:
+    """Calls that together run for several deadlines never hit it: it is refreshed (by the
+    epoch ticker's count, once half has passed) through the plain callables and the step
+    path's `func_copy` alike, which copies only when the result allows it."""
+    limited = load_runtime(wasm_bytes=probe_wasm, epoch_deadline_s=0.1)
+    spin = limited.func("probe_spin")
+    ptr = limited.func("probe_alloc")(64) & U32_MASK
+    source = limited.source_for(ptr, 64)
+    fill = limited.func_copy("probe_fill", copy_from_status=64)  # returns its length
+    never = limited.func_copy("probe_fill", copy_from_status=65)
+    dest = memoryview(bytearray(64))
+    end, calls = time.perf_counter() + 0.5, 0
+    while time.perf_counter() < end:
+        assert spin(1000) == 1000 * 999 // 2
+        assert fill(source, dest, ptr, 64, calls % 251) == 64
+        assert dest == bytes([calls % 251]) * 64
+        assert never(source, dest, ptr, 64, 255) == 64
+        assert dest == bytes([calls % 251]) * 64  # not copied
+        calls += 1
+    assert calls > 100 and not limited.poisoned
+
+
+def test_wasmtime_func_copy_trap_poisons(probe_wasm: bytes, cache_dir: Path) -> None:
+    """A trap inside the step path's call raises and copies nothing, whatever its first
+    argument (the check reads the trap pointer when the result slot kept that argument)."""
+    for address in (U32_MASK - 15, 1 << 31, 64 << 20):  # past the end of memory: a trap
+        loaded = load_runtime(wasm_bytes=probe_wasm)
+        ptr = loaded.func("probe_alloc")(64) & U32_MASK
+        fill = loaded.func_copy("probe_fill", copy_from_status=0)
+        dest = memoryview(bytearray(64))
+        with pytest.raises(CoreTrap, match="out of bounds"):
+            fill(loaded.source_for(ptr, 64), dest, address, 64, 7)
+        assert dest == bytes(64)
+        assert loaded.poisoned
+
+
 def test_wasmtime_rejects_bad_options(probe_wasm: bytes, cache_dir: Path) -> None:
     with pytest.raises(ValueError, match="memory_limit_bytes"):
         load_runtime(wasm_bytes=probe_wasm, memory_limit_bytes=0)

@@ -420,7 +420,9 @@ fn checkTokens(m: *const Matcher, ids: []const TokenId) i32 {
 }
 
 /// Writes the mask (`out_words` u32 words, bit t%32 of word t/32 = token t allowed).
-/// `out_words` must be ceil(vocab_size / 32).
+/// `out_words` must be ceil(vocab_size / 32). With `out_ptr` 0 the mask is only computed,
+/// into the matcher's own buffer (`ts_matcher_mask_ptr`): a host that copies it from there
+/// into its own array copies it once, not twice.
 export fn ts_matcher_fill_bitmask(handle: i32, out_ptr: u32, out_words: u32) i32 {
     const m = switch (getLive(handle)) {
         .matcher => |m| m,
@@ -428,9 +430,26 @@ export fn ts_matcher_fill_bitmask(handle: i32, out_ptr: u32, out_words: u32) i32
     };
     const words_expected = (m.tokenizer.vocabSize() + 31) / 32;
     if (out_words != words_expected) return fail(.invalid_argument, -1, "mask buffer has {d} words; this vocabulary needs {d}", .{ out_words, words_expected });
-    const out = slice(u32, out_ptr, out_words) orelse return fail(.invalid_argument, -1, "mask pointer must be non-null and 4-byte aligned", .{});
+    if (out_ptr == 0) {
+        m.computeMask() catch return failMatcher(m);
+        return ok();
+    }
+    const out = slice(u32, out_ptr, out_words) orelse return fail(.invalid_argument, -1, "mask pointer must be 4-byte aligned", .{});
     m.computeMask() catch return failMatcher(m);
     @memcpy(out, m.mask[0..out_words]);
+    return ok();
+}
+
+/// Stores at `out_ptr` (a u32) the address of the matcher's own mask buffer, where
+/// `ts_matcher_fill_bitmask` and `ts_matcher_consume_and_fill` with `out_ptr` 0 leave the
+/// mask: its first ceil(vocab_size / 32) words, valid until the next call on this matcher.
+/// The address does not change while the matcher lives (the buffer is sized at creation).
+export fn ts_matcher_mask_ptr(handle: i32, out_ptr: u32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    std.debug.assert(m.mask.len >= (m.tokenizer.vocabSize() + 31) / 32);
+    if (!writeOut(out_ptr, @bitCast(@as(u32, @intCast(@intFromPtr(m.mask.ptr)))))) {
+        return fail(.invalid_argument, -1, "out pointer must be non-null and 4-byte aligned", .{});
+    }
     return ok();
 }
 
@@ -490,6 +509,7 @@ fn consumeMany(handle: i32, ids_ptr: u32, count: u32, mode: Matcher.ConsumeMode)
 
 /// Consumes `token`, then writes the next mask: the one call of a decoding step.
 /// Returns 1 (accepted, mask written), 0 (refused, state and buffer unchanged) or an error.
+/// With `out_ptr` 0 the mask stays in the matcher's own buffer (`ts_matcher_mask_ptr`).
 export fn ts_matcher_consume_and_fill(handle: i32, token: u32, out_ptr: u32, out_words: u32) i32 {
     const accepted = ts_matcher_consume_token(handle, token);
     if (accepted != 1) return accepted;

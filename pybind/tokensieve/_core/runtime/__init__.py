@@ -17,7 +17,8 @@ Rules every backend keeps:
   -2**31 .. 2**32-1 (pointers are u32 in the module); results come back as signed
   Python ints (mask with `& 0xFFFF_FFFF` to read a pointer).
 - No view of linear memory outlives the call that made it: memory growth moves
-  or detaches the buffer, so every access takes a fresh view.
+  or detaches the buffer, so every access takes a fresh view. The one exception is
+  wasmtime's `source_for` on 64-bit hosts, where memory never moves.
 - A trap raises `CoreTrap` and poisons the runtime: later calls raise `CoreTrap`
   without entering the module. A trap never takes the process down.
 """
@@ -132,11 +133,17 @@ class Runtime(Protocol):
         `dests`, row i into `dests[i]` (a batch's masks)."""
         ...
 
+    def source_for(self, ptr: int, size: int) -> object:
+        """Prepare `size` bytes at `ptr` (a buffer the caller keeps allocated as long as it
+        uses the result) as the source of `func_copy`'s copies."""
+        ...
+
     def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
         """Return `call(src, dest, *args)`: call the export `name` with `args`, and when its
-        result is at least `copy_from_status` copy `dest`'s size in bytes at `src` into the
-        `dest_for` target `dest`; returns the result. The caller serializes calls on this
-        runtime. The step path: under Pyodide it is one crossing into JS, not five.
+        result is at least `copy_from_status` copy the `source_for` range `src` into `dest`,
+        a writable flat byte memoryview of the same size; returns the result. The caller
+        serializes calls on this runtime and passes in-range ints. The step path: under
+        wasmtime one C call and one memcpy, under Pyodide one crossing into JS, not five.
         """
         ...
 

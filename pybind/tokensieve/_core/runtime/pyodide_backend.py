@@ -247,10 +247,16 @@ class PyodideRuntime:
         self._callables[name] = call_export
         return call_export
 
+    def source_for(self, ptr: int, size: int) -> int:
+        """Prepare `size` bytes at `ptr` as the source of `func_copy` (here, `ptr` itself:
+        memory growth detaches every view, so each copy takes a fresh one)."""
+        return ptr
+
     def func_copy(self, name: str, *, copy_from_status: int = 0) -> Callable[..., int]:
         """Return `call(src, dest, *args)`: call the export `name` with `args` and, when its
-        result is at least `copy_from_status`, copy `dest`'s size in bytes at `src` into
-        `dest` (a `dest_for` target). One crossing into JS per call: the step path.
+        result is at least `copy_from_status`, copy `dest`'s size in bytes at `src` (a
+        `source_for` pointer) into `dest` (a writable flat byte memoryview). One crossing
+        into JS per call: the step path.
 
         Raises:
             TokensieveError: no such function export.
