@@ -172,6 +172,7 @@ CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequir
 COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
 CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
 ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf may expand into (else: as anyOf)
+ONE_OF_NEGATED_PATTERNS_MAX = 3  # patterns/formats an exact oneOf option may exclude (else: as anyOf)
 ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
@@ -1226,11 +1227,17 @@ class _Compiler:
         if self.coerce_one_of or "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
             return _NOT_EXACT
         try:
-            counts = [len(negate(option, f"{at}/{j}", self)) for j, option in enumerate(options)]
+            negations = [negate(option, f"{at}/{j}", self) for j, option in enumerate(options)]
         except (Unexpressible, GrammarError):
             return _NOT_EXACT
+        counts = [len(n) for n in negations]
         expansion = sum(math.prod(c for j, c in enumerate(counts) if j != i) for i in range(len(options)))
         if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or self.one_of_exact_spent + expansion > ONE_OF_EXACT_SCHEMA_MAX:
+            return _NOT_EXACT
+        # A string excluding many patterns is one lexeme whose lazy DFA is the product of their
+        # automata: seven search patterns cost a first mask 66 ms (MaskBench o12278).
+        bodies = [sum(len(a.get("_not_bodies", ())) for a in n if isinstance(a, dict)) for n in negations]
+        if any(sum(b for j, b in enumerate(bodies) if j != i) > ONE_OF_NEGATED_PATTERNS_MAX for i in range(len(options))):
             return _NOT_EXACT
         exclusive = [
             ({"allOf": [option, *({"not": other} for j, other in enumerate(options) if j != i)]}, f"{at}/{i}")
