@@ -193,7 +193,58 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may.
 
     Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
-    starting with `#`, a dynamic reference): the same walk finds out, at no extra pass."""
+    starting with `#`, a dynamic reference): the same walk finds out, at no extra pass.
+
+    The walk builds no pointers: it gathers the strings and encodes them at once, and only
+    when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
+    strings: list[str] = []
+    stack: list[Any] = [schema]
+    steps = 0
+    rewrite = False
+    root = True
+    while stack:
+        value = stack.pop()
+        steps += 1
+        if steps > 1_000_000:
+            return True  # the translation has its own size limits
+        kind = type(value)
+        if kind is str:
+            strings.append(value)
+        elif kind is dict:
+            steps += len(value)  # the keys, which the walk with pointers visits as nodes
+            if not rewrite and not root:
+                ref, ident = value.get("$ref"), value.get("$id")
+                rewrite = (
+                    (isinstance(ref, str) and not ref.startswith("#"))
+                    or (isinstance(ident, str) and not ident.startswith("#"))
+                    or "$dynamicRef" in value
+                    or "$recursiveRef" in value
+                    or (isinstance(value.get("id"), str) and not value["id"].startswith("#"))
+                )
+            for key, item in value.items():
+                if type(key) is str:
+                    strings.append(key)
+                else:
+                    stack.append(key)
+                if key not in _ANNOTATIONS:
+                    stack.append(item)
+        elif kind is list:
+            stack.extend(value)
+        elif isinstance(value, (str, dict, list)):  # subclasses: the walk with pointers
+            return _lone_surrogate_walk(schema)
+        root = False
+    try:
+        "".join(strings).encode("utf-8")
+    except UnicodeEncodeError:
+        _lone_surrogate_walk(schema)  # raises with the pointer
+    if isinstance(schema, dict) and not rewrite:
+        ref = schema.get("$ref")
+        rewrite = (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in schema or "$recursiveRef" in schema
+    return rewrite
+
+
+def _lone_surrogate_walk(schema: Any) -> bool:
+    """`_reject_lone_surrogates` with a JSON pointer for every node (the slow path)."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     steps = 0
     rewrite = False
@@ -917,13 +968,15 @@ class _Compiler:
     # ---- memoisation -------------------------------------------------------------------------
 
     def release(self) -> None:
-        """Drop the memo tables now. The compiler is in a reference cycle (its checker's
-        resolver refers back to it), so without this they would wait for the cyclic garbage
-        collector, and the objects they keep alive would make its full collections slower."""
+        """Drop the memo tables now and break the compiler's reference cycle (its checker's
+        resolver refers back to it): otherwise the compiler, its tables and its IR would wait
+        for the cyclic garbage collector, and make its full collections slower (MaskBench
+        compile times had 50-100 ms collections in their tail)."""
         self.content_ids.clear()
         self.content_keys.clear()
         self.results.clear()
         self.warning_log.clear()
+        self.checker = None  # type: ignore[assignment]
 
     def content_id(self, value: Any) -> Any:
         """A hashable id that two JSON values share exactly when they are equal as JSON texts
