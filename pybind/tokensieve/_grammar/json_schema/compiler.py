@@ -121,7 +121,8 @@ from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, int_range_regex, multiple_of_regex, number_range_regex,
 )
 from .strings import (
-    FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_strings_lexeme, _key_regex, pattern_to_json_regex,
+    FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
+    pattern_to_json_regex,
     string_regex,
 )
 from .x_guidance import split_x_guidance
@@ -178,6 +179,15 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+# The lexeme (name, kind, value) of a schema that is one scalar type and nothing else
+# (`compile` takes it directly; "string" is `_Compiler.string`).
+_PLAIN_TYPES = {
+    "string": None,
+    "integer": ("integer", "regex", INTEGER_REGEX),
+    "number": ("number", "regex", NUMBER_REGEX),
+    "boolean": ("boolean", "regex", "true|false"),
+    "null": ("null", "literal", "null"),
+}
 
 
 # =============================================================================================
@@ -626,7 +636,8 @@ class _Compiler:
         productive = productive_nonterminals(self.ir)
         if not productive[start]:
             raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
-        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or productive[s.index] for s in r.rhs)]
+        if not all(productive):
+            self.ir.rules = [r for r in self.ir.rules if all(t or productive[i] for t, i in r.rhs)]
 
     # ---- references --------------------------------------------------------------------------
 
@@ -1141,6 +1152,20 @@ class _Compiler:
         self.check_depth(pointer)
         if schema is True:
             return Sym.n(self.any())
+        if type(schema) is dict:
+            # The commonest schema, `{"type": "string"}` with annotations at most, directly: the
+            # lexeme the general path (flatten, compile_flat, compile_type) gives, without its
+            # ~30 calls. What that path records for the limits is recorded here too.
+            kind = schema.get("type")
+            if (
+                type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
+                and all(k == "type" or k in ANNOTATIONS for k in schema)
+            ):
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                if kind == "string":
+                    return self.string()
+                return self.lexeme(*_PLAIN_TYPES[kind])
         if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
             {k: v for k, v in schema.items() if k != "$ref"}
         ):
@@ -1356,7 +1381,7 @@ class _Compiler:
         except GrammarError as err:
             raise self.fail(str(err), f"{pointer}/minLength") from None
         # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
-        nots = [_key_regex(_json_string_lexeme(v)) for v in d.get("_not_enum", []) if isinstance(v, str)]
+        nots = [_json_string_regex(v) for v in d.get("_not_enum", []) if isinstance(v, str)]
         nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
         if not bodies and not nots:
             if min_length == 0 and max_length is None:
@@ -1563,7 +1588,7 @@ class _Compiler:
             values = [v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, flat, pointer)]
             if not values:
                 return None
-            return (_alt([_key_regex(_json_string_lexeme(v)) for v in values]),), ()
+            return (_alt([_json_string_regex(v) for v in values]),), ()
         sym = self.compile_flat(flat, where)
         if sym is None:
             return None
@@ -1582,7 +1607,7 @@ class _Compiler:
         and one for `additionalProperties` (keys matching no pattern). Listed names are
         excluded from every region."""
         key_ands, key_nots = key_parts
-        name_nots = [_key_regex(_json_string_lexeme(k)) for k in taken]
+        name_nots = [_json_string_regex(k) for k in taken]
         found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
         for pattern, schema in d.get("patternProperties", {}).items():
             where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"

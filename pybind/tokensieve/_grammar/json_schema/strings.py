@@ -96,6 +96,12 @@ def _json_string_lexeme(text: str) -> Lexeme:
     return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
 
 
+@functools.lru_cache(maxsize=16384)
+def _json_string_regex(text: str) -> str:
+    """The regex of `_json_string_lexeme(text)` (for not-patterns: names already taken)."""
+    return _key_regex(_json_string_lexeme(text))
+
+
 def _json_strings_lexeme(texts: Sequence[str]) -> Lexeme:
     """One lexeme for several JSON string values: each spelled as `_json_string_lexeme` would."""
     bodies = [
