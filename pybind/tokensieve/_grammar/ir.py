@@ -94,6 +94,11 @@ class Lexeme:
     ignore_case: bool = False
     max_tokens: int = 0
 
+    def __hash__(self) -> int:
+        # Three fields, not all ten: front-ends hash lexemes for every symbol they add
+        # (`add_lexeme`), and equal lexemes still hash equal.
+        return hash((self.name, self.kind, self.value))
+
 
 class Rule(NamedTuple):
     """`lhs → rhs`; an empty `rhs` is an ε-rule. (A named tuple, not a dataclass: a large
