@@ -78,19 +78,22 @@ def merge_ir(
     punctuation.update(sub.options.get("separator_lexemes", ()))  # type: ignore[arg-type]
     opening = {i for i in punctuation if sub.lexemes[i].kind == "literal" and sub.lexemes[i].value in _JSON_OPEN}
 
-    def translate(s: Sym, before: Sym | None) -> Sym:
-        if not s.terminal:
-            return Sym.n(nt_base + s.index)
-        if s.index not in punctuation:
-            return Sym.t(lexeme_of[s.index])
-        if before is not None and before.terminal and before.index in opening:
-            # `{}` / `[]`: one gap, already padded after the opening bracket (a bounded
-            # whitespace pattern must not fit twice)
-            return Sym.t(lexeme_of[s.index])
-        return pad(s.index)
+    terminals = [Sym.t(index) for index in lexeme_of]
 
     def rhs_of(rhs: Sequence[Sym]) -> list[Sym]:
-        return [translate(s, rhs[i - 1] if i else None) for i, s in enumerate(rhs)]
+        out: list[Sym] = []
+        after_opening = False
+        for terminal, index in rhs:
+            if not terminal:
+                out.append(Sym.n(nt_base + index))
+            elif index not in punctuation or after_opening:
+                # after an opening bracket (`{}` / `[]`): one gap, already padded after the
+                # bracket (a bounded whitespace pattern must not fit twice)
+                out.append(terminals[index])
+            else:
+                out.append(pad(index))
+            after_opening = terminal and index in opening
+        return out
 
     nonempty = _NonEmpty(ir, sub, prefix, rhs_of)
     for rule in sub.rules:
