@@ -107,6 +107,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.parse
@@ -347,8 +348,8 @@ def json_schema_to_ir(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
     schema, x_guidance = split_x_guidance(schema)
-    key_lexeme = Lexeme(repr(key_separator), "literal", key_separator)
-    item_lexeme = Lexeme(repr(item_separator), "literal", item_separator)
+    key_lexeme = _plain_lexeme(repr(key_separator), "literal", key_separator)
+    item_lexeme = _plain_lexeme(repr(item_separator), "literal", item_separator)
     if x_guidance is not None:  # llguidance's options in the schema; its separators are regexes
         whitespace = x_guidance.whitespace(whitespace)
         lenient = lenient if x_guidance.lenient is None else x_guidance.lenient
@@ -495,6 +496,13 @@ _MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxPropertie
 # =============================================================================================
 
 
+@functools.lru_cache(maxsize=1024)
+def _plain_lexeme(name: str, kind: str, value: str) -> Lexeme:
+    """A lexeme without extras, shared: most are the same few (punctuation, string, number,
+    boolean, null) in schema after schema, and a new frozen dataclass costs a few µs."""
+    return Lexeme(name, kind, value)  # type: ignore[arg-type]
+
+
 class _Memo(NamedTuple):
     """One memoised translation and what it needs from its context (`_Compiler.memoised`)."""
 
@@ -553,10 +561,10 @@ class _Compiler:
         self.colon = Sym.t(self.ir.add_lexeme(key_separator))
         self.comma = Sym.t(self.ir.add_lexeme(item_separator))
         self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
-        self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
-        self.rbrace = Sym.t(self.ir.add_lexeme(Lexeme("'}'", "literal", "}")))
-        self.lbracket = Sym.t(self.ir.add_lexeme(Lexeme("'['", "literal", "[")))
-        self.rbracket = Sym.t(self.ir.add_lexeme(Lexeme("']'", "literal", "]")))
+        self.lbrace = self.lexeme("'{'", "literal", "{")
+        self.rbrace = self.lexeme("'}'", "literal", "}")
+        self.lbracket = self.lexeme("'['", "literal", "[")
+        self.rbracket = self.lexeme("']'", "literal", "]")
 
     # ---- output helpers ----------------------------------------------------------------------
 
@@ -586,7 +594,8 @@ class _Compiler:
         self.ir.add_rule(lhs, rhs)
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
-        return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+        lexeme = Lexeme(name, kind, value, **extra) if extra else _plain_lexeme(name, kind, value)  # type: ignore[arg-type]
+        return Sym.t(self.ir.add_lexeme(lexeme))
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
