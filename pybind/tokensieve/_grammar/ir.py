@@ -153,13 +153,16 @@ class GrammarIR:
             self.lexemes.append(lexeme)
         return index
 
-    def add_shared_lexeme(self, lexeme: Lexeme) -> int:
+    def add_shared_lexeme(self, lexeme: Lexeme, name: str | None = None) -> int:
         """Add a lexeme, reusing one that differs at most in its name (which only messages
-        read); returns its index."""
+        read); returns its index. With `name`, a lexeme added is `lexeme` renamed (the copy is
+        made only then)."""
         key = (lexeme.kind, lexeme.value, lexeme.lazy, lexeme.token_ids, lexeme.and_patterns, lexeme.not_patterns,
                lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens)  # every field but the name
         index = self._shared_index.get(key)
         if index is None:
+            if name is not None and name != lexeme.name:
+                lexeme = Lexeme(name, *key)
             index = self._shared_index[key] = self.add_lexeme(lexeme)
         return index
 

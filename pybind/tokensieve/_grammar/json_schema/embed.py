@@ -37,14 +37,18 @@ def merge_ir(
     nt_base = len(ir.nonterminals)
     for name in sub.nonterminals:
         ir.add_nonterminal(f"{prefix}/{name}")
-    add = ir.add_lexeme if lexeme_prefix == prefix else ir.add_shared_lexeme
-    lexeme_of = [
-        add(Lexeme(
-            f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
-            lx.dot_all, lx.ignore_case, lx.max_tokens,
-        ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
-        for lx in sub.lexemes
-    ]
+    if lexeme_prefix == prefix:
+        lexeme_of = [
+            ir.add_lexeme(Lexeme(
+                f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns,
+                lx.not_patterns, lx.dot_all, lx.ignore_case, lx.max_tokens,
+            ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
+            for lx in sub.lexemes
+        ]
+        add = ir.add_lexeme
+    else:  # renamed copies made only for lexemes the grammar does not have yet
+        lexeme_of = [ir.add_shared_lexeme(lx, f"{lexeme_prefix} {lx.name}") for lx in sub.lexemes]
+        add = ir.add_shared_lexeme
     if whitespace is None:
         for rule in sub.rules:
             ir.add_rule(nt_base + rule.lhs, [
@@ -91,7 +95,7 @@ def merge_ir(
                 # bracket (a bounded whitespace pattern must not fit twice)
                 out.append(terminals[index])
             else:
-                out.append(pad(index))
+                out.append(padded.get(index) or pad(index))
             after_opening = terminal and index in opening
         return out
 
@@ -128,13 +132,13 @@ class _NonEmpty:
         self.rules_of: dict[int, list[Sequence[Sym]]] = {}
         for rule in sub.rules:
             self.rules_of.setdefault(rule.lhs, []).append(rule.rhs)
+        # Only rules of nonterminals alone can make their left side nullable.
+        candidates = [rule for rule in sub.rules if not any(terminal for terminal, _ in rule.rhs)]
         changed = True
         while changed:
             changed = False
-            for rule in sub.rules:
-                if rule.lhs not in self.nullable and all(
-                    not s.terminal and s.index in self.nullable for s in rule.rhs
-                ):
+            for rule in candidates:
+                if rule.lhs not in self.nullable and all(s.index in self.nullable for s in rule.rhs):
                     self.nullable.add(rule.lhs)
                     changed = True
         self.plus_of: dict[int, int | None] = {}
