@@ -1616,6 +1616,8 @@ class _Compiler:
         and one for `additionalProperties` (keys matching no pattern). Listed names are
         excluded from every region."""
         key_ands, key_nots = key_parts
+        if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
+            return []  # a closed object: no other key (its taken names need no regexes)
         name_nots = [_json_string_regex(k) for k in taken]
         found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
         for pattern, schema in d.get("patternProperties", {}).items():
