@@ -255,6 +255,23 @@ def _accepts(m: Matcher, tok: Any, text: str) -> bool:
     return m.consume_tokens(tok.encode(text)) and m.is_accepting()
 
 
+def test_tools_listing_properties_in_another_order_keep_their_own_order(llama3) -> None:
+    """Argument schemas are compiled once per JSON text; two tools whose schemas differ only in
+    the order of their properties must not share one (a sorted-keys key made them share)."""
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {key: {"type": "integer"} for key in keys}}}}
+        for name, keys in (("f", "xy"), ("g", "yx"))
+    ]
+    spec = tool_call_structural_tag(model="qwen_3", tools=tools, tool_choice="required", reasoning="disabled")
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(spec))
+    ours = Grammar.structural_tag(spec, tokenizer=llama3)
+    for name in ("f", "g"):
+        for arguments in ('{"x": 1, "y": 2}', '{"y": 2, "x": 1}'):
+            text = f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+            assert _accepts(Matcher(llama3, ours), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_acceptance_matches_xgrammar(llama3, data) -> None:

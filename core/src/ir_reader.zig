@@ -139,9 +139,31 @@ fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
     return error.BadIr;
 }
 
+/// Parsed patterns of one compile, by flags and text. Front-ends repeat long patterns (every
+/// JSON Schema key lexeme carries the whole JSON string regex, ~230 bytes, whose parse costs
+/// about as much as the rest of a small grammar's compile), and a lookup costs one hash of the
+/// text. A parse is a function of (text, flags) into the hash-consed `exprs`, so a hit returns
+/// the id the parse would return (and spares its fuel). Keys borrow the host's words, which
+/// outlive the compile; failed parses are not kept (they end the compile).
+const ParseMemo = struct {
+    by_flags: [4]std.StringHashMapUnmanaged(regex.ExprId) = @splat(.empty),
+
+    fn deinit(self: *ParseMemo, gpa: Allocator) void {
+        for (&self.by_flags) |*map| map.deinit(gpa);
+    }
+
+    fn parse(self: *ParseMemo, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags, diag: *regex_syntax.Diagnostic) CompileError!regex.ExprId {
+        const map = &self.by_flags[@as(usize, @intFromBool(flags.dot_all)) * 2 + @intFromBool(flags.case_insensitive)];
+        if (map.get(pattern)) |id| return id;
+        const id = try regex_syntax.parse(exprs, pattern, flags, diag);
+        try map.put(exprs.gpa, pattern, id);
+        return id;
+    }
+};
+
 /// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
 /// flags say `boolean` (each list: a count, then length-prefixed patterns).
-fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
+fn readBooleanParts(exprs: *regex.ExprSet, memo: *ParseMemo, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
     var parts: [64]regex.ExprId = undefined;
     var n: usize = 0;
     parts[n] = base;
@@ -150,7 +172,7 @@ fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag:
     if (and_count > 32) return bad(diag, "too many and-patterns (at most 32)");
     for (0..and_count) |_| {
         const len = try r.word();
-        parts[n] = try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex);
+        parts[n] = try memo.parse(exprs, try r.bytes(len), .{}, &diag.regex);
         n += 1;
     }
     const not_count = try r.word();
@@ -159,7 +181,7 @@ fn readBooleanParts(exprs: *regex.ExprSet, r: *Reader, base: regex.ExprId, diag:
         defer excluded.deinit(exprs.gpa);
         for (0..not_count) |_| {
             const len = try r.word();
-            try excluded.append(exprs.gpa, try regex_syntax.parse(exprs, try r.bytes(len), .{}, &diag.regex));
+            try excluded.append(exprs.gpa, try memo.parse(exprs, try r.bytes(len), .{}, &diag.regex));
         }
         parts[n] = try exprs.not(try exprs.alt(excluded.items));
         n += 1;
@@ -258,6 +280,8 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
     const header = try readHeader(&r, diag);
     var lexemes = try Lexemes.init(gpa, header.lexeme_count, header.flags.has_skip);
     defer lexemes.deinitScratch(gpa);
+    var memo: ParseMemo = .{};
+    defer memo.deinit(gpa);
     errdefer lexemes.deinitResult(gpa);
     if (header.flags.has_skip) {
         const len = try r.word();
@@ -275,7 +299,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
             no_skip[nt] = true;
         }
     }
-    for (0..header.lexeme_count) |l| try lexemes.read(gpa, exprs, &r, @intCast(l), diag);
+    for (0..header.lexeme_count) |l| try lexemes.read(gpa, exprs, &memo, &r, @intCast(l), diag);
     diag.lexeme = null;
     lexemes.special_start[header.lexeme_count] = @intCast(lexemes.special_ids.items.len);
 
@@ -419,7 +443,7 @@ const Lexemes = struct {
     }
 
     /// Reads IR lexeme `l`: kind, flags, payload, then its and/not patterns and token budget.
-    fn read(self: *Lexemes, gpa: Allocator, exprs: *regex.ExprSet, r: *Reader, l: u32, diag: *CompileDiagnostic) CompileError!void {
+    fn read(self: *Lexemes, gpa: Allocator, exprs: *regex.ExprSet, memo: *ParseMemo, r: *Reader, l: u32, diag: *CompileDiagnostic) CompileError!void {
         const kind = try r.word();
         const flags: LexemeFlags = @bitCast(try r.word());
         const n = try r.word();
@@ -431,7 +455,7 @@ const Lexemes = struct {
         diag.lexeme = l;
         const syntax_flags: regex_syntax.Flags = .{ .dot_all = flags.dot_all, .case_insensitive = flags.case_insensitive };
         switch (kind) {
-            @backingInt(LexemeKind.regex) => self.exprs[l] = try regex_syntax.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
+            @backingInt(LexemeKind.regex) => self.exprs[l] = try memo.parse(exprs, try r.bytes(n), syntax_flags, &diag.regex),
             @backingInt(LexemeKind.literal) => self.exprs[l] = try exprs.literal(try r.bytes(n)),
             @backingInt(LexemeKind.special) => {
                 self.exprs[l] = .nothing;
@@ -443,7 +467,7 @@ const Lexemes = struct {
         }
         if (flags.boolean) {
             if (special) return bad(diag, "a special lexeme cannot have and/not patterns");
-            self.exprs[l] = try readBooleanParts(exprs, r, self.exprs[l], diag);
+            self.exprs[l] = try readBooleanParts(exprs, memo, r, self.exprs[l], diag);
         }
         if (flags.token_budget) {
             // A special lexeme is one token: a budget cannot bind it.

@@ -13,7 +13,10 @@ nonterminal j.
 
 from __future__ import annotations
 
+import functools
 import struct
+import sys
+from array import array
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Sequence
 
@@ -23,18 +26,38 @@ LexemeKind = Literal["regex", "literal", "special"]
 
 
 class Sym(NamedTuple):
-    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index."""
+    """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index.
+
+    `Sym.t(i)` and `Sym.n(i)` return shared instances for indices below `_SHARED_INDEX_MAX`:
+    a front-end makes tens of thousands of symbols for one large schema, and a lookup costs a
+    fifth of a new tuple and leaves nothing for the garbage collector to trace.
+    """
 
     terminal: bool
     index: int
 
     @staticmethod
     def t(index: int) -> Sym:
-        return Sym(True, index)
+        sym = _TERMINALS.get(index)
+        if sym is None:
+            sym = Sym(True, index)
+            if 0 <= index < _SHARED_INDEX_MAX:
+                sym = _TERMINALS.setdefault(index, sym)
+        return sym
 
     @staticmethod
     def n(index: int) -> Sym:
-        return Sym(False, index)
+        sym = _NONTERMINALS.get(index)
+        if sym is None:
+            sym = Sym(False, index)
+            if 0 <= index < _SHARED_INDEX_MAX:
+                sym = _NONTERMINALS.setdefault(index, sym)
+        return sym
+
+
+_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
+_TERMINALS: dict[int, Sym] = {}
+_NONTERMINALS: dict[int, Sym] = {}
 
 
 @dataclass(frozen=True)
@@ -71,10 +94,15 @@ class Lexeme:
     ignore_case: bool = False
     max_tokens: int = 0
 
+    def __hash__(self) -> int:
+        # Three fields, not all ten: front-ends hash lexemes for every symbol they add
+        # (`add_lexeme`), and equal lexemes still hash equal.
+        return hash((self.name, self.kind, self.value))
 
-@dataclass(frozen=True)
-class Rule:
-    """`lhs → rhs`; an empty `rhs` is an ε-rule."""
+
+class Rule(NamedTuple):
+    """`lhs → rhs`; an empty `rhs` is an ε-rule. (A named tuple, not a dataclass: a large
+    grammar has tens of thousands, and a tuple is made in half the time.)"""
 
     lhs: int
     rhs: tuple[Sym, ...]
@@ -125,13 +153,16 @@ class GrammarIR:
             self.lexemes.append(lexeme)
         return index
 
-    def add_shared_lexeme(self, lexeme: Lexeme) -> int:
+    def add_shared_lexeme(self, lexeme: Lexeme, name: str | None = None) -> int:
         """Add a lexeme, reusing one that differs at most in its name (which only messages
-        read); returns its index."""
+        read); returns its index. With `name`, a lexeme added is `lexeme` renamed (the copy is
+        made only then)."""
         key = (lexeme.kind, lexeme.value, lexeme.lazy, lexeme.token_ids, lexeme.and_patterns, lexeme.not_patterns,
                lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens)  # every field but the name
         index = self._shared_index.get(key)
         if index is None:
+            if name is not None and name != lexeme.name:
+                lexeme = Lexeme(name, *key)
             index = self._shared_index[key] = self.add_lexeme(lexeme)
         return index
 
@@ -165,15 +196,22 @@ def alternation_regex(texts: Sequence[str]) -> str:
 def productive_nonterminals(ir: GrammarIR) -> list[bool]:
     """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
     productive = [False] * len(ir.nonterminals)
-    missing = [sum(1 for s in rule.rhs if not s.terminal) for rule in ir.rules]
+    rules = ir.rules
+    missing = [0] * len(rules)
     uses: list[list[int]] = [[] for _ in ir.nonterminals]
-    for r, rule in enumerate(ir.rules):
-        for s in rule.rhs:
-            if not s.terminal:
-                uses[s.index].append(r)
-    queue = [r for r, count in enumerate(missing) if count == 0]
+    queue = []
+    for r, (_, rhs) in enumerate(rules):
+        count = 0
+        for terminal, index in rhs:
+            if not terminal:
+                uses[index].append(r)
+                count += 1
+        if count:
+            missing[r] = count
+        else:
+            queue.append(r)
     while queue:
-        lhs = ir.rules[queue.pop()].lhs
+        lhs = rules[queue.pop()][0]
         if productive[lhs]:
             continue
         productive[lhs] = True
@@ -190,8 +228,11 @@ _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
 
 
 def _text_words(text: str, lexeme: int) -> bytes:
+    words = _utf8_words(text)
+    if words is not None:
+        return words
     try:
-        data = text.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError as err:
         # A lone surrogate (from a `\ud800` escape in a schema or grammar string) is not text.
         raise GrammarError(
@@ -201,6 +242,17 @@ def _text_words(text: str, lexeme: int) -> bytes:
             position=err.start,
             lexeme=lexeme,
         ) from None
+    raise AssertionError("unreachable: the text encodes")
+
+
+@functools.lru_cache(maxsize=4096)
+def _utf8_words(text: str) -> bytes | None:
+    """A text as the IR spells it (byte length, UTF-8, zero padding); None if it has no UTF-8
+    form. Cached: the same patterns (a JSON string, a number) recur in grammar after grammar."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
     return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
 
 
@@ -240,7 +292,13 @@ def encode_ir(ir: GrammarIR) -> bytes:
                 out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
         if lexeme.max_tokens:
             out.append(struct.pack("<I", lexeme.max_tokens))
-    for rule in ir.rules:
-        symbols = [s.index if s.terminal else _NONTERMINAL_FLAG | s.index for s in rule.rhs]
-        out.append(struct.pack(f"<{len(symbols) + 2}I", rule.lhs, len(symbols), *symbols))
+    words = array("I")  # the rules, one flat run of words (a struct.pack per rule cost 5x more)
+    flag = _NONTERMINAL_FLAG
+    for lhs, rhs in ir.rules:
+        words.append(lhs)
+        words.append(len(rhs))
+        words.extend([index if terminal else flag | index for terminal, index in rhs])
+    if sys.byteorder != "little":
+        words.byteswap()
+    out.append(words.tobytes())
     return b"".join(out)

@@ -459,7 +459,7 @@ class _Compiler:
     def json(self, schema: Any, pointer: str) -> Sym:
         from .json_schema.compiler import json_schema_to_ir
 
-        key = json.dumps(schema, sort_keys=True)
+        key = json.dumps(schema)  # keys in their order: property order is part of the grammar
         found = self._json_memo.get(key)
         if found is None:
             sub = _schema_irs.get(key)
@@ -863,6 +863,12 @@ def _split_prefix_literals(ir: GrammarIR, own: set[int]) -> None:
     single characters, which never extend one another (one character lexemes are shared).
     """
     while True:
+        # First the cheap check on all own literals, used or not: sorted, a proper prefix comes
+        # right before some text it starts (a 128-tool grammar has ~20,000 symbols to scan).
+        texts = sorted({ir.lexemes[index].value for index in own
+                        if ir.lexemes[index].kind == "literal" and not ir.lexemes[index].max_tokens})
+        if not any(b.startswith(a) for a, b in zip(texts, texts[1:]) if a):
+            return
         used = {sym.index for rule in ir.rules for sym in rule.rhs if sym.terminal}
         literals = {ir.lexemes[index].value: index for index in own & used
                     if ir.lexemes[index].kind == "literal" and not ir.lexemes[index].max_tokens and ir.lexemes[index].value}

@@ -222,9 +222,20 @@ class OursEngine:
     def __init__(self, tokenizer: Any, *, property_order: str = "schema") -> None:
         import numpy as np
 
+        from .._core import default_pool
+        from .._decoding.matcher import Matcher
+        from .._grammar.grammar import Grammar
+
         self.tokenizer = tokenizer
         self.property_order = property_order
         self.buf = np.zeros((1, (tokenizer.vocab_size + 31) // 32), dtype=np.int32)
+        # Once per process and tokenizer, as llguidance builds its tokenizer in its engine's
+        # __init__: the front-end's imports, and the tokenizer's trie in every core instance
+        # (matchers alive at once spread over the instances). Without this the first schemas'
+        # "compile µs" held ~50 ms of imports and ~110 ms of trie building per instance.
+        warm = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})
+        alive = [Matcher(tokenizer, warm) for _ in range(default_pool().options.instance_count())]
+        del alive
 
     def run(self, entry: Entry, record: dict[str, Any], tests: list[tuple[bool, list[int]]],
             deadline_s: float) -> SchemaResult:

@@ -112,6 +112,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -129,7 +130,8 @@ from .numbers import (
     number_range_regex,
 )
 from .strings import (
-    FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_strings_lexeme, _key_regex, pattern_to_json_regex,
+    FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
+    pattern_to_json_regex,
     string_regex,
 )
 from .x_guidance import split_x_guidance
@@ -189,6 +191,15 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+# The lexeme (name, kind, value) of a schema that is one scalar type and nothing else
+# (`compile` takes it directly; "string" is `_Compiler.string`).
+_PLAIN_TYPES = {
+    "string": None,
+    "integer": ("integer", "regex", INTEGER_REGEX),
+    "number": ("number", "regex", NUMBER_REGEX),
+    "boolean": ("boolean", "regex", "true|false"),
+    "null": ("null", "literal", "null"),
+}
 
 
 # =============================================================================================
@@ -204,7 +215,58 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may.
 
     Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
-    starting with `#`, a dynamic reference): the same walk finds out, at no extra pass."""
+    starting with `#`, a dynamic reference): the same walk finds out, at no extra pass.
+
+    The walk builds no pointers: it gathers the strings and encodes them at once, and only
+    when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
+    strings: list[str] = []
+    stack: list[Any] = [schema]
+    steps = 0
+    rewrite = False
+    root = True
+    while stack:
+        value = stack.pop()
+        steps += 1
+        if steps > 1_000_000:
+            return True  # the translation has its own size limits
+        kind = type(value)
+        if kind is str:
+            strings.append(value)
+        elif kind is dict:
+            steps += len(value)  # the keys, which the walk with pointers visits as nodes
+            if not rewrite and not root:
+                ref, ident = value.get("$ref"), value.get("$id")
+                rewrite = (
+                    (isinstance(ref, str) and not ref.startswith("#"))
+                    or (isinstance(ident, str) and not ident.startswith("#"))
+                    or "$dynamicRef" in value
+                    or "$recursiveRef" in value
+                    or (isinstance(value.get("id"), str) and not value["id"].startswith("#"))
+                )
+            for key, item in value.items():
+                if type(key) is str:
+                    strings.append(key)
+                else:
+                    stack.append(key)
+                if key not in _ANNOTATIONS:
+                    stack.append(item)
+        elif kind is list:
+            stack.extend(value)
+        elif isinstance(value, (str, dict, list)):  # subclasses: the walk with pointers
+            return _lone_surrogate_walk(schema)
+        root = False
+    try:
+        "".join(strings).encode("utf-8")
+    except UnicodeEncodeError:
+        _lone_surrogate_walk(schema)  # raises with the pointer
+    if isinstance(schema, dict) and not rewrite:
+        ref = schema.get("$ref")
+        rewrite = (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in schema or "$recursiveRef" in schema
+    return rewrite
+
+
+def _lone_surrogate_walk(schema: Any) -> bool:
+    """`_reject_lone_surrogates` with a JSON pointer for every node (the slow path)."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     steps = 0
     rewrite = False
@@ -297,8 +359,8 @@ def json_schema_to_ir(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
     schema, x_guidance = split_x_guidance(schema)
-    key_lexeme = Lexeme(repr(key_separator), "literal", key_separator)
-    item_lexeme = Lexeme(repr(item_separator), "literal", item_separator)
+    key_lexeme = _plain_lexeme(repr(key_separator), "literal", key_separator)
+    item_lexeme = _plain_lexeme(repr(item_separator), "literal", item_separator)
     if x_guidance is not None:  # llguidance's options in the schema; its separators are regexes
         whitespace = x_guidance.whitespace(whitespace)
         lenient = lenient if x_guidance.lenient is None else x_guidance.lenient
@@ -447,6 +509,13 @@ _MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxPropertie
 # =============================================================================================
 
 
+@functools.lru_cache(maxsize=1024)
+def _plain_lexeme(name: str, kind: str, value: str) -> Lexeme:
+    """A lexeme without extras, shared: most are the same few (punctuation, string, number,
+    boolean, null) in schema after schema, and a new frozen dataclass costs a few µs."""
+    return Lexeme(name, kind, value)  # type: ignore[arg-type]
+
+
 class _Memo(NamedTuple):
     """One memoised translation and what it needs from its context (`_Compiler.memoised`)."""
 
@@ -513,10 +582,10 @@ class _Compiler:
         self.colon = Sym.t(self.ir.add_lexeme(key_separator))
         self.comma = Sym.t(self.ir.add_lexeme(item_separator))
         self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
-        self.lbrace = Sym.t(self.ir.add_lexeme(Lexeme("'{'", "literal", "{")))
-        self.rbrace = Sym.t(self.ir.add_lexeme(Lexeme("'}'", "literal", "}")))
-        self.lbracket = Sym.t(self.ir.add_lexeme(Lexeme("'['", "literal", "[")))
-        self.rbracket = Sym.t(self.ir.add_lexeme(Lexeme("']'", "literal", "]")))
+        self.lbrace = self.lexeme("'{'", "literal", "{")
+        self.rbrace = self.lexeme("'}'", "literal", "}")
+        self.lbracket = self.lexeme("'['", "literal", "[")
+        self.rbracket = self.lexeme("']'", "literal", "]")
 
     # ---- output helpers ----------------------------------------------------------------------
 
@@ -551,7 +620,8 @@ class _Compiler:
         self.ir.add_rule(lhs, rhs)
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
-        return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+        lexeme = Lexeme(name, kind, value, **extra) if extra else _plain_lexeme(name, kind, value)  # type: ignore[arg-type]
+        return Sym.t(self.ir.add_lexeme(lexeme))
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
@@ -606,7 +676,8 @@ class _Compiler:
         productive = productive_nonterminals(self.ir)
         if not productive[start]:
             raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
-        self.ir.rules = [r for r in self.ir.rules if all(s.terminal or productive[s.index] for s in r.rhs)]
+        if not all(productive):
+            self.ir.rules = [r for r in self.ir.rules if all(t or productive[i] for t, i in r.rhs)]
 
     # ---- references --------------------------------------------------------------------------
 
@@ -948,13 +1019,15 @@ class _Compiler:
     # ---- memoisation -------------------------------------------------------------------------
 
     def release(self) -> None:
-        """Drop the memo tables now. The compiler is in a reference cycle (its checker's
-        resolver refers back to it), so without this they would wait for the cyclic garbage
-        collector, and the objects they keep alive would make its full collections slower."""
+        """Drop the memo tables now and break the compiler's reference cycle (its checker's
+        resolver refers back to it): otherwise the compiler, its tables and its IR would wait
+        for the cyclic garbage collector, and make its full collections slower (MaskBench
+        compile times had 50-100 ms collections in their tail)."""
         self.content_ids.clear()
         self.content_keys.clear()
         self.results.clear()
         self.warning_log.clear()
+        self.checker = None  # type: ignore[assignment]
 
     def content_id(self, value: Any) -> Any:
         """A hashable id that two JSON values share exactly when they are equal as JSON texts
@@ -1119,6 +1192,20 @@ class _Compiler:
         self.check_depth(pointer)
         if schema is True:
             return Sym.n(self.any())
+        if type(schema) is dict:
+            # The commonest schema, `{"type": "string"}` with annotations at most, directly: the
+            # lexeme the general path (flatten, compile_flat, compile_type) gives, without its
+            # ~30 calls. What that path records for the limits is recorded here too.
+            kind = schema.get("type")
+            if (
+                type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
+                and all(k == "type" or k in ANNOTATIONS for k in schema)
+            ):
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                if kind == "string":
+                    return self.string()
+                return self.lexeme(*_PLAIN_TYPES[kind])
         if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
             {k: v for k, v in schema.items() if k != "$ref"}
         ):
@@ -1397,7 +1484,7 @@ class _Compiler:
         except GrammarError as err:
             raise self.fail(str(err), f"{pointer}/minLength") from None
         # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
-        nots = [_key_regex(_json_string_lexeme(v)) for v in d.get("_not_enum", []) if isinstance(v, str)]
+        nots = [_json_string_regex(v) for v in d.get("_not_enum", []) if isinstance(v, str)]
         nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
         if not bodies and not nots:
             if min_length == 0 and max_length is None:
@@ -1630,7 +1717,7 @@ class _Compiler:
             values = [v for v in flat["enum"] if isinstance(v, str) and self.name_allowed(v, flat, pointer)]
             if not values:
                 return None
-            return (_alt([_key_regex(_json_string_lexeme(v)) for v in values]),), ()
+            return (_alt([_json_string_regex(v) for v in values]),), ()
         sym = self.compile_flat(flat, where)
         if sym is None:
             return None
@@ -1649,7 +1736,9 @@ class _Compiler:
         and one for `additionalProperties` (keys matching no pattern). Listed names are
         excluded from every region."""
         key_ands, key_nots = key_parts
-        name_nots = [_key_regex(_json_string_lexeme(k)) for k in taken]
+        if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
+            return []  # a closed object: no other key (its taken names need no regexes)
+        name_nots = [_json_string_regex(k) for k in taken]
         found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
         for pattern, schema in d.get("patternProperties", {}).items():
             where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"

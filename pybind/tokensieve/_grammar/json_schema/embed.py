@@ -37,14 +37,18 @@ def merge_ir(
     nt_base = len(ir.nonterminals)
     for name in sub.nonterminals:
         ir.add_nonterminal(f"{prefix}/{name}")
-    add = ir.add_lexeme if lexeme_prefix == prefix else ir.add_shared_lexeme
-    lexeme_of = [
-        add(Lexeme(
-            f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
-            lx.dot_all, lx.ignore_case, lx.max_tokens,
-        ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
-        for lx in sub.lexemes
-    ]
+    if lexeme_prefix == prefix:
+        lexeme_of = [
+            ir.add_lexeme(Lexeme(
+                f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns,
+                lx.not_patterns, lx.dot_all, lx.ignore_case, lx.max_tokens,
+            ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
+            for lx in sub.lexemes
+        ]
+        add = ir.add_lexeme
+    else:  # renamed copies made only for lexemes the grammar does not have yet
+        lexeme_of = [ir.add_shared_lexeme(lx, f"{lexeme_prefix} {lx.name}") for lx in sub.lexemes]
+        add = ir.add_shared_lexeme
     if whitespace is None:
         for rule in sub.rules:
             ir.add_rule(nt_base + rule.lhs, [
@@ -78,19 +82,22 @@ def merge_ir(
     punctuation.update(sub.options.get("separator_lexemes", ()))  # type: ignore[arg-type]
     opening = {i for i in punctuation if sub.lexemes[i].kind == "literal" and sub.lexemes[i].value in _JSON_OPEN}
 
-    def translate(s: Sym, before: Sym | None) -> Sym:
-        if not s.terminal:
-            return Sym.n(nt_base + s.index)
-        if s.index not in punctuation:
-            return Sym.t(lexeme_of[s.index])
-        if before is not None and before.terminal and before.index in opening:
-            # `{}` / `[]`: one gap, already padded after the opening bracket (a bounded
-            # whitespace pattern must not fit twice)
-            return Sym.t(lexeme_of[s.index])
-        return pad(s.index)
+    terminals = [Sym.t(index) for index in lexeme_of]
 
     def rhs_of(rhs: Sequence[Sym]) -> list[Sym]:
-        return [translate(s, rhs[i - 1] if i else None) for i, s in enumerate(rhs)]
+        out: list[Sym] = []
+        after_opening = False
+        for terminal, index in rhs:
+            if not terminal:
+                out.append(Sym.n(nt_base + index))
+            elif index not in punctuation or after_opening:
+                # after an opening bracket (`{}` / `[]`): one gap, already padded after the
+                # bracket (a bounded whitespace pattern must not fit twice)
+                out.append(terminals[index])
+            else:
+                out.append(padded.get(index) or pad(index))
+            after_opening = terminal and index in opening
+        return out
 
     nonempty = _NonEmpty(ir, sub, prefix, rhs_of)
     for rule in sub.rules:
@@ -125,13 +132,13 @@ class _NonEmpty:
         self.rules_of: dict[int, list[Sequence[Sym]]] = {}
         for rule in sub.rules:
             self.rules_of.setdefault(rule.lhs, []).append(rule.rhs)
+        # Only rules of nonterminals alone can make their left side nullable.
+        candidates = [rule for rule in sub.rules if not any(terminal for terminal, _ in rule.rhs)]
         changed = True
         while changed:
             changed = False
-            for rule in sub.rules:
-                if rule.lhs not in self.nullable and all(
-                    not s.terminal and s.index in self.nullable for s in rule.rhs
-                ):
+            for rule in candidates:
+                if rule.lhs not in self.nullable and all(s.index in self.nullable for s in rule.rhs):
                     self.nullable.add(rule.lhs)
                     changed = True
         self.plus_of: dict[int, int | None] = {}

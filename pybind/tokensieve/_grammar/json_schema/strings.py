@@ -91,9 +91,16 @@ _PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 def _json_string_lexeme(text: str) -> Lexeme:
     """The lexeme of one JSON string value (a key or an enum value): literal when plain."""
     if _PLAIN_JSON_TEXT.fullmatch(text):
-        return Lexeme(json.dumps(text), "literal", json.dumps(text))
+        quoted = f'"{text}"'  # what json.dumps gives: nothing in it needs an escape
+        return Lexeme(quoted, "literal", quoted)
     body = "".join(_json_char_regex(ord(c)) for c in text)
     return Lexeme(json.dumps(text, ensure_ascii=False), "regex", f'"{body}"')
+
+
+@functools.lru_cache(maxsize=16384)
+def _json_string_regex(text: str) -> str:
+    """The regex of `_json_string_lexeme(text)` (for not-patterns: names already taken)."""
+    return _key_regex(_json_string_lexeme(text))
 
 
 def _json_strings_lexeme(texts: Sequence[str]) -> Lexeme:
