@@ -201,7 +201,7 @@ pub const Parser = struct {
     limits: Limits,
     rows: std.ArrayList(Row) = .empty,
     items: std.ArrayList(Item) = .empty,
-    seen: std.AutoHashMapUnmanaged(u64, void) = .empty,
+    seen: regex.IntMap(u64, void) = .empty,
     allowed: []bool,
     scan_set: []bool,
     leo_entries: std.ArrayList(LeoEntry) = .empty,

@@ -823,7 +823,7 @@ fn walkTrieWith(
 /// replaces costs. Entries stop being added past `bytes_max` (about 250 states of a 128k
 /// vocabulary).
 pub const WalkCache = struct {
-    entries: std.AutoHashMapUnmanaged(u64, Entry) = .empty,
+    entries: regex.IntMap(u64, Entry) = .empty,
     bytes: usize = 0,
 
     pub const bytes_max: usize = 4 << 20;
