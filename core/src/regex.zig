@@ -169,6 +169,9 @@ pub const witness_length_max: u32 = 1024;
 /// per member); past it the search decides.
 pub const witness_scan_max: u32 = 2048;
 
+/// Changes of leader after which the witness walk keeps its leader (see `hasWitness`).
+pub const witness_switches_max: u32 = 4;
+
 /// Steps (`ExprSet.includes` calls) one "x ∩ ¬y with x ⊆ y" check may take when an
 /// intersection is built, and when `isEmpty` tries it before its search.
 pub const exclusion_budget_construct: u32 = 64;
@@ -1124,20 +1127,30 @@ pub const ExprSet = struct {
         for (cur, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
         var steps: u32 = 0;
         var scans: u32 = 0; // bytes tried off the leader's shortest path, over the whole walk
-        // The leader keeps the lead until its shortest word is done or it is stuck: choosing
-        // the longest rest afresh at every byte ping-pongs between two searches
+        // The member with the longest rest leads, chosen afresh at each byte, until the lead
+        // has changed hands `witness_switches_max` times: then the leader keeps the lead until
+        // its word is done or it is stuck. Choosing afresh ping-pongs between two searches
         // (`.*github.*` ∩ `.*hipchat.*`: each leader's next byte undoes the other's partial
-        // match, and the walk ran to `witness_length_max` before the search decided).
+        // match, and the walk ran to `witness_length_max` before the search decided), while
+        // keeping the lead from the start made "pattern ∩ length" walks ten times longer (the
+        // counter led on past the point where the pattern's completion would end both).
         var kept: ?usize = null;
+        var switches: u32 = 0;
         while (steps < witness_length_max) : (steps += 1) {
             const all_nullable = for (cur) |m| {
                 if (!self.nullable(m)) break false;
             } else true;
             if (all_nullable) return true;
-            var leader: ?usize = if (kept) |l| (if (self.nullable(cur[l])) null else l) else null;
+            var leader: ?usize = null;
+            if (switches >= witness_switches_max) {
+                if (kept) |l| {
+                    if (!self.nullable(cur[l])) leader = l;
+                }
+            }
             if (leader == null) leader = self.leadingMember(cur);
+            if (kept != null and leader != null and leader.? != kept.?) switches += 1;
             var stepped = try self.stepToward(cur, next, leader, representatives, &scans) orelse return false;
-            if (!stepped and kept != null) {
+            if (!stepped and kept != null and switches >= witness_switches_max) {
                 // Stuck behind the kept leader (its rest needs a byte another member refuses):
                 // let the member with the longest rest lead from here.
                 const fresh = self.leadingMember(cur);
