@@ -95,7 +95,7 @@ def run_maskbench_sample(every: int, tokenizer: Any, llg_parts: tuple[Any, Any, 
     from tokensieve._core import default_pool
     from tokensieve._errors import TokensieveError
     from tokensieve._grammar.grammar import Grammar
-    from .maskbench import find_maskbench_dir, instance_text, load_entries
+    from tokensieve._tools.maskbench import find_maskbench_dir, instance_text, load_entries
     from tokensieve._decoding.matcher import Matcher
 
     from tokensieve._core import configure

@@ -5,7 +5,8 @@ a `LimitError`/`GrammarError` that names its limit, and no step takes long.
 small regex grammar, a partial walk of the Llama-3 trie: about 2 ms release, 3 ms safe), not
 an absolute time: machines and loads differ. Before the bounds of issue 9 the corpus had steps
 of 0.2 s to 5 s (300 to 3,000 baselines) and a GBNF front-end that ran for minutes; now a
-step that runs into a limit stops after its fuel, about 10 to 25 ms. Every case runs under both
+step that runs into a limit stops after its fuel or parser items, 3 to 8 ms of CPU on this
+machine (docs/limits.md, "Calibration"). Every case runs under both
 builds of the core; random walks are cut to a few dozen tokens to keep the suite short (the
 full drives are `tokensieve bench hostile`).
 """

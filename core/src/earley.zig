@@ -50,8 +50,8 @@ pub const end_flag: u32 = 1 << 31;
 pub const Limits = struct {
     /// Items in one Earley row (8 bytes each).
     row_item_count_max: u32 = 20_000,
-    /// Parser work in one call: items built plus items examined (about 5 ns a unit).
-    step_item_count_max: u32 = 1_000_000,
+    /// Parser work in one call: items built plus items examined (about 6 ns a unit).
+    step_item_count_max: u32 = 500_000,
 };
 
 pub const Error = error{ OutOfMemory, LimitExceeded };
@@ -201,7 +201,7 @@ pub const Parser = struct {
     limits: Limits,
     rows: std.ArrayList(Row) = .empty,
     items: std.ArrayList(Item) = .empty,
-    seen: std.AutoHashMapUnmanaged(u64, void) = .empty,
+    seen: regex.IntMap(u64, void) = .empty,
     allowed: []bool,
     scan_set: []bool,
     leo_entries: std.ArrayList(LeoEntry) = .empty,

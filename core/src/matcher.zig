@@ -42,16 +42,18 @@ pub const Limits = struct {
     /// matcher's first row, in fuel units (`regex.zig`; 10–40 ns each).
     fuel_compile_max: u64 = 8_000_000,
     /// The same work allowed in one call (a mask, a consume, forced bytes, a healing
-    /// question): about 10 ms of derivative work at the default.
-    fuel_step_max: u64 = 1_000_000,
+    /// question): 6–8 ms of derivative work in wasmtime at the default, 1.5× what
+    /// MaskBench's heaviest call needs (docs/limits.md).
+    fuel_step_max: u64 = 400_000,
     state_count_max: u32 = 100_000,
     expr_count_max: u32 = 2_000_000,
     /// Tokens a matcher may hold in its history (rollback depth and memory bound).
     token_history_max: u32 = 1_000_000,
     /// Earley items in one parser row.
     row_item_count_max: u32 = 20_000,
-    /// Parser work in one call: items built plus items examined (`earley.zig`, ~5 ns each).
-    step_item_count_max: u32 = 1_000_000,
+    /// Parser work in one call: items built plus items examined (`earley.zig`, ~6 ns each in
+    /// wasmtime: 3 ms at the default; MaskBench's heaviest call needs 18,000).
+    step_item_count_max: u32 = 500_000,
 };
 
 /// Bytes one healing call (`healPosition`, and the tokenizer's) or text validation may be
@@ -823,7 +825,7 @@ fn walkTrieWith(
 /// replaces costs. Entries stop being added past `bytes_max` (about 250 states of a 128k
 /// vocabulary).
 pub const WalkCache = struct {
-    entries: std.AutoHashMapUnmanaged(u64, Entry) = .empty,
+    entries: regex.IntMap(u64, Entry) = .empty,
     bytes: usize = 0,
 
     pub const bytes_max: usize = 4 << 20;

@@ -28,7 +28,7 @@
 //!
 //! Every term carries the byte length of its shortest and longest word (`Lengths`), computed
 //! once when the term is interned from its children's: exact for plain terms, bounds for the
-//! rest. Two uses:
+//! rest. Two uses (and beside them a rule that needs no lengths):
 //! - `andAll` returns `nothing` when its members' length intervals do not meet. A JSON string
 //!   with `pattern` and `maxLength` is the intersection `"P" ∩ "C{0,n}"`; once the text has
 //!   used the length budget, the counter's longest rest is shorter than the pattern's
@@ -37,8 +37,15 @@
 //!   byte from the length table), checked against the other members. In a lexer over such an
 //!   intersection almost every state is alive and the pattern's shortest completion (`"`, or a
 //!   character and `"`) fits the counter left, so one short walk replaces a breadth-first
-//!   search that derived the whole intersection by every byte class. Only when neither
-//!   interval arithmetic nor a witness decides does the exact search run.
+//!   search that derived the whole intersection by every byte class. The member that leads
+//!   the walk keeps the lead until its word is done (two searches intersected otherwise
+//!   undo each other's partial match at every byte).
+//! - An intersection with members x and ¬y is ∅ when x ⊆ y by structure (`includes`): JSON
+//!   Schema keys that exclude each other become ∅ as soon as the text has matched an
+//!   excluded pattern, at construction, with no search.
+//! Only when neither interval arithmetic, a witness nor inclusion decides does the exact
+//! search run; it keeps each term's derivatives by every byte class as one row, so a search
+//! repeated by every call (one that runs out of fuel) reads rows instead of deriving again.
 //!
 //! ## Work is bounded, and charged by size
 //!
@@ -132,6 +139,10 @@ fn byteSetWithin(inner: ByteSet, outer: ByteSet) bool {
 
 pub const Error = error{ LimitExceeded, OutOfMemory };
 
+fn orderU32(a: u32, b: u32) std.math.Order {
+    return std.math.order(a, b);
+}
+
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
@@ -157,6 +168,18 @@ pub const witness_length_max: u32 = 1024;
 /// Bytes a witness walk may try off its leader's shortest path, in all (each costs a derivative
 /// per member); past it the search decides.
 pub const witness_scan_max: u32 = 2048;
+
+/// Changes of leader after which the witness walk keeps its leader (see `hasWitness`).
+pub const witness_switches_max: u32 = 4;
+
+/// Steps (`ExprSet.includes` calls) one "x ∩ ¬y with x ⊆ y" check may take when an
+/// intersection is built, and when `isEmpty` tries it before its search.
+pub const exclusion_budget_construct: u32 = 64;
+pub const exclusion_budget_empty: u32 = 4096;
+
+/// Entries the emptiness search's row cache may hold (4 bytes each) before it is cleared.
+pub const row_words_max: usize = 4 << 20;
+const row_boolean_bit: u32 = 1 << 31;
 
 /// Bounds on the byte length of a term's words: exact for plain terms (the shortest and the
 /// longest word), bounds for terms with intersections or complements. `max == unbounded`: no
@@ -202,6 +225,29 @@ pub fn hashWords(words: []const u32) u64 {
     return h ^ (h >> 32);
 }
 
+/// Hash-table context for integer keys (ids, packed pairs): one multiply-xorshift round and
+/// the splitmix64 finalizer. `std.AutoHashMap` hashes with Wyhash, whose 64×64→128-bit
+/// multiply is a library call in wasm32 (`__multi3`): in MaskBench's heaviest masks, lookups
+/// in the derivative cache spent an eighth of the call there.
+pub fn IntContext(comptime K: type) type {
+    return struct {
+        pub fn hash(_: @This(), key: K) u64 {
+            var h: u64 = @as(u64, key) *% 0x9E37_79B9_7F4A_7C15; // K: an unsigned integer
+            h ^= h >> 31;
+            h *%= 0x94D0_49BB_1331_11EB;
+            return h ^ (h >> 32);
+        }
+        pub fn eql(_: @This(), a: K, b: K) bool {
+            return a == b;
+        }
+    };
+}
+
+/// A hash map with integer keys hashed by `IntContext`.
+pub fn IntMap(comptime K: type, comptime V: type) type {
+    return std.HashMapUnmanaged(K, V, IntContext(K), std.hash_map.default_max_load_percentage);
+}
+
 /// Hash-table context: keys are ids, compared by the content of their runs in the arena.
 const IdContext = struct {
     set: *const ExprSet,
@@ -233,8 +279,8 @@ pub const ExprSet = struct {
     words: std.ArrayList(u32) = .empty,
     spans: std.ArrayList(Span) = .empty,
     table: std.HashMapUnmanaged(u32, void, IdContext, 80) = .empty,
-    deriv_cache: std.AutoHashMapUnmanaged(u64, ExprId) = .empty,
-    empty_cache: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    deriv_cache: IntMap(u64, ExprId) = .empty,
+    empty_cache: IntMap(u32, bool) = .empty,
     /// Per term: `Lengths`, filled when the term is interned.
     lengths: std.ArrayList(Lengths) = .empty,
     scratch: std.ArrayList(u32) = .empty,
@@ -246,6 +292,13 @@ pub const ExprSet = struct {
     fuel_limit: limit_error.Kind = .step_fuel,
     /// Fuel spent since `refuel` (for measurements and the calibration in docs/limits.md).
     fuel_spent: u64 = 0,
+    /// The emptiness search's rows: per term it derived by every byte class, the offset in
+    /// `row_words` of its derivatives by the bytes `row_representatives` (bit 31 of an entry:
+    /// the derivative is boolean). Bounded by `row_words_max` (then cleared).
+    row_cache: IntMap(u32, u32) = .empty,
+    row_words: std.ArrayList(u32) = .empty,
+    row_representatives: [256]u8 = undefined,
+    row_representative_count: u16 = 0,
     limits: Limits = .{},
     /// Current recursion depth of `deriv` (nested nullable concatenations recurse).
     deriv_depth: u32 = 0,
@@ -270,6 +323,8 @@ pub const ExprSet = struct {
         self.table.deinit(self.gpa);
         self.deriv_cache.deinit(self.gpa);
         self.empty_cache.deinit(self.gpa);
+        self.row_cache.deinit(self.gpa);
+        self.row_words.deinit(self.gpa);
         self.lengths.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.* = undefined;
@@ -387,7 +442,8 @@ pub const ExprSet = struct {
             IdContext{ .set = self },
         );
         if (gop.found_existing) return @fromBackingInt(@intCast(gop.key_ptr.*));
-        if (self.spans.items.len >= self.limits.expr_count_max) {
+        // Ids stay below 2^31 whatever the limit says: the search's rows use bit 31.
+        if (self.spans.items.len >= @min(self.limits.expr_count_max, row_boolean_bit - 1)) {
             self.table.removeByPtr(gop.key_ptr);
             return limit_error.exceeded(.expressions);
         }
@@ -510,6 +566,86 @@ pub const ExprSet = struct {
             } else return false,
             else => return false,
         }
+    }
+
+    /// A sound, incomplete test of L(x) ⊆ L(y) for plain terms, by their structure: false
+    /// means "not shown". Each call spends one unit of `budget`; at zero the answer is false.
+    /// Shown: equal terms; x = ε and y nullable; byte sets by their bits; x an alternation
+    /// whose every member is included; y an alternation with a member that includes x;
+    /// y = c* when x is a word of pieces each included in c* (a star absorbs any number of
+    /// them); y = c* t, by giving x's head to the star or skipping the star; concatenations
+    /// part by part; x{m,n} ⊆ c{m',n'} when x ⊆ c and the counts nest.
+    ///
+    /// Why: JSON Schema keys exclude each other as x ∩ ¬(y1 | y2 | …), and in a lexer state
+    /// past an excluded pattern the intersection is empty because x's rest is included in
+    /// one yi's rest (`C* netdrv_[a-z]+ C* "` in `C* "`) although no member equals it; the
+    /// exact search derived the whole intersection by every byte class to show it.
+    fn includes(self: *const ExprSet, x: ExprId, y: ExprId, budget: *u32) bool {
+        if (x == y or x == .nothing) return true;
+        if (budget.* == 0) return false;
+        budget.* -= 1;
+        const tx = self.tag(x);
+        const ty = self.tag(y);
+        if (tx == .epsilon) return self.nullable(y);
+        if (tx == .alt) {
+            for (self.args(x)) |m| if (!self.includes(@fromBackingInt(@intCast(m)), y, budget)) return false;
+            return true;
+        }
+        switch (ty) {
+            .nothing, .epsilon => return false,
+            .byte_set => return tx == .byte_set and byteSetWithin(self.byteSetOf(x), self.byteSetOf(y)),
+            .alt => {
+                // Members are sorted by id: x itself is found by a binary search.
+                const members = self.args(y);
+                if (std.sort.binarySearch(u32, members, x.index(), orderU32) != null) return true;
+                for (members) |m| if (self.includes(x, @fromBackingInt(@intCast(m)), budget)) return true;
+                return false;
+            },
+            .repeat => {
+                const a = self.args(y);
+                const c: ExprId = @fromBackingInt(@intCast(a[0]));
+                if (a[1] == 0 and a[2] == repeat_unbounded) {
+                    // y = c*: every piece of x must be in c* (c* c* = c*).
+                    switch (tx) {
+                        .concat => return self.includes(@fromBackingInt(@intCast(self.args(x)[0])), y, budget) and
+                            self.includes(@fromBackingInt(@intCast(self.args(x)[1])), y, budget),
+                        .repeat => return self.includes(@fromBackingInt(@intCast(self.args(x)[0])), y, budget),
+                        else => return self.includes(x, c, budget),
+                    }
+                }
+                if (tx == .repeat) {
+                    const b = self.args(x);
+                    return b[1] >= a[1] and b[2] <= a[2] and self.includes(@fromBackingInt(@intCast(b[0])), c, budget);
+                }
+                return a[1] <= 1 and a[2] >= 1 and self.includes(x, c, budget);
+            },
+            .concat => {
+                const h2: ExprId = @fromBackingInt(@intCast(self.args(y)[0]));
+                const t2: ExprId = @fromBackingInt(@intCast(self.args(y)[1]));
+                if (self.isStar(h2)) {
+                    // y = c* t2: x may skip the star, or give its head to it and go on.
+                    if (tx == .concat) {
+                        const h1: ExprId = @fromBackingInt(@intCast(self.args(x)[0]));
+                        const t1: ExprId = @fromBackingInt(@intCast(self.args(x)[1]));
+                        if (self.includes(h1, h2, budget) and self.includes(t1, y, budget)) return true;
+                    }
+                    return self.includes(x, t2, budget);
+                }
+                if (tx == .concat) {
+                    const h1: ExprId = @fromBackingInt(@intCast(self.args(x)[0]));
+                    const t1: ExprId = @fromBackingInt(@intCast(self.args(x)[1]));
+                    if (self.includes(h1, h2, budget) and self.includes(t1, t2, budget)) return true;
+                } else if (self.nullable(t2) and self.includes(x, h2, budget)) return true;
+                return self.nullable(h2) and self.includes(x, t2, budget);
+            },
+            .and_, .not_ => return false,
+        }
+    }
+
+    fn isStar(self: *const ExprSet, e: ExprId) bool {
+        if (self.tag(e) != .repeat) return false;
+        const a = self.args(e);
+        return a[1] == 0 and a[2] == repeat_unbounded;
     }
 
     /// A concatenation of many parts, right-nested.
@@ -748,8 +884,35 @@ pub const ExprSet = struct {
         if (unique == 0) return self.not(.nothing);
         if (lengths.isEmpty()) return .nothing;
         if (unique == 1) return @fromBackingInt(@intCast(list[0]));
+        if (try self.excludesItself(list[0..unique], exclusion_budget_construct)) return .nothing;
         self.scratch.items[base] = @backingInt(Tag.and_) | flag_boolean | (if (all_nullable) flag_nullable else 0);
         return self.intern(self.scratch.items[base .. base + 1 + unique]);
+    }
+
+    /// Do the members of an intersection include x and ¬y with x ⊆ y (shown by `includes`
+    /// within `budget_per_pair` steps)? Then the intersection is ∅. This is how JSON Schema keys exclude each
+    /// other: "any other key" is `"C*"` ∩ ¬(K1 | K2 | …), and once the text has matched an
+    /// excluded pattern Ki (a search: `"C* X C*"`), Ki's derivative has the member `C*"`, which
+    /// is the other side's own rest; a lexeme excluded by a pattern every key matches (`.*`) is
+    /// ∅ from the start. Without this rule each such state was shown empty by the exact search
+    /// (a derivative of the whole intersection by every byte class, for every term reached):
+    /// 85–95% of the fuel of MaskBench's heaviest masks (o83286, o82144, o82151).
+    fn excludesItself(self: *ExprSet, members: []const u32, budget_per_pair: u32) Error!bool {
+        for (members) |n_raw| {
+            const n: ExprId = @fromBackingInt(@intCast(n_raw));
+            if (self.tag(n) != .not_) continue;
+            const excluded: ExprId = @fromBackingInt(@intCast(self.args(n)[0]));
+            if (self.isBoolean(excluded)) continue;
+            for (members) |m_raw| {
+                const m: ExprId = @fromBackingInt(@intCast(m_raw));
+                if (m == n or self.isBoolean(m)) continue;
+                var budget = budget_per_pair;
+                const shown = self.includes(m, excluded, &budget);
+                try self.spend(1 + budget_per_pair - budget);
+                if (shown) return true;
+            }
+        }
+        return false;
     }
 
     /// Is `e` the complement of ∅ (every byte string)?
@@ -865,6 +1028,10 @@ pub const ExprSet = struct {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
         }
+        if (self.tag(e) == .and_ and try self.excludesItself(self.args(e), exclusion_budget_empty)) {
+            try self.empty_cache.put(self.gpa, e.index(), true);
+            return true;
+        }
         return self.isEmptySearch(e, representatives);
     }
 
@@ -872,10 +1039,17 @@ pub const ExprSet = struct {
     fn isEmptySearch(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         var queue: std.ArrayList(ExprId) = .empty;
         defer queue.deinit(self.gpa);
-        var visited: std.AutoHashMapUnmanaged(u32, void) = .empty;
+        var visited: IntMap(u32, void) = .empty;
         defer visited.deinit(self.gpa);
         try queue.append(self.gpa, e);
         try visited.put(self.gpa, e.index(), {});
+        if (!std.mem.eql(u8, self.row_representatives[0..self.row_representative_count], representatives)) {
+            // Rows hold derivatives by these bytes (one lexer's classes): other bytes, other rows.
+            self.row_cache.clearRetainingCapacity();
+            self.row_words.clearRetainingCapacity();
+            @memcpy(self.row_representatives[0..representatives.len], representatives);
+            self.row_representative_count = @intCast(representatives.len);
+        }
         var head: usize = 0;
         const non_empty = search: while (head < queue.items.len) : (head += 1) {
             const x = queue.items[head];
@@ -887,14 +1061,42 @@ pub const ExprSet = struct {
             // A derivative per byte class, plus the visited set and queue that grow with the
             // search (measured: a visited term costs about two units per class).
             try self.spend(2 * representatives.len);
+            if (self.row_cache.get(x.index())) |start| {
+                // Searched before (a search that ran out of fuel is repeated by every call):
+                // the row is one read, where a derivative per class was a lookup in a cache
+                // of millions of entries, a cache miss each.
+                for (self.row_words.items[start..][0..representatives.len]) |entry| {
+                    const y = entry & ~row_boolean_bit;
+                    if (y == ExprId.nothing.index()) continue;
+                    if (entry & row_boolean_bit == 0) break :search true;
+                    if (visited.contains(y)) continue;
+                    try visited.put(self.gpa, y, {});
+                    try queue.append(self.gpa, @fromBackingInt(@intCast(y)));
+                }
+                continue;
+            }
+            if (self.row_words.items.len + representatives.len > row_words_max) {
+                self.row_cache.clearRetainingCapacity();
+                self.row_words.clearRetainingCapacity();
+            }
+            const start: u32 = @intCast(self.row_words.items.len);
+            errdefer self.row_words.shrinkRetainingCapacity(start);
+            try self.row_words.ensureUnusedCapacity(self.gpa, representatives.len);
             for (representatives) |b| {
                 const y = try self.deriv(x, b);
+                self.row_words.appendAssumeCapacity(y.index() | (if (self.isBoolean(y)) row_boolean_bit else 0));
                 if (y == .nothing) continue;
-                if (!self.isBoolean(y)) break :search true; // plain terms other than ∅ are non-empty
+                if (!self.isBoolean(y)) {
+                    // Plain terms other than ∅ are non-empty: the search ends, the row stays
+                    // incomplete and is not kept.
+                    self.row_words.shrinkRetainingCapacity(start);
+                    break :search true;
+                }
                 if (visited.contains(y.index())) continue;
                 try visited.put(self.gpa, y.index(), {});
                 try queue.append(self.gpa, y);
             }
+            try self.row_cache.put(self.gpa, x.index(), start);
         } else false;
         if (non_empty) {
             try self.empty_cache.put(self.gpa, e.index(), false);
@@ -925,26 +1127,57 @@ pub const ExprSet = struct {
         for (cur, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
         var steps: u32 = 0;
         var scans: u32 = 0; // bytes tried off the leader's shortest path, over the whole walk
+        // The member with the longest rest leads, chosen afresh at each byte, until the lead
+        // has changed hands `witness_switches_max` times: then the leader keeps the lead until
+        // its word is done or it is stuck. Choosing afresh ping-pongs between two searches
+        // (`.*github.*` ∩ `.*hipchat.*`: each leader's next byte undoes the other's partial
+        // match, and the walk ran to `witness_length_max` before the search decided), while
+        // keeping the lead from the start made "pattern ∩ length" walks ten times longer (the
+        // counter led on past the point where the pattern's completion would end both).
+        var kept: ?usize = null;
+        var switches: u32 = 0;
         while (steps < witness_length_max) : (steps += 1) {
             const all_nullable = for (cur) |m| {
                 if (!self.nullable(m)) break false;
             } else true;
             if (all_nullable) return true;
-            const leader = self.leadingMember(cur);
-            var stepped = false;
-            if (leader) |l| stepped = try self.stepMembers(cur, next, self.shortestByte(cur[l]));
-            if (!stepped) {
-                for (representatives) |b| {
-                    scans += 1;
-                    if (scans > witness_scan_max) return false;
-                    if (!try self.stepMembers(cur, next, b)) continue;
-                    if (leader) |l| if (self.lengthsOf(next[l]).min >= self.lengthsOf(cur[l]).min) continue;
-                    stepped = true;
-                    break;
+            var leader: ?usize = null;
+            if (switches >= witness_switches_max) {
+                if (kept) |l| {
+                    if (!self.nullable(cur[l])) leader = l;
+                }
+            }
+            if (leader == null) leader = self.leadingMember(cur);
+            if (kept != null and leader != null and leader.? != kept.?) switches += 1;
+            var stepped = try self.stepToward(cur, next, leader, representatives, &scans) orelse return false;
+            if (!stepped and kept != null and switches >= witness_switches_max) {
+                // Stuck behind the kept leader (its rest needs a byte another member refuses):
+                // let the member with the longest rest lead from here.
+                const fresh = self.leadingMember(cur);
+                if (fresh != leader) {
+                    leader = fresh;
+                    stepped = try self.stepToward(cur, next, leader, representatives, &scans) orelse return false;
                 }
             }
             if (!stepped) return false;
+            kept = leader;
             std.mem.swap([]ExprId, &cur, &next);
+        }
+        return false;
+    }
+
+    /// One byte of the witness walk into `next`: the first byte of the leader's shortest rest
+    /// when every member survives it, else the first byte class every member survives that
+    /// shortens the leader's rest (any surviving class when there is no leader). False when no
+    /// byte qualifies; null when the walk has tried `witness_scan_max` bytes off the path.
+    fn stepToward(self: *ExprSet, cur: []const ExprId, next: []ExprId, leader: ?usize, representatives: []const u8, scans: *u32) Error!?bool {
+        if (leader) |l| if (try self.stepMembers(cur, next, self.shortestByte(cur[l]))) return true;
+        for (representatives) |b| {
+            scans.* += 1;
+            if (scans.* > witness_scan_max) return null;
+            if (!try self.stepMembers(cur, next, b)) continue;
+            if (leader) |l| if (self.lengthsOf(next[l]).min >= self.lengthsOf(cur[l]).min) continue;
+            return true;
         }
         return false;
     }
@@ -1103,9 +1336,12 @@ test "intersection and complement, with an exact emptiness check" {
     var reps: [256]u8 = undefined;
     for (&reps, 0..) |*r, i| r.* = @intCast(i);
     try std.testing.expect(!try set.isEmpty(e, &reps));
-    // [a-z]{2} ∩ ¬[a-z]+ is empty, though not syntactically ∅.
+    // [a-z]{2} ∩ ¬[a-z]+ is ∅ at construction ([a-z]{2} ⊆ [a-z]+ by structure);
+    // [a-z]{2} ∩ ¬([a-z][a-z]) is empty too, but only the search shows it.
     const two = try set.repeat(try set.byteSet(lower), 2, 2);
-    const empty = try set.andAll(&.{ two, try set.not(word) });
+    try std.testing.expectEqual(ExprId.nothing, try set.andAll(&.{ two, try set.not(word) }));
+    const pair = try set.concat(try set.byteSet(lower), try set.byteSet(lower));
+    const empty = try set.andAll(&.{ two, try set.not(pair) });
     try std.testing.expect(empty != .nothing);
     try std.testing.expect(try set.isEmpty(empty, &reps));
     try std.testing.expect(try set.isEmpty(try set.deriv(empty, 'q'), &reps));
@@ -1253,4 +1489,105 @@ test "shortest words follow the length table" {
     try std.testing.expectEqualStrings("abcc", w);
     try std.testing.expect(try set.accepts(e, w));
     try std.testing.expectEqual(@as(?[]const u8, null), try set.shortestWord(e, out[0..3]));
+}
+
+test "two searches intersected: the kept leader finds a witness without the search" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // MaskBench Github_hard---o82144: a key matching both patternProperties `github` and
+    // `hipchat`. Choosing the longest rest afresh at every byte ping-ponged between the two
+    // (each one's next byte undid the other's partial match) until the walk's length bound,
+    // and the search then derived the intersection by every byte class.
+    const github = try parseTest(&set, "\"[ -!#-~]*github[ -!#-~]*\"");
+    const hipchat = try parseTest(&set, "\"[ -!#-~]*hipchat[ -!#-~]*\"");
+    var e = try set.andAll(&.{ github, hipchat });
+    var classes: ByteSet = .{};
+    for ("\"bcghiptu") |b| classes.add(b);
+    var representatives: [256]u8 = undefined;
+    var n: usize = 0;
+    for (0..256) |b| if (classes.contains(@intCast(b)) or b == 'a' or b == 0) {
+        representatives[n] = @intCast(b);
+        n += 1;
+    };
+    for ("\"gith") |b| e = try set.deriv(e, b);
+    set.refuel(1_500, .step_fuel);
+    try std.testing.expect(!try set.isEmpty(e, representatives[0..n]));
+    try std.testing.expect(set.fuel_spent < 1_500);
+}
+
+test "x ∩ ¬y is ∅ at construction when x ⊆ y by structure (keys that exclude each other)" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // JSON Schema keys: "any other key" excludes the patternProperties searches; a search
+    // every key matches (`.*`) excludes everything.
+    const any = try parseTest(&set, "\"[a-z_]*\"");
+    const netdir = try parseTest(&set, "\"[a-z_]*netdir_(?:work|home)[a-z_]*\"");
+    const netdrv = try parseTest(&set, "\"[a-z_]*netdrv_[a-z]+[a-z_]*\"");
+    try std.testing.expectEqual(ExprId.nothing, try set.andAll(&.{ netdir, try set.not(any) }));
+    try std.testing.expectEqual(ExprId.nothing, try set.andAll(&.{ netdir, try set.not(try set.alt2(any, netdrv)) }));
+    // "Neither netdir nor netdrv": alive until the text has matched one, then ∅ as built.
+    var other = try set.andAll(&.{ any, try set.not(try set.alt2(netdir, netdrv)) });
+    var representatives: [256]u8 = undefined;
+    for (&representatives, 0..) |*r, i| r.* = @intCast(i);
+    for ("\"a_netdir_") |b| other = try set.deriv(other, b);
+    try std.testing.expect(!try set.isEmpty(other, &representatives));
+    for ("work") |b| other = try set.deriv(other, b);
+    try std.testing.expectEqual(ExprId.nothing, other);
+    // "netdrv but not netdir" after a netdir key: ∅ as built as well.
+    var drv = try set.andAll(&.{ netdrv, try set.not(netdir) });
+    for ("\"netdir_home") |b| drv = try set.deriv(drv, b);
+    try std.testing.expectEqual(ExprId.nothing, drv);
+}
+
+test "includes never claims an inclusion that a word refutes (random terms over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x5eed);
+    const random = prng.random();
+    var terms: [160]ExprId = undefined;
+    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3));
+    // Every word over {a, b} of at most 7 bytes.
+    var words: std.ArrayList([]const u8) = .empty;
+    defer {
+        for (words.items) |w| std.testing.allocator.free(w);
+        words.deinit(std.testing.allocator);
+    }
+    for (0..8) |len| {
+        for (0..(@as(usize, 1) << @intCast(len))) |bits| {
+            const w = try std.testing.allocator.alloc(u8, len);
+            for (w, 0..) |*c, i| c.* = if ((bits >> @intCast(i)) & 1 == 1) 'b' else 'a';
+            try words.append(std.testing.allocator, w);
+        }
+    }
+    var shown: u32 = 0;
+    for (terms) |x| for (terms) |y| {
+        var budget: u32 = 4096;
+        if (!set.includes(x, y, &budget) or x == y) continue;
+        shown += 1;
+        for (words.items) |w| {
+            if (try matches(&set, x, w)) try std.testing.expect(try matches(&set, y, w));
+        }
+    };
+    try std.testing.expect(shown > 64); // more than x ⊆ x: the test exercises the rules
+}
+
+fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
+    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 7);
+    switch (choice) {
+        0 => return set.byte('a'),
+        1 => return set.byte('b'),
+        2 => {
+            var ab: ByteSet = .{};
+            ab.add('a');
+            ab.add('b');
+            return set.byteSet(ab);
+        },
+        3, 4 => return set.concat(try randomTerm(set, random, depth - 1), try randomTerm(set, random, depth - 1)),
+        5 => return set.alt2(try randomTerm(set, random, depth - 1), try randomTerm(set, random, depth - 1)),
+        else => {
+            const min = random.uintLessThan(u32, 3);
+            const max = if (random.boolean()) repeat_unbounded else min + random.uintLessThan(u32, 3);
+            return set.repeat(try randomTerm(set, random, depth - 1), min, @max(min, max));
+        },
+    }
 }

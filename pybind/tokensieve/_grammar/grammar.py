@@ -24,29 +24,29 @@ class Limits:
     `.limit` names it (see docs/limits.md for what each bounds and its measured cost).
 
     The defaults bound every call into the core (a mask, a consume, forced bytes, a healing
-    question) to about 10 ms of work; compiling gets a larger budget.
+    question) to under 10 ms of work in wasmtime; compiling gets a larger budget.
 
     Attributes:
         step_fuel_max: derivative, emptiness and lexer-table work one call may do, in fuel
-            units charged by the size of the terms built (10–40 ns each). Limit `step_fuel`.
+            units charged by the size of the terms built (15–20 ns each). Limit `step_fuel`.
         dfa_state_count_max: lexer DFA states the grammar may build (each costs a table row of
             4 bytes per byte class plus its expression list). Limit `lexer_states`.
         expression_count_max: expression terms the grammar may hold (about 40 bytes each).
             Limit `expressions`.
         parser_row_items_max: Earley items in one parser row. Limit `parser_row_items`.
         parser_step_items_max: parser work one call may do: Earley items built plus items
-            examined by completions and scans (about 5 ns each). Limit `parser_step_items`.
+            examined by completions and scans (about 6 ns each). Limit `parser_step_items`.
         token_history_max: tokens a matcher of the grammar may hold (rollback depth).
             Limit `token_history`.
         compile_fuel_max: the fuel of compiling the grammar and of a matcher's first row.
             Limit `compile_fuel`.
     """
 
-    step_fuel_max: int = 1_000_000
+    step_fuel_max: int = 400_000
     dfa_state_count_max: int = 100_000
     expression_count_max: int = 2_000_000
     parser_row_items_max: int = 20_000
-    parser_step_items_max: int = 1_000_000
+    parser_step_items_max: int = 500_000
     token_history_max: int = 1_000_000
     compile_fuel_max: int = 8_000_000
 
