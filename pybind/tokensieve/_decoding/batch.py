@@ -47,7 +47,7 @@ from typing import Any
 
 from .._core import Core
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, _row_view
+from .matcher import Matcher, batch_slot, row_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own: a batch's fixed cost (~13 µs: the checks,
@@ -128,7 +128,7 @@ def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
     address of its row 0 (None when it has none: a buffer that is not numpy or torch, or a
     non-contiguous one)."""
     if type(bitmask).__module__ == "numpy":
-        # The common case, checked directly: _row_view's general checks cost ~10 µs.
+        # The common case, checked directly: row_view's general checks cost ~10 µs.
         flags = bitmask.flags
         shape = bitmask.shape
         if (
@@ -136,7 +136,7 @@ def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
             and bitmask.dtype.itemsize == 4 and flags.c_contiguous and flags.writeable
         ):
             return int(shape[0]), int(bitmask.__array_interface__["data"][0])
-    _row_view(bitmask, 0, words)
+    row_view(bitmask, 0, words)
     shape = getattr(bitmask, "shape", None)
     if shape is None:
         return memoryview(bitmask).nbytes // (4 * words), None
@@ -178,7 +178,7 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
     """
     words = matchers[0].mask_words
     rows_total, base = _layout(bitmask, words)
-    if not hasattr(matchers[0]._core.runtime, "dest_at"):
+    if not hasattr(batch_slot(matchers[0])[0].runtime, "dest_at"):
         base = None
     groups: dict[Core, _Group] = {}
     get_group = groups.get
@@ -189,7 +189,7 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
             raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
         if matcher.mask_words != words:
             raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
-        core = matcher._core
+        core = batch_slot(matcher)[0]
         group = get_group(core)
         if group is None:
             group = groups[core] = (core, [])
@@ -218,19 +218,20 @@ def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = No
     runtime = core.runtime
     try:
         for matcher, row in pairs:
-            lock = matcher._lock
+            lock = batch_slot(matcher)[1]
             if not lock.acquire(False):
                 later.append((matcher, row))
                 continue
             locked.append(lock)
-            if matcher._core is not core or matcher._failure is not None:
+            now, _, failure, handle = batch_slot(matcher)
+            if now is not core or failure is not None:
                 later.append((matcher, row))
                 continue
-            handles.append(matcher._handle)
+            handles.append(handle)
             if base is not None:
                 dests.append(runtime.dest_at(base + row * row_bytes, row_bytes))  # type: ignore[attr-defined]
             else:
-                dests.append(runtime.dest_for(_row_view(targets.bitmask, row, targets.words)))
+                dests.append(runtime.dest_for(row_view(targets.bitmask, row, targets.words)))
             batch.append((matcher, row))
         if not batch:
             return later

@@ -551,6 +551,18 @@ class Matcher:
         return [self._token(t) for t in tokens]
 
 
+def batch_slot(matcher: Matcher) -> tuple[Any, Any, Any, int]:
+    """(core instance, lock, failure or None, handle) of a matcher, read together for the
+    batch fill (`batch.fill_bitmasks`), which locks and fills an instance's matchers in one call.
+    Read it again after taking the lock: a matcher may move or fail until then."""
+    return matcher._core, matcher._lock, matcher._failure, matcher._handle
+
+
+def row_view(bitmask: Any, row: Any, words: int) -> memoryview:
+    """The checked byte view of one row of a caller's bitmask (for the batch fill)."""
+    return _row_view(bitmask, row, words)
+
+
 def _index(value: Any, what: str) -> int:
     """`value` as an int: ints and numpy integers, not bools, floats or strings."""
     if isinstance(value, bool):
