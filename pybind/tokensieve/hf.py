@@ -96,31 +96,46 @@ class LogitsProcessor:
         fill_bitmasks([self.matchers[row] for row in live], bitmask, live)
         width = scores.shape[-1]
         np = _numpy()
-        bits = np.unpackbits(np.ascontiguousarray(bitmask[live]).view(np.uint8), axis=1, bitorder="little")[:, :width]
-        for bits_row, row in zip(bits, live):
-            allowed = int(np.count_nonzero(bits_row))
-            if self.canonical_forced and allowed <= _FORCED_CHECK_MAX:
+        # Counted and listed from the int32 words (4,008 for Llama-3), not from 128k unpacked bits.
+        counts = _popcounts(np, bitmask[live])
+        for count, row in zip(counts.tolist(), live):
+            words = bitmask[row]
+            forced = None
+            if self.canonical_forced and count <= _FORCED_CHECK_MAX:
                 # Forced bytes leave few tokens (their prefixes); only then is it worth asking.
-                forced = self.matchers[row].compute_ff_tokens()
-                if forced:
-                    bits_row = np.zeros_like(bits_row)
-                    bits_row[forced[0]] = 1
-                    allowed = 1
-            # A sparse mask is cheaper to apply by keeping the few allowed logits; a dense one
-            # (free text) by masking the refused ones.
-            if allowed * 8 < width:
-                ids = torch.from_numpy(np.flatnonzero(bits_row)).to(scores.device)
-                keep = scores[row, ids]
+                forced = self.matchers[row].compute_ff_tokens() or None
+            if forced is not None or count * 8 < width:
+                # A sparse mask is cheaper to apply by keeping the few allowed logits.
+                if forced is not None:
+                    ids = np.array(forced[:1], dtype=np.int64)
+                else:
+                    nonzero = np.flatnonzero(words)
+                    bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(-1, 32)
+                    which, bit = np.nonzero(bits)
+                    ids = nonzero[which] * 32 + bit
+                    ids = ids[ids < width]
+                index = torch.from_numpy(ids).to(scores.device)
+                keep = scores[row, index]
                 scores[row].fill_(float("-inf"))
-                scores[row, ids] = keep
+                scores[row, index] = keep
             else:
-                refused = ~torch.from_numpy(bits_row).view(torch.bool).to(scores.device)
+                # A dense one (free text) by masking the refused ones.
+                bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:width]
+                refused = torch.from_numpy(bits).view(torch.bool).logical_not().to(scores.device)
                 scores[row].masked_fill_(refused, float("-inf"))
         return scores
 
 
 # Masks with at most this many allowed tokens are checked for forced bytes.
 _FORCED_CHECK_MAX = 256
+
+
+def _popcounts(np: Any, rows: Any) -> Any:
+    """Set bits per row of an int32 bitmask."""
+    unsigned = np.ascontiguousarray(rows).view(np.uint32)
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(unsigned).sum(axis=1, dtype=np.int64)
+    return np.unpackbits(unsigned.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
 
 
 def _numpy() -> Any:
