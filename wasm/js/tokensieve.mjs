@@ -25,7 +25,7 @@
 
 export const ABI_VERSION = 5;
 const IR_MAGIC = 0x31475354;
-const FORCED_CAPACITY = 4096;
+const FORCED_CAPACITY = 1024; // the core computes at most this many forced bytes per call
 const utf8 = new TextEncoder();
 const utf8Decode = new TextDecoder();
 

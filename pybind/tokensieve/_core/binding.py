@@ -86,7 +86,7 @@ _EXPORTS: Final = (
 # step deadline a busy host retired instances for matchers the fuel was about to refuse anyway.
 _SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir", "ts_matcher_new"})
 
-_FF_CHUNK_BYTES: Final = 4096
+_FF_CHUNK_BYTES: Final = 1024  # the core computes at most this many forced bytes per call
 _serial = itertools.count(1)
 
 

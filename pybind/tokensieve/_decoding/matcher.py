@@ -503,6 +503,8 @@ class Matcher:
         """The bytes the grammar forces next: no alternative, and it cannot end before them.
 
         Does not change the state. Empty when there is a choice (or the output may end here).
+        At most 1,024 bytes per call: a longer forced run comes in chunks (consume them, then
+        ask again), so that each call's work stays bounded.
         """
         return self._run(lambda core, handle: core.matcher_compute_ff_bytes(handle))
 
