@@ -360,3 +360,25 @@ def test_sampling_options_are_checked():
         Sampling(temperature=-1)
     with pytest.raises(ValueError, match="top_p"):
         Sampling(top_p=0)
+
+
+def test_a_long_forced_run_comes_in_bounded_chunks():
+    """A 5,000-character `const` in a JSON grammar of many byte classes: every forced-bytes
+    call returns a chunk (never a limit: probing every class of every byte is charged, and a
+    call stops while fuel remains), and the chunks add up to the JSON text (json.dumps)."""
+    import string
+
+    tok = load_shared_tokenizer("llama3")
+    rng = random.Random(0)
+    value = "".join(rng.choice(string.ascii_letters + string.digits + " ,.;:!?-_/()[]{}") for _ in range(5000))
+    schema = {"type": "object", "properties": {"a": {"const": value}, "b": {"type": "integer"}}, "required": ["a", "b"]}
+    matcher = Matcher(tok, Grammar.json_schema(schema, whitespace="compact"))
+    assert matcher.consume_tokens(tok.encode("{"))
+    forced, calls = b"", 0
+    while chunk := matcher.compute_ff_bytes():
+        assert len(chunk) <= 1024
+        forced += chunk
+        calls += 1
+        assert matcher.consume_tokens(tok.encode(chunk.decode()))
+    assert forced.decode() == '"a":' + json.dumps(value) + ',"b":'
+    assert calls >= 5

@@ -526,6 +526,9 @@ pub const Matcher = struct {
         var n: u32 = 0;
         const capacity = @min(out.len, forced_bytes_per_call_max);
         outer: while (n < capacity) {
+            // A long run stops while fuel remains for another byte (the next call goes on), so
+            // that probing every class of every byte never fails a legitimate forced run.
+            if (n > 0 and self.grammar.exprs.fuel < forced_fuel_reserve + lexer.class_count * forced_probe_fuel) break;
             if (try self.parser.eosAllowed(at)) break;
             if (try self.anySpecialAllowed(at)) break;
             var only: ?u8 = null;
@@ -556,6 +559,8 @@ pub const Matcher = struct {
     pub const forced_bytes_per_call_max: usize = 1024;
     /// Fuel charged per byte-class probe of the forced-bytes walk.
     const forced_probe_fuel: u64 = 6;
+    /// Fuel a forced-bytes call keeps for the derivatives of one more byte before it stops.
+    const forced_fuel_reserve: u64 = 100_000;
 
     /// How far the grammar follows `text` from here, and the bytes it forces after that far.
     pub const TextStep = struct { valid_bytes: u32, forced_bytes: u32 };
