@@ -368,8 +368,8 @@ def json_schema_to_ir(
             key_lexeme = Lexeme(f"/{x_guidance.key_separator}/", "regex", x_guidance.key_separator)
         if x_guidance.item_separator is not None:
             item_lexeme = Lexeme(f"/{x_guidance.item_separator}/", "regex", x_guidance.item_separator)
-    schema = embed_meta_schema(schema)
-    if _reject_lone_surrogates(schema):
+    if _reject_lone_surrogates(schema):  # true for a $ref by URI, such as the meta-schema's
+        schema = embed_meta_schema(schema)
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
         draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
         schema = resolve_references(schema, draft4=draft4)
