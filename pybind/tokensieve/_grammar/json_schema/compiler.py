@@ -235,14 +235,7 @@ def _reject_lone_surrogates(schema: Any) -> bool:
         elif kind is dict:
             steps += len(value)  # the keys, which the walk with pointers visits as nodes
             if not rewrite and not root:
-                ref, ident = value.get("$ref"), value.get("$id")
-                rewrite = (
-                    (isinstance(ref, str) and not ref.startswith("#"))
-                    or (isinstance(ident, str) and not ident.startswith("#"))
-                    or "$dynamicRef" in value
-                    or "$recursiveRef" in value
-                    or (isinstance(value.get("id"), str) and not value["id"].startswith("#"))
-                )
+                rewrite = _needs_rewrite(value)
             for key, item in value.items():
                 if type(key) is str:
                     strings.append(key)
@@ -265,6 +258,19 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     return rewrite
 
 
+def _needs_rewrite(node: dict[str, Any]) -> bool:
+    """Whether a (non-root) schema object needs `resolve_references`: a nested `$id` (draft 4:
+    `id`), a `$ref` not starting with `#`, or a dynamic reference."""
+    ref, ident, old_id = node.get("$ref"), node.get("$id"), node.get("id")
+    return (
+        (isinstance(ref, str) and not ref.startswith("#"))
+        or (isinstance(ident, str) and not ident.startswith("#"))
+        or "$dynamicRef" in node
+        or "$recursiveRef" in node
+        or (isinstance(old_id, str) and not old_id.startswith("#"))
+    )
+
+
 def _lone_surrogate_walk(schema: Any) -> bool:
     """`_reject_lone_surrogates` with a JSON pointer for every node (the slow path)."""
     stack: list[tuple[Any, str]] = [(schema, "")]
@@ -276,14 +282,7 @@ def _lone_surrogate_walk(schema: Any) -> bool:
         if steps > 1_000_000:
             return True  # the translation has its own size limits
         if isinstance(value, dict) and not rewrite and pointer:
-            ref, ident = value.get("$ref"), value.get("$id")
-            rewrite = (
-                (isinstance(ref, str) and not ref.startswith("#"))
-                or (isinstance(ident, str) and not ident.startswith("#"))
-                or "$dynamicRef" in value
-                or "$recursiveRef" in value
-                or (isinstance(value.get("id"), str) and not value["id"].startswith("#"))
-            )
+            rewrite = _needs_rewrite(value)
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
