@@ -1305,8 +1305,9 @@ class _Compiler:
     def compile_one_of_exactly(self, d: dict[str, Any], pointer: str) -> Sym | None | object:
         """`oneOf` whose options may overlap, as the alternatives "option i and not any other"
         (each negation a clause); `_NOT_EXACT` when a negation has no grammar, the expansion
-        would pass `ONE_OF_EXACT_ALTERNATIVES_MAX` alternatives, or its translation fails (the
-        caller then treats it as `anyOf`, a superset). A failed attempt leaves no warning and no
+        would pass `ONE_OF_EXACT_ALTERNATIVES_MAX` alternatives, an option would exclude more
+        than `ONE_OF_NEGATED_PATTERNS_MAX` patterns, or its translation fails (the caller then
+        treats it as `anyOf`, a superset). A failed attempt leaves no warning and no
         clause budget used; its rules stay in the IR, unreachable."""
         options = d["oneOf"]
         at = f"{pointer}/oneOf"
@@ -1344,6 +1345,7 @@ class _Compiler:
         except GrammarError:
             del self.warnings[saved[0] :]
             del self.warning_log[saved[1] :]
+            del self.empty_reasons[reasons:]
             return _NOT_EXACT
         finally:
             self.one_of_exact_spent += max(0, self.clause_alternative_count - saved[2])
