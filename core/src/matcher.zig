@@ -53,7 +53,7 @@ pub const Limits = struct {
     row_item_count_max: u32 = 20_000,
     /// Parser work in one call: items built plus items examined (`earley.zig`, ~6 ns each in
     /// wasmtime: 3 ms at the default; MaskBench's heaviest call needs 18,000).
-    step_item_count_max: u32 = 500_000,
+    step_item_count_max: u32 = 250_000,
 };
 
 /// Bytes one healing call (`healPosition`, and the tokenizer's) or text validation may be
