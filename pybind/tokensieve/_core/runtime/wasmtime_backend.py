@@ -94,16 +94,21 @@ _c_void_p = ctypes.c_void_p
 # new argument object: about 0.1 µs of the 0.5 µs a call costs from Python.
 _call_unchecked = ctypes.CFUNCTYPE(_c_void_p)(("wasmtime_func_call_unchecked", ffi.dll))
 _call_unchecked.argtypes = None
-_memory_data = ctypes.CFUNCTYPE(_c_void_p, _c_void_p, _c_void_p)(
+# The short calls below keep the GIL (PYFUNCTYPE): a CFUNCTYPE call releases it, and under
+# load the epoch ticker's thread (which takes the GIL every 10 ms) or any other then takes it
+# over, so a call of a few nanoseconds waited ~100 µs of wall time to get it back (seen in the
+# compile path's `prepare_call`). Only the module call itself releases it, so that instances
+# run in parallel.
+_memory_data = ctypes.PYFUNCTYPE(_c_void_p, _c_void_p, _c_void_p)(
     ("wasmtime_memory_data", ffi.dll)
 )
-_memory_data_size = ctypes.CFUNCTYPE(ctypes.c_size_t, _c_void_p, _c_void_p)(
+_memory_data_size = ctypes.PYFUNCTYPE(ctypes.c_size_t, _c_void_p, _c_void_p)(
     ("wasmtime_memory_data_size", ffi.dll)
 )
-_set_fuel = ctypes.CFUNCTYPE(_c_void_p, _c_void_p, ctypes.c_uint64)(
+_set_fuel = ctypes.PYFUNCTYPE(_c_void_p, _c_void_p, ctypes.c_uint64)(
     ("wasmtime_context_set_fuel", ffi.dll)
 )
-_set_epoch_deadline = ctypes.CFUNCTYPE(None, _c_void_p, ctypes.c_uint64)(
+_set_epoch_deadline = ctypes.PYFUNCTYPE(None, _c_void_p, ctypes.c_uint64)(
     ("wasmtime_context_set_epoch_deadline", ffi.dll)
 )
 # Copies between host buffers and linear memory keep the GIL. `ctypes.memmove` releases it
