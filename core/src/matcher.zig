@@ -49,11 +49,11 @@ pub const Limits = struct {
     expr_count_max: u32 = 2_000_000,
     /// Tokens a matcher may hold in its history (rollback depth and memory bound).
     token_history_max: u32 = 1_000_000,
-    /// Earley items in one parser row.
-    row_item_count_max: u32 = 20_000,
-    /// Parser work in one call: items built plus items examined (`earley.zig`, ~6 ns each in
-    /// wasmtime: 3 ms at the default; MaskBench's heaviest call needs 18,000).
-    step_item_count_max: u32 = 250_000,
+    /// Earley items in one parser row (`earley.Limits`).
+    row_item_count_max: u32 = (earley.Limits{}).row_item_count_max,
+    /// Parser work in one call (`earley.Limits`): about 2 ms at the default on an ambiguous
+    /// Lark grammar, 4–6 ms on fuzzed ambiguous GBNF; MaskBench's heaviest call needs 18,000.
+    step_item_count_max: u32 = (earley.Limits{}).step_item_count_max,
 };
 
 /// Bytes one healing call (`healPosition`, and the tokenizer's) or text validation may be

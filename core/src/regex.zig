@@ -588,7 +588,7 @@ pub const ExprSet = struct {
         const ty = self.tag(y);
         if (tx == .epsilon) return self.nullable(y);
         if (tx == .alt) {
-            for (self.args(x)) |m| if (!self.includes(@fromBackingInt(@intCast(m)), y, budget)) return false;
+            for (0..self.args(x).len) |i| if (!self.includes(self.argId(x, i), y, budget)) return false;
             return true;
         }
         switch (ty) {
@@ -598,48 +598,48 @@ pub const ExprSet = struct {
                 // Members are sorted by id: x itself is found by a binary search.
                 const members = self.args(y);
                 if (std.sort.binarySearch(u32, members, x.index(), orderU32) != null) return true;
-                for (members) |m| if (self.includes(x, @fromBackingInt(@intCast(m)), budget)) return true;
+                for (0..members.len) |i| if (self.includes(x, self.argId(y, i), budget)) return true;
                 return false;
             },
             .repeat => {
                 const a = self.args(y);
-                const c: ExprId = @fromBackingInt(@intCast(a[0]));
+                const c = self.argId(y, 0);
                 if (a[1] == 0 and a[2] == repeat_unbounded) {
                     // y = c*: every piece of x must be in c* (c* c* = c*).
                     switch (tx) {
-                        .concat => return self.includes(@fromBackingInt(@intCast(self.args(x)[0])), y, budget) and
-                            self.includes(@fromBackingInt(@intCast(self.args(x)[1])), y, budget),
-                        .repeat => return self.includes(@fromBackingInt(@intCast(self.args(x)[0])), y, budget),
+                        .concat => return self.includes(self.argId(x, 0), y, budget) and
+                            self.includes(self.argId(x, 1), y, budget),
+                        .repeat => return self.includes(self.argId(x, 0), y, budget),
                         else => return self.includes(x, c, budget),
                     }
                 }
                 if (tx == .repeat) {
                     const b = self.args(x);
-                    return b[1] >= a[1] and b[2] <= a[2] and self.includes(@fromBackingInt(@intCast(b[0])), c, budget);
+                    return b[1] >= a[1] and b[2] <= a[2] and self.includes(self.argId(x, 0), c, budget);
                 }
                 return a[1] <= 1 and a[2] >= 1 and self.includes(x, c, budget);
             },
             .concat => {
-                const h2: ExprId = @fromBackingInt(@intCast(self.args(y)[0]));
-                const t2: ExprId = @fromBackingInt(@intCast(self.args(y)[1]));
+                const h2 = self.argId(y, 0);
+                const t2 = self.argId(y, 1);
                 if (self.isStar(h2)) {
-                    // y = c* t2: x may skip the star, or give its head to it and go on.
-                    if (tx == .concat) {
-                        const h1: ExprId = @fromBackingInt(@intCast(self.args(x)[0]));
-                        const t1: ExprId = @fromBackingInt(@intCast(self.args(x)[1]));
-                        if (self.includes(h1, h2, budget) and self.includes(t1, y, budget)) return true;
-                    }
+                    // y = c* t2: x may give its head to the star and go on, or skip the star.
+                    if (tx == .concat and self.includes(self.argId(x, 0), h2, budget) and
+                        self.includes(self.argId(x, 1), y, budget)) return true;
                     return self.includes(x, t2, budget);
                 }
                 if (tx == .concat) {
-                    const h1: ExprId = @fromBackingInt(@intCast(self.args(x)[0]));
-                    const t1: ExprId = @fromBackingInt(@intCast(self.args(x)[1]));
-                    if (self.includes(h1, h2, budget) and self.includes(t1, t2, budget)) return true;
+                    if (self.includes(self.argId(x, 0), h2, budget) and self.includes(self.argId(x, 1), t2, budget)) return true;
                 } else if (self.nullable(t2) and self.includes(x, h2, budget)) return true;
                 return self.nullable(h2) and self.includes(x, t2, budget);
             },
             .and_, .not_ => return false,
         }
+    }
+
+    /// Argument `i` of `e` (a concatenation's parts, a repetition's body) as a term id.
+    fn argId(self: *const ExprSet, e: ExprId, i: usize) ExprId {
+        return @fromBackingInt(@intCast(self.args(e)[i]));
     }
 
     fn isStar(self: *const ExprSet, e: ExprId) bool {

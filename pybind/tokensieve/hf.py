@@ -74,6 +74,7 @@ class LogitsProcessor:
         import torch
 
         from . import fill_bitmasks
+        from .torch import apply_token_bitmask_inplace
 
         batch, length = input_ids.shape
         if not self.matchers:
@@ -120,9 +121,7 @@ class LogitsProcessor:
                 scores[row, index] = keep
             else:
                 # A dense one (free text) by masking the refused ones.
-                bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:width]
-                refused = torch.from_numpy(bits).view(torch.bool).logical_not().to(scores.device)
-                scores[row].masked_fill_(refused, float("-inf"))
+                apply_token_bitmask_inplace(scores[row], torch.from_numpy(words))
         return scores
 
 

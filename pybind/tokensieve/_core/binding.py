@@ -255,11 +255,10 @@ class Core:
                 self._drain()
             return self._call(name, *args)
 
-    def _drain(self, count: int = 0) -> None:
-        """Free the handles finalizers queued, at most `count` of them (0: `_DRAIN_PER_CALL`)
-        so that a storm of dropped forks does not make one call slow (lock held)."""
+    def _drain(self, count: int = _DRAIN_PER_CALL) -> None:
+        """Free the handles finalizers queued, at most `count` of them, so that a storm of
+        dropped forks does not make one call slow (lock held)."""
         pending = self._pending_frees
-        count = count or _DRAIN_PER_CALL
         while pending and count > 0:
             count -= 1
             name, handle = pending.popleft()

@@ -199,14 +199,13 @@ class Matcher:
         Raises:
             ValueError: wrong dtype, shape, device or row.
         """
-        last = self._last_dest
-        if last is not None and last[0] is bitmask and last[1] == row:
-            dest = last[2]
-        else:
-            dest = self._dest(bitmask, row)
-        # The step path, inlined: no closure, no new object, the lock without `with` (its
-        # __exit__ call costs as much as the lock). A poisoned instance raises
-        # (`instance_retired`) without entering the module, and `_run` moves the matcher.
+        self._fill(self._dest(bitmask, row))
+
+    def _fill(self, dest: memoryview) -> None:
+        """`fill_bitmask` into a byte view already checked: the step path. No closure, no new
+        object, the lock without `with` (its __exit__ call costs as much as the lock). A
+        poisoned instance raises (`instance_retired`) without entering the module, and `_run`
+        moves the matcher."""
         self._acquire()
         try:
             if self._failure is None:
@@ -221,21 +220,8 @@ class Matcher:
         finally:
             self._release()
 
-    def _fill(self, dest: memoryview) -> None:
-        """`fill_bitmask` into a byte view already checked."""
-        with self._lock:
-            if self._failure is None:
-                core = self._core
-                try:
-                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
-                    return
-                except (CoreTrap, LimitError) as err:
-                    if self._failed(core, err):
-                        raise
-            self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
-
     def _dest(self, bitmask: Any, row: int) -> memoryview:
-        """The byte view of row `row` of `bitmask`, the array checked (`_row_view`) once: the
+        """The byte view of row `row` of `bitmask`, the array checked (`row_view`) once: the
         matcher remembers the last (array, row) pair, so a decoding loop that fills the same
         row of the same array pays for nothing, and the last array's whole byte view, so
         another row of it costs a bounds check and a slice (a server's batch array whose rows
@@ -248,7 +234,7 @@ class Matcher:
         if rows is not None and rows[0] is bitmask and type(row) is int and 0 <= row < rows[2]:
             view = rows[1][row * 4 * words : (row + 1) * 4 * words]
         else:
-            view = _row_view(bitmask, row, words)  # every check, and the errors
+            view = row_view(bitmask, row, words)  # every check, and the errors
             whole = _whole_view(bitmask)
             self._last_rows = None if whole is None else (bitmask, whole, whole.nbytes // (4 * words))
         self._last_dest = (bitmask, row, view)
@@ -263,11 +249,7 @@ class Matcher:
         """
         if type(token) is not int or not 0 <= token < self.vocab_size:
             token = self._token(token)
-        last = self._last_dest
-        if last is not None and last[0] is bitmask and last[1] == row:
-            dest = last[2]
-        else:
-            dest = self._dest(bitmask, row)
+        dest = self._dest(bitmask, row)
         self._acquire()
         try:
             if self._failure is None:  # the step path, as in `fill_bitmask`
@@ -490,7 +472,7 @@ class Matcher:
         keep: list[Any] = []
 
         def dest_row(core: Core, row: int) -> Any:
-            view = _row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else _row_view(bitmask, row, words)
+            view = row_view(bitmask[row], 0, words) if isinstance(bitmask, list) else row_view(bitmask, row, words)
             keep.append(view)
             return core.runtime.dest_for(view)
 
@@ -558,11 +540,6 @@ def batch_slot(matcher: Matcher) -> tuple[Any, Any, Any, int]:
     batch fill (`batch.fill_bitmasks`), which locks and fills an instance's matchers in one call.
     Read it again after taking the lock: a matcher may move or fail until then."""
     return matcher._core, matcher._lock, matcher._failure, matcher._handle
-
-
-def row_view(bitmask: Any, row: Any, words: int) -> memoryview:
-    """The checked byte view of one row of a caller's bitmask (for the batch fill)."""
-    return _row_view(bitmask, row, words)
 
 
 def _index(value: Any, what: str) -> int:
@@ -634,7 +611,7 @@ def _bad_token(token: int, vocab_size: int) -> TokensieveError:
 
 
 def _whole_view(bitmask: Any) -> memoryview | None:
-    """A writable byte view of all of `bitmask` (which `_row_view` accepted), or None when the
+    """A writable byte view of all of `bitmask` (which `row_view` accepted), or None when the
     array is not contiguous as a whole (its rows are, one by one)."""
     if type(bitmask).__module__.startswith("torch"):
         bitmask = bitmask.numpy()
@@ -647,7 +624,7 @@ def _whole_view(bitmask: Any) -> memoryview | None:
     return view.cast("B")
 
 
-def _row_view(bitmask: Any, row: Any, words: int) -> memoryview:
+def row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     """A writable byte view of one contiguous int32 row of a numpy array or CPU torch tensor."""
     row = _index(row, "row")
     if row < 0:

@@ -38,26 +38,22 @@ class Sym(NamedTuple):
 
     @staticmethod
     def t(index: int) -> Sym:
-        sym = _TERMINALS.get(index)
-        if sym is None:
-            sym = Sym(True, index)
-            if 0 <= index < _SHARED_INDEX_MAX:
-                sym = _TERMINALS.setdefault(index, sym)
-        return sym
+        return _TERMINALS.get(index) or _shared(_TERMINALS, True, index)
 
     @staticmethod
     def n(index: int) -> Sym:
-        sym = _NONTERMINALS.get(index)
-        if sym is None:
-            sym = Sym(False, index)
-            if 0 <= index < _SHARED_INDEX_MAX:
-                sym = _NONTERMINALS.setdefault(index, sym)
-        return sym
+        return _NONTERMINALS.get(index) or _shared(_NONTERMINALS, False, index)
 
 
 _SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
 _TERMINALS: dict[int, Sym] = {}
 _NONTERMINALS: dict[int, Sym] = {}
+
+
+def _shared(table: dict[int, Sym], terminal: bool, index: int) -> Sym:
+    """A new symbol, kept in `table` when its index is small enough to share."""
+    sym = Sym(terminal, index)
+    return table.setdefault(index, sym) if 0 <= index < _SHARED_INDEX_MAX else sym
 
 
 @dataclass(frozen=True)
@@ -228,11 +224,8 @@ _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
 
 
 def _text_words(text: str, lexeme: int) -> bytes:
-    words = _utf8_words(text)
-    if words is not None:
-        return words
     try:
-        text.encode("utf-8")
+        return _utf8_words(text)
     except UnicodeEncodeError as err:
         # A lone surrogate (from a `\ud800` escape in a schema or grammar string) is not text.
         raise GrammarError(
@@ -242,17 +235,17 @@ def _text_words(text: str, lexeme: int) -> bytes:
             position=err.start,
             lexeme=lexeme,
         ) from None
-    raise AssertionError("unreachable: the text encodes")
 
 
 @functools.lru_cache(maxsize=4096)
-def _utf8_words(text: str) -> bytes | None:
-    """A text as the IR spells it (byte length, UTF-8, zero padding); None if it has no UTF-8
-    form. Cached: the same patterns (a JSON string, a number) recur in grammar after grammar."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
+def _utf8_words(text: str) -> bytes:
+    """A text as the IR spells it (byte length, UTF-8, zero padding). Cached: the same patterns
+    (a JSON string, a number) recur in grammar after grammar; an error is not cached.
+
+    Raises:
+        UnicodeEncodeError: the text has no UTF-8 form (a lone surrogate).
+    """
+    data = text.encode("utf-8")
     return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
 
 

@@ -234,8 +234,8 @@ def _reject_lone_surrogates(schema: Any) -> bool:
             strings.append(value)
         elif kind is dict:
             steps += len(value)  # the keys, which the walk with pointers visits as nodes
-            if not rewrite and not root:
-                rewrite = _needs_rewrite(value)
+            if not rewrite:
+                rewrite = _needs_rewrite(value, root=root)
             for key, item in value.items():
                 if type(key) is str:
                     strings.append(key)
@@ -252,23 +252,20 @@ def _reject_lone_surrogates(schema: Any) -> bool:
         "".join(strings).encode("utf-8")
     except UnicodeEncodeError:
         _lone_surrogate_walk(schema)  # raises with the pointer
-    if isinstance(schema, dict) and not rewrite:
-        ref = schema.get("$ref")
-        rewrite = (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in schema or "$recursiveRef" in schema
     return rewrite
 
 
-def _needs_rewrite(node: dict[str, Any]) -> bool:
-    """Whether a (non-root) schema object needs `resolve_references`: a nested `$id` (draft 4:
-    `id`), a `$ref` not starting with `#`, or a dynamic reference."""
-    ref, ident, old_id = node.get("$ref"), node.get("$id"), node.get("id")
-    return (
-        (isinstance(ref, str) and not ref.startswith("#"))
-        or (isinstance(ident, str) and not ident.startswith("#"))
-        or "$dynamicRef" in node
-        or "$recursiveRef" in node
-        or (isinstance(old_id, str) and not old_id.startswith("#"))
-    )
+def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
+    """Whether a schema object needs `resolve_references`: a `$ref` not starting with `#`, a
+    dynamic reference, or (below the root, whose `$id` is the first base) an `$id` (draft 4:
+    `id`)."""
+    ref = node.get("$ref")
+    if (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in node or "$recursiveRef" in node:
+        return True
+    if root:
+        return False
+    ident, old_id = node.get("$id"), node.get("id")
+    return (isinstance(ident, str) and not ident.startswith("#")) or (isinstance(old_id, str) and not old_id.startswith("#"))
 
 
 def _lone_surrogate_walk(schema: Any) -> bool:
@@ -281,8 +278,8 @@ def _lone_surrogate_walk(schema: Any) -> bool:
         steps += 1
         if steps > 1_000_000:
             return True  # the translation has its own size limits
-        if isinstance(value, dict) and not rewrite and pointer:
-            rewrite = _needs_rewrite(value)
+        if isinstance(value, dict) and not rewrite:
+            rewrite = _needs_rewrite(value, root=not pointer)
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
@@ -302,9 +299,6 @@ def _lone_surrogate_walk(schema: Any) -> bool:
                     stack.append((item, child))
         elif isinstance(value, list):
             stack.extend((item, f"{pointer}/{i}") for i, item in enumerate(value))
-    if isinstance(schema, dict) and not rewrite:
-        ref = schema.get("$ref")
-        rewrite = (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in schema or "$recursiveRef" in schema
     return rewrite
 
 
@@ -564,7 +558,7 @@ class _Compiler:
         self.coerce_one_of = coerce_one_of
         self.one_of_exact_spent = 0  # clause alternatives spent on exact oneOfs (ONE_OF_EXACT_SCHEMA_MAX)
         # (why, pointer) of each contradiction met inside what compiled to nothing so far; a
-        # part that compiles to something drops those met inside it (`compile_alternatives`).
+        # schema that compiles to something drops those met inside it (`compile_flat`).
         self.empty_reasons: list[tuple[str, str]] = []
         self.compile_depth = 0
         # Memoised translation (`memoised`): content ids of JSON values, and results by
@@ -1219,15 +1213,12 @@ class _Compiler:
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
-        reasons = len(self.empty_reasons)
         try:
             d = self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         finally:
             frame = self.leave(frame)
-        if result is not None:
-            del self.empty_reasons[reasons:]  # parts of it that compiled to nothing do not matter
         self.remember(key, pointer, frame, result)
         return result
 
@@ -1241,6 +1232,7 @@ class _Compiler:
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
+        reasons = len(self.empty_reasons)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
         self.compile_depth += 1
@@ -1257,6 +1249,8 @@ class _Compiler:
         finally:
             self.compile_depth -= 1
             frame = self.leave(frame)
+        if result is not None:
+            del self.empty_reasons[reasons:]  # parts of it that compiled to nothing do not matter
         self.remember(key, pointer, frame, result)
         return result
 
@@ -1361,7 +1355,6 @@ class _Compiler:
         """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
-        reasons = len(self.empty_reasons)
         alternatives: list[list[Sym] | None] = []
         for option, where in options:
             if _has_constraints(rest):
@@ -1382,10 +1375,7 @@ class _Compiler:
                 continue
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
-        result = self.choice(name, alternatives)
-        if result is not None:
-            del self.empty_reasons[reasons:]  # the options that compiled to nothing do not matter
-        return result
+        return self.choice(name, alternatives)
 
     def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with

@@ -503,25 +503,21 @@ _URI_AUTHORITY = (
 )
 _URI_ABEMPTY = rf"(?:/{_URI_PCHAR}*)*"
 _URI_TAIL = rf"(?:\?{_URI_QUERY})?(?:#{_URI_QUERY})?"
-_URI = (
-    rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
-    rf"|{_URI_PCHAR}+{_URI_ABEMPTY})?{_URI_TAIL}"
-)
-_URI_RELATIVE = (
-    rf"(?://{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
-    rf"|(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_URI_PCT})+{_URI_ABEMPTY})?{_URI_TAIL}"
-)
+# hier-part and relative-part share "//authority path-abempty" and path-absolute; they differ
+# in the rootless path (a relative reference's first segment has no colon).
+_URI_ROOTED = rf"//{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
+_URI = rf"[A-Za-z][A-Za-z0-9+.\-]*:(?:{_URI_ROOTED}|{_URI_PCHAR}+{_URI_ABEMPTY})?{_URI_TAIL}"
+_URI_RELATIVE = rf"(?:{_URI_ROOTED}|(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_URI_PCT})+{_URI_ABEMPTY})?{_URI_TAIL}"
 # RFC 5321 mailbox: a dot-atom local part (quoted local parts are not accepted: a subset), a
 # host name or an address literal.
 _EMAIL_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _EMAIL = rf"{_EMAIL_ATOM}(?:\.{_EMAIL_ATOM})*@(?:{_HOSTNAME}|\[(?:{_IPV4}|IPv6:{_IPV6})\])"
 # RFC 6570: literals (printable ASCII but space " ' % < > \\ ^ ` { | }, non-ASCII characters raw,
 # percent escapes) and expressions `{op? varname(:prefix|*)?, ...}`.
-_PCT = r"%[0-9A-Fa-f]{2}"
-_UT_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_UT_VARCHAR = rf"(?:[A-Za-z0-9_]|{_URI_PCT})"
 _UT_VARSPEC = rf"{_UT_VARCHAR}(?:\.?{_UT_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
 _URI_TEMPLATE = (
-    rf"(?:[!#$&(-;=?-\[\]_a-z~]|[^\x00-\x7f]|{_PCT}|\{{[+#./;?&=,!@|]?{_UT_VARSPEC}(?:,{_UT_VARSPEC})*\}})*"
+    rf"(?:[!#$&(-;=?-\[\]_a-z~]|[^\x00-\x7f]|{_URI_PCT}|\{{[+#./;?&=,!@|]?{_UT_VARSPEC}(?:,{_UT_VARSPEC})*\}})*"
 )
 FORMAT_REGEXES: dict[str, str] = {
     "date": _DATE,
