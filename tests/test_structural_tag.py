@@ -243,7 +243,7 @@ _compiled: dict[str, tuple[Grammar, Any, Matcher]] = {}
 
 
 def _engines(spec: dict[str, Any], tok: Any) -> tuple[Matcher, Any]:
-    key = json.dumps(spec, sort_keys=True)
+    key = json.dumps(spec)  # as written: both engines see the properties in the spec's own order
     if key not in _compiled:
         grammar = Grammar.structural_tag(spec, tokenizer=tok)
         _compiled[key] = (grammar, xgr.Grammar.from_structural_tag(key), Matcher(tok, grammar))
