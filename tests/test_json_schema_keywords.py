@@ -65,7 +65,8 @@ SMALL_VALUES: list[Any] = [None, True, 1, 2, 7, 1.5, "", "a", "xy", [], [1]]
 def pool() -> list[Any]:
     out: list[Any] = list(SCALARS)
     out += [[], [1], [1, 1], [1, 2], [2, 1], [1, 2, 3], [3, 3, 3], ["a"], ["a", "a"], ["a", 1], [True, False],
-            [True, True], [False], [2, 5, 7], [5, 6, 7, 8], [1, "a", 2], [[1], [1]], [{"a": 1}], [1.5, 2]]
+            [True, True], [False], [2, 5, 7], [5, 6, 7, 8], [1, "a", 2], [[1], [1]], [{"a": 1}], [1.5, 2],
+            [1, 2, 3, "a"], [1, "a", 1.5]]
     for n in range(0, 3):
         for keys in itertools.combinations(KEYS, n):
             for values in itertools.product(SMALL_VALUES[:6] if n == 2 else SMALL_VALUES, repeat=n):
@@ -105,11 +106,17 @@ def test_one_of_is_exact_without_warning_where_negations_exist() -> None:
     assert ir.options["warnings"] == []
 
 
-# Options whose negation has no grammar (additionalProperties, propertyNames): oneOf falls back to
-# anyOf, a superset, with a warning.
+def test_one_of_with_negated_object_keywords_is_exact() -> None:
+    # additionalProperties and propertyNames negate into witness members: no fallback to anyOf.
+    for name in ("one_of_closed_object_exact", "one_of_property_names_exact"):
+        schema = next(s for n, s, _ in CASES if n == name)
+        assert json_schema_to_ir(schema).options["warnings"] == [], name
+
+
+# Options whose negation has no grammar (uniqueItems): oneOf falls back to anyOf, a superset,
+# with a warning.
 ONE_OF_FALLBACKS = [
-    {"oneOf": [{"type": "object", "properties": {"a": True}, "additionalProperties": False}, {"type": "object", "maxProperties": 1}]},
-    {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 1}}, {"type": "object", "maxProperties": 1}]},
+    {"oneOf": [{"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}, {"type": "array", "maxItems": 1}]},
 ]
 
 
@@ -214,6 +221,9 @@ JSON_VALUES = st.recursive(
 HYPOTHESIS_CASES = [name for name, _, _ in CASES if name in {
     "not_required", "not_properties", "if_then_else", "dependencies_schema_and_list", "pattern_properties_overlapping",
     "min_max_properties", "contains_bounds", "unique_items_enum", "one_of_overlapping_objects", "one_of_three_arrays",
+    "not_property_names_with_required", "not_additional_properties_beside_closed_object", "not_pattern_properties",
+    "not_pattern_properties_closed_counted", "two_witnesses_one_member", "witnesses_nested_in_all_of_any_of",
+    "one_of_closed_object_exact", "not_items_after_prefix", "not_items_after_prefix_twice",
 }]
 
 
