@@ -75,8 +75,11 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `not` is pushed inwards keyword by keyword (`not {required: [a]}` → an object without `a`,
   `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
   `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
-  present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
-  `propertyNames`, `additionalProperties`) are errors. `if`/`then`/`else`
+  present and ...`. A negated `patternProperties`, `propertyNames`, `additionalProperties`
+  (or `items` after `prefixItems`) becomes a *witness*: a member (item) that must occur, from a
+  key region (past the prefix) with a value breaking the schema, tracked as a set of witnesses
+  met in the object (array) states (`object_body_witness`, `array_witness`). The negation of
+  `uniqueItems` has no grammar: an error. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
   read left-recursively) and `uniqueItems`: exact when the items range over a finite domain
@@ -102,7 +105,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` with overlapping options whose negations have no grammar (`additionalProperties`).
+- `oneOf` with overlapping options whose negations have no grammar (`uniqueItems`).
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
@@ -183,7 +186,7 @@ ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array 
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
-WITNESS_COUNT_MAX = 3  # negated patternProperties/propertyNames/additionalProperties met by one object (2^n states)
+WITNESS_COUNT_MAX = 4  # negated patternProperties/propertyNames/additionalProperties met by one object (2^n states)
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
 
@@ -1173,11 +1176,28 @@ class _Compiler:
     def format_regex(self, name: Any) -> str | None:
         return FORMAT_REGEXES.get(name) if isinstance(name, str) else None
 
-    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool:
-        """Whether no JSON value is valid under two of the options (a sufficient check)."""
+    def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool:
+        """Whether no JSON value of `types` (default: any) is valid under two of the options
+        (a sufficient check)."""
         flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
         live = [f for f in flats if f is not None]
-        return all(_disjoint(a, b) for i, a in enumerate(live) for b in live[i + 1 :])
+        return all(_disjoint(a, b) or self.keys_disjoint(a, b, types) for i, a in enumerate(live) for b in live[i + 1 :])
+
+    def keys_disjoint(self, a: dict[str, Any], b: dict[str, Any], types: Sequence[str] | None) -> bool:
+        """Whether objects are the only values both flattened schemas (and `types`) allow, and
+        one requires a key the other forbids (`additionalProperties: false` or a `false`
+        property): the common shape of `oneOf` options such as `{"required": ["http"],
+        "additionalProperties": false, ...}`."""
+        common = {t for t in _types_of(a) for u in _types_of(b) if t == u or {t, u} == {"integer", "number"}}
+        if types is not None:
+            common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
+        if common - {"object"}:
+            return False
+        for x, y in ((a, b), (b, a)):
+            for key in x.get("required", []):
+                if isinstance(key, str) and self.member_schema(y, key) is False:
+                    return True
+        return False
 
     # ---- schemas -----------------------------------------------------------------------------
 
@@ -1280,7 +1300,7 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
+        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
             exact = self.compile_one_of_exactly(d, pointer)
             if exact is not _NOT_EXACT:
                 return exact  # type: ignore[return-value]
@@ -1678,11 +1698,8 @@ class _Compiler:
         if witnesses:
             pairs = [] if pair is None else [(Sym.n(pair), 0), *self.witness_pairs(d, taken, key_parts, witnesses, pointer)]
             if self.any_order and (len(members) > 1 or (members and pairs)):
-                self.warn(
-                    'property_order="any" beside a negated patternProperties/propertyNames/additionalProperties: '
-                    "the properties keep schema order (other orders are refused)",
-                    pointer,
-                )
+                witness = (variants, pairs, len(witnesses))
+                return self.object_body_any_order(members, pair, low, high, pointer, witness)
             return self.object_body_witness(members, variants, pairs, len(witnesses), low, high, pointer)
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
@@ -2043,7 +2060,13 @@ class _Compiler:
         return tail
 
     def object_body_any_order(
-        self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str
+        self,
+        members: list[tuple[Sym, Sym, bool]],
+        pair: int | None,
+        low: int,
+        high: int | None,
+        pointer: str,
+        witness: tuple[list[list[tuple[Sym, int]]], list[tuple[Sym, int]], int] | None = None,
     ) -> Sym | None:
         """`{ ... }` with the members in any order, each at most once, the required ones present,
         other keys (`pair`) anywhere among them, and the count in [low, high].
@@ -2057,6 +2080,9 @@ class _Compiler:
         language needs exponentially many CFG rules. The bounds are set by compile time on
         MaskBench: tracking up to 8, then 6 properties made the median schema compile 1.2-1.8×
         slower than schema order, 4 (and 6 required) 1.1×.
+
+        `witness` (value variants per member, pair variants, witness count; see
+        `object_body_witness`) adds the set f of witnesses met to the state, (S, c, f).
         """
         n = len(members)
         required_count = sum(1 for m in members if m[2])
@@ -2068,9 +2094,11 @@ class _Compiler:
                 "schema order (other orders are refused)",
                 pointer,
             )
+            if witness is not None:
+                return self.object_body_witness(members, witness[0], witness[1], witness[2], low, high, pointer)
             return self.object_body(members, pair, low, high, pointer)
         tracked = list(range(n)) if n <= ANY_ORDER_TRACKED_MAX else [i for i in range(n) if members[i][2]]
-        loose = [members[i] for i in range(n) if i not in tracked]
+        loose = [i for i in range(n) if i not in tracked]
         if loose:
             self.warn(
                 f'property_order="any": more than {ANY_ORDER_TRACKED_MAX} properties, so the '
@@ -2087,71 +2115,83 @@ class _Compiler:
             if members[i][2]:
                 need |= 1 << bit
         t = len(tracked)
-        if (1 << t) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+        full = 0 if witness is None else (1 << witness[2]) - 1
+        if (1 << t) * (top + 1) * (full + 1) > OBJECT_STATE_COUNT_MAX:
             raise self.fail(
                 f'property_order="any" with minProperties/maxProperties over {t} properties needs more than '
                 f"{OBJECT_STATE_COUNT_MAX} grammar states; loosen the bounds",
                 pointer,
             )
-        # Units that keep S: loose members and extra keys, as one symbol.
-        loop_alts: list[list[Sym]] = [[k, self.colon, v] for k, v, _ in loose]
-        if pair is not None:
-            loop_alts.append([Sym.n(pair)])
-        loop = self.choice(f"{pointer or '/'}:loose", loop_alts)
-        loops = [] if loop is None else [[loop]]
+        values = [[(m[1], 0)] for m in members] if witness is None else witness[0]
+        pairs = ([] if pair is None else [(Sym.n(pair), 0)]) if witness is None else witness[1]
+        # Units that keep S: loose members and extra keys, one symbol per set of witnesses met.
+        loop_alts: dict[int, list[list[Sym]]] = {}
+        for i in loose:
+            for value_sym, bits in values[i]:
+                loop_alts.setdefault(bits, []).append([members[i][0], self.colon, value_sym])
+        for pair_sym, bits in pairs:
+            loop_alts.setdefault(bits, []).append([pair_sym])
+        loops = []
+        for bits, alts in loop_alts.items():
+            loop = self.choice(f"{pointer or '/'}:loose" + (f"{bits}" if bits else ""), alts)
+            if loop is not None:
+                loops.append((loop, bits))
 
         def step(c: int) -> int | None:
             if high is None:
                 return min(c + 1, top)
             return c + 1 if c + 1 <= high else None
 
-        # Reachable states, then the productive ones (transitions grow S or c, except the
-        # capped self-loops, so (|S|, c) descending is a topological order).
-        states: set[tuple[int, int]] = {(0, 0)}
-        stack = [(0, 0)]
-        while stack:
-            s, c = stack.pop()
+        def moves(s: int, c: int, f: int) -> list[tuple[list[Sym], tuple[int, int, int]]]:
+            """(symbols, next state) of each unit that may come in state (s, c, f)."""
             after = step(c)
             if after is None:
-                continue
-            nexts = [(s | 1 << b, after) for b in range(t) if not s >> b & 1]
-            if loops:
-                nexts.append((s, after))
-            for nxt in nexts:
+                return []
+            out = []
+            for b in range(t):
+                if not s >> b & 1:
+                    key_sym = members[tracked[b]][0]
+                    for value_sym, bits in values[tracked[b]]:
+                        if not bits or bits & ~f:
+                            out.append(([key_sym, self.colon, value_sym], (s | 1 << b, after, f | bits)))
+            for loop, bits in loops:
+                if not bits or bits & ~f:
+                    out.append(([loop], (s, after, f | bits)))
+            return out
+
+        # Reachable states, then the productive ones (transitions grow S, c or f, except the
+        # capped self-loops, so (|S|, c, |f|) descending is a topological order).
+        states: set[tuple[int, int, int]] = {(0, 0, 0)}
+        stack = [(0, 0, 0)]
+        while stack:
+            for _, nxt in moves(*stack.pop()):
                 if nxt not in states:
                     states.add(nxt)
                     stack.append(nxt)
-        order = sorted(states, key=lambda sc: (bin(sc[0]).count("1"), sc[1]), reverse=True)
-        productive: set[tuple[int, int]] = set()
-        for s, c in order:
-            after = step(c)
-            if s & need == need and c >= low:
-                productive.add((s, c))
-            elif after is not None and (
-                any((s | 1 << b, after) in productive for b in range(t) if not s >> b & 1)
-                or (loops and (s, after) in productive and after != c)
+        order = sorted(states, key=lambda st: (bin(st[0]).count("1"), st[1], bin(st[2]).count("1"), st), reverse=True)
+        productive: set[tuple[int, int, int]] = set()
+        for st in order:
+            s, c, f = st
+            if (s & need == need and c >= low and f == full) or any(
+                nxt in productive and nxt != st for _, nxt in moves(s, c, f)
             ):
-                productive.add((s, c))
-        if (0, 0) not in productive:
+                productive.add(st)
+        if (0, 0, 0) not in productive:
             return None
         name = pointer or "/"
-        nts = {sc: self.ir.add_nonterminal(f"{name}:any{sc[0]}.{sc[1]}") for sc in order if sc in productive}
-        for (s, c), nt in nts.items():
+        nts = {
+            st: self.ir.add_nonterminal(f"{name}:any{st[0]}.{st[1]}" + (f".{st[2]}" if full else ""))
+            for st in order
+            if st in productive
+        }
+        for (s, c, f), nt in nts.items():
             lead = [self.comma] if c > 0 else []
-            if s & need == need and c >= low:
+            if s & need == need and c >= low and f == full:
                 self.rule(nt, [])
-            after = step(c)
-            if after is None:
-                continue
-            for b in range(t):
-                nxt = (s | 1 << b, after)
-                if not s >> b & 1 and nxt in nts:
-                    key_sym, value_sym, _ = members[tracked[b]]
-                    self.rule(nt, [*lead, key_sym, self.colon, value_sym, Sym.n(nts[nxt])])
-            if (s, after) in nts:
-                for unit in loops:
-                    self.rule(nt, [*lead, *unit, Sym.n(nts[(s, after)])])
-        return Sym.n(self.nonterminal(f"{name}:object", [[self.lbrace, Sym.n(nts[(0, 0)]), self.rbrace]]))
+            for unit, nxt in moves(s, c, f):
+                if nxt in nts:
+                    self.rule(nt, [*lead, *unit, Sym.n(nts[nxt])])
+        return Sym.n(self.nonterminal(f"{name}:object", [[self.lbrace, Sym.n(nts[(0, 0, 0)]), self.rbrace]]))
 
     # ---- arrays ------------------------------------------------------------------------------
 

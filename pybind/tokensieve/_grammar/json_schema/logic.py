@@ -37,7 +37,7 @@ naming the JSON pointer, or a warning when lenient): the negation of `uniqueItem
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from ..._errors import GrammarError
 
@@ -77,7 +77,7 @@ class Context(Protocol):
 
     def format_regex(self, name: str) -> str | None: ...
 
-    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool: ...
+    def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool: ...
 
 
 def _trivial(schema: Any) -> bool:
@@ -205,7 +205,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         # Valid under no option, or under two of them (none when they are disjoint).
         options = d["oneOf"]
         alts.append({"allOf": [{"not": o} for o in options]})
-        if not ctx.one_of_disjoint(options, f"{at}/oneOf"):
+        if not ctx.one_of_disjoint(options, f"{at}/oneOf", d.get("type")):
             alts.extend({"allOf": [a, b]} for i, a in enumerate(options) for b in options[i + 1 :])
     handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
     # Object keywords that speak of every key of a region: their negation is a *witness*, a
