@@ -268,3 +268,60 @@ def test_decimal_bounds_agree_with_jsonschema(lo: Any, hi: Any, lo_open: bool, h
     assert not json_schema_to_ir(schema).options["warnings"]
     for numeral in numerals:
         assert accepts(grammar, numeral) == validator.is_valid(json.loads(numeral)), (schema, numeral)
+
+
+# ---- hypothesis: negated object keywords (witnesses) in random object contexts --------------------
+
+KEY_SCHEMAS: list[Any] = [{}, {"type": "integer"}, {"type": "string"}, {"type": ["integer", "null"]}, {"minimum": 2}, False]
+NEGATED = st.one_of(
+    st.builds(lambda n: {"propertyNames": {"maxLength": n}}, st.integers(0, 2)),
+    st.builds(lambda p: {"propertyNames": {"pattern": p}}, st.sampled_from(["^a", "b", "1$"])),
+    st.builds(lambda names: {"propertyNames": {"enum": names}}, st.lists(st.sampled_from(KEYS), min_size=1, max_size=3)),
+    st.builds(
+        lambda pats: {"patternProperties": pats},
+        st.dictionaries(st.sampled_from(["^a", "b$", "x"]), st.sampled_from(KEY_SCHEMAS[1:5]), min_size=1, max_size=2),
+    ),
+    st.builds(
+        lambda props, extra, pats: {"properties": {k: {} for k in props}, "additionalProperties": extra,
+                                    **({"patternProperties": {p: {} for p in pats}} if pats else {})},
+        st.lists(st.sampled_from(KEYS), max_size=2), st.sampled_from(KEY_SCHEMAS[1:]), st.lists(st.sampled_from(["^a", "x"]), max_size=1),
+    ),
+)
+CONTEXTS = st.builds(
+    lambda props, required, extra, low, high: {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        **({} if extra is None else {"additionalProperties": extra}),
+        **({} if low is None else {"minProperties": low}),
+        **({} if high is None else {"maxProperties": high}),
+    },
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(KEY_SCHEMAS[:5]), max_size=3),
+    st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+    st.sampled_from([None, False, {"type": "integer"}]),
+    st.sampled_from([None, 1, 2]),
+    st.sampled_from([None, 1, 2, 3]),
+)
+OBJECTS = [v for v in POOL if isinstance(v, dict)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CONTEXTS, st.lists(NEGATED, min_size=1, max_size=2), st.sampled_from(["allOf", "anyOf", "not_not"]))
+def test_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, negated: list[Any], wrap: str) -> None:
+    parts = [{"not": n} for n in negated]
+    if wrap == "not_not":
+        schema = {**context, "not": {"not": {"allOf": parts}}}
+    else:
+        schema = {**context, wrap: parts}
+    validator = oracle(schema)
+    order = list(context["properties"]) + [k for k in context["required"] if k not in context["properties"]]
+    values = [ordered(v, order) for v in OBJECTS]
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError as err:
+        assert "accepts no value" in str(err) or "no value" in str(err) or "exceeds" in str(err) or "only" in str(err), err
+        assert not any(validator.is_valid(v) for v in values), (schema, err)
+        return
+    assert not json_schema_to_ir(schema).options["warnings"], schema
+    for value in values:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))

@@ -458,17 +458,13 @@ def _literals(schema: Any) -> list[Any] | None:
 
 
 def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether no value is valid under both flattened schemas, by types, listed values, or a
-    required property whose listed values differ (a discriminator). Sufficient, not complete."""
+    """Whether no value is valid under both flattened schemas, by types or listed values.
+    Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
     ta, tb = _types_of(a), _types_of(b)
     if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
         return True
     if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
         return True
-    for key in set(a.get("required", [])) & set(b.get("required", [])):
-        va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
-        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
-            return True
     return False
 
 
@@ -885,7 +881,7 @@ class _Compiler:
         """Say where a pending unevaluated* is approximate: each alternative carries the keys
         and items of one option only, and negations name keys without evaluating them."""
         if ("anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX) or (
-            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf")
+            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
         ):
             self.warn(
                 "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
@@ -1185,14 +1181,20 @@ class _Compiler:
 
     def keys_disjoint(self, a: dict[str, Any], b: dict[str, Any], types: Sequence[str] | None) -> bool:
         """Whether objects are the only values both flattened schemas (and `types`) allow, and
-        one requires a key the other forbids (`additionalProperties: false` or a `false`
-        property): the common shape of `oneOf` options such as `{"required": ["http"],
-        "additionalProperties": false, ...}`."""
+        they differ on a key both require (a discriminator: disjoint listed values) or one
+        requires a key the other forbids (`additionalProperties: false` or a `false`
+        property), the common shape of `oneOf` options such as `{"required": ["http"],
+        "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
+        so the objects alone decide nothing while another type is shared.)"""
         common = {t for t in _types_of(a) for u in _types_of(b) if t == u or {t, u} == {"integer", "number"}}
         if types is not None:
             common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
         if common - {"object"}:
             return False
+        for key in set(a.get("required", [])) & set(b.get("required", [])):
+            va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
+            if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+                return True
         for x, y in ((a, b), (b, a)):
             for key in x.get("required", []):
                 if isinstance(key, str) and self.member_schema(y, key) is False:
