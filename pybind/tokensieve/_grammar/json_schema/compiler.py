@@ -27,7 +27,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
   bounds. Repetition is left-recursive.
 - **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: as they are when the
-  options are provably disjoint (types, listed values, a required discriminator property),
+  options are provably disjoint (types, listed values; for objects, a required discriminator
+  property or a required key the other option forbids),
   otherwise "option i and not any other" for each i (`compile_one_of_exactly`: the negations
   are clauses), exact when every option's negation is expressible and the expansion stays under
   `ONE_OF_EXACT_ALTERNATIVES_MAX`; beyond that **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
