@@ -325,3 +325,38 @@ def test_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, negate
     assert not json_schema_to_ir(schema).options["warnings"], schema
     for value in values:
         assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+ITEM_SCHEMAS: list[Any] = [{}, {"type": "integer"}, {"type": "string"}, {"minimum": 2}, {"type": ["integer", "null"]}, False]
+ARRAY_CONTEXTS = st.builds(
+    lambda prefix, items, low, high: {
+        "type": "array",
+        "prefixItems": prefix,
+        **({} if items is None else {"items": items}),
+        **({} if low is None else {"minItems": low}),
+        **({} if high is None else {"maxItems": high}),
+    },
+    st.lists(st.sampled_from(ITEM_SCHEMAS[:5]), max_size=2),
+    st.sampled_from([None, *ITEM_SCHEMAS[1:]]),
+    st.sampled_from([None, 1, 3]),
+    st.sampled_from([None, 2, 4]),
+)
+NEGATED_ITEMS = st.builds(
+    lambda k, items: {"prefixItems": [{}] * k, "items": items}, st.integers(1, 3), st.sampled_from(ITEM_SCHEMAS[1:])
+)
+ARRAYS = st.lists(st.sampled_from([0, 1, 2, 5, -1, 1.5, "", "a", None, True]), max_size=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ARRAY_CONTEXTS, st.lists(NEGATED_ITEMS, min_size=1, max_size=2), st.lists(ARRAYS, min_size=25, max_size=25))
+def test_item_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, negated: list[Any], arrays: list[Any]) -> None:
+    schema = {**context, "allOf": [{"not": n} for n in negated]}
+    validator = oracle(schema)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError as err:
+        assert not any(validator.is_valid(v) for v in arrays), (schema, err)
+        return
+    assert not json_schema_to_ir(schema).options["warnings"], schema
+    for value in arrays:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))

@@ -121,7 +121,7 @@ import itertools
 import json
 import math
 import urllib.parse
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
@@ -1727,7 +1727,12 @@ class _Compiler:
         return out
 
     def witness_pairs(
-        self, d: dict[str, Any], taken: list[str], key_parts: Any, witnesses: list[dict[str, Any]], pointer: str
+        self,
+        d: dict[str, Any],
+        taken: list[str],
+        key_parts: tuple[tuple[str, ...], tuple[str, ...]],
+        witnesses: list[dict[str, Any]],
+        pointer: str,
     ) -> list[tuple[Sym, int]]:
         """The `key: value` pairs beyond the listed properties that meet witnesses: for each
         non-empty set of witnesses, the object's key regions intersected with their key regions,
@@ -2009,8 +2014,8 @@ class _Compiler:
         low: int,
         high: int | None,
         top: int,
-        lead: Any,
-    ) -> Any:
+        lead: Callable[[int], bool],
+    ) -> Callable[[int, int], list[Sym] | None]:
         """The repetition closing an object (extra pairs) or an array (items past the prefix)
         that must still meet witnesses: `tail(c, f)` is a symbol sequence, or None, deriving
         units (a comma before each when `lead(count so far)`) so that the count c ends in
