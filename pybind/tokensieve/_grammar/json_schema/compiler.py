@@ -450,18 +450,24 @@ def _types_of(d: dict[str, Any]) -> set[str]:
 
 
 def _literals(schema: Any) -> list[Any] | None:
-    """The values a (raw) schema allows, when it lists them with `const`/`enum`."""
+    """The values a (raw) schema allows, when it lists them with `const`/`enum` (itself or in
+    an `allOf` part, as merging writes `_and(a, b)`; then a superset of them)."""
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
         return [schema["const"]]
-    return schema["enum"] if isinstance(schema.get("enum"), list) else None
+    if isinstance(schema.get("enum"), list):
+        return schema["enum"]  # type: ignore[no-any-return]
+    for part in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+        values = _literals(part)
+        if values is not None:
+            return values
+    return None
 
 
-def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether no value is valid under both flattened schemas, by types or listed values.
-    Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
-    ta, tb = _types_of(a), _types_of(b)
+def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) -> bool:
+    """Whether no value is valid under both flattened schemas (of types `ta`, `tb`), by types or
+    listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
     if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
         return True
     if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
@@ -1176,18 +1182,39 @@ class _Compiler:
     def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool:
         """Whether no JSON value of `types` (default: any) is valid under two of the options
         (a sufficient check)."""
-        flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
-        live = [f for f in flats if f is not None]
-        return all(_disjoint(a, b) or self.keys_disjoint(a, b, types) for i, a in enumerate(live) for b in live[i + 1 :])
+        flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
+        live = [(f, self.value_types(f, at)) for f, at in flats if f is not None]
+        return all(
+            _disjoint(a, b, ta, tb) or self.keys_disjoint(a, b, ta, tb, types)
+            for i, (a, ta) in enumerate(live)
+            for b, tb in live[i + 1 :]
+        )
 
-    def keys_disjoint(self, a: dict[str, Any], b: dict[str, Any], types: Sequence[str] | None) -> bool:
+    def value_types(self, d: dict[str, Any], pointer: str, depth: int = 0) -> set[str]:
+        """The types a flattened schema allows: its `type` or listed values, else the union
+        over its `anyOf`/`oneOf` options (a few levels down), else all."""
+        if "type" in d or "enum" in d or depth >= 3:
+            return _types_of(d)
+        for key in ("anyOf", "oneOf"):
+            if key in d:
+                union: set[str] = set()
+                for i, option in enumerate(d[key]):
+                    flat = self.flatten(option, f"{pointer}/{key}/{i}")
+                    if flat is not None:
+                        union |= self.value_types(flat, f"{pointer}/{key}/{i}", depth + 1)
+                return union
+        return _types_of(d)
+
+    def keys_disjoint(
+        self, a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str], types: Sequence[str] | None
+    ) -> bool:
         """Whether objects are the only values both flattened schemas (and `types`) allow, and
         they differ on a key both require (a discriminator: disjoint listed values) or one
         requires a key the other forbids (`additionalProperties: false` or a `false`
         property), the common shape of `oneOf` options such as `{"required": ["http"],
         "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
         so the objects alone decide nothing while another type is shared.)"""
-        common = {t for t in _types_of(a) for u in _types_of(b) if t == u or {t, u} == {"integer", "number"}}
+        common = {t for t in ta for u in tb if t == u or {t, u} == {"integer", "number"}}
         if types is not None:
             common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
         if common - {"object"}:
