@@ -225,7 +225,8 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
             alts.append(_witness({"type": ["string"], "pattern": pattern}, _negated(sub, where)))
     names = d.get("propertyNames", True)
     if not _trivial(names):
-        alts.extend(_witness(keys, True) for keys in negate(names, f"{at}/propertyNames", ctx) if _may_be_string(keys, ctx))
+        regions = [r for keys in negate(names, f"{at}/propertyNames", ctx) for r in _any_of_parts(keys, ctx)]
+        alts.extend(_witness(keys, True) for keys in regions if _may_be_string(keys, ctx))
     for key, sub in d.get("properties", {}).items():
         if not _trivial(sub):
             alts.append({"type": ["object"], "required": [key], "properties": {key: {"not": sub}}})
@@ -277,6 +278,16 @@ def _negated(schema: Any, at: str) -> dict[str, Any]:
     """`{"not": schema}` as a flattened clause that names `schema`'s own JSON pointer `at` in
     errors, wherever the witness holding it is compiled."""
     return {"_clauses": [{"not": schema, "_at": at}]}
+
+
+def _any_of_parts(schema: Any, ctx: Context) -> list[Any]:
+    """`schema` as a union of schemas: its `anyOf` options each with the rest (one level), so
+    that each key region of a witness can be one lexeme."""
+    flat = ctx.flatten(schema, "")
+    if flat is None or "anyOf" not in flat:
+        return [schema]
+    rest = {k: v for k, v in flat.items() if k != "anyOf"}
+    return [{"allOf": [rest, option]} for option in flat["anyOf"]]
 
 
 def _may_be_string(schema: Any, ctx: Context) -> bool:
