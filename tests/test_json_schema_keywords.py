@@ -65,7 +65,8 @@ SMALL_VALUES: list[Any] = [None, True, 1, 2, 7, 1.5, "", "a", "xy", [], [1]]
 def pool() -> list[Any]:
     out: list[Any] = list(SCALARS)
     out += [[], [1], [1, 1], [1, 2], [2, 1], [1, 2, 3], [3, 3, 3], ["a"], ["a", "a"], ["a", 1], [True, False],
-            [True, True], [False], [2, 5, 7], [5, 6, 7, 8], [1, "a", 2], [[1], [1]], [{"a": 1}], [1.5, 2]]
+            [True, True], [False], [2, 5, 7], [5, 6, 7, 8], [1, "a", 2], [[1], [1]], [{"a": 1}], [1.5, 2],
+            [1, 2, 3, "a"], [1, "a", 1.5]]
     for n in range(0, 3):
         for keys in itertools.combinations(KEYS, n):
             for values in itertools.product(SMALL_VALUES[:6] if n == 2 else SMALL_VALUES, repeat=n):
@@ -105,11 +106,17 @@ def test_one_of_is_exact_without_warning_where_negations_exist() -> None:
     assert ir.options["warnings"] == []
 
 
-# Options whose negation has no grammar (additionalProperties, propertyNames): oneOf falls back to
-# anyOf, a superset, with a warning.
+def test_one_of_with_negated_object_keywords_is_exact() -> None:
+    # additionalProperties and propertyNames negate into witness members: no fallback to anyOf.
+    for name in ("one_of_closed_object_exact", "one_of_property_names_exact"):
+        schema = next(s for n, s, _ in CASES if n == name)
+        assert json_schema_to_ir(schema).options["warnings"] == [], name
+
+
+# Options whose negation has no grammar (uniqueItems): oneOf falls back to anyOf, a superset,
+# with a warning.
 ONE_OF_FALLBACKS = [
-    {"oneOf": [{"type": "object", "properties": {"a": True}, "additionalProperties": False}, {"type": "object", "maxProperties": 1}]},
-    {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 1}}, {"type": "object", "maxProperties": 1}]},
+    {"oneOf": [{"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}, {"type": "array", "maxItems": 1}]},
 ]
 
 
@@ -214,6 +221,9 @@ JSON_VALUES = st.recursive(
 HYPOTHESIS_CASES = [name for name, _, _ in CASES if name in {
     "not_required", "not_properties", "if_then_else", "dependencies_schema_and_list", "pattern_properties_overlapping",
     "min_max_properties", "contains_bounds", "unique_items_enum", "one_of_overlapping_objects", "one_of_three_arrays",
+    "not_property_names_with_required", "not_additional_properties_beside_closed_object", "not_pattern_properties",
+    "not_pattern_properties_closed_counted", "two_witnesses_one_member", "witnesses_nested_in_all_of_any_of",
+    "one_of_closed_object_exact", "not_items_after_prefix", "not_items_after_prefix_twice",
 }]
 
 
@@ -258,3 +268,95 @@ def test_decimal_bounds_agree_with_jsonschema(lo: Any, hi: Any, lo_open: bool, h
     assert not json_schema_to_ir(schema).options["warnings"]
     for numeral in numerals:
         assert accepts(grammar, numeral) == validator.is_valid(json.loads(numeral)), (schema, numeral)
+
+
+# ---- hypothesis: negated object keywords (witnesses) in random object contexts --------------------
+
+KEY_SCHEMAS: list[Any] = [{}, {"type": "integer"}, {"type": "string"}, {"type": ["integer", "null"]}, {"minimum": 2}, False]
+NEGATED = st.one_of(
+    st.builds(lambda n: {"propertyNames": {"maxLength": n}}, st.integers(0, 2)),
+    st.builds(lambda p: {"propertyNames": {"pattern": p}}, st.sampled_from(["^a", "b", "1$"])),
+    st.builds(lambda names: {"propertyNames": {"enum": names}}, st.lists(st.sampled_from(KEYS), min_size=1, max_size=3)),
+    st.builds(
+        lambda pats: {"patternProperties": pats},
+        st.dictionaries(st.sampled_from(["^a", "b$", "x"]), st.sampled_from(KEY_SCHEMAS[1:5]), min_size=1, max_size=2),
+    ),
+    st.builds(
+        lambda props, extra, pats: {"properties": {k: {} for k in props}, "additionalProperties": extra,
+                                    **({"patternProperties": {p: {} for p in pats}} if pats else {})},
+        st.lists(st.sampled_from(KEYS), max_size=2), st.sampled_from(KEY_SCHEMAS[1:]), st.lists(st.sampled_from(["^a", "x"]), max_size=1),
+    ),
+)
+CONTEXTS = st.builds(
+    lambda props, required, extra, low, high: {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        **({} if extra is None else {"additionalProperties": extra}),
+        **({} if low is None else {"minProperties": low}),
+        **({} if high is None else {"maxProperties": high}),
+    },
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(KEY_SCHEMAS[:5]), max_size=3),
+    st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+    st.sampled_from([None, False, {"type": "integer"}]),
+    st.sampled_from([None, 1, 2]),
+    st.sampled_from([None, 1, 2, 3]),
+)
+OBJECTS = [v for v in POOL if isinstance(v, dict)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CONTEXTS, st.lists(NEGATED, min_size=1, max_size=2), st.sampled_from(["allOf", "anyOf", "not_not"]))
+def test_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, negated: list[Any], wrap: str) -> None:
+    parts = [{"not": n} for n in negated]
+    if wrap == "not_not":
+        schema = {**context, "not": {"not": {"allOf": parts}}}
+    else:
+        schema = {**context, wrap: parts}
+    validator = oracle(schema)
+    order = list(context["properties"]) + [k for k in context["required"] if k not in context["properties"]]
+    values = [ordered(v, order) for v in OBJECTS]
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError as err:
+        assert "accepts no value" in str(err) or "no value" in str(err) or "exceeds" in str(err) or "only" in str(err), err
+        assert not any(validator.is_valid(v) for v in values), (schema, err)
+        return
+    assert not json_schema_to_ir(schema).options["warnings"], schema
+    for value in values:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+ITEM_SCHEMAS: list[Any] = [{}, {"type": "integer"}, {"type": "string"}, {"minimum": 2}, {"type": ["integer", "null"]}, False]
+ARRAY_CONTEXTS = st.builds(
+    lambda prefix, items, low, high: {
+        "type": "array",
+        "prefixItems": prefix,
+        **({} if items is None else {"items": items}),
+        **({} if low is None else {"minItems": low}),
+        **({} if high is None else {"maxItems": high}),
+    },
+    st.lists(st.sampled_from(ITEM_SCHEMAS[:5]), max_size=2),
+    st.sampled_from([None, *ITEM_SCHEMAS[1:]]),
+    st.sampled_from([None, 1, 3]),
+    st.sampled_from([None, 2, 4]),
+)
+NEGATED_ITEMS = st.builds(
+    lambda k, items: {"prefixItems": [{}] * k, "items": items}, st.integers(1, 3), st.sampled_from(ITEM_SCHEMAS[1:])
+)
+ARRAYS = st.lists(st.sampled_from([0, 1, 2, 5, -1, 1.5, "", "a", None, True]), max_size=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ARRAY_CONTEXTS, st.lists(NEGATED_ITEMS, min_size=1, max_size=2), st.lists(ARRAYS, min_size=25, max_size=25))
+def test_item_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, negated: list[Any], arrays: list[Any]) -> None:
+    schema = {**context, "allOf": [{"not": n} for n in negated]}
+    validator = oracle(schema)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError as err:
+        assert not any(validator.is_valid(v) for v in arrays), (schema, err)
+        return
+    assert not json_schema_to_ir(schema).options["warnings"], schema
+    for value in arrays:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))

@@ -96,6 +96,28 @@ CASES: list[tuple[str, dict[str, Any]]] = [
             "required": ["a"],
         },
     ),
+    (
+        "not_pattern_properties",
+        {
+            "type": "object",
+            "properties": {"a": {}, "b": {"type": ["integer", "string"]}, "c": {}},
+            "required": ["c"],
+            "maxProperties": 3,
+            "not": {"patternProperties": {"^[ab]": {"type": "integer"}}},
+        },
+    ),
+    (
+        "not_property_names_and_additional_properties",
+        {
+            "type": "object",
+            "properties": {"a": {}, "x": {"type": "string"}},
+            "required": ["a"],
+            "allOf": [
+                {"not": {"propertyNames": {"maxLength": 1}}},
+                {"not": {"properties": {"a": {}, "x": {}}, "additionalProperties": {"type": ["integer", "null"]}}},
+            ],
+        },
+    ),
 ]
 
 

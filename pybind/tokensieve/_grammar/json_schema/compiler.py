@@ -27,7 +27,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   and optional counts a binary split (`upto_k`), so the grammar stays O(log n) for large
   bounds. Repetition is left-recursive.
 - **Combinators.** `anyOf` → alternatives. `oneOf` → alternatives too: as they are when the
-  options are provably disjoint (types, listed values, a required discriminator property),
+  options are provably disjoint (types, listed values; for objects, a required discriminator
+  property or a required key the other option forbids),
   otherwise "option i and not any other" for each i (`compile_one_of_exactly`: the negations
   are clauses), exact when every option's negation is expressible and the expansion stays under
   `ONE_OF_EXACT_ALTERNATIVES_MAX`; beyond that **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
@@ -75,8 +76,11 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `not` is pushed inwards keyword by keyword (`not {required: [a]}` → an object without `a`,
   `not {pattern: p}` → a string lexeme with `p` in its `not_patterns`, ...);
   `if I then T else E` → `(I and T) | (not I and E)`; a dependency on `k` → `k absent | k
-  present and ...`. Negations without a grammar (`uniqueItems`, `patternProperties`,
-  `propertyNames`, `additionalProperties`) are errors. `if`/`then`/`else`
+  present and ...`. A negated `patternProperties`, `propertyNames`, `additionalProperties`
+  (or `items` after `prefixItems`) becomes a *witness*: a member (item) that must occur, from a
+  key region (past the prefix) with a value breaking the schema, tracked as a set of witnesses
+  met in the object (array) states (`object_body_witness`, `array_witness`). The negation of
+  `uniqueItems` has no grammar: an error. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
   read left-recursively) and `uniqueItems`: exact when the items range over a finite domain
@@ -102,7 +106,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` with overlapping options whose negations have no grammar (`additionalProperties`).
+- `oneOf` with overlapping options whose negations have no grammar (`uniqueItems`).
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths; `contains` beside `prefixItems`.
@@ -117,7 +121,7 @@ import itertools
 import json
 import math
 import urllib.parse
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
@@ -183,6 +187,7 @@ ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array 
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
+WITNESS_COUNT_MAX = 4  # negated patternProperties/propertyNames/additionalProperties met by one object (2^n states)
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
 
@@ -445,26 +450,28 @@ def _types_of(d: dict[str, Any]) -> set[str]:
 
 
 def _literals(schema: Any) -> list[Any] | None:
-    """The values a (raw) schema allows, when it lists them with `const`/`enum`."""
+    """The values a (raw) schema allows, when it lists them with `const`/`enum` (itself or in
+    an `allOf` part, as merging writes `_and(a, b)`; then a superset of them)."""
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
         return [schema["const"]]
-    return schema["enum"] if isinstance(schema.get("enum"), list) else None
+    if isinstance(schema.get("enum"), list):
+        return schema["enum"]  # type: ignore[no-any-return]
+    for part in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+        values = _literals(part)
+        if values is not None:
+            return values
+    return None
 
 
-def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether no value is valid under both flattened schemas, by types, listed values, or a
-    required property whose listed values differ (a discriminator). Sufficient, not complete."""
-    ta, tb = _types_of(a), _types_of(b)
+def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) -> bool:
+    """Whether no value is valid under both flattened schemas (of types `ta`, `tb`), by types or
+    listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
     if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
         return True
     if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
         return True
-    for key in set(a.get("required", [])) & set(b.get("required", [])):
-        va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
-        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
-            return True
     return False
 
 
@@ -881,7 +888,7 @@ class _Compiler:
         """Say where a pending unevaluated* is approximate: each alternative carries the keys
         and items of one option only, and negations name keys without evaluating them."""
         if ("anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX) or (
-            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf")
+            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
         ):
             self.warn(
                 "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
@@ -970,7 +977,7 @@ class _Compiler:
                     out[key] = math.lcm(int(va), int(vb))
                 else:
                     out["_conflicts"] = [*out.get("_conflicts", []), key]
-            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of"):
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
@@ -1172,11 +1179,55 @@ class _Compiler:
     def format_regex(self, name: Any) -> str | None:
         return FORMAT_REGEXES.get(name) if isinstance(name, str) else None
 
-    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool:
-        """Whether no JSON value is valid under two of the options (a sufficient check)."""
-        flats = [self.flatten(o, f"{pointer}/{i}") for i, o in enumerate(options)]
-        live = [f for f in flats if f is not None]
-        return all(_disjoint(a, b) for i, a in enumerate(live) for b in live[i + 1 :])
+    def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool:
+        """Whether no JSON value of `types` (default: any) is valid under two of the options
+        (a sufficient check)."""
+        flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
+        live = [(f, self.value_types(f, at)) for f, at in flats if f is not None]
+        return all(
+            _disjoint(a, b, ta, tb) or self.keys_disjoint(a, b, ta, tb, types)
+            for i, (a, ta) in enumerate(live)
+            for b, tb in live[i + 1 :]
+        )
+
+    def value_types(self, d: dict[str, Any], pointer: str, depth: int = 0) -> set[str]:
+        """The types a flattened schema allows: its `type` or listed values, else the union
+        over its `anyOf`/`oneOf` options (a few levels down), else all."""
+        if "type" in d or "enum" in d or depth >= 3:
+            return _types_of(d)
+        for key in ("anyOf", "oneOf"):
+            if key in d:
+                union: set[str] = set()
+                for i, option in enumerate(d[key]):
+                    flat = self.flatten(option, f"{pointer}/{key}/{i}")
+                    if flat is not None:
+                        union |= self.value_types(flat, f"{pointer}/{key}/{i}", depth + 1)
+                return union
+        return _types_of(d)
+
+    def keys_disjoint(
+        self, a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str], types: Sequence[str] | None
+    ) -> bool:
+        """Whether objects are the only values both flattened schemas (and `types`) allow, and
+        they differ on a key both require (a discriminator: disjoint listed values) or one
+        requires a key the other forbids (`additionalProperties: false` or a `false`
+        property), the common shape of `oneOf` options such as `{"required": ["http"],
+        "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
+        so the objects alone decide nothing while another type is shared.)"""
+        common = {t for t in ta for u in tb if t == u or {t, u} == {"integer", "number"}}
+        if types is not None:
+            common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
+        if common - {"object"}:
+            return False
+        for key in set(a.get("required", [])) & set(b.get("required", [])):
+            va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
+            if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+                return True
+        for x, y in ((a, b), (b, a)):
+            for key in x.get("required", []):
+                if isinstance(key, str) and self.member_schema(y, key) is False:
+                    return True
+        return False
 
     # ---- schemas -----------------------------------------------------------------------------
 
@@ -1279,7 +1330,7 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf"):
+        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
             exact = self.compile_one_of_exactly(d, pointer)
             if exact is not _NOT_EXACT:
                 return exact  # type: ignore[return-value]
@@ -1641,8 +1692,12 @@ class _Compiler:
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
         key_parts = self.key_constraint(names, pointer)
+        witnesses = d.get("_witness", [])
+        if len(witnesses) > WITNESS_COUNT_MAX:
+            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated patternProperties/propertyNames/additionalProperties on one object", pointer)
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
+        variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         taken = list(properties) + [k for k in required if k not in properties]
         for key in taken:
             listed = key in properties
@@ -1661,6 +1716,8 @@ class _Compiler:
                     return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
             members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
+            if witnesses:
+                variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
         possible = self.possible_key_count(d, members, regions, names, pointer)
         if possible is not None and possible < low:
@@ -1668,9 +1725,62 @@ class _Compiler:
         pair = None
         if regions:
             pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+        if witnesses:
+            pairs = [] if pair is None else [(Sym.n(pair), 0), *self.witness_pairs(d, taken, key_parts, witnesses, pointer)]
+            if self.any_order and (len(members) > 1 or (members and pairs)):
+                witness = (variants, pairs, len(witnesses))
+                return self.object_body_any_order(members, pair, low, high, pointer, witness)
+            return self.object_body_witness(members, variants, pairs, len(witnesses), low, high, pointer)
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
         return self.object_body(members, pair, low, high, pointer)
+
+    def witness_values(self, key: str, schema: Any, witnesses: list[dict[str, Any]], where: str) -> list[tuple[Sym, int]]:
+        """The value symbols of listed property `key` that meet witnesses: one per non-empty
+        set of the witnesses whose key region holds `key` (its value then meets all of theirs)."""
+        holding = []
+        for bit, witness in enumerate(witnesses):
+            try:
+                if self.checker.valid(key, witness["keys"], where):
+                    holding.append(bit)
+            except Undecidable as err:
+                self.unsupported(f"a negated object keyword cannot be checked on {key!r} ({err})", where)
+        out = []
+        for mask in range(1, 1 << len(holding)):
+            bits = [b for i, b in enumerate(holding) if mask >> i & 1]
+            sym = self.compile({"allOf": [schema, *(witnesses[b]["value"] for b in bits)]}, where)
+            if sym is not None:
+                out.append((sym, sum(1 << b for b in bits)))
+        return out
+
+    def witness_pairs(
+        self,
+        d: dict[str, Any],
+        taken: list[str],
+        key_parts: tuple[tuple[str, ...], tuple[str, ...]],
+        witnesses: list[dict[str, Any]],
+        pointer: str,
+    ) -> list[tuple[Sym, int]]:
+        """The `key: value` pairs beyond the listed properties that meet witnesses: for each
+        non-empty set of witnesses, the object's key regions intersected with their key regions,
+        the values with their values."""
+        out = []
+        for mask in range(1, 1 << len(witnesses)):
+            bits = [b for b in range(len(witnesses)) if mask >> b & 1]
+            ands, nots = list(key_parts[0]), list(key_parts[1])
+            for b in bits:
+                parts = self.key_constraint(witnesses[b]["keys"], pointer, "a negated object keyword")
+                if parts is None:
+                    break
+                ands += parts[0]
+                nots += parts[1]
+            else:
+                values = [witnesses[b]["value"] for b in bits]
+                regions = self.key_regions(d, taken, (tuple(ands), tuple(nots)), pointer, values)
+                if regions:
+                    pair = self.nonterminal(f"{pointer or '/'}:pair{mask}", [[k, self.colon, v] for k, v in regions])
+                    out.append((Sym.n(pair), mask))
+        return out
 
     def possible_key_count(
         self, d: dict[str, Any], members: list[tuple[Sym, Sym, bool]], regions: list[Any], names: Any, pointer: str
@@ -1695,11 +1805,14 @@ class _Compiler:
             self.unsupported(f"propertyNames cannot be checked on {key!r} ({err})", f"{pointer}/propertyNames")
             return True
 
-    def key_constraint(self, names: Any, pointer: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-        """`propertyNames` as (and, not) regexes on key lexemes; None when no key is allowed."""
+    def key_constraint(
+        self, names: Any, pointer: str, what: str = "propertyNames"
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`propertyNames` (or another schema of keys) as (and, not) regexes on key lexemes;
+        None when no key is allowed."""
         if _trivial_schema(names):
             return (), ()
-        where = f"{pointer}/propertyNames"
+        where = f"{pointer}/propertyNames" if what == "propertyNames" else pointer
         flat = self.flatten(names, where)
         flat = None if flat is None else self.merge(flat, {"type": ["string"]}, where)
         if flat is None:
@@ -1713,19 +1826,24 @@ class _Compiler:
         if sym is None:
             return None
         if not sym.terminal:
-            self.unsupported("propertyNames must describe a single string lexeme here", where)
+            self.unsupported(f"{what} must describe a single string lexeme here", where)
             return (), ()
         lexeme = self.ir.lexemes[sym.index]
         return (_key_regex(lexeme), *lexeme.and_patterns), lexeme.not_patterns
 
     def key_regions(
-        self, d: dict[str, Any], taken: list[str], key_parts: tuple[tuple[str, ...], tuple[str, ...]], pointer: str
+        self,
+        d: dict[str, Any],
+        taken: list[str],
+        key_parts: tuple[tuple[str, ...], tuple[str, ...]],
+        pointer: str,
+        values: Sequence[Any] = (),
     ) -> list[tuple[Sym, Sym]]:
         """(key lexeme, value symbol) for the keys beyond the listed ones: one region per set
         of `patternProperties` patterns a key matches (all subsets when there are at most
         `PATTERN_SUBSETS_MAX` patterns, else one pattern each, keys matching several refused),
         and one for `additionalProperties` (keys matching no pattern). Listed names are
-        excluded from every region."""
+        excluded from every region; `values` (witnesses' schemas) constrain every value."""
         key_ands, key_nots = key_parts
         if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
             return []  # a closed object: no other key (its taken names need no regexes)
@@ -1747,7 +1865,7 @@ class _Compiler:
             )
         regions: list[tuple[Sym, Sym]] = []
         for subset in subsets:
-            schemas = [found[i][2] for i in subset]
+            schemas = [found[i][2] for i in subset] + list(values)
             value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
             if value is None:
                 continue
@@ -1762,6 +1880,8 @@ class _Compiler:
             )
             regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
         extra = d.get("additionalProperties", self.additional_default)
+        if values and extra is not False:
+            extra = {"allOf": [extra, *values]}
         value = None if extra is False else self.compile(extra, f"{pointer}/additionalProperties")
         if value is not None:
             nots = [f[1] for f in found] + name_nots
@@ -1844,8 +1964,144 @@ class _Compiler:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
 
+    def object_body_witness(
+        self,
+        members: list[tuple[Sym, Sym, bool]],
+        variants: list[list[tuple[Sym, int]]],
+        pairs: list[tuple[Sym, int]],
+        witness_count: int,
+        low: int,
+        high: int | None,
+        pointer: str,
+    ) -> Sym | None:
+        """`object_body` for an object that must also hold witness members (`_witness`, from
+        negated `patternProperties`/`propertyNames`/`additionalProperties`): the state (i, c)
+        grows a set f of the witnesses met so far, and the object may close only with all
+        of them. Each member and extra pair comes in variants, one per set of witnesses its key
+        and value meet (`variants`, `pairs`; bits 0 is the plain one); variants overlap, which
+        only makes the grammar ambiguous.
+        """
+        n = len(members)
+        full = (1 << witness_count) - 1
+        required_count = sum(1 for m in members if m[2])
+        if high is not None and required_count > high:
+            return None
+        if low <= required_count:
+            low = 0
+        top = max(low, 1) if high is None else high
+        name = pointer or "/"
+        if (n + 1) * (top + 1) * (full + 1) > OBJECT_STATE_COUNT_MAX:
+            raise self.fail(
+                f"minProperties/maxProperties over {n} properties with negated object keywords need more than "
+                f"{OBJECT_STATE_COUNT_MAX} grammar states; loosen the bounds",
+                pointer,
+            )
+        tail = self.witness_tail(f"{name}:extras", pairs, full, low, high, top, lambda c: c > 0)
+        nts: dict[tuple[int, int, int], int] = {}
+        table: dict[tuple[int, int, int], list[list[Sym]] | None] = {}
+
+        def seq(i: int, c: int, f: int) -> list[Sym] | None:
+            if i == n:
+                return tail(c, f)
+            alts = table[(i, c, f)]
+            if alts is None:
+                return None
+            if len(alts) == 1:
+                return alts[0]
+            if (i, c, f) not in nts:
+                nts[(i, c, f)] = self.nonterminal(f"{name}:after{i}.{c}.{f}", alts)
+            return [Sym.n(nts[(i, c, f)])]
+
+        for i in range(n - 1, -1, -1):
+            key_sym, _, is_required = members[i]
+            for c in range(top + 1):
+                after = min(c + 1, top) if high is None else c + 1
+                for f in range(full + 1):
+                    alts = []
+                    for value_sym, bits in variants[i] if after <= top else []:
+                        if bits and not bits & ~f:
+                            continue  # meets only witnesses met already: the plain variant does
+                        rest = seq(i + 1, after, f | bits)
+                        if rest is not None:
+                            alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                    skip = None if is_required else seq(i + 1, c, f)
+                    if skip is not None:
+                        alts.append(skip)
+                    table[(i, c, f)] = alts or None
+        body = seq(0, 0, 0)
+        if body is None:
+            return None
+        return self.choice(f"{name}:object", [[self.lbrace, *body, self.rbrace]])
+
+    def witness_tail(
+        self,
+        name: str,
+        units: list[tuple[Sym, int]],
+        full: int,
+        low: int,
+        high: int | None,
+        top: int,
+        lead: Callable[[int], bool],
+    ) -> Callable[[int, int], list[Sym] | None]:
+        """The repetition closing an object (extra pairs) or an array (items past the prefix)
+        that must still meet witnesses: `tail(c, f)` is a symbol sequence, or None, deriving
+        units (a comma before each when `lead(count so far)`) so that the count c ends in
+        [low, high] and the set f of witnesses met ends full. `units` are (symbol, witnesses
+        it meets), bits 0 the plain unit; c is capped at `top` when `high` is None.
+
+        Counts below the cap are states (right recursion, bounded by `top`); at the cap the
+        plain units are a left-recursive repetition before each witness unit, so an unbounded
+        tail stays left-recursive.
+        """
+        plain = next((u for u, bits in units if bits == 0), None)
+        memo: dict[tuple[int, int], list[Sym] | None] = {}
+
+        def alternatives(c: int, f: int) -> list[list[Sym]] | None:
+            low_left = max(low - c, 0)
+            high_left = None if high is None else high - c
+            if f == full:
+                if plain is None:
+                    return [[]] if low_left == 0 else None
+                if lead(c):
+                    return [self.repeat(name, (self.comma, plain), low_left, high_left)]
+                alts: list[list[Sym]] = [[]] if low_left == 0 else []
+                if high_left is None or high_left >= 1:
+                    more = None if high_left is None else high_left - 1
+                    alts.append([plain, *self.repeat(name, (self.comma, plain), max(low_left - 1, 0), more)])
+                return alts or None
+            alts = []
+            if high_left is not None and high_left <= 0:
+                return None
+            if high is None and c >= top:
+                star = [] if plain is None else self.repeat(name, (self.comma, plain), 0, None)
+                for unit, bits in units:
+                    rest = tail(c, f | bits) if bits & ~f else None
+                    if rest is not None:
+                        alts.append([*star, self.comma, unit, *rest])
+                return alts or None
+            after = min(c + 1, top) if high is None else c + 1
+            for unit, bits in units:
+                rest = tail(after, f | bits) if bits == 0 or bits & ~f else None
+                if rest is not None:
+                    alts.append([*([self.comma] if lead(c) else []), unit, *rest])
+            return alts or None
+
+        def tail(c: int, f: int) -> list[Sym] | None:
+            if (c, f) not in memo:
+                alts = alternatives(c, f)
+                memo[(c, f)] = None if alts is None else self.inline(f"{name}@{c}.{f}", alts, {}, 0)
+            return memo[(c, f)]
+
+        return tail
+
     def object_body_any_order(
-        self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str
+        self,
+        members: list[tuple[Sym, Sym, bool]],
+        pair: int | None,
+        low: int,
+        high: int | None,
+        pointer: str,
+        witness: tuple[list[list[tuple[Sym, int]]], list[tuple[Sym, int]], int] | None = None,
     ) -> Sym | None:
         """`{ ... }` with the members in any order, each at most once, the required ones present,
         other keys (`pair`) anywhere among them, and the count in [low, high].
@@ -1859,6 +2115,9 @@ class _Compiler:
         language needs exponentially many CFG rules. The bounds are set by compile time on
         MaskBench: tracking up to 8, then 6 properties made the median schema compile 1.2-1.8×
         slower than schema order, 4 (and 6 required) 1.1×.
+
+        `witness` (value variants per member, pair variants, witness count; see
+        `object_body_witness`) adds the set f of witnesses met to the state, (S, c, f).
         """
         n = len(members)
         required_count = sum(1 for m in members if m[2])
@@ -1870,9 +2129,11 @@ class _Compiler:
                 "schema order (other orders are refused)",
                 pointer,
             )
+            if witness is not None:
+                return self.object_body_witness(members, witness[0], witness[1], witness[2], low, high, pointer)
             return self.object_body(members, pair, low, high, pointer)
         tracked = list(range(n)) if n <= ANY_ORDER_TRACKED_MAX else [i for i in range(n) if members[i][2]]
-        loose = [members[i] for i in range(n) if i not in tracked]
+        loose = [i for i in range(n) if i not in tracked]
         if loose:
             self.warn(
                 f'property_order="any": more than {ANY_ORDER_TRACKED_MAX} properties, so the '
@@ -1889,71 +2150,83 @@ class _Compiler:
             if members[i][2]:
                 need |= 1 << bit
         t = len(tracked)
-        if (1 << t) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+        full = 0 if witness is None else (1 << witness[2]) - 1
+        if (1 << t) * (top + 1) * (full + 1) > OBJECT_STATE_COUNT_MAX:
             raise self.fail(
                 f'property_order="any" with minProperties/maxProperties over {t} properties needs more than '
                 f"{OBJECT_STATE_COUNT_MAX} grammar states; loosen the bounds",
                 pointer,
             )
-        # Units that keep S: loose members and extra keys, as one symbol.
-        loop_alts: list[list[Sym]] = [[k, self.colon, v] for k, v, _ in loose]
-        if pair is not None:
-            loop_alts.append([Sym.n(pair)])
-        loop = self.choice(f"{pointer or '/'}:loose", loop_alts)
-        loops = [] if loop is None else [[loop]]
+        values = [[(m[1], 0)] for m in members] if witness is None else witness[0]
+        pairs = ([] if pair is None else [(Sym.n(pair), 0)]) if witness is None else witness[1]
+        # Units that keep S: loose members and extra keys, one symbol per set of witnesses met.
+        loop_alts: dict[int, list[list[Sym]]] = {}
+        for i in loose:
+            for value_sym, bits in values[i]:
+                loop_alts.setdefault(bits, []).append([members[i][0], self.colon, value_sym])
+        for pair_sym, bits in pairs:
+            loop_alts.setdefault(bits, []).append([pair_sym])
+        loops = []
+        for bits, alts in loop_alts.items():
+            loop = self.choice(f"{pointer or '/'}:loose" + (f"{bits}" if bits else ""), alts)
+            if loop is not None:
+                loops.append((loop, bits))
 
         def step(c: int) -> int | None:
             if high is None:
                 return min(c + 1, top)
             return c + 1 if c + 1 <= high else None
 
-        # Reachable states, then the productive ones (transitions grow S or c, except the
-        # capped self-loops, so (|S|, c) descending is a topological order).
-        states: set[tuple[int, int]] = {(0, 0)}
-        stack = [(0, 0)]
-        while stack:
-            s, c = stack.pop()
+        def moves(s: int, c: int, f: int) -> list[tuple[list[Sym], tuple[int, int, int]]]:
+            """(symbols, next state) of each unit that may come in state (s, c, f)."""
             after = step(c)
             if after is None:
-                continue
-            nexts = [(s | 1 << b, after) for b in range(t) if not s >> b & 1]
-            if loops:
-                nexts.append((s, after))
-            for nxt in nexts:
+                return []
+            out = []
+            for b in range(t):
+                if not s >> b & 1:
+                    key_sym = members[tracked[b]][0]
+                    for value_sym, bits in values[tracked[b]]:
+                        if not bits or bits & ~f:
+                            out.append(([key_sym, self.colon, value_sym], (s | 1 << b, after, f | bits)))
+            for loop, bits in loops:
+                if not bits or bits & ~f:
+                    out.append(([loop], (s, after, f | bits)))
+            return out
+
+        # Reachable states, then the productive ones (transitions grow S, c or f, except the
+        # capped self-loops, so (|S|, c, |f|) descending is a topological order).
+        states: set[tuple[int, int, int]] = {(0, 0, 0)}
+        stack = [(0, 0, 0)]
+        while stack:
+            for _, nxt in moves(*stack.pop()):
                 if nxt not in states:
                     states.add(nxt)
                     stack.append(nxt)
-        order = sorted(states, key=lambda sc: (bin(sc[0]).count("1"), sc[1]), reverse=True)
-        productive: set[tuple[int, int]] = set()
-        for s, c in order:
-            after = step(c)
-            if s & need == need and c >= low:
-                productive.add((s, c))
-            elif after is not None and (
-                any((s | 1 << b, after) in productive for b in range(t) if not s >> b & 1)
-                or (loops and (s, after) in productive and after != c)
+        order = sorted(states, key=lambda st: (bin(st[0]).count("1"), st[1], bin(st[2]).count("1"), st), reverse=True)
+        productive: set[tuple[int, int, int]] = set()
+        for st in order:
+            s, c, f = st
+            if (s & need == need and c >= low and f == full) or any(
+                nxt in productive and nxt != st for _, nxt in moves(s, c, f)
             ):
-                productive.add((s, c))
-        if (0, 0) not in productive:
+                productive.add(st)
+        if (0, 0, 0) not in productive:
             return None
         name = pointer or "/"
-        nts = {sc: self.ir.add_nonterminal(f"{name}:any{sc[0]}.{sc[1]}") for sc in order if sc in productive}
-        for (s, c), nt in nts.items():
+        nts = {
+            st: self.ir.add_nonterminal(f"{name}:any{st[0]}.{st[1]}" + (f".{st[2]}" if full else ""))
+            for st in order
+            if st in productive
+        }
+        for (s, c, f), nt in nts.items():
             lead = [self.comma] if c > 0 else []
-            if s & need == need and c >= low:
+            if s & need == need and c >= low and f == full:
                 self.rule(nt, [])
-            after = step(c)
-            if after is None:
-                continue
-            for b in range(t):
-                nxt = (s | 1 << b, after)
-                if not s >> b & 1 and nxt in nts:
-                    key_sym, value_sym, _ = members[tracked[b]]
-                    self.rule(nt, [*lead, key_sym, self.colon, value_sym, Sym.n(nts[nxt])])
-            if (s, after) in nts:
-                for unit in loops:
-                    self.rule(nt, [*lead, *unit, Sym.n(nts[(s, after)])])
-        return Sym.n(self.nonterminal(f"{name}:object", [[self.lbrace, Sym.n(nts[(0, 0)]), self.rbrace]]))
+            for unit, nxt in moves(s, c, f):
+                if nxt in nts:
+                    self.rule(nt, [*lead, *unit, Sym.n(nts[nxt])])
+        return Sym.n(self.nonterminal(f"{name}:object", [[self.lbrace, Sym.n(nts[(0, 0, 0)]), self.rbrace]]))
 
     # ---- arrays ------------------------------------------------------------------------------
 
@@ -1962,6 +2235,8 @@ class _Compiler:
         max_items = self.int_keyword(d, "maxItems", None, pointer)
         if max_items is not None and min_items > max_items:
             return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
+        if "_item_witness" in d:
+            return self.array_witness(d, min_items, max_items, pointer)
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):  # 0 or 1 items: unique
             unique = self.unique_array(d, min_items, max_items, pointer)
             if unique is not NotImplemented:
@@ -2002,6 +2277,73 @@ class _Compiler:
             if sym is not None and alts is not None:
                 go = [[*([self.comma] if i else []), sym, *self.inline(f"{name}:from{i + 1}", alts, cache, i + 1)]]
             alts = (stop + go) or None
+        if alts is None:
+            return None
+        return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def array_witness(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Sym | None:
+        """An array that must hold witness items (`_item_witness`, from `not` of `items` after
+        `prefixItems`): for each witness, an item at index `from` or later valid under its
+        value. The prefix is padded with `items` up to the last `from`, so that every item past
+        it may meet every witness; each position then comes in variants, one per set of the
+        witnesses it may meet, and a set f of the witnesses met so far is carried to the end
+        (`witness_tail` past the prefix)."""
+        witnesses = d["_item_witness"]
+        if len(witnesses) > WITNESS_COUNT_MAX:
+            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated items after prefixItems on one array", pointer)
+        if "contains" in d:
+            self.unsupported("contains beside a negated items after prefixItems is not supported", f"{pointer}/contains")
+        if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
+            self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
+        full = (1 << len(witnesses)) - 1
+        items = d.get("items", True)
+        prefix = list(d.get("prefixItems", []))
+        k = max([len(prefix), *(w["from"] for w in witnesses)])
+        prefix += [items] * (k - len(prefix))
+        name = pointer or "/"
+
+        def variants(schema: Any, index: int | None, where: str) -> list[tuple[Sym, int]]:
+            out: list[tuple[Sym, int]] = []
+            able = [b for b, w in enumerate(witnesses) if index is None or index >= w["from"]]
+            for mask in range(1 << len(able)):
+                bits = [b for i, b in enumerate(able) if mask >> i & 1]
+                parts = [schema, *(witnesses[b]["value"] for b in bits)]
+                sym = self.compile(parts[0] if len(parts) == 1 else {"allOf": parts}, where)
+                if sym is not None:
+                    out.append((sym, sum(1 << b for b in bits)))
+            return out
+
+        units = [] if items is False else variants(items, None, f"{pointer}/items")
+        if max_items is not None and k >= max_items:
+            units = []
+        lo = max(0, min_items - k)
+        hi = None if max_items is None else max_items - k
+        top = max(lo, 1) if hi is None else hi
+        if (k + 1) * (top + 1) * (full + 1) > ARRAY_STATE_COUNT_MAX:
+            raise self.fail(f"minItems/maxItems with negated items need more than {ARRAY_STATE_COUNT_MAX} grammar states", pointer)
+        tail = self.witness_tail(f"{name}:items", units, full, lo, hi, top, lambda c: k + c > 0)
+        cache: dict[int, list[Sym]] = {}
+        steps = [variants(s, i, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
+
+        @functools.cache
+        def after(i: int, f: int) -> list[list[Sym]] | None:
+            """The alternatives for the items from position i on, with witnesses f met."""
+            if i == k:
+                rest = tail(0, f)
+                return None if rest is None else [rest]
+            stop: list[list[Sym]] = [[]] if i >= min_items and f == full else []
+            if max_items is not None and i >= max_items:
+                return stop or None
+            go = []
+            for sym, bits in steps[i]:
+                if bits and not bits & ~f:
+                    continue
+                alts = after(i + 1, f | bits)
+                if alts is not None:
+                    go.append([*([self.comma] if i else []), sym, *self.inline(f"{name}:from{i + 1}.{f | bits}", alts, cache, (i + 1) * (full + 1) + (f | bits))])
+            return (stop + go) or None
+
+        alts = after(0, 0)
         if alts is None:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])

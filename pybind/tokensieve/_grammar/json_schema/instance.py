@@ -13,7 +13,8 @@ Semantics are those of the grammar front-end, not a general validator's:
   take it; `format` uses `FORMAT_REGEXES` and is an assertion (unknown formats pass).
 - `$ref` with siblings applies both (2019-09 semantics), as the front-end's merge does.
 - Internal keys the front-end adds while merging and negating (`_patterns`, `_clauses`,
-  `_not_enum`, `_not_bodies`, `_non_integer`, `_not_multiple_of`) are understood.
+  `_not_enum`, `_not_bodies`, `_non_integer`, `_not_multiple_of`, and the witnesses
+  `_witness`, `_item_witness` of `logic.py`) are understood.
 
 What it cannot decide (a pattern its translation refuses, `unevaluated*`, `$dynamicRef`, a
 `$ref` nesting past `DEPTH_MAX`) raises `Undecidable`; callers then fall back to the grammar.
@@ -237,6 +238,10 @@ class InstanceChecker:
             for i in range(len(value)):
                 if any(json_equal(value[i], value[j]) for j in range(i)):
                     return False
+        for witness in schema.get("_item_witness", ()):
+            tail = value[witness["from"]:]
+            if not any(self._valid(item, witness["value"], pointer, d) for item in tail):
+                return False
         if "contains" in schema:
             count = sum(self._valid(item, schema["contains"], pointer, d) for item in value)
             if count < _size_bound(schema, "minContains", 1) or count > _size_bound(schema, "maxContains", math.inf):
@@ -264,6 +269,12 @@ class InstanceChecker:
                     if not self._valid(item, sub, pointer, d):
                         return False
             if not matched and not self._valid(item, extra, pointer, d):
+                return False
+        for witness in schema.get("_witness", ()):
+            if not any(
+                self._valid(key, witness["keys"], pointer, d) and self._valid(item, witness["value"], pointer, d)
+                for key, item in value.items()
+            ):
                 return False
         dependencies = [
             *schema.get("dependencies", {}).items(),

@@ -11,7 +11,12 @@ assertions that each constrain one JSON type, so most negations stay *positive*:
     not {enum: [..]}           → `_not_enum` (scalars: excluded from lexemes; objects and arrays:
                                  the negation of a schema that pins the value down)
     not {properties: {k: S}}   → an object with k whose value is `not S`
-    not {items: S}             → an array that contains `not S`
+    not {items: S}             → an array that contains `not S` (after prefixItems of length k:
+                                 an array with an item past k that is `not S`, `_item_witness`)
+    not {additionalProperties: S}, not {patternProperties: {r: S}}, not {propertyNames: P}
+                               → an object with a *witness* member (`_witness`): a key outside
+                                 the listed names and patterns / matching r / not P, whose
+                                 value is `not S` (anything for P)
     not {contains: S}          → an array whose items are all `not S` (with minContains m /
                                  maxContains M: fewer than m matches, or more than M)
     not {anyOf: [A, B]}        → not A and not B (clauses, expanded again)
@@ -26,15 +31,13 @@ and scalar translations apply. The alternatives of one clause may overlap (an in
 under two of them has two parses); recognition is unaffected.
 
 What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
-naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`,
-`propertyNames`, `patternProperties`, `additionalProperties` (other than `true`), `items` after
-`prefixItems`.
+naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from ..._errors import GrammarError
 
@@ -74,7 +77,7 @@ class Context(Protocol):
 
     def format_regex(self, name: str) -> str | None: ...
 
-    def one_of_disjoint(self, options: list[Any], pointer: str) -> bool: ...
+    def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool: ...
 
 
 def _trivial(schema: Any) -> bool:
@@ -202,15 +205,28 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         # Valid under no option, or under two of them (none when they are disjoint).
         options = d["oneOf"]
         alts.append({"allOf": [{"not": o} for o in options]})
-        if not ctx.one_of_disjoint(options, f"{at}/oneOf"):
+        if not ctx.one_of_disjoint(options, f"{at}/oneOf", d.get("type")):
             alts.extend({"allOf": [a, b]} for i, a in enumerate(options) for b in options[i + 1 :])
     handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
-    if not _trivial(d.get("additionalProperties", True)):
-        raise unexpressible("additionalProperties")
-    if d.get("patternProperties"):
-        raise unexpressible("patternProperties")
-    if not _trivial(d.get("propertyNames", True)):
-        raise unexpressible("propertyNames")
+    # Object keywords that speak of every key of a region: their negation is a *witness*, a
+    # member whose key lies in the region and whose value breaks the keyword's schema.
+    patterns = d.get("patternProperties", {})
+    extra = d.get("additionalProperties", True)
+    if not _trivial(extra):
+        outside = {
+            "type": ["string"],
+            "_not_enum": list(d.get("properties", {})),
+            "_not_bodies": [ctx.body_regex(p, f"{at}/patternProperties") for p in patterns],
+        }
+        alts.append(_witness(outside, True if extra is False else _negated(extra, f"{at}/additionalProperties")))
+    for pattern, sub in patterns.items():
+        if not _trivial(sub):
+            where = f"{at}/patternProperties/{pattern.replace('~', '~0').replace('/', '~1')}"
+            alts.append(_witness({"type": ["string"], "pattern": pattern}, _negated(sub, where)))
+    names = d.get("propertyNames", True)
+    if not _trivial(names):
+        regions = [r for keys in negate(names, f"{at}/propertyNames", ctx) for r in _any_of_parts(keys, ctx)]
+        alts.extend(_witness(keys, True) for keys in regions if _may_be_string(keys, ctx))
     for key, sub in d.get("properties", {}).items():
         if not _trivial(sub):
             alts.append({"type": ["object"], "required": [key], "properties": {key: {"not": sub}}})
@@ -223,8 +239,10 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         alts.append({"type": ["array"], "minItems": len(prefix) + 1})
     elif not _trivial(d.get("items", True)):
         if prefix:
-            raise unexpressible("items")
-        alts.append({"type": ["array"], "contains": {"not": d["items"]}})
+            # Some item past the prefix breaks `items`.
+            alts.append({"type": ["array"], "_item_witness": [{"from": len(prefix), "value": _negated(d["items"], f"{at}/items")}]})
+        else:
+            alts.append({"type": ["array"], "contains": {"not": d["items"]}})
     handled |= {"contains", "minContains", "maxContains"}
     if "contains" in d:
         least = _checked_value("minContains", d.get("minContains", 1), at)
@@ -248,6 +266,38 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
 
 def _raise(err: Exception) -> list[Any]:
     raise err
+
+
+def _witness(keys: Any, value: Any) -> dict[str, Any]:
+    """An object with a member whose key is valid under `keys` (a schema for strings) and whose
+    value is valid under `value` (the compiler's `_witness`: see `compile_object`)."""
+    return {"type": ["object"], "_witness": [{"keys": keys, "value": value}]}
+
+
+def _negated(schema: Any, at: str) -> dict[str, Any]:
+    """`{"not": schema}` as a flattened clause that names `schema`'s own JSON pointer `at` in
+    errors, wherever the witness holding it is compiled."""
+    return {"_clauses": [{"not": schema, "_at": at}]}
+
+
+def _any_of_parts(schema: Any, ctx: Context) -> list[Any]:
+    """`schema` as a union of schemas: its `anyOf` options each with the rest (one level), so
+    that each key region of a witness can be one lexeme."""
+    flat = ctx.flatten(schema, "")
+    if flat is None or "anyOf" not in flat:
+        return [schema]
+    rest = {k: v for k, v in flat.items() if k != "anyOf"}
+    return [{"allOf": [rest, option]} for option in flat["anyOf"]]
+
+
+def _may_be_string(schema: Any, ctx: Context) -> bool:
+    """Whether a schema from `negate` may hold a string (a key): the others are dropped early."""
+    flat = ctx.flatten(schema, "")
+    if flat is None:
+        return False
+    if "enum" in flat:
+        return any(isinstance(v, str) for v in flat["enum"])
+    return "string" in flat.get("type", ALL_TYPES)
 
 
 def _negate_clause(clause: dict[str, Any], ctx: Context) -> list[Any]:
@@ -277,6 +327,6 @@ _KEYWORDS = frozenset(
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
         "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
-        "_unevaluatedItems",
+        "_unevaluatedItems", "_witness", "_item_witness",
     }
 )
