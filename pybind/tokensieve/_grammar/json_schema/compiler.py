@@ -2237,6 +2237,20 @@ class _Compiler:
             return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
         if "_item_witness" in d:
             return self.array_witness(d, min_items, max_items, pointer)
+        if d.get("_duplicate") is True:
+            if d.get("uniqueItems") is True:
+                return self.contradiction("an array cannot have all items different and two equal items", pointer)
+            duplicate = self.duplicate_array(d, min_items, max_items, pointer)
+            if duplicate is not NotImplemented:
+                return duplicate
+            self.warn(
+                "not uniqueItems (two equal items) is approximated by 'at least two items' (an array whose items "
+                "all differ is accepted)",
+                f"{pointer}/uniqueItems",
+            )
+            min_items = max(min_items, 2)
+            if max_items is not None and min_items > max_items:
+                return None
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):  # 0 or 1 items: unique
             unique = self.unique_array(d, min_items, max_items, pointer)
             if unique is not NotImplemented:
@@ -2348,17 +2362,12 @@ class _Compiler:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
-    def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
-        """`uniqueItems` over a finite item domain (enum, boolean, null), exactly: one state per
-        set of values used so far. NotImplemented when the domain is not finite or the sets of
-        at most `maxItems` values number more than `UNIQUE_STATE_COUNT_MAX` (the caller then
-        warns)."""
-        if d.get("prefixItems") or "contains" in d:
-            return NotImplemented
-        where = f"{pointer}/items"
+    def item_domain(self, d: dict[str, Any], where: str) -> Any:
+        """The distinct values an array's `items` allows, when they are finitely many (enum,
+        boolean, null); NotImplemented otherwise."""
         flat = self.flatten(d.get("items", True), where)
         if flat is None:
-            return self.choice(f"{pointer or '/'}:array", [[self.lbracket, self.rbracket]] if min_items == 0 else [])
+            return []
         rest = {k: v for k, v in flat.items() if k != "enum"}
         if "enum" in flat:
             candidates = flat["enum"]
@@ -2374,6 +2383,62 @@ class _Compiler:
                 if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
                     domain.append(value)
         except Undecidable:
+            return NotImplemented
+        return domain
+
+    def duplicate_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`_duplicate` (not `uniqueItems`: two items equal) over a finite item domain, exactly:
+        one state per set of the values read while all differ, then, once a value repeats, any
+        items up to the bounds. NotImplemented when the domain is not finite, the sets number
+        more than `UNIQUE_STATE_COUNT_MAX`, or `prefixItems`/`contains` are present."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
+        domain = self.item_domain(d, where)
+        if domain is NotImplemented:
+            return NotImplemented
+        # While all differ the array holds at most len(domain) items, and a repeat needs one more.
+        top = len(domain) if max_items is None else min(max_items - 1, len(domain))
+        if top < 1:
+            return None
+        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+            return NotImplemented
+        syms = [self.value_syms(v, where) for v in domain]
+        item = self.compile(d.get("items", True), where)
+        assert item is not None  # its domain is not empty
+        name = pointer or "/"
+
+        def repeated(count: int) -> list[Sym]:
+            """The rest of the array once `count` items are read and one has repeated."""
+            lo = max(0, min_items - count)
+            hi = None if max_items is None else max_items - count
+            return [] if hi == 0 else self.repeat(f"{name}:after{count}", (self.comma, item), lo, hi)
+
+        memo: dict[int, int | None] = {}
+        subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
+        for used in subsets:  # larger sets first: a state refers to the states after it
+            count = bin(used).count("1")
+            alts: list[list[Sym]] = []
+            for i, value in enumerate(syms):
+                lead = [*([self.comma] if used else []), *value]
+                if used >> i & 1:
+                    alts.append([*lead, *repeated(count + 1)])
+                elif (after := memo.get(used | 1 << i)) is not None:
+                    alts.append([*lead, Sym.n(after)])
+            memo[used] = self.nonterminal(f"{name}:dup{used:x}", alts) if alts else None
+        start = memo[0]
+        return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
+
+    def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`uniqueItems` over a finite item domain (enum, boolean, null), exactly: one state per
+        set of values used so far. NotImplemented when the domain is not finite or the sets of
+        at most `maxItems` values number more than `UNIQUE_STATE_COUNT_MAX` (the caller then
+        warns)."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
+        domain = self.item_domain(d, where)
+        if domain is NotImplemented:
             return NotImplemented
         top = len(domain) if max_items is None else min(max_items, len(domain))
         if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:

@@ -234,10 +234,10 @@ class InstanceChecker:
             sub = prefix[i] if i < len(prefix) else rest
             if not self._valid(item, sub, pointer, d):
                 return False
-        if schema.get("uniqueItems") is True:
-            for i in range(len(value)):
-                if any(json_equal(value[i], value[j]) for j in range(i)):
-                    return False
+        if schema.get("uniqueItems") is True or schema.get("_duplicate") is True:
+            repeated = any(json_equal(value[i], value[j]) for i in range(len(value)) for j in range(i))
+            if repeated != (schema.get("_duplicate") is True):
+                return False
         for witness in schema.get("_item_witness", ()):
             tail = value[witness["from"]:]
             if not any(self._valid(item, witness["value"], pointer, d) for item in tail):

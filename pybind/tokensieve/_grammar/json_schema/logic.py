@@ -17,6 +17,8 @@ assertions that each constrain one JSON type, so most negations stay *positive*:
                                → an object with a *witness* member (`_witness`): a key outside
                                  the listed names and patterns / matching r / not P, whose
                                  value is `not S` (anything for P)
+    not {uniqueItems: true}    → an array with two equal items (`_duplicate`: exact over a finite
+                                 item domain, else "two items or more", a superset with a warning)
     not {contains: S}          → an array whose items are all `not S` (with minContains m /
                                  maxContains M: fewer than m matches, or more than M)
     not {anyOf: [A, B]}        → not A and not B (clauses, expanded again)
@@ -31,7 +33,8 @@ and scalar translations apply. The alternatives of one clause may overlap (an in
 under two of them has two parses); recognition is unaffected.
 
 What stays out of reach raises `Unexpressible` (the caller turns it into a `GrammarError`
-naming the JSON pointer, or a warning when lenient): the negation of `uniqueItems`.
+naming the JSON pointer, or a warning when lenient): a pattern the regex translation refuses,
+and keywords whose meaning waits for the merge (a pending `unevaluatedProperties`/`Items`).
 """
 
 from __future__ import annotations
@@ -198,7 +201,8 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     each("maxItems", lambda n: [{"type": ["array"], "minItems": n + 1}])
     each("minProperties", lambda n: [{"type": ["object"], "maxProperties": n - 1}] if n > 0 else [])
     each("maxProperties", lambda n: [{"type": ["object"], "minProperties": n + 1}])
-    each("uniqueItems", lambda u: [] if u is False else _raise(unexpressible("uniqueItems")))
+    each("uniqueItems", lambda u: [{"type": ["array"], "_duplicate": True}] if u is True else [])
+    each("_duplicate", lambda u: [{"type": ["array"], "uniqueItems": True}] if u is True else [])
     each("anyOf", lambda options: [{"allOf": [{"not": o} for o in options]}])
     handled.add("oneOf")
     if "oneOf" in d:
@@ -264,10 +268,6 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     return alts
 
 
-def _raise(err: Exception) -> list[Any]:
-    raise err
-
-
 def _witness(keys: Any, value: Any) -> dict[str, Any]:
     """An object with a member whose key is valid under `keys` (a schema for strings) and whose
     value is valid under `value` (the compiler's `_witness`: see `compile_object`)."""
@@ -327,6 +327,6 @@ _KEYWORDS = frozenset(
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
         "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
-        "_unevaluatedItems", "_witness", "_item_witness",
+        "_unevaluatedItems", "_witness", "_item_witness", "_duplicate",
     }
 )
