@@ -2259,9 +2259,7 @@ class _Compiler:
         least = self.int_keyword(d, "minContains", 1, pointer)
         most = self.int_keyword(d, "maxContains", None, pointer)
         if "contains" in d and (least or most is not None):
-            if not d.get("prefixItems"):
-                return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
-            self.unsupported("contains beside prefixItems is not supported", f"{pointer}/contains")
+            return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
         prefix = d.get("prefixItems", [])
         prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
         items = d.get("items", True)
@@ -2464,17 +2462,24 @@ class _Compiler:
         """Arrays with between `least` and `most` items valid under `contains`.
 
         Items are read left-recursively with a state (items so far, matches so far), both
-        clamped where they stop mattering. A matching item is `items AND contains`; another is
-        `items AND NOT contains` when `maxContains` bounds the matches, else just `items`
-        (marking one of several matches is enough: ambiguous, but exact).
+        clamped where they stop mattering (items counted exactly through `prefixItems`). A
+        matching item is `S AND contains`, S the item's own schema (`prefixItems` entry or
+        `items`); another is `S AND NOT contains` when `maxContains` bounds the matches, else
+        just `S` (marking one of several matches is enough: ambiguous, but exact).
         """
         items = d.get("items", True)
+        prefix = d.get("prefixItems", [])
         where = f"{pointer}/contains"
-        yes = self.compile({"allOf": [items, d["contains"]]}, where)
-        no = self.compile({"allOf": [items, {"not": d["contains"]}]} if most is not None else items, where)
+
+        def pair(schema: Any) -> tuple[Sym | None, Sym | None]:
+            yes = self.compile({"allOf": [schema, d["contains"]]}, where)
+            no = self.compile({"allOf": [schema, {"not": d["contains"]}]} if most is not None else schema, where)
+            return yes, no
+
+        pairs = [pair(schema) for schema in prefix] + [pair(items)]  # the last: every item past the prefix
         if most is not None and least > most:
             return None
-        t_top = max(min_items, 1) if max_items is None else max_items
+        t_top = max(min_items, 1, len(prefix)) if max_items is None else max_items
         c_top = least if most is None else most
         if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
             raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
@@ -2492,6 +2497,7 @@ class _Compiler:
                 return out
             t2 = min(t + 1, t_top) if max_items is None else t + 1
             saturated = most is None and c >= least
+            yes, no = pairs[min(t, len(prefix))]
             if yes is not None and not saturated and (most is None or c + 1 <= most):
                 out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
             if no is not None:
