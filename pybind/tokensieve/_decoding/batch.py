@@ -123,10 +123,10 @@ def _row_index(row: Any) -> int:
         raise ArgumentError(f"rows must be ints, not {type(row).__name__}") from None
 
 
-def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
-    """Check the batch array once (dtype, shape, contiguity); its row count and the host
-    address of its row 0 (None when it has none: a buffer that is not numpy or torch, or a
-    non-contiguous one)."""
+def _layout(bitmask: Any, words: int) -> tuple[int, memoryview | None]:
+    """Check the batch array once (dtype, shape, contiguity); its row count and a flat byte
+    view of all of it, which the row targets are sliced from (None when it has none: a
+    non-contiguous array, or a buffer that is not numpy or torch)."""
     if type(bitmask).__module__ == "numpy":
         # The common case, checked directly: row_view's general checks cost ~10 µs.
         flags = bitmask.flags
@@ -135,37 +135,37 @@ def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
             len(shape) == 2 and shape[1] == words and shape[0] > 0 and bitmask.dtype.char in "il"
             and bitmask.dtype.itemsize == 4 and flags.c_contiguous and flags.writeable
         ):
-            return int(shape[0]), int(bitmask.__array_interface__["data"][0])
+            return int(shape[0]), memoryview(bitmask).cast("B")
     row_view(bitmask, 0, words)
     shape = getattr(bitmask, "shape", None)
     if shape is None:
         return memoryview(bitmask).nbytes // (4 * words), None
     if len(shape) != 2:
         raise ArgumentError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
-    return int(shape[0]), _row_address(bitmask)
+    return int(shape[0]), _flat_view(bitmask)
 
 
-def _row_address(bitmask: Any) -> int | None:
-    """The host address of row 0 of a C-contiguous numpy array or CPU tensor, else None."""
+def _flat_view(bitmask: Any) -> memoryview | None:
+    """A flat writable byte view of a C-contiguous numpy array or CPU tensor, else None."""
     if type(bitmask).__module__.startswith("torch"):
-        return int(bitmask.data_ptr()) if bitmask.is_contiguous() else None
-    interface = getattr(bitmask, "__array_interface__", None)
-    if interface is None or not bitmask.flags["C_CONTIGUOUS"]:
+        bitmask = bitmask.numpy()  # row_view checked it is on the CPU
+    flags = getattr(bitmask, "flags", None)
+    if flags is None or not flags["C_CONTIGUOUS"]:
         return None
-    return int(interface["data"][0])
+    return memoryview(bitmask).cast("B")
 
 
 class _Targets:
-    """Where the rows of one batch go: the array, its row size, and its host address (None
-    when it has none, or the backend copies only into buffers it prepared itself)."""
+    """Where the rows of one batch go: the array, its row size, and a flat byte view of it
+    (None when it has none; each row is then viewed on its own)."""
 
-    __slots__ = ("bitmask", "words", "row_bytes", "base")
+    __slots__ = ("bitmask", "words", "row_bytes", "flat")
 
-    def __init__(self, bitmask: Any, words: int, base: int | None) -> None:
+    def __init__(self, bitmask: Any, words: int, flat: memoryview | None) -> None:
         self.bitmask = bitmask
         self.words = words
         self.row_bytes = 4 * words
-        self.base = base
+        self.flat = flat
 
 
 def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tuple[list[_Group], _Targets]:
@@ -177,9 +177,7 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
             been filled yet).
     """
     words = matchers[0].mask_words
-    rows_total, base = _layout(bitmask, words)
-    if not hasattr(batch_slot(matchers[0])[0].runtime, "dest_at"):
-        base = None
+    rows_total, flat = _layout(bitmask, words)
     groups: dict[Core, _Group] = {}
     get_group = groups.get
     for matcher, row in zip(matchers, rows):
@@ -194,7 +192,7 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
         if group is None:
             group = groups[core] = (core, [])
         group[1].append((matcher, row))
-    return list(groups.values()), _Targets(bitmask, words, base)
+    return list(groups.values()), _Targets(bitmask, words, flat)
 
 
 def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = None) -> list[tuple[Matcher, int]]:
@@ -212,10 +210,9 @@ def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = No
     later: list[tuple[Matcher, int]] = []
     batch: list[tuple[Matcher, int]] = []
     handles: list[int] = []
-    dests: list[Any] = []
+    dests: list[memoryview] = []
     locked: list[Any] = []
-    base, row_bytes = targets.base, targets.row_bytes
-    runtime = core.runtime
+    flat, row_bytes = targets.flat, targets.row_bytes
     try:
         for matcher, row in pairs:
             lock = batch_slot(matcher)[1]
@@ -228,10 +225,11 @@ def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = No
                 later.append((matcher, row))
                 continue
             handles.append(handle)
-            if base is not None:
-                dests.append(runtime.dest_at(base + row * row_bytes, row_bytes))  # type: ignore[attr-defined]
+            if flat is not None:
+                start = row * row_bytes
+                dests.append(flat[start : start + row_bytes])
             else:
-                dests.append(runtime.dest_for(row_view(targets.bitmask, row, targets.words)))
+                dests.append(row_view(targets.bitmask, row, targets.words))
             batch.append((matcher, row))
         if not batch:
             return later
