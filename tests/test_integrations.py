@@ -87,7 +87,7 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
     bitmask = np.zeros((42, matchers[0].mask_words), dtype=np.int32)
     for _ in range(2):  # the second fill uses the instances' measured costs
         fill_bitmasks(matchers + matchers[:1], bitmask, list(rows) + [rows[0]])  # one matcher twice
-    assert _batch._workers._threads, "no helper thread filled a group"
+    assert _batch._workers.started, "no helper thread filled a group"
     for m, row in zip(matchers, rows):
         assert (bitmask[row] == m.compute_bitmask()).all()
     assert not bitmask[:2].any()

@@ -36,7 +36,6 @@ slower than alone (the masks are 16 kB each, written and copied through the memo
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import threading
@@ -46,15 +45,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core import Core
+from .._core.binding import BatchCall
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, batch_slot, row_view
+from .matcher import Matcher, batch_slot, batch_take, row_view
 
 _THREADS_MAX = 8
-# Below this many matchers each fills on its own: a batch's fixed cost (~13 µs: the checks,
-# one call per instance) is more than the ~1.2 µs a matcher it saves.
-_BATCH_MIN = 8
+# Below this many matchers each fills on its own (unless their expected work is enough for
+# threads): a batch's fixed cost (~15 µs: the checks, one call per instance) is more than the
+# ~0.7 µs a matcher it saves.
+_BATCH_MIN = 16
 # Below this much estimated core work (µs) a batch is filled by the calling thread alone.
-_PARALLEL_WORK_MIN_US = 400.0
+_PARALLEL_WORK_MIN_US = 200.0
 # The cost per matcher assumed for an instance that has not filled a batch yet (µs).
 _COST_US_UNKNOWN = 15.0
 # Each instance's cost per matcher in its last batch fill (µs), what the next one expects.
@@ -101,7 +102,7 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
     if count == 1:
         matchers[0].fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
         return
-    if count < _BATCH_MIN:
+    if count < _BATCH_MIN and count * _cost_us_mean() < _PARALLEL_WORK_MIN_US:
         words = matchers[0].mask_words
         rows_total, _ = _layout(bitmask, words)
         pairs = [(matcher, _row_index(row)) for matcher, row in zip(matchers, rows)]
@@ -114,6 +115,12 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         return
     groups, targets = _group(matchers, rows, bitmask)
     _fill_alone(_fill_groups(groups, targets), bitmask)
+
+
+def _cost_us_mean() -> float:
+    """The mean of the instances' last costs per matcher (µs)."""
+    costs = list(_cost_us.values())
+    return sum(costs) / len(costs) if costs else _COST_US_UNKNOWN
 
 
 def _row_index(row: Any) -> int:
@@ -195,120 +202,190 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
     return list(groups.values()), _Targets(bitmask, words, flat)
 
 
-def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = None) -> list[tuple[Matcher, int]]:
-    """Lock, prepare and fill one instance's matchers in one call; the (matcher, row) pairs
-    to fill on their own afterwards (busy in another thread, failed, moved to another
-    instance, or failed in this call). Appends the CPU seconds it took to `cpu_s`.
-
-    Locks are only tried, never waited for, so two batch fills sharing matchers cannot
-    deadlock; a thread releases the locks it took.
-    """
-    core, pairs = group
-    if core.poisoned:
-        return pairs
-    started = _thread_time()
-    later: list[tuple[Matcher, int]] = []
-    batch: list[tuple[Matcher, int]] = []
-    handles: list[int] = []
-    dests: list[memoryview] = []
-    locked: list[Any] = []
-    flat, row_bytes = targets.flat, targets.row_bytes
-    try:
-        for matcher, row in pairs:
-            lock = batch_slot(matcher)[1]
-            if not lock.acquire(False):
-                later.append((matcher, row))
-                continue
-            locked.append(lock)
-            now, _, failure, handle = batch_slot(matcher)
-            if now is not core or failure is not None:
-                later.append((matcher, row))
-                continue
-            handles.append(handle)
-            if flat is not None:
-                start = row * row_bytes
-                dests.append(flat[start : start + row_bytes])
-            else:
-                dests.append(row_view(targets.bitmask, row, targets.words))
-            batch.append((matcher, row))
-        if not batch:
-            return later
-        try:
-            bad = core.matcher_fill_bitmasks(handles, targets.words, dests)
-        except TokensieveError:
-            return later + batch  # the instance failed: each matcher finds out on its own
-        return later + [batch[i] for i in bad] if bad else later
-    finally:
-        for lock in locked:
-            lock.release()
-        spent = _thread_time() - started
-        _cost_us[core] = spent * 1e6 / len(pairs)
-        if cpu_s is not None:
-            cpu_s.append(spent)
-
-
 def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher, int]]:
-    """Fill every group, several at once when that pays; the pairs to fill on their own.
+    """Fill every group, several at once when that pays; the pairs to fill on their own
+    (busy in another thread, failed, moved to another instance, or failed in this call).
 
-    Threads pay when the batch's work is well above the cost of handing a group to another
-    thread (waking it and waiting for it), and when the threads really run at the same time:
-
-    - The work is estimated from each instance's CPU time per matcher in its last batch fill;
-      below `_PARALLEL_WORK_MIN_US` the caller fills every group itself.
-    - After each fill on threads, the gain it got (CPU time of the groups over the wall time)
-      updates a moving average. On a machine whose other cores are busy, a woken helper
-      shares the caller's core and the gain is about 1: below `_GAIN_MIN` the next
-      `_BACKOFF_CALLS` batches run on the caller alone, then threads are tried again.
-
-    The caller takes the group expected to be the largest (it starts first, and then rarely
-    waits for a helper at the end); helpers take the rest, and the caller takes whatever is
-    left when it is done.
+    The calling thread does all the Python work: it takes the matchers' locks (only tried,
+    never waited for, so two batch fills sharing matchers cannot deadlock), prepares each
+    instance's call (`Core.batch_begin`, in the order of the instances' serials, so two
+    batches never wait for each other's instance), copies every row and releases every lock.
+    Only the calls into the module (`Core.batch_compute`, which release the GIL) run on
+    helper threads, when that pays (`_parallel`).
     """
     global _calls
     _calls += 1
-    threads = min(len(groups), _cpu_count(), _THREADS_MAX)
-    if threads > 1:
-        estimates = [len(pairs) * _cost_us.get(core, _COST_US_UNKNOWN) for core, pairs in groups]
-        if sum(estimates) < _PARALLEL_WORK_MIN_US or _calls < _gain.serial_until:
-            threads = 1
-    if threads < 2:
-        return [pair for group in groups for pair in _fill_group(group, targets)]
-    pending = [group for _, group in sorted(zip(estimates, groups), key=lambda pair: pair[0])]
+    groups.sort(key=lambda group: group[0].serial)
     later: list[tuple[Matcher, int]] = []
+    locked: list[Any] = []
+    prepared: list[_Prepared] = []
+    finished: set[int] = set()  # the calls whose rows are copied and instance released
+    try:
+        for core, pairs in groups:
+            if core.poisoned:
+                later.extend(pairs)
+                continue
+            batch, handles, dests = _take(core, pairs, targets, later, locked)
+            if batch:
+                prepared.append((core, core.batch_begin(handles, targets.words, dests), batch))
+        threads = _threads_for(prepared)
+        if threads < 2:
+            for index, (core, call, batch) in enumerate(prepared):
+                _compute(core, call, batch)
+                finished.add(index)
+                later.extend(_finish(core, call, batch))
+        else:
+            _parallel(prepared, threads, later, finished)
+    finally:
+        for index, (core, call, _) in enumerate(prepared):
+            if index not in finished:
+                core.batch_finish(call, copy=False)
+        for lock in locked:
+            lock.release()
+    return later
+
+
+# An instance, its prepared call and the (matcher, row) pairs of the call.
+_Prepared = tuple[Core, BatchCall, list[tuple[Matcher, int]]]
+
+
+def _take(
+    core: Core, pairs: list[tuple[Matcher, int]], targets: _Targets, later: list[tuple[Matcher, int]], locked: list[Any]
+) -> tuple[list[tuple[Matcher, int]], list[int], list[memoryview]]:
+    """Lock the group's matchers that are free, still in `core` and not failed (the others go
+    to `later`); their pairs, handles and row views."""
+    batch: list[tuple[Matcher, int]] = []
+    handles: list[int] = []
+    dests: list[memoryview] = []
+    flat, row_bytes = targets.flat, targets.row_bytes
+    for matcher, row in pairs:
+        taken = batch_take(matcher, core)
+        if taken is None:
+            later.append((matcher, row))
+            continue
+        locked.append(taken[0])
+        handles.append(taken[1])
+        if flat is not None:
+            start = row * row_bytes
+            dests.append(flat[start : start + row_bytes])
+        else:
+            dests.append(row_view(targets.bitmask, row, targets.words))
+        batch.append((matcher, row))
+    return batch, handles, dests
+
+
+def _compute(core: Core, call: BatchCall, batch: list[Any]) -> None:
+    """Make one instance's call, and keep its time per matcher as the instance's cost (wall
+    time: a thread's CPU clock costs ~0.8 µs a read here, a quarter of a cached mask)."""
+    started = time.perf_counter()
+    core.batch_compute(call)
+    _cost_us[core] = (time.perf_counter() - started) * 1e6 / len(batch)
+
+
+def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]]) -> list[tuple[Matcher, int]]:
+    """Copy one instance's rows and release it; the pairs to fill on their own."""
+    try:
+        bad = core.batch_finish(call)
+    except TokensieveError:
+        return batch  # the instance failed: each matcher finds out on its own
+    return [batch[i] for i in bad]
+
+
+def _threads_for(prepared: list[_Prepared]) -> int:
+    """How many threads make the calls: one unless there are several instances, the batch's
+    estimated work (each instance's CPU time per matcher in its last call) is at least
+    `_PARALLEL_WORK_MIN_US`, and threads have not been backed off (`_Gain`)."""
+    if len(prepared) < 2 or _calls < _gain.serial_until:
+        return 1
+    threads = min(len(prepared), _cpu_count(), _THREADS_MAX)
+    if threads < 2:
+        return 1
+    work_us = sum(len(batch) * _cost_us.get(core, _COST_US_UNKNOWN) for core, _, batch in prepared)
+    return threads if work_us >= _PARALLEL_WORK_MIN_US else 1
+
+
+def _parallel(prepared: list[_Prepared], threads: int, later: list[tuple[Matcher, int]], finished: set[int]) -> None:
+    """Make the calls on `threads` threads and copy the rows as calls end; adds each call
+    whose rows are copied (and instance released) to `finished`. Raises the first error a
+    helper met outside the instances' own (those go to `later`).
+
+    Each instance has a home thread (its rank by serial, modulo the threads; the caller has
+    rank 0), so its memory (the matchers' mask buffers, its grammars' caches) stays in one
+    core's cache from step to step: on this machine a group filled on another core than last
+    time ran up to 2x slower. A call is made by whichever thread claims it first (an atomic
+    `set.remove`), which then copies its rows and releases its instance: each helper starts
+    with its home calls; the caller makes its own, then every call no helper has claimed yet
+    (a helper that wakes late, the machine being busy, costs no waiting), then waits for the
+    helpers. A helper's copies overlap the caller's call when the helper ends first. Whatever
+    happens, no instance is released while a helper's call on it may run.
+    """
+    count = len(prepared)
+    unclaimed = set(range(count))
+    done = [threading.Lock() for _ in range(count)]
+    for lock in done:
+        lock.acquire()
+    cpu_s = [0.0] * count
+    ended = [0.0] * count
     errors: list[BaseException] = []
-    cpu_s: list[float] = []
-    finished = itertools.count(1)  # next() is atomic: exactly one thread sees the last group
-    all_done = threading.Lock()
-    all_done.acquire()
-    total = len(pending)
 
-    def fill(group: _Group) -> None:
-        try:
-            later.extend(_fill_group(group, targets, cpu_s))
-        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
-            errors.append(error)
-        finally:
-            if next(finished) == total:
-                all_done.release()
+    def make(index: int) -> None:
+        core, call, batch = prepared[index]
+        started_cpu = _thread_time()
+        _compute(core, call, batch)
+        cpu_s[index] = _thread_time() - started_cpu
+        ended[index] = time.perf_counter()
 
-    def drain() -> None:
-        while True:
+    def helper(order: list[int]) -> None:
+        for index in order:
             try:
-                group = pending.pop()
-            except IndexError:
-                return
-            fill(group)
+                unclaimed.remove(index)
+            except KeyError:
+                continue
+            try:
+                make(index)
+                finish(index)
+            except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+                errors.append(error)
+            finally:
+                done[index].release()
+
+    def finish(index: int) -> None:
+        core, call, batch = prepared[index]
+        finished.add(index)
+        later.extend(_finish(core, call, batch))
 
     started = time.perf_counter()
-    largest = pending.pop()  # the caller's, taken before any helper is awake
-    _workers.run(drain, threads - 1)
-    fill(largest)
-    drain()
-    all_done.acquire()
-    _gain.record(sum(cpu_s) / max(time.perf_counter() - started, 1e-9), _calls)
+    for rank in range(1, threads):
+        order = [i for i in range(count) if i % threads == rank] + [i for i in range(count) if i % threads not in (0, rank)]
+        _workers.run_on(rank - 1, lambda order=order: helper(order))
+    mine: set[int] = set()
+    awaited: set[int] = set()
+    try:
+        for index in [i for i in range(count) if i % threads == 0] + [i for i in range(count) if i % threads]:
+            try:
+                unclaimed.remove(index)
+            except KeyError:
+                continue
+            mine.add(index)
+            make(index)
+            finish(index)
+        for index in range(count):
+            if index not in mine:
+                done[index].acquire()
+                awaited.add(index)
+    finally:
+        for index in range(count):
+            if index in mine or index in awaited:
+                continue
+            try:
+                unclaimed.remove(index)  # nobody will make it now
+            except KeyError:
+                done[index].acquire()  # a helper is making it
+    # The gain: the calls' CPU time over the wall time until the last one ended (the copies
+    # after it are the same work whichever thread makes the calls).
+    _gain.record(sum(cpu_s) / max(max(ended) - started, 1e-9), _calls)
     if errors:
         raise errors[0]
-    return later
 
 
 class _Gain:
@@ -319,7 +396,9 @@ class _Gain:
         self.serial_until = 0
 
     def record(self, gain: float, calls: int) -> None:
-        self.average = 0.7 * self.average + 0.3 * gain
+        # A stall of both threads (preempted, or the kernel's real-time throttling) reads as
+        # a gain near 0 once: clamped, it takes three poor batches in a row to back off.
+        self.average = 0.7 * self.average + 0.3 * max(gain, 0.5)
         if self.average < _GAIN_MIN:
             self.serial_until = calls + _BACKOFF_CALLS
             self.average = _GAIN_MIN + 0.3  # the next try starts with a fair chance
@@ -345,43 +424,47 @@ def _cpu_count() -> int:
 
 
 class _Workers:
-    """Daemon threads that run the jobs handed to them (a `queue.SimpleQueue`, the cheapest
-    handoff: a helper waits in C without the GIL and wakes in a few µs).
+    """Helper threads, each with its own job queue (a `queue.SimpleQueue`, the cheapest
+    handoff: a helper waits in C without the GIL and wakes in a few µs), so that helper k is
+    the same thread at every batch (see `_parallel`).
 
     Started on first use, never stopped; a forked child starts its own.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._queues: list[queue.SimpleQueue[Callable[[], None]]] = []
 
-    def run(self, job: Callable[[], None], copies: int) -> None:
-        """Have `copies` threads run `job` (without waiting for them)."""
-        if len(self._threads) < copies:
-            self._start(copies)
-        for _ in range(copies):
-            self._jobs.put(job)
+    def run_on(self, index: int, job: Callable[[], None]) -> None:
+        """Have helper thread `index` run `job` (without waiting for it)."""
+        if len(self._queues) <= index:
+            self._start(index + 1)
+        self._queues[index].put(job)
 
     def _start(self, count: int) -> None:
         with self._lock:
-            while len(self._threads) < count:
+            while len(self._queues) < count:
+                jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
                 thread = threading.Thread(
-                    target=self._work, args=(self._jobs,), name=f"tokensieve-fill-{len(self._threads)}", daemon=True
+                    target=self._work, args=(jobs,), name=f"tokensieve-fill-{len(self._queues)}", daemon=True
                 )
                 thread.start()
-                self._threads.append(thread)
+                self._queues.append(jobs)
 
     @staticmethod
     def _work(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
         while True:
             jobs.get()()
 
+    @property
+    def started(self) -> int:
+        """How many helper threads run."""
+        return len(self._queues)
+
     def forget(self) -> None:
         """After a fork: the threads are gone in the child."""
         self._lock = threading.Lock()
-        self._threads = []
-        self._jobs = queue.SimpleQueue()
+        self._queues = []
 
 
 _workers = _Workers()

@@ -542,6 +542,19 @@ def batch_slot(matcher: Matcher) -> tuple[Any, Any, Any, int]:
     return matcher._core, matcher._lock, matcher._failure, matcher._handle
 
 
+def batch_take(matcher: Matcher, core: Any) -> tuple[Any, int] | None:
+    """Try the matcher's lock for the batch fill (never wait for it): (the lock, now held,
+    the matcher's handle) when the matcher is free, lives in `core` and has not failed; else
+    None, holding nothing."""
+    lock = matcher._lock
+    if not lock.acquire(False):
+        return None
+    if matcher._core is not core or matcher._failure is not None:
+        lock.release()
+        return None
+    return lock, matcher._handle
+
+
 def _index(value: Any, what: str) -> int:
     """`value` as an int: ints and numpy integers, not bools, floats or strings."""
     if isinstance(value, bool):
