@@ -203,43 +203,36 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
 
 
 def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher, int]]:
-    """Fill every group, several at once when that pays; the pairs to fill on their own
-    (busy in another thread, failed, moved to another instance, or failed in this call).
+    """Fill every group, several at once when that pays (`_threads_for`); the pairs to fill
+    on their own (busy in another thread, failed, moved to another instance, or failed in
+    this call).
 
-    The calling thread does all the Python work: it takes the matchers' locks (only tried,
-    never waited for, so two batch fills sharing matchers cannot deadlock), prepares each
-    instance's call (`Core.batch_begin`, in the order of the instances' serials, so two
-    batches never wait for each other's instance), copies every row and releases every lock.
-    Only the calls into the module (`Core.batch_compute`, which release the GIL) run on
-    helper threads, when that pays (`_parallel`).
+    The calling thread takes the matchers' locks (only tried, never waited for, so two batch
+    fills sharing matchers cannot deadlock) and prepares each instance's call
+    (`Core.batch_begin`, in the order of the instances' serials, so two batches never wait
+    for each other's instances); `_Run` makes the calls and copies the rows.
     """
     global _calls
     _calls += 1
     groups.sort(key=lambda group: group[0].serial)
+    threads = _threads_for(groups)
     later: list[tuple[Matcher, int]] = []
     locked: list[Any] = []
-    prepared: list[_Prepared] = []
-    finished: set[int] = set()  # the calls whose rows are copied and instance released
+    run = _Run(threads, later)
     try:
-        for core, pairs in groups:
+        for index, (core, pairs) in enumerate(groups):
             if core.poisoned:
                 later.extend(pairs)
                 continue
             batch, handles, dests = _take(core, pairs, targets, later, locked)
             if batch:
-                prepared.append((core, core.batch_begin(handles, targets.words, dests), batch))
-        threads = _threads_for(prepared)
-        if threads < 2:
-            for index, (core, call, batch) in enumerate(prepared):
-                _compute(core, call, batch)
-                finished.add(index)
-                later.extend(_finish(core, call, batch))
-        else:
-            _parallel(prepared, threads, later, finished)
+                # The caller's groups come last (the highest serials): a helper's call is
+                # prepared and handed over first and runs while the caller prepares its own.
+                home = (len(groups) - 1 - index) % threads
+                run.add(core, core.batch_begin(handles, targets.words, dests), batch, home)
+        run.finish()
     finally:
-        for index, (core, call, _) in enumerate(prepared):
-            if index not in finished:
-                core.batch_finish(call, copy=False)
+        run.close()
         for lock in locked:
             lock.release()
     return later
@@ -291,101 +284,129 @@ def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]]) -> li
     return [batch[i] for i in bad]
 
 
-def _threads_for(prepared: list[_Prepared]) -> int:
+def _threads_for(groups: list[_Group]) -> int:
     """How many threads make the calls: one unless there are several instances, the batch's
-    estimated work (each instance's CPU time per matcher in its last call) is at least
+    expected work (each instance's time per matcher in its last call) is at least
     `_PARALLEL_WORK_MIN_US`, and threads have not been backed off (`_Gain`)."""
-    if len(prepared) < 2 or _calls < _gain.serial_until:
+    if len(groups) < 2 or _calls < _gain.serial_until:
         return 1
-    threads = min(len(prepared), _cpu_count(), _THREADS_MAX)
+    threads = min(len(groups), _cpu_count(), _THREADS_MAX)
     if threads < 2:
         return 1
-    work_us = sum(len(batch) * _cost_us.get(core, _COST_US_UNKNOWN) for core, _, batch in prepared)
+    work_us = sum(len(pairs) * _cost_us.get(core, _COST_US_UNKNOWN) for core, pairs in groups)
     return threads if work_us >= _PARALLEL_WORK_MIN_US else 1
 
 
-def _parallel(prepared: list[_Prepared], threads: int, later: list[tuple[Matcher, int]], finished: set[int]) -> None:
-    """Make the calls on `threads` threads and copy the rows as calls end; adds each call
-    whose rows are copied (and instance released) to `finished`. Raises the first error a
-    helper met outside the instances' own (those go to `later`).
+class _Run:
+    """The calls of one batch fill and the threads that make them.
 
-    Each instance has a home thread (its rank by serial, modulo the threads; the caller has
-    rank 0), so its memory (the matchers' mask buffers, its grammars' caches) stays in one
-    core's cache from step to step: on this machine a group filled on another core than last
-    time ran up to 2x slower. A call is made by whichever thread claims it first (an atomic
-    `set.remove`), which then copies its rows and releases its instance: each helper starts
-    with its home calls; the caller makes its own, then every call no helper has claimed yet
-    (a helper that wakes late, the machine being busy, costs no waiting), then waits for the
-    helpers. A helper's copies overlap the caller's call when the helper ends first. Whatever
-    happens, no instance is released while a helper's call on it may run.
+    Each call has a home thread (the caller, or helper k), so that an instance is filled by
+    the same thread at every step and its memory (the matchers' mask buffers, its grammars'
+    caches) stays in one core's cache: on this machine a group filled on another core than
+    at the last step ran up to 2x slower. A helper's call is handed over as soon as it is
+    prepared. A call is made by whichever thread claims it first (an atomic `set.remove`),
+    which then copies its rows and releases its instance; the caller makes its own calls,
+    then every call no helper has claimed yet (a helper that wakes late, the machine being
+    busy, costs no waiting), then waits for the helpers. No instance is released while a
+    helper's call on it may still run (`close`).
     """
-    count = len(prepared)
-    unclaimed = set(range(count))
-    done = [threading.Lock() for _ in range(count)]
-    for lock in done:
-        lock.acquire()
-    cpu_s = [0.0] * count
-    ended = [0.0] * count
-    errors: list[BaseException] = []
 
-    def make(index: int) -> None:
-        core, call, batch = prepared[index]
-        started_cpu = _thread_time()
+    def __init__(self, threads: int, later: list[tuple[Matcher, int]]) -> None:
+        self.threads = threads
+        self.later = later
+        self.prepared: list[_Prepared] = []
+        self.homes: list[int] = []
+        self.unclaimed: set[int] = set()
+        self.done: list[threading.Lock] = []
+        self.mine: set[int] = set()  # claimed by the caller
+        self.awaited: set[int] = set()  # claimed by a helper, which has finished with it
+        self.finished: set[int] = set()  # rows copied and instance released
+        self.cpu_s: list[float] = []
+        self.ended: list[float] = []
+        self.errors: list[BaseException] = []
+        self.started = 0.0
+
+    def add(self, core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], home: int) -> None:
+        index = len(self.prepared)
+        self.prepared.append((core, call, batch))
+        self.homes.append(home)
+        self.cpu_s.append(0.0)
+        self.ended.append(0.0)
+        self.unclaimed.add(index)
+        if home:
+            lock = threading.Lock()
+            lock.acquire()
+            self.done.append(lock)
+            if not self.started:
+                self.started = time.perf_counter()
+            _workers.run_on(home - 1, lambda: self._helper(index))
+        else:
+            self.done.append(_NO_LOCK)
+
+    def _make(self, index: int) -> None:
+        core, call, batch = self.prepared[index]
+        if self.threads < 2:
+            _compute(core, call, batch)
+            return
+        started = _thread_time()
         _compute(core, call, batch)
-        cpu_s[index] = _thread_time() - started_cpu
-        ended[index] = time.perf_counter()
+        self.cpu_s[index] = _thread_time() - started
+        self.ended[index] = time.perf_counter()
 
-    def helper(order: list[int]) -> None:
-        for index in order:
+    def _finish(self, index: int) -> None:
+        core, call, batch = self.prepared[index]
+        self.finished.add(index)
+        self.later.extend(_finish(core, call, batch))
+
+    def _helper(self, index: int) -> None:
+        try:
+            self.unclaimed.remove(index)
+        except KeyError:
+            return  # the caller made it
+        try:
+            self._make(index)
+            self._finish(index)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+            self.errors.append(error)
+        finally:
+            self.done[index].release()
+
+    def finish(self) -> None:
+        """Make the caller's calls, then the unclaimed ones, then wait for the helpers'."""
+        count = len(self.prepared)
+        for index in [i for i in range(count) if not self.homes[i]] + [i for i in range(count) if self.homes[i]]:
             try:
-                unclaimed.remove(index)
+                self.unclaimed.remove(index)
             except KeyError:
                 continue
-            try:
-                make(index)
-                finish(index)
-            except BaseException as error:  # noqa: BLE001 - re-raised by the caller
-                errors.append(error)
-            finally:
-                done[index].release()
-
-    def finish(index: int) -> None:
-        core, call, batch = prepared[index]
-        finished.add(index)
-        later.extend(_finish(core, call, batch))
-
-    started = time.perf_counter()
-    for rank in range(1, threads):
-        order = [i for i in range(count) if i % threads == rank] + [i for i in range(count) if i % threads not in (0, rank)]
-        _workers.run_on(rank - 1, lambda order=order: helper(order))
-    mine: set[int] = set()
-    awaited: set[int] = set()
-    try:
-        for index in [i for i in range(count) if i % threads == 0] + [i for i in range(count) if i % threads]:
-            try:
-                unclaimed.remove(index)
-            except KeyError:
-                continue
-            mine.add(index)
-            make(index)
-            finish(index)
+            self.mine.add(index)
+            self._make(index)
+            self._finish(index)
         for index in range(count):
-            if index not in mine:
-                done[index].acquire()
-                awaited.add(index)
-    finally:
-        for index in range(count):
-            if index in mine or index in awaited:
+            if index not in self.mine:
+                self.done[index].acquire()
+                self.awaited.add(index)
+        if self.started:
+            # The calls' CPU time over the wall time until the last one ended.
+            _gain.record(sum(self.cpu_s) / max(max(self.ended) - self.started, 1e-9), _calls)
+        if self.errors:
+            raise self.errors[0]
+
+    def close(self) -> None:
+        """Release every instance not released yet, once no helper can be in its call."""
+        for index in range(len(self.prepared)):
+            if index in self.mine or index in self.awaited:
                 continue
             try:
-                unclaimed.remove(index)  # nobody will make it now
+                self.unclaimed.remove(index)  # nobody will make it now
             except KeyError:
-                done[index].acquire()  # a helper is making it
-    # The gain: the calls' CPU time over the wall time until the last one ended (the copies
-    # after it are the same work whichever thread makes the calls).
-    _gain.record(sum(cpu_s) / max(max(ended) - started, 1e-9), _calls)
-    if errors:
-        raise errors[0]
+                self.done[index].acquire()  # a helper is making it
+        for index, (core, call, _) in enumerate(self.prepared):
+            if index not in self.finished:
+                core.batch_finish(call, copy=False)
+
+
+_NO_LOCK = threading.Lock()  # the caller's calls are waited for by nobody
 
 
 class _Gain:
