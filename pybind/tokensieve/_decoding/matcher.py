@@ -674,4 +674,3 @@ def row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     if not target_row.flags["C_CONTIGUOUS"] or not target_row.flags["WRITEABLE"]:
         raise ArgumentError("the bitmask row must be contiguous and writable")
     return memoryview(target_row).cast("B")
-
