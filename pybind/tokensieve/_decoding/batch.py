@@ -7,31 +7,38 @@ one call (`ts_matcher_fill_bitmasks`), and the instances work at the same time, 
 instead of the sum, plus one Python round trip per instance instead of per matcher.
 
 Why it is shaped this way (measured on 2 cores, MaskBench requests on Llama-3, where a step's
-mask costs ~3-30 µs per matcher, with spikes of 1-2 ms):
+mask costs ~2-30 µs per matcher, with spikes of 1-2 ms; docs/integrations.md has the figures):
 
-- **The GIL changes hands about once per group.** The caller only checks the batch and splits
-  it by instance (~0.35 µs a matcher); the thread that takes a group locks and prepares it,
-  makes one call into the module, and copies its rows out with the GIL held (a PYFUNCTYPE
-  memmove). Each time a thread gives up the GIL while the other wants it, getting it back
-  costs a thread switch; with a ctypes memmove per row (which releases the GIL) and
-  per-matcher Python in both threads, the threads convoyed.
-- **The caller works too, and takes the largest group.** Helpers (woken through a
-  `SimpleQueue`, ~5 µs) and the caller pull groups from one list; the caller never waits for
-  a helper that has not started, so on a busy machine a late helper finds nothing left.
-- **Threads only where they pay.** A batch whose estimated work (each instance's CPU time per
-  matcher in its last batch) is under ~400 µs, or fewer than 8 matchers, is filled by the
-  caller alone: handing a group over and waiting for it costs more than it saves. Threads
-  also stop for a while when they did not run at the same time (the other cores busy with
-  other work), measured as CPU time over wall time.
-- **No matcher lock is waited for while others are held.** The locks are tried; a matcher
-  that is busy elsewhere, failed, or moved to another instance is filled afterwards on its own
+- **Python runs on one thread, the calls on several.** Only one thread runs Python at a time
+  (the GIL), so the Python work of a batch is serial whatever thread does it. The caller
+  checks the batch, groups it by instance and tries each matcher's lock in one pass
+  (`_lock_groups`, ~0.6 µs a matcher), prepares each instance's call (`Core.batch_begin`) and
+  hands it to that instance's helper thread; the thread that makes a call (which releases the
+  GIL) copies its rows (one memoryview assignment a row, from the matcher's own buffer in the
+  core) and releases its instance.
+- **An instance has a home thread.** The same thread fills an instance at every step, so the
+  instance's memory (the matchers' mask buffers, its grammars' caches) stays in one core's
+  cache: here a group filled on the other core than at the last step ran up to 2x slower,
+  and data last written by the other core copies at half speed.
+- **The caller never waits for a helper that has not started.** A call is made by whichever
+  thread claims it first; the caller makes its own calls, then any call no helper has claimed
+  yet, so on a busy machine a late helper (waking one costs 20-70 µs on this VM) finds
+  nothing left.
+- **Threads only where they pay.** A batch whose expected work (each instance's time per
+  matcher in its last call) is under ~200 µs is filled by the caller alone, and fewer than 16
+  matchers are filled one by one (each `fill_bitmask` call is the cheaper path for so few).
+  Threads also stop for a while when they did not run at the same time (the other cores busy
+  with other work), measured as the calls' CPU time over their wall time.
+- **No matcher lock is waited for.** The locks are tried; a matcher that is busy elsewhere or
+  failed, or whose instance was retired, is filled afterwards on its own
   (`Matcher.fill_bitmask`), which also raises its error. So two batch fills sharing matchers
-  cannot deadlock.
+  cannot deadlock. Instance locks are taken in the order of the instances' serials.
 
-What limits the gain: the work is split by instance, and a matcher cannot move, so a batch
-takes as long as its busiest instance (with 2 instances and 64 requests, the busier one has
-~55-60% of the work at a typical step); and two instances filling at once each run ~10-15%
-slower than alone (the masks are 16 kB each, written and copied through the memory system).
+What limits the gain: a matcher cannot move, so a batch takes as long as its busiest
+instance, and per-step costs are spiky (one request's mask may cost 1 ms) and not persistent
+from step to step, so the busier of two instances holds ~55% of a step's work at the median
+(placing requests by their measured cost made it worse: 63%); and the serial Python part
+(~1.5-2 µs a matcher: checks, locks, the copies) is a quarter of a 64-request batch.
 """
 
 from __future__ import annotations
