@@ -13,9 +13,10 @@ mask costs ~2-30 µs per matcher, with spikes of 1-2 ms; docs/integrations.md ha
   (the GIL), so the Python work of a batch is serial whatever thread does it. The caller
   checks the batch, groups it by instance and tries each matcher's lock in one pass
   (`_lock_groups`, ~0.6 µs a matcher), prepares each instance's call (`Core.batch_begin`) and
-  hands it to that instance's helper thread; the thread that makes a call (which releases the
-  GIL) copies its rows (one memoryview assignment a row, from the matcher's own buffer in the
-  core) and releases its instance.
+  hands it to that instance's helper thread, which makes the call (releasing the GIL). The
+  caller copies every row (one memoryview assignment a row, from the matcher's own buffer in
+  the core) and releases every instance: the array is read next on the caller's core, and a
+  helper writing rows that core had just read took 3-7x longer a row than the caller.
 - **An instance has a home thread.** The same thread fills an instance at every step, so the
   instance's memory (the matchers' mask buffers, its grammars' caches) stays in one core's
   cache: here a group filled on the other core than at the last step ran up to 2x slower,
@@ -290,11 +291,12 @@ class _Run:
     the same thread at every step and its memory (the matchers' mask buffers, its grammars'
     caches) stays in one core's cache: on this machine a group filled on another core than
     at the last step ran up to 2x slower. A helper's call is handed over as soon as it is
-    prepared. A call is made by whichever thread claims it first (an atomic `set.remove`),
-    which then copies its rows and releases its instance; the caller makes its own calls,
-    then every call no helper has claimed yet (a helper that wakes late, the machine being
-    busy, costs no waiting), then waits for the helpers. No instance is released while a
-    helper's call on it may still run (`close`).
+    prepared. A call is made by whichever thread claims it first (an atomic `set.remove`); the caller
+    makes its own calls and copies their rows, then makes every call no helper has claimed
+    yet (a helper that wakes late, the machine being busy, costs no waiting), then waits for
+    the helpers' calls and copies their rows: the rows are written on the thread that reads
+    the array next. No instance is released while a helper's call on it may still run
+    (`close`).
     """
 
     def __init__(self, threads: int, later: list[tuple[Matcher, int]]) -> None:
@@ -351,7 +353,6 @@ class _Run:
             return  # the caller made it
         try:
             self._make(index)
-            self._finish(index)
         except BaseException as error:  # noqa: BLE001 - re-raised by the caller
             self.errors.append(error)
         finally:
@@ -372,6 +373,7 @@ class _Run:
             if index not in self.mine:
                 self.done[index].acquire()
                 self.awaited.add(index)
+                self._finish(index)
         if self.started:
             # The calls' CPU time over the wall time until the last one ended.
             _gain.record(sum(self.cpu_s) / max(max(self.ended) - self.started, 1e-9), _calls)
