@@ -194,8 +194,8 @@ def test_batch_fill_fills_a_matcher_busy_in_another_thread_afterwards(llama3):
     import threading
 
     pool = CorePool(CoreOptions(instances=2))
-    matchers = _batch_of(llama3, pool, 6)
-    bitmask = np.zeros((6, matchers[0].mask_words), dtype=np.int32)
+    matchers = _batch_of(llama3, pool, 18)  # the batch path (fewer than 16 fill one by one)
+    bitmask = np.zeros((18, matchers[0].mask_words), dtype=np.int32)
     busy = matchers[3]
     held, release = threading.Event(), threading.Event()
 
@@ -219,16 +219,23 @@ def test_batch_fill_fills_a_matcher_busy_in_another_thread_afterwards(llama3):
 
 def test_batch_fill_refuses_bad_batches_before_filling_anything(llama3):
     pool = CorePool(CoreOptions(instances=2))
-    matchers = _batch_of(llama3, pool, 4)
-    bitmask = np.zeros((4, matchers[0].mask_words), dtype=np.int32)
+    for count in (4, 18):  # one by one, and the batch path (which locks as it checks)
+        matchers = _batch_of(llama3, pool, count)
+        bitmask = np.zeros((count, matchers[0].mask_words), dtype=np.int32)
+        _refuses_bad_batches(llama3, pool, matchers, bitmask)
+
+
+def _refuses_bad_batches(llama3, pool, matchers, bitmask):
+    count = len(matchers)
     with pytest.raises(ValueError, match="outside"):
-        fill_bitmasks(matchers, bitmask, [0, 1, 2, 4])
+        fill_bitmasks(matchers, bitmask, list(range(count - 1)) + [count])
     with pytest.raises(ValueError, match="words per row|2-D"):
-        fill_bitmasks(matchers, np.zeros((4, 7), dtype=np.int32))
+        fill_bitmasks(matchers, np.zeros((count, 7), dtype=np.int32))
     with pytest.raises(ValueError, match="int32"):
         fill_bitmasks(matchers, bitmask.astype(np.int64))
     with pytest.raises(ValueError, match="width"):
-        fill_bitmasks([matchers[0], Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)], bitmask)
+        wide = Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)
+        fill_bitmasks(matchers[:-1] + [wide], bitmask)
     assert not bitmask.any()
     assert all(not m._lock._is_owned() for m in matchers)
 
