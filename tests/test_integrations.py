@@ -87,7 +87,7 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
     bitmask = np.zeros((42, matchers[0].mask_words), dtype=np.int32)
     for _ in range(2):  # the second fill uses the instances' measured costs
         fill_bitmasks(matchers + matchers[:1], bitmask, list(rows) + [rows[0]])  # one matcher twice
-    assert _batch._workers._threads, "no helper thread filled a group"
+    assert _batch._workers.started, "no helper thread filled a group"
     for m, row in zip(matchers, rows):
         assert (bitmask[row] == m.compute_bitmask()).all()
     assert not bitmask[:2].any()
@@ -97,12 +97,105 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
     assert (tensor.numpy() == bitmask).all()
 
 
+def _oracle_mask(llama3, pattern: str, prefix: bytes) -> np.ndarray:
+    """The mask the regex oracle allows after `prefix` (text tokens only; EOS where it may end)."""
+    from oracle import RegexOracle
+
+    oracle = RegexOracle(pattern)
+    mask = np.zeros((llama3.vocab_size + 31) // 32, dtype=np.uint32)
+    for token in range(llama3.vocab_size):
+        data = llama3.token_bytes(token)
+        if llama3.is_special(token) or not data or not oracle.completable_uncached(prefix + data):
+            continue
+        mask[token >> 5] |= np.uint32(1 << (token & 31))
+    if oracle.full_match(prefix):
+        for token in llama3.eos_token_ids:
+            mask[token >> 5] |= np.uint32(1 << (token & 31))
+    return mask.view(np.int32)
+
+
+def test_batch_fill_on_threads_a_failing_matcher_or_instance_fails_alone(llama3, monkeypatch):
+    """Issue 9's failure scope through the batch path (one call per instance, on threads): a
+    matcher over its limit raises its own LimitError and leaves its row untouched, a trap in
+    one instance's batch call retires that instance only, and every other row is the regex
+    oracle's mask, before and after."""
+    from tokensieve import CoreTrap
+    from tokensieve._decoding import batch as _batch
+
+    monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)
+    monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)
+    monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
+    import threading
+
+    helper_calls = []
+    compute = _batch._compute
+
+    def counted(core, call, batch):
+        if threading.current_thread() is not threading.main_thread():
+            helper_calls.append(core)
+        else:
+            time.sleep(0.02)  # the helper claims its call before the caller would take it over
+        compute(core, call, batch)
+
+    monkeypatch.setattr(_batch, "_compute", counted)
+    pool = CorePool(CoreOptions(instances=2))
+    cases = [("[a-z]+( [a-z]+)*", b"hello wor"), ("日本語|日本", "日本".encode())]
+    expected = {pattern: _oracle_mask(llama3, pattern, text) for pattern, text in cases}
+    good, patterns = [], []
+    for index in range(20):
+        pattern, text = cases[index // 2 % 2]  # both patterns on both instances
+        m = Matcher(llama3, Grammar.regex(pattern), pool=pool)
+        assert m.consume_tokens(llama3.encode(text.decode()))
+        good.append(m)
+        patterns.append(pattern)
+    hostile = Matcher(llama3, Grammar.regex("(a|b)*a(a|b){12}", limits=Limits(dfa_state_count_max=50)), pool=pool)
+    assert len({m._core for m in good}) == 2 and set(patterns) == {p for p, _ in cases}
+    matchers = good[:7] + [hostile] + good[7:]
+    hostile_row = 7
+    bitmask = np.zeros((len(matchers), good[0].mask_words), dtype=np.int32)
+
+    def check_good_rows() -> None:
+        for row, m in enumerate(matchers):
+            if m is not hostile:
+                assert (bitmask[row] == expected[patterns[good.index(m)]]).all(), f"row {row}"
+                assert (bitmask[row] == m.compute_bitmask()).all(), f"row {row}"  # its own fill
+
+    with pytest.raises(LimitError) as info:
+        for token in llama3.encode("ab" * 5 + "ba" * 5 + "aabb" * 10):
+            bitmask[:] = -1
+            fill_bitmasks(matchers, bitmask)
+            check_good_rows()
+            assert hostile.consume_token(token)
+    assert info.value.limit == "lexer_states"
+    assert (bitmask[hostile_row] == -1).all()  # the failing matcher's row is untouched
+    check_good_rows()
+    assert helper_calls, "no helper thread made a call"
+    assert not any(m._core.poisoned for m in matchers)
+
+    # A trap inside the batch call of the other instance: that instance is retired, its
+    # matchers move to its replacement (replaying their tokens) and are filled on their own;
+    # the failed matcher still raises its own error, once every other row is filled.
+    victim = next(m._core for m in good if m._core is not hostile._core)
+    moved = [m for m in good if m._core is victim]
+    trap = victim._f["ts_debug_trap"]
+    monkeypatch.setattr(victim, "_fill_many", lambda *args: trap())
+    bitmask[:] = -1
+    with pytest.raises(LimitError) as info:
+        fill_bitmasks(matchers, bitmask)
+    assert info.value.limit == "lexer_states"
+    assert victim.poisoned and not hostile._core.poisoned
+    check_good_rows()
+    assert all(not m._core.poisoned and m._core is not victim for m in moved)
+    with pytest.raises(CoreTrap):
+        victim.matcher_token_count(moved[0]._handle)
+
+
 def test_batch_fill_fills_a_matcher_busy_in_another_thread_afterwards(llama3):
     import threading
 
     pool = CorePool(CoreOptions(instances=2))
-    matchers = _batch_of(llama3, pool, 6)
-    bitmask = np.zeros((6, matchers[0].mask_words), dtype=np.int32)
+    matchers = _batch_of(llama3, pool, 18)  # the batch path (fewer than 16 fill one by one)
+    bitmask = np.zeros((18, matchers[0].mask_words), dtype=np.int32)
     busy = matchers[3]
     held, release = threading.Event(), threading.Event()
 
@@ -126,16 +219,23 @@ def test_batch_fill_fills_a_matcher_busy_in_another_thread_afterwards(llama3):
 
 def test_batch_fill_refuses_bad_batches_before_filling_anything(llama3):
     pool = CorePool(CoreOptions(instances=2))
-    matchers = _batch_of(llama3, pool, 4)
-    bitmask = np.zeros((4, matchers[0].mask_words), dtype=np.int32)
+    for count in (4, 18):  # one by one, and the batch path (which locks as it checks)
+        matchers = _batch_of(llama3, pool, count)
+        bitmask = np.zeros((count, matchers[0].mask_words), dtype=np.int32)
+        _refuses_bad_batches(llama3, pool, matchers, bitmask)
+
+
+def _refuses_bad_batches(llama3, pool, matchers, bitmask):
+    count = len(matchers)
     with pytest.raises(ValueError, match="outside"):
-        fill_bitmasks(matchers, bitmask, [0, 1, 2, 4])
+        fill_bitmasks(matchers, bitmask, list(range(count - 1)) + [count])
     with pytest.raises(ValueError, match="words per row|2-D"):
-        fill_bitmasks(matchers, np.zeros((4, 7), dtype=np.int32))
+        fill_bitmasks(matchers, np.zeros((count, 7), dtype=np.int32))
     with pytest.raises(ValueError, match="int32"):
         fill_bitmasks(matchers, bitmask.astype(np.int64))
     with pytest.raises(ValueError, match="width"):
-        fill_bitmasks([matchers[0], Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)], bitmask)
+        wide = Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)
+        fill_bitmasks(matchers[:-1] + [wide], bitmask)
     assert not bitmask.any()
     assert all(not m._lock._is_owned() for m in matchers)
 

@@ -187,7 +187,7 @@ import array
 from tokensieve import Grammar, Matcher, Tokenizer, fill_bitmasks
 tok = Tokenizer.default()
 grammar = Grammar.regex("[a-z]{0,8}[.!]")
-texts = ["", "ab", "hello", "a", "xyzw", "q", "abcdefgh", "no"]
+texts = ["", "ab", "hello", "a", "xyzw", "q", "abcdefgh", "no"] * 2  # 16: the batch path
 matchers = []
 for text in texts:
     m = Matcher(tok, grammar)
@@ -195,15 +195,15 @@ for text in texts:
         assert m.consume_token(t)
     matchers.append(m)
 words = matchers[0].mask_words
-rows = [7, 0, 3, 5, 1, 6, 2, 4]
-bitmask = array.array("i", bytes(4 * words * 9))
+rows = [7, 0, 3, 5, 1, 6, 2, 4, 15, 8, 11, 13, 9, 14, 10, 12]
+bitmask = array.array("i", bytes(4 * words * 17))
 fill_bitmasks(matchers, bitmask, rows)
 RESULT = {
     "equal": [bitmask[row * words : (row + 1) * words].tobytes() == m.compute_bitmask().tobytes() for m, row in zip(matchers, rows)],
-    "untouched": not any(bitmask[8 * words :]),
+    "untouched": not any(bitmask[16 * words :]),
     "some": sum(1 for x in bitmask if x),
 }
 """
     result = pyodide_run(code)
-    assert result["equal"] == [True] * 8
+    assert result["equal"] == [True] * 16
     assert result["untouched"] and result["some"] > 0

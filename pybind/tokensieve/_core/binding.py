@@ -94,6 +94,21 @@ _FF_CHUNK_BYTES: Final = 1024  # the core computes at most this many forced byte
 _serial = itertools.count(1)
 
 
+class BatchCall:
+    """One prepared `ts_matcher_fill_bitmasks` call (see `Core.batch_begin`)."""
+
+    __slots__ = ("statuses_ptr", "count", "words", "sources", "dests", "failed", "error")
+
+    def __init__(self, statuses_ptr: int, count: int, words: int, sources: list[Any], dests: Sequence[memoryview]) -> None:
+        self.statuses_ptr = statuses_ptr
+        self.count = count
+        self.words = words
+        self.sources = sources
+        self.dests = dests
+        self.failed = 0
+        self.error: BaseException | None = None
+
+
 class Core:
     """One instance of the core module, its exports as typed methods.
 
@@ -141,6 +156,8 @@ class Core:
         # Each live matcher's own mask buffer as a `source_for` range, by handle (handle
         # values are never reused in an instance; an entry goes when its matcher is freed).
         self._mask_sources: dict[int, Any] = {}
+        # The same buffers' addresses in linear memory, for the batch path's copies.
+        self._mask_ptrs: dict[int, int] = {}
         self._batch_ptr = 0
         self._batch_bytes = 0
         # The step path's calls, without the runtime's own lock (this instance's lock is held).
@@ -148,7 +165,6 @@ class Core:
         self._consume = runtime.func("ts_matcher_consume_token", trusted=True)
         self._consume_fill = runtime.func_copy("ts_matcher_consume_and_fill", copy_from_status=1)
         self._fill_many = runtime.func("ts_matcher_fill_bitmasks", trusted=True)
-        self._copy_to = runtime.copy_to
 
     def __repr__(self) -> str:
         state = "poisoned" if self.poisoned else "live"
@@ -211,8 +227,7 @@ class Core:
         matcher's first fill and kept until it is freed (lock held). The step path calls the
         fill with out_ptr 0 and copies from here: the mask is copied once, into the caller's
         array, not first into a buffer of the binding's."""
-        self._check(self._f["ts_matcher_mask_ptr"](handle, self._out), "mask_ptr")
-        source = self.runtime.source_for(self.runtime.read_u32(self._out), 4 * words)
+        source = self.runtime.source_for(self._mask_ptrs.get(handle) or self._mask_ptr(handle), 4 * words)
         self._mask_sources[handle] = source
         return source
 
@@ -264,6 +279,7 @@ class Core:
             name, handle = pending.popleft()
             if name == "ts_matcher_free":
                 self._mask_sources.pop(handle, None)
+                self._mask_ptrs.pop(handle, None)
             if not self.poisoned:
                 self._f[name](handle)
 
@@ -345,6 +361,7 @@ class Core:
             if self._pending_frees:
                 self._drain()
             self._mask_sources.pop(handle, None)
+            self._mask_ptrs.pop(handle, None)
             self._call("ts_matcher_free", handle)
 
     def matcher_fork(self, handle: int) -> int:
@@ -385,39 +402,84 @@ class Core:
         finally:
             self._release()
 
-    def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[Any]) -> list[int]:
+    def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[memoryview]) -> list[int]:
         """Fill the masks of several matchers of this instance in one call; copy mask i into
-        `dests[i]` (`runtime.dest_for` / `dest_at` targets). Returns the indices of the
-        matchers whose fill failed (their `dests` are untouched; fill them alone to get their
-        error).
-
-        The batch path of `fill_bitmasks`, run by a thread of its own while other instances
-        fill theirs: apart from the call into the module (which releases the GIL) it is a
-        handful of Python operations and one copy per row, all with the GIL held, so two
-        threads hand the GIL to each other about once per group, not once per matcher.
+        `dests[i]`, a writable flat byte view of `4 * words` bytes (its row). Returns the
+        indices of the matchers whose fill failed (their `dests` are untouched; fill them
+        alone to get their error). `batch_begin`, `batch_compute` and `batch_finish` in a row.
         """
-        n = len(handles)
-        row_bytes = 4 * words
-        with self.lock:
+        call = self.batch_begin(handles, words, dests)
+        self.batch_compute(call)
+        return self.batch_finish(call)
+
+    def batch_begin(self, handles: Sequence[int], words: int, dests: Sequence[memoryview]) -> BatchCall:
+        """Take the instance's lock and prepare one call that fills the masks of several of
+        its matchers (`ts_matcher_fill_bitmasks`); mask i goes to `dests[i]`, a writable flat
+        byte view of `4 * words` bytes. The lock stays held until `batch_finish`, which the
+        caller must call once, whatever happens in between.
+
+        A batch fill is split in three so that the call (`batch_compute`, which releases the
+        GIL) can run in another thread while the thread that began it prepares or copies
+        other instances' rows: the Python work of a batch stays in one thread, where the
+        matchers and the caller's array are in its core's cache.
+        """
+        self._acquire()
+        try:
             if self._pending_frees:
                 self._drain()
-            # One buffer: the masks, then the statuses, then the handles.
-            out = self._batch_buffer(n * (row_bytes + 8))
-            statuses_ptr = out + n * row_bytes
-            handles_ptr = statuses_ptr + 4 * n
-            self.runtime.write(handles_ptr, struct.pack(f"<{n}i", *handles))
-            failed = self._fill_many(handles_ptr, n, out, words, statuses_ptr)
+            get_source = self._mask_sources.get
+            sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
+            n = len(handles)
+            # One buffer: the statuses, then the handles.
+            statuses_ptr = self._batch_buffer(8 * n)
+            self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i", *handles))
+        except BaseException:
+            self._release()
+            raise
+        return BatchCall(statuses_ptr, n, words, sources, dests)
+
+    def batch_compute(self, call: BatchCall) -> None:
+        """Make the call `batch_begin` prepared, in any thread (the instance's lock is held
+        for it). Never raises: an error is kept for `batch_finish`."""
+        try:
+            call.failed = self._fill_many(call.statuses_ptr + 4 * call.count, call.count, 0, call.words, call.statuses_ptr)
+        except BaseException as error:  # noqa: BLE001 - raised by batch_finish
+            call.error = error
+
+    def batch_finish(self, call: BatchCall, *, copy: bool = True) -> list[int]:
+        """Copy the masks of a computed `call` into their rows, release the instance's lock,
+        and return the indices of the matchers whose fill failed (their rows are untouched).
+        With `copy` False (the batch was abandoned), only release the lock.
+
+        Raises:
+            CoreTrap, LimitError, TokensieveError: the call failed as a whole (a trap, the
+                deadline): no row was written.
+        """
+        try:
+            if not copy:
+                return []
+            if call.error is not None:
+                raise call.error
+            failed = call.failed
             if failed < 0:
                 self._check(failed, "fill_bitmasks")
             if not failed:
-                self.runtime.copy_rows_to(out, row_bytes, dests)
+                self.runtime.copy_each_to(call.sources, call.dests)
                 return []
-            statuses = struct.unpack(f"<{n}i", self.runtime.read(statuses_ptr, 4 * n))
-            bad = [i for i, status in enumerate(statuses) if status != 0]
-            for i, dest in enumerate(dests):
-                if statuses[i] == 0:
-                    self._copy_to(out + row_bytes * i, dest)
-            return bad
+            n = call.count
+            statuses = struct.unpack(f"<{n}i", self.runtime.read(call.statuses_ptr, 4 * n))
+            ok = [i for i, status in enumerate(statuses) if status == 0]
+            self.runtime.copy_each_to([call.sources[i] for i in ok], [call.dests[i] for i in ok])
+            return [i for i, status in enumerate(statuses) if status != 0]
+        finally:
+            self._release()
+
+    def _mask_ptr(self, handle: int) -> int:
+        """The address of the matcher's own mask buffer in linear memory (fixed while the
+        matcher lives), asked once and kept until it is freed (lock held)."""
+        self._check(self._f["ts_matcher_mask_ptr"](handle, self._out), "mask_ptr")
+        ptr = self._mask_ptrs[handle] = self.runtime.read_u32(self._out)
+        return ptr
 
     def _batch_buffer(self, size: int) -> int:
         """The instance's reusable buffer for batch masks, grown to `size` bytes (lock held)."""

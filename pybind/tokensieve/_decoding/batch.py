@@ -7,36 +7,43 @@ one call (`ts_matcher_fill_bitmasks`), and the instances work at the same time, 
 instead of the sum, plus one Python round trip per instance instead of per matcher.
 
 Why it is shaped this way (measured on 2 cores, MaskBench requests on Llama-3, where a step's
-mask costs ~3-30 µs per matcher, with spikes of 1-2 ms):
+mask costs ~2-30 µs per matcher, with spikes of 1-2 ms; docs/integrations.md has the figures):
 
-- **The GIL changes hands about once per group.** The caller only checks the batch and splits
-  it by instance (~0.35 µs a matcher); the thread that takes a group locks and prepares it,
-  makes one call into the module, and copies its rows out with the GIL held (a PYFUNCTYPE
-  memmove). Each time a thread gives up the GIL while the other wants it, getting it back
-  costs a thread switch; with a ctypes memmove per row (which releases the GIL) and
-  per-matcher Python in both threads, the threads convoyed.
-- **The caller works too, and takes the largest group.** Helpers (woken through a
-  `SimpleQueue`, ~5 µs) and the caller pull groups from one list; the caller never waits for
-  a helper that has not started, so on a busy machine a late helper finds nothing left.
-- **Threads only where they pay.** A batch whose estimated work (each instance's CPU time per
-  matcher in its last batch) is under ~400 µs, or fewer than 8 matchers, is filled by the
-  caller alone: handing a group over and waiting for it costs more than it saves. Threads
-  also stop for a while when they did not run at the same time (the other cores busy with
-  other work), measured as CPU time over wall time.
-- **No matcher lock is waited for while others are held.** The locks are tried; a matcher
-  that is busy elsewhere, failed, or moved to another instance is filled afterwards on its own
+- **Python runs on one thread, the calls on several.** Only one thread runs Python at a time
+  (the GIL), so the Python work of a batch is serial whatever thread does it. The caller
+  checks the batch, groups it by instance and tries each matcher's lock in one pass
+  (`_lock_groups`, ~0.6 µs a matcher), prepares each instance's call (`Core.batch_begin`) and
+  hands it to that instance's helper thread, which makes the call (releasing the GIL). The
+  caller copies every row (one memoryview assignment a row, from the matcher's own buffer in
+  the core) and releases every instance: the array is read next on the caller's core, and a
+  helper writing rows that core had just read took 3-7x longer a row than the caller.
+- **An instance has a home thread.** The same thread fills an instance at every step, so the
+  instance's memory (the matchers' mask buffers, its grammars' caches) stays in one core's
+  cache: here a group filled on the other core than at the last step ran up to 2x slower,
+  and data last written by the other core copies at half speed.
+- **The caller never waits for a helper that has not started.** A call is made by whichever
+  thread claims it first; the caller makes its own calls, then any call no helper has claimed
+  yet, so on a busy machine a late helper (waking one costs 20-70 µs on this VM) finds
+  nothing left.
+- **Threads only where they pay.** A batch whose expected work (each instance's time per
+  matcher in its last call) is under ~200 µs is filled by the caller alone, and fewer than 16
+  matchers are filled one by one (each `fill_bitmask` call is the cheaper path for so few).
+  Threads also stop for a while when they did not run at the same time (the other cores busy
+  with other work), measured as the calls' CPU time over their wall time.
+- **No matcher lock is waited for.** The locks are tried; a matcher that is busy elsewhere or
+  failed, or whose instance was retired, is filled afterwards on its own
   (`Matcher.fill_bitmask`), which also raises its error. So two batch fills sharing matchers
-  cannot deadlock.
+  cannot deadlock. Instance locks are taken in the order of the instances' serials.
 
-What limits the gain: the work is split by instance, and a matcher cannot move, so a batch
-takes as long as its busiest instance (with 2 instances and 64 requests, the busier one has
-~55-60% of the work at a typical step); and two instances filling at once each run ~10-15%
-slower than alone (the masks are 16 kB each, written and copied through the memory system).
+What limits the gain: a matcher cannot move, so a batch takes as long as its busiest
+instance, and per-step costs are spiky (one request's mask may cost 1 ms) and not persistent
+from step to step, so the busier of two instances holds ~55% of a step's work at the median
+(placing requests by their measured cost made it worse: 63%); and the serial Python part
+(~1.5-2 µs a matcher: checks, locks, the copies) is a quarter of a 64-request batch.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import threading
@@ -46,15 +53,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core import Core
+from .._core.binding import BatchCall
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, batch_slot, row_view
+from .matcher import Matcher, batch_take, row_view
 
 _THREADS_MAX = 8
-# Below this many matchers each fills on its own: a batch's fixed cost (~13 µs: the checks,
-# one call per instance) is more than the ~1.2 µs a matcher it saves.
-_BATCH_MIN = 8
+# Below this many matchers each fills on its own (unless their expected work is enough for
+# threads): a batch's fixed cost (~15 µs: the checks, one call per instance) is more than the
+# ~0.7 µs a matcher it saves.
+_BATCH_MIN = 16
 # Below this much estimated core work (µs) a batch is filled by the calling thread alone.
-_PARALLEL_WORK_MIN_US = 400.0
+_PARALLEL_WORK_MIN_US = 200.0
 # The cost per matcher assumed for an instance that has not filled a batch yet (µs).
 _COST_US_UNKNOWN = 15.0
 # Each instance's cost per matcher in its last batch fill (µs), what the next one expects.
@@ -70,8 +79,8 @@ _calls = 0
 # A thread's CPU clock (Pyodide has none; it has one instance, so it never uses threads here).
 _thread_time: Callable[[], float] = getattr(time, "thread_time", time.perf_counter)
 
-# A group: an instance and its (matcher, row) pairs.
-_Group = tuple[Core, list[tuple[Matcher, int]]]
+# A group: an instance, its locked (matcher, row) pairs, their handles and row views.
+_Group = tuple[Core, list[tuple[Matcher, int]], list[int], list[memoryview]]
 
 
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int] | None = None) -> None:
@@ -101,7 +110,7 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
     if count == 1:
         matchers[0].fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
         return
-    if count < _BATCH_MIN:
+    if count < _BATCH_MIN and count * _cost_us_mean() < _PARALLEL_WORK_MIN_US:
         words = matchers[0].mask_words
         rows_total, _ = _layout(bitmask, words)
         pairs = [(matcher, _row_index(row)) for matcher, row in zip(matchers, rows)]
@@ -112,8 +121,13 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
                 raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
         _fill_alone(pairs, bitmask)
         return
-    groups, targets = _group(matchers, rows, bitmask)
-    _fill_alone(_fill_groups(groups, targets), bitmask)
+    _fill_alone(_fill_groups(matchers, rows, bitmask), bitmask)
+
+
+def _cost_us_mean() -> float:
+    """The mean of the instances' last costs per matcher (µs)."""
+    costs = list(_cost_us.values())
+    return sum(costs) / len(costs) if costs else _COST_US_UNKNOWN
 
 
 def _row_index(row: Any) -> int:
@@ -123,10 +137,10 @@ def _row_index(row: Any) -> int:
         raise ArgumentError(f"rows must be ints, not {type(row).__name__}") from None
 
 
-def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
-    """Check the batch array once (dtype, shape, contiguity); its row count and the host
-    address of its row 0 (None when it has none: a buffer that is not numpy or torch, or a
-    non-contiguous one)."""
+def _layout(bitmask: Any, words: int) -> tuple[int, memoryview | None]:
+    """Check the batch array once (dtype, shape, contiguity); its row count and a flat byte
+    view of all of it, which the row targets are sliced from (None when it has none: a
+    non-contiguous array, or a buffer that is not numpy or torch)."""
     if type(bitmask).__module__ == "numpy":
         # The common case, checked directly: row_view's general checks cost ~10 µs.
         flags = bitmask.flags
@@ -135,51 +149,83 @@ def _layout(bitmask: Any, words: int) -> tuple[int, int | None]:
             len(shape) == 2 and shape[1] == words and shape[0] > 0 and bitmask.dtype.char in "il"
             and bitmask.dtype.itemsize == 4 and flags.c_contiguous and flags.writeable
         ):
-            return int(shape[0]), int(bitmask.__array_interface__["data"][0])
+            return int(shape[0]), memoryview(bitmask).cast("B")
     row_view(bitmask, 0, words)
     shape = getattr(bitmask, "shape", None)
     if shape is None:
         return memoryview(bitmask).nbytes // (4 * words), None
     if len(shape) != 2:
         raise ArgumentError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
-    return int(shape[0]), _row_address(bitmask)
+    return int(shape[0]), _flat_view(bitmask)
 
 
-def _row_address(bitmask: Any) -> int | None:
-    """The host address of row 0 of a C-contiguous numpy array or CPU tensor, else None."""
+def _flat_view(bitmask: Any) -> memoryview | None:
+    """A flat writable byte view of a C-contiguous numpy array or CPU tensor, else None."""
     if type(bitmask).__module__.startswith("torch"):
-        return int(bitmask.data_ptr()) if bitmask.is_contiguous() else None
-    interface = getattr(bitmask, "__array_interface__", None)
-    if interface is None or not bitmask.flags["C_CONTIGUOUS"]:
+        bitmask = bitmask.numpy()  # row_view checked it is on the CPU
+    flags = getattr(bitmask, "flags", None)
+    if flags is None or not flags["C_CONTIGUOUS"]:
         return None
-    return int(interface["data"][0])
+    return memoryview(bitmask).cast("B")
 
 
-class _Targets:
-    """Where the rows of one batch go: the array, its row size, and its host address (None
-    when it has none, or the backend copies only into buffers it prepared itself)."""
+def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> list[tuple[Matcher, int]]:
+    """Fill the batch's rows, several instances at once when that pays (`_threads_for`);
+    the pairs to fill on their own (busy in another thread, failed, moved to another
+    instance, or failed in this call).
 
-    __slots__ = ("bitmask", "words", "row_bytes", "base")
+    The calling thread checks the batch and takes the matchers' locks (`_lock_groups`), then
+    prepares each instance's call (`Core.batch_begin`, in the order of the instances'
+    serials, so two batches never wait for each other's instances); `_Run` makes the calls
+    and copies the rows.
+    """
+    global _calls
+    _calls += 1
+    later: list[tuple[Matcher, int]] = []
+    locked: list[Any] = []
+    run: _Run | None = None
+    try:
+        groups, words = _lock_groups(matchers, rows, bitmask, later, locked)
+        groups.sort(key=lambda group: group[0].serial)
+        threads = _threads_for(groups)
+        run = _Run(threads, later)
+        for index, (core, pairs, handles, dests) in enumerate(groups):
+            if core.poisoned:
+                later.extend(pairs)
+                continue
+            # The caller's groups come last (the highest serials): a helper's call is
+            # prepared and handed over first.
+            home = (len(groups) - 1 - index) % threads
+            run.add(core, core.batch_begin(handles, words, dests), pairs, home)
+        run.finish()
+    finally:
+        if run is not None:
+            run.close()
+        for lock in locked:
+            lock.release()
+    return later
 
-    def __init__(self, bitmask: Any, words: int, base: int | None) -> None:
-        self.bitmask = bitmask
-        self.words = words
-        self.row_bytes = 4 * words
-        self.base = base
+
+# An instance, its prepared call and the (matcher, row) pairs of the call.
+_Prepared = tuple[Core, BatchCall, list[tuple[Matcher, int]]]
 
 
-def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tuple[list[_Group], _Targets]:
-    """Check the batch and split it by instance: the calling thread's whole serial part
-    (~0.3 µs a matcher); locking and preparing a group is left to the thread that fills it.
+def _lock_groups(
+    matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any, later: list[tuple[Matcher, int]], locked: list[Any]
+) -> tuple[list[_Group], int]:
+    """Check the batch and lock its matchers, split by instance: the groups (instance,
+    pairs, handles, row views) and the row width in words. A matcher that is busy in another
+    thread or failed goes to `later`, unlocked; each lock taken is appended to `locked`.
+    Locks are only tried, never waited for, so two batch fills sharing matchers cannot
+    deadlock. One pass, ~0.6 µs a matcher.
 
     Raises:
         ArgumentError: mismatched widths, a row outside the array, a bad array (nothing has
-            been filled yet).
+            been filled).
     """
     words = matchers[0].mask_words
-    rows_total, base = _layout(bitmask, words)
-    if not hasattr(batch_slot(matchers[0])[0].runtime, "dest_at"):
-        base = None
+    rows_total, flat = _layout(bitmask, words)
+    row_bytes = 4 * words
     groups: dict[Core, _Group] = {}
     get_group = groups.get
     for matcher, row in zip(matchers, rows):
@@ -189,128 +235,166 @@ def _group(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> tu
             raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
         if matcher.mask_words != words:
             raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
-        core = batch_slot(matcher)[0]
+        taken = batch_take(matcher)
+        if taken is None:
+            later.append((matcher, row))
+            continue
+        core, lock, handle = taken
+        locked.append(lock)
         group = get_group(core)
         if group is None:
-            group = groups[core] = (core, [])
+            group = groups[core] = (core, [], [], [])
         group[1].append((matcher, row))
-    return list(groups.values()), _Targets(bitmask, words, base)
+        group[2].append(handle)
+        if flat is not None:
+            start = row * row_bytes
+            group[3].append(flat[start : start + row_bytes])
+        else:
+            group[3].append(row_view(bitmask, row, words))
+    return list(groups.values()), words
 
 
-def _fill_group(group: _Group, targets: _Targets, cpu_s: list[float] | None = None) -> list[tuple[Matcher, int]]:
-    """Lock, prepare and fill one instance's matchers in one call; the (matcher, row) pairs
-    to fill on their own afterwards (busy in another thread, failed, moved to another
-    instance, or failed in this call). Appends the CPU seconds it took to `cpu_s`.
-
-    Locks are only tried, never waited for, so two batch fills sharing matchers cannot
-    deadlock; a thread releases the locks it took.
-    """
-    core, pairs = group
-    if core.poisoned:
-        return pairs
-    started = _thread_time()
-    later: list[tuple[Matcher, int]] = []
-    batch: list[tuple[Matcher, int]] = []
-    handles: list[int] = []
-    dests: list[Any] = []
-    locked: list[Any] = []
-    base, row_bytes = targets.base, targets.row_bytes
-    runtime = core.runtime
-    try:
-        for matcher, row in pairs:
-            lock = batch_slot(matcher)[1]
-            if not lock.acquire(False):
-                later.append((matcher, row))
-                continue
-            locked.append(lock)
-            now, _, failure, handle = batch_slot(matcher)
-            if now is not core or failure is not None:
-                later.append((matcher, row))
-                continue
-            handles.append(handle)
-            if base is not None:
-                dests.append(runtime.dest_at(base + row * row_bytes, row_bytes))  # type: ignore[attr-defined]
-            else:
-                dests.append(runtime.dest_for(row_view(targets.bitmask, row, targets.words)))
-            batch.append((matcher, row))
-        if not batch:
-            return later
-        try:
-            bad = core.matcher_fill_bitmasks(handles, targets.words, dests)
-        except TokensieveError:
-            return later + batch  # the instance failed: each matcher finds out on its own
-        return later + [batch[i] for i in bad] if bad else later
-    finally:
-        for lock in locked:
-            lock.release()
-        spent = _thread_time() - started
-        _cost_us[core] = spent * 1e6 / len(pairs)
-        if cpu_s is not None:
-            cpu_s.append(spent)
-
-
-def _fill_groups(groups: list[_Group], targets: _Targets) -> list[tuple[Matcher, int]]:
-    """Fill every group, several at once when that pays; the pairs to fill on their own.
-
-    Threads pay when the batch's work is well above the cost of handing a group to another
-    thread (waking it and waiting for it), and when the threads really run at the same time:
-
-    - The work is estimated from each instance's CPU time per matcher in its last batch fill;
-      below `_PARALLEL_WORK_MIN_US` the caller fills every group itself.
-    - After each fill on threads, the gain it got (CPU time of the groups over the wall time)
-      updates a moving average. On a machine whose other cores are busy, a woken helper
-      shares the caller's core and the gain is about 1: below `_GAIN_MIN` the next
-      `_BACKOFF_CALLS` batches run on the caller alone, then threads are tried again.
-
-    The caller takes the group expected to be the largest (it starts first, and then rarely
-    waits for a helper at the end); helpers take the rest, and the caller takes whatever is
-    left when it is done.
-    """
-    global _calls
-    _calls += 1
-    threads = min(len(groups), _cpu_count(), _THREADS_MAX)
-    if threads > 1:
-        estimates = [len(pairs) * _cost_us.get(core, _COST_US_UNKNOWN) for core, pairs in groups]
-        if sum(estimates) < _PARALLEL_WORK_MIN_US or _calls < _gain.serial_until:
-            threads = 1
-    if threads < 2:
-        return [pair for group in groups for pair in _fill_group(group, targets)]
-    pending = [group for _, group in sorted(zip(estimates, groups), key=lambda pair: pair[0])]
-    later: list[tuple[Matcher, int]] = []
-    errors: list[BaseException] = []
-    cpu_s: list[float] = []
-    finished = itertools.count(1)  # next() is atomic: exactly one thread sees the last group
-    all_done = threading.Lock()
-    all_done.acquire()
-    total = len(pending)
-
-    def fill(group: _Group) -> None:
-        try:
-            later.extend(_fill_group(group, targets, cpu_s))
-        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
-            errors.append(error)
-        finally:
-            if next(finished) == total:
-                all_done.release()
-
-    def drain() -> None:
-        while True:
-            try:
-                group = pending.pop()
-            except IndexError:
-                return
-            fill(group)
-
+def _compute(core: Core, call: BatchCall, batch: list[Any]) -> None:
+    """Make one instance's call, and keep its time per matcher as the instance's cost (wall
+    time: a thread's CPU clock costs ~0.8 µs a read here, a quarter of a cached mask)."""
     started = time.perf_counter()
-    largest = pending.pop()  # the caller's, taken before any helper is awake
-    _workers.run(drain, threads - 1)
-    fill(largest)
-    drain()
-    all_done.acquire()
-    _gain.record(sum(cpu_s) / max(time.perf_counter() - started, 1e-9), _calls)
-    if errors:
-        raise errors[0]
-    return later
+    core.batch_compute(call)
+    _cost_us[core] = (time.perf_counter() - started) * 1e6 / len(batch)
+
+
+def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]]) -> list[tuple[Matcher, int]]:
+    """Copy one instance's rows and release it; the pairs to fill on their own."""
+    try:
+        bad = core.batch_finish(call)
+    except TokensieveError:
+        return batch  # the instance failed: each matcher finds out on its own
+    return [batch[i] for i in bad]
+
+
+def _threads_for(groups: list[_Group]) -> int:
+    """How many threads make the calls: one unless there are several instances, the batch's
+    expected work (each instance's time per matcher in its last call) is at least
+    `_PARALLEL_WORK_MIN_US`, and threads have not been backed off (`_Gain`)."""
+    if len(groups) < 2 or _calls < _gain.serial_until:
+        return 1
+    threads = min(len(groups), _cpu_count(), _THREADS_MAX)
+    if threads < 2:
+        return 1
+    work_us = sum(len(group[1]) * _cost_us.get(group[0], _COST_US_UNKNOWN) for group in groups)
+    return threads if work_us >= _PARALLEL_WORK_MIN_US else 1
+
+
+class _Run:
+    """The calls of one batch fill and the threads that make them.
+
+    Each call has a home thread (the caller, or helper k), so that an instance is filled by
+    the same thread at every step and its memory (the matchers' mask buffers, its grammars'
+    caches) stays in one core's cache: on this machine a group filled on another core than
+    at the last step ran up to 2x slower. A helper's call is handed over as soon as it is
+    prepared. A call is made by whichever thread claims it first (an atomic `set.remove`); the caller
+    makes its own calls and copies their rows, then makes every call no helper has claimed
+    yet (a helper that wakes late, the machine being busy, costs no waiting), then waits for
+    the helpers' calls and copies their rows: the rows are written on the thread that reads
+    the array next. No instance is released while a helper's call on it may still run
+    (`close`).
+    """
+
+    def __init__(self, threads: int, later: list[tuple[Matcher, int]]) -> None:
+        self.threads = threads
+        self.later = later
+        self.prepared: list[_Prepared] = []
+        self.homes: list[int] = []
+        self.unclaimed: set[int] = set()
+        self.done: list[threading.Lock] = []
+        self.mine: set[int] = set()  # claimed by the caller
+        self.awaited: set[int] = set()  # claimed by a helper, which has finished with it
+        self.finished: set[int] = set()  # rows copied and instance released
+        self.cpu_s: list[float] = []
+        self.ended: list[float] = []
+        self.errors: list[BaseException] = []
+        self.started = 0.0
+
+    def add(self, core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], home: int) -> None:
+        index = len(self.prepared)
+        self.prepared.append((core, call, batch))
+        self.homes.append(home)
+        self.cpu_s.append(0.0)
+        self.ended.append(0.0)
+        self.unclaimed.add(index)
+        if home:
+            lock = threading.Lock()
+            lock.acquire()
+            self.done.append(lock)
+            if not self.started:
+                self.started = time.perf_counter()
+            _workers.run_on(home - 1, lambda: self._helper(index))
+        else:
+            self.done.append(_NO_LOCK)
+
+    def _make(self, index: int) -> None:
+        core, call, batch = self.prepared[index]
+        if self.threads < 2:
+            _compute(core, call, batch)
+            return
+        started = _thread_time()
+        _compute(core, call, batch)
+        self.cpu_s[index] = _thread_time() - started
+        self.ended[index] = time.perf_counter()
+
+    def _finish(self, index: int) -> None:
+        core, call, batch = self.prepared[index]
+        self.finished.add(index)
+        self.later.extend(_finish(core, call, batch))
+
+    def _helper(self, index: int) -> None:
+        try:
+            self.unclaimed.remove(index)
+        except KeyError:
+            return  # the caller made it
+        try:
+            self._make(index)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+            self.errors.append(error)
+        finally:
+            self.done[index].release()
+
+    def finish(self) -> None:
+        """Make the caller's calls, then the unclaimed ones, then wait for the helpers'."""
+        count = len(self.prepared)
+        for index in [i for i in range(count) if not self.homes[i]] + [i for i in range(count) if self.homes[i]]:
+            try:
+                self.unclaimed.remove(index)
+            except KeyError:
+                continue
+            self.mine.add(index)
+            self._make(index)
+            self._finish(index)
+        for index in range(count):
+            if index not in self.mine:
+                self.done[index].acquire()
+                self.awaited.add(index)
+                self._finish(index)
+        if self.started:
+            # The calls' CPU time over the wall time until the last one ended.
+            _gain.record(sum(self.cpu_s) / max(max(self.ended) - self.started, 1e-9), _calls)
+        if self.errors:
+            raise self.errors[0]
+
+    def close(self) -> None:
+        """Release every instance not released yet, once no helper can be in its call."""
+        for index in range(len(self.prepared)):
+            if index in self.mine or index in self.awaited:
+                continue
+            try:
+                self.unclaimed.remove(index)  # nobody will make it now
+            except KeyError:
+                self.done[index].acquire()  # a helper is making it
+        for index, (core, call, _) in enumerate(self.prepared):
+            if index not in self.finished:
+                core.batch_finish(call, copy=False)
+
+
+_NO_LOCK = threading.Lock()  # the caller's calls are waited for by nobody
 
 
 class _Gain:
@@ -321,7 +405,9 @@ class _Gain:
         self.serial_until = 0
 
     def record(self, gain: float, calls: int) -> None:
-        self.average = 0.7 * self.average + 0.3 * gain
+        # A stall of both threads (preempted, or the kernel's real-time throttling) reads as
+        # a gain near 0 once: clamped, it takes three poor batches in a row to back off.
+        self.average = 0.7 * self.average + 0.3 * max(gain, 0.5)
         if self.average < _GAIN_MIN:
             self.serial_until = calls + _BACKOFF_CALLS
             self.average = _GAIN_MIN + 0.3  # the next try starts with a fair chance
@@ -347,43 +433,47 @@ def _cpu_count() -> int:
 
 
 class _Workers:
-    """Daemon threads that run the jobs handed to them (a `queue.SimpleQueue`, the cheapest
-    handoff: a helper waits in C without the GIL and wakes in a few µs).
+    """Helper threads, each with its own job queue (a `queue.SimpleQueue`, the cheapest
+    handoff: a helper waits in C without the GIL and wakes in a few µs), so that helper k is
+    the same thread at every batch (see `_parallel`).
 
     Started on first use, never stopped; a forked child starts its own.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._queues: list[queue.SimpleQueue[Callable[[], None]]] = []
 
-    def run(self, job: Callable[[], None], copies: int) -> None:
-        """Have `copies` threads run `job` (without waiting for them)."""
-        if len(self._threads) < copies:
-            self._start(copies)
-        for _ in range(copies):
-            self._jobs.put(job)
+    def run_on(self, index: int, job: Callable[[], None]) -> None:
+        """Have helper thread `index` run `job` (without waiting for it)."""
+        if len(self._queues) <= index:
+            self._start(index + 1)
+        self._queues[index].put(job)
 
     def _start(self, count: int) -> None:
         with self._lock:
-            while len(self._threads) < count:
+            while len(self._queues) < count:
+                jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
                 thread = threading.Thread(
-                    target=self._work, args=(self._jobs,), name=f"tokensieve-fill-{len(self._threads)}", daemon=True
+                    target=self._work, args=(jobs,), name=f"tokensieve-fill-{len(self._queues)}", daemon=True
                 )
                 thread.start()
-                self._threads.append(thread)
+                self._queues.append(jobs)
 
     @staticmethod
     def _work(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
         while True:
             jobs.get()()
 
+    @property
+    def started(self) -> int:
+        """How many helper threads run."""
+        return len(self._queues)
+
     def forget(self) -> None:
         """After a fork: the threads are gone in the child."""
         self._lock = threading.Lock()
-        self._threads = []
-        self._jobs = queue.SimpleQueue()
+        self._queues = []
 
 
 _workers = _Workers()

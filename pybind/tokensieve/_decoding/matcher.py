@@ -535,11 +535,17 @@ class Matcher:
         return [self._token(t) for t in tokens]
 
 
-def batch_slot(matcher: Matcher) -> tuple[Any, Any, Any, int]:
-    """(core instance, lock, failure or None, handle) of a matcher, read together for the
-    batch fill (`batch.fill_bitmasks`), which locks and fills an instance's matchers in one call.
-    Read it again after taking the lock: a matcher may move or fail until then."""
-    return matcher._core, matcher._lock, matcher._failure, matcher._handle
+def batch_take(matcher: Matcher) -> tuple[Any, Any, int] | None:
+    """Try the matcher's lock for the batch fill (`batch.fill_bitmasks`; never wait for it):
+    (its core instance, the lock, now held, its handle) when the matcher is free and has not
+    failed; else None, holding nothing. While the lock is held the matcher cannot move."""
+    lock = matcher._lock
+    if not lock.acquire(False):
+        return None
+    if matcher._failure is not None:
+        lock.release()
+        return None
+    return matcher._core, lock, matcher._handle
 
 
 def _index(value: Any, what: str) -> int:

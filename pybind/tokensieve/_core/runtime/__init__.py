@@ -128,9 +128,9 @@ class Runtime(Protocol):
         objects: the step path's copy of a mask)."""
         ...
 
-    def copy_rows_to(self, ptr: int, row_size: int, dests: Sequence[object]) -> None:
-        """Copy consecutive rows of `row_size` bytes at `ptr` into the `dest_for` targets
-        `dests`, row i into `dests[i]` (a batch's masks)."""
+    def copy_each_to(self, sources: Sequence[object], dests: Sequence[memoryview]) -> None:
+        """Copy each `source_for` range `sources[i]` into `dests[i]`, a writable flat byte
+        view of the same size (a batch's masks, each from its matcher's own buffer)."""
         ...
 
     def source_for(self, ptr: int, size: int) -> object:

@@ -404,11 +404,11 @@ class PyodideRuntime:
         self._staged(self._helpers.copy, ptr, size)
         dest[:] = stage[:size]
 
-    def copy_rows_to(self, ptr: int, row_size: int, dests: Any) -> None:
-        """Copy consecutive rows of `row_size` bytes at `ptr` into the `dest_for` targets
-        `dests` (row i into `dests[i]`)."""
-        for index, dest in enumerate(dests):
-            self.copy_to(ptr + index * row_size, dest)
+    def copy_each_to(self, sources: Any, dests: Any) -> None:
+        """Copy each `source_for` range `sources[i]` (here an address) into `dests[i]`, a
+        writable flat byte view of the size to copy."""
+        for ptr, dest in zip(sources, dests):
+            self.copy_to(ptr, dest)
 
     def read_u32(self, ptr: int) -> int:
         """Read a little-endian u32 at `ptr`.
