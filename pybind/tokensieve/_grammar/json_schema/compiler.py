@@ -2301,10 +2301,18 @@ class _Compiler:
         witnesses it may meet, and a set f of the witnesses met so far is carried to the end
         (`witness_tail` past the prefix)."""
         witnesses = d["_item_witness"]
-        if len(witnesses) > WITNESS_COUNT_MAX:
-            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated items after prefixItems on one array", pointer)
         if "contains" in d:
-            self.unsupported("contains beside a negated items after prefixItems is not supported", f"{pointer}/contains")
+            least = self.int_keyword(d, "minContains", 1, pointer)
+            if self.int_keyword(d, "maxContains", None, pointer) is None and least is not None and least <= 1:
+                # Some item valid under `contains`: one more witness, from index 0.
+                witnesses = witnesses + [{"from": 0, "value": d["contains"]}] if least == 1 else witnesses
+            else:
+                self.unsupported(
+                    "minContains above 1 or maxContains beside a negated items after prefixItems is not supported",
+                    f"{pointer}/contains",
+                )
+        if len(witnesses) > WITNESS_COUNT_MAX:
+            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated items after prefixItems (and contains) on one array", pointer)
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
         full = (1 << len(witnesses)) - 1
