@@ -106,12 +106,11 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `oneOf` with overlapping options whose negations have no grammar (`uniqueItems`).
 - `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
 - Exponents in bounded numbers; `-0`.
-- `format` intersected with lengths; `contains` beside `prefixItems`.
+- `format` intersected with lengths.
 - Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); `$dynamicRef`
-  whose target depends on the dynamic scope.
+  whose target depends on the dynamic scope exactly (the union of its targets now).
 """
 
 from __future__ import annotations
@@ -128,7 +127,7 @@ from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
-from .refs import resolve_references
+from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
     number_range_regex,
@@ -165,6 +164,7 @@ ANNOTATIONS = frozenset(
         "title", "description", "default", "examples", "example", "readOnly", "writeOnly",
         "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
         "nullable", "xml", "externalDocs", "$dynamicAnchor", "$recursiveAnchor",
+        "_dynamic_union",  # refs.DYNAMIC_UNION: marks an anyOf, warned about in check_keywords
     }
 )
 # Keywords this front-end does not implement: GrammarError, or a warning when lenient.
@@ -1154,6 +1154,13 @@ class _Compiler:
             )
 
     def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
+        if DYNAMIC_UNION in d:
+            where = d[DYNAMIC_UNION]
+            self.warn(
+                f"{where.rsplit('/', 1)[-1]} resolves to a different resource on different paths of evaluation; "
+                "the value may be valid under any of them (a superset; under not, a subset)",
+                where,
+            )
         for key in d:
             if key in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(

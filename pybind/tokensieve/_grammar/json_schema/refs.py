@@ -27,9 +27,9 @@ pays nothing.
   `$dynamicAnchor`, the outermost resource of the *dynamic scope* that has one wins. The root
   resource is always the outermost, so when it has the anchor the result is exact; so it is
   when only one resource has it (the bookend is then the target itself). Otherwise the target
-  depends on the path of evaluation, which one grammar symbol cannot follow: the keyword is
-  left, and the compiler reports it as unsupported. `$recursiveRef: "#"` (2019-09) is the same
-  with `$recursiveAnchor: true`.
+  depends on the path of evaluation, which one grammar symbol cannot follow: it becomes an
+  `anyOf` of every resource holding the anchor (marked `DYNAMIC_UNION`; the compiler warns: a
+  superset). `$recursiveRef: "#"` (2019-09) is the same with `$recursiveAnchor: true`.
 """
 
 from __future__ import annotations
@@ -161,6 +161,17 @@ class _Index:
                 return pointer
         return holders[0][1] if len(holders) == 1 else None
 
+    def dynamic_candidates(self, base: str, ref: str) -> list[str]:
+        """Every place a `$dynamicRef` whose target depends on the path of evaluation may
+        resolve to: the resources holding its dynamic anchor (empty when it has no target)."""
+        target = self.resolve(base, ref)
+        _, name = _resource(_join(base, ref))
+        return [] if target is None or not name else [pointer for _, pointer in self.dynamic.get(name, [])]
+
+    def recursive_candidates(self, base: str, ref: str) -> list[str]:
+        """The same for `$recursiveRef`: the resources with `$recursiveAnchor: true`."""
+        return [pointer for _, pointer in self.recursive] if ref == "#" and self.resolve(base, ref) is not None else []
+
     def resolve_recursive(self, base: str, ref: str) -> str | None:
         target = self.resolve(base, ref)
         if ref != "#" or target is None:
@@ -172,6 +183,10 @@ class _Index:
             if res == self.root_base:
                 return pointer
         return self.recursive[0][1] if len(self.recursive) == 1 else None
+
+
+# Marks the anyOf standing for a path-dependent `$dynamicRef` (its value: the keyword's pointer).
+DYNAMIC_UNION = "_dynamic_union"
 
 
 def _local(pointer: str) -> str:
@@ -191,6 +206,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
         base = index.base_of.get(pointer, index.root_base)
         out: dict[str, Any] = {}
         extra_refs: list[str] = []
+        unions: list[dict[str, Any]] = []
         for key, value in node.items():
             if key in _DATA_KEYS:
                 out[key] = value
@@ -199,10 +215,16 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
                 out[key] = value if target is None else _local(target)
             elif key in ("$dynamicRef", "$recursiveRef") and isinstance(value, str):
                 target = (index.resolve_dynamic if key == "$dynamicRef" else index.resolve_recursive)(base, value)
-                if target is None:
-                    out[key] = value
-                else:
+                candidates = [] if target is not None else (
+                    index.dynamic_candidates(base, value) if key == "$dynamicRef" else index.recursive_candidates(base, value)
+                )
+                if target is not None:
                     extra_refs.append(_local(target))
+                elif len(candidates) > 1:
+                    # The target depends on the path: any of them (DYNAMIC_UNION, the compiler warns).
+                    unions.append({"anyOf": [{"$ref": _local(c)} for c in candidates], DYNAMIC_UNION: f"{pointer}/{key}"})
+                else:
+                    out[key] = value
             else:
                 out[key] = rewrite(value, f"{pointer}/{_escape(key)}")
         for ref in extra_refs:
@@ -210,6 +232,8 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
                 out["$ref"] = ref
             else:
                 out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+        if unions:
+            out["allOf"] = [*out.get("allOf", []), *unions]
         return out
 
     try:
