@@ -35,8 +35,8 @@ def merge_ir(
     """
     lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
     nt_base = len(ir.nonterminals)
-    for name in sub.nonterminals:
-        ir.add_nonterminal(f"{prefix}/{name}")
+    ir.nonterminals.extend([f"{prefix}/{name}" for name in sub.nonterminals])
+    nonterminals = [Sym.n(index) for index in range(nt_base, len(ir.nonterminals))]  # sub's j → ours
     if lexeme_prefix == prefix:
         lexeme_of = [
             ir.add_lexeme(Lexeme(
@@ -52,7 +52,7 @@ def merge_ir(
     if whitespace is None:
         for rule in sub.rules:
             ir.add_rule(nt_base + rule.lhs, [
-                Sym.t(lexeme_of[s.index]) if s.terminal else Sym.n(nt_base + s.index) for s in rule.rhs
+                Sym.t(lexeme_of[s.index]) if s.terminal else nonterminals[s.index] for s in rule.rhs
             ])
         ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
         return Sym.n(nt_base + sub.start)
@@ -89,7 +89,7 @@ def merge_ir(
         after_opening = False
         for terminal, index in rhs:
             if not terminal:
-                out.append(Sym.n(nt_base + index))
+                out.append(nonterminals[index])
             elif index not in punctuation or after_opening:
                 # after an opening bracket (`{}` / `[]`): one gap, already padded after the
                 # bracket (a bounded whitespace pattern must not fit twice)
