@@ -26,12 +26,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
+from .json_schema.compiler import json_schema_to_ir
 from .json_schema.embed import merge_ir
 
 # A regex of any one character (the core reads `.` without dot_all as "not a newline").
@@ -469,8 +472,6 @@ class _Compiler:
         return self.qwen_xml(fmt.get("json_schema"), follow, pointer)
 
     def json(self, schema: Any, pointer: str) -> Sym:
-        from .json_schema.compiler import json_schema_to_ir
-
         key = _schema_key(schema)
         found = self._json_memo.get(key)
         if found is None:
@@ -649,21 +650,36 @@ def _merge(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
     return Sym.n(base + sub.start)
 
 
+_special_patterns: weakref.WeakKeyDictionary[Any, re.Pattern[str] | None] = weakref.WeakKeyDictionary()
+
+
 def _special_texts(tokenizer: Any) -> _Specials:
     if tokenizer is None:
         return _Specials({})
     from .grammar import _special_token_map
 
-    return _Specials(_special_token_map(tokenizer) or {})
+    table = _special_token_map(tokenizer) or {}
+    if tokenizer not in _special_patterns:  # once per tokenizer: 7 ms for Llama-3's 256
+        _special_patterns[tokenizer] = _special_pattern(table)
+    return _Specials(table, _special_patterns[tokenizer])
+
+
+def _special_pattern(table: dict[str, int]) -> re.Pattern[str] | None:
+    """A regex whose leftmost match in a text is where the first special token's text starts,
+    the longest one there (alternatives are tried in order, longest first)."""
+    if not table:
+        return None
+    return re.compile("|".join(re.escape(text) for text in sorted(table, key=len, reverse=True)))
 
 
 class _Specials:
     """Special token texts of a tokenizer, for splitting literals."""
 
-    def __init__(self, table: dict[str, int]) -> None:
+    def __init__(self, table: dict[str, int], pattern: re.Pattern[str] | None = None) -> None:
         self.table = table
-        self.first = {text[0] for text in table}
-        self.longest = max((len(text) for text in table), default=0)
+        # `_special_pattern(table)`: finds a piece in one regex search (0.1 µs) instead of a
+        # loop over the text's characters (5 µs for a tool-call opening).
+        self.pattern = pattern if pattern is not None or not table else _special_pattern(table)
 
     def get(self, text: str) -> int | None:
         return self.table.get(text)
@@ -683,25 +699,14 @@ def _split_specials(text: str, specials: _Specials) -> list[tuple[str, int | Non
     (plain text, None). Longest special text first at each position."""
     if not specials.table or not text:
         return [(text, None)]
+    assert specials.pattern is not None
     out: list[tuple[str, int | None]] = []
     plain_start = 0
-    i = 0
-    while i < len(text):
-        match = None
-        if text[i] in specials.first:
-            for length in range(min(len(text) - i, specials.longest), 0, -1):
-                token = specials.table.get(text[i : i + length])
-                if token is not None:
-                    match = (text[i : i + length], token)
-                    break
-        if match is None:
-            i += 1
-            continue
-        if plain_start < i:
-            out.append((text[plain_start:i], None))
-        out.append(match)
-        i += len(match[0])
-        plain_start = i
+    for match in specials.pattern.finditer(text):
+        if plain_start < match.start():
+            out.append((text[plain_start : match.start()], None))
+        out.append((match[0], specials.table[match[0]]))
+        plain_start = match.end()
     if plain_start < len(text):
         out.append((text[plain_start:], None))
     return out
@@ -715,14 +720,11 @@ def _first_piece(text: str, specials: _Specials) -> tuple[str, int | None]:
 def _first_piece_uncached(text: str, specials: _Specials) -> tuple[str, int | None]:
     if not specials.table or not text:
         return (text, None)
-    for i, char in enumerate(text):
-        if char not in specials.first:
-            continue
-        for length in range(min(len(text) - i, specials.longest), 0, -1):
-            token = specials.table.get(text[i : i + length])
-            if token is not None:
-                return (text[:i], None) if i else (text[:length], token)
-    return (text, None)
+    assert specials.pattern is not None
+    match = specials.pattern.search(text)
+    if match is None:
+        return (text, None)
+    return (text[: match.start()], None) if match.start() else (match[0], specials.table[match[0]])
 
 
 _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
