@@ -95,14 +95,17 @@ class _CollectorPause:
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._depth -= 1
-            if self._depth == 0 and self._resume:
+            resume = self._depth == 0 and self._resume
+            if resume:
                 gc.enable()
-                # The collection the translation's allocations call for, now rather than in
-                # whatever allocates next (the caller's next call would pay for it): a young
-                # generation over its threshold, with the middle one when that is over its own.
-                counts, thresholds = gc.get_count(), gc.get_threshold()
-                if counts[0] > thresholds[0]:
-                    gc.collect(1 if counts[1] >= thresholds[1] else 0)
+        if resume:
+            # The collection the translation's allocations call for, now rather than in
+            # whatever allocates next (the caller's next call would pay for it): a young
+            # generation over its threshold, with the middle one when that is over its own.
+            # Outside the lock: finalizers may run, and may translate grammars.
+            counts, thresholds = gc.get_count(), gc.get_threshold()
+            if counts[0] > thresholds[0]:
+                gc.collect(1 if counts[1] >= thresholds[1] else 0)
 
     def __call__(self, function: _F) -> _F:
         @functools.wraps(function)
