@@ -202,7 +202,10 @@ pub const Parser = struct {
     rows: std.ArrayList(Row) = .empty,
     items: std.ArrayList(Item) = .empty,
     seen: regex.IntMap(u64, void) = .empty,
+    /// Scratch for `finishRow`: which lexemes the row allows (all false between calls), and
+    /// the same as a list.
     allowed: []bool,
+    allowed_list: std.ArrayList(u32) = .empty,
     scan_set: []bool,
     leo_entries: std.ArrayList(LeoEntry) = .empty,
     /// Scratch for computing Leo entries: per nonterminal, items waiting on it in the row.
@@ -222,6 +225,7 @@ pub const Parser = struct {
         const n = lexer.lexemes.len;
         const allowed = try gpa.alloc(bool, n);
         errdefer gpa.free(allowed);
+        @memset(allowed, false);
         const keep = try gpa.alloc(bool, n);
         errdefer gpa.free(keep);
         const scan_set = try gpa.alloc(bool, n);
@@ -268,6 +272,7 @@ pub const Parser = struct {
         self.budgets.deinit(self.gpa);
         self.leo_entries.deinit(self.gpa);
         self.leo_touched.deinit(self.gpa);
+        self.allowed_list.deinit(self.gpa);
     }
 
     /// Copies the committed rows `0..=row` of `other` (for forking).
@@ -361,8 +366,15 @@ pub const Parser = struct {
         const cfg = self.cfg;
         const row = &self.rows.items[k.index()];
         row.items_end = @intCast(self.items.items.len);
-        // Which lexemes may come next, and is the parse complete?
-        @memset(self.allowed, false);
+        // Which lexemes may come next (a list, not a pass over every lexeme: a grammar of 128
+        // tools has ~700 lexemes, and a mask finishes a row at every lexeme end it meets), and
+        // is the parse complete? `allowed` only removes duplicates, and is all false again
+        // when this returns.
+        const list = &self.allowed_list;
+        list.clearRetainingCapacity();
+        defer for (list.items) |l| {
+            self.allowed[l] = false;
+        };
         var any_lexeme = false;
         var skip_in_progress = cfg.skip_in_progress.len == 0 or k == .first;
         row.accepting = false;
@@ -370,7 +382,10 @@ pub const Parser = struct {
             if (cfg.skip_in_progress.len > 0) skip_in_progress = skip_in_progress or cfg.skip_in_progress[item.pos];
             const sym = cfg.rhs[item.pos];
             if (sym < cfg.lexeme_count) {
-                self.allowed[sym] = true;
+                if (!self.allowed[sym]) {
+                    try list.append(self.gpa, sym);
+                    self.allowed[sym] = true;
+                }
                 any_lexeme = true;
             } else if (item.pos == cfg.accept_pos and item.origin == .first) {
                 row.accepting = true;
@@ -383,10 +398,14 @@ pub const Parser = struct {
             // whitespace is in its rules) the skip needs some other rule in progress. With
             // `skip_once`, a bounded skip regex bounds the text between two lexemes (`[ ]{0,4}`:
             // at most four spaces, not four at a time).
-            self.allowed[skip] = boundary_ok and followed and skip_in_progress and !(cfg.skip_once and row.after_skip);
+            if (boundary_ok and followed and skip_in_progress and !(cfg.skip_once and row.after_skip)) {
+                try list.append(self.gpa, skip);
+                self.allowed[skip] = true;
+            }
         }
+        std.mem.sort(u32, list.items, {}, std.sort.asc(u32));
         try self.computeLeo(k);
-        self.rows.items[k.index()].lexer_start = try self.lexer.startState(self.allowed);
+        self.rows.items[k.index()].lexer_start = try self.lexer.startStateOf(list.items);
     }
 
     /// Leo's optimisation (Leo 1991): when row `k` has exactly one item waiting on nonterminal

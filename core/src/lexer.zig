@@ -311,6 +311,21 @@ pub const Lexer = struct {
         return self.internState(pairs.items);
     }
 
+    /// `startState` for the lexemes listed in `allowed` (ascending, no repeats): the same
+    /// state, at a cost in the list's length rather than the grammar's lexeme count.
+    pub fn startStateOf(self: *Lexer, allowed: []const u32) Error!StateId {
+        var pairs: std.ArrayList(u32) = .empty;
+        defer pairs.deinit(self.gpa);
+        for (allowed, 0..) |i, n| {
+            assert(n == 0 or allowed[n - 1] < i);
+            const e = self.lexemes[i];
+            if (try self.isDead(e)) continue;
+            try pairs.appendSlice(self.gpa, &.{ i, e.index() });
+        }
+        if (pairs.items.len > 0) try pairs.appendSlice(self.gpa, &.{ start_marker, ExprId.nothing.index() });
+        return self.internState(pairs.items);
+    }
+
     /// Can `e` match nothing more? One comparison for plain terms; a bounded search for terms
     /// with intersections or complements (see `ExprSet.isEmpty`).
     fn isDead(self: *Lexer, e: ExprId) Error!bool {

@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
+import re
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
+from .json_schema.compiler import json_schema_to_ir
 from .json_schema.embed import merge_ir
 
 # A regex of any one character (the core reads `.` without dot_all as "not a newline").
@@ -92,8 +96,19 @@ _END = (_Alt("", None),)
 # combinations (other tool lists, tool choices, reasoning modes). Read-only once built; oldest
 # dropped first.
 _SCHEMA_IR_COUNT_MAX = 4096
-_schema_irs: dict[str, GrammarIR] = {}
+_schema_irs: dict[str | bytes, GrammarIR] = {}
 _schema_irs_lock = threading.Lock()
+
+
+def _schema_key(schema: Any) -> str | bytes:
+    """The key of a tool's argument schema in `_schema_irs`: equal keys are equal schemas with
+    the keys in the same order (property order is part of the grammar). Pickled, which is
+    exact (1, 1.0 and true differ) and 4x faster than JSON text; JSON text for what pickle
+    refuses (the tag has been serialised as JSON already, so that works)."""
+    try:
+        return pickle.dumps(schema, protocol=5)
+    except Exception:  # noqa: BLE001 — e.g. a dict subclass pickle cannot import
+        return json.dumps(schema)
 
 
 class _Compiler:
@@ -457,9 +472,7 @@ class _Compiler:
         return self.qwen_xml(fmt.get("json_schema"), follow, pointer)
 
     def json(self, schema: Any, pointer: str) -> Sym:
-        from .json_schema.compiler import json_schema_to_ir
-
-        key = json.dumps(schema)  # keys in their order: property order is part of the grammar
+        key = _schema_key(schema)
         found = self._json_memo.get(key)
         if found is None:
             sub = _schema_irs.get(key)
@@ -637,21 +650,36 @@ def _merge(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
     return Sym.n(base + sub.start)
 
 
+_special_patterns: weakref.WeakKeyDictionary[Any, re.Pattern[str] | None] = weakref.WeakKeyDictionary()
+
+
 def _special_texts(tokenizer: Any) -> _Specials:
     if tokenizer is None:
         return _Specials({})
     from .grammar import _special_token_map
 
-    return _Specials(_special_token_map(tokenizer) or {})
+    table = _special_token_map(tokenizer) or {}
+    if tokenizer not in _special_patterns:  # once per tokenizer: 7 ms for Llama-3's 256
+        _special_patterns[tokenizer] = _special_pattern(table)
+    return _Specials(table, _special_patterns[tokenizer])
+
+
+def _special_pattern(table: dict[str, int]) -> re.Pattern[str] | None:
+    """A regex whose leftmost match in a text is where the first special token's text starts,
+    the longest one there (alternatives are tried in order, longest first)."""
+    if not table:
+        return None
+    return re.compile("|".join(re.escape(text) for text in sorted(table, key=len, reverse=True)))
 
 
 class _Specials:
     """Special token texts of a tokenizer, for splitting literals."""
 
-    def __init__(self, table: dict[str, int]) -> None:
+    def __init__(self, table: dict[str, int], pattern: re.Pattern[str] | None = None) -> None:
         self.table = table
-        self.first = {text[0] for text in table}
-        self.longest = max((len(text) for text in table), default=0)
+        # `_special_pattern(table)`: finds a piece in one regex search (0.1 µs) instead of a
+        # loop over the text's characters (5 µs for a tool-call opening).
+        self.pattern = pattern if pattern is not None or not table else _special_pattern(table)
 
     def get(self, text: str) -> int | None:
         return self.table.get(text)
@@ -671,25 +699,14 @@ def _split_specials(text: str, specials: _Specials) -> list[tuple[str, int | Non
     (plain text, None). Longest special text first at each position."""
     if not specials.table or not text:
         return [(text, None)]
+    assert specials.pattern is not None
     out: list[tuple[str, int | None]] = []
     plain_start = 0
-    i = 0
-    while i < len(text):
-        match = None
-        if text[i] in specials.first:
-            for length in range(min(len(text) - i, specials.longest), 0, -1):
-                token = specials.table.get(text[i : i + length])
-                if token is not None:
-                    match = (text[i : i + length], token)
-                    break
-        if match is None:
-            i += 1
-            continue
-        if plain_start < i:
-            out.append((text[plain_start:i], None))
-        out.append(match)
-        i += len(match[0])
-        plain_start = i
+    for match in specials.pattern.finditer(text):
+        if plain_start < match.start():
+            out.append((text[plain_start : match.start()], None))
+        out.append((match[0], specials.table[match[0]]))
+        plain_start = match.end()
     if plain_start < len(text):
         out.append((text[plain_start:], None))
     return out
@@ -703,19 +720,17 @@ def _first_piece(text: str, specials: _Specials) -> tuple[str, int | None]:
 def _first_piece_uncached(text: str, specials: _Specials) -> tuple[str, int | None]:
     if not specials.table or not text:
         return (text, None)
-    for i, char in enumerate(text):
-        if char not in specials.first:
-            continue
-        for length in range(min(len(text) - i, specials.longest), 0, -1):
-            token = specials.table.get(text[i : i + length])
-            if token is not None:
-                return (text[:i], None) if i else (text[:length], token)
-    return (text, None)
+    assert specials.pattern is not None
+    match = specials.pattern.search(text)
+    if match is None:
+        return (text, None)
+    return (text[: match.start()], None) if match.start() else (match[0], specials.table[match[0]])
 
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems", "unevaluatedProperties", "unevaluatedItems")
+_SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
+_SCHEMA_LISTS = frozenset(("anyOf", "oneOf", "allOf", "prefixItems"))
+_SCHEMA_VALUES = frozenset(("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+                            "additionalItems", "unevaluatedProperties", "unevaluatedItems"))
 
 
 def _strict(schema: Any) -> Any:
@@ -725,15 +740,15 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
-    for key in _SCHEMA_MAPS:
-        if isinstance(out.get(key), dict):
-            out[key] = {name: _strict(sub) for name, sub in out[key].items()}
-    for key in _SCHEMA_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [_strict(sub) for sub in out[key]]
-    for key in _SCHEMA_VALUES:
-        if key in out:
-            out[key] = [_strict(sub) for sub in out[key]] if key == "items" and isinstance(out[key], list) else _strict(out[key])
+    for key, value in schema.items():  # a schema's few keys, not the 20 that may hold schemas
+        if key in _SCHEMA_MAPS:
+            if isinstance(value, dict):
+                out[key] = {name: _strict(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS:
+            if isinstance(value, list):
+                out[key] = [_strict(sub) for sub in value]
+        elif key in _SCHEMA_VALUES:
+            out[key] = [_strict(sub) for sub in value] if key == "items" and isinstance(value, list) else _strict(value)
     if "properties" in out and "additionalProperties" not in out and "unevaluatedProperties" not in out:
         out["additionalProperties"] = False
     if "prefixItems" in out and "items" not in out and "unevaluatedItems" not in out:

@@ -3,6 +3,7 @@ parts embed the compact IR of a schema with its own whitespace rules (`merge_ir`
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from ..ir import GrammarIR, Lexeme, Sym
@@ -35,8 +36,8 @@ def merge_ir(
     """
     lexeme_prefix = prefix if lexeme_prefix is None else lexeme_prefix
     nt_base = len(ir.nonterminals)
-    for name in sub.nonterminals:
-        ir.add_nonterminal(f"{prefix}/{name}")
+    ir.nonterminals.extend([f"{prefix}/{name}" for name in sub.nonterminals])
+    nonterminals = [Sym.n(index) for index in range(nt_base, len(ir.nonterminals))]  # sub's j → ours
     if lexeme_prefix == prefix:
         lexeme_of = [
             ir.add_lexeme(Lexeme(
@@ -52,7 +53,7 @@ def merge_ir(
     if whitespace is None:
         for rule in sub.rules:
             ir.add_rule(nt_base + rule.lhs, [
-                Sym.t(lexeme_of[s.index]) if s.terminal else Sym.n(nt_base + s.index) for s in rule.rhs
+                Sym.t(lexeme_of[s.index]) if s.terminal else nonterminals[s.index] for s in rule.rhs
             ])
         ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
         return Sym.n(nt_base + sub.start)
@@ -89,7 +90,7 @@ def merge_ir(
         after_opening = False
         for terminal, index in rhs:
             if not terminal:
-                out.append(Sym.n(nt_base + index))
+                out.append(nonterminals[index])
             elif index not in punctuation or after_opening:
                 # after an opening bracket (`{}` / `[]`): one gap, already padded after the
                 # bracket (a bounded whitespace pattern must not fit twice)
@@ -104,8 +105,9 @@ def merge_ir(
         rhs = rule.rhs
         middle = rhs[1] if len(rhs) == 3 else None
         if (
-            middle is not None and not middle.terminal and middle.index in nonempty.nullable
+            middle is not None and not middle.terminal
             and rhs[0].terminal and rhs[0].index in opening and rhs[2].terminal and rhs[2].index in punctuation
+            and middle.index in nonempty.nullable
         ):
             # `{ members }` with optional members: `{}` has one gap (after the bracket), and
             # the members' other rule starts with some lexeme, so a bounded pattern never fits twice
@@ -128,22 +130,33 @@ class _NonEmpty:
 
     def __init__(self, ir: GrammarIR, sub: GrammarIR, prefix: str, rhs_of: Callable[[Sequence[Sym]], list[Sym]]):
         self.ir, self.sub, self.prefix, self.rhs_of = ir, sub, prefix, rhs_of
-        self.nullable: set[int] = set()
-        self.rules_of: dict[int, list[Sequence[Sym]]] = {}
-        for rule in sub.rules:
-            self.rules_of.setdefault(rule.lhs, []).append(rule.rhs)
+        self.plus_of: dict[int, int | None] = {}
+        self.pending: list[int] = []
+        self.made: list[int] = []
+
+    # Computed when first asked: `merge_ir` asks only at a rule `{ X }` or `[ X ]`, which 18
+    # of the 128 argument schemas of `bench tools` have.
+
+    @functools.cached_property
+    def rules_of(self) -> dict[int, list[Sequence[Sym]]]:
+        rules_of: dict[int, list[Sequence[Sym]]] = {}
+        for rule in self.sub.rules:
+            rules_of.setdefault(rule.lhs, []).append(rule.rhs)
+        return rules_of
+
+    @functools.cached_property
+    def nullable(self) -> set[int]:
+        nullable: set[int] = set()
         # Only rules of nonterminals alone can make their left side nullable.
-        candidates = [rule for rule in sub.rules if not any(terminal for terminal, _ in rule.rhs)]
+        candidates = [rule for rule in self.sub.rules if not any(terminal for terminal, _ in rule.rhs)]
         changed = True
         while changed:
             changed = False
             for rule in candidates:
-                if rule.lhs not in self.nullable and all(s.index in self.nullable for s in rule.rhs):
-                    self.nullable.add(rule.lhs)
+                if rule.lhs not in nullable and all(s.index in nullable for s in rule.rhs):
+                    nullable.add(rule.lhs)
                     changed = True
-        self.plus_of: dict[int, int | None] = {}
-        self.pending: list[int] = []
-        self.made: list[int] = []
+        return nullable
 
     def plus(self, n: int) -> Sym | None:
         if n not in self.plus_of:

@@ -1,0 +1,128 @@
+"""The front-ends' faster paths against slow, obvious references (issue 16 item 4, issue 13 item 1).
+
+- Special-token texts in a structural tag's literals: the regex split against a scan that tries
+  every special text at every position (leftmost, then longest).
+- JSON Schema content ids: two values share one exactly when their JSON texts are equal with
+  the types of their scalars (1, 1.0 and true differ), at any depth, and cycles have none.
+- The collector paused while a front-end translates: back on afterwards (also after an error,
+  and with nested translations), and left off when the caller had turned it off.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokensieve import Grammar, GrammarError
+from tokensieve._grammar.json_schema import compiler as schema_compiler
+from tokensieve._grammar.structural_tag import _first_piece_uncached, _special_pattern, _Specials, _split_specials
+
+SPECIALS = {"<|a|>": 1, "<|ab|>": 2, "<|a": 3, "|>": 4, "<": 5, "xyz": 6}
+
+
+def _scan_pieces(text: str, table: dict[str, int]) -> list[tuple[str, int | None]]:
+    """The reference: at each position, the longest special text starting there, else one character."""
+    out: list[tuple[str, int | None]] = []
+    plain = ""
+    i = 0
+    while i < len(text):
+        found = max((t for t in table if text.startswith(t, i)), key=len, default=None)
+        if found is None:
+            plain += text[i]
+            i += 1
+            continue
+        if plain:
+            out.append((plain, None))
+            plain = ""
+        out.append((found, table[found]))
+        i += len(found)
+    if plain or not out:
+        out.append((plain, None))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="<|>abxyz ", max_size=30))
+def test_special_texts_split_as_the_scan_does(text: str) -> None:
+    specials = _Specials(SPECIALS, _special_pattern(SPECIALS))
+    expected = _scan_pieces(text, SPECIALS)
+    assert _split_specials(text, specials) == expected
+    assert _first_piece_uncached(text, specials) == expected[0]
+
+
+def _compiler() -> Any:
+    lexeme = schema_compiler._plain_lexeme
+    return schema_compiler._Compiler(
+        {}, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+
+
+def _typed_text(value: Any) -> str:
+    """JSON text with each scalar's Python type: equal exactly when content ids must be."""
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + _typed_text(v) for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_typed_text(v) for v in value) + "]"
+    return f"{type(value).__name__}:{json.dumps(value)}"
+
+
+_scalars = st.sampled_from([0, 1, 1.0, 2.5, True, False, None, "", "a", "1"])
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_values, min_size=2, max_size=6))
+def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any]) -> None:
+    compiler = _compiler()
+    ids = [compiler.content_id(v) for v in values]
+    for i, a in enumerate(values):
+        for j, b in enumerate(values):
+            assert (ids[i] == ids[j]) == (_typed_text(a) == _typed_text(b))
+
+
+def test_content_ids_past_the_recursion_depth_and_of_cycles() -> None:
+    deep: Any = 1
+    twin: Any = 1
+    for _ in range(3 * schema_compiler._CONTENT_ID_DEPTH_MAX):
+        deep, twin = [deep], [twin]
+    compiler = _compiler()
+    assert compiler.content_id(deep) is not None
+    assert compiler.content_id(deep) == compiler.content_id(twin) != compiler.content_id([twin])
+    cyclic: dict[str, Any] = {"a": 1}
+    cyclic["self"] = cyclic
+    assert compiler.content_id(cyclic) is None
+    assert compiler.content_id([{"b": cyclic}]) is None
+    assert compiler.content_id({"a": {1, 2}}) is None
+
+
+def test_the_collector_runs_again_after_a_translation() -> None:
+    assert gc.isenabled()
+    Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    assert gc.isenabled()
+    try:
+        Grammar.json_schema({"type": "no such type"})
+    except GrammarError:
+        pass
+    assert gc.isenabled()
+    # Nested: a tool-call grammar translates a structural tag and JSON schemas inside it.
+    Grammar.tool_calls(model="qwen_3", tools=[{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}])
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_turned_off_stays_off() -> None:
+    gc.disable()
+    try:
+        Grammar.json_schema({"type": "array", "items": {"type": "string"}})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
