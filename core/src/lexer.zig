@@ -277,6 +277,14 @@ pub const Lexer = struct {
         }
         errdefer self.accepting_lexemes.shrinkRetainingCapacity(accepting_start);
         const accepting_count: u32 = @as(u32, @intCast(self.accepting_lexemes.items.len)) - accepting_start;
+        if (self.trans.capacity - self.trans.items.len < self.class_count) {
+            // Growing the table copies it into new memory whose pages are touched for the
+            // first time: about 0.6 ms per MB in wasmtime, one call paying for all the states
+            // before it. Charged by the size copied (a unit per 8 entries, 32 bytes), so the
+            // call that grows a large table is bounded like any other work: a table past about
+            // 3 million entries (12 MB) cannot grow within one call's fuel.
+            try self.exprs.spend(self.trans.items.len / 8);
+        }
         try self.trans.ensureUnusedCapacity(self.gpa, self.class_count);
         try self.info.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);
