@@ -471,11 +471,11 @@ pub const Matcher = struct {
                 self.parser.lexer,
                 entered.lexer_state,
             );
-            if (slice) |s| {
-                @memcpy(self.mask, s.mask);
-                try walkTrie(s.rest.nodes, &self.parser, entered, self.mask);
+            if (slice != null and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
+                @memcpy(self.mask, slice.?.mask);
+                try walkTrie(slice.?.rest.nodes, &self.parser, entered, self.mask);
             } else if (!budgeted) {
-                try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, self.mask);
+                try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
             } else {
                 try walkTrie(tokenizer.trie.nodes, &self.parser, entered, self.mask);
             }
@@ -761,6 +761,32 @@ const WalkVariant = struct {
     budgeted: bool,
 };
 
+/// The recorder of the walk in progress, if it records a `WalkCache` entry. A variable rather
+/// than an argument or a variant of the walk: read only where the walk asks the parser, it
+/// leaves the loop's code as it is. A core instance is single-threaded. A recording walk still
+/// costs 10-15% more than a plain one on MaskBench first visits (best of 5, wasmtime), for a
+/// reason not found: a variant of the loop with the recorder as an argument, noting in place
+/// instead of calling `note`, or the walk kept out of line all measured the same; the walk
+/// with no recorder set measures as before.
+var walk_recorder: ?*Recorder = null;
+
+/// What a walk collects for a `WalkCache` entry: the frontier, the nodes where the lexeme of
+/// its start would end and the parser decides.
+const Recorder = struct {
+    gpa: Allocator,
+    frontier: std.ArrayList(WalkCache.Frontier),
+
+    /// After the parser was asked at node `p` (byte `byte` from `state`), reached with the
+    /// walk's start row: the lexer's own answer, now in the table, says whether the lexeme
+    /// goes on (the parser was asked only to build the transition) or would end here (a
+    /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
+    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32) Error!void {
+        const lexed = lexer.trans.items[state.offset() + lexer.class_of[byte]];
+        const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
+        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state });
+    }
+};
+
 fn walkTrieWith(
     comptime variant: WalkVariant,
     nodes: []const Node,
@@ -800,6 +826,7 @@ fn walkTrieWith(
                 next_state = pos.lexer_state;
                 next_row = pos.row;
             }
+            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p));
         }
         if (alive) {
             if (variant.budgeted) {
@@ -829,30 +856,64 @@ fn walkTrieWith(
 /// of the grammar: the tokens whose bytes keep the lexeme going (no lexeme ends inside them),
 /// and the *frontier*, the nodes where the lexer needs the parser (the lexeme would end: a
 /// dead transition from an accepting state, or a lazy lexeme's match). A mask from a cached
-/// state copies the tokens and walks only the frontier's subtrees with the parser, so free
-/// text between stop strings (a lazy lexeme no slice applies to) costs a copy and a few
-/// subtrees instead of a walk of the whole trie.
+/// state copies the tokens and walks only the frontier's subtrees with the parser, so a state
+/// whose walk covers most of the trie (free text between stop strings, a key that must not
+/// match a pattern) costs a copy and a few subtrees instead of a walk of the whole trie.
 ///
 /// The result is exactly the full walk's: that walk reaches a frontier node with the same
 /// lexer state and row (no lexeme ends on the way), and there runs the same parser step.
-/// An entry is built the second time a state is walked (states seen once, such as the
-/// positions inside a bounded string, cost nothing), or the first time in grammars with free
-/// text, whose few states recur at every word; building costs about what the full walk it
-/// replaces costs. Entries stop being added past `bytes_max` (about 250 states of a 128k
-/// vocabulary).
+/// The entry is recorded by the walk of the state's first visit, riding along the walk the
+/// mask needs anyway. A state whose slice leaves a large rest trie (`rest_nodes_min`) is
+/// cached the same way, its entry holding the slice's tokens and the frontier in the rest trie.
+///
+/// Memory is bounded per grammar and core instance: entries take at most `bytes_max` (a mask
+/// of vocabulary / 8 bytes plus 8 bytes per frontier node: about 250 states of a 128k
+/// vocabulary), and entries not replayed yet at most `unproven_bytes_max`. Most states are
+/// visited once (each position inside a bounded string is a new state): their entries are
+/// dropped oldest first to make room for new ones, while an entry replayed once is kept for
+/// the grammar's life.
 pub const WalkCache = struct {
     entries: regex.IntMap(u64, Entry) = .empty,
+    /// Keys of the entries not replayed yet, oldest first from `unproven_head` (keys of
+    /// entries since replayed or dropped are skipped when met).
+    unproven: std.ArrayList(u64) = .empty,
+    unproven_head: usize = 0,
     bytes: usize = 0,
+    unproven_bytes: usize = 0,
+    /// The recording walk's frontier, reused: most recordings are not kept.
+    scratch_frontier: std.ArrayList(Frontier) = .empty,
+    /// A slice whose rest trie has fewer nodes is walked directly (a walk of 10,000-30,000
+    /// nodes costs about what copying an entry and walking its frontier does); larger rest
+    /// tries (the ≤8-byte text slice, the word slice: 144,000-207,000 nodes on Llama-3) go
+    /// through the cache. A field so that tests can send every slice through the cache.
+    rest_nodes_min: usize = default_rest_nodes_min,
+    /// Fields so that tests can make the cache keep small walks and evict.
+    record_tokens_min: usize = default_record_tokens_min,
+    bytes_max: usize = default_bytes_max,
+    unproven_bytes_max: usize = default_unproven_bytes_max,
+    /// Masks served by replaying an entry, and entries dropped (for tests and measurements).
+    replays: u64 = 0,
+    dropped: u64 = 0,
 
-    pub const bytes_max: usize = 4 << 20;
+    pub const default_rest_nodes_min: usize = 64 * 1024;
+    pub const default_bytes_max: usize = 4 << 20;
+    pub const default_unproven_bytes_max: usize = 1 << 20;
+    /// Walks allowing fewer tokens (through the lexer alone) are not kept: a walk of 16,000
+    /// nodes costs about 60 µs on this machine, little more than a replay.
+    pub const default_record_tokens_min: usize = 16 * 1024;
 
     const Entry = struct {
-        /// Empty until the state's second walk.
-        mask: []u32 = &.{},
-        frontier: []Frontier = &.{},
+        mask: []u32,
+        frontier: []Frontier,
+        /// Replayed at least once: kept.
+        proven: bool = false,
+
+        fn bytes(self: Entry) usize {
+            return self.mask.len * 4 + self.frontier.len * @sizeOf(Frontier);
+        }
     };
 
-    const Frontier = struct { node: u32, state: StateId };
+    pub const Frontier = struct { node: u32, state: StateId };
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
@@ -861,84 +922,119 @@ pub const WalkCache = struct {
             gpa.free(entry.frontier);
         }
         self.entries.deinit(gpa);
+        self.unproven.deinit(gpa);
+        self.scratch_frontier.deinit(gpa);
         self.* = undefined;
     }
 
-    /// Sets in `mask` every token allowed from `start` (which `walkTrie` over the whole trie
-    /// would set).
-    fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, mask: []u32) Error!void {
-        const nodes = tokenizer.trie.nodes;
+    /// Sets in `mask` (all zeros) every token allowed from `start`, which `walkTrie` over the
+    /// whole trie would set; `slice` is the slice `start` allows, if any, its tokens then
+    /// copied and only its rest trie walked.
+    fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, slice: ?*const slicer.Slice, mask: []u32) Error!void {
+        const nodes = if (slice) |s| s.rest.nodes else tokenizer.trie.nodes;
         var from = start;
         const lexer = parser.lexer;
-        if (from.lexer_state != parser.rows.items[from.row.index()].lexer_start and lexer.isAccepting(from.lexer_state) and
-            try lexer.isFinal(from.lexer_state))
+        if (slice == null and from.lexer_state != parser.rows.items[from.row.index()].lexer_start and
+            lexer.isAccepting(from.lexer_state) and try lexer.isFinal(from.lexer_state))
         {
             // A lexeme that nothing can extend (a literal's last byte): every byte ends it, so
             // walk from the next lexeme's start, the state the walk reaches for each byte
-            // anyway. Keeps the cache keyed by states that recur (a row's start state).
+            // anyway. Keeps the cache keyed by states that recur (a row's start state). (A
+            // state some slice applies to is never final.)
             const r = try parser.endLexeme(from.row, from.lexer_state) orelse return;
             from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index };
         }
+        if (slice) |s| @memcpy(mask, s.mask);
+        // A state's slice is a function of the state, so one key serves both kinds of entry.
         const key = @as(u64, tokenizer.serial) << 32 | from.lexer_state.offset();
-        const entry = blk: {
-            if (self.bytes >= bytes_max) {
-                const found = self.entries.get(key) orelse break :blk null;
-                break :blk if (found.mask.len > 0) found else null;
+        if (self.entries.getPtr(key)) |entry| {
+            if (!entry.proven) {
+                entry.proven = true;
+                self.unproven_bytes -= entry.bytes();
             }
-            const gop = try self.entries.getOrPut(gpa, key);
-            if (!gop.found_existing) gop.value_ptr.* = .{};
-            // Free text (lazy lexemes) comes back to the same few states at every word: build
-            // at once. Elsewhere wait for a second visit.
-            if (!gop.found_existing and !parser.cfg.has_lazy) break :blk null;
-            if (gop.value_ptr.mask.len == 0) {
-                gop.value_ptr.* = try buildEntry(gpa, lexer, nodes, from.lexer_state, parser.cfg.has_lazy, mask.len);
-                self.bytes += gop.value_ptr.mask.len * 4 + gop.value_ptr.frontier.len * @sizeOf(Frontier);
+            self.replays += 1;
+            return replay(entry.*, nodes, parser, from, mask);
+        }
+        if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
+            return walkTrie(nodes, parser, from, mask); // full of entries that were replayed
+        }
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier };
+        defer self.scratch_frontier = recorder.frontier;
+        recorder.frontier.clearRetainingCapacity();
+        walk_recorder = &recorder;
+        defer walk_recorder = null;
+        try walkTrie(nodes, parser, from, mask);
+        // Worth keeping when the lexer alone allows many tokens (the walk visited at least as
+        // many nodes) and the frontier's subtrees, which a replay walks, are under a quarter
+        // of the trie: otherwise a replay costs about what the walk did.
+        // (With `record_tokens_min` 0, as in tests, every walk is kept.)
+        if (self.record_tokens_min > 0) {
+            var frontier_nodes: usize = 0;
+            for (recorder.frontier.items) |f| frontier_nodes += nodes[f.node].subtree_size;
+            if (frontier_nodes > nodes.len / 4) return;
+            // Every eighth word of the mask estimates the tokens allowed: a full count costs
+            // a few µs, which most walks (a position inside a short string) would pay.
+            var sampled: usize = 0;
+            var i: usize = 0;
+            while (i < mask.len) : (i += 8) sampled += @popCount(mask[i]);
+            if (sampled * 8 < self.record_tokens_min + frontier_nodes) return;
+        }
+        const size = mask.len * 4 + recorder.frontier.items.len * @sizeOf(Frontier);
+        if (!self.makeRoom(gpa, size)) return;
+        // The entry's tokens are the mask's but for the frontier's subtrees: a token id sits
+        // at one trie node, and the walk reached every node outside those subtrees with the
+        // start's row, so the lexer alone kept their tokens. (Clearing the dummy bit of nodes
+        // without a token does no harm: the matcher clears it anyway.)
+        const entry_mask = try gpa.dupe(u32, mask);
+        errdefer gpa.free(entry_mask);
+        for (recorder.frontier.items) |f| {
+            for (nodes[f.node..][0..nodes[f.node].subtree_size]) |node| {
+                entry_mask[node.token >> 5] &= ~(@as(u32, 1) << @intCast(node.token & 31));
             }
-            break :blk gop.value_ptr.*;
-        };
-        const found = entry orelse return walkTrie(nodes, parser, from, mask);
-        @memcpy(mask, found.mask);
-        for (found.frontier) |f| {
+        }
+        const frontier = try gpa.dupe(Frontier, recorder.frontier.items);
+        errdefer gpa.free(frontier);
+        try self.unproven.ensureUnusedCapacity(gpa, 1);
+        try self.entries.putNoClobber(gpa, key, .{ .mask = entry_mask, .frontier = frontier });
+        self.unproven.appendAssumeCapacity(key);
+        self.bytes += size;
+        self.unproven_bytes += size;
+    }
+
+    /// Drops unproven entries, oldest first, until an entry of `size` bytes fits both budgets;
+    /// false when it cannot.
+    fn makeRoom(self: *WalkCache, gpa: Allocator, size: usize) bool {
+        while (self.bytes + size > self.bytes_max or self.unproven_bytes + size > self.unproven_bytes_max) {
+            if (self.unproven_head == self.unproven.items.len) return false;
+            const key = self.unproven.items[self.unproven_head];
+            self.unproven_head += 1;
+            // Skip keys of entries replayed since they were queued.
+            const entry = (self.entries.getPtr(key) orelse continue).*;
+            if (entry.proven) continue;
+            assert(self.entries.remove(key));
+            self.bytes -= entry.bytes();
+            self.unproven_bytes -= entry.bytes();
+            gpa.free(entry.mask);
+            gpa.free(entry.frontier);
+            self.dropped += 1;
+        }
+        // Forget the queue's consumed part once it is most of the queue.
+        if (self.unproven_head > 64 and self.unproven_head * 2 > self.unproven.items.len) {
+            const rest = self.unproven.items[self.unproven_head..];
+            std.mem.copyForwards(u64, self.unproven.items[0..rest.len], rest);
+            self.unproven.shrinkRetainingCapacity(rest.len);
+            self.unproven_head = 0;
+        }
+        return true;
+    }
+
+    /// A mask from a recorded entry: its tokens, then the frontier's subtrees with the parser.
+    fn replay(entry: Entry, nodes: []const Node, parser: *earley.Parser, from: Position, mask: []u32) Error!void {
+        @memcpy(mask, entry.mask);
+        for (entry.frontier) |f| {
             const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index };
             try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
         }
-    }
-
-    /// The lexer-only walk from `state`: the tokens it keeps alive and the frontier.
-    fn buildEntry(gpa: Allocator, lexer: *Lexer, nodes: []const Node, state0: StateId, has_lazy: bool, words: usize) Error!Entry {
-        const mask = try gpa.alloc(u32, words);
-        errdefer gpa.free(mask);
-        @memset(mask, 0);
-        var frontier: std.ArrayList(Frontier) = .empty;
-        defer frontier.deinit(gpa);
-        var states: [trie_mod.token_length_max + 1]StateId = undefined;
-        states[0] = state0;
-        var depth: usize = 0;
-        var p: usize = 0;
-        while (p < nodes.len) {
-            const node = nodes[p];
-            const state = states[depth];
-            const next_state = try lexer.next(state, node.byte);
-            const dead = next_state == .dead;
-            // The parser decides here: the lexeme would end (a lazy match, or a dead byte
-            // after an accepting state).
-            const ends = if (dead) lexer.isAccepting(state) else has_lazy and lexer.stateInfo(next_state).lazy_accepting;
-            if (ends) try frontier.append(gpa, .{ .node = @intCast(p), .state = state });
-            if (!dead and !ends) {
-                mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
-                if (node.subtree_size > 1) {
-                    depth += 1;
-                    states[depth] = next_state;
-                    p += 1;
-                    continue;
-                }
-            }
-            p += node.subtree_size;
-            depth -%= node.pop;
-        }
-        // A copy rather than `toOwnedSlice`: whether shrinking in place works depends on the
-        // heap, and the allocation-failure tests need the same allocations every run.
-        return .{ .mask = mask, .frontier = try gpa.dupe(Frontier, frontier.items) };
     }
 };
 
@@ -997,6 +1093,13 @@ const TestSetup = struct {
     }
 
     fn initExcluding(gpa: Allocator, tokens: []const []const u8, pattern: []const u8, excluded: []const []const u8) !TestSetup {
+        var words = try booleanIr(gpa, pattern, excluded);
+        defer words.deinit(gpa);
+        return initTokenizer(gpa, try testTokenizer(gpa, tokens), words.items);
+    }
+
+    /// A tokenizer of `tokens`, the last one `<eos>`.
+    fn testTokenizer(gpa: Allocator, tokens: []const []const u8) !*Tokenizer {
         var blob: std.ArrayList(u8) = .empty;
         defer blob.deinit(gpa);
         var offsets: std.ArrayList(u32) = .empty;
@@ -1010,12 +1113,14 @@ const TestSetup = struct {
             try kinds.append(gpa, if (std.mem.eql(u8, t, "<eos>")) 1 else 0);
         }
         const eos: u32 = @intCast(tokens.len - 1);
-        const tokenizer = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{.fromIndex(eos)});
+        return Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{.fromIndex(eos)});
+    }
+
+    /// A grammar from IR words and its matcher, over a tokenizer that the setup then owns.
+    fn initTokenizer(gpa: Allocator, tokenizer: *Tokenizer, words: []const u32) !TestSetup {
         errdefer tokenizer.release(gpa);
-        var words = try booleanIr(gpa, pattern, excluded);
-        defer words.deinit(gpa);
         var diag: ir_reader.CompileDiagnostic = .{};
-        const grammar = try Grammar.create(gpa, words.items, .{}, &diag);
+        const grammar = try Grammar.create(gpa, words, .{}, &diag);
         errdefer grammar.release(gpa);
         const matcher = try Matcher.create(gpa, tokenizer, grammar);
         return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };
@@ -1162,6 +1267,109 @@ const SlicerCase = struct {
     sliced: bool,
 };
 
+/// `S → E | E "-" S`, `E → L | "{" S "}"`: lists of `lexeme`s (flags `lexeme_flags`) joined
+/// by dashes, nested in braces, so that tokens span lexeme ends (the walk cache's frontier)
+/// and a lexer state recurs where the parser decides differently (a `}` only inside braces).
+fn nestedListIr(gpa: Allocator, lexeme: []const u8, lexeme_flags: u32) !std.ArrayList(u32) {
+    var words: std.ArrayList(u32) = .empty;
+    errdefer words.deinit(gpa);
+    try words.appendSlice(gpa, &.{ ir_reader.ir_magic, 4, 2, 4, 0, 0, 0, lexeme_flags });
+    try appendIrBytes(gpa, &words, lexeme);
+    for ("-{}") |c| try words.appendSlice(gpa, &.{ 1, 0, 1, c });
+    const s = ir_reader.ir_nonterminal_flag | 0;
+    const e = ir_reader.ir_nonterminal_flag | 1;
+    try words.appendSlice(gpa, &.{ 0, 1, e }); // S → E
+    try words.appendSlice(gpa, &.{ 0, 3, e, 1, s }); // S → E "-" S
+    try words.appendSlice(gpa, &.{ 1, 1, 0 }); // E → L
+    try words.appendSlice(gpa, &.{ 1, 3, 2, s, 3 }); // E → "{" S "}"
+    return words;
+}
+
+test "walk-cache entries, recorded and replayed, equal full trie walks across lexeme ends" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const vocab = try slicerTestVocab(arena, 3000);
+    const Case = struct { lexeme: []const u8, flags: u32, text: []const u8 };
+    const cases = [_]Case{
+        .{ .lexeme = "\"[^\"\\\\]*\"", .flags = 0, .text = "\"ab\"-{\"c d\"}-{{\"-e\"-\"\"}}-\"\xc3\xa9z\"" },
+        .{ .lexeme = "\"[ !#-~]{0,12}\"", .flags = 0, .text = "\"ab_9\"-{\"-\"}-\"x y\"" }, // the word slice
+        .{ .lexeme = "[a-z]+", .flags = 0, .text = "{{ab}-m}-ab-{zz}-m-{{abc-ab}}" },
+        .{ .lexeme = "(?s:.)*\"", .flags = 1, .text = "ab \"-x-y\"-\"" }, // lazy: free text up to a quote
+    };
+    // Slices walked directly, then through the cache (three masks per position: the first
+    // records, the others replay), then through a cache that holds two entries not replayed
+    // yet and four in all, so that entries are dropped and recorded again.
+    const Config = struct { rest_nodes_min: usize, entries_max: usize };
+    var dropped: u64 = 0;
+    const configs = [_]Config{
+        .{ .rest_nodes_min = WalkCache.default_rest_nodes_min, .entries_max = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 4 },
+    };
+    for (configs) |config| for (cases) |case| {
+        var words = try nestedListIr(gpa, case.lexeme, case.flags);
+        defer words.deinit(gpa);
+        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, vocab), words.items);
+        defer t.deinit(gpa);
+        const cache = &t.grammar.walk_cache;
+        cache.rest_nodes_min = config.rest_nodes_min;
+        cache.record_tokens_min = 0;
+        if (config.entries_max > 0) {
+            // An entry of this vocabulary: its mask and up to 64 frontier nodes.
+            const entry_bytes = t.matcher.mask.len * 4 + 64 * @sizeOf(WalkCache.Frontier);
+            cache.bytes_max = config.entries_max * entry_bytes;
+            cache.unproven_bytes_max = config.entries_max / 2 * entry_bytes;
+        }
+        const rest_nodes_min = config.rest_nodes_min;
+        const m = t.matcher;
+        const expected = try gpa.alloc(u32, m.mask.len);
+        defer gpa.free(expected);
+        const dummy = t.tokenizer.vocabSize();
+        for (0..case.text.len + 1) |i| {
+            @memset(expected, 0);
+            try walkTrie(t.tokenizer.trie.nodes, &m.parser, m.current(), expected);
+            expected[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
+            // With the small cache one mask per position: states recur along the text, and
+            // entries are dropped before they do.
+            const visits: usize = if (config.entries_max > 0) 1 else 3;
+            for (0..visits) |visit| {
+                const replays = cache.replays;
+                m.mask_key = null;
+                try m.computeMask();
+                // Every mask goes through the cache when slices do and nothing is dropped.
+                const every_mask_cached = config.rest_nodes_min == 0 and config.entries_max == 0;
+                if (every_mask_cached and visit > 0 and cache.replays != replays + 1) {
+                    std.debug.print("case {s} after {d} bytes: not replayed\n", .{ case.lexeme, i });
+                    return error.TestUnexpectedResult;
+                }
+                // EOS is set by id, outside the walk.
+                const eos = dummy - 1;
+                m.mask[eos >> 5] &= ~(@as(u32, 1) << @intCast(eos & 31));
+                std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
+                    std.debug.print("case {s} after {d} bytes, visit {d}, rest_nodes_min {d}\n", .{ case.lexeme, i, visit, rest_nodes_min });
+                    return err;
+                };
+            }
+            m.mask_key = null;
+            if (i == case.text.len) break;
+            std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit)) catch |err| {
+                std.debug.print("case {s}: byte {d} refused\n", .{ case.lexeme, i });
+                return err;
+            };
+        }
+        try std.testing.expect(m.isAccepting());
+        std.testing.expect(config.entries_max > 0 or cache.replays > 0) catch |err| {
+            std.debug.print("case {s}, rest_nodes_min {d}, entries_max {d}: no replay\n", .{ case.lexeme, config.rest_nodes_min, config.entries_max });
+            return err;
+        };
+        try std.testing.expect(cache.bytes <= cache.bytes_max and cache.unproven_bytes <= cache.unproven_bytes_max);
+        dropped += cache.dropped;
+    };
+    try std.testing.expect(dropped > 0);
+}
+
 test "masks with slices equal full trie walks, byte by byte" {
     const gpa = std.testing.allocator;
     var arena_state = std.heap.ArenaAllocator.init(gpa);
@@ -1186,26 +1394,33 @@ test "masks with slices equal full trie walks, byte by byte" {
         .{ .pattern = "\"[^\"\\\\]*\"", .excluded = many_names.items, .text = "\"name1 \xc3\xa9x\"", .sliced = true },
         .{ .pattern = "\"[^\"\\\\]{0,12}\"", .excluded = &.{ "\"ab\"", "\"abc\"" }, .text = "\"abz\"", .sliced = true },
     };
-    for (cases) |case| {
+    // Twice: slices walked directly (the test vocabulary's rest tries are small), then every
+    // slice through the walk cache, as large rest tries go.
+    for ([_]usize{ WalkCache.default_rest_nodes_min, 0 }) |rest_nodes_min| for (cases) |case| {
         var t = try TestSetup.initExcluding(gpa, vocab, case.pattern, case.excluded);
         defer t.deinit(gpa);
+        t.grammar.walk_cache.rest_nodes_min = rest_nodes_min;
+        t.grammar.walk_cache.record_tokens_min = 0;
         const m = t.matcher;
         const expected = try gpa.alloc(u32, m.mask.len);
         defer gpa.free(expected);
         const eos: u32 = t.tokenizer.vocabSize() - 1;
         var sliced_steps: u32 = 0;
         for (0..case.text.len + 1) |i| {
-            try m.computeMask();
             @memset(expected, 0);
             try walkTrie(t.tokenizer.trie.nodes, &m.parser, m.current(), expected);
-            for ([_]u32{ eos, t.tokenizer.vocabSize() }) |id| {
-                expected[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
-                m.mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+            for ([_]u32{ eos, t.tokenizer.vocabSize() }) |id| expected[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+            // Three masks at each position: a state's first visit records a walk-cache entry,
+            // the others replay it.
+            for (0..3) |visit| {
+                m.mask_key = null;
+                try m.computeMask();
+                for ([_]u32{ eos, t.tokenizer.vocabSize() }) |id| m.mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+                std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
+                    std.debug.print("case {s} after {d} bytes, visit {d}, rest_nodes_min {d}\n", .{ case.pattern, i, visit, rest_nodes_min });
+                    return err;
+                };
             }
-            std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
-                std.debug.print("case {s} after {d} bytes\n", .{ case.pattern, i });
-                return err;
-            };
             m.mask_key = null; // the mask was edited above
             if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state) != null) sliced_steps += 1;
             if (i == case.text.len) break;
@@ -1215,5 +1430,5 @@ test "masks with slices equal full trie walks, byte by byte" {
             std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });
             return err;
         };
-    }
+    };
 }
