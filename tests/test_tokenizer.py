@@ -468,7 +468,11 @@ TEXT_PIECES = st.sampled_from(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(parts=st.lists(TEXT_PIECES | st.characters(codec="utf-8"), max_size=24))
+# Unassigned code points (Cn in this Python's Unicode tables) are left out: the `regex` module,
+# Oniguruma inside `tokenizers` and Python each carry their own Unicode version, and a code
+# point assigned in a newer one (regex 2026.11 calls U+3D000 a letter; tokenizers 0.23 does not)
+# splits differently with no fault in either encoder.
+@given(parts=st.lists(TEXT_PIECES | st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=24))
 def test_pure_python_encode_matches_hf_on_random_text(name: str, parts: list[str]) -> None:
     item = load(name)
     text = "".join(parts)
