@@ -212,6 +212,24 @@ def test_fill_bitmask_follows_the_buffer_and_row_it_is_given(tokenizer, wasm_var
         m.fill_bitmask(np.zeros((1, words), dtype=np.int64))
 
 
+def test_a_new_matcher_reuses_another_matchers_checks_of_an_array_and_keeps_its_own_bounds(tokenizer, wasm_variant):
+    # The last array any matcher checked is not checked again for a new matcher (a server's
+    # batch array): its rows still are, and another vocabulary width still is refused.
+    words = (tokenizer.vocab_size + 31) // 32
+    batch = np.full((3, words), -1, dtype=np.int32)
+    Matcher(tokenizer, Grammar.regex("[0-9]{1,3}")).fill_bitmask(batch, 0)
+    fresh = Matcher(tokenizer, Grammar.regex("[a-c]+"))
+    fresh.fill_bitmask(batch, 2)
+    assert mask_to_set(batch[2], tokenizer.vocab_size) == oracle_set(tokenizer, "[a-c]+", b"")
+    assert (batch[1] == -1).all()
+    for bad in (3, -1):
+        with pytest.raises(ValueError, match="row"):
+            Matcher(tokenizer, Grammar.regex("[a-c]+")).fill_bitmask(batch, bad)
+    other = Matcher(tokenizer, Grammar.regex("[a-c]+"), vocab_size=words * 32 + 32)
+    with pytest.raises(ValueError, match="words"):
+        other.fill_bitmask(batch, 0)
+
+
 _ORACLE_SETS: dict[tuple[int, str, bytes], set[int]] = {}
 
 

@@ -231,12 +231,18 @@ class Matcher:
             return last[2]
         words = self.mask_words
         rows = self._last_rows
-        if rows is not None and rows[0] is bitmask and type(row) is int and 0 <= row < rows[2]:
+        if rows is None or rows[0] is not bitmask:
+            # Another matcher checked this array last (a server's batch array, a new request's
+            # matcher): its checks hold for this one too.
+            rows = _last_checked
+            if rows is not None and (rows[0] is not bitmask or rows[1].nbytes != rows[2] * 4 * words):
+                rows = None
+        if rows is not None and type(row) is int and 0 <= row < rows[2]:
             view = rows[1][row * 4 * words : (row + 1) * 4 * words]
+            self._last_rows = rows
         else:
             view = row_view(bitmask, row, words)  # every check, and the errors
-            whole = _whole_view(bitmask)
-            self._last_rows = None if whole is None else (bitmask, whole, whole.nbytes // (4 * words))
+            self._last_rows = _checked(bitmask, words)
         self._last_dest = (bitmask, row, view)
         return view
 
@@ -614,6 +620,22 @@ def _new_masks(rows: int, words: int) -> Any:
 
 def _bad_token(token: int, vocab_size: int) -> TokensieveError:
     return ArgumentError(f"token id {token} is not in 0..{vocab_size - 1} (the matcher's vocab_size)")
+
+
+# The last (array, its whole byte view, rows) any matcher checked: one array per process stays
+# alive through it until another is filled (as each matcher keeps its last one alive).
+_last_checked: tuple[Any, memoryview, int] | None = None
+
+
+def _checked(bitmask: Any, words: int) -> tuple[Any, memoryview, int] | None:
+    """(bitmask, its whole byte view, its rows) for an array `row_view` accepted, also kept as
+    `_last_checked`; None when the array is not contiguous as a whole."""
+    global _last_checked
+    whole = _whole_view(bitmask)
+    if whole is None:
+        return None
+    _last_checked = rows = (bitmask, whole, whole.nbytes // (4 * words))
+    return rows
 
 
 def _whole_view(bitmask: Any) -> memoryview | None:
