@@ -194,7 +194,8 @@ class Matcher:
 
         The matcher remembers the last array it filled (repeated fills of the same row skip
         re-validating it), which keeps that array alive and its size fixed while the matcher
-        is alive.
+        is alive; the process remembers the last array any matcher checked (so a new matcher
+        filling a server's batch array skips the checks too), which keeps one array alive.
 
         Raises:
             ValueError: wrong dtype, shape, device or row.
