@@ -2426,12 +2426,18 @@ class _Compiler:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
-    def item_domain(self, d: dict[str, Any], where: str) -> Any:
-        """The distinct values an array's `items` allows, when they are finitely many (enum,
-        boolean, null); NotImplemented otherwise."""
+    def item_sets(self, d: dict[str, Any], cap: int | None, pointer: str) -> Any:
+        """For an array whose items range over a finite domain (enum, boolean, null): the
+        values' symbols and the sets of at most `cap` of them as bit masks, larger sets first
+        (a state refers to the states of larger sets). NotImplemented when the domain is not
+        finite, the sets number more than `UNIQUE_STATE_COUNT_MAX`, or `prefixItems`/`contains`
+        are present."""
+        if d.get("prefixItems") or "contains" in d:
+            return NotImplemented
+        where = f"{pointer}/items"
         flat = self.flatten(d.get("items", True), where)
         if flat is None:
-            return []
+            return [], [0]
         rest = {k: v for k, v in flat.items() if k != "enum"}
         if "enum" in flat:
             candidates = flat["enum"]
@@ -2448,27 +2454,26 @@ class _Compiler:
                     domain.append(value)
         except Undecidable:
             return NotImplemented
-        return domain
+        top = len(domain) if cap is None else min(cap, len(domain))
+        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+            return NotImplemented
+        subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
+        return [self.value_syms(v, where) for v in domain], subsets
 
     def duplicate_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
         """`_duplicate` (not `uniqueItems`: two items equal) over a finite item domain, exactly:
         one state per set of the values read while all differ, then, once a value repeats, any
-        items up to the bounds. NotImplemented when the domain is not finite, the sets number
-        more than `UNIQUE_STATE_COUNT_MAX`, or `prefixItems`/`contains` are present."""
-        if d.get("prefixItems") or "contains" in d:
-            return NotImplemented
-        where = f"{pointer}/items"
-        domain = self.item_domain(d, where)
-        if domain is NotImplemented:
-            return NotImplemented
-        # While all differ the array holds at most len(domain) items, and a repeat needs one more.
-        top = len(domain) if max_items is None else min(max_items - 1, len(domain))
-        if top < 1:
+        items up to the bounds. NotImplemented as `item_sets` says."""
+        if max_items is not None and max_items < 2:
             return None
-        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+        # While all differ the array holds at most len(domain) items, and a repeat needs one more.
+        found = self.item_sets(d, None if max_items is None else max_items - 1, pointer)
+        if found is NotImplemented:
             return NotImplemented
-        syms = [self.value_syms(v, where) for v in domain]
-        item = self.compile(d.get("items", True), where)
+        syms, subsets = found
+        if not syms:
+            return None
+        item = self.compile(d.get("items", True), f"{pointer}/items")
         assert item is not None  # its domain is not empty
         name = pointer or "/"
 
@@ -2479,8 +2484,7 @@ class _Compiler:
             return [] if hi == 0 else self.repeat(f"{name}:after{count}", (self.comma, item), lo, hi)
 
         memo: dict[int, int | None] = {}
-        subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
-        for used in subsets:  # larger sets first: a state refers to the states after it
+        for used in subsets:
             count = bin(used).count("1")
             alts: list[list[Sym]] = []
             for i, value in enumerate(syms):
@@ -2495,23 +2499,14 @@ class _Compiler:
 
     def unique_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
         """`uniqueItems` over a finite item domain (enum, boolean, null), exactly: one state per
-        set of values used so far. NotImplemented when the domain is not finite or the sets of
-        at most `maxItems` values number more than `UNIQUE_STATE_COUNT_MAX` (the caller then
-        warns)."""
-        if d.get("prefixItems") or "contains" in d:
+        set of values used so far. NotImplemented as `item_sets` says (the caller then warns)."""
+        found = self.item_sets(d, max_items, pointer)
+        if found is NotImplemented:
             return NotImplemented
-        where = f"{pointer}/items"
-        domain = self.item_domain(d, where)
-        if domain is NotImplemented:
-            return NotImplemented
-        top = len(domain) if max_items is None else min(max_items, len(domain))
-        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
-            return NotImplemented
-        syms = [self.value_syms(v, where) for v in domain]
+        syms, subsets = found
         name = pointer or "/"
         memo: dict[int, int | None] = {}
-        subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
-        for used in subsets:  # larger sets first: a state refers to the states after it
+        for used in subsets:
             count = bin(used).count("1")
             alts: list[list[Sym]] = [[]] if count >= min_items else []
             for i, value in enumerate(syms):
