@@ -982,6 +982,13 @@ class _Compiler:
                     out[key] = math.lcm(int(va), int(vb))
                 else:
                     out["_conflicts"] = [*out.get("_conflicts", []), key]
+            elif key == "contains":
+                if any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_unevaluatedItems")):
+                    out["_conflicts"] = [*out.get("_conflicts", []), key]  # (it kept a's silently)
+                else:
+                    # Two "some item is valid under ..." (one match at least each): two item witnesses.
+                    del out[key]
+                    out["_item_witness"] = [*out.get("_item_witness", []), {"from": 0, "value": va}, {"from": 0, "value": vb}]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
