@@ -165,6 +165,24 @@ def test_not_unique_items_beyond_small_domains_is_a_superset_with_a_warning() ->
     assert not json_schema_to_ir({"type": "array", "items": {"enum": [1, 2]}, "not": {"uniqueItems": True}}).options["warnings"]
 
 
+@pytest.mark.parametrize("schema,values", [
+    ({"type": "object", "allOf": [{"not": {"patternProperties": {p: {"type": "integer"}}}} for p in "abcde"]},
+     [dict(zip(keys, ["s"] * len(keys))) for n in range(6) for keys in itertools.combinations("abcdex", n)]),
+    ({"type": "array", "prefixItems": [True], "allOf": [{"not": {"prefixItems": [True], "items": {"not": {"const": c}}}} for c in range(5)]},
+     [list(a) for n in range(7) for a in itertools.product(range(5), repeat=n) if n < 6 or a[0] == 0]),
+])
+def test_witnesses_beyond_the_limit_are_dropped_a_superset_with_a_warning(schema: Any, values: list[Any]) -> None:
+    # Five witnesses, WITNESS_COUNT_MAX = 4: the fifth is not required.
+    assert any("the others not (a superset)" in w for w in json_schema_to_ir(schema).options["warnings"])
+    grammar, validator = Grammar.json_schema(schema), oracle(schema)
+    extra = 0
+    for value in values:
+        valid, accepted = validator.is_valid(value), accepts(grammar, compact(value))
+        assert accepted or not valid, compact(value)  # every valid value accepted
+        extra += accepted and not valid
+    assert extra, "the stated superset must show"
+
+
 def test_if_then_else_is_ignored_before_draft_7() -> None:
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "if": {"type": "integer"}, "then": {"minimum": 5}}
     grammar = Grammar.json_schema(schema)

@@ -1759,7 +1759,12 @@ class _Compiler:
         key_parts = self.key_constraint(names, pointer)
         witnesses = d.get("_witness", [])
         if len(witnesses) > WITNESS_COUNT_MAX:
-            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated patternProperties/propertyNames/additionalProperties on one object", pointer)
+            self.warn(
+                f"more than {WITNESS_COUNT_MAX} negated patternProperties/propertyNames/additionalProperties on one "
+                f"object: the first {WITNESS_COUNT_MAX} are required, the others not (a superset)",
+                pointer,
+            )
+            witnesses = witnesses[:WITNESS_COUNT_MAX]
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
@@ -2372,12 +2377,19 @@ class _Compiler:
                 # Some item valid under `contains`: one more witness, from index 0.
                 witnesses = witnesses + [{"from": 0, "value": d["contains"]}] if least == 1 else witnesses
             else:
-                self.unsupported(
-                    "minContains above 1 or maxContains beside a negated items after prefixItems is not supported",
+                self.warn(
+                    "a negated items after prefixItems beside minContains above 1 or maxContains is not required "
+                    "(a superset)",
                     f"{pointer}/contains",
                 )
+                return self.compile_array({k: v for k, v in d.items() if k != "_item_witness"}, pointer)
         if len(witnesses) > WITNESS_COUNT_MAX:
-            raise self.fail(f"more than {WITNESS_COUNT_MAX} negated items after prefixItems (and contains) on one array", pointer)
+            self.warn(
+                f"more than {WITNESS_COUNT_MAX} negated items after prefixItems (and contains) on one array: the first "
+                f"{WITNESS_COUNT_MAX} are required, the others not (a superset)",
+                pointer,
+            )
+            witnesses = witnesses[:WITNESS_COUNT_MAX]
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
         full = (1 << len(witnesses)) - 1
