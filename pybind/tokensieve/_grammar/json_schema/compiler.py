@@ -187,6 +187,7 @@ ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array 
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
+_WITNESS_KEYS = "the key region of a negated object keyword"  # key_constraint's `what` for witnesses
 WITNESS_COUNT_MAX = 4  # negated patternProperties/propertyNames/additionalProperties met by one object (2^n states)
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
@@ -1839,7 +1840,7 @@ class _Compiler:
             bits = [b for b in range(len(witnesses)) if mask >> b & 1]
             ands, nots = list(key_parts[0]), list(key_parts[1])
             for b in bits:
-                parts = self.key_constraint(witnesses[b]["keys"], pointer, "a negated object keyword")
+                parts = self.key_constraint(witnesses[b]["keys"], pointer, _WITNESS_KEYS)
                 if parts is None:
                     break
                 ands += parts[0]
@@ -1896,7 +1897,11 @@ class _Compiler:
         if sym is None:
             return None
         if not sym.terminal:
-            self.unsupported(f"{what} must describe a single string lexeme here", where)
+            if what == _WITNESS_KEYS:
+                # The witness member's key is then any key (its value still breaks the schema).
+                self.warn(f"{what}: the keys are not one string lexeme, so any key may be the witness's (a superset)", where)
+            else:
+                self.unsupported(f"{what} must describe a single string lexeme here", where)
             return (), ()
         lexeme = self.ir.lexemes[sym.index]
         return (_key_regex(lexeme), *lexeme.and_patterns), lexeme.not_patterns
