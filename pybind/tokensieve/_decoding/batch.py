@@ -55,7 +55,7 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, batch_take, row_view
+from .matcher import Matcher, batch_take, row_view, whole_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -113,13 +113,7 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
     if count < _BATCH_MIN and count * _cost_us_mean() < _PARALLEL_WORK_MIN_US:
         words = matchers[0].mask_words
         rows_total, _ = _layout(bitmask, words)
-        pairs = [(matcher, _row_index(row)) for matcher, row in zip(matchers, rows)]
-        for matcher, row in pairs:
-            if not 0 <= row < rows_total:
-                raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
-            if matcher.mask_words != words:
-                raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
-        _fill_alone(pairs, bitmask)
+        _fill_alone([(m, _checked_row(m, row, words, rows_total)) for m, row in zip(matchers, rows)], bitmask)
         return
     _fill_alone(_fill_groups(matchers, rows, bitmask), bitmask)
 
@@ -135,6 +129,17 @@ def _row_index(row: Any) -> int:
         return int(row.__index__())
     except AttributeError:
         raise ArgumentError(f"rows must be ints, not {type(row).__name__}") from None
+
+
+def _checked_row(matcher: Matcher, row: Any, words: int, rows_total: int) -> int:
+    """`row` as an int inside the array, for a matcher of the batch's width."""
+    if type(row) is not int:
+        row = _row_index(row)
+    if not 0 <= row < rows_total:
+        raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
+    if matcher.mask_words != words:
+        raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
+    return row
 
 
 def _layout(bitmask: Any, words: int) -> tuple[int, memoryview | None]:
@@ -156,17 +161,7 @@ def _layout(bitmask: Any, words: int) -> tuple[int, memoryview | None]:
         return memoryview(bitmask).nbytes // (4 * words), None
     if len(shape) != 2:
         raise ArgumentError(f"fill_bitmasks needs a 2-D (batch, words) array, got shape {tuple(shape)}")
-    return int(shape[0]), _flat_view(bitmask)
-
-
-def _flat_view(bitmask: Any) -> memoryview | None:
-    """A flat writable byte view of a C-contiguous numpy array or CPU tensor, else None."""
-    if type(bitmask).__module__.startswith("torch"):
-        bitmask = bitmask.numpy()  # row_view checked it is on the CPU
-    flags = getattr(bitmask, "flags", None)
-    if flags is None or not flags["C_CONTIGUOUS"]:
-        return None
-    return memoryview(bitmask).cast("B")
+    return int(shape[0]), whole_view(bitmask)
 
 
 def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any) -> list[tuple[Matcher, int]]:
@@ -229,12 +224,7 @@ def _lock_groups(
     groups: dict[Core, _Group] = {}
     get_group = groups.get
     for matcher, row in zip(matchers, rows):
-        if type(row) is not int:
-            row = _row_index(row)
-        if not 0 <= row < rows_total:
-            raise ArgumentError(f"row {row} is outside the bitmask's {rows_total} rows")
-        if matcher.mask_words != words:
-            raise ArgumentError("fill_bitmasks needs matchers of one vocabulary width")
+        row = _checked_row(matcher, row, words, rows_total)
         taken = batch_take(matcher)
         if taken is None:
             later.append((matcher, row))
@@ -435,7 +425,7 @@ def _cpu_count() -> int:
 class _Workers:
     """Helper threads, each with its own job queue (a `queue.SimpleQueue`, the cheapest
     handoff: a helper waits in C without the GIL and wakes in a few µs), so that helper k is
-    the same thread at every batch (see `_parallel`).
+    the same thread at every batch (see `_Run`).
 
     Started on first use, never stopped; a forked child starts its own.
     """

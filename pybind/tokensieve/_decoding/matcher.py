@@ -632,14 +632,14 @@ def _checked(bitmask: Any, words: int) -> tuple[Any, memoryview, int] | None:
     """(bitmask, its whole byte view, its rows) for an array `row_view` accepted, also kept as
     `_last_checked`; None when the array is not contiguous as a whole."""
     global _last_checked
-    whole = _whole_view(bitmask)
+    whole = whole_view(bitmask)
     if whole is None:
         return None
     _last_checked = rows = (bitmask, whole, whole.nbytes // (4 * words))
     return rows
 
 
-def _whole_view(bitmask: Any) -> memoryview | None:
+def whole_view(bitmask: Any) -> memoryview | None:
     """A writable byte view of all of `bitmask` (which `row_view` accepted), or None when the
     array is not contiguous as a whole (its rows are, one by one)."""
     if type(bitmask).__module__.startswith("torch"):

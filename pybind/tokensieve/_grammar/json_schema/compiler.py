@@ -1758,14 +1758,7 @@ class _Compiler:
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
         key_parts = self.key_constraint(names, pointer)
-        witnesses = d.get("_witness", [])
-        if len(witnesses) > WITNESS_COUNT_MAX:
-            self.warn(
-                f"more than {WITNESS_COUNT_MAX} negated patternProperties/propertyNames/additionalProperties on one "
-                f"object: the first {WITNESS_COUNT_MAX} are required, the others not (a superset)",
-                pointer,
-            )
-            witnesses = witnesses[:WITNESS_COUNT_MAX]
+        witnesses = self.kept_witnesses(d.get("_witness", []), "patternProperties/propertyNames/additionalProperties on one object", pointer)
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
@@ -2368,6 +2361,18 @@ class _Compiler:
             return None
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
+    def kept_witnesses(self, witnesses: list[Any], what: str, pointer: str) -> list[Any]:
+        """The first `WITNESS_COUNT_MAX` witnesses (2^n states each); the others are dropped
+        with a warning, a superset."""
+        if len(witnesses) <= WITNESS_COUNT_MAX:
+            return witnesses
+        self.warn(
+            f"more than {WITNESS_COUNT_MAX} negated {what}: the first {WITNESS_COUNT_MAX} are required, "
+            "the others not (a superset)",
+            pointer,
+        )
+        return witnesses[:WITNESS_COUNT_MAX]
+
     def array_witness(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Sym | None:
         """An array that must hold witness items (`_item_witness`, from `not` of `items` after
         `prefixItems`): for each witness, an item at index `from` or later valid under its
@@ -2388,13 +2393,7 @@ class _Compiler:
                     f"{pointer}/contains",
                 )
                 return self.compile_array({k: v for k, v in d.items() if k != "_item_witness"}, pointer)
-        if len(witnesses) > WITNESS_COUNT_MAX:
-            self.warn(
-                f"more than {WITNESS_COUNT_MAX} negated items after prefixItems (and contains) on one array: the first "
-                f"{WITNESS_COUNT_MAX} are required, the others not (a superset)",
-                pointer,
-            )
-            witnesses = witnesses[:WITNESS_COUNT_MAX]
+        witnesses = self.kept_witnesses(witnesses, "items after prefixItems (and contains) on one array", pointer)
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
         full = (1 << len(witnesses)) - 1
