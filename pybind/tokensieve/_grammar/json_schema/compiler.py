@@ -184,6 +184,7 @@ OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with m
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
+CONTAINS_COUNTED_MAX = 4  # contains with counts merged on one array (2^n item classes; more: the first counted)
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
@@ -489,6 +490,85 @@ def _and(a: Any, b: Any) -> Any:
     if a is False or b is False:
         return False
     return {"allOf": [a, b]}
+
+
+_CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
+
+
+def _contains_entries(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """`d`'s `contains` with its counts, and its `_contains`, as `_contains` entries
+    ({"schema", "min", "max"}: between min and max items valid under schema, max None for no
+    bound)."""
+    out = list(d.get("_contains", []))
+    if "contains" in d:
+        out.append({"schema": d["contains"], "min": d.get("minContains", 1), "max": d.get("maxContains")})
+    return out
+
+
+def _counted_contains(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether merging a and b meets two `contains` of which one has counts (else two plain
+    ones: item witnesses, or one only: merged as any keyword)."""
+    if not (("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b)):
+        return False
+    if "contains" in a and "contains" in b and a["contains"] == b["contains"] and "_contains" not in a and "_contains" not in b:
+        return False  # the same schema: its counts merge as bounds do
+    return any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_contains"))
+
+
+def _without_contains(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in _CONTAINS_KEYS}
+
+
+def _unevaluated_parts(d: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
+    """The subschemas `unevaluated_cases` splits `d` by, each with its JSON pointer."""
+    out: list[tuple[Any, str]] = []
+    for key in ("anyOf", "oneOf"):
+        out += [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d.get(key, []))]
+    for clause in d.get("_clauses", []):
+        at = clause.get("_at", pointer)
+        if "not" in clause:
+            out.append((clause["not"], at))
+        elif "if" in clause:
+            out += [(clause[k], f"{at}/{k}") for k in ("if", "then", "else") if k in clause]
+        elif "dependentSchemas" in clause:
+            out += [(schema, at) for schema in clause["dependentSchemas"].values()]
+    return out
+
+
+def _evaluated_only(flat: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a passing subschema adds to a case of `unevaluated_cases` beside its selector: the
+    keys and items it evaluates (its assertions hold by the selector), or all of it when its
+    own applicators still have to be split."""
+    if flat is None or any(k in flat for k in ("anyOf", "oneOf", "_clauses")):
+        return flat
+    out: dict[str, Any] = {}
+    if "properties" in flat:
+        out["properties"] = {k: True for k in flat["properties"]}
+    if "patternProperties" in flat:
+        out["patternProperties"] = {p: True for p in flat["patternProperties"]}
+    for key in ("additionalProperties", "items"):
+        if key in flat:
+            out[key] = True
+    if "prefixItems" in flat:
+        out["prefixItems"] = [True] * len(flat["prefixItems"])
+    matched = [e["schema"] for e in _contains_entries(flat)] + [w["value"] for w in flat.get("_item_witness", []) if w.get("contains")]
+    if matched:
+        out["_contains"] = [{"schema": m, "min": 0, "max": None} for m in matched]
+    return out
+
+
+class _Case(NamedTuple):
+    """One case of `unevaluated_cases`: where `selector` (clauses) holds, the schema holds
+    exactly where `resolved` does (None: nowhere); `pointer` names it in errors."""
+
+    resolved: dict[str, Any] | None
+    selector: list[dict[str, Any]]
+    pointer: str
+
+
+def _passes(schema: Any, at: str) -> dict[str, Any]:
+    """A clause that holds where `schema` does (compiled at its own pointer `at`)."""
+    return {"anyOf": [schema], "_at": at}
 
 
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
@@ -923,14 +1003,119 @@ class _Compiler:
             value = d.pop(hidden)
             if target in d:
                 continue  # every key (item) is evaluated by it
-            if target == "items" and "contains" in d:
-                self.warn("unevaluatedItems beside contains is not enforced (a superset)", f"{pointer}/{keyword}")
-                continue
+            if target == "items":
+                # `contains` evaluates the items it matches (whatever their count).
+                matched = [e["schema"] for e in _contains_entries(d)]
+                matched += [w["value"] for w in d.get("_item_witness", []) if w.get("contains")]
+                if matched:
+                    value = {"anyOf": [*matched, value]}
             d[target] = value
         return d
 
+    def unevaluated_cases(
+        self, d: dict[str, Any], pointer: str, *, top: bool = True
+    ) -> tuple[list[_Case], list[list[dict[str, Any]]]]:
+        """The flattened `d`, which has a pending `unevaluatedProperties`/`unevaluatedItems`
+        beside `anyOf`/`oneOf`/clauses, split by which of those subschemas pass.
+
+        Each case is (R, selector, pointer): the selector (clauses: `{"anyOf": [S]}` for a
+        subschema S that passes, `{"not": S}` for one that fails) picks out the values whose
+        passing subschemas are the case's, and among them `d` holds exactly where the resolved
+        schema R holds (R: `d` merged with the passing subschemas, the unevaluated keys and
+        items turned into `additionalProperties`/`items` over what those evaluate; None when
+        nothing holds). JSON Schema drops the annotations of failing subschemas, so they only
+        select. The uncovered selectors (each a conjunction of clauses) are the values for
+        which no case applies, all outside `d`: no `anyOf` option passes, none or two `oneOf`
+        options pass, a `not` fails. So `d` is the union of (selector AND R), and its negation
+        the union of (selector AND NOT R) and the uncovered selectors, linear in the cases.
+
+        Exact for clauses (`not`, `if`/`then`/`else`, dependencies), `oneOf`, and `anyOf` of up
+        to `UNEVALUATED_ANY_OF_MAX` options (a case per set of passing options, the others
+        failing). `anyOf` of more options gets one case per passing option, the others not
+        asked about: the cases overlap and each counts that option's keys only, so the
+        negation built from them accepts more (a **superset**; a warning here, where only
+        `negate` calls this).
+        """
+        if top:
+            # Each part compiled once where it stands, so that an error in it names its place
+            # (in the cases below the parts are merged, compiled where the case is).
+            self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
+            for part, where in _unevaluated_parts(d, pointer):
+                self.compile(part, where)
+        branches: list[tuple[dict[str, Any] | None, list[dict[str, Any]], str]] = []
+        uncovered: list[list[dict[str, Any]]] = []
+        if "_clauses" in d:
+            clause, *others = d["_clauses"]
+            rest = {k: v for k, v in d.items() if k != "_clauses"}
+            if others:
+                rest["_clauses"] = others
+            at = clause.get("_at", pointer)
+            if "not" in clause:
+                branches.append((rest, [clause], at))
+                uncovered.append([_passes(clause["not"], f"{at}")])
+            elif "if" in clause:
+                passed = _evaluated_only(self.flatten(clause["if"], f"{at}/if"))
+                then = self.flatten(clause.get("then", True), f"{at}/then")
+                otherwise = self.flatten(clause.get("else", True), f"{at}/else")
+                both = None if passed is None or then is None else self.merge(rest, passed, at)
+                branches.append((None if both is None or then is None else self.merge(both, then, at), [_passes(clause["if"], f"{at}/if")], f"{at}/then"))
+                branches.append((None if otherwise is None else self.merge(rest, otherwise, at), [{"not": clause["if"], "_at": f"{at}/if"}], f"{at}/else"))
+            else:
+                # A dependency: the key absent (nothing asked), or present with what it needs.
+                ((key, need),) = (clause.get("dependentRequired") or clause["dependentSchemas"]).items()
+                needed = {"required": [key, *need]} if "dependentRequired" in clause else {"allOf": [{"required": [key]}, need]}
+                flat = self.flatten(needed, at)
+                branches.append((self.merge(rest, {"properties": {key: False}}, at), [_passes({"properties": {key: False}}, at)], at))
+                branches.append((None if flat is None else self.merge(rest, flat, at), [_passes({"required": [key]}, at)], at))
+        else:
+            key = "anyOf" if "anyOf" in d else "oneOf"
+            options = d[key]
+            rest = {k: v for k, v in d.items() if k != key}
+            n = len(options)
+            at = [f"{pointer}/{key}/{i}" for i in range(n)]
+            exact = key == "oneOf" or n <= UNEVALUATED_ANY_OF_MAX
+            if key == "anyOf" and exact:
+                sets = [[i for i in range(n) if mask >> i & 1] for mask in range(1, 1 << n)]
+            else:
+                sets = [[i] for i in range(n)]
+            if not exact:
+                self.warn(
+                    f"not of unevaluatedProperties/unevaluatedItems beside anyOf of more than {UNEVALUATED_ANY_OF_MAX} "
+                    "options: a value valid under several options counts only one option's properties and items as "
+                    "evaluated, so the negation accepts more (a superset)",
+                    pointer,
+                )
+            for chosen in sets:
+                merged: dict[str, Any] | None = rest
+                for i in chosen:
+                    flat = _evaluated_only(self.flatten(options[i], at[i]))
+                    merged = None if flat is None or merged is None else self.merge(merged, flat, at[i])
+                selector = [_passes(options[i], at[i]) for i in chosen]
+                if exact:
+                    selector += [{"not": options[j], "_at": at[j]} for j in range(n) if j not in chosen]
+                branches.append((merged, selector, at[chosen[0]]))
+            uncovered.append([{"not": o, "_at": at[j]} for j, o in enumerate(options)])
+            if key == "oneOf":
+                uncovered += [[_passes(options[i], at[i]), _passes(options[j], at[j])] for i in range(n) for j in range(i + 1, n)]
+        cases: list[_Case] = []
+        for schema, selector, where in branches:
+            if schema is not None and any(k in schema for k in ("anyOf", "oneOf", "_clauses")):
+                inner, left = self.unevaluated_cases(schema, pointer, top=False)
+                cases += [_Case(r, selector + s, w) for r, s, w in inner]
+                uncovered += [selector + u for u in left]
+            else:
+                cases.append(_Case(None if schema is None else self.resolve_unevaluated(schema, where), selector, where))
+        return cases, uncovered
+
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
+        if _counted_contains(a, b):
+            # Each array counts its items valid under each `contains` (`_contains` entries).
+            entries = _contains_entries(a) + [e for e in _contains_entries(b) if e not in _contains_entries(a)]
+            out = self.merge(_without_contains(a), _without_contains(b), pointer)
+            if out is not None:
+                out["_contains"] = entries
+            return out
         out = dict(a)
         for x, y in ((a, b), (b, a)):
             # A key matching x's pattern but not y's must meet x's pattern schema AND y's
@@ -984,12 +1169,14 @@ class _Compiler:
                 else:
                     out["_conflicts"] = [*out.get("_conflicts", []), key]
             elif key == "contains":
-                if any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_unevaluatedItems")):
-                    out["_conflicts"] = [*out.get("_conflicts", []), key]  # (it kept a's silently)
-                else:
-                    # Two "some item is valid under ..." (one match at least each): two item witnesses.
-                    del out[key]
-                    out["_item_witness"] = [*out.get("_item_witness", []), {"from": 0, "value": va}, {"from": 0, "value": vb}]
+                # Two "some item is valid under ..." (one match at least each): two item witnesses
+                # (the counted forms are `_contains`, above), marked as evaluating their items.
+                del out[key]
+                out["_item_witness"] = [
+                    *out.get("_item_witness", []),
+                    {"from": 0, "value": va, "contains": True},
+                    {"from": 0, "value": vb, "contains": True},
+                ]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
@@ -1474,8 +1661,8 @@ class _Compiler:
                 seen_orders: list[list[str]] = []
                 for left, right in orders:
                     merged = self.merge(left, right, where)
-                    if merged is None:
-                        continue
+                    if merged is None or merged.get("type") == []:
+                        continue  # (no type left: nothing, and no clause of it worth expanding)
                     key_order = list(merged.get("properties", {}))
                     if key_order in seen_orders:
                         continue
@@ -1509,7 +1696,13 @@ class _Compiler:
             )
         if not alternatives:
             return None
-        return self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
+        reasons = len(self.empty_reasons)
+        result = self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
+        if result is None and "not" in clause:
+            # What made the negation's alternatives empty is the construction's doing: name the `not`.
+            del self.empty_reasons[reasons:]
+            self.contradiction("no value is valid under this not and the keywords beside it", at)
+        return result
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """The listed values that every other keyword accepts (checked value by value)."""
@@ -2324,10 +2517,9 @@ class _Compiler:
             if unique is not NotImplemented:
                 return unique
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
-        least = self.int_keyword(d, "minContains", 1, pointer)
-        most = self.int_keyword(d, "maxContains", None, pointer)
-        if "contains" in d and (least or most is not None):
-            return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
+        counts = self.contains_counts(d, pointer)
+        if counts:
+            return self.contains_array(d, min_items, max_items, counts, pointer)
         prefix = d.get("prefixItems", [])
         prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
         items = d.get("items", True)
@@ -2381,6 +2573,17 @@ class _Compiler:
         witnesses it may meet, and a set f of the witnesses met so far is carried to the end
         (`witness_tail` past the prefix)."""
         witnesses = d["_item_witness"]
+        if "_contains" in d:
+            # Counted: the witnesses from merged plain `contains` are counts too (at least one).
+            found = [{"schema": w["value"], "min": 1, "max": None} for w in witnesses if w.get("contains")]
+            if len(found) < len(witnesses):
+                self.warn(
+                    "a negated items after prefixItems beside contains with minContains/maxContains merged from "
+                    "several schemas is not required (a superset)",
+                    f"{pointer}/contains",
+                )
+            rest = {k: v for k, v in d.items() if k != "_item_witness"}
+            return self.compile_array(dict(rest, _contains=d["_contains"] + found), pointer)
         if "contains" in d:
             least = self.int_keyword(d, "minContains", 1, pointer)
             if self.int_keyword(d, "maxContains", None, pointer) is None and least is not None and least <= 1:
@@ -2455,7 +2658,7 @@ class _Compiler:
         (a state refers to the states of larger sets). NotImplemented when the domain is not
         finite, the sets number more than `UNIQUE_STATE_COUNT_MAX`, or `prefixItems`/`contains`
         are present."""
-        if d.get("prefixItems") or "contains" in d:
+        if d.get("prefixItems") or "contains" in d or "_contains" in d:
             return NotImplemented
         where = f"{pointer}/items"
         flat = self.flatten(d.get("items", True), where)
@@ -2540,56 +2743,97 @@ class _Compiler:
         start = memo[0]
         return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
 
-    def contains_array(
-        self, d: dict[str, Any], min_items: int, max_items: int | None, least: int, most: int | None, pointer: str
-    ) -> Sym | None:
-        """Arrays with between `least` and `most` items valid under `contains`.
+    def contains_counts(self, d: dict[str, Any], pointer: str) -> list[tuple[Any, int, int | None]]:
+        """The array's `contains` and the merged `_contains` as (schema, least, most) bounds
+        on counts of items; those that bound nothing are left out. More
+        than `CONTAINS_COUNTED_MAX` keep the first ones (a superset, a warning)."""
+        entries = _contains_entries(d)
+        counts: list[tuple[Any, int, int | None]] = []
+        for entry in entries:
+            least = self.int_keyword({"minContains": entry["min"]}, "minContains", 1, pointer) or 0
+            most = self.int_keyword({"maxContains": entry["max"]}, "maxContains", None, pointer)
+            if least or most is not None:
+                counts.append((entry["schema"], least, most))
+        if len(counts) > CONTAINS_COUNTED_MAX:
+            self.warn(
+                f"more than {CONTAINS_COUNTED_MAX} contains (with minContains/maxContains) on one array: the first "
+                f"{CONTAINS_COUNTED_MAX} are counted, the others not required (a superset)",
+                f"{pointer}/contains",
+            )
+            counts = counts[:CONTAINS_COUNTED_MAX]
+        return counts
 
-        Items are read left-recursively with a state (items so far, matches so far), both
-        clamped where they stop mattering (items counted exactly through `prefixItems`). A
-        matching item is `S AND contains`, S the item's own schema (`prefixItems` entry or
-        `items`); another is `S AND NOT contains` when `maxContains` bounds the matches, else
-        just `S` (marking one of several matches is enough: ambiguous, but exact).
+    def contains_array(
+        self, d: dict[str, Any], min_items: int, max_items: int | None, counts: list[tuple[Any, int, int | None]], pointer: str
+    ) -> Sym | None:
+        """Arrays with between `least` and `most` items valid under each `contains` of `counts`.
+
+        Items are read left-recursively with a state (items so far, matches of each contains
+        so far), each clamped where it stops mattering (items counted exactly through
+        `prefixItems`; a count without `maxContains` saturates at its `minContains`). An item
+        comes in classes, one per set of the contains it is counted for: `S AND` those `AND
+        NOT` each other contains that has a `maxContains` (one without needs no negation:
+        an item it matches may go uncounted, ambiguous but exact); S is the item's own schema
+        (`prefixItems` entry or `items`). A class that counts a saturated contains is left
+        out (the class without it accepts as much).
         """
         items = d.get("items", True)
         prefix = d.get("prefixItems", [])
         where = f"{pointer}/contains"
-
-        def pair(schema: Any) -> tuple[Sym | None, Sym | None]:
-            yes = self.compile({"allOf": [schema, d["contains"]]}, where)
-            no = self.compile({"allOf": [schema, {"not": d["contains"]}]} if most is not None else schema, where)
-            return yes, no
-
-        pairs = [pair(schema) for schema in prefix] + [pair(items)]  # the last: every item past the prefix
-        if most is not None and least > most:
+        if any(most is not None and least > most for _, least, most in counts):
             return None
+        n = len(counts)
+        bounded = [most is not None for _, _, most in counts]
+        tops = [least if most is None else most for _, least, most in counts]
         t_top = max(min_items, 1, len(prefix)) if max_items is None else max_items
-        c_top = least if most is None else most
-        if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
+        if (t_top + 1) * math.prod(top + 1 for top in tops) > ARRAY_STATE_COUNT_MAX:
             raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
-        name = pointer or "/"
-        states: dict[tuple[int, int], int] = {}
 
-        def state(t: int, c: int) -> int:
+        @functools.cache
+        def classes(position: int) -> list[tuple[Sym, int]]:
+            schema = prefix[position] if position < len(prefix) else items
+            out: list[tuple[Sym, int]] = []
+            for mask in range((1 << n) - 1, -1, -1):
+                parts = [schema]
+                for i, (contains, _, _) in enumerate(counts):
+                    if mask >> i & 1:
+                        parts.append(contains)
+                    elif bounded[i]:
+                        parts.append({"not": contains})
+                sym = self.compile(parts[0] if len(parts) == 1 else {"allOf": parts}, where)
+                if sym is not None:
+                    out.append((sym, mask))
+            return out
+
+        name = pointer or "/"
+        states: dict[tuple[int, tuple[int, ...]], int] = {}
+
+        def state(t: int, c: tuple[int, ...]) -> int:
             if (t, c) not in states:
-                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{c}")
+                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{'.'.join(map(str, c))}")
             return states[(t, c)]
 
-        def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
-            out: list[tuple[Sym, int, int]] = []
+        def steps(t: int, c: tuple[int, ...]) -> list[tuple[Sym, int, tuple[int, ...]]]:
+            out: list[tuple[Sym, int, tuple[int, ...]]] = []
             if max_items is not None and t + 1 > max_items:
                 return out
             t2 = min(t + 1, t_top) if max_items is None else t + 1
-            saturated = most is None and c >= least
-            yes, no = pairs[min(t, len(prefix))]
-            if yes is not None and not saturated and (most is None or c + 1 <= most):
-                out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
-            if no is not None:
-                out.append((no, t2, c))
+            for item, mask in classes(min(t, len(prefix))):
+                c2 = list(c)
+                for i in range(n):
+                    if mask >> i & 1:
+                        if not bounded[i] and c[i] >= tops[i]:
+                            break  # saturated: the class without i accepts as much
+                        c2[i] += 1
+                        if bounded[i] and c2[i] > tops[i]:
+                            break
+                else:
+                    out.append((item, t2, tuple(c2)))
             return out
 
-        todo = [(0, 0)]
-        seen = {(0, 0)}
+        start = tuple(0 for _ in counts)
+        todo = [(0, start)]
+        seen = {(0, start)}
         while todo:
             t, c = todo.pop()
             for item, t2, c2 in steps(t, c):
@@ -2598,9 +2842,10 @@ class _Compiler:
                 if (t2, c2) not in seen:
                     seen.add((t2, c2))
                     todo.append((t2, c2))
-        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and least == 0 else []
+        enough = [least for _, least, _ in counts]
+        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and not any(enough) else []
         for (t, c), nt in states.items():
-            if t >= min_items and c >= least:
+            if t >= min_items and all(ci >= e for ci, e in zip(c, enough)):
                 alts.append([self.lbracket, Sym.n(nt), self.rbracket])
         return self.choice(f"{name}:array", alts)
 
