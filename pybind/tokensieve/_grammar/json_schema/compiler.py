@@ -106,7 +106,8 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
+- `unevaluated*` exactly beside the else side of `if`, `not` and larger `anyOf`s (approximated with
+  warnings; `unevaluated_cases` already splits them exactly for `not` of such a schema).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths.
 - Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); `$dynamicRef`
