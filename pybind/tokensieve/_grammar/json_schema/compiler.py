@@ -106,8 +106,8 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `unevaluated*` exactly beside the else side of `if`, `not` and larger `anyOf`s (approximated with
-  warnings; `unevaluated_cases` already splits them exactly for `not` of such a schema).
+- `unevaluated*` exactly beside `anyOf`s of more than `UNEVALUATED_ANY_OF_MAX` options (a subset
+  with a warning; under `not` a superset).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths.
 - Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); `$dynamicRef`
@@ -972,20 +972,13 @@ class _Compiler:
         return result
 
     def warn_unevaluated(self, d: dict[str, Any], pointer: str) -> None:
-        """Say where a pending unevaluated* is approximate: each alternative carries the keys
-        and items of one option only, and negations name keys without evaluating them."""
-        if ("anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX) or (
-            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
-        ):
+        """Say where a pending unevaluated* is approximate: beside `anyOf` of more than
+        `UNEVALUATED_ANY_OF_MAX` options each alternative carries the keys and items of one
+        option only."""
+        if "anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX:
             self.warn(
                 "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
                 "only one option's properties and items as evaluated (a subset)",
-                pointer,
-            )
-        if any("not" in c or "if" in c for c in d.get("_clauses", [])):
-            self.warn(
-                "unevaluatedProperties/unevaluatedItems with not/if: properties and items named by a negated "
-                "schema count as evaluated (a superset)",
                 pointer,
             )
 
@@ -1014,7 +1007,7 @@ class _Compiler:
         return d
 
     def unevaluated_cases(
-        self, d: dict[str, Any], pointer: str, *, top: bool = True
+        self, d: dict[str, Any], pointer: str, *, negated: bool = True, top: bool = True
     ) -> tuple[list[_Case], list[list[dict[str, Any]]]]:
         """The flattened `d`, which has a pending `unevaluatedProperties`/`unevaluatedItems`
         beside `anyOf`/`oneOf`/clauses, split by which of those subschemas pass.
@@ -1034,10 +1027,13 @@ class _Compiler:
         to `UNEVALUATED_ANY_OF_MAX` options (a case per set of passing options, the others
         failing). `anyOf` of more options gets one case per passing option, the others not
         asked about: the cases overlap and each counts that option's keys only, so the
-        negation built from them accepts more (a **superset**; a warning here, where only
-        `negate` calls this).
+        negation built from them accepts more (a **superset**; a warning). For the schema
+        itself (`negated` False: `compile_unevaluated_cases`) the union of the cases, and
+        there the `anyOf` cases need not say that the other options fail (a case that counts
+        fewer passing options asks more of the unevaluated keys: it only repeats values of the
+        larger case); beside more options it is a **subset** (a warning).
         """
-        if top:
+        if top and negated:
             # Each part compiled once where it stands, so that an error in it names its place
             # (in the cases below the parts are merged, compiled where the case is).
             self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
@@ -1059,8 +1055,18 @@ class _Compiler:
                 then = self.flatten(clause.get("then", True), f"{at}/then")
                 otherwise = self.flatten(clause.get("else", True), f"{at}/else")
                 both = None if passed is None or then is None else self.merge(rest, passed, at)
-                branches.append((None if both is None or then is None else self.merge(both, then, at), [_passes(clause["if"], f"{at}/if")], f"{at}/then"))
-                branches.append((None if otherwise is None else self.merge(rest, otherwise, at), [{"not": clause["if"], "_at": f"{at}/if"}], f"{at}/else"))
+                sides = [(both, then, [_passes(clause["if"], f"{at}/if")], f"{at}/then")]
+                sides.append((rest, otherwise, [{"not": clause["if"], "_at": f"{at}/if"}], f"{at}/else"))
+                for base, side, selector, where in sides:
+                    if base is None or side is None:
+                        branches.append((None, selector, where))
+                        continue
+                    # For the schema itself in schema order, the side's properties first too (as
+                    # compile_alternatives does): real instances use either order.
+                    orders = [self.merge(base, side, at)]
+                    if not negated and not self.any_order and side.get("properties") and base.get("properties"):
+                        orders.append(self.merge(side, base, at))
+                    branches += [(merged, selector, where) for merged in orders]
             else:
                 # A dependency: the key absent (nothing asked), or present with what it needs.
                 ((key, need),) = (clause.get("dependentRequired") or clause["dependentSchemas"]).items()
@@ -1079,20 +1085,22 @@ class _Compiler:
                 sets = [[i for i in range(n) if mask >> i & 1] for mask in range(1, 1 << n)]
             else:
                 sets = [[i] for i in range(n)]
-            if not exact:
+            if not exact and negated:
                 self.warn(
                     f"not of unevaluatedProperties/unevaluatedItems beside anyOf of more than {UNEVALUATED_ANY_OF_MAX} "
                     "options: a value valid under several options counts only one option's properties and items as "
                     "evaluated, so the negation accepts more (a superset)",
                     pointer,
                 )
+            elif not exact:
+                self.warn_unevaluated({"anyOf": options}, pointer)
             for chosen in sets:
                 merged: dict[str, Any] | None = rest
                 for i in chosen:
                     flat = _evaluated_only(self.flatten(options[i], at[i]))
                     merged = None if flat is None or merged is None else self.merge(merged, flat, at[i])
                 selector = [_passes(options[i], at[i]) for i in chosen]
-                if exact:
+                if exact and (negated or key == "oneOf"):
                     selector += [{"not": options[j], "_at": at[j]} for j in range(n) if j not in chosen]
                 branches.append((merged, selector, at[chosen[0]]))
             uncovered.append([{"not": o, "_at": at[j]} for j, o in enumerate(options)])
@@ -1101,7 +1109,7 @@ class _Compiler:
         cases: list[_Case] = []
         for schema, selector, where in branches:
             if schema is not None and any(k in schema for k in ("anyOf", "oneOf", "_clauses")):
-                inner, left = self.unevaluated_cases(schema, pointer, top=False)
+                inner, left = self.unevaluated_cases(schema, pointer, negated=negated, top=False)
                 cases += [_Case(r, selector + s, w) for r, s, w in inner]
                 uncovered += [selector + u for u in left]
             else:
@@ -1556,6 +1564,10 @@ class _Compiler:
         if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
             d = self.resolve_unevaluated(d, pointer)
             if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+                if any("not" in c or "if" in c for c in d.get("_clauses", [])) or (
+                    "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
+                ):
+                    return self.compile_unevaluated_cases(d, pointer)
                 self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
@@ -1575,6 +1587,19 @@ class _Compiler:
             types = [t for t in types if t != "integer"]
         alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
         return self.choice(f"{pointer or '/'}:types", alternatives)
+
+    def compile_unevaluated_cases(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """A pending `unevaluated*` beside `not`/`if` or an overlapping `oneOf`, exactly: the
+        union of its cases (`unevaluated_cases`: where a case's selector holds, its resolved
+        schema), so that a failing `if`, a `not`, or the other `oneOf` options evaluate
+        nothing."""
+        cases, _ = self.unevaluated_cases(d, pointer, negated=False)
+        alternatives = []
+        for resolved, selector, where in cases:
+            if resolved is not None:
+                sym = self.compile_flat(dict(resolved, _clauses=selector) if selector else resolved, where)
+                alternatives.append([sym] if sym is not None else None)
+        return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
