@@ -1035,10 +1035,14 @@ class _Compiler:
         """
         if top and negated:
             # Each part compiled once where it stands, so that an error in it names its place
-            # (in the cases below the parts are merged, compiled where the case is).
+            # (in the cases below the parts are merged, compiled where the case is). Only its
+            # errors count: its warnings and contradictions speak of the part, not the negation
+            # (a reuse of the part replays its warnings where it is used).
+            saved = (len(self.warnings), len(self.warning_log), len(self.empty_reasons))
             self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
             for part, where in _unevaluated_parts(d, pointer):
                 self.compile(part, where)
+            del self.warnings[saved[0] :], self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
         branches: list[tuple[dict[str, Any] | None, list[dict[str, Any]], str]] = []
         uncovered: list[list[dict[str, Any]]] = []
         if "_clauses" in d:
@@ -2599,7 +2603,7 @@ class _Compiler:
         witnesses it may meet, and a set f of the witnesses met so far is carried to the end
         (`witness_tail` past the prefix)."""
         witnesses = d["_item_witness"]
-        if "_contains" in d:
+        if "_contains" in d and self.contains_counts(d, pointer):
             # Counted: the witnesses from merged plain `contains` are counts too (at least one).
             found = [{"schema": w["value"], "min": 1, "max": None} for w in witnesses if w.get("contains")]
             if len(found) < len(witnesses):
