@@ -431,3 +431,31 @@ def test_counted_contains_past_the_state_limit_is_an_error_naming_it() -> None:
     with pytest.raises(GrammarError, match="grammar states") as info:
         json_schema_to_ir(schema)
     assert info.value.json_pointer == "/contains"
+
+
+# ---- allOf merges: one side's additionalProperties/patternProperties (items) apply to the other
+# side's listed properties (prefix items); merged recursive $refs recur ----------------------
+
+
+def _chain(depth: int) -> Any:
+    return {} if depth == 0 else {"a": _chain(depth - 1)}
+
+
+CHAINS = [_chain(n) for n in range(7)] + [{"a": 1}, {"a": {"a": 1}}, {"b": {}}]
+MERGES: list[tuple[str, Any]] = [
+    ("items_then_prefix", {"allOf": [{"items": INT}, {"prefixItems": [True]}]}),
+    ("prefix_then_items", {"allOf": [{"prefixItems": [True, STR]}, {"items": INT}]}),
+    ("additional_then_properties", {"allOf": [{"additionalProperties": INT}, {"properties": {"a": True}}]}),
+    # a chain of "a"s (t) whose length is even (e/o): the merged refs come back every 2 levels
+    (
+        "recursive_refs",
+        {"$defs": {"t": {"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}}, "additionalProperties": False},
+                   "e": {"additionalProperties": {"$ref": "#/$defs/o"}}, "o": {"additionalProperties": {"$ref": "#/$defs/e"}, "minProperties": 1}},
+         "allOf": [{"$ref": "#/$defs/t"}, {"$ref": "#/$defs/e"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize("name,schema", MERGES, ids=[c[0] for c in MERGES])
+def test_merges_apply_each_side_to_the_other(name: str, schema: Any) -> None:
+    agrees(schema, POOL + ARRAYS + CHAINS, VALUES)

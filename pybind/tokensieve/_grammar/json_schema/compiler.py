@@ -33,7 +33,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   are clauses), exact when every option's negation is expressible and the expansion stays under
   `ONE_OF_EXACT_ALTERNATIVES_MAX`; beyond that **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
   sibling keywords, are *merged* into one schema (types intersected, properties merged with the
-  other side's `additionalProperties` for keys it does not list, `required` united, the tighter
+  other side's `patternProperties`/`additionalProperties` for keys it does not list — also when
+  it lists none —, prefix items likewise with its `items`, `required` united, the tighter
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
   options. Two different `pattern`s (or a `pattern` with `minLength`/`maxLength`) use the IR's
   intersection lexemes (`Lexeme.and_patterns`).
@@ -490,7 +491,18 @@ def _and(a: Any, b: Any) -> Any:
         return a
     if a is False or b is False:
         return False
-    return {"allOf": [a, b]}
+    # One flat allOf (a pure allOf's parts spliced, each part once): nested merges of the same
+    # recursive schemas (a property's value met by two $refs, level after level) then stay one
+    # allOf deep and repeat as content.
+    parts = [*_all_of_parts(a), *_all_of_parts(b)]
+    unique = [p for i, p in enumerate(parts) if all(p != q for q in parts[:i])]
+    return unique[0] if len(unique) == 1 else {"allOf": unique}
+
+
+def _all_of_parts(schema: Any) -> list[Any]:
+    if isinstance(schema, dict) and len(schema) == 1 and isinstance(schema.get("allOf"), list):
+        return list(schema["allOf"])
+    return [schema]
 
 
 _CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
@@ -654,6 +666,7 @@ class _Compiler:
         # (why, pointer) of each contradiction met inside what compiled to nothing so far; a
         # schema that compiles to something drops those met inside it (`compile_flat`).
         self.empty_reasons: list[tuple[str, str]] = []
+        self.compiling: dict[Any, int | None] = {}  # compile memo keys in progress -> their nonterminal once reused
         self.compile_depth = 0
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
@@ -1113,7 +1126,10 @@ class _Compiler:
         cases: list[_Case] = []
         for schema, selector, where in branches:
             if schema is not None and any(k in schema for k in ("anyOf", "oneOf", "_clauses")):
-                inner, left = self.unevaluated_cases(schema, pointer, negated=negated, top=False)
+                # An anyOf/oneOf left from `d` stands at its pointer; one a passing subschema
+                # brought stands at the case's (clauses carry their own).
+                own = all(schema.get(k) is d.get(k) for k in ("anyOf", "oneOf") if k in schema)
+                inner, left = self.unevaluated_cases(schema, pointer if own else where, negated=negated, top=False)
                 cases += [_Case(r, selector + s, w) for r, s, w in inner]
                 uncovered += [selector + u for u in left]
             else:
@@ -1203,6 +1219,13 @@ class _Compiler:
             elif key in _KEYWORDS:
                 out["_conflicts"] = [*out.get("_conflicts", []), key]
             # other keys are not keywords (`x-...`, `@type`): keep a's value
+        # A side's `additionalProperties`/`patternProperties` (`items`) speak of the other
+        # side's listed properties (prefix items) too.
+        for x, y in ((a, b), (b, a)):
+            if "properties" in x and "properties" not in y and ("additionalProperties" in y or "patternProperties" in y):
+                out["properties"] = self.merge_properties(a, b)
+            if "prefixItems" in x and "prefixItems" not in y and "items" in y:
+                out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]
         return out
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -1522,13 +1545,32 @@ class _Compiler:
         memo = self.reuse(key, pointer)
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
+        if key is not None and key in self.compiling:
+            # The same content again inside itself (merged recursive $refs, level after level,
+            # come back to the same allOf): a nonterminal for it, given its rule below.
+            if self.compiling[key] is None:
+                self.compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
+            return Sym.n(self.compiling[key])  # type: ignore[arg-type]
+        if key is not None:
+            self.compiling[key] = None
         frame = self.enter(pointer)
+        remembered = len(self.results)
         try:
             d = self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+        except BaseException:
+            if key is not None and self.compiling.get(key) is not None:
+                # Results made inside refer to its nonterminal, which gets no rule now.
+                for inner in list(self.results)[remembered:]:
+                    del self.results[inner]
+            raise
         finally:
             frame = self.leave(frame)
+            again = None if key is None else self.compiling.pop(key)
+        if again is not None and result is not None:
+            self.rule(again, [result])
+            result = Sym.n(again)
         self.remember(key, pointer, frame, result)
         return result
 
