@@ -393,6 +393,9 @@ COUNTED_CONTAINS: list[tuple[str, Any]] = [
     ("with_plain_contains", {"allOf": [{"contains": INT, "maxContains": 2}, {"contains": STR}, {"contains": {"const": 1}}]}),
     ("prefix_items", {"prefixItems": [STR], "allOf": [{"contains": INT, "minContains": 1}, {"contains": STR, "minContains": 2}]}),
     ("same_class", {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": INT, "minContains": 1}]}),
+    # one schema twice: the tighter bounds, a missing minContains counting as 1
+    ("same_schema_default_minimum", {"allOf": [{"contains": STR, "minContains": 0, "maxContains": 0}, {"contains": STR}]}),
+    ("same_schema_and_another", {"allOf": [{"contains": STR, "maxContains": 2}, {"contains": STR, "minContains": 2}, {"contains": INT, "maxContains": 1}]}),
     ("ref", {"$defs": {"two": {"contains": INT, "minContains": 2}}, "$ref": "#/$defs/two", "contains": STR, "maxContains": 1}),
     ("negated", {"not": {"allOf": [{"contains": INT, "minContains": 2}, {"contains": STR, "maxContains": 1}]}}),
     ("negated_array", {"type": "array", "not": {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": {"enum": [1, "x"]}, "minContains": 2}]}}),

@@ -523,9 +523,30 @@ def _counted_contains(a: dict[str, Any], b: dict[str, Any]) -> bool:
     ones: item witnesses, or one only: merged as any keyword)."""
     if not (("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b)):
         return False
-    if "contains" in a and "contains" in b and a["contains"] == b["contains"] and "_contains" not in a and "_contains" not in b:
-        return False  # the same schema: its counts merge as bounds do
+    if _contains_entries(a) == _contains_entries(b):
+        return False  # the same contains and counts: nothing to merge
     return any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_contains"))
+
+
+def _merged_contains(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """`_contains` entries with those of one schema combined (the tighter bounds), as the keys
+    of a flattened schema: `contains` with its counts when one is left, else `_contains`."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        same = next((e for e in out if e["schema"] == entry["schema"]), None)
+        if same is None:
+            out.append(dict(entry))
+            continue
+        same["min"] = max(same["min"], entry["min"])
+        if entry["max"] is not None:
+            same["max"] = entry["max"] if same["max"] is None else min(same["max"], entry["max"])
+    if len(out) > 1:
+        return {"_contains": out}
+    (only,) = out
+    keys: dict[str, Any] = {"contains": only["schema"], "minContains": only["min"]}
+    if only["max"] is not None:
+        keys["maxContains"] = only["max"]
+    return keys
 
 
 def _without_contains(d: dict[str, Any]) -> dict[str, Any]:
@@ -1140,10 +1161,9 @@ class _Compiler:
         """The intersection of two flattened schemas (see the module docstring)."""
         if _counted_contains(a, b):
             # Each array counts its items valid under each `contains` (`_contains` entries).
-            entries = _contains_entries(a) + [e for e in _contains_entries(b) if e not in _contains_entries(a)]
             out = self.merge(_without_contains(a), _without_contains(b), pointer)
             if out is not None:
-                out["_contains"] = entries
+                out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
             return out
         out = dict(a)
         for x, y in ((a, b), (b, a)):
