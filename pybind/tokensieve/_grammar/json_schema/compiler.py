@@ -491,18 +491,7 @@ def _and(a: Any, b: Any) -> Any:
         return a
     if a is False or b is False:
         return False
-    # One flat allOf (a pure allOf's parts spliced, each part once): nested merges of the same
-    # recursive schemas (a property's value met by two $refs, level after level) then stay one
-    # allOf deep and repeat as content.
-    parts = [*_all_of_parts(a), *_all_of_parts(b)]
-    unique = [p for i, p in enumerate(parts) if all(p != q for q in parts[:i])]
-    return unique[0] if len(unique) == 1 else {"allOf": unique}
-
-
-def _all_of_parts(schema: Any) -> list[Any]:
-    if isinstance(schema, dict) and len(schema) == 1 and isinstance(schema.get("allOf"), list):
-        return list(schema["allOf"])
-    return [schema]
+    return {"allOf": [a, b]}
 
 
 _CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
@@ -1242,9 +1231,11 @@ class _Compiler:
         # A side's `additionalProperties`/`patternProperties` (`items`) speak of the other
         # side's listed properties (prefix items) too.
         for x, y in ((a, b), (b, a)):
-            if "properties" in x and "properties" not in y and ("additionalProperties" in y or "patternProperties" in y):
+            if "properties" in x and "properties" not in y and (
+                y.get("patternProperties") or not _trivial_schema(y.get("additionalProperties", True))
+            ):
                 out["properties"] = self.merge_properties(a, b)
-            if "prefixItems" in x and "prefixItems" not in y and "items" in y:
+            if "prefixItems" in x and "prefixItems" not in y and not _trivial_schema(y.get("items", True)):
                 out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]
         return out
 
@@ -1753,8 +1744,8 @@ class _Compiler:
                 seen_orders: list[list[str]] = []
                 for left, right in orders:
                     merged = self.merge(left, right, where)
-                    if merged is None or merged.get("type") == []:
-                        continue  # (no type left: nothing, and no clause of it worth expanding)
+                    if merged is None:
+                        continue
                     key_order = list(merged.get("properties", {}))
                     if key_order in seen_orders:
                         continue

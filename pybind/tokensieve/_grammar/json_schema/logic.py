@@ -223,10 +223,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         options = d["oneOf"]
         alts.append({"_clauses": [{"not": o, "_at": f"{at}/oneOf/{i}"} for i, o in enumerate(options)]})
         if not ctx.one_of_disjoint(options, f"{at}/oneOf", d.get("type")):
-            alts.extend(
-                {"_clauses": [{"anyOf": [a], "_at": f"{at}/oneOf/{i}"}, {"anyOf": [b], "_at": f"{at}/oneOf/{j}"}]}
-                for i, a in enumerate(options) for j, b in enumerate(options) if i < j
-            )
+            alts.extend({"allOf": [a, b]} for i, a in enumerate(options) for b in options[i + 1 :])
     handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
     # Object keywords that speak of every key of a region: their negation is a *witness*, a
     # member whose key lies in the region and whose value breaks the keyword's schema.
