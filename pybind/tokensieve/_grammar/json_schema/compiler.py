@@ -1148,7 +1148,7 @@ class _Compiler:
 
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
-        if _counted_contains(a, b):
+        if ("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b) and _counted_contains(a, b):
             # Each array counts its items valid under each `contains` (`_contains` entries).
             out = self.merge(_without_contains(a), _without_contains(b), pointer)
             if out is not None:
@@ -1228,12 +1228,11 @@ class _Compiler:
             elif key in _KEYWORDS:
                 out["_conflicts"] = [*out.get("_conflicts", []), key]
             # other keys are not keywords (`x-...`, `@type`): keep a's value
-        # A side's `additionalProperties`/`patternProperties` (`items`) speak of the other
-        # side's listed properties (prefix items) too.
-        for x, y in ((a, b), (b, a)):
-            if "properties" in x and "properties" not in y and (
-                y.get("patternProperties") or not _trivial_schema(y.get("additionalProperties", True))
-            ):
+        # A side's `additionalProperties` (`items`) speaks of the other side's listed
+        # properties (prefix items) too (its `patternProperties` apply to them in the merged
+        # object as they stand).
+        for x, y in ((a, b), (b, a)) if ("properties" in a) != ("properties" in b) or ("prefixItems" in a) != ("prefixItems" in b) else ():
+            if "properties" in x and "properties" not in y and not _trivial_schema(y.get("additionalProperties", True)):
                 out["properties"] = self.merge_properties(a, b)
             if "prefixItems" in x and "prefixItems" not in y and not _trivial_schema(y.get("items", True)):
                 out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]

@@ -216,12 +216,12 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     each("maxProperties", lambda n: [{"type": ["object"], "minProperties": n + 1}])
     each("uniqueItems", lambda u: [{"type": ["array"], "_duplicate": True}] if u is True else [])
     each("_duplicate", lambda u: [{"type": ["array"], "uniqueItems": True}] if u is True else [])
-    each("anyOf", lambda options: [{"_clauses": [{"not": o, "_at": f"{at}/anyOf/{i}"} for i, o in enumerate(options)]}])
+    each("anyOf", lambda options: [{"allOf": [{"not": o} for o in options]}])
     handled.add("oneOf")
     if "oneOf" in d:
         # Valid under no option, or under two of them (none when they are disjoint).
         options = d["oneOf"]
-        alts.append({"_clauses": [{"not": o, "_at": f"{at}/oneOf/{i}"} for i, o in enumerate(options)]})
+        alts.append({"allOf": [{"not": o} for o in options]})
         if not ctx.one_of_disjoint(options, f"{at}/oneOf", d.get("type")):
             alts.extend({"allOf": [a, b]} for i, a in enumerate(options) for b in options[i + 1 :])
     handled |= {"properties", "additionalProperties", "patternProperties", "propertyNames"}
@@ -251,7 +251,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     prefix = d.get("prefixItems", [])
     for i, sub in enumerate(prefix):
         if not _trivial(sub):
-            alts.append({"type": ["array"], "minItems": i + 1, "prefixItems": [True] * i + [_negated(sub, f"{at}/prefixItems/{i}")]})
+            alts.append({"type": ["array"], "minItems": i + 1, "prefixItems": [True] * i + [{"not": sub}]})
     if d.get("items", True) is False and prefix:
         alts.append({"type": ["array"], "minItems": len(prefix) + 1})
     elif not _trivial(d.get("items", True)):
@@ -259,7 +259,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
             # Some item past the prefix breaks `items`.
             alts.append({"type": ["array"], "_item_witness": [{"from": len(prefix), "value": _negated(d["items"], f"{at}/items")}]})
         else:
-            alts.append({"type": ["array"], "contains": _negated(d["items"], f"{at}/items")})
+            alts.append({"type": ["array"], "contains": {"not": d["items"]}})
     handled |= {"contains", "minContains", "maxContains", "_contains"}
     counted = [(e["schema"], e["min"], e["max"]) for e in d.get("_contains", [])]
     if "contains" in d:
@@ -268,7 +268,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         least = _checked_value("minContains", least, at)
         # Fewer matches than minContains, or more than maxContains.
         if least == 1 and most is None:
-            alts.append({"type": ["array"], "items": _negated(contains, f"{at}/contains")})
+            alts.append({"type": ["array"], "items": {"not": contains}})
         elif least > 0:
             alts.append({"type": ["array"], "contains": contains, "minContains": 0, "maxContains": int(least) - 1})
         if most is not None:
