@@ -397,6 +397,10 @@ COUNTED_CONTAINS: list[tuple[str, Any]] = [
     ("same_schema_default_minimum", {"allOf": [{"contains": STR, "minContains": 0, "maxContains": 0}, {"contains": STR}]}),
     ("same_schema_and_another", {"allOf": [{"contains": STR, "maxContains": 2}, {"contains": STR, "minContains": 2}, {"contains": INT, "maxContains": 1}]}),
     ("ref", {"$defs": {"two": {"contains": INT, "minContains": 2}}, "$ref": "#/$defs/two", "contains": STR, "maxContains": 1}),
+    # an item witness (not of items after prefixItems) beside counted contains: counted too
+    ("witness_beside_min_contains", {"type": "array", "contains": INT, "minContains": 2, "not": {"prefixItems": [True], "items": INT}}),
+    ("witness_beside_max_contains", {"type": "array", "contains": INT, "maxContains": 1, "not": {"prefixItems": [True, True, True], "items": STR}}),
+    ("witness_beside_merged", {"allOf": [{"contains": INT, "maxContains": 2}, {"contains": STR}], "not": {"prefixItems": [True], "items": INT}}),
     ("negated", {"not": {"allOf": [{"contains": INT, "minContains": 2}, {"contains": STR, "maxContains": 1}]}}),
     ("negated_array", {"type": "array", "not": {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": {"enum": [1, "x"]}, "minContains": 2}]}}),
     # contains evaluates the items it matches: beside unevaluatedItems, exact

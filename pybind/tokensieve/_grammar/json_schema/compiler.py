@@ -2655,29 +2655,17 @@ class _Compiler:
         witnesses it may meet, and a set f of the witnesses met so far is carried to the end
         (`witness_tail` past the prefix)."""
         witnesses = d["_item_witness"]
-        if "_contains" in d and self.contains_counts(d, pointer):
-            # Counted: the witnesses from merged plain `contains` are counts too (at least one).
-            found = [{"schema": w["value"], "min": 1, "max": None} for w in witnesses if w.get("contains")]
-            if len(found) < len(witnesses):
-                self.warn(
-                    "a negated items after prefixItems beside contains with minContains/maxContains merged from "
-                    "several schemas is not required (a superset)",
-                    f"{pointer}/contains",
-                )
-            rest = {k: v for k, v in d.items() if k != "_item_witness"}
-            return self.compile_array(dict(rest, _contains=d["_contains"] + found), pointer)
-        if "contains" in d:
-            least = self.int_keyword(d, "minContains", 1, pointer)
-            if self.int_keyword(d, "maxContains", None, pointer) is None and least is not None and least <= 1:
-                # Some item valid under `contains`: one more witness, from index 0.
-                witnesses = witnesses + [{"from": 0, "value": d["contains"]}] if least == 1 else witnesses
-            else:
-                self.warn(
-                    "a negated items after prefixItems beside minContains above 1 or maxContains is not required "
-                    "(a superset)",
-                    f"{pointer}/contains",
-                )
-                return self.compile_array({k: v for k, v in d.items() if k != "_item_witness"}, pointer)
+        if self.contains_counts(d, pointer, warn=False) and not (
+            "contains" in d and "_contains" not in d and d.get("minContains", 1) == 1 and d.get("maxContains") is None
+        ):
+            # Counted contains beside: each witness is a count too (at least one item valid
+            # under its value, from its index on), counted with them (`contains_array`).
+            found = [{"schema": w["value"], "min": 1, "max": None, "from": w["from"]} for w in witnesses]
+            rest = {k: v for k, v in d.items() if k not in _CONTAINS_KEYS and k != "_item_witness"}
+            return self.compile_array(dict(rest, _contains=_contains_entries(d) + found), pointer)
+        if "contains" in d and d.get("minContains", 1) == 1:
+            # Some item valid under `contains`: one more witness, from index 0.
+            witnesses = witnesses + [{"from": 0, "value": d["contains"]}]
         witnesses = self.kept_witnesses(witnesses, "items after prefixItems (and contains) on one array", pointer)
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
@@ -2825,18 +2813,19 @@ class _Compiler:
         start = memo[0]
         return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
 
-    def contains_counts(self, d: dict[str, Any], pointer: str) -> list[tuple[Any, int, int | None]]:
-        """The array's `contains` and the merged `_contains` as (schema, least, most) bounds
-        on counts of items; those that bound nothing are left out. More
-        than `CONTAINS_COUNTED_MAX` keep the first ones (a superset, a warning)."""
+    def contains_counts(self, d: dict[str, Any], pointer: str, *, warn: bool = True) -> list[tuple[Any, int, int | None, int]]:
+        """The array's `contains` and the merged `_contains` as (schema, least, most, from)
+        bounds on counts of items (at index `from` or later: item witnesses counted beside
+        them); those that bound nothing are left out. More than `CONTAINS_COUNTED_MAX` keep
+        the first ones (a superset, a warning)."""
         entries = _contains_entries(d)
-        counts: list[tuple[Any, int, int | None]] = []
+        counts: list[tuple[Any, int, int | None, int]] = []
         for entry in entries:
             least = self.int_keyword({"minContains": entry["min"]}, "minContains", 1, pointer) or 0
             most = self.int_keyword({"maxContains": entry["max"]}, "maxContains", None, pointer)
             if least or most is not None:
-                counts.append((entry["schema"], least, most))
-        if len(counts) > CONTAINS_COUNTED_MAX:
+                counts.append((entry["schema"], least, most, entry.get("from", 0)))
+        if len(counts) > CONTAINS_COUNTED_MAX and warn:
             self.warn(
                 f"more than {CONTAINS_COUNTED_MAX} contains (with minContains/maxContains) on one array: the first "
                 f"{CONTAINS_COUNTED_MAX} are counted, the others not required (a superset)",
@@ -2846,7 +2835,7 @@ class _Compiler:
         return counts
 
     def contains_array(
-        self, d: dict[str, Any], min_items: int, max_items: int | None, counts: list[tuple[Any, int, int | None]], pointer: str
+        self, d: dict[str, Any], min_items: int, max_items: int | None, counts: list[tuple[Any, int, int | None, int]], pointer: str
     ) -> Sym | None:
         """Arrays with between `least` and `most` items valid under each `contains` of `counts`.
 
@@ -2860,13 +2849,15 @@ class _Compiler:
         out (the class without it accepts as much).
         """
         items = d.get("items", True)
-        prefix = d.get("prefixItems", [])
+        prefix = list(d.get("prefixItems", []))
+        # Items counted from an index on: the prefix padded with `items` up to it.
+        prefix += [items] * (max([len(prefix), *(c[3] for c in counts)]) - len(prefix))
         where = f"{pointer}/contains"
-        if any(most is not None and least > most for _, least, most in counts):
+        if any(most is not None and least > most for _, least, most, _ in counts):
             return None
         n = len(counts)
-        bounded = [most is not None for _, _, most in counts]
-        tops = [least if most is None else most for _, least, most in counts]
+        bounded = [most is not None for _, _, most, _ in counts]
+        tops = [least if most is None else most for _, least, most, _ in counts]
         t_top = max(min_items, 1, len(prefix)) if max_items is None else max_items
         if (t_top + 1) * math.prod(top + 1 for top in tops) > ARRAY_STATE_COUNT_MAX:
             raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
@@ -2876,8 +2867,10 @@ class _Compiler:
             schema = prefix[position] if position < len(prefix) else items
             out: list[tuple[Sym, int]] = []
             for mask in range((1 << n) - 1, -1, -1):
+                if any(mask >> i & 1 and position < counts[i][3] for i in range(n)):
+                    continue  # not counted before its index
                 parts = [schema]
-                for i, (contains, _, _) in enumerate(counts):
+                for i, (contains, _, _, _) in enumerate(counts):
                     if mask >> i & 1:
                         parts.append(contains)
                     elif bounded[i]:
@@ -2924,7 +2917,7 @@ class _Compiler:
                 if (t2, c2) not in seen:
                     seen.add((t2, c2))
                     todo.append((t2, c2))
-        enough = [least for _, least, _ in counts]
+        enough = [least for _, least, _, _ in counts]
         alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and not any(enough) else []
         for (t, c), nt in states.items():
             if t >= min_items and all(ci >= e for ci, e in zip(c, enough)):

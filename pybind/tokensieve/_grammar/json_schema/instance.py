@@ -247,7 +247,7 @@ class InstanceChecker:
             if count < _size_bound(schema, "minContains", 1) or count > _size_bound(schema, "maxContains", math.inf):
                 return False
         for entry in schema.get("_contains", ()):  # merged `contains` with counts (compiler.py)
-            count = sum(self._valid(item, entry["schema"], pointer, d) for item in value)
+            count = sum(self._valid(item, entry["schema"], pointer, d) for item in value[entry.get("from", 0):])
             if count < entry["min"] or (entry["max"] is not None and count > entry["max"]):
                 return False
         return True
