@@ -84,7 +84,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `uniqueItems` has no grammar: an error. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
-  read left-recursively) and `uniqueItems`: exact when the items range over a finite domain
+  read left-recursively; several merged `contains` with counts, `_contains`, and item
+  witnesses beside them are counted together, up to `CONTAINS_COUNTED_MAX`) and `uniqueItems`: exact when the items range over a finite domain
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
   `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
