@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokensieve import Grammar, Matcher, Tokenizer
+from tokensieve import Grammar, GrammarError, Matcher, Tokenizer
 from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
 
 BYTES = Tokenizer.from_token_bytes(
@@ -126,6 +126,20 @@ EXACT: list[tuple[str, Any]] = [
         {"type": "object", "oneOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]}, {"properties": {"a": {"const": "x"}, "b": True}, "required": ["a"]}], "unevaluatedProperties": False},
     ),
     ("unevaluated_if_then", {"if": {"required": ["a"]}, "then": {"properties": {"b": True}}, "properties": {"a": True}, "unevaluatedProperties": False}),
+    # a failing if, a not, the other oneOf options evaluate nothing (by cases: unevaluated_cases)
+    (
+        "unevaluated_if_then_else",
+        {"if": {"properties": {"a": {"const": 1}}, "required": ["a"]}, "then": {"properties": {"b": True}},
+         "else": {"properties": {"c": True}}, "unevaluatedProperties": False},
+    ),
+    ("unevaluated_not", {"properties": {"b": True}, "not": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "unevaluatedProperties": False}),
+    (
+        "unevaluated_overlapping_one_of",
+        {"oneOf": [{"properties": {"a": True}, "required": ["a"]}, {"properties": {"b": True}}], "unevaluatedProperties": {"type": "integer"}},
+    ),
+    ("unevaluated_if_any_of", {"if": {"required": ["a"]}, "then": {"anyOf": [{"properties": {"a": True}}, {"properties": {"b": True}, "required": ["b"]}]}, "unevaluatedProperties": False}),
+    ("unevaluated_items_if_else", {"if": {"prefixItems": [{"type": "integer"}]}, "then": {"prefixItems": [True, True]}, "else": {"prefixItems": [True]}, "unevaluatedItems": False}),
+    ("unevaluated_items_overlapping_one_of", {"oneOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [True, True]}], "unevaluatedItems": False}),
     ("unevaluated_dependent", {"dependentSchemas": {"a": {"properties": {"b": True}}}, "properties": {"a": True}, "unevaluatedProperties": False}),
     ("unevaluated_nested", {"properties": {"a": {"properties": {"a": True}, "unevaluatedProperties": False}}, "unevaluatedProperties": False}),
     ("unevaluated_items_false", {"prefixItems": [True], "unevaluatedItems": False}),
@@ -172,23 +186,6 @@ def test_unevaluated_hypothesis(name: str) -> None:
         assert accepts(grammar, value) == check.is_valid(value), json.dumps(value)
 
     run()
-
-
-def test_unevaluated_with_negated_if_is_a_superset_with_a_warning() -> None:
-    schema = {
-        "if": {"properties": {"a": {"const": 1}}, "required": ["a"]},
-        "then": {"properties": {"b": True}},
-        "else": {"properties": {"c": True}},
-        "unevaluatedProperties": False,
-    }
-    ir = json_schema_to_ir(schema)
-    assert any("(a superset)" in w and "not/if" in w for w in ir.options["warnings"])
-    grammar = Grammar.json_schema(schema, property_order="any")
-    check = validator(schema)
-    for value in POOL:
-        if check.is_valid(value):
-            assert accepts(grammar, value), value
-    assert not check.is_valid({"a": "x"}) and accepts(grammar, {"a": "x"})  # the documented superset
 
 
 def test_unevaluated_with_many_any_of_options_is_a_subset_with_a_warning() -> None:
@@ -280,3 +277,192 @@ def test_the_meta_schema_is_shipped(uri: str) -> None:
             instance = value if "properties" not in schema else {"s": value}
             assert accepts(grammar, instance) == oracle.is_valid(value), (schema, value)
     assert all(oracle.is_valid(v) for v in valid) and not any(oracle.is_valid(v) for v in META_INVALID)
+
+
+# ---- not of a schema with a pending unevaluated* beside anyOf/oneOf/if/not/dependencies -------
+# The negated schema is split by which of its subschemas pass (a failing subschema evaluates
+# nothing); in each case its negation is the negation of that case's resolved schema. Exact
+# except beside anyOf of more than UNEVALUATED_ANY_OF_MAX options (a superset, below).
+
+ANY_AB = [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"b": True}, "required": ["b"]}]
+NEGATED_UNEVALUATED: list[tuple[str, Any]] = [
+    ("any_of", {"not": {"anyOf": ANY_AB, "unevaluatedProperties": False}}),
+    ("any_of_optional", {"not": {"anyOf": [{"properties": {"a": True}, "required": ["a"]}, {"properties": {"b": True}}], "unevaluatedProperties": False}}),
+    ("any_of_beside_object", {"type": "object", "not": {"anyOf": ANY_AB, "unevaluatedProperties": {"type": "string"}}}),
+    ("one_of_overlapping", {"not": {"oneOf": [{"properties": {"a": True}, "required": ["a"]}, {"properties": {"b": True}}], "unevaluatedProperties": False}}),
+    ("one_of_schema", {"not": {"oneOf": ANY_AB, "unevaluatedProperties": {"type": "string"}}}),
+    ("if_then", {"not": {"if": {"required": ["a"]}, "then": {"properties": {"b": True}}, "properties": {"a": True}, "unevaluatedProperties": False}}),
+    (
+        "if_then_else",
+        {"not": {"if": {"properties": {"a": {"const": 1}}, "required": ["a"]}, "then": {"properties": {"b": True}},
+                 "else": {"properties": {"c": True}}, "unevaluatedProperties": False}},
+    ),
+    ("if_then_any_of", {"not": {"if": {"required": ["a"]}, "then": {"anyOf": [{"properties": {"a": True}, "required": ["a"]}, {"properties": {"b": True}}]},
+                                "else": {"properties": {"c": True}}, "unevaluatedProperties": False}}),
+    ("any_of_and_if", {"not": {"anyOf": ANY_AB, "if": {"required": ["c"]}, "then": {"properties": {"c": {"type": "integer"}}}, "unevaluatedProperties": False}}),
+    ("not", {"not": {"properties": {"a": True}, "not": {"required": ["b"]}, "unevaluatedProperties": False}}),
+    ("dependent_schemas", {"not": {"properties": {"a": True}, "dependentSchemas": {"a": {"properties": {"b": True}}}, "unevaluatedProperties": False}}),
+    ("dependent_required", {"not": {"properties": {"a": True, "b": True}, "dependentRequired": {"a": ["b"]}, "anyOf": [{"required": ["a"]}, {"properties": {"c": True}}], "unevaluatedProperties": False}}),
+    ("all_of_any_of", {"not": {"allOf": [{"anyOf": [{"properties": {"a": True}}, {"properties": {"b": True}}]}], "unevaluatedProperties": False}}),
+    ("ref_any_of", {"$defs": {"x": {"anyOf": ANY_AB}}, "not": {"$ref": "#/$defs/x", "unevaluatedProperties": False}}),
+    ("nested", {"properties": {"a": {"not": {"anyOf": [{"properties": {"a": True}}, {"required": ["b"]}], "unevaluatedProperties": {"type": "integer"}}}}}),
+    ("not_not", {"not": {"not": {"anyOf": ANY_AB, "unevaluatedProperties": False}}}),
+    ("items_any_of", {"not": {"anyOf": [{"prefixItems": [True]}, {"prefixItems": [True, True]}], "unevaluatedItems": False}}),
+    ("items_any_of_schema", {"not": {"anyOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [True, {"type": "string"}]}], "unevaluatedItems": {"type": "string"}}}),
+    ("items_if", {"not": {"prefixItems": [True], "if": {"prefixItems": [True, {"type": "integer"}]}, "then": {"prefixItems": [True, True]}, "unevaluatedItems": False}}),
+    ("items_one_of", {"not": {"oneOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [True, True]}], "unevaluatedItems": False}}),
+]
+ARRAYS = [list(v) for n in range(5) for v in itertools.product([1, "x", None], repeat=n)]
+ARRAY_VALUES = st.lists(st.sampled_from([*LEAVES, [1], {"a": 1}]), max_size=6)
+
+
+def agrees(schema: Any, pool: list[Any], strategy: Any) -> None:
+    """The grammar accepts exactly what jsonschema validates, on `pool` and on generated values
+    (and the pool holds both)."""
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    wrong = [v for v in pool if accepts(grammar, v) != check.is_valid(v)]
+    assert not wrong, f"{len(wrong)} disagreements with jsonschema, e.g. {wrong[:5]}"
+    assert any(check.is_valid(v) for v in pool) and not all(check.is_valid(v) for v in pool)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @given(strategy)
+    def run(value: Any) -> None:
+        assert accepts(grammar, value) == check.is_valid(value), json.dumps(value)
+
+    run()
+
+
+@pytest.mark.parametrize("name,schema", NEGATED_UNEVALUATED, ids=[c[0] for c in NEGATED_UNEVALUATED])
+def test_not_of_pending_unevaluated_is_exact(name: str, schema: Any) -> None:
+    assert json_schema_to_ir(schema).options["warnings"] == []
+    agrees(schema, POOL + ARRAYS, VALUES if "items" not in name else ARRAY_VALUES | VALUES)
+
+
+def test_not_of_unevaluated_beside_many_any_of_options_is_a_superset_with_a_warning() -> None:
+    options = [{"properties": {k: True}} for k in ("a", "b", "c", "d")] + [{"required": ["a", "b"]}]
+    schema = {"not": {"anyOf": options, "unevaluatedProperties": False}}
+    warnings = json_schema_to_ir(schema).options["warnings"]
+    assert any(w.startswith("/not:") and "anyOf of more than 4" in w and "(a superset)" in w for w in warnings), warnings
+    grammar = Grammar.json_schema(schema, property_order="any")
+    check = validator(schema)
+    for value in POOL:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    # {"a": 1} passes options 0 (evaluating a) and 1, ..., so the negated schema holds; the case
+    # of option 1 alone counts only b as evaluated: the documented superset.
+    assert not check.is_valid({"a": 1}) and accepts(grammar, {"a": 1})
+    assert not accepts(grammar, {}) and not accepts(grammar, 1)  # every case holds: rejected
+
+
+@pytest.mark.parametrize(
+    "schema,pointer",
+    [
+        # The negated schema holds for every object: nothing is left (the `not` is named, not a
+        # part of the construction).
+        (
+            {"type": "object", "properties": {"a": {"not": {"if": {"required": ["x"]}, "then": {"properties": {"x": True}},
+                                                            "else": True, "unevaluatedProperties": True}}}, "required": ["a"]},
+            "/properties/a/not",
+        ),
+        ({"not": {"anyOf": [True, {"type": "integer"}], "unevaluatedProperties": True}}, "/not"),
+        # An error inside an option names the option.
+        ({"not": {"anyOf": [{"properties": {"a": {"pattern": "(?<=a)b"}}}, {"required": ["b"]}], "unevaluatedProperties": False}},
+         "/not/anyOf/0/properties/a/pattern"),
+        ({"not": {"if": {"properties": {"a": {"pattern": "(?<=a)b"}}}, "then": {"required": ["b"]}, "unevaluatedProperties": False}},
+         "/not/if/properties/a/pattern"),
+    ],
+)
+def test_not_of_pending_unevaluated_errors_name_the_place(schema: Any, pointer: str) -> None:
+    with pytest.raises(GrammarError) as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == pointer, str(info.value)
+
+
+# ---- contains with minContains/maxContains merged by allOf --------------------------------
+# Counted exactly: a state (items, matches of each contains), an item in one class per set of
+# the contains it is counted for (NOT each other one that has a maxContains).
+
+INT, STR = {"type": "integer"}, {"type": "string"}
+COUNTED_CONTAINS: list[tuple[str, Any]] = [
+    ("min_and_max", {"allOf": [{"contains": INT, "minContains": 2}, {"contains": STR, "maxContains": 1}]}),
+    ("overlapping", {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": {"enum": [1, "x"]}, "minContains": 1, "maxContains": 2}]}),
+    ("nested_sets", {"allOf": [{"contains": INT, "minContains": 2, "maxContains": 3}, {"contains": {"const": 1}, "maxContains": 1}]}),
+    ("zero_minimum", {"allOf": [{"contains": INT, "minContains": 0, "maxContains": 1}, {"contains": STR, "minContains": 0, "maxContains": 1}], "maxItems": 3}),
+    ("three", {"allOf": [{"contains": INT, "minContains": 2}, {"contains": STR}, {"contains": {"type": "null"}, "maxContains": 0}]}),
+    ("with_plain_contains", {"allOf": [{"contains": INT, "maxContains": 2}, {"contains": STR}, {"contains": {"const": 1}}]}),
+    ("prefix_items", {"prefixItems": [STR], "allOf": [{"contains": INT, "minContains": 1}, {"contains": STR, "minContains": 2}]}),
+    ("same_class", {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": INT, "minContains": 1}]}),
+    # one schema twice: the tighter bounds, a missing minContains counting as 1
+    ("same_schema_default_minimum", {"allOf": [{"contains": STR, "minContains": 0, "maxContains": 0}, {"contains": STR}]}),
+    ("same_schema_and_another", {"allOf": [{"contains": STR, "maxContains": 2}, {"contains": STR, "minContains": 2}, {"contains": INT, "maxContains": 1}]}),
+    ("ref", {"$defs": {"two": {"contains": INT, "minContains": 2}}, "$ref": "#/$defs/two", "contains": STR, "maxContains": 1}),
+    # an item witness (not of items after prefixItems) beside counted contains: counted too
+    ("witness_beside_min_contains", {"type": "array", "contains": INT, "minContains": 2, "not": {"prefixItems": [True], "items": INT}}),
+    ("witness_beside_max_contains", {"type": "array", "contains": INT, "maxContains": 1, "not": {"prefixItems": [True, True, True], "items": STR}}),
+    ("witness_beside_merged", {"allOf": [{"contains": INT, "maxContains": 2}, {"contains": STR}], "not": {"prefixItems": [True], "items": INT}}),
+    ("negated", {"not": {"allOf": [{"contains": INT, "minContains": 2}, {"contains": STR, "maxContains": 1}]}}),
+    ("negated_array", {"type": "array", "not": {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": {"enum": [1, "x"]}, "minContains": 2}]}}),
+    # contains evaluates the items it matches: beside unevaluatedItems, exact
+    ("unevaluated_items", {"contains": INT, "minContains": 2, "unevaluatedItems": False}),
+    ("unevaluated_items_prefix", {"prefixItems": [True], "contains": INT, "unevaluatedItems": STR}),
+    ("unevaluated_items_two_plain", {"allOf": [{"contains": INT}, {"contains": STR}], "unevaluatedItems": False}),
+    ("unevaluated_items_counted", {"allOf": [{"contains": INT, "maxContains": 1}, {"contains": STR}], "unevaluatedItems": {"type": "null"}}),
+]
+
+
+@pytest.mark.parametrize("name,schema", COUNTED_CONTAINS, ids=[c[0] for c in COUNTED_CONTAINS])
+def test_counted_contains_merged_are_exact(name: str, schema: Any) -> None:
+    assert json_schema_to_ir(schema).options["warnings"] == []
+    agrees(schema, ARRAYS + POOL, ARRAY_VALUES)
+
+
+def test_more_counted_contains_than_the_limit_is_a_superset_with_a_warning() -> None:
+    parts = [{"contains": {"const": v}, "maxContains": 1} for v in (1, 2, "x", "", None)]
+    schema = {"allOf": parts}
+    warnings = json_schema_to_ir(schema).options["warnings"]
+    assert any(w.startswith("/contains:") and "(a superset)" in w for w in warnings), warnings
+    grammar = Grammar.json_schema(schema)
+    check = validator(schema)
+    for value in ARRAYS:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    every = [1, 2, "x", "", None]
+    assert accepts(grammar, every) and check.is_valid(every)
+    assert not accepts(grammar, [*every, 1]) and not accepts(grammar, [*every, ""])  # the first four: counted
+    assert not check.is_valid([*every, None]) and accepts(grammar, [*every, None])  # the fifth: not
+
+
+def test_counted_contains_past_the_state_limit_is_an_error_naming_it() -> None:
+    schema = {"allOf": [{"contains": {"const": v}, "minContains": 30} for v in (1, 2, 3)]}
+    with pytest.raises(GrammarError, match="grammar states") as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == "/contains"
+
+
+# ---- allOf merges: one side's additionalProperties/patternProperties (items) apply to the other
+# side's listed properties (prefix items); merged recursive $refs recur ----------------------
+
+
+def _chain(depth: int) -> Any:
+    return {} if depth == 0 else {"a": _chain(depth - 1)}
+
+
+CHAINS = [_chain(n) for n in range(7)] + [{"a": 1}, {"a": {"a": 1}}, {"b": {}}]
+MERGES: list[tuple[str, Any]] = [
+    ("items_then_prefix", {"allOf": [{"items": INT}, {"prefixItems": [True]}]}),
+    ("prefix_then_items", {"allOf": [{"prefixItems": [True, STR]}, {"items": INT}]}),
+    ("additional_then_properties", {"allOf": [{"additionalProperties": INT}, {"properties": {"a": True}}]}),
+    # a chain of "a"s (t) whose length is even (e/o): the merged refs come back every 2 levels
+    (
+        "recursive_refs",
+        {"$defs": {"t": {"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}}, "additionalProperties": False},
+                   "e": {"additionalProperties": {"$ref": "#/$defs/o"}}, "o": {"additionalProperties": {"$ref": "#/$defs/e"}, "minProperties": 1}},
+         "allOf": [{"$ref": "#/$defs/t"}, {"$ref": "#/$defs/e"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize("name,schema", MERGES, ids=[c[0] for c in MERGES])
+def test_merges_apply_each_side_to_the_other(name: str, schema: Any) -> None:
+    agrees(schema, POOL + ARRAYS + CHAINS, VALUES)

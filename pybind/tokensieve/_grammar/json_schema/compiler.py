@@ -33,7 +33,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   are clauses), exact when every option's negation is expressible and the expansion stays under
   `ONE_OF_EXACT_ALTERNATIVES_MAX`; beyond that **treated as `anyOf`** with a warning. `allOf`, and `$ref` with
   sibling keywords, are *merged* into one schema (types intersected, properties merged with the
-  other side's `additionalProperties` for keys it does not list, `required` united, the tighter
+  other side's `patternProperties`/`additionalProperties` for keys it does not list — also when
+  it lists none —, prefix items likewise with its `items`, `required` united, the tighter
   bound kept, `enum` intersected); an `anyOf` next to other keywords is distributed into its
   options. Two different `pattern`s (or a `pattern` with `minLength`/`maxLength`) use the IR's
   intersection lexemes (`Lexeme.and_patterns`).
@@ -83,7 +84,8 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   `uniqueItems` has no grammar: an error. `if`/`then`/`else`
   are ignored under a draft-04/06 `$schema`, where they are not keywords.
 - **Arrays** also take `contains`/`minContains`/`maxContains` (a state of items and matches,
-  read left-recursively) and `uniqueItems`: exact when the items range over a finite domain
+  read left-recursively; several merged `contains` with counts, `_contains`, and item
+  witnesses beside them are counted together, up to `CONTAINS_COUNTED_MAX`) and `uniqueItems`: exact when the items range over a finite domain
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
   `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
@@ -106,7 +108,8 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 `docs/json_schema.md`.
 
 TODO (not yet supported, in rough order of MaskBench frequency):
-- `unevaluated*` exactly beside negations and larger `anyOf`s (approximated with warnings).
+- `unevaluated*` exactly beside `anyOf`s of more than `UNEVALUATED_ANY_OF_MAX` options (a subset
+  with a warning; under `not` a superset).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths.
 - Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); `$dynamicRef`
@@ -184,6 +187,7 @@ OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with m
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
+CONTAINS_COUNTED_MAX = 4  # contains with counts merged on one array (2^n item classes; more: the first counted)
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
@@ -491,6 +495,106 @@ def _and(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
+_CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
+
+
+def _contains_entries(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """`d`'s `contains` with its counts, and its `_contains`, as `_contains` entries
+    ({"schema", "min", "max"}: between min and max items valid under schema, max None for no
+    bound)."""
+    out = list(d.get("_contains", []))
+    if "contains" in d:
+        out.append({"schema": d["contains"], "min": d.get("minContains", 1), "max": d.get("maxContains")})
+    return out
+
+
+def _counted_contains(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether merging a and b meets two `contains` of which one has counts (else two plain
+    ones: item witnesses, or one only: merged as any keyword)."""
+    if not (("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b)):
+        return False
+    if _contains_entries(a) == _contains_entries(b):
+        return False  # the same contains and counts: nothing to merge
+    return any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_contains"))
+
+
+def _merged_contains(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """`_contains` entries with those of one schema combined (the tighter bounds), as the keys
+    of a flattened schema: `contains` with its counts when one is left, else `_contains`."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        same = next((e for e in out if e["schema"] == entry["schema"]), None)
+        if same is None:
+            out.append(dict(entry))
+            continue
+        same["min"] = max(same["min"], entry["min"])
+        if entry["max"] is not None:
+            same["max"] = entry["max"] if same["max"] is None else min(same["max"], entry["max"])
+    if len(out) > 1:
+        return {"_contains": out}
+    (only,) = out
+    keys: dict[str, Any] = {"contains": only["schema"], "minContains": only["min"]}
+    if only["max"] is not None:
+        keys["maxContains"] = only["max"]
+    return keys
+
+
+def _without_contains(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in _CONTAINS_KEYS}
+
+
+def _unevaluated_parts(d: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
+    """The subschemas `unevaluated_cases` splits `d` by, each with its JSON pointer."""
+    out: list[tuple[Any, str]] = []
+    for key in ("anyOf", "oneOf"):
+        out += [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d.get(key, []))]
+    for clause in d.get("_clauses", []):
+        at = clause.get("_at", pointer)
+        if "not" in clause:
+            out.append((clause["not"], at))
+        elif "if" in clause:
+            out += [(clause[k], f"{at}/{k}") for k in ("if", "then", "else") if k in clause]
+        elif "dependentSchemas" in clause:
+            out += [(schema, at) for schema in clause["dependentSchemas"].values()]
+    return out
+
+
+def _evaluated_only(flat: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a passing subschema adds to a case of `unevaluated_cases` beside its selector: the
+    keys and items it evaluates (its assertions hold by the selector), or all of it when its
+    own applicators still have to be split."""
+    if flat is None or any(k in flat for k in ("anyOf", "oneOf", "_clauses")):
+        return flat
+    out: dict[str, Any] = {}
+    if "properties" in flat:
+        out["properties"] = {k: True for k in flat["properties"]}
+    if "patternProperties" in flat:
+        out["patternProperties"] = {p: True for p in flat["patternProperties"]}
+    for key in ("additionalProperties", "items"):
+        if key in flat:
+            out[key] = True
+    if "prefixItems" in flat:
+        out["prefixItems"] = [True] * len(flat["prefixItems"])
+    matched = [e["schema"] for e in _contains_entries(flat)] + [w["value"] for w in flat.get("_item_witness", []) if w.get("contains")]
+    if matched:
+        out["_contains"] = [{"schema": m, "min": 0, "max": None} for m in matched]
+    return out
+
+
+class _Case(NamedTuple):
+    """One case of `unevaluated_cases`: where `selector` (clauses) holds, the schema holds
+    exactly where `resolved` does (None: nowhere); `pointer` names it in errors."""
+
+    resolved: dict[str, Any] | None
+    selector: list[dict[str, Any]]
+    pointer: str
+
+
+def _passes(schema: Any, at: str) -> dict[str, Any]:
+    """A clause that holds where `schema` does (compiled at its own pointer `at`)."""
+    return {"anyOf": [schema], "_at": at}
+
+
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
 _KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema", "unevaluatedProperties", "unevaluatedItems"}
 # unevaluated* → what evaluates every other key/item once all branches are merged in.
@@ -573,6 +677,7 @@ class _Compiler:
         # (why, pointer) of each contradiction met inside what compiled to nothing so far; a
         # schema that compiles to something drops those met inside it (`compile_flat`).
         self.empty_reasons: list[tuple[str, str]] = []
+        self.compiling: dict[Any, int | None] = {}  # compile memo keys in progress -> their nonterminal once reused
         self.compile_depth = 0
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
@@ -891,20 +996,13 @@ class _Compiler:
         return result
 
     def warn_unevaluated(self, d: dict[str, Any], pointer: str) -> None:
-        """Say where a pending unevaluated* is approximate: each alternative carries the keys
-        and items of one option only, and negations name keys without evaluating them."""
-        if ("anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX) or (
-            "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
-        ):
+        """Say where a pending unevaluated* is approximate: beside `anyOf` of more than
+        `UNEVALUATED_ANY_OF_MAX` options each alternative carries the keys and items of one
+        option only."""
+        if "anyOf" in d and len(d["anyOf"]) > UNEVALUATED_ANY_OF_MAX:
             self.warn(
                 "unevaluatedProperties/unevaluatedItems with anyOf: a value valid under several options counts "
                 "only one option's properties and items as evaluated (a subset)",
-                pointer,
-            )
-        if any("not" in c or "if" in c for c in d.get("_clauses", [])):
-            self.warn(
-                "unevaluatedProperties/unevaluatedItems with not/if: properties and items named by a negated "
-                "schema count as evaluated (a superset)",
                 pointer,
             )
 
@@ -923,14 +1021,140 @@ class _Compiler:
             value = d.pop(hidden)
             if target in d:
                 continue  # every key (item) is evaluated by it
-            if target == "items" and "contains" in d:
-                self.warn("unevaluatedItems beside contains is not enforced (a superset)", f"{pointer}/{keyword}")
-                continue
+            if target == "items":
+                # `contains` evaluates the items it matches (whatever their count).
+                matched = [e["schema"] for e in _contains_entries(d)]
+                matched += [w["value"] for w in d.get("_item_witness", []) if w.get("contains")]
+                if matched:
+                    value = {"anyOf": [*matched, value]}
             d[target] = value
         return d
 
+    def unevaluated_cases(
+        self, d: dict[str, Any], pointer: str, *, negated: bool = True, top: bool = True
+    ) -> tuple[list[_Case], list[list[dict[str, Any]]]]:
+        """The flattened `d`, which has a pending `unevaluatedProperties`/`unevaluatedItems`
+        beside `anyOf`/`oneOf`/clauses, split by which of those subschemas pass.
+
+        Each case is (R, selector, pointer): the selector (clauses: `{"anyOf": [S]}` for a
+        subschema S that passes, `{"not": S}` for one that fails) picks out the values whose
+        passing subschemas are the case's, and among them `d` holds exactly where the resolved
+        schema R holds (R: `d` merged with the passing subschemas, the unevaluated keys and
+        items turned into `additionalProperties`/`items` over what those evaluate; None when
+        nothing holds). JSON Schema drops the annotations of failing subschemas, so they only
+        select. The uncovered selectors (each a conjunction of clauses) are the values for
+        which no case applies, all outside `d`: no `anyOf` option passes, none or two `oneOf`
+        options pass, a `not` fails. So `d` is the union of (selector AND R), and its negation
+        the union of (selector AND NOT R) and the uncovered selectors, linear in the cases.
+
+        Exact for clauses (`not`, `if`/`then`/`else`, dependencies), `oneOf`, and `anyOf` of up
+        to `UNEVALUATED_ANY_OF_MAX` options (a case per set of passing options, the others
+        failing). `anyOf` of more options gets one case per passing option, the others not
+        asked about: the cases overlap and each counts that option's keys only, so the
+        negation built from them accepts more (a **superset**; a warning). For the schema
+        itself (`negated` False: `compile_unevaluated_cases`) the union of the cases, and
+        there the `anyOf` cases need not say that the other options fail (a case that counts
+        fewer passing options asks more of the unevaluated keys: it only repeats values of the
+        larger case); beside more options it is a **subset** (a warning).
+        """
+        if top and negated:
+            # Each part compiled once where it stands, so that an error in it names its place
+            # (in the cases below the parts are merged, compiled where the case is). Only its
+            # errors count: its warnings and contradictions speak of the part, not the negation
+            # (a reuse of the part replays its warnings where it is used).
+            saved = (len(self.warnings), len(self.warning_log), len(self.empty_reasons))
+            self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
+            for part, where in _unevaluated_parts(d, pointer):
+                self.compile(part, where)
+            del self.warnings[saved[0] :], self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
+        branches: list[tuple[dict[str, Any] | None, list[dict[str, Any]], str]] = []
+        uncovered: list[list[dict[str, Any]]] = []
+        if "_clauses" in d:
+            clause, *others = d["_clauses"]
+            rest = {k: v for k, v in d.items() if k != "_clauses"}
+            if others:
+                rest["_clauses"] = others
+            at = clause.get("_at", pointer)
+            if "not" in clause:
+                branches.append((rest, [clause], at))
+                uncovered.append([_passes(clause["not"], f"{at}")])
+            elif "if" in clause:
+                passed = _evaluated_only(self.flatten(clause["if"], f"{at}/if"))
+                then = self.flatten(clause.get("then", True), f"{at}/then")
+                otherwise = self.flatten(clause.get("else", True), f"{at}/else")
+                both = None if passed is None or then is None else self.merge(rest, passed, at)
+                sides = [(both, then, [_passes(clause["if"], f"{at}/if")], f"{at}/then")]
+                sides.append((rest, otherwise, [{"not": clause["if"], "_at": f"{at}/if"}], f"{at}/else"))
+                for base, side, selector, where in sides:
+                    if base is None or side is None:
+                        branches.append((None, selector, where))
+                        continue
+                    # For the schema itself in schema order, the side's properties first too (as
+                    # compile_alternatives does): real instances use either order.
+                    orders = [self.merge(base, side, at)]
+                    if not negated and not self.any_order and side.get("properties") and base.get("properties"):
+                        orders.append(self.merge(side, base, at))
+                    branches += [(merged, selector, where) for merged in orders]
+            else:
+                # A dependency: the key absent (nothing asked), or present with what it needs.
+                ((key, need),) = (clause.get("dependentRequired") or clause["dependentSchemas"]).items()
+                needed = {"required": [key, *need]} if "dependentRequired" in clause else {"allOf": [{"required": [key]}, need]}
+                flat = self.flatten(needed, at)
+                branches.append((self.merge(rest, {"properties": {key: False}}, at), [_passes({"properties": {key: False}}, at)], at))
+                branches.append((None if flat is None else self.merge(rest, flat, at), [_passes({"required": [key]}, at)], at))
+        else:
+            key = "anyOf" if "anyOf" in d else "oneOf"
+            options = d[key]
+            rest = {k: v for k, v in d.items() if k != key}
+            n = len(options)
+            at = [f"{pointer}/{key}/{i}" for i in range(n)]
+            exact = key == "oneOf" or n <= UNEVALUATED_ANY_OF_MAX
+            if key == "anyOf" and exact:
+                sets = [[i for i in range(n) if mask >> i & 1] for mask in range(1, 1 << n)]
+            else:
+                sets = [[i] for i in range(n)]
+            if not exact and negated:
+                self.warn(
+                    f"not of unevaluatedProperties/unevaluatedItems beside anyOf of more than {UNEVALUATED_ANY_OF_MAX} "
+                    "options: a value valid under several options counts only one option's properties and items as "
+                    "evaluated, so the negation accepts more (a superset)",
+                    pointer,
+                )
+            elif not exact:
+                self.warn_unevaluated({"anyOf": options}, pointer)
+            for chosen in sets:
+                merged: dict[str, Any] | None = rest
+                for i in chosen:
+                    flat = _evaluated_only(self.flatten(options[i], at[i]))
+                    merged = None if flat is None or merged is None else self.merge(merged, flat, at[i])
+                selector = [_passes(options[i], at[i]) for i in chosen]
+                if exact and (negated or key == "oneOf"):
+                    selector += [{"not": options[j], "_at": at[j]} for j in range(n) if j not in chosen]
+                branches.append((merged, selector, at[chosen[0]]))
+            uncovered.append([{"not": o, "_at": at[j]} for j, o in enumerate(options)])
+            if key == "oneOf":
+                uncovered += [[_passes(options[i], at[i]), _passes(options[j], at[j])] for i in range(n) for j in range(i + 1, n)]
+        cases: list[_Case] = []
+        for schema, selector, where in branches:
+            if schema is not None and any(k in schema for k in ("anyOf", "oneOf", "_clauses")):
+                # An anyOf/oneOf left from `d` stands at its pointer; one a passing subschema
+                # brought stands at the case's (clauses carry their own).
+                own = all(schema.get(k) is d.get(k) for k in ("anyOf", "oneOf") if k in schema)
+                inner, left = self.unevaluated_cases(schema, pointer if own else where, negated=negated, top=False)
+                cases += [_Case(r, selector + s, w) for r, s, w in inner]
+                uncovered += [selector + u for u in left]
+            else:
+                cases.append(_Case(None if schema is None else self.resolve_unevaluated(schema, where), selector, where))
+        return cases, uncovered
+
     def merge(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any] | None:
         """The intersection of two flattened schemas (see the module docstring)."""
+        if ("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b) and _counted_contains(a, b):
+            # Each array counts its items valid under each `contains` (`_contains` entries).
+            out = self.merge(_without_contains(a), _without_contains(b), pointer)
+            if out is not None:
+                out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
+            return out
         out = dict(a)
         for x, y in ((a, b), (b, a)):
             # A key matching x's pattern but not y's must meet x's pattern schema AND y's
@@ -984,12 +1208,14 @@ class _Compiler:
                 else:
                     out["_conflicts"] = [*out.get("_conflicts", []), key]
             elif key == "contains":
-                if any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_unevaluatedItems")):
-                    out["_conflicts"] = [*out.get("_conflicts", []), key]  # (it kept a's silently)
-                else:
-                    # Two "some item is valid under ..." (one match at least each): two item witnesses.
-                    del out[key]
-                    out["_item_witness"] = [*out.get("_item_witness", []), {"from": 0, "value": va}, {"from": 0, "value": vb}]
+                # Two "some item is valid under ..." (one match at least each): two item witnesses
+                # (the counted forms are `_contains`, above), marked as evaluating their items.
+                del out[key]
+                out["_item_witness"] = [
+                    *out.get("_item_witness", []),
+                    {"from": 0, "value": va, "contains": True},
+                    {"from": 0, "value": vb, "contains": True},
+                ]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
@@ -1003,6 +1229,14 @@ class _Compiler:
             elif key in _KEYWORDS:
                 out["_conflicts"] = [*out.get("_conflicts", []), key]
             # other keys are not keywords (`x-...`, `@type`): keep a's value
+        # A side's `additionalProperties` (`items`) speaks of the other side's listed
+        # properties (prefix items) too (its `patternProperties` apply to them in the merged
+        # object as they stand).
+        for x, y in ((a, b), (b, a)) if ("properties" in a) != ("properties" in b) or ("prefixItems" in a) != ("prefixItems" in b) else ():
+            if "properties" in x and "properties" not in y and not _trivial_schema(y.get("additionalProperties", True)):
+                out["properties"] = self.merge_properties(a, b)
+            if "prefixItems" in x and "prefixItems" not in y and not _trivial_schema(y.get("items", True)):
+                out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]
         return out
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -1322,13 +1556,32 @@ class _Compiler:
         memo = self.reuse(key, pointer)
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
+        if key is not None and key in self.compiling:
+            # The same content again inside itself (merged recursive $refs, level after level,
+            # come back to the same allOf): a nonterminal for it, given its rule below.
+            if self.compiling[key] is None:
+                self.compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
+            return Sym.n(self.compiling[key])  # type: ignore[arg-type]
+        if key is not None:
+            self.compiling[key] = None
         frame = self.enter(pointer)
+        remembered = len(self.results)
         try:
             d = self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+        except BaseException:
+            if key is not None and self.compiling.get(key) is not None:
+                # Results made inside refer to its nonterminal, which gets no rule now.
+                for inner in list(self.results)[remembered:]:
+                    del self.results[inner]
+            raise
         finally:
             frame = self.leave(frame)
+            again = None if key is None else self.compiling.pop(key)
+        if again is not None and result is not None:
+            self.rule(again, [result])
+            result = Sym.n(again)
         self.remember(key, pointer, frame, result)
         return result
 
@@ -1368,6 +1621,10 @@ class _Compiler:
         if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
             d = self.resolve_unevaluated(d, pointer)
             if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+                if any("not" in c or "if" in c for c in d.get("_clauses", [])) or (
+                    "oneOf" in d and not self.one_of_disjoint(d["oneOf"], f"{pointer}/oneOf", d.get("type"))
+                ):
+                    return self.compile_unevaluated_cases(d, pointer)
                 self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
@@ -1387,6 +1644,19 @@ class _Compiler:
             types = [t for t in types if t != "integer"]
         alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
         return self.choice(f"{pointer or '/'}:types", alternatives)
+
+    def compile_unevaluated_cases(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        """A pending `unevaluated*` beside `not`/`if` or an overlapping `oneOf`, exactly: the
+        union of its cases (`unevaluated_cases`: where a case's selector holds, its resolved
+        schema), so that a failing `if`, a `not`, or the other `oneOf` options evaluate
+        nothing."""
+        cases, _ = self.unevaluated_cases(d, pointer, negated=False)
+        alternatives = []
+        for resolved, selector, where in cases:
+            if resolved is not None:
+                sym = self.compile_flat(dict(resolved, _clauses=selector) if selector else resolved, where)
+                alternatives.append([sym] if sym is not None else None)
+        return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
@@ -1509,7 +1779,13 @@ class _Compiler:
             )
         if not alternatives:
             return None
-        return self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
+        reasons = len(self.empty_reasons)
+        result = self.compile_alternatives(rest, [(a, at) for a in alternatives], f"{at or '/'}:clause")
+        if result is None and "not" in clause:
+            # What made the negation's alternatives empty is the construction's doing: name the `not`.
+            del self.empty_reasons[reasons:]
+            self.contradiction("no value is valid under this not and the keywords beside it", at)
+        return result
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """The listed values that every other keyword accepts (checked value by value)."""
@@ -2324,10 +2600,9 @@ class _Compiler:
             if unique is not NotImplemented:
                 return unique
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
-        least = self.int_keyword(d, "minContains", 1, pointer)
-        most = self.int_keyword(d, "maxContains", None, pointer)
-        if "contains" in d and (least or most is not None):
-            return self.contains_array(d, min_items, max_items, least or 0, most, pointer)
+        counts = self.contains_counts(d, pointer)
+        if counts:
+            return self.contains_array(d, min_items, max_items, counts, pointer)
         prefix = d.get("prefixItems", [])
         prefix_syms = [self.compile(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(prefix)]
         items = d.get("items", True)
@@ -2381,18 +2656,17 @@ class _Compiler:
         witnesses it may meet, and a set f of the witnesses met so far is carried to the end
         (`witness_tail` past the prefix)."""
         witnesses = d["_item_witness"]
-        if "contains" in d:
-            least = self.int_keyword(d, "minContains", 1, pointer)
-            if self.int_keyword(d, "maxContains", None, pointer) is None and least is not None and least <= 1:
-                # Some item valid under `contains`: one more witness, from index 0.
-                witnesses = witnesses + [{"from": 0, "value": d["contains"]}] if least == 1 else witnesses
-            else:
-                self.warn(
-                    "a negated items after prefixItems beside minContains above 1 or maxContains is not required "
-                    "(a superset)",
-                    f"{pointer}/contains",
-                )
-                return self.compile_array({k: v for k, v in d.items() if k != "_item_witness"}, pointer)
+        if self.contains_counts(d, pointer, warn=False) and not (
+            "contains" in d and "_contains" not in d and d.get("minContains", 1) == 1 and d.get("maxContains") is None
+        ):
+            # Counted contains beside: each witness is a count too (at least one item valid
+            # under its value, from its index on), counted with them (`contains_array`).
+            found = [{"schema": w["value"], "min": 1, "max": None, "from": w["from"]} for w in witnesses]
+            rest = {k: v for k, v in d.items() if k not in _CONTAINS_KEYS and k != "_item_witness"}
+            return self.compile_array(dict(rest, _contains=_contains_entries(d) + found), pointer)
+        if "contains" in d and d.get("minContains", 1) == 1:
+            # Some item valid under `contains`: one more witness, from index 0.
+            witnesses = witnesses + [{"from": 0, "value": d["contains"]}]
         witnesses = self.kept_witnesses(witnesses, "items after prefixItems (and contains) on one array", pointer)
         if d.get("uniqueItems") is True and (max_items is None or max_items > 1):
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
@@ -2455,7 +2729,7 @@ class _Compiler:
         (a state refers to the states of larger sets). NotImplemented when the domain is not
         finite, the sets number more than `UNIQUE_STATE_COUNT_MAX`, or `prefixItems`/`contains`
         are present."""
-        if d.get("prefixItems") or "contains" in d:
+        if d.get("prefixItems") or "contains" in d or "_contains" in d:
             return NotImplemented
         where = f"{pointer}/items"
         flat = self.flatten(d.get("items", True), where)
@@ -2540,56 +2814,102 @@ class _Compiler:
         start = memo[0]
         return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
 
-    def contains_array(
-        self, d: dict[str, Any], min_items: int, max_items: int | None, least: int, most: int | None, pointer: str
-    ) -> Sym | None:
-        """Arrays with between `least` and `most` items valid under `contains`.
+    def contains_counts(self, d: dict[str, Any], pointer: str, *, warn: bool = True) -> list[tuple[Any, int, int | None, int]]:
+        """The array's `contains` and the merged `_contains` as (schema, least, most, from)
+        bounds on counts of items (at index `from` or later: item witnesses counted beside
+        them); those that bound nothing are left out. More than `CONTAINS_COUNTED_MAX` keep
+        the first ones (a superset, a warning)."""
+        entries = _contains_entries(d)
+        counts: list[tuple[Any, int, int | None, int]] = []
+        for entry in entries:
+            least = self.int_keyword({"minContains": entry["min"]}, "minContains", 1, pointer) or 0
+            most = self.int_keyword({"maxContains": entry["max"]}, "maxContains", None, pointer)
+            if least or most is not None:
+                counts.append((entry["schema"], least, most, entry.get("from", 0)))
+        if len(counts) > CONTAINS_COUNTED_MAX and warn:
+            self.warn(
+                f"more than {CONTAINS_COUNTED_MAX} contains (with minContains/maxContains) on one array: the first "
+                f"{CONTAINS_COUNTED_MAX} are counted, the others not required (a superset)",
+                f"{pointer}/contains",
+            )
+            counts = counts[:CONTAINS_COUNTED_MAX]
+        return counts
 
-        Items are read left-recursively with a state (items so far, matches so far), both
-        clamped where they stop mattering (items counted exactly through `prefixItems`). A
-        matching item is `S AND contains`, S the item's own schema (`prefixItems` entry or
-        `items`); another is `S AND NOT contains` when `maxContains` bounds the matches, else
-        just `S` (marking one of several matches is enough: ambiguous, but exact).
+    def contains_array(
+        self, d: dict[str, Any], min_items: int, max_items: int | None, counts: list[tuple[Any, int, int | None, int]], pointer: str
+    ) -> Sym | None:
+        """Arrays with between `least` and `most` items valid under each `contains` of `counts`.
+
+        Items are read left-recursively with a state (items so far, matches of each contains
+        so far), each clamped where it stops mattering (items counted exactly through
+        `prefixItems`; a count without `maxContains` saturates at its `minContains`). An item
+        comes in classes, one per set of the contains it is counted for: `S AND` those `AND
+        NOT` each other contains that has a `maxContains` (one without needs no negation:
+        an item it matches may go uncounted, ambiguous but exact); S is the item's own schema
+        (`prefixItems` entry or `items`). A class that counts a saturated contains is left
+        out (the class without it accepts as much).
         """
         items = d.get("items", True)
-        prefix = d.get("prefixItems", [])
+        prefix = list(d.get("prefixItems", []))
+        # Items counted from an index on: the prefix padded with `items` up to it.
+        prefix += [items] * (max([len(prefix), *(c[3] for c in counts)]) - len(prefix))
         where = f"{pointer}/contains"
-
-        def pair(schema: Any) -> tuple[Sym | None, Sym | None]:
-            yes = self.compile({"allOf": [schema, d["contains"]]}, where)
-            no = self.compile({"allOf": [schema, {"not": d["contains"]}]} if most is not None else schema, where)
-            return yes, no
-
-        pairs = [pair(schema) for schema in prefix] + [pair(items)]  # the last: every item past the prefix
-        if most is not None and least > most:
+        if any(most is not None and least > most for _, least, most, _ in counts):
             return None
+        n = len(counts)
+        bounded = [most is not None for _, _, most, _ in counts]
+        tops = [least if most is None else most for _, least, most, _ in counts]
         t_top = max(min_items, 1, len(prefix)) if max_items is None else max_items
-        c_top = least if most is None else most
-        if (t_top + 1) * (c_top + 1) > ARRAY_STATE_COUNT_MAX:
+        if (t_top + 1) * math.prod(top + 1 for top in tops) > ARRAY_STATE_COUNT_MAX:
             raise self.fail(f"minItems/maxItems with contains need more than {ARRAY_STATE_COUNT_MAX} grammar states", where)
-        name = pointer or "/"
-        states: dict[tuple[int, int], int] = {}
 
-        def state(t: int, c: int) -> int:
+        @functools.cache
+        def classes(position: int) -> list[tuple[Sym, int]]:
+            schema = prefix[position] if position < len(prefix) else items
+            out: list[tuple[Sym, int]] = []
+            for mask in range((1 << n) - 1, -1, -1):
+                if any(mask >> i & 1 and position < counts[i][3] for i in range(n)):
+                    continue  # not counted before its index
+                parts = [schema]
+                for i, (contains, _, _, _) in enumerate(counts):
+                    if mask >> i & 1:
+                        parts.append(contains)
+                    elif bounded[i]:
+                        parts.append({"not": contains})
+                sym = self.compile(parts[0] if len(parts) == 1 else {"allOf": parts}, where)
+                if sym is not None:
+                    out.append((sym, mask))
+            return out
+
+        name = pointer or "/"
+        states: dict[tuple[int, tuple[int, ...]], int] = {}
+
+        def state(t: int, c: tuple[int, ...]) -> int:
             if (t, c) not in states:
-                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{c}")
+                states[(t, c)] = self.ir.add_nonterminal(f"{name}:contains{t}.{'.'.join(map(str, c))}")
             return states[(t, c)]
 
-        def steps(t: int, c: int) -> list[tuple[Sym, int, int]]:
-            out: list[tuple[Sym, int, int]] = []
+        def steps(t: int, c: tuple[int, ...]) -> list[tuple[Sym, int, tuple[int, ...]]]:
+            out: list[tuple[Sym, int, tuple[int, ...]]] = []
             if max_items is not None and t + 1 > max_items:
                 return out
             t2 = min(t + 1, t_top) if max_items is None else t + 1
-            saturated = most is None and c >= least
-            yes, no = pairs[min(t, len(prefix))]
-            if yes is not None and not saturated and (most is None or c + 1 <= most):
-                out.append((yes, t2, min(c + 1, c_top) if most is None else c + 1))
-            if no is not None:
-                out.append((no, t2, c))
+            for item, mask in classes(min(t, len(prefix))):
+                c2 = list(c)
+                for i in range(n):
+                    if mask >> i & 1:
+                        if not bounded[i] and c[i] >= tops[i]:
+                            break  # saturated: the class without i accepts as much
+                        c2[i] += 1
+                        if bounded[i] and c2[i] > tops[i]:
+                            break
+                else:
+                    out.append((item, t2, tuple(c2)))
             return out
 
-        todo = [(0, 0)]
-        seen = {(0, 0)}
+        start = tuple(0 for _ in counts)
+        todo = [(0, start)]
+        seen = {(0, start)}
         while todo:
             t, c = todo.pop()
             for item, t2, c2 in steps(t, c):
@@ -2598,9 +2918,10 @@ class _Compiler:
                 if (t2, c2) not in seen:
                     seen.add((t2, c2))
                     todo.append((t2, c2))
-        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and least == 0 else []
+        enough = [least for _, least, _, _ in counts]
+        alts: list[list[Sym]] = [[self.lbracket, self.rbracket]] if min_items == 0 and not any(enough) else []
         for (t, c), nt in states.items():
-            if t >= min_items and c >= least:
+            if t >= min_items and all(ci >= e for ci, e in zip(c, enough)):
                 alts.append([self.lbracket, Sym.n(nt), self.rbracket])
         return self.choice(f"{name}:array", alts)
 

@@ -14,7 +14,7 @@ Semantics are those of the grammar front-end, not a general validator's:
 - `$ref` with siblings applies both (2019-09 semantics), as the front-end's merge does.
 - Internal keys the front-end adds while merging and negating (`_patterns`, `_clauses`,
   `_not_enum`, `_not_bodies`, `_non_integer`, `_not_multiple_of`, and the witnesses
-  `_witness`, `_item_witness` of `logic.py`) are understood.
+  `_witness`, `_item_witness` of `logic.py`, `_contains` of the compiler's merge) are understood.
 
 What it cannot decide (a pattern its translation refuses, `unevaluated*`, `$dynamicRef`, a
 `$ref` nesting past `DEPTH_MAX`) raises `Undecidable`; callers then fall back to the grammar.
@@ -245,6 +245,10 @@ class InstanceChecker:
         if "contains" in schema:
             count = sum(self._valid(item, schema["contains"], pointer, d) for item in value)
             if count < _size_bound(schema, "minContains", 1) or count > _size_bound(schema, "maxContains", math.inf):
+                return False
+        for entry in schema.get("_contains", ()):  # merged `contains` with counts (compiler.py)
+            count = sum(self._valid(item, entry["schema"], pointer, d) for item in value[entry.get("from", 0):])
+            if count < entry["min"] or (entry["max"] is not None and count > entry["max"]):
                 return False
         return True
 

@@ -82,6 +82,8 @@ class Context(Protocol):
 
     def one_of_disjoint(self, options: list[Any], pointer: str, types: Sequence[str] | None = None) -> bool: ...
 
+    def unevaluated_cases(self, d: dict[str, Any], pointer: str) -> tuple[list[Any], list[list[dict[str, Any]]]]: ...
+
 
 def _trivial(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and all(k in _IGNORED for k in schema))
@@ -116,6 +118,8 @@ def clause_alternatives(clause: dict[str, Any], ctx: Context) -> list[Any]:
     at = clause.get("_at", "")
     if "not" in clause:
         return negate(clause["not"], f"{at}", ctx)
+    if "anyOf" in clause:
+        return list(clause["anyOf"])
     if "if" in clause:
         then, otherwise = clause.get("then", True), clause.get("else", True)
         return [{"allOf": [clause["if"], then]}, *[{"allOf": [alt, otherwise]} for alt in negate(clause["if"], f"{at}/if", ctx)]]
@@ -173,6 +177,15 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     d = ctx.flatten(schema, at)
     if d is None:
         return [True]
+    if ("_unevaluatedProperties" in d or "_unevaluatedItems" in d) and any(k in d for k in ("anyOf", "oneOf", "_clauses")):
+        # The schema split by which of its subschemas pass (the unevaluated keys depend on
+        # it): in each case the negation of that case's resolved schema; no case: not valid.
+        cases, uncovered = ctx.unevaluated_cases(d, at)
+        out: list[Any] = [{"_clauses": clauses} for clauses in uncovered]
+        for resolved, selector, where in cases:
+            clauses = selector + ([] if resolved is None else [{"not": resolved, "_at": where}])
+            out.append({"_clauses": clauses} if clauses else {})
+        return out
     alts: list[Any] = []
     handled = set(_IGNORED)
 
@@ -225,7 +238,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         alts.append(_witness(outside, True if extra is False else _negated(extra, f"{at}/additionalProperties")))
     for pattern, sub in patterns.items():
         if not _trivial(sub):
-            where = f"{at}/patternProperties/{pattern.replace('~', '~0').replace('/', '~1')}"
+            where = f"{at}/patternProperties/{_escape(pattern)}"
             alts.append(_witness({"type": ["string"], "pattern": pattern}, _negated(sub, where)))
     names = d.get("propertyNames", True)
     if not _trivial(names):
@@ -233,7 +246,7 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         alts.extend(_witness(keys, True) for keys in regions if _may_be_string(keys, ctx))
     for key, sub in d.get("properties", {}).items():
         if not _trivial(sub):
-            alts.append({"type": ["object"], "required": [key], "properties": {key: {"not": sub}}})
+            alts.append({"type": ["object"], "required": [key], "properties": {key: _negated(sub, f"{at}/properties/{_escape(key)}")}})
     handled |= {"prefixItems", "items"}
     prefix = d.get("prefixItems", [])
     for i, sub in enumerate(prefix):
@@ -247,18 +260,20 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
             alts.append({"type": ["array"], "_item_witness": [{"from": len(prefix), "value": _negated(d["items"], f"{at}/items")}]})
         else:
             alts.append({"type": ["array"], "contains": {"not": d["items"]}})
-    handled |= {"contains", "minContains", "maxContains"}
+    handled |= {"contains", "minContains", "maxContains", "_contains"}
+    counted = [(e["schema"], e["min"], e["max"]) for e in d.get("_contains", [])]
     if "contains" in d:
-        least = _checked_value("minContains", d.get("minContains", 1), at)
-        most = d.get("maxContains")
+        counted.append((d["contains"], d.get("minContains", 1), d.get("maxContains")))
+    for contains, least, most in counted:
+        least = _checked_value("minContains", least, at)
         # Fewer matches than minContains, or more than maxContains.
         if least == 1 and most is None:
-            alts.append({"type": ["array"], "items": {"not": d["contains"]}})
+            alts.append({"type": ["array"], "items": {"not": contains}})
         elif least > 0:
-            alts.append({"type": ["array"], "contains": d["contains"], "minContains": 0, "maxContains": int(least) - 1})
+            alts.append({"type": ["array"], "contains": contains, "minContains": 0, "maxContains": int(least) - 1})
         if most is not None:
             most = _checked_value("maxContains", most, at)
-            alts.append({"type": ["array"], "contains": d["contains"], "minContains": int(most) + 1})
+            alts.append({"type": ["array"], "contains": contains, "minContains": int(most) + 1})
     handled.add("_clauses")
     for clause in d.get("_clauses", []):
         alts.extend(_negate_clause(clause, ctx))
@@ -278,6 +293,11 @@ def _negated(schema: Any, at: str) -> dict[str, Any]:
     """`{"not": schema}` as a flattened clause that names `schema`'s own JSON pointer `at` in
     errors, wherever the witness holding it is compiled."""
     return {"_clauses": [{"not": schema, "_at": at}]}
+
+
+def _escape(key: str) -> str:
+    """`key` as one JSON pointer segment."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _any_of_parts(schema: Any, ctx: Context) -> list[Any]:
@@ -303,6 +323,8 @@ def _may_be_string(schema: Any, ctx: Context) -> bool:
 def _negate_clause(clause: dict[str, Any], ctx: Context) -> list[Any]:
     if "not" in clause:
         return [clause["not"]]
+    if "anyOf" in clause:
+        return [{"_clauses": [{"not": option, "_at": clause.get("_at", "")} for option in clause["anyOf"]]}]
     if "if" in clause:
         then, otherwise = clause.get("then", True), clause.get("else", True)
         return [{"allOf": [clause["if"], {"not": then}]}, {"allOf": [{"not": clause["if"]}, {"not": otherwise}]}]
@@ -327,6 +349,6 @@ _KEYWORDS = frozenset(
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
         "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
-        "_unevaluatedItems", "_witness", "_item_witness", "_duplicate",
+        "_unevaluatedItems", "_witness", "_item_witness", "_duplicate", "_contains",
     }
 )
