@@ -781,7 +781,7 @@ const Recorder = struct {
     /// goes on (the parser was asked only to build the transition) or would end here (a
     /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
     noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32) Error!void {
-        const lexed = lexer.trans.items[state.offset() + lexer.class_of[byte]];
+        const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
         if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state });
     }
@@ -795,7 +795,7 @@ fn walkTrieWith(
     mask: []u32,
 ) Error!void {
     const lexer = parser.lexer;
-    var trans = lexer.trans.items;
+    var pages = lexer.trans.pages.items;
     const class_of = &lexer.class_of;
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
     var rows: [trie_mod.token_length_max + 1]earley.RowId = undefined;
@@ -807,7 +807,7 @@ fn walkTrieWith(
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
-        var next_state = trans[state.offset() + class_of[node.byte]];
+        var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
         var next_row = rows[depth];
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
         const special = next_state.offset() +% 1 <= 1;
@@ -818,7 +818,7 @@ fn walkTrieWith(
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
             const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first }, node.byte);
-            trans = lexer.trans.items;
+            pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
             alive = q != null;
