@@ -230,20 +230,25 @@ pub const StateInfo = struct {
     pub const none = std.math.maxInt(u32);
 };
 
+/// Keys are state indices, hashed by the hash stored when the state was made (growing the
+/// table rehashes every key without reading their pair lists).
 const PairsContext = struct {
     lexer: *const Lexer,
     pub fn hash(self: PairsContext, id: u32) u64 {
-        return regex.hashWords(self.lexer.pairsOf(id));
+        return regex.spreadHash32(self.lexer.pair_hashes.items[id]);
     }
     pub fn eql(self: PairsContext, a: u32, b: u32) bool {
         return regex.wordsEqual(self.lexer.pairsOf(a), self.lexer.pairsOf(b));
     }
 };
 
+/// A pair list not interned yet; `hash32` is its `regex.hashWords32`.
 const PairsLookup = struct {
     lexer: *const Lexer,
-    pub fn hash(_: PairsLookup, pairs: []const u32) u64 {
-        return regex.hashWords(pairs);
+    hash32: u32,
+    pub fn hash(self: PairsLookup, pairs: []const u32) u64 {
+        assert(self.hash32 == regex.hashWords32(pairs));
+        return regex.spreadHash32(self.hash32);
     }
     pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
         return regex.wordsEqual(pairs, self.lexer.pairsOf(b));
@@ -268,6 +273,8 @@ pub const Lexer = struct {
     trans: Table = .init(1),
     pair_words: std.ArrayList(u32) = .empty,
     pair_spans: std.ArrayList(Span) = .empty,
+    /// Per state: `regex.hashWords32` of its pairs (what `state_table` hashes it by).
+    pair_hashes: std.ArrayList(u32) = .empty,
     state_table: std.HashMapUnmanaged(u32, void, PairsContext, 80) = .empty,
     info: std.ArrayList(StateInfo) = .empty,
     accepting_lexemes: std.ArrayList(u32) = .empty,
@@ -306,6 +313,7 @@ pub const Lexer = struct {
         self.trans.deinit(self.gpa);
         self.pair_words.deinit(self.gpa);
         self.pair_spans.deinit(self.gpa);
+        self.pair_hashes.deinit(self.gpa);
         self.state_table.deinit(self.gpa);
         self.info.deinit(self.gpa);
         self.accepting_lexemes.deinit(self.gpa);
@@ -405,10 +413,11 @@ pub const Lexer = struct {
     /// Interns a sorted pair list (lexeme, expr, lexeme, expr, …) as a state.
     fn internState(self: *Lexer, pairs: []const u32) Error!StateId {
         assert(pairs.len % 2 == 0);
+        const hash32 = regex.hashWords32(pairs);
         const gop = try self.state_table.getOrPutContextAdapted(
             self.gpa,
             pairs,
-            PairsLookup{ .lexer = self },
+            PairsLookup{ .lexer = self, .hash32 = hash32 },
             PairsContext{ .lexer = self },
         );
         if (gop.found_existing) return self.trans.rowId(gop.key_ptr.*);
@@ -431,6 +440,7 @@ pub const Lexer = struct {
         const accepting_count: u32 = @as(u32, @intCast(self.accepting_lexemes.items.len)) - accepting_start;
         try self.info.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);
+        try self.pair_hashes.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_words.ensureUnusedCapacity(self.gpa, pairs.len);
         // Last: nothing after it can fail, so no row is left without its state.
         const id = try self.trans.appendRow(self.gpa, if (index == 0) .dead else .missing);
@@ -438,6 +448,7 @@ pub const Lexer = struct {
         const start: u32 = @intCast(self.pair_words.items.len);
         self.pair_words.appendSliceAssumeCapacity(pairs);
         self.pair_spans.appendAssumeCapacity(.{ .start = start, .len = @intCast(pairs.len) });
+        self.pair_hashes.appendAssumeCapacity(hash32);
         self.info.appendAssumeCapacity(.{
             .accepting_lexeme = accepting,
             .accepting_start = accepting_start,
