@@ -146,15 +146,17 @@ fn orderU32(a: u32, b: u32) std.math.Order {
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
-/// Entries of the derivative cache past which it is emptied (keeping its memory) instead of
-/// grown. Growing a hash map rehashes every entry into new memory touched for the first time,
-/// all in the one call that crosses the load: at 2^19 and 2^20 slots (6.5 and 13 MB) that was
-/// 6-10 ms on top of the call's own work (MaskBench Github_hard---o62060,
-/// Github_easy---o21053). Capped here, the map stops at 2^18 slots (3.3 MB, a growth of about
-/// 2 ms), and the derivatives it forgets are recomputed (paid with fuel like the first time);
-/// a grammar that needs this many is one whose lexer makes new states all the time, whose
-/// derivatives are mostly of new terms anyway.
-pub const default_deriv_cache_count_max: u32 = 200_000;
+/// Slots of the derivative cache past which a step (a mask, a consume: `step_fuel`) empties it,
+/// keeping its memory, instead of growing it. Growing a hash map rehashes every entry into new
+/// memory touched for the first time, all in the one call that crosses the load: at 2^19 and
+/// 2^20 slots (6.5 and 13 MB) that was 6-10 ms on top of the call's own work (MaskBench
+/// Github_hard---o62060, Github_easy---o21053). Capped here, a step grows it to 2^18 slots at
+/// most (3.3 MB, about 2 ms), and the derivatives it forgets are recomputed (paid with fuel like
+/// the first time): a grammar that needs this many in its steps makes new lexer states all the
+/// time, whose derivatives are mostly of new terms anyway. Compiling (`compile_fuel`) grows the
+/// cache freely: an emptiness search there may need more than the cap at once (MaskBench
+/// Handwritten---string2 ran out of compile fuel re-deriving), and its time is compile time.
+pub const default_deriv_cache_slots_max: u32 = 1 << 18;
 
 /// Nesting bound of left factoring (see `factorHeads`): past it, members that share a head stay
 /// apart (still exact; the derivative by the head is then an unfactored alternation).
@@ -270,8 +272,8 @@ pub fn IntMap(comptime K: type, comptime V: type) type {
 
 /// Hash-table context: keys are ids, compared by the content of their runs in the arena and
 /// hashed by the hash stored when they were interned, so that growing the table (which
-/// rehashes every key) reads one word per term instead of its run: with 200,000 terms, a
-/// rehash that read the runs took about 10 ms, in one call.
+/// rehashes every key) reads one word per term instead of its run: growing past about 100,000
+/// terms, a rehash that read the runs added 6-8 ms to one call (MaskBench Github_easy---o21053).
 const IdContext = struct {
     set: *const ExprSet,
 
@@ -328,8 +330,8 @@ pub const ExprSet = struct {
     row_representatives: [256]u8 = undefined,
     row_representative_count: u16 = 0,
     limits: Limits = .{},
-    /// `default_deriv_cache_count_max`; a field so that tests can make the cache forget.
-    deriv_cache_count_max: u32 = default_deriv_cache_count_max,
+    /// `default_deriv_cache_slots_max`; a field so that tests can make the cache forget.
+    deriv_cache_slots_max: u32 = default_deriv_cache_slots_max,
     /// Current recursion depth of `deriv` (nested nullable concatenations recurse).
     deriv_depth: u32 = 0,
     /// The byte set of each single byte, once interned (`nothing` until then).
@@ -976,7 +978,8 @@ pub const ExprSet = struct {
         self.deriv_depth += 1;
         defer self.deriv_depth -= 1;
         const result = try self.derivUncached(e, b);
-        if (self.deriv_cache.count() >= self.deriv_cache_count_max) self.deriv_cache.clearRetainingCapacity();
+        const full = self.deriv_cache.available == 0 and self.deriv_cache.capacity() >= self.deriv_cache_slots_max;
+        if (full and self.fuel_limit == .step_fuel) self.deriv_cache.clearRetainingCapacity();
         try self.deriv_cache.put(self.gpa, key, result);
         return result;
     }
@@ -1359,10 +1362,10 @@ test "derivatives recognise simple languages" {
     try std.testing.expectEqual(e, try set.deriv(e, 'a'));
 }
 
-test "a derivative cache emptied when full still recognises the language" {
+test "a derivative cache emptied when full (in steps) still recognises the language" {
     var set = try ExprSet.init(std.testing.allocator, .{});
     defer set.deinit();
-    set.deriv_cache_count_max = 3;
+    set.deriv_cache_slots_max = 8; // the smallest map: emptied at its 7th entry
     // (ab|cd){2,40} ∩ ¬(.*cdcd.*): pairs of ab/cd, 2 to 40 of them, never two cd in a row.
     const ab = try set.concat(try set.byte('a'), try set.byte('b'));
     const cd = try set.concat(try set.byte('c'), try set.byte('d'));
@@ -1396,7 +1399,7 @@ test "a derivative cache emptied when full still recognises the language" {
         if (stray) text[random.uintLessThan(usize, len)] = 'x';
         const expected = !stray and pair_count >= 2 and pair_count <= 40 and !repeated_cd;
         try std.testing.expectEqual(expected, try matches(&set, e, text[0..len]));
-        try std.testing.expect(set.deriv_cache.count() <= 3);
+        try std.testing.expect(set.deriv_cache.capacity() <= 8);
     }
 }
 
