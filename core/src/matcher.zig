@@ -1432,3 +1432,48 @@ test "masks with slices equal full trie walks, byte by byte" {
         };
     };
 }
+
+test "a walk whose parser steps move the table onto its second page gives the right mask" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    // (S1 S2 … S94){0,9} with Si = [\x21-(0x20 + i)]: 95 byte classes (689 rows a page) and a
+    // state per position, so a walk down 800 bytes of "!" makes the lexer's table cross its
+    // first page. Token "!"^k c is allowed exactly when c ≤ 0x21 + k mod 94 (the oracle).
+    var pattern: std.ArrayList(u8) = .empty;
+    try pattern.appendSlice(arena, "(?:");
+    for (0x21..0x7f) |hi| try pattern.print(arena, "[\\x21-\\x{x:0>2}]", .{hi});
+    try pattern.appendSlice(arena, "){0,9}");
+    const run_length = 800;
+    const ends = [_]u8{ '"', '0', '~' };
+    var tokens: std.ArrayList([]const u8) = .empty;
+    const bangs = try arena.alloc(u8, run_length);
+    @memset(bangs, '!');
+    for (1..run_length + 1) |k| {
+        try tokens.append(arena, bangs[0..k]);
+        for (ends) |c| {
+            const token = try arena.alloc(u8, k + 1);
+            @memset(token[0..k], '!');
+            token[k] = c;
+            try tokens.append(arena, token);
+        }
+    }
+    try tokens.append(arena, "<eos>");
+    var t = try TestSetup.init(gpa, tokens.items, pattern.items);
+    defer t.deinit(gpa);
+    try std.testing.expectEqual(@as(u32, 95), t.grammar.lexer.class_count);
+    try std.testing.expectEqual(@as(usize, 1), t.grammar.lexer.trans.pages.items.len);
+    try t.matcher.computeMask();
+    try std.testing.expect(t.grammar.lexer.trans.pages.items.len >= 2);
+    var id: u32 = 0;
+    for (1..run_length + 1) |k| {
+        try std.testing.expect(t.allowed(id)); // "!"^k
+        id += 1;
+        for (ends) |c| {
+            try std.testing.expectEqual(c <= 0x21 + k % 94, t.allowed(id));
+            id += 1;
+        }
+    }
+    try std.testing.expect(t.allowed(id)); // EOS: the empty string matches
+}
