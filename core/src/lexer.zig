@@ -5,12 +5,22 @@
 //! transition on byte b replaces each expression by its derivative and drops the pairs that
 //! became `nothing`; the empty set is the dead state.
 //!
-//! Transitions are cached in one flat table, `trans`, with a row per state and a column per byte
-//! class. State ids are *pre-multiplied*: a `StateId` is the offset of its row, so the hot step
-//! is `trans[state.offset() + class_of[byte]]` — two loads, no multiply (`stateIndex` recovers
-//! the state's index for per-state tables). Row 0 is the dead state (all its entries are 0),
-//! so "dead" is the comparison `== .dead`. Entries not computed yet hold `.missing`; the slow
-//! path (`computeTransition`) fills them with derivatives, paid for with fuel.
+//! Transitions are cached in a table, `trans`, with a row per state and a column per byte
+//! class, stored in fixed-size pages (`Table`). State ids are *pre-multiplied*: a `StateId` is
+//! the place of its row, page in the high bits and the row's first entry in that page in the
+//! low bits, so the hot step is `pages[state.page()][state.slot() + class_of[byte]]` — a shift,
+//! a mask and three loads (the page list is a few hundred pointers, in cache), no multiply
+//! (`stateIndex` recovers the state's index for per-state tables). Row 0 is the dead state
+//! (all its entries are 0), so "dead" is the comparison `== .dead`. Entries not computed yet
+//! hold `.missing`; the slow path (`computeTransition`) fills them with derivatives, paid for
+//! with fuel.
+//!
+//! Why pages: a table in one array is copied whole each time it grows — about 0.6 ms per MB
+//! in wasmtime, into memory touched for the first time — and a grammar with tens of thousands
+//! of states (a `maxLength` string under a pattern) has a 17-25 MB table, so the one call
+//! that grew it paid 10-15 ms for every state before it. A new page is allocated beside the
+//! others and nothing moves; only the first page grows like a list (up to one page, 256 KiB),
+//! so a small lexer stays small. Rows never span a page: a page wastes less than a row.
 //!
 //! Work is charged to the expression set's fuel like the derivatives themselves: a transition
 //! costs a unit plus one per pair it derives, and a new state one per pair it hashes plus a
@@ -32,21 +42,165 @@ const regex = @import("regex.zig");
 const ExprSet = regex.ExprSet;
 const ExprId = regex.ExprId;
 
-/// A DFA state, pre-multiplied: the offset of its row in `Lexer.trans` (`offset`), not its
+/// A DFA state, pre-multiplied: the place of its row in `Lexer.trans` (`page`, `slot`), not its
 /// index among the states (`Lexer.stateIndex`).
 pub const StateId = enum(u32) {
-    /// Row 0; every entry of its row is `dead` again.
+    /// Row 0 of page 0; every entry of its row is `dead` again.
     dead = 0,
-    /// A `trans` entry not computed yet (never a state).
+    /// A table entry not computed yet (never a state: it would be the last entry of page
+    /// 2^16 - 1, and the table never has that many pages).
     missing = std.math.maxInt(u32),
     _,
 
+    /// The id as one number (distinct states have distinct offsets; not an array index).
     pub fn offset(self: StateId) u32 {
         return @backingInt(self);
     }
 
     pub fn fromOffset(value: u32) StateId {
         return @fromBackingInt(value);
+    }
+
+    pub fn fromPlace(page_index: u32, slot_index: u32) StateId {
+        assert(page_index < Table.page_count_max and slot_index < Table.page_entries);
+        return @fromBackingInt(page_index << Table.page_shift | slot_index);
+    }
+
+    /// The page holding the state's row.
+    pub inline fn page(self: StateId) u32 {
+        return @backingInt(self) >> Table.page_shift;
+    }
+
+    /// The row's first entry within its page.
+    pub inline fn slot(self: StateId) u32 {
+        return @backingInt(self) & (Table.page_entries - 1);
+    }
+};
+
+/// The transition table: rows of `row_len` entries in pages of `page_entries`, a row never
+/// spanning two pages. Growing it allocates a page and moves nothing (only the first page
+/// grows like a list, up to one page, so that a small lexer stays small). The hot step is
+/// `get(pages, state, class)`, with `pages` read from `pages.items` and read again after
+/// anything that may add a state (the page list itself may move; the pages do not, except
+/// the first one while it grows).
+pub const Table = struct {
+    /// The pages' first entries. Every page but the first holds `page_entries` entries.
+    pages: std.ArrayList([*]StateId) = .empty,
+    /// Entries allocated in the first page (`page_entries` once it is full-size).
+    first_capacity: u32 = 0,
+    /// Entries used in the last page.
+    tail_len: u32 = 0,
+    row_len: u32,
+    /// Rows in a page: `page_entries / row_len`.
+    rows_per_page: u32,
+
+    pub const page_shift = 16;
+    /// Entries per page: 256 KiB, four wasm pages, a block of the buddy allocator.
+    pub const page_entries: u32 = 1 << page_shift;
+    /// At most this many pages (the ids above it are never rows; see `StateId.missing`).
+    pub const page_count_max: u32 = (1 << (32 - page_shift)) - 1;
+    /// The first allocation of the first page, in rows.
+    const first_rows_min: u32 = 8;
+
+    pub fn init(row_len: u32) Table {
+        assert(row_len >= 1 and row_len <= 256);
+        return .{ .row_len = row_len, .rows_per_page = page_entries / row_len };
+    }
+
+    pub fn deinit(self: *Table, gpa: Allocator) void {
+        for (self.pages.items, 0..) |base, i| {
+            const capacity = if (i == 0) self.first_capacity else page_entries;
+            gpa.free(base[0..capacity]);
+        }
+        self.pages.deinit(gpa);
+        self.* = undefined;
+    }
+
+    /// The entry for `class` in `state`'s row.
+    pub inline fn get(pages: []const [*]StateId, state: StateId, class: u32) StateId {
+        return pages[state.page()][state.slot() + class];
+    }
+
+    pub fn set(self: *Table, state: StateId, class: u32, target: StateId) void {
+        assert(class < self.row_len);
+        self.pages.items[state.page()][state.slot() + class] = target;
+    }
+
+    pub fn rowCount(self: *const Table) u32 {
+        if (self.pages.items.len == 0) return 0;
+        const full: u32 = @intCast(self.pages.items.len - 1);
+        return full * self.rows_per_page + self.tail_len / self.row_len;
+    }
+
+    /// The index of the row `state` (rows are numbered in the order they were appended).
+    pub inline fn rowIndex(self: *const Table, state: StateId, row_reciprocal: u64) u32 {
+        // slot = k·c and c·r = 2^32 + e with 0 ≤ e < c, so slot·r = k·2^32 + k·e, and
+        // k·e < k·c = slot < 2^32: the high word is exactly k.
+        const in_page: u32 = @intCast((@as(u64, state.slot()) * row_reciprocal) >> 32);
+        assert(in_page * self.row_len == state.slot());
+        return state.page() * self.rows_per_page + in_page;
+    }
+
+    /// The id of row `index`.
+    pub fn rowId(self: *const Table, index: u32) StateId {
+        return .fromPlace(index / self.rows_per_page, index % self.rows_per_page * self.row_len);
+    }
+
+    /// Bytes allocated for the table (pages and page list).
+    pub fn bytesAllocated(self: *const Table) usize {
+        if (self.pages.items.len == 0) return 0;
+        const entries = self.first_capacity + (self.pages.items.len - 1) * page_entries;
+        return entries * @sizeOf(StateId) + self.pages.capacity * @sizeOf([*]StateId);
+    }
+
+    /// Appends a row whose entries are all `fill` and returns its id. Copies nothing but a
+    /// first page still growing (at most a page).
+    pub fn appendRow(self: *Table, gpa: Allocator, fill: StateId) Allocator.Error!StateId {
+        const row_len = self.row_len;
+        const page_count: u32 = @intCast(self.pages.items.len);
+        if (page_count == 0 or self.tail_len + row_len > self.capacityOfLast()) {
+            if (page_count == 1 and self.first_capacity < page_entries and self.tail_len + row_len <= page_entries) {
+                try self.growFirst(gpa);
+            } else {
+                try self.addPage(gpa);
+            }
+        }
+        const page_index: u32 = @intCast(self.pages.items.len - 1);
+        assert(self.tail_len + row_len <= self.capacityOfLast());
+        const id: StateId = .fromPlace(page_index, self.tail_len);
+        @memset(self.pages.items[page_index][self.tail_len..][0..row_len], fill);
+        self.tail_len += row_len;
+        return id;
+    }
+
+    fn capacityOfLast(self: *const Table) u32 {
+        return if (self.pages.items.len == 1) self.first_capacity else page_entries;
+    }
+
+    /// The first page, doubled (at least `first_rows_min` rows, at most a page).
+    fn growFirst(self: *Table, gpa: Allocator) Allocator.Error!void {
+        const wanted = @max(self.first_capacity * 2, first_rows_min * self.row_len);
+        const capacity = @min(page_entries, wanted);
+        assert(capacity >= self.tail_len + self.row_len);
+        if (self.pages.items.len == 0) {
+            try self.pages.ensureUnusedCapacity(gpa, 1);
+            const page = try gpa.alloc(StateId, capacity);
+            self.pages.appendAssumeCapacity(page.ptr);
+        } else {
+            const old = self.pages.items[0][0..self.first_capacity];
+            const page = try gpa.realloc(old, capacity);
+            self.pages.items[0] = page.ptr;
+        }
+        self.first_capacity = capacity;
+    }
+
+    fn addPage(self: *Table, gpa: Allocator) Allocator.Error!void {
+        if (self.pages.items.len == 0) return self.growFirst(gpa);
+        if (self.pages.items.len >= page_count_max) return error.OutOfMemory;
+        try self.pages.ensureUnusedCapacity(gpa, 1);
+        const page = try gpa.alloc(StateId, page_entries);
+        self.pages.appendAssumeCapacity(page.ptr);
+        self.tail_len = 0;
     }
 };
 
@@ -76,20 +230,25 @@ pub const StateInfo = struct {
     pub const none = std.math.maxInt(u32);
 };
 
+/// Keys are state indices, hashed by the hash stored when the state was made (growing the
+/// table rehashes every key without reading their pair lists).
 const PairsContext = struct {
     lexer: *const Lexer,
     pub fn hash(self: PairsContext, id: u32) u64 {
-        return regex.hashWords(self.lexer.pairsOf(id));
+        return regex.spreadHash32(self.lexer.pair_hashes.items[id]);
     }
     pub fn eql(self: PairsContext, a: u32, b: u32) bool {
         return regex.wordsEqual(self.lexer.pairsOf(a), self.lexer.pairsOf(b));
     }
 };
 
+/// A pair list not interned yet; `hash32` is its `regex.hashWords32`.
 const PairsLookup = struct {
     lexer: *const Lexer,
-    pub fn hash(_: PairsLookup, pairs: []const u32) u64 {
-        return regex.hashWords(pairs);
+    hash32: u32,
+    pub fn hash(self: PairsLookup, pairs: []const u32) u64 {
+        assert(self.hash32 == regex.hashWords32(pairs));
+        return regex.spreadHash32(self.hash32);
     }
     pub fn eql(self: PairsLookup, pairs: []const u32, b: u32) bool {
         return regex.wordsEqual(pairs, self.lexer.pairsOf(b));
@@ -104,15 +263,18 @@ pub const Lexer = struct {
     class_count: u32,
     /// ceil(2^32 / class_count): `stateIndex` multiplies by it instead of dividing, since the
     /// walk asks "is this state accepting?" for every trie node it enters and a division costs
-    /// tens of cycles. Exact for every multiple of `class_count` below 2^32 (see `stateIndex`).
+    /// tens of cycles. Exact for every multiple of `class_count` below 2^32 (`Table.rowIndex`).
     class_reciprocal: u64 = 0,
     /// A byte of each class, to take derivatives with.
     class_representative: [256]u8,
     /// How many bytes each class has (forced bytes need a class of exactly one byte).
     class_size: [256]u16,
-    trans: std.ArrayList(StateId) = .empty,
+    /// The transitions, a row of `class_count` entries per state (set up by `init`).
+    trans: Table = .init(1),
     pair_words: std.ArrayList(u32) = .empty,
     pair_spans: std.ArrayList(Span) = .empty,
+    /// Per state: `regex.hashWords32` of its pairs (what `state_table` hashes it by).
+    pair_hashes: std.ArrayList(u32) = .empty,
     state_table: std.HashMapUnmanaged(u32, void, PairsContext, 80) = .empty,
     info: std.ArrayList(StateInfo) = .empty,
     accepting_lexemes: std.ArrayList(u32) = .empty,
@@ -141,6 +303,7 @@ pub const Lexer = struct {
         };
         errdefer lexer.deinit();
         lexer.computeClasses();
+        lexer.trans = .init(lexer.class_count);
         const dead_state = try lexer.internState(&.{});
         assert(dead_state == .dead);
         return lexer;
@@ -150,6 +313,7 @@ pub const Lexer = struct {
         self.trans.deinit(self.gpa);
         self.pair_words.deinit(self.gpa);
         self.pair_spans.deinit(self.gpa);
+        self.pair_hashes.deinit(self.gpa);
         self.state_table.deinit(self.gpa);
         self.info.deinit(self.gpa);
         self.accepting_lexemes.deinit(self.gpa);
@@ -204,11 +368,7 @@ pub const Lexer = struct {
     }
 
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
-        // state = k·c and c·r = 2^32 + e with 0 ≤ e < c, so state·r = k·2^32 + k·e, and
-        // k·e < k·c = state < 2^32: the high word is exactly k.
-        const index: u32 = @intCast((@as(u64, state.offset()) * self.class_reciprocal) >> 32);
-        assert(index * self.class_count == state.offset());
-        return index;
+        return self.trans.rowIndex(state, self.class_reciprocal);
     }
 
     pub fn stateInfo(self: *const Lexer, state: StateId) StateInfo {
@@ -253,13 +413,14 @@ pub const Lexer = struct {
     /// Interns a sorted pair list (lexeme, expr, lexeme, expr, …) as a state.
     fn internState(self: *Lexer, pairs: []const u32) Error!StateId {
         assert(pairs.len % 2 == 0);
+        const hash32 = regex.hashWords32(pairs);
         const gop = try self.state_table.getOrPutContextAdapted(
             self.gpa,
             pairs,
-            PairsLookup{ .lexer = self },
+            PairsLookup{ .lexer = self, .hash32 = hash32 },
             PairsContext{ .lexer = self },
         );
-        if (gop.found_existing) return .fromOffset(gop.key_ptr.* * self.class_count);
+        if (gop.found_existing) return self.trans.rowId(gop.key_ptr.*);
         errdefer self.state_table.removeByPtr(gop.key_ptr);
         const index: u32 = @intCast(self.pair_spans.items.len);
         if (index >= self.limits.state_count_max) return limit_error.exceeded(.lexer_states);
@@ -277,30 +438,25 @@ pub const Lexer = struct {
         }
         errdefer self.accepting_lexemes.shrinkRetainingCapacity(accepting_start);
         const accepting_count: u32 = @as(u32, @intCast(self.accepting_lexemes.items.len)) - accepting_start;
-        if (self.trans.capacity - self.trans.items.len < self.class_count) {
-            // Growing the table copies it into new memory whose pages are touched for the
-            // first time: about 0.6 ms per MB in wasmtime, one call paying for all the states
-            // before it. Charged by the size copied, a unit per 16 entries (64 bytes), about
-            // half the measured cost (all of it made a passing MaskBench schema run out), so
-            // the call that grows a large table is bounded like other work: a table past about
-            // 6.4 million entries (25 MB) cannot grow within one call's default fuel.
-            try self.exprs.spend(self.trans.items.len / 16);
-        }
-        try self.trans.ensureUnusedCapacity(self.gpa, self.class_count);
         try self.info.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);
+        try self.pair_hashes.ensureUnusedCapacity(self.gpa, 1);
+        try self.pair_words.ensureUnusedCapacity(self.gpa, pairs.len);
+        // Last: nothing after it can fail, so no row is left without its state.
+        const id = try self.trans.appendRow(self.gpa, if (index == 0) .dead else .missing);
+        assert(self.trans.rowIndex(id, self.class_reciprocal) == index);
         const start: u32 = @intCast(self.pair_words.items.len);
-        try self.pair_words.appendSlice(self.gpa, pairs);
+        self.pair_words.appendSliceAssumeCapacity(pairs);
         self.pair_spans.appendAssumeCapacity(.{ .start = start, .len = @intCast(pairs.len) });
+        self.pair_hashes.appendAssumeCapacity(hash32);
         self.info.appendAssumeCapacity(.{
             .accepting_lexeme = accepting,
             .accepting_start = accepting_start,
             .accepting_count = accepting_count,
             .lazy_accepting = lazy_accepting,
         });
-        self.trans.appendNTimesAssumeCapacity(if (index == 0) .dead else .missing, self.class_count);
         gop.key_ptr.* = index;
-        return .fromOffset(index * self.class_count);
+        return id;
     }
 
     /// The state in which every lexeme whose bit is set in `allowed` may start
@@ -345,7 +501,7 @@ pub const Lexer = struct {
 
     /// The state after `byte`, computing the transition if it is not cached.
     pub inline fn next(self: *Lexer, state: StateId, byte: u8) Error!StateId {
-        const target = self.trans.items[state.offset() + self.class_of[byte]];
+        const target = Table.get(self.trans.pages.items, state, self.class_of[byte]);
         if (target != .missing) return target;
         return self.computeTransition(state, self.class_of[byte]);
     }
@@ -368,7 +524,7 @@ pub const Lexer = struct {
 
     /// Slow path: derive every pair of `state` by a byte of `class` and cache the result.
     pub fn computeTransition(self: *Lexer, state: StateId, class: u8) Error!StateId {
-        assert(state.offset() % self.class_count == 0 and class < self.class_count);
+        assert(state.slot() % self.class_count == 0 and class < self.class_count);
         const b = self.class_representative[class];
         var result: std.ArrayList(u32) = .empty;
         defer result.deinit(self.gpa);
@@ -385,7 +541,7 @@ pub const Lexer = struct {
             if (!try self.isDead(d)) try result.appendSlice(self.gpa, &.{ lexeme, d.index() });
         }
         const target = try self.internState(result.items);
-        self.trans.items[state.offset() + class] = target;
+        self.trans.set(state, class, target);
         return target;
     }
 };
@@ -429,4 +585,103 @@ test "state limit is an error" {
         s = lexer.next(s, 'a') catch |err| break err;
     } else error.NoError;
     try std.testing.expectEqual(error.LimitExceeded, result);
+}
+
+test "table: rows across pages read back like a flat reference" {
+    const gpa = std.testing.allocator;
+    // Row lengths that divide a page, that do not (a page then wastes its last entries), and
+    // the extremes.
+    for ([_]u32{ 1, 3, 71, 100, 256 }) |row_len| {
+        var table: Table = .init(row_len);
+        defer table.deinit(gpa);
+        var flat: std.ArrayList(StateId) = .empty;
+        defer flat.deinit(gpa);
+        var ids: std.ArrayList(StateId) = .empty;
+        defer ids.deinit(gpa);
+        // Past three pages, so the first page's growth and two whole pages are crossed.
+        const row_count = 3 * (Table.page_entries / row_len) + 5;
+        var row: u32 = 0;
+        while (row < row_count) : (row += 1) {
+            const id = try table.appendRow(gpa, if (row == 0) .dead else .missing);
+            try ids.append(gpa, id);
+            try std.testing.expectEqual(row, table.rowIndex(id, ((@as(u64, 1) << 32) + row_len - 1) / row_len));
+            try std.testing.expectEqual(id, table.rowId(row));
+            try std.testing.expectEqual(row + 1, table.rowCount());
+            try std.testing.expect(id.slot() + row_len <= Table.page_entries);
+            try std.testing.expect(id != .missing);
+            try flat.appendNTimes(gpa, if (row == 0) .dead else .missing, row_len);
+            // Fill some entries of earlier rows as the lexer would, in both tables.
+            var k: u32 = 0;
+            while (k < 3) : (k += 1) {
+                const r = (row *% 2654435761 +% k) % (row + 1);
+                const class = (row + k * 7) % row_len;
+                const target = ids.items[(r + 1) % (row + 1)];
+                if (r == 0) continue; // the dead row stays dead
+                table.set(ids.items[r], class, target);
+                flat.items[r * row_len + class] = target;
+            }
+        }
+        try std.testing.expectEqual(@as(usize, 4), table.pages.items.len);
+        for (ids.items, 0..) |id, r| {
+            var class: u32 = 0;
+            while (class < row_len) : (class += 1) {
+                try std.testing.expectEqual(flat.items[r * row_len + class], Table.get(table.pages.items, id, class));
+            }
+        }
+    }
+}
+
+test "table: a row never spans pages and a full first page is left as it is" {
+    const gpa = std.testing.allocator;
+    // 65536 = 255·257 + 1: a page holds 257 rows of 255 and wastes one entry.
+    var table: Table = .init(255);
+    defer table.deinit(gpa);
+    var row: u32 = 0;
+    var last: StateId = .dead;
+    while (row < 258) : (row += 1) last = try table.appendRow(gpa, .missing);
+    try std.testing.expectEqual(@as(u32, 257), table.rows_per_page);
+    try std.testing.expectEqual(@as(u32, 1), last.page());
+    try std.testing.expectEqual(@as(u32, 0), last.slot());
+    try std.testing.expectEqual(StateId.fromPlace(0, 256 * 255), table.rowId(256));
+    // The first page grew by doubling, so its first pages were copied: the page list points
+    // at the grown page.
+    try std.testing.expectEqual(Table.page_entries, table.first_capacity);
+}
+
+test "lexer: states past the first page step like states within it" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    // a{0,6000} beside the one-byte lexemes b … z: 27 byte classes, so 2,427 rows a page, and
+    // one state per count of a's after the first: the table spans three pages. The state
+    // after i a's is accepting and its successor by `b` is dead, as a reference count says.
+    var lexemes: [26]ExprId = undefined;
+    lexemes[0] = try regex_syntax.parse(&exprs, "a{0,6000}", .{}, &diag);
+    for (lexemes[1..], 1..) |*l, k| l.* = try regex_syntax.parse(&exprs, &.{@intCast('a' + k)}, .{}, &diag);
+    var lexer = try Lexer.init(gpa, &exprs, &lexemes, .{});
+    defer lexer.deinit();
+    try std.testing.expectEqual(@as(u32, 27), lexer.class_count);
+    var states: std.ArrayList(StateId) = .empty;
+    defer states.deinit(gpa);
+    var s = try lexer.next(try lexer.startState(null), 'a');
+    var i: u32 = 1;
+    while (i <= 6000) : (i += 1) {
+        try states.append(gpa, s);
+        try std.testing.expect(lexer.isAccepting(s));
+        try std.testing.expectEqual(StateId.dead, try lexer.next(s, 'b'));
+        s = try lexer.next(s, 'a');
+    }
+    try std.testing.expectEqual(StateId.dead, s); // 6,001 a's
+    try std.testing.expectEqual(@as(usize, 3), lexer.trans.pages.items.len);
+    try std.testing.expect(states.items[states.items.len - 1].page() >= 1);
+    // Cached: the same steps again give the same states, without new ones.
+    const count = lexer.stateCount();
+    s = states.items[0];
+    for (states.items[1..]) |expected| {
+        s = try lexer.next(s, 'a');
+        try std.testing.expectEqual(expected, s);
+        try std.testing.expectEqual(expected, lexer.trans.rowId(lexer.stateIndex(expected)));
+    }
+    try std.testing.expectEqual(count, lexer.stateCount());
 }

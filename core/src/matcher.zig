@@ -781,7 +781,7 @@ const Recorder = struct {
     /// goes on (the parser was asked only to build the transition) or would end here (a
     /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
     noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32) Error!void {
-        const lexed = lexer.trans.items[state.offset() + lexer.class_of[byte]];
+        const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
         if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state });
     }
@@ -795,7 +795,7 @@ fn walkTrieWith(
     mask: []u32,
 ) Error!void {
     const lexer = parser.lexer;
-    var trans = lexer.trans.items;
+    var pages = lexer.trans.pages.items;
     const class_of = &lexer.class_of;
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
     var rows: [trie_mod.token_length_max + 1]earley.RowId = undefined;
@@ -807,7 +807,7 @@ fn walkTrieWith(
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
-        var next_state = trans[state.offset() + class_of[node.byte]];
+        var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
         var next_row = rows[depth];
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
         const special = next_state.offset() +% 1 <= 1;
@@ -818,7 +818,7 @@ fn walkTrieWith(
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
             const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first }, node.byte);
-            trans = lexer.trans.items;
+            pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
             alive = q != null;
@@ -1431,4 +1431,49 @@ test "masks with slices equal full trie walks, byte by byte" {
             return err;
         };
     };
+}
+
+test "a walk whose parser steps move the table onto its second page gives the right mask" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    // (S1 S2 … S94){0,9} with Si = [\x21-(0x20 + i)]: 95 byte classes (689 rows a page) and a
+    // state per position, so a walk down 800 bytes of "!" makes the lexer's table cross its
+    // first page. Token "!"^k c is allowed exactly when c ≤ 0x21 + k mod 94 (the oracle).
+    var pattern: std.ArrayList(u8) = .empty;
+    try pattern.appendSlice(arena, "(?:");
+    for (0x21..0x7f) |hi| try pattern.print(arena, "[\\x21-\\x{x:0>2}]", .{hi});
+    try pattern.appendSlice(arena, "){0,9}");
+    const run_length = 800;
+    const ends = [_]u8{ '"', '0', '~' };
+    var tokens: std.ArrayList([]const u8) = .empty;
+    const bangs = try arena.alloc(u8, run_length);
+    @memset(bangs, '!');
+    for (1..run_length + 1) |k| {
+        try tokens.append(arena, bangs[0..k]);
+        for (ends) |c| {
+            const token = try arena.alloc(u8, k + 1);
+            @memset(token[0..k], '!');
+            token[k] = c;
+            try tokens.append(arena, token);
+        }
+    }
+    try tokens.append(arena, "<eos>");
+    var t = try TestSetup.init(gpa, tokens.items, pattern.items);
+    defer t.deinit(gpa);
+    try std.testing.expectEqual(@as(u32, 95), t.grammar.lexer.class_count);
+    try std.testing.expectEqual(@as(usize, 1), t.grammar.lexer.trans.pages.items.len);
+    try t.matcher.computeMask();
+    try std.testing.expect(t.grammar.lexer.trans.pages.items.len >= 2);
+    var id: u32 = 0;
+    for (1..run_length + 1) |k| {
+        try std.testing.expect(t.allowed(id)); // "!"^k
+        id += 1;
+        for (ends) |c| {
+            try std.testing.expectEqual(c <= 0x21 + k % 94, t.allowed(id));
+            id += 1;
+        }
+    }
+    try std.testing.expect(t.allowed(id)); // EOS: the empty string matches
 }

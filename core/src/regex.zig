@@ -146,6 +146,18 @@ fn orderU32(a: u32, b: u32) std.math.Order {
 /// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
 pub const deriv_depth_max: u32 = 4_000;
 
+/// Slots of the derivative cache past which a step (a mask, a consume: `step_fuel`) empties it,
+/// keeping its memory, instead of growing it. Growing a hash map rehashes every entry into new
+/// memory touched for the first time, all in the one call that crosses the load: at 2^19 and
+/// 2^20 slots (6.5 and 13 MB) that was 6-10 ms on top of the call's own work (MaskBench
+/// Github_hard---o62060, Github_easy---o21053). Capped here, a step grows it to 2^18 slots at
+/// most (3.3 MB, about 2 ms), and the derivatives it forgets are recomputed (paid with fuel like
+/// the first time): a grammar that needs this many in its steps makes new lexer states all the
+/// time, whose derivatives are mostly of new terms anyway. Compiling (`compile_fuel`) grows the
+/// cache freely: an emptiness search there may need more than the cap at once (MaskBench
+/// Handwritten---string2 ran out of compile fuel re-deriving), and its time is compile time.
+pub const default_deriv_cache_slots_max: u32 = 1 << 18;
+
 /// Nesting bound of left factoring (see `factorHeads`): past it, members that share a head stay
 /// apart (still exact; the derivative by the head is then an unfactored alternation).
 pub const factor_depth_max: u32 = 64;
@@ -225,6 +237,16 @@ pub fn hashWords(words: []const u32) u64 {
     return h ^ (h >> 32);
 }
 
+/// A run's hash kept in 32 bits (`ExprSet.hashes`, the lexer's state hashes) and spread back
+/// to the 64 bits a hash map reads (its low bits pick the slot, its top 7 the fingerprint).
+pub fn hashWords32(words: []const u32) u32 {
+    return @truncate(hashWords(words));
+}
+
+pub fn spreadHash32(h: u32) u64 {
+    return @as(u64, h) *% 0x9E37_79B9_7F4A_7C15;
+}
+
 /// Hash-table context for integer keys (ids, packed pairs): one multiply-xorshift round and
 /// the splitmix64 finalizer. `std.AutoHashMap` hashes with Wyhash, whose 64×64→128-bit
 /// multiply is a library call in wasm32 (`__multi3`): in MaskBench's heaviest masks, lookups
@@ -248,12 +270,15 @@ pub fn IntMap(comptime K: type, comptime V: type) type {
     return std.HashMapUnmanaged(K, V, IntContext(K), std.hash_map.default_max_load_percentage);
 }
 
-/// Hash-table context: keys are ids, compared by the content of their runs in the arena.
+/// Hash-table context: keys are ids, compared by the content of their runs in the arena and
+/// hashed by the hash stored when they were interned, so that growing the table (which
+/// rehashes every key) reads one word per term instead of its run: growing past about 100,000
+/// terms, a rehash that read the runs added 6-8 ms to one call (MaskBench Github_easy---o21053).
 const IdContext = struct {
     set: *const ExprSet,
 
     pub fn hash(self: IdContext, id: u32) u64 {
-        return hashWords(self.set.runOf(id));
+        return spreadHash32(self.set.hashes.items[id]);
     }
 
     pub fn eql(self: IdContext, a: u32, b: u32) bool {
@@ -261,12 +286,15 @@ const IdContext = struct {
     }
 };
 
-/// Lookup context: a candidate run (not yet in the arena) against stored ids.
+/// Lookup context: a candidate run (not yet in the arena) against stored ids; `hash32` is
+/// `hashWords32(run)`, computed once by the caller, which also stores it.
 const RunContext = struct {
     set: *const ExprSet,
+    hash32: u32,
 
-    pub fn hash(_: RunContext, run: []const u32) u64 {
-        return hashWords(run);
+    pub fn hash(self: RunContext, run: []const u32) u64 {
+        assert(self.hash32 == hashWords32(run));
+        return spreadHash32(self.hash32);
     }
 
     pub fn eql(self: RunContext, run: []const u32, b: u32) bool {
@@ -283,6 +311,8 @@ pub const ExprSet = struct {
     empty_cache: IntMap(u32, bool) = .empty,
     /// Per term: `Lengths`, filled when the term is interned.
     lengths: std.ArrayList(Lengths) = .empty,
+    /// Per term: `hashWords32` of its run (what `table` hashes it by).
+    hashes: std.ArrayList(u32) = .empty,
     scratch: std.ArrayList(u32) = .empty,
     /// Units of work left (see the file comment); `deriv`, the constructors and `isEmpty`
     /// spend it. Whoever sets it names the budget in `fuel_limit`.
@@ -300,6 +330,8 @@ pub const ExprSet = struct {
     row_representatives: [256]u8 = undefined,
     row_representative_count: u16 = 0,
     limits: Limits = .{},
+    /// `default_deriv_cache_slots_max`; a field so that tests can make the cache forget.
+    deriv_cache_slots_max: u32 = default_deriv_cache_slots_max,
     /// Current recursion depth of `deriv` (nested nullable concatenations recurse).
     deriv_depth: u32 = 0,
     /// The byte set of each single byte, once interned (`nothing` until then).
@@ -326,6 +358,7 @@ pub const ExprSet = struct {
         self.row_cache.deinit(self.gpa);
         self.row_words.deinit(self.gpa);
         self.lengths.deinit(self.gpa);
+        self.hashes.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.* = undefined;
     }
@@ -435,10 +468,11 @@ pub const ExprSet = struct {
     fn intern(self: *ExprSet, run: []const u32) Error!ExprId {
         // Hashing and comparing the run is linear in its length.
         try self.spend(run.len);
+        const hash32 = hashWords32(run);
         const gop = try self.table.getOrPutContextAdapted(
             self.gpa,
             run,
-            RunContext{ .set = self },
+            RunContext{ .set = self, .hash32 = hash32 },
             IdContext{ .set = self },
         );
         if (gop.found_existing) return @fromBackingInt(@intCast(gop.key_ptr.*));
@@ -453,6 +487,10 @@ pub const ExprSet = struct {
             self.table.removeByPtr(gop.key_ptr);
             return err;
         };
+        self.hashes.ensureUnusedCapacity(self.gpa, 1) catch |err| {
+            self.table.removeByPtr(gop.key_ptr);
+            return err;
+        };
         self.words.appendSlice(self.gpa, run) catch |err| {
             self.table.removeByPtr(gop.key_ptr);
             return err;
@@ -463,7 +501,8 @@ pub const ExprSet = struct {
             return err;
         };
         self.lengths.appendAssumeCapacity(self.runLengths(run));
-        assert(self.lengths.items.len == self.spans.items.len);
+        self.hashes.appendAssumeCapacity(hash32);
+        assert(self.lengths.items.len == self.spans.items.len and self.hashes.items.len == self.spans.items.len);
         gop.key_ptr.* = id;
         return @fromBackingInt(@intCast(id));
     }
@@ -939,6 +978,8 @@ pub const ExprSet = struct {
         self.deriv_depth += 1;
         defer self.deriv_depth -= 1;
         const result = try self.derivUncached(e, b);
+        const full = self.deriv_cache.available == 0 and self.deriv_cache.capacity() >= self.deriv_cache_slots_max;
+        if (full and self.fuel_limit == .step_fuel) self.deriv_cache.clearRetainingCapacity();
         try self.deriv_cache.put(self.gpa, key, result);
         return result;
     }
@@ -1319,6 +1360,63 @@ test "derivatives recognise simple languages" {
     try std.testing.expect(!try matches(&set, e, "aaa"));
     // The derivative of a* b by a is the same term: the DFA is finite.
     try std.testing.expectEqual(e, try set.deriv(e, 'a'));
+}
+
+test "a derivative cache emptied when full (in steps) still recognises the language" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    set.deriv_cache_slots_max = 8; // the smallest map: emptied at its 7th entry
+    // (ab|cd){2,40} ∩ ¬(.*cdcd.*): pairs of ab/cd, 2 to 40 of them, never two cd in a row.
+    const ab = try set.concat(try set.byte('a'), try set.byte('b'));
+    const cd = try set.concat(try set.byte('c'), try set.byte('d'));
+    const pairs = try set.repeat(try set.alt2(ab, cd), 2, 40);
+    var every_byte: ByteSet = .{};
+    every_byte.addRange(0, 255);
+    const any = try set.repeat(try set.byteSet(every_byte), 0, repeat_unbounded);
+    const cdcd = try set.concat(try set.concat(cd, cd), any);
+    const banned = try set.not(try set.concat(any, cdcd));
+    const e = try set.andAll(&.{ pairs, banned });
+    var prng = std.Random.DefaultPrng.init(7);
+    const random = prng.random();
+    var text: [84]u8 = undefined;
+    var round: u32 = 0;
+    while (round < 300) : (round += 1) {
+        // A random sequence of ab/cd pairs, sometimes with a stray byte; the oracle below
+        // decides it by counting.
+        const pair_count = random.uintLessThan(u32, 42);
+        var len: usize = 0;
+        var repeated_cd = false;
+        var last_cd = false;
+        for (0..pair_count) |_| {
+            const is_cd = random.boolean();
+            if (is_cd and last_cd) repeated_cd = true;
+            last_cd = is_cd;
+            text[len] = if (is_cd) 'c' else 'a';
+            text[len + 1] = if (is_cd) 'd' else 'b';
+            len += 2;
+        }
+        const stray = random.uintLessThan(u32, 8) == 0 and len > 0;
+        if (stray) text[random.uintLessThan(usize, len)] = 'x';
+        const expected = !stray and pair_count >= 2 and pair_count <= 40 and !repeated_cd;
+        try std.testing.expectEqual(expected, try matches(&set, e, text[0..len]));
+        try std.testing.expect(set.deriv_cache.capacity() <= 8);
+    }
+}
+
+test "terms stay hash-consed across the table's growth (stored hashes)" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // 30,000 distinct terms (the table grows past 2^15 slots), then the same again: every
+    // one found, none new.
+    var ids: [30_000]ExprId = undefined;
+    for (&ids, 0..) |*id, i| {
+        id.* = try set.concat(try set.byte(@intCast(i % 256)), try set.byte(@intCast(i / 256)));
+    }
+    const count = set.count();
+    for (ids, 0..) |id, i| {
+        try std.testing.expectEqual(id, try set.concat(try set.byte(@intCast(i % 256)), try set.byte(@intCast(i / 256))));
+    }
+    try std.testing.expectEqual(count, set.count());
 }
 
 test "intersection and complement, with an exact emptiness check" {
