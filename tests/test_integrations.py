@@ -243,15 +243,16 @@ def _refuses_bad_batches(llama3, pool, matchers, bitmask):
 def test_a_second_matcher_at_a_width_costs_no_trie(llama3, monkeypatch):
     grammar = Grammar.regex("[0-9]+")
     width = llama3.vocab_size + 1000
-    Matcher(llama3, grammar, vocab_size=width)  # the widened trie, once per core instance
-    Matcher(llama3, grammar, vocab_size=width)
+    pool = CorePool(CoreOptions(instances=2))  # its own instances: other tests' matchers do not count
+    warm = [Matcher(llama3, grammar, vocab_size=width, pool=pool) for _ in range(2)]  # a trie in each
+    assert len({w._core for w in warm}) == 2
     builds = []
     original = type(llama3)._build_in
     monkeypatch.setattr(type(llama3), "_build_in", lambda self, core: builds.append(self) or original(self, core))
     for _ in range(20):
-        m = Matcher(llama3, grammar, vocab_size=width)
+        m = Matcher(llama3, grammar, vocab_size=width, pool=pool)
     assert builds == []  # a trie build per matcher was 0.1-0.2 s
-    Matcher(llama3, grammar, vocab_size=width + 32)  # a new width is a new trie: the probe counts it
+    Matcher(llama3, grammar, vocab_size=width + 32, pool=pool)  # a new width is a new trie: the probe counts it
     assert builds
     assert m.vocab_size == width and m.mask_words == (width + 31) // 32
     assert not m.consume_token(width - 1)  # ids past the vocabulary are never allowed
