@@ -125,6 +125,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
+from .logic import _KEYWORDS as _LOGIC_KEYWORDS
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
@@ -491,6 +492,10 @@ def _and(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
+# The keys of an option `enum_union` takes (with annotations and non-keywords).
+_ENUM_UNION_KEYS = frozenset({"enum", "const"})
+_ASSERTING = _LOGIC_KEYWORDS
+
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
 _KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema", "unevaluatedProperties", "unevaluatedItems"}
 # unevaluated* → what evaluates every other key/item once all branches are merged in.
@@ -580,6 +585,7 @@ class _Compiler:
         self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.results: dict[tuple[str, int], _Memo] = {}
+        self.enum_unions: dict[tuple[int, ...], tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1039,6 +1045,7 @@ class _Compiler:
         self.content_ids.clear()
         self.content_keys.clear()
         self.results.clear()
+        self.enum_unions.clear()
         self.warning_log.clear()
         self.checker = None  # type: ignore[assignment]
 
@@ -1466,6 +1473,10 @@ class _Compiler:
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
+        if len(options) >= 2 and _has_constraints(rest):
+            union = self.enum_union(options)
+            if union is not None:
+                options = [union]
         for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
@@ -1486,6 +1497,40 @@ class _Compiler:
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
         return self.choice(name, alternatives)
+
+    def enum_union(self, options: list[tuple[Any, str]]) -> tuple[dict[str, Any], str] | None:
+        """Options that are all plain value lists (`enum`/`const` beside annotations and
+        non-keywords, which assert nothing) as one option listing every value: `rest` AND
+        (`enum` A OR `enum` B) is `rest` AND `enum` A+B, one merge and one check of the values
+        where every option cost a merge, a memo entry and a compile (MaskBench service-schema:
+        238 task names, each a `pattern` beside the same anyOf of 238 one-name enums, 56,000
+        merges). None when an option is anything else. Its pointer is the first option's.
+
+        Memoised by the options' identities (the same anyOf list meets many siblings)."""
+        key = tuple(map(id, [option for option, _ in options]))
+        known = self.enum_unions.get(key)
+        if known is not None:
+            return known[1]
+        values: list[Any] = []
+        result: tuple[dict[str, Any], str] | None = ({"enum": values}, options[0][1])
+        for option, _ in options:
+            enum = option.get("enum") if type(option) is dict else None
+            if (
+                type(option) is not dict or ("enum" not in option and "const" not in option)
+                or (enum is not None and type(enum) is not list)  # the option's own compile names the error
+                or any(k not in _ENUM_UNION_KEYS and k not in ANNOTATIONS and (k[:1] in "_$" or k in _ASSERTING) for k in option)
+            ):
+                result = None
+                break
+            # What `normalize` makes of the two (these options need no other step of `flatten`).
+            if "const" not in option:
+                values.extend(enum)  # type: ignore[arg-type]
+            elif enum is None:
+                values.append(option["const"])
+            else:
+                values.extend(v for v in enum if _json_equal(v, option["const"]))
+        self.enum_unions[key] = ([option for option, _ in options], result)  # the options kept alive: ids stay theirs
+        return result
 
     def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
@@ -1524,7 +1569,7 @@ class _Compiler:
             values = [v for v in d["enum"] if _type_allows(types, v)]
         else:
             try:
-                values = [v for v in d["enum"] if self.checker.valid(v, rest, pointer)]
+                values = self.checker.valid_values(d["enum"], rest, pointer)
             except Undecidable as err:
                 self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
                 types = d.get("type", TYPES)
