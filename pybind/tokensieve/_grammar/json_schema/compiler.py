@@ -1841,7 +1841,14 @@ class _Compiler:
             return self.contradiction(f"minProperties {low} but only {possible} property names are possible", pointer)
         pair = None
         if regions:
-            pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+            # One nonterminal per set of regions in the whole schema (their key lexemes are shared
+            # whatever their names): objects alike in their other keys then share their extras
+            # and the states after their last members too.
+            pair = self.memo.get(("pair", *regions))
+            if pair is None:
+                pair = self.memo[("pair", *regions)] = self.nonterminal(
+                    f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions]
+                )
         if witnesses:
             pairs = [] if pair is None else [(Sym.n(pair), 0), *self.witness_pairs(d, taken, key_parts, witnesses, pointer)]
             if self.any_order and (len(members) > 1 or (members and pairs)):
@@ -1999,7 +2006,7 @@ class _Compiler:
                 and_patterns=tuple(ands[1:]) + key_ands,
                 not_patterns=tuple(nots + name_nots) + key_nots,
             )
-            regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
+            regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # (shared: see the pair in compile_object)
         extra = d.get("additionalProperties", self.additional_default)
         if values and extra is not False:
             extra = {"allOf": [extra, *values]}
@@ -2012,7 +2019,7 @@ class _Compiler:
             else:
                 name = f"key:{pointer or '/'}/additionalProperties"
                 lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
-                key = Sym.t(self.ir.add_lexeme(lexeme))
+                key = Sym.t(self.ir.add_shared_lexeme(lexeme))
             regions.append((key, value))
         return regions
 
