@@ -470,3 +470,12 @@ def test_bounded_whitespace_pattern_bounds_each_gap(whitespace: str) -> None:
         assert rec.full_match(text) == want, (whitespace, text)
         m = Matcher(tok, grammar)
         assert (m.consume_tokens(tok.encode(text)) and m.is_accepting()) == want, (whitespace, text)
+
+
+def test_source_is_the_schema_as_json_text() -> None:
+    # Made when first read (Grammar.source), from the schema as given.
+    schema = {"type": "object", "properties": {"é": {"type": "string"}}, "description": "d"}
+    assert Grammar.json_schema(schema).source == json.dumps(schema)
+    text = '{"type":"integer"}'
+    assert Grammar.json_schema(text).source == text
+    assert repr(Grammar.json_schema({"type": "null"})) == "Grammar.json_schema('{\"type\": \"null\"}')"
