@@ -156,62 +156,30 @@ pub const Lexer = struct {
         self.* = undefined;
     }
 
-    /// The coarsest partition of the bytes that every byte set respects, numbered by each
-    /// class's smallest byte. Refined set by set on 256-bit words: a set splits only the
-    /// classes it cuts, at eight word operations per class, where a pass over the 256 bytes per
-    /// set cost more than the rest of a small grammar's compile (a JSON Schema grammar has
-    /// 50-100 byte sets: a literal's bytes are sets too).
     fn computeClasses(self: *Lexer) void {
+        @memset(&self.class_of, 0);
+        var count: u32 = 1;
         const Refiner = struct {
-            classes: *[256]regex.ByteSet,
+            lexer: *Lexer,
             count: *u32,
             fn visit(r: @This(), set: regex.ByteSet) void {
-                const count = r.count.*;
-                var index: u32 = 0;
-                while (index < count) : (index += 1) {
-                    const class = &r.classes[index];
-                    var inside: regex.ByteSet = .{};
-                    var outside: regex.ByteSet = .{};
-                    var cut_in: u32 = 0;
-                    var cut_out: u32 = 0;
-                    for (&inside.bits, &outside.bits, class.bits, set.bits) |*in, *out, c, s| {
-                        in.* = c & s;
-                        out.* = c & ~s;
-                        cut_in |= in.*;
-                        cut_out |= out.*;
+                // Split every class into its part inside `set` and its part outside.
+                var remap: [256]u16 = @splat(0xFFFF);
+                var new_count: u32 = 0;
+                var b: u32 = 0;
+                while (b < 256) : (b += 1) {
+                    const inside: u32 = @intFromBool(set.contains(@intCast(b)));
+                    const key = @as(u32, r.lexer.class_of[b]) * 2 + inside;
+                    if (remap[key] == 0xFFFF) {
+                        remap[key] = @intCast(new_count);
+                        new_count += 1;
                     }
-                    if (cut_in == 0 or cut_out == 0) continue; // the class lies on one side
-                    assert(r.count.* < 256);
-                    class.* = inside;
-                    r.classes[r.count.*] = outside;
-                    r.count.* += 1;
+                    r.lexer.class_of[b] = @intCast(remap[key]);
                 }
+                r.count.* = new_count;
             }
         };
-        var classes: [256]regex.ByteSet = undefined;
-        classes[0] = .{ .bits = @splat(0xFFFF_FFFF) };
-        var count: u32 = 1;
-        self.exprs.forEachByteSet(Refiner{ .classes = &classes, .count = &count }, Refiner.visit);
-        // Number the classes by their smallest byte (what a byte-by-byte refinement gives).
-        var class_of_unordered: [256]u8 = undefined;
-        for (classes[0..count], 0..) |class, index| {
-            for (class.bits, 0..) |word, w| {
-                var bits = word;
-                while (bits != 0) : (bits &= bits - 1) {
-                    class_of_unordered[w * 32 + @ctz(bits)] = @intCast(index);
-                }
-            }
-        }
-        var remap: [256]u16 = @splat(0xFFFF);
-        var numbered: u32 = 0;
-        for (&self.class_of, class_of_unordered) |*class, unordered| {
-            if (remap[unordered] == 0xFFFF) {
-                remap[unordered] = @intCast(numbered);
-                numbered += 1;
-            }
-            class.* = @intCast(remap[unordered]);
-        }
-        assert(numbered == count);
+        self.exprs.forEachByteSet(Refiner{ .lexer = self, .count = &count }, Refiner.visit);
         self.class_count = count;
         self.class_reciprocal = ((@as(u64, 1) << 32) + count - 1) / count;
         var b: u32 = 256;
