@@ -590,7 +590,7 @@ class _Compiler:
         self.object_suffixes: dict[tuple[Any, ...], int] = {}
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
-        self.enum_unions: dict[tuple[int, ...], tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
+        self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1410,6 +1410,10 @@ class _Compiler:
                 return exact  # type: ignore[return-value]
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
+        if len(d[key]) >= 2 and _has_constraints(rest) and "_unevaluatedProperties" not in d and "_unevaluatedItems" not in d:
+            union = self.enum_union(d[key], f"{pointer}/{key}/0")
+            if union is not None:
+                return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}")
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
         if key == "anyOf" and ("_unevaluatedProperties" in d or "_unevaluatedItems" in d) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
             # Every option that passes adds its evaluated keys: one alternative per non-empty
@@ -1481,10 +1485,6 @@ class _Compiler:
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
-        if len(options) >= 2 and _has_constraints(rest):
-            union = self.enum_union(options)
-            if union is not None:
-                options = [union]
         for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
@@ -1506,22 +1506,21 @@ class _Compiler:
             alternatives.append([sym] if sym is not None else None)
         return self.choice(name, alternatives)
 
-    def enum_union(self, options: list[tuple[Any, str]]) -> tuple[dict[str, Any], str] | None:
-        """Options that are all plain value lists (`enum`/`const` beside annotations and
-        non-keywords, which assert nothing) as one option listing every value: `rest` AND
-        (`enum` A OR `enum` B) is `rest` AND `enum` A+B, one merge and one check of the values
-        where every option cost a merge, a memo entry and a compile (MaskBench service-schema:
-        238 task names, each a `pattern` beside the same anyOf of 238 one-name enums, 56,000
-        merges). None when an option is anything else. Its pointer is the first option's.
+    def enum_union(self, options: list[Any], pointer: str) -> tuple[dict[str, Any], str] | None:
+        """anyOf/oneOf options that are all plain value lists (`enum`/`const` beside annotations
+        and non-keywords, which assert nothing) as one option listing every value, at `pointer`
+        (the first option's): `rest` AND (`enum` A OR `enum` B) is `rest` AND `enum` A+B, one
+        merge and one check of the values where every option cost a merge, a memo entry and a
+        compile (MaskBench service-schema: 238 task names, each a `pattern` beside the same
+        anyOf of 238 one-name enums, 56,000 merges). None when an option is anything else.
 
-        Memoised by the options' identities (the same anyOf list meets many siblings)."""
-        key = tuple(map(id, [option for option, _ in options]))
-        known = self.enum_unions.get(key)
+        Memoised by the list's identity (the same anyOf meets many siblings)."""
+        known = self.enum_unions.get(id(options))
         if known is not None:
             return known[1]
         values: list[Any] = []
-        result: tuple[dict[str, Any], str] | None = ({"enum": values}, options[0][1])
-        for option, _ in options:
+        result: tuple[dict[str, Any], str] | None = ({"enum": values}, pointer)
+        for option in options:
             enum = option.get("enum") if type(option) is dict else None
             if (
                 type(option) is not dict or ("enum" not in option and "const" not in option)
@@ -1537,7 +1536,7 @@ class _Compiler:
                 values.append(option["const"])
             else:
                 values.extend(v for v in enum if _json_equal(v, option["const"]))
-        self.enum_unions[key] = ([option for option, _ in options], result)  # the options kept alive: ids stay theirs
+        self.enum_unions[id(options)] = (options, result)  # the list kept alive: its id stays its own
         return result
 
     def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
