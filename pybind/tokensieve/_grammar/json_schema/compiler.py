@@ -1410,7 +1410,8 @@ class _Compiler:
                 return exact  # type: ignore[return-value]
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
-        if len(d[key]) >= 2 and _has_constraints(rest) and "_unevaluatedProperties" not in d and "_unevaluatedItems" not in d:
+        unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
+        if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
             union = self.enum_union(d[key], f"{pointer}/{key}/0")
             if union is not None:
                 return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}")
@@ -1525,7 +1526,10 @@ class _Compiler:
             if (
                 type(option) is not dict or ("enum" not in option and "const" not in option)
                 or (enum is not None and type(enum) is not list)  # the option's own compile names the error
-                or any(k not in _ENUM_UNION_KEYS and k not in ANNOTATIONS and (k[:1] in "_$" or k in _ASSERTING) for k in option)
+                or any(
+                    k not in _ENUM_UNION_KEYS and k not in ANNOTATIONS and (k[:1] in "_$" or k in _ASSERTING)
+                    for k in option
+                )
             ):
                 result = None
                 break
@@ -2005,7 +2009,7 @@ class _Compiler:
                 and_patterns=tuple(ands[1:]) + key_ands,
                 not_patterns=tuple(nots + name_nots) + key_nots,
             )
-            regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # (shared: see the pair in compile_object)
+            regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # shared: see compile_object's pair
         extra = d.get("additionalProperties", self.additional_default)
         if values and extra is not False:
             extra = {"allOf": [extra, *values]}
@@ -2081,7 +2085,10 @@ class _Compiler:
             if key in seqs:
                 return seqs[key]
             alts = table[key]
-            out = None if alts is None else alts[0] if len(alts) == 1 else [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
             seqs[key] = out
             return out
 
