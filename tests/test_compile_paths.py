@@ -14,7 +14,7 @@ import gc
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tokensieve import Grammar, GrammarError
@@ -126,3 +126,32 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@settings(max_examples=300, deadline=None)
+@example((4, [(0, [(False, 1)]), (1, [(False, 2)]), (2, [(False, 3)]), (3, [(True, 0)])]))  # a chain met backwards
+@example((2, [(0, [(False, 1)]), (1, [(False, 0)])]))  # a cycle with no way out
+@given(st.integers(1, 8).flatmap(lambda n: st.tuples(
+    st.just(n),
+    st.lists(st.tuples(st.integers(0, n - 1), st.lists(st.tuples(st.booleans(), st.integers(0, n - 1)), max_size=3)), max_size=12),
+)))
+def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[tuple[int, list[tuple[bool, int]]]]]) -> None:
+    # Against a plain fixpoint of passes (every order of rules: the two-pass shortcut must fall
+    # back to the worklist when references come before their rules).
+    from tokensieve._grammar.ir import GrammarIR, Sym, productive_nonterminals
+
+    n, rules = grammar
+    ir = GrammarIR()
+    for i in range(n):
+        ir.add_nonterminal(f"n{i}")
+    for lhs, rhs in rules:
+        ir.add_rule(lhs, [Sym.t(0) if terminal else Sym.n(index) for terminal, index in rhs])
+    expected: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in ir.rules:
+            if rule.lhs not in expected and all(s.terminal or s.index in expected for s in rule.rhs):
+                expected.add(rule.lhs)
+                changed = True
+    assert productive_nonterminals(ir) == [i in expected for i in range(n)]

@@ -471,3 +471,35 @@ def test_bounded_whitespace_pattern_bounds_each_gap(whitespace: str) -> None:
         assert rec.full_match(text) == want, (whitespace, text)
         m = Matcher(tok, grammar)
         assert (m.consume_tokens(tok.encode(text)) and m.is_accepting()) == want, (whitespace, text)
+
+
+def test_source_is_the_schema_as_json_text() -> None:
+    # Made when first read (Grammar.source), from the schema as given.
+    schema = {"type": "object", "properties": {"é": {"type": "string"}}, "description": "d"}
+    assert Grammar.json_schema(schema).source == json.dumps(schema)
+    text = '{"type":"integer"}'
+    assert Grammar.json_schema(text).source == text
+    assert repr(Grammar.json_schema({"type": "null"})) == "Grammar.json_schema('{\"type\": \"null\"}')"
+
+
+def test_checking_many_values_agrees_with_jsonschema_and_the_general_check() -> None:
+    # InstanceChecker.valid_values checks strings by their keywords alone (compile_enum's path).
+    import jsonschema
+
+    from tokensieve._grammar.json_schema.compiler import _Compiler, _plain_lexeme
+
+    checker = _Compiler(
+        {}, lenient=False, additional_properties_default=True,
+        key_separator=_plain_lexeme("':'", "literal", ":"), item_separator=_plain_lexeme("','", "literal", ","),
+    ).checker
+    values = ["", "a", "ab", "abc", "2020-01-01", "2020-13-01", "x\ny", 'q"', "é", "b1", "1b", 1, None, True, 2.5, [1], {"a": 1}]
+    public = [
+        {"pattern": "^a"}, {"minLength": 2, "maxLength": 3}, {"format": "date"}, {"type": "integer"},
+        {"type": ["string", "null"], "pattern": "^.$"}, {"format": "date", "minLength": 10, "pattern": "1$"}, {"foo": 1},
+    ]
+    for schema in public:
+        validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        assert checker.valid_values(values, schema) == [v for v in values if validator.is_valid(v)], schema
+    internal = [{"pattern": "b", "_patterns": ["^a"]}, {"_not_bodies": ["a.*", "b.*"], "minLength": 1}]
+    for schema in internal:
+        assert checker.valid_values(values, schema) == [v for v in values if checker.valid(v, schema)], schema

@@ -127,15 +127,25 @@ class Grammar:
     """
 
     kind: str
-    source: str
     limits: Limits
 
     def __init__(self, kind: str, source: str, ir: GrammarIR, limits: Limits | None = None) -> None:
         self.kind = kind
-        self.source = source
+        self._source: str | None = source
+        self._source_data: Any = None  # a schema given as data, until `source` is first read
         self.limits = limits or Limits()
         self.ir = ir
         self._handles = CoreHandles("grammar")
+
+    @property
+    def source(self) -> str:
+        """The grammar's text as given; a JSON Schema given as data: its JSON text, made when
+        first read (nothing else needs it, and a large schema's text costs as much as a tenth
+        of its translation), so from the schema as it is then."""
+        if self._source is None:
+            self._source = json.dumps(self._source_data)
+            self._source_data = None
+        return self._source
 
     @classmethod
     def regex(
@@ -237,8 +247,6 @@ class Grammar:
         Raises:
             GrammarError: with `json_pointer` naming the unsupported or invalid part.
         """
-        import json
-
         from .json_schema.compiler import json_schema_to_ir
 
         ir = json_schema_to_ir(
@@ -250,8 +258,11 @@ class Grammar:
             item_separator=item_separator,
             property_order=property_order,
         )
-        source = schema if isinstance(schema, str) else json.dumps(schema)
-        return cls.from_ir(ir, source=source, kind="json_schema", limits=limits)
+        if isinstance(schema, str):
+            return cls.from_ir(ir, source=schema, kind="json_schema", limits=limits)
+        grammar = cls.from_ir(ir, kind="json_schema", limits=limits)
+        grammar._source, grammar._source_data = None, schema
+        return grammar
 
     @classmethod
     @_collector_paused

@@ -222,9 +222,25 @@ def alternation_regex(texts: Sequence[str]) -> str:
 
 
 def productive_nonterminals(ir: GrammarIR) -> list[bool]:
-    """Which nonterminals derive at least one string of lexemes (worklist, linear time)."""
+    """Which nonterminals derive at least one string of lexemes (worklist, linear time).
+
+    Two passes over the rules in order come first: front-ends add a nonterminal's rules after
+    those of what it uses (but for references, met in the second pass), so they mark every
+    nonterminal productive in most grammars, at half the worklist's cost; what they mark is
+    productive, so when that is all of them it is the answer."""
     productive = [False] * len(ir.nonterminals)
     rules = ir.rules
+    for _ in range(2):
+        for lhs, rhs in rules:
+            if not productive[lhs]:
+                for terminal, index in rhs:
+                    if not (terminal or productive[index]):
+                        break
+                else:
+                    productive[lhs] = True
+        if all(productive):
+            return productive
+    productive = [False] * len(ir.nonterminals)
     missing = [0] * len(rules)
     uses: list[list[int]] = [[] for _ in ir.nonterminals]
     queue = []

@@ -128,6 +128,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
+from .logic import _KEYWORDS as _LOGIC_KEYWORDS
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
@@ -595,6 +596,10 @@ def _passes(schema: Any, at: str) -> dict[str, Any]:
     return {"anyOf": [schema], "_at": at}
 
 
+# The keys of an option `enum_union` takes (with annotations and non-keywords).
+_ENUM_UNION_KEYS = frozenset({"enum", "const"})
+_ASSERTING = _LOGIC_KEYWORDS
+
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
 _KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema", "unevaluatedProperties", "unevaluatedItems"}
 # unevaluated* → what evaluates every other key/item once all branches are merged in.
@@ -685,6 +690,12 @@ class _Compiler:
         self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.results: dict[tuple[str, int], _Memo] = {}
+        # object_body's states shared between objects: (member, next suffix id) or (bounds and
+        # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
+        self.object_suffixes: dict[tuple[Any, ...], int] = {}
+        self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
+        self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
+        self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1273,6 +1284,10 @@ class _Compiler:
         self.content_ids.clear()
         self.content_keys.clear()
         self.results.clear()
+        self.enum_unions.clear()
+        self.object_suffixes.clear()
+        self.object_alternatives.clear()
+        self.object_sequences.clear()
         self.warning_log.clear()
         self.checker = None  # type: ignore[assignment]
 
@@ -1665,6 +1680,11 @@ class _Compiler:
                 return exact  # type: ignore[return-value]
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
+        unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
+        if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
+            union = self.enum_union(d[key], f"{pointer}/{key}/0")
+            if union is not None:
+                return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}")
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
         if key == "anyOf" and ("_unevaluatedProperties" in d or "_unevaluatedItems" in d) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
             # Every option that passes adds its evaluated keys: one alternative per non-empty
@@ -1757,6 +1777,42 @@ class _Compiler:
             alternatives.append([sym] if sym is not None else None)
         return self.choice(name, alternatives)
 
+    def enum_union(self, options: list[Any], pointer: str) -> tuple[dict[str, Any], str] | None:
+        """anyOf/oneOf options that are all plain value lists (`enum`/`const` beside annotations
+        and non-keywords, which assert nothing) as one option listing every value, at `pointer`
+        (the first option's): `rest` AND (`enum` A OR `enum` B) is `rest` AND `enum` A+B, one
+        merge and one check of the values where every option cost a merge, a memo entry and a
+        compile (MaskBench service-schema: 238 task names, each a `pattern` beside the same
+        anyOf of 238 one-name enums, 56,000 merges). None when an option is anything else.
+
+        Memoised by the list's identity (the same anyOf meets many siblings)."""
+        known = self.enum_unions.get(id(options))
+        if known is not None:
+            return known[1]
+        values: list[Any] = []
+        result: tuple[dict[str, Any], str] | None = ({"enum": values}, pointer)
+        for option in options:
+            enum = option.get("enum") if type(option) is dict else None
+            if (
+                type(option) is not dict or ("enum" not in option and "const" not in option)
+                or (enum is not None and type(enum) is not list)  # the option's own compile names the error
+                or any(
+                    k not in _ENUM_UNION_KEYS and k not in ANNOTATIONS and (k[:1] in "_$" or k in _ASSERTING)
+                    for k in option
+                )
+            ):
+                result = None
+                break
+            # What `normalize` makes of the two (these options need no other step of `flatten`).
+            if "const" not in option:
+                values.extend(enum)  # type: ignore[arg-type]
+            elif enum is None:
+                values.append(option["const"])
+            else:
+                values.extend(v for v in enum if _json_equal(v, option["const"]))
+        self.enum_unions[id(options)] = (options, result)  # the list kept alive: its id stays its own
+        return result
+
     def compile_clauses(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """Expand the first clause (`not`, `if`, a dependency) into alternatives merged with
         the rest of the schema; the other clauses are expanded inside each alternative."""
@@ -1800,7 +1856,7 @@ class _Compiler:
             values = [v for v in d["enum"] if _type_allows(types, v)]
         else:
             try:
-                values = [v for v in d["enum"] if self.checker.valid(v, rest, pointer)]
+                values = self.checker.valid_values(d["enum"], rest, pointer)
             except Undecidable as err:
                 self.unsupported(f"enum/const values cannot be checked against the keywords beside them ({err})", pointer)
                 types = d.get("type", TYPES)
@@ -2064,7 +2120,14 @@ class _Compiler:
             return self.contradiction(f"minProperties {low} but only {possible} property names are possible", pointer)
         pair = None
         if regions:
-            pair = self.nonterminal(f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions])
+            # One nonterminal per set of regions in the whole schema (their key lexemes are shared
+            # whatever their names): objects alike in their other keys then share their extras
+            # and the states after their last members too.
+            pair = self.memo.get(("pair", *regions))
+            if pair is None:
+                pair = self.memo[("pair", *regions)] = self.nonterminal(
+                    f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions]
+                )
         if witnesses:
             pairs = [] if pair is None else [(Sym.n(pair), 0), *self.witness_pairs(d, taken, key_parts, witnesses, pointer)]
             if self.any_order and (len(members) > 1 or (members and pairs)):
@@ -2222,7 +2285,7 @@ class _Compiler:
                 and_patterns=tuple(ands[1:]) + key_ands,
                 not_patterns=tuple(nots + name_nots) + key_nots,
             )
-            regions.append((Sym.t(self.ir.add_lexeme(lexeme)), value))
+            regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # shared: see compile_object's pair
         extra = d.get("additionalProperties", self.additional_default)
         if values and extra is not False:
             extra = {"allOf": [extra, *values]}
@@ -2235,7 +2298,7 @@ class _Compiler:
             else:
                 name = f"key:{pointer or '/'}/additionalProperties"
                 lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
-                key = Sym.t(self.ir.add_lexeme(lexeme))
+                key = Sym.t(self.ir.add_shared_lexeme(lexeme))
             regions.append((key, value))
         return regions
 
@@ -2278,22 +2341,38 @@ class _Compiler:
                 alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
             return alts or None
 
-        table: dict[tuple[int, int], list[list[Sym]] | None] = {(n, c): tail(c) for c in range(top + 1)}
-        nts: dict[tuple[int, int], int] = {}
+        # State (i, c) depends on members i.. and the bounds and extras only, so it is shared
+        # with every object of this schema that has the same: `suffix[i]` numbers that (members
+        # from i, bounds, extras), and the states' alternatives and sequences are kept by
+        # (suffix, c) for the whole translation. The expansions of if/then/else and of anyOf
+        # merged with its siblings compile one object per alternative, alike but for a few
+        # members (MaskBench ui5.yaml: 1,478 objects).
+        suffix_ids, table, seqs = self.object_suffixes, self.object_alternatives, self.object_sequences
+        suffix = [0] * (n + 1)
+        suffix[n] = suffix_ids.setdefault((low, high, top, unit), len(suffix_ids))
+        for i in range(n - 1, -1, -1):
+            suffix[i] = suffix_ids.setdefault((members[i], suffix[i + 1]), len(suffix_ids))
+        for c in range(top + 1):
+            if (suffix[n], c) not in table:
+                table[(suffix[n], c)] = tail(c)
 
         def seq(i: int, c: int) -> list[Sym] | None:
-            alts = table[(i, c)]
-            if alts is None:
-                return None
-            if len(alts) == 1:
-                return alts[0]
-            if (i, c) not in nts:
-                nts[(i, c)] = self.nonterminal(f"{name}:after{i}.{c}", alts)
-            return [Sym.n(nts[(i, c)])]
+            key = (suffix[i], c)
+            if key in seqs:
+                return seqs[key]
+            alts = table[key]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
+            seqs[key] = out
+            return out
 
         for i in range(n - 1, -1, -1):
             key_sym, value_sym, is_required = members[i]
             for c in range(top + 1):
+                if (suffix[i], c) in table:
+                    continue
                 alts = []
                 after = min(c + 1, top) if high is None else c + 1
                 rest = seq(i + 1, after) if after <= top else None
@@ -2302,8 +2381,8 @@ class _Compiler:
                 skip = None if is_required else seq(i + 1, c)
                 if skip is not None:
                     alts.append(skip)
-                table[(i, c)] = alts or None
-        top_alts = table[(0, 0)]
+                table[(suffix[i], c)] = alts or None
+        top_alts = table[(suffix[0], 0)]
         if top_alts is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
