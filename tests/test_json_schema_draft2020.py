@@ -201,27 +201,72 @@ def test_unevaluated_with_many_any_of_options_is_a_subset_with_a_warning() -> No
     assert check.is_valid({"a": 1, "b": 1}) and not accepts(grammar, {"a": 1, "b": 1})  # the documented subset
 
 
-def test_dynamic_ref_depending_on_the_path_is_a_superset_with_a_warning() -> None:
-    # A generic list whose items are whatever the resource that reached it says: integers
-    # through t1, strings through t2. One grammar symbol cannot follow the path: any of them.
-    schema = {
-        "$id": "https://ex.com/r",
-        "properties": {"x": {"$ref": "t1"}, "y": {"$ref": "t2"}},
-        "$defs": {
-            "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"},
-                     "$defs": {"item": {"$dynamicAnchor": "item", "not": True}}},
-            "t1": {"$id": "t1", "$ref": "list", "$defs": {"item": {"$dynamicAnchor": "item", "type": "integer"}}},
-            "t2": {"$id": "t2", "$ref": "list", "$defs": {"item": {"$dynamicAnchor": "item", "type": "string"}}},
-        },
-    }
-    warnings = json_schema_to_ir(schema).options["warnings"]
-    assert any(w.startswith("/$defs/list/items/$dynamicRef:") and "a superset" in w for w in warnings), warnings
+# A generic list whose items are whatever the resource that reached it says: integers through
+# t1, strings through t2 (the outermost resource of the dynamic scope with the anchor wins).
+_GENERIC_LIST = {
+    "$id": "https://ex.com/r",
+    "properties": {"x": {"$ref": "t1"}, "y": {"$ref": "t2"}, "z": {"$ref": "list"}},
+    "$defs": {
+        "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"},
+                 "$defs": {"item": {"$dynamicAnchor": "item", "not": True}}},
+        "t1": {"$id": "t1", "$ref": "list", "$defs": {"item": {"$dynamicAnchor": "item", "type": "integer"}}},
+        "t2": {"$id": "t2", "$ref": "list", "$defs": {"item": {"$dynamicAnchor": "item", "type": "string"}}},
+    },
+}
+
+DYNAMIC_SCOPE_CASES = [
+    ("generic_list", _GENERIC_LIST),
+    (
+        # Nesting enters a resource too: t1's list of lists, whose inner lists go through t2.
+        "scope_by_nesting_and_reference",
+        {"$id": "https://ex.com/r",
+         "properties": {"a": {"$id": "inner", "properties": {"l": {"$ref": "list"}},
+                              "$defs": {"item": {"$dynamicAnchor": "item", "type": "boolean"}}},
+                        "b": {"$ref": "list"}},
+         "$defs": {"list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"},
+                            "$defs": {"item": {"$dynamicAnchor": "item", "type": "integer"}}}}},
+    ),
+    (
+        # Recursion: a tree whose nodes are what the outermost extension says, at every depth.
+        "recursive_tree_extended_twice",
+        {"$id": "https://ex.com/r",
+         "properties": {"loose": {"$ref": "tree"}, "strict": {"$ref": "strict"}},
+         "$defs": {
+             "tree": {"$id": "tree", "$dynamicAnchor": "node", "type": "object",
+                      "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$dynamicRef": "#node"}}}},
+             "strict": {"$id": "strict", "$dynamicAnchor": "node", "$ref": "tree", "required": ["v"]},
+         }},
+    ),
+]
+DYNAMIC_VALUES = POOL + [
+    {"x": [1, 2], "y": ["a"]}, {"x": ["a"]}, {"y": [1]}, {"x": [None]}, {"z": []}, {"z": [1]}, {"x": [], "y": [], "z": []},
+    {"a": {"l": [True, False]}}, {"a": {"l": [1]}}, {"b": [1, 2]}, {"b": [True]}, {"a": True},
+    {"loose": {"kids": [{"v": 1}, {}]}}, {"strict": {"v": 1, "kids": [{"v": 2, "kids": [{}]}]}},
+    {"strict": {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}}, {"strict": {"kids": []}}, {"loose": {"v": "x"}},
+]
+
+
+@pytest.mark.parametrize("name, schema", DYNAMIC_SCOPE_CASES, ids=[c[0] for c in DYNAMIC_SCOPE_CASES])
+def test_dynamic_ref_depending_on_the_path_is_exact(name: str, schema: Any) -> None:
+    assert not json_schema_to_ir(schema).options["warnings"]
     grammar = Grammar.json_schema(schema)
     check = validator(schema)
-    for value in POOL + [{"x": [1, 2], "y": ["a"]}, {"x": ["a"]}, {"y": [1]}, {"x": [None]}]:
+    outcomes = {(check.is_valid(v), accepts(grammar, v)) for v in DYNAMIC_VALUES}
+    assert outcomes <= {(True, True), (False, False)}, [v for v in DYNAMIC_VALUES if check.is_valid(v) != accepts(grammar, v)]
+    assert (True, True) in outcomes and (False, False) in outcomes
+
+
+def test_dynamic_ref_past_the_copy_limit_is_a_superset_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokensieve._grammar.json_schema import refs
+
+    monkeypatch.setattr(refs, "DYNAMIC_COPIES_MAX", 2)
+    warnings = json_schema_to_ir(_GENERIC_LIST).options["warnings"]
+    assert any(w.startswith("/$defs/list/items/$dynamicRef:") and "a superset" in w for w in warnings), warnings
+    grammar = Grammar.json_schema(_GENERIC_LIST)
+    check = validator(_GENERIC_LIST)
+    for value in DYNAMIC_VALUES:
         if check.is_valid(value):
             assert accepts(grammar, value), value
-    assert accepts(grammar, {"x": [1], "y": ["a"]}) and not accepts(grammar, {"x": [None]})
     assert accepts(grammar, {"x": ["a"]}) and not check.is_valid({"x": ["a"]})  # the stated superset
 
 

@@ -27,9 +27,12 @@ pays nothing.
   `$dynamicAnchor`, the outermost resource of the *dynamic scope* that has one wins. The root
   resource is always the outermost, so when it has the anchor the result is exact; so it is
   when only one resource has it (the bookend is then the target itself). Otherwise the target
-  depends on the path of evaluation, which one grammar symbol cannot follow: it becomes an
-  `anyOf` of every resource holding the anchor (marked `DYNAMIC_UNION`; the compiler warns: a
-  superset). `$recursiveRef: "#"` (2019-09) is the same with `$recursiveAnchor: true`.
+  depends on the path of evaluation, through a finite context: `_specialise` copies each
+  sub-schema reached by a reference once per context (exact). Past `DYNAMIC_COPIES_MAX` copies
+  it becomes an `anyOf` of every resource holding the anchor (marked `DYNAMIC_UNION`; the
+  compiler warns: a superset). `$recursiveRef: "#"` (2019-09) is resolved the same way with
+  `$recursiveAnchor: true` where the target is the same on every path, and by the union
+  otherwise.
 """
 
 from __future__ import annotations
@@ -237,6 +240,143 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
         return out
 
     try:
-        return rewrite(root, "")
+        specialised = _specialise(root, index) if _path_dependent(root, index) else None
+        return rewrite(root, "") if specialised is None else specialised
     except RecursionError:  # deeper than Python's stack: the compiler's depth limit reports it
         return root
+
+
+# Copies of sub-schemas per dynamic scope that `_specialise` may make before it gives up (the
+# union then stands instead, a superset with a warning).
+DYNAMIC_COPIES_MAX = 256
+_COPY_KEY = "__tokensieve_dynamic_{}"
+
+
+def _path_dependent(root: Any, index: _Index) -> bool:
+    """Whether some `$dynamicRef` of `root` resolves differently by the path of evaluation."""
+    if not any(len(places) > 1 for places in index.dynamic.values()):
+        return False
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, list):
+            stack += [(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+            continue
+        if not isinstance(node, dict):
+            continue
+        ref = node.get("$dynamicRef")
+        if isinstance(ref, str):
+            base = index.base_of.get(pointer, index.root_base)
+            if index.resolve_dynamic(base, ref) is None and len(index.dynamic_candidates(base, ref)) > 1:
+                return True
+        for key, value in node.items():
+            if key not in _DATA_KEYS and isinstance(value, (dict, list)):
+                stack.append((value, f"{pointer}/{_escape(key)}"))
+    return False
+
+
+def _specialise(root: Any, index: _Index) -> Any | None:
+    """`root` with every reference resolved exactly in its dynamic scope, or None when that
+    takes more than `DYNAMIC_COPIES_MAX` copies (or the root is not an object).
+
+    A `$dynamicRef` to a dynamic anchor resolves to the anchor of the outermost resource that
+    defines it among those evaluation has entered (by nesting or by reference). Which one
+    that is depends on the path, but only through a finite *context*: for each anchor name,
+    the first entered resource defining it. So each sub-schema reached by a reference is
+    copied once per context it is reached in (`$defs/__tokensieve_dynamic_k`), every
+    reference inside a copy resolved in that copy's context: the grammar follows the path.
+    """
+    if not isinstance(root, dict):
+        return None
+    holders: dict[tuple[str, str], str] = {}  # (resource, anchor name) → pointer
+    for name, places in index.dynamic.items():
+        for res, pointer in places:
+            holders.setdefault((res, name), pointer)
+    names = sorted(index.dynamic)
+    Context = tuple[tuple[str, str], ...]  # (name, holder pointer), sorted by name
+
+    def enter(context: Context, res: str) -> Context:
+        bound = dict(context)
+        for name in names:
+            if name not in bound and (res, name) in holders:
+                bound[name] = holders[(res, name)]
+        return tuple(sorted(bound.items()))
+
+    copies: dict[tuple[str, Context], str] = {}
+    pending: list[tuple[str, Context, str]] = []
+
+    def copy_of(pointer: str, context: Context) -> str:
+        """The copy of the sub-schema at `pointer` entered with `context` (made later)."""
+        context = enter(context, index.base_of.get(pointer, index.root_base))
+        key = copies.get((pointer, context))
+        if key is None:
+            if len(copies) >= DYNAMIC_COPIES_MAX:
+                raise _TooManyCopies
+            key = copies[(pointer, context)] = _COPY_KEY.format(len(copies))
+            pending.append((pointer, context, key))
+        return "#/$defs/" + key
+
+    def rewrite(node: Any, pointer: str, context: Context, outer: str) -> Any:
+        if isinstance(node, list):
+            return [rewrite(v, f"{pointer}/{i}", context, outer) for i, v in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        base = index.base_of.get(pointer, index.root_base)
+        if base != outer:
+            context = enter(context, base)  # a nested resource: entered by nesting
+        out: dict[str, Any] = {}
+        refs: list[str] = []
+        for key, value in node.items():
+            if key in _DATA_KEYS:
+                out[key] = value
+            elif key == "$ref" and isinstance(value, str):
+                target = index.resolve(base, value)
+                if target is None:
+                    out[key] = value
+                else:
+                    refs.append(copy_of(target, context))
+            elif key == "$dynamicRef" and isinstance(value, str):
+                target = index.resolve(base, value)
+                _, name = _resource(_join(base, value))
+                if target is None:
+                    out[key] = value
+                    continue
+                node_at = index.node(target)
+                if name and not name.startswith("/") and isinstance(node_at, dict) and node_at.get("$dynamicAnchor") == name:
+                    # A bookend: the outermost entered resource with the anchor, else the
+                    # target's own resource (entered by following the reference).
+                    target = dict(context).get(name, target)
+                refs.append(copy_of(target, context))
+            elif key == "$recursiveRef" and isinstance(value, str):
+                target = index.resolve_recursive(base, value)
+                if target is None and len(index.recursive_candidates(base, value)) > 1:
+                    raise _TooManyCopies  # path-dependent $recursiveRef: the union instead
+                if target is None:
+                    out[key] = value
+                else:
+                    refs.append(copy_of(target, context))
+            else:
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base)
+        for ref in refs:
+            if "$ref" not in out:
+                out["$ref"] = ref
+            else:
+                out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+        return out
+
+    try:
+        out = rewrite(root, "", enter((), index.root_base), index.root_base)
+        made: dict[str, Any] = {}
+        while pending:
+            pointer, context, key = pending.pop()
+            base = index.base_of.get(pointer, index.root_base)
+            made[key] = rewrite(index.node(pointer), pointer, context, base)
+    except _TooManyCopies:
+        return None
+    defs = out.get("$defs")
+    out["$defs"] = {**(defs if isinstance(defs, dict) else {}), **made}
+    return out
+
+
+class _TooManyCopies(Exception):
+    """`_specialise` gives up: the union of the targets stands instead."""
