@@ -237,8 +237,24 @@ DYNAMIC_SCOPE_CASES = [
              "strict": {"$id": "strict", "$dynamicAnchor": "node", "$ref": "tree", "required": ["v"]},
          }},
     ),
+    (
+        # 2019-09: the outermost of the unbroken run of resources with $recursiveAnchor.
+        "recursive_ref_extended",
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", "$id": "https://ex.com/r",
+         "properties": {"loose": {"$ref": "tree"}, "strict": {"$ref": "strict"}, "wrapped": {"$ref": "wrap"}},
+         "$defs": {
+             "tree": {"$id": "tree", "$recursiveAnchor": True, "type": "object",
+                      "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$recursiveRef": "#"}}}},
+             "strict": {"$id": "strict", "$recursiveAnchor": True, "$ref": "tree", "required": ["v"]},
+             # No anchor here: the run from tree back to strict is broken, so the kids are trees.
+             "wrap": {"$id": "wrap", "properties": {"loose": {"$ref": "tree"}, "strict": {"$ref": "strict"}}},
+         }},
+    ),
 ]
 DYNAMIC_VALUES = POOL + [
+    {"wrapped": {"loose": {"kids": [{}]}, "strict": {"v": 1, "kids": [{"v": 1}, {"kids": []}]}}},
+    {"wrapped": {"strict": {"v": 1, "kids": [{"kids": [{}]}]}}},
+    {"wrapped": {"loose": {"kids": [{}]}, "strict": {"v": 1, "kids": [{"v": 2}]}}},
     {"x": [1, 2], "y": ["a"]}, {"x": ["a"]}, {"y": [1]}, {"x": [None]}, {"z": []}, {"z": [1]}, {"x": [], "y": [], "z": []},
     {"a": {"l": [True, False]}}, {"a": {"l": [1]}}, {"b": [1, 2]}, {"b": [True]}, {"a": True},
     {"loose": {"kids": [{"v": 1}, {}]}}, {"strict": {"v": 1, "kids": [{"v": 2, "kids": [{}]}]}},

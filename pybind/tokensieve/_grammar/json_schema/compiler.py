@@ -112,9 +112,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
   with a warning; under `not` a superset).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths.
-- Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`); a
-  `$recursiveRef` whose target depends on the dynamic scope exactly (the union of its targets
-  now; `$dynamicRef` is specialised per scope, `refs._specialise`).
+- Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`).
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ pays nothing.
   depends on the path of evaluation, through a finite context: `_specialise` copies each
   sub-schema reached by a reference once per context (exact). Past `DYNAMIC_COPIES_MAX` copies
   it becomes an `anyOf` of every resource holding the anchor (marked `DYNAMIC_UNION`; the
-  compiler warns: a superset). `$recursiveRef: "#"` (2019-09) is resolved the same way with
-  `$recursiveAnchor: true` where the target is the same on every path, and by the union
-  otherwise.
+  compiler warns: a superset). `$recursiveRef: "#"` (2019-09) is the same with
+  `$recursiveAnchor: true` (its context: the outermost resource of the unbroken run of
+  resources with the anchor that ends at the current one).
 """
 
 from __future__ import annotations
@@ -250,11 +250,13 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
 # union then stands instead, a superset with a warning).
 DYNAMIC_COPIES_MAX = 256
 _COPY_KEY = "__tokensieve_dynamic_{}"
+_RECURSIVE = "#recursive"  # the context's entry for $recursiveAnchor (not an anchor name)
 
 
 def _path_dependent(root: Any, index: _Index) -> bool:
-    """Whether some `$dynamicRef` of `root` resolves differently by the path of evaluation."""
-    if not any(len(places) > 1 for places in index.dynamic.values()):
+    """Whether some `$dynamicRef` or `$recursiveRef` of `root` resolves differently by the
+    path of evaluation."""
+    if not any(len(places) > 1 for places in index.dynamic.values()) and len(index.recursive) < 2:
         return False
     stack: list[tuple[Any, str]] = [(root, "")]
     while stack:
@@ -264,11 +266,13 @@ def _path_dependent(root: Any, index: _Index) -> bool:
             continue
         if not isinstance(node, dict):
             continue
+        base = index.base_of.get(pointer, index.root_base)
         ref = node.get("$dynamicRef")
-        if isinstance(ref, str):
-            base = index.base_of.get(pointer, index.root_base)
-            if index.resolve_dynamic(base, ref) is None and len(index.dynamic_candidates(base, ref)) > 1:
-                return True
+        if isinstance(ref, str) and index.resolve_dynamic(base, ref) is None and len(index.dynamic_candidates(base, ref)) > 1:
+            return True
+        ref = node.get("$recursiveRef")
+        if isinstance(ref, str) and index.resolve_recursive(base, ref) is None and len(index.recursive_candidates(base, ref)) > 1:
+            return True
         for key, value in node.items():
             if key not in _DATA_KEYS and isinstance(value, (dict, list)):
                 stack.append((value, f"{pointer}/{_escape(key)}"))
@@ -285,6 +289,9 @@ def _specialise(root: Any, index: _Index) -> Any | None:
     the first entered resource defining it. So each sub-schema reached by a reference is
     copied once per context it is reached in (`$defs/__tokensieve_dynamic_k`), every
     reference inside a copy resolved in that copy's context: the grammar follows the path.
+    `$recursiveRef` (2019-09) is the same with one more entry in the context, under the name
+    `_RECURSIVE`: the outermost resource of the unbroken run of resources with
+    `$recursiveAnchor: true` ending at the current one ("" when the current one has none).
     """
     if not isinstance(root, dict):
         return None
@@ -293,6 +300,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
         for res, pointer in places:
             holders.setdefault((res, name), pointer)
     names = sorted(index.dynamic)
+    recursive = {res: pointer for res, pointer in reversed(index.recursive)}  # resource → its root
     Context = tuple[tuple[str, str], ...]  # (name, holder pointer), sorted by name
 
     def enter(context: Context, res: str) -> Context:
@@ -300,6 +308,8 @@ def _specialise(root: Any, index: _Index) -> Any | None:
         for name in names:
             if name not in bound and (res, name) in holders:
                 bound[name] = holders[(res, name)]
+        if recursive:
+            bound[_RECURSIVE] = (bound.get(_RECURSIVE) or recursive[res]) if res in recursive else ""
         return tuple(sorted(bound.items()))
 
     copies: dict[tuple[str, Context], str] = {}
@@ -348,13 +358,14 @@ def _specialise(root: Any, index: _Index) -> Any | None:
                     target = dict(context).get(name, target)
                 refs.append(copy_of(target, context))
             elif key == "$recursiveRef" and isinstance(value, str):
-                target = index.resolve_recursive(base, value)
-                if target is None and len(index.recursive_candidates(base, value)) > 1:
-                    raise _TooManyCopies  # path-dependent $recursiveRef: the union instead
+                target = index.resolve(base, value)
                 if target is None:
                     out[key] = value
-                else:
-                    refs.append(copy_of(target, context))
+                    continue
+                node_at = index.node(target)
+                if value == "#" and isinstance(node_at, dict) and node_at.get("$recursiveAnchor") is True:
+                    target = dict(context).get(_RECURSIVE) or target
+                refs.append(copy_of(target, context))
             else:
                 out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base)
         for ref in refs:
