@@ -38,6 +38,17 @@ def validator(schema: Any) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
 
 
+def superset_of_valid(schema: Any, values: list[Any], **options: Any) -> tuple[Grammar, Any]:
+    """The grammar of an approximation stated as a superset, checked in that direction on
+    `values` (every value jsonschema finds valid is accepted); the grammar and the validator."""
+    grammar = Grammar.json_schema(schema, **options)
+    check = validator(schema)
+    for value in values:
+        if check.is_valid(value):
+            assert accepts(grammar, value), value
+    return grammar, check
+
+
 def pool() -> list[Any]:
     out: list[Any] = list(LEAVES) + [[], [1], ["x"], [1, 2], [1, "x"], ["x", 1], [1, 2, 3], [[1]], [{"a": 1}]]
     for n in range(0, 4):
@@ -278,11 +289,7 @@ def test_dynamic_ref_past_the_copy_limit_is_a_superset_with_a_warning(monkeypatc
     monkeypatch.setattr(refs, "DYNAMIC_COPIES_MAX", 2)
     warnings = json_schema_to_ir(_GENERIC_LIST).options["warnings"]
     assert any(w.startswith("/$defs/list/items/$dynamicRef:") and "a superset" in w for w in warnings), warnings
-    grammar = Grammar.json_schema(_GENERIC_LIST)
-    check = validator(_GENERIC_LIST)
-    for value in DYNAMIC_VALUES:
-        if check.is_valid(value):
-            assert accepts(grammar, value), value
+    grammar, check = superset_of_valid(_GENERIC_LIST, DYNAMIC_VALUES)
     assert accepts(grammar, {"x": ["a"]}) and not check.is_valid({"x": ["a"]})  # the stated superset
 
 
@@ -293,11 +300,7 @@ def test_unevaluated_inside_all_of_beside_siblings_is_a_superset_with_a_warning(
     }
     ir = json_schema_to_ir(schema)
     assert any("inside allOf" in w and "(a superset)" in w for w in ir.options["warnings"])
-    grammar = Grammar.json_schema(schema, property_order="any")
-    check = validator(schema)
-    for value in POOL:
-        if check.is_valid(value):
-            assert accepts(grammar, value), value
+    grammar, check = superset_of_valid(schema, POOL, property_order="any")
     assert not check.is_valid({"a": 1, "b": 1}) and accepts(grammar, {"a": 1, "b": 1})  # the documented superset
     assert not accepts(grammar, {"a": 1, "d": 1})
 
@@ -405,11 +408,7 @@ def test_not_of_unevaluated_beside_many_any_of_options_is_a_superset_with_a_warn
     schema = {"not": {"anyOf": options, "unevaluatedProperties": False}}
     warnings = json_schema_to_ir(schema).options["warnings"]
     assert any(w.startswith("/not:") and "anyOf of more than 4" in w and "(a superset)" in w for w in warnings), warnings
-    grammar = Grammar.json_schema(schema, property_order="any")
-    check = validator(schema)
-    for value in POOL:
-        if check.is_valid(value):
-            assert accepts(grammar, value), value
+    grammar, check = superset_of_valid(schema, POOL, property_order="any")
     # {"a": 1} passes options 0 (evaluating a) and 1, ..., so the negated schema holds; the case
     # of option 1 alone counts only b as evaluated: the documented superset.
     assert not check.is_valid({"a": 1}) and accepts(grammar, {"a": 1})
@@ -483,11 +482,7 @@ def test_more_counted_contains_than_the_limit_is_a_superset_with_a_warning() -> 
     schema = {"allOf": parts}
     warnings = json_schema_to_ir(schema).options["warnings"]
     assert any(w.startswith("/contains:") and "(a superset)" in w for w in warnings), warnings
-    grammar = Grammar.json_schema(schema)
-    check = validator(schema)
-    for value in ARRAYS:
-        if check.is_valid(value):
-            assert accepts(grammar, value), value
+    grammar, check = superset_of_valid(schema, ARRAYS)
     every = [1, 2, "x", "", None]
     assert accepts(grammar, every) and check.is_valid(every)
     assert not accepts(grammar, [*every, 1]) and not accepts(grammar, [*every, ""])  # the first four: counted
