@@ -93,6 +93,10 @@ pub const Table = struct {
     row_len: u32,
     /// Rows in a page: `page_entries / row_len`.
     rows_per_page: u32,
+    /// ceil(2^32 / row_len): `rowIndex` multiplies by it instead of dividing, since the walk
+    /// asks "is this state accepting?" for every trie node it enters and a division costs tens
+    /// of cycles.
+    row_reciprocal: u64,
 
     pub const page_shift = 16;
     /// Entries per page: 256 KiB, four wasm pages, a block of the buddy allocator.
@@ -104,7 +108,11 @@ pub const Table = struct {
 
     pub fn init(row_len: u32) Table {
         assert(row_len >= 1 and row_len <= 256);
-        return .{ .row_len = row_len, .rows_per_page = page_entries / row_len };
+        return .{
+            .row_len = row_len,
+            .rows_per_page = page_entries / row_len,
+            .row_reciprocal = ((@as(u64, 1) << 32) + row_len - 1) / row_len,
+        };
     }
 
     pub fn deinit(self: *Table, gpa: Allocator) void {
@@ -133,10 +141,10 @@ pub const Table = struct {
     }
 
     /// The index of the row `state` (rows are numbered in the order they were appended).
-    pub inline fn rowIndex(self: *const Table, state: StateId, row_reciprocal: u64) u32 {
+    pub inline fn rowIndex(self: *const Table, state: StateId) u32 {
         // slot = k·c and c·r = 2^32 + e with 0 ≤ e < c, so slot·r = k·2^32 + k·e, and
         // k·e < k·c = slot < 2^32: the high word is exactly k.
-        const in_page: u32 = @intCast((@as(u64, state.slot()) * row_reciprocal) >> 32);
+        const in_page: u32 = @intCast((@as(u64, state.slot()) * self.row_reciprocal) >> 32);
         assert(in_page * self.row_len == state.slot());
         return state.page() * self.rows_per_page + in_page;
     }
@@ -261,10 +269,6 @@ pub const Lexer = struct {
     lexemes: []const ExprId,
     class_of: [256]u8,
     class_count: u32,
-    /// ceil(2^32 / class_count): `stateIndex` multiplies by it instead of dividing, since the
-    /// walk asks "is this state accepting?" for every trie node it enters and a division costs
-    /// tens of cycles. Exact for every multiple of `class_count` below 2^32 (`Table.rowIndex`).
-    class_reciprocal: u64 = 0,
     /// A byte of each class, to take derivatives with.
     class_representative: [256]u8,
     /// How many bytes each class has (forced bytes need a class of exactly one byte).
@@ -345,7 +349,6 @@ pub const Lexer = struct {
         };
         self.exprs.forEachByteSet(Refiner{ .lexer = self, .count = &count }, Refiner.visit);
         self.class_count = count;
-        self.class_reciprocal = ((@as(u64, 1) << 32) + count - 1) / count;
         var b: u32 = 256;
         while (b > 0) {
             b -= 1;
@@ -368,7 +371,7 @@ pub const Lexer = struct {
     }
 
     pub fn stateIndex(self: *const Lexer, state: StateId) u32 {
-        return self.trans.rowIndex(state, self.class_reciprocal);
+        return self.trans.rowIndex(state);
     }
 
     pub fn stateInfo(self: *const Lexer, state: StateId) StateInfo {
@@ -444,7 +447,7 @@ pub const Lexer = struct {
         try self.pair_words.ensureUnusedCapacity(self.gpa, pairs.len);
         // Last: nothing after it can fail, so no row is left without its state.
         const id = try self.trans.appendRow(self.gpa, if (index == 0) .dead else .missing);
-        assert(self.trans.rowIndex(id, self.class_reciprocal) == index);
+        assert(self.trans.rowIndex(id) == index);
         const start: u32 = @intCast(self.pair_words.items.len);
         self.pair_words.appendSliceAssumeCapacity(pairs);
         self.pair_spans.appendAssumeCapacity(.{ .start = start, .len = @intCast(pairs.len) });
@@ -604,7 +607,7 @@ test "table: rows across pages read back like a flat reference" {
         while (row < row_count) : (row += 1) {
             const id = try table.appendRow(gpa, if (row == 0) .dead else .missing);
             try ids.append(gpa, id);
-            try std.testing.expectEqual(row, table.rowIndex(id, ((@as(u64, 1) << 32) + row_len - 1) / row_len));
+            try std.testing.expectEqual(row, table.rowIndex(id));
             try std.testing.expectEqual(id, table.rowId(row));
             try std.testing.expectEqual(row + 1, table.rowCount());
             try std.testing.expect(id.slot() + row_len <= Table.page_entries);

@@ -127,7 +127,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
-from .logic import _KEYWORDS as _LOGIC_KEYWORDS
+from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
@@ -509,10 +509,8 @@ def _contains_entries(d: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _counted_contains(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether merging a and b meets two `contains` of which one has counts (else two plain
-    ones: item witnesses, or one only: merged as any keyword)."""
-    if not (("contains" in a or "_contains" in a) and ("contains" in b or "_contains" in b)):
-        return False
+    """Whether merging a and b, which both have a `contains` or `_contains`, meets two of which
+    one has counts (else two plain ones: item witnesses)."""
     if _contains_entries(a) == _contains_entries(b):
         return False  # the same contains and counts: nothing to merge
     return any(k in x for x in (a, b) for k in ("minContains", "maxContains", "_contains"))
@@ -541,6 +539,12 @@ def _merged_contains(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _without_contains(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in _CONTAINS_KEYS}
+
+
+def _matched_items(d: dict[str, Any]) -> list[Any]:
+    """The schemas of `d`'s contains (counted or not, and plain ones merged into item
+    witnesses): the items they match count as evaluated."""
+    return [e["schema"] for e in _contains_entries(d)] + [w["value"] for w in d.get("_item_witness", []) if w.get("contains")]
 
 
 def _unevaluated_parts(d: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
@@ -575,7 +579,7 @@ def _evaluated_only(flat: dict[str, Any] | None) -> dict[str, Any] | None:
             out[key] = True
     if "prefixItems" in flat:
         out["prefixItems"] = [True] * len(flat["prefixItems"])
-    matched = [e["schema"] for e in _contains_entries(flat)] + [w["value"] for w in flat.get("_item_witness", []) if w.get("contains")]
+    matched = _matched_items(flat)
     if matched:
         out["_contains"] = [{"schema": m, "min": 0, "max": None} for m in matched]
     return out
@@ -597,7 +601,6 @@ def _passes(schema: Any, at: str) -> dict[str, Any]:
 
 # The keys of an option `enum_union` takes (with annotations and non-keywords).
 _ENUM_UNION_KEYS = frozenset({"enum", "const"})
-_ASSERTING = _LOGIC_KEYWORDS
 
 # Keywords whose two different values cannot be merged here (others merge or are annotations).
 _KEYWORDS = UNSUPPORTED | {"const", "additionalItems", "contentSchema", "unevaluatedProperties", "unevaluatedItems"}
@@ -1033,8 +1036,7 @@ class _Compiler:
                 continue  # every key (item) is evaluated by it
             if target == "items":
                 # `contains` evaluates the items it matches (whatever their count).
-                matched = [e["schema"] for e in _contains_entries(d)]
-                matched += [w["value"] for w in d.get("_item_witness", []) if w.get("contains")]
+                matched = _matched_items(d)
                 if matched:
                     value = {"anyOf": [*matched, value]}
             d[target] = value

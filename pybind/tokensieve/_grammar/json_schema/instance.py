@@ -116,7 +116,7 @@ class InstanceChecker:
 
     def valid_values(self, values: list[Any], schema: Any, pointer: str = "") -> list[Any]:
         """The values valid under `schema`, in order: `valid` on each, with a string checked by
-        its type and string keywords alone when the schema has no keyword that could apply to
+        its type and string keywords alone (`_string`) when the schema has no keyword that could apply to
         it otherwise (an enum of 238 names beside a `pattern`, for each of 238 patterns, is
         56,000 checks: MaskBench service-schema).
 
@@ -127,48 +127,10 @@ class InstanceChecker:
             return [v for v in values if self._valid(v, schema, pointer, 0)]
         types = schema.get("type")
         strings = types is None or "string" in (types if isinstance(types, list) else [types])
-        string = self._string_check(schema)
         return [
             v for v in values
-            if (strings and string(v) if type(v) is str else self._valid(v, schema, pointer, 0))
+            if (strings and self._string(v, schema) if type(v) is str else self._valid(v, schema, pointer, 0))
         ]
-
-    def _string_check(self, schema: dict[str, Any]) -> Callable[[str], bool]:
-        """`_string` under one schema for many values: each keyword read and each regex found
-        once, when a value first reaches it (so what raises Undecidable raises for the same
-        values as `_string`)."""
-        bounds: list[float] = []
-        patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
-        pattern_regexes: list[re.Pattern[str]] = []
-        rest: list[Any] = []  # the format's regex (or None), then the excluded bodies' regexes
-        escaped = self.escaped
-
-        def check(value: str) -> bool:
-            if not bounds:
-                bounds.extend((_size_bound(schema, "minLength", 0), _size_bound(schema, "maxLength", math.inf)))
-            if not bounds[0] <= len(value) <= bounds[1]:
-                return False
-            body = escaped.get(value)
-            if body is None:
-                body = escaped[value] = json.dumps(value, ensure_ascii=False)[1:-1]
-            for i, pattern in enumerate(patterns):
-                if i == len(pattern_regexes):
-                    pattern_regexes.append(self._regex(self._pattern_body(pattern)))
-                if pattern_regexes[i].fullmatch(body) is None:
-                    return False
-            if not rest:
-                fmt = schema.get("format")
-                rest.append(self._regex(self.format_regexes[fmt]) if fmt in self.format_regexes else None)
-            if rest[0] is not None and rest[0].fullmatch(body) is None:
-                return False
-            for i, excluded in enumerate(schema.get("_not_bodies", ())):
-                if i + 1 == len(rest):
-                    rest.append(self._regex(excluded))
-                if rest[i + 1].fullmatch(body) is not None:
-                    return False
-            return True
-
-        return check
 
     # ---- helpers -----------------------------------------------------------------------------
 

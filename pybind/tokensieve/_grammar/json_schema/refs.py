@@ -188,6 +188,16 @@ class _Index:
         return self.recursive[0][1] if len(self.recursive) == 1 else None
 
 
+def _attach_refs(out: dict[str, Any], refs: list[str]) -> None:
+    """Add resolved references to a rewritten schema object: the first as its `$ref` (when it
+    has none), the others as `allOf` parts."""
+    for ref in refs:
+        if "$ref" not in out:
+            out["$ref"] = ref
+        else:
+            out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+
+
 # Marks the anyOf standing for a path-dependent `$dynamicRef` (its value: the keyword's pointer).
 DYNAMIC_UNION = "_dynamic_union"
 
@@ -230,11 +240,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
                     out[key] = value
             else:
                 out[key] = rewrite(value, f"{pointer}/{_escape(key)}")
-        for ref in extra_refs:
-            if "$ref" not in out:
-                out["$ref"] = ref
-            else:
-                out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+        _attach_refs(out, extra_refs)
         if unions:
             out["allOf"] = [*out.get("allOf", []), *unions]
         return out
@@ -368,11 +374,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
                 refs.append(copy_of(target, context))
             else:
                 out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base)
-        for ref in refs:
-            if "$ref" not in out:
-                out["$ref"] = ref
-            else:
-                out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+        _attach_refs(out, refs)
         return out
 
     try:
