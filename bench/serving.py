@@ -60,6 +60,12 @@ def _requests(tokenizer: Any, data_dir: Path, count: int, llg_tokenizer: Any) ->
 
 
 def run_batch(args: argparse.Namespace) -> int:
+    if args.ceiling:
+        from .ceiling import format_ceiling, run_ceiling
+
+        report = run_ceiling(args)
+        print(json.dumps(report, indent=2) if args.json else format_ceiling(report))
+        return 0
     import numpy as np
 
     from tokensieve import Matcher, Tokenizer, configure, fill_bitmasks
@@ -340,6 +346,8 @@ def add_serving_benches(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=2, help="matcher sets per mode, their steps interleaved")
     p.add_argument("--instances", type=int, default=None, help="core instances (default: CoreOptions' default)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="measure what the CPUs give instead: the batch's serial loops in two processes at once (bench/ceiling.py)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_batch)
     p = sub.add_parser("hf", help="time a logits processor adds to transformers' generate, beside llguidance and XGrammar")
