@@ -218,6 +218,7 @@ _PLAIN_TYPES = {
 
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+_TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
 def _reject_lone_surrogates(schema: Any) -> bool:
@@ -415,7 +416,7 @@ def _escape_pointer(key: str) -> str:
 
 
 def _has_constraints(schema: dict[str, Any]) -> bool:
-    return any(k not in ANNOTATIONS for k in schema)
+    return not ANNOTATIONS.issuperset(schema)
 
 
 def _type_allows(types: Sequence[str], value: Any) -> bool:
@@ -640,6 +641,11 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+# The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
+# normalized copy).
+_FLATTEN_KEYS = frozenset(
+    {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
+)
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 
 
@@ -1552,7 +1558,7 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and all(k == "type" or k in ANNOTATIONS for k in schema)
+                and _TYPE_AND_ANNOTATIONS.issuperset(schema)
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
@@ -1583,7 +1589,9 @@ class _Compiler:
         frame = self.enter(pointer)
         remembered = len(self.results)
         try:
-            d = self.flatten(schema, pointer)
+            # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
+            # `normalize(schema)`, and its own memo entry would only repeat this one.
+            d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         except BaseException:
@@ -1606,11 +1614,15 @@ class _Compiler:
             return Sym.n(self.any())
         if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
-        key = self.memo_key("compile_flat", d) if memoise else None
-        memo = self.reuse(key, pointer)
-        if memo is not None:
-            return memo.value  # type: ignore[no-any-return]
-        frame = self.enter(pointer)
+        if memoise:
+            key = self.memo_key("compile_flat", d)
+            memo = self.reuse(key, pointer)
+            if memo is not None:
+                return memo.value  # type: ignore[no-any-return]
+            frame = self.enter(pointer)
+        else:
+            # Inside `compile`, whose own memo frame (begun at this pointer and depth) measures.
+            key = None
         reasons = len(self.empty_reasons)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
@@ -1627,10 +1639,12 @@ class _Compiler:
             result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
-            frame = self.leave(frame)
+            if memoise:
+                frame = self.leave(frame)
         if result is not None:
             del self.empty_reasons[reasons:]  # parts of it that compiled to nothing do not matter
-        self.remember(key, pointer, frame, result)
+        if memoise:
+            self.remember(key, pointer, frame, result)
         return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
@@ -2096,23 +2110,30 @@ class _Compiler:
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         taken = list(properties) + [k for k in required if k not in properties]
+        plain = not patterns and _trivial_schema(names)  # each value is its schema alone
+        needed = set(required) if len(required) > 8 else required
+        add_lexeme = self.ir.add_lexeme
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
-            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
-            if listed:
-                parts = [properties[key], *matching]
+            if plain:
+                schema = properties[key] if listed else d.get("additionalProperties", self.additional_default)
+                allowed = True
             else:
-                parts = matching or [d.get("additionalProperties", self.additional_default)]
-            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
-            allowed = self.name_allowed(key, names, pointer)
+                matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
+                if listed:
+                    parts = [properties[key], *matching]
+                else:
+                    parts = matching or [d.get("additionalProperties", self.additional_default)]
+                schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+                allowed = self.name_allowed(key, names, pointer)
             sym = self.compile(schema, where) if allowed else None
             if sym is None:
-                if key in required:
+                if key in needed:
                     why = "accepts no value" if allowed else "is not allowed by propertyNames"
                     return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
-            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
+            members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
             if witnesses:
                 variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
