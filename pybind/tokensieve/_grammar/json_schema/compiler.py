@@ -245,7 +245,7 @@ def _reject_lone_surrogates(schema: Any) -> bool:
             strings.append(value)
         elif kind is dict:
             steps += len(value)  # the keys, which the walk with pointers visits as nodes
-            if not rewrite:
+            if not rewrite and not _REWRITE_KEYS.isdisjoint(value):
                 rewrite = _needs_rewrite(value, root=root)
             for key, item in value.items():
                 if type(key) is str:
@@ -264,6 +264,10 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     except UnicodeEncodeError:
         _lone_surrogate_walk(schema)  # raises with the pointer
     return rewrite
+
+
+# The keys `_needs_rewrite` reads (a schema object without any needs no rewrite).
+_REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -481,7 +485,7 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
-def _required_without_value(d: dict[str, Any]) -> str | None:
+def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[Any] | None]]) -> str | None:
     """A required property of a merged schema that allows objects only, whose value no JSON
     value can take by the values its schema lists: the `enum`/`const` of its parts (itself and
     its `allOf` parts, as merging writes `_and(a, b)`) have none in common once the values its
@@ -490,7 +494,8 @@ def _required_without_value(d: dict[str, Any]) -> str | None:
     its remaining clauses first) would find that out only at the end of every expansion
     (MaskBench Github_hard o32934: 2,938 of 3,085 objects compiled were such dead ends of five
     `if`/`then` clauses on one discriminator). None when no such property is seen; only a
-    sufficient check."""
+    sufficient check. `cache` keeps each schema's values by identity (merged schemas share
+    their parts: `_and` nests what came before)."""
     if d.get("type") != ["object"] or "_conflicts" in d:
         return None
     properties = d.get("properties")
@@ -498,7 +503,7 @@ def _required_without_value(d: dict[str, Any]) -> str | None:
         return None
     for key in d.get("required", ()):
         if type(key) is str and key in properties:
-            values = _listed_values(properties[key], 0)
+            values = _listed_values(properties[key], 0, cache)
             if values is not None and not values:
                 return key
     return None
@@ -507,33 +512,63 @@ def _required_without_value(d: dict[str, Any]) -> str | None:
 _LISTED_VALUES_DEPTH_MAX = 16
 
 
-def _listed_values(schema: Any, depth: int) -> list[Any] | None:
-    """The values a raw schema lets through by its value lists alone (a superset of the values
-    it accepts: other keywords are not asked); None when it lists none (any value)."""
+def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+    """The values a raw schema lets through by its value lists alone, as `_value_keys` (a
+    superset of the values it accepts: other keywords are not asked); None when it lists none
+    (any value) or lists a value this check does not compare (an array, an object, NaN).
+    Callers must not change the set."""
     if schema is False:
-        return []
+        return set()
     if type(schema) is not dict or depth > _LISTED_VALUES_DEPTH_MAX:
         return None
-    values: list[Any] | None = None
-    excluded: list[Any] = []
+    known = cache.get(id(schema))
+    if known is None:
+        known = cache[id(schema)] = (schema, _listed_values_of(schema, depth, cache))  # the schema kept: its id stays its own
+    return known[1]
+
+
+def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+    values: set[Any] | None = None
     if "const" in schema:
-        values = [schema["const"]]
+        values = _value_keys([schema["const"]])
+        if values is None:
+            return None
     enum = schema.get("enum")
     if type(enum) is list:
-        values = list(enum) if values is None else [v for v in values if any(_json_equal(v, w) for w in enum)]
+        keys = _value_keys(enum)
+        if keys is None:
+            return None
+        values = keys if values is None else values & keys
     parts = schema.get("allOf")
     for part in parts if type(parts) is list else ():
-        inner = _listed_values(part, depth + 1)
+        inner = _listed_values(part, depth + 1, cache)
         if inner is not None:
-            values = inner if values is None else [v for v in values if any(_json_equal(v, w) for w in inner)]
+            values = inner if values is None else values & inner
     clauses = schema.get("_clauses")
-    for clause in clauses if type(clauses) is list else ():
+    for clause in clauses if type(clauses) is list and values else ():
         negated = clause.get("not") if type(clause) is dict else None
         if type(negated) is dict and _VALUE_LIST_KEYS.issuperset(negated):
-            excluded += _listed_values(negated, depth + 1) or []
-    if values is not None and excluded:
-        values = [v for v in values if not any(_json_equal(v, w) for w in excluded)]
+            excluded = _listed_values(negated, depth + 1, cache)
+            if excluded:
+                values = values - excluded  # type: ignore[operator]
     return values
+
+
+def _value_keys(values: list[Any]) -> set[Any] | None:
+    """JSON scalars as set members equal exactly when `_json_equal` says so (1 and 1.0 are one
+    member, `true` and 1 two); None when one is not a scalar or is NaN."""
+    keys: set[Any] = set()
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            keys.add(("s", value))
+        elif kind is bool or value is None:
+            keys.add(("b", value))
+        elif (kind is int or kind is float) and value == value:
+            keys.add(("n", value))  # 1 == 1.0 and hash(1) == hash(1.0): one member
+        else:
+            return None
+    return keys
 
 
 # The keys of a schema that only lists values (with annotations): `not` of it excludes them.
@@ -763,6 +798,7 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
+        self.listed_values: dict[int, tuple[Any, set[Any] | None]] = {}  # _required_without_value
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1351,6 +1387,7 @@ class _Compiler:
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
+        self.listed_values.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
         self.object_sequences.clear()
@@ -1844,7 +1881,7 @@ class _Compiler:
                     if key_order in seen_orders:
                         continue
                     seen_orders.append(key_order)
-                    empty = _required_without_value(merged)
+                    empty = _required_without_value(merged, self.listed_values)
                     if empty is not None:
                         # Nothing to expand: the alternative is empty however its clauses go.
                         self.contradiction(f"the required property {empty!r} accepts no value", where)
