@@ -2492,20 +2492,25 @@ class _Compiler:
             seqs[key] = out
             return out
 
+        comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
             key_sym, value_sym, is_required = members[i]
+            first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
+            later = [comma, key_sym, colon, value_sym]
+            here = suffix[i]
             for c in range(top + 1):
-                if (suffix[i], c) in table:
+                state = (here, c)
+                if state in table:
                     continue
                 alts = []
-                after = min(c + 1, top) if high is None else c + 1
+                after = c + 1 if high is not None or c < top else top
                 rest = seq(i + 1, after) if after <= top else None
                 if rest is not None:
-                    alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                    alts.append((later if c > 0 else first) + rest)
                 skip = None if is_required else seq(i + 1, c)
                 if skip is not None:
                     alts.append(skip)
-                table[(suffix[i], c)] = alts or None
+                table[state] = alts or None
         top_alts = table[(suffix[0], 0)]
         if top_alts is None:
             return None
