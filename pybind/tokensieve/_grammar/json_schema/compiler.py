@@ -498,10 +498,10 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[A
     their parts: `_and` nests what came before)."""
     if d.get("type") != ["object"] or "_conflicts" in d:
         return None
-    properties = d.get("properties")
-    if type(properties) is not dict:
+    properties, required = d.get("properties"), d.get("required")
+    if type(properties) is not dict or type(required) is not list:
         return None
-    for key in d.get("required", ()):
+    for key in required:
         if type(key) is str and key in properties:
             values = _listed_values(properties[key], 0, cache)
             if values is not None and not values:
