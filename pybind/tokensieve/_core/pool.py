@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from .binding import Core
+from .runtime import default_variant
 
 _DEADLINE_DEFAULT_S: Final = 1.0
 _INSTANCES_MAX_DEFAULT: Final = 4
@@ -170,8 +171,6 @@ def default_pool() -> CorePool:
     One per core variant: with `CoreOptions.variant` unset, the variant is read from
     `$TOKENSIEVE_WASM_VARIANT` at each call, so tests can switch builds.
     """
-    from .runtime import default_variant
-
     variant = _default_options.variant or default_variant()
     pool = _default_pools.get(variant)
     if pool is None:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import operator
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from .._core import Core, CorePool, default_pool
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
 from .._grammar.grammar import Grammar
-
-if TYPE_CHECKING:
-    from .._tokenizer.tokenizer import Tokenizer
+from .._tokenizer.tokenizer import Tokenizer
 
 _T = TypeVar("_T")
 
@@ -63,8 +61,6 @@ class Matcher:
         vocab_size: int | None = None,
         pool: CorePool | None = None,
     ) -> None:
-        from .._tokenizer.tokenizer import Tokenizer
-
         if not isinstance(tokenizer, Tokenizer):
             hint = (
                 "; wrap it with tokensieve.Tokenizer.from_hf(tokenizer)"

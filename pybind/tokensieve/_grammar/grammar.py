@@ -13,7 +13,9 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from .._errors import ArgumentError, GrammarError
+from .._core import default_pool
 from .._core.handles import CoreHandles
+from .ir import encode_ir
 
 if TYPE_CHECKING:
     from .._core import Core
@@ -59,11 +61,19 @@ class Limits:
                 raise ValueError(f"Limits.{field.name} must be an int in 1..2**32-1, not {value!r}")
 
     def core_values(self) -> list[int]:
-        """The values in the order the core takes them."""
-        from .._core.binding import LIMIT_FIELDS
+        """The values in the order the core takes them (made once per `Limits`: every grammar
+        compile asks)."""
+        values = self.__dict__.get("_core_values")
+        if values is None:
+            from .._core.binding import LIMIT_FIELDS
 
-        return [getattr(self, attribute) for _, attribute in LIMIT_FIELDS]
+            values = self.__dict__["_core_values"] = [getattr(self, attribute) for _, attribute in LIMIT_FIELDS]
+        return list(values)
 
+
+# The limits of a grammar built without any: one shared (frozen) instance, not a new one per
+# grammar (`__post_init__` checks every field, a few µs per compile).
+_DEFAULT_LIMITS = Limits()
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -133,7 +143,7 @@ class Grammar:
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
-        self.limits = limits or Limits()
+        self.limits = limits or _DEFAULT_LIMITS
         self.ir = ir
         self._handles = CoreHandles("grammar")
 
@@ -188,8 +198,6 @@ class Grammar:
         Raises:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
-        from .._core import default_pool
-
         grammar = cls(kind, source, ir, limits)
         grammar.core_handle(default_pool().first())
         return grammar
@@ -400,8 +408,6 @@ class Grammar:
         return self._handles.get(self, core, self._compile)
 
     def _compile(self, core: Core) -> int:
-        from .ir import encode_ir
-
         try:
             return core.grammar_new(encode_ir(self.ir), self.limits.core_values())
         except GrammarError as err:

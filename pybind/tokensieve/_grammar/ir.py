@@ -313,6 +313,40 @@ class _SymbolWords(dict[Sym, int]):
 _SYMBOL_WORDS = _SymbolWords()
 
 
+def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
+    """A lexeme's record in the IR (kind, flags, pattern or token ids, and/not patterns,
+    token budget), kept in the lexeme itself (`_ir_words`, not a field: equality, hashing and
+    `repr` ignore it): a lexeme is immutable, and the shared ones (punctuation, the JSON
+    string, property names: `_plain_lexeme`, `_json_string_lexeme`) recur in grammar after
+    grammar, so most lexemes of an IR are encoded once per process (a fifth of a median
+    schema's `encode_ir`). `index` only names the lexeme in an error, which is not kept.
+
+    Raises:
+        GrammarError: a pattern is not valid Unicode.
+    """
+    boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
+    flags = (
+        (1 if lexeme.lazy else 0)
+        | (2 if boolean else 0)
+        | (4 if lexeme.dot_all else 0)
+        | (8 if lexeme.ignore_case else 0)
+        | (16 if lexeme.max_tokens else 0)
+    )
+    out = [struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)]
+    if lexeme.kind == "special":
+        ids = lexeme.token_ids
+        out.append(struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
+    else:
+        out.append(_text_words(lexeme.value, index))
+    if boolean:
+        for patterns in (lexeme.and_patterns, lexeme.not_patterns):
+            out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
+    if lexeme.max_tokens:
+        out.append(struct.pack("<I", lexeme.max_tokens))
+    record = lexeme.__dict__["_ir_words"] = b"".join(out)
+    return record
+
+
 def encode_ir(ir: GrammarIR) -> bytes:
     """The binary form the core's `ts_grammar_new_ir` takes (layout in wasm/ABI.md).
 
@@ -330,25 +364,10 @@ def encode_ir(ir: GrammarIR) -> bytes:
     if ir.no_skip:
         out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
     for index, lexeme in enumerate(ir.lexemes):
-        boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
-        flags = (
-            (1 if lexeme.lazy else 0)
-            | (2 if boolean else 0)
-            | (4 if lexeme.dot_all else 0)
-            | (8 if lexeme.ignore_case else 0)
-            | (16 if lexeme.max_tokens else 0)
-        )
-        head = struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)
-        if lexeme.kind == "special":
-            ids = lexeme.token_ids
-            out.append(head + struct.pack(f"<{len(ids) + 1}I", len(ids), *ids))
-        else:
-            out.append(head + _text_words(lexeme.value, index))
-        if boolean:
-            for patterns in (lexeme.and_patterns, lexeme.not_patterns):
-                out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
-        if lexeme.max_tokens:
-            out.append(struct.pack("<I", lexeme.max_tokens))
+        record = lexeme.__dict__.get("_ir_words")
+        if record is None:
+            record = _lexeme_words(lexeme, index)
+        out.append(record)
     words = array("I")  # the rules, one flat run of words (a struct.pack per rule cost 5x more)
     append, extend, word_of = words.append, words.extend, _SYMBOL_WORDS.__getitem__
     for lhs, rhs in ir.rules:

@@ -548,10 +548,10 @@ class Tokenizer:
     def core_handle(self, core: Core) -> int:
         """This tokenizer's trie in `core` (one core instance), built there on first use (about
         0.1 s for 128k tokens) and freed with the tokenizer."""
-        from .._core.handles import CoreHandles
-
         handles = self._core_handles
         if handles is None:
+            from .._core.handles import CoreHandles
+
             with self._lock:
                 handles = self._core_handles
                 if handles is None:

@@ -218,6 +218,7 @@ _PLAIN_TYPES = {
 
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+_TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
 def _reject_lone_surrogates(schema: Any) -> bool:
@@ -244,7 +245,7 @@ def _reject_lone_surrogates(schema: Any) -> bool:
             strings.append(value)
         elif kind is dict:
             steps += len(value)  # the keys, which the walk with pointers visits as nodes
-            if not rewrite:
+            if not rewrite and not _REWRITE_KEYS.isdisjoint(value):
                 rewrite = _needs_rewrite(value, root=root)
             for key, item in value.items():
                 if type(key) is str:
@@ -263,6 +264,10 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     except UnicodeEncodeError:
         _lone_surrogate_walk(schema)  # raises with the pointer
     return rewrite
+
+
+# The keys `_needs_rewrite` reads (a schema object without any needs no rewrite).
+_REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -415,7 +420,7 @@ def _escape_pointer(key: str) -> str:
 
 
 def _has_constraints(schema: dict[str, Any]) -> bool:
-    return any(k not in ANNOTATIONS for k in schema)
+    return not ANNOTATIONS.issuperset(schema)
 
 
 def _type_allows(types: Sequence[str], value: Any) -> bool:
@@ -478,6 +483,96 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
         return True
     return False
+
+
+def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[Any] | None]]) -> str | None:
+    """A required property of a merged schema that allows objects only, whose value no JSON
+    value can take by the values its schema lists: the `enum`/`const` of its parts (itself and
+    its `allOf` parts, as merging writes `_and(a, b)`) have none in common once the values its
+    parts exclude (a `not` of a plain value list, as `negate` writes an `if` that failed) are
+    taken out, or it is `false`. Then the schema accepts nothing, and compiling it (expanding
+    its remaining clauses first) would find that out only at the end of every expansion
+    (MaskBench Github_hard o32934: 2,938 of 3,085 objects compiled were such dead ends of five
+    `if`/`then` clauses on one discriminator). None when no such property is seen; only a
+    sufficient check. `cache` keeps each schema's values by identity (merged schemas share
+    their parts: `_and` nests what came before)."""
+    if d.get("type") != ["object"] or "_conflicts" in d:
+        return None
+    properties, required = d.get("properties"), d.get("required")
+    if type(properties) is not dict or type(required) is not list:
+        return None
+    for key in required:
+        if type(key) is str and key in properties:
+            values = _listed_values(properties[key], 0, cache)
+            if values is not None and not values:
+                return key
+    return None
+
+
+_LISTED_VALUES_DEPTH_MAX = 16
+
+
+def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+    """The values a raw schema lets through by its value lists alone, as `_value_keys` (a
+    superset of the values it accepts: other keywords are not asked); None when it lists none
+    (any value) or lists a value this check does not compare (an array, an object, NaN).
+    Callers must not change the set."""
+    if schema is False:
+        return set()
+    if type(schema) is not dict or depth > _LISTED_VALUES_DEPTH_MAX:
+        return None
+    known = cache.get(id(schema))
+    if known is None:
+        known = cache[id(schema)] = (schema, _listed_values_of(schema, depth, cache))  # the schema kept: its id stays its own
+    return known[1]
+
+
+def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+    values: set[Any] | None = None
+    if "const" in schema:
+        values = _value_keys([schema["const"]])
+        if values is None:
+            return None
+    enum = schema.get("enum")
+    if type(enum) is list:
+        keys = _value_keys(enum)
+        if keys is None:
+            return None
+        values = keys if values is None else values & keys
+    parts = schema.get("allOf")
+    for part in parts if type(parts) is list else ():
+        inner = _listed_values(part, depth + 1, cache)
+        if inner is not None:
+            values = inner if values is None else values & inner
+    clauses = schema.get("_clauses")
+    for clause in clauses if type(clauses) is list and values else ():
+        negated = clause.get("not") if type(clause) is dict else None
+        if type(negated) is dict and _VALUE_LIST_KEYS.issuperset(negated):
+            excluded = _listed_values(negated, depth + 1, cache)
+            if excluded:
+                values = values - excluded  # type: ignore[operator]
+    return values
+
+
+def _value_keys(values: list[Any]) -> set[Any] | None:
+    """JSON scalars as set members equal exactly when `_json_equal` says so (1 and 1.0 are one
+    member, `true` and 1 two); None when one is not a scalar or is NaN."""
+    keys: set[Any] = set()
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            keys.add(("s", value))
+        elif kind is bool or value is None:
+            keys.add(("b", value))
+        elif (kind is int or kind is float) and value == value:
+            keys.add(("n", value))  # 1 == 1.0 and hash(1) == hash(1.0): one member
+        else:
+            return None
+    return keys
+
+
+# The keys of a schema that only lists values (with annotations): `not` of it excludes them.
+_VALUE_LIST_KEYS = ANNOTATIONS | {"enum", "const"}
 
 
 def _trivial_schema(schema: Any) -> bool:
@@ -640,6 +735,11 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+# The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
+# normalized copy).
+_FLATTEN_KEYS = frozenset(
+    {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
+)
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 
 
@@ -698,6 +798,7 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
+        self.listed_values: dict[int, tuple[Any, set[Any] | None]] = {}  # _required_without_value
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1286,6 +1387,7 @@ class _Compiler:
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
+        self.listed_values.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
         self.object_sequences.clear()
@@ -1552,7 +1654,7 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and all(k == "type" or k in ANNOTATIONS for k in schema)
+                and _TYPE_AND_ANNOTATIONS.issuperset(schema)
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
@@ -1583,7 +1685,9 @@ class _Compiler:
         frame = self.enter(pointer)
         remembered = len(self.results)
         try:
-            d = self.flatten(schema, pointer)
+            # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
+            # `normalize(schema)`, and its own memo entry would only repeat this one.
+            d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
             # Not compile_flat: memoising by `schema` already covers this content.
             result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         except BaseException:
@@ -1606,11 +1710,15 @@ class _Compiler:
             return Sym.n(self.any())
         if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
-        key = self.memo_key("compile_flat", d) if memoise else None
-        memo = self.reuse(key, pointer)
-        if memo is not None:
-            return memo.value  # type: ignore[no-any-return]
-        frame = self.enter(pointer)
+        if memoise:
+            key = self.memo_key("compile_flat", d)
+            memo = self.reuse(key, pointer)
+            if memo is not None:
+                return memo.value  # type: ignore[no-any-return]
+            frame = self.enter(pointer)
+        else:
+            # Inside `compile`, whose own memo frame (begun at this pointer and depth) measures.
+            key = None
         reasons = len(self.empty_reasons)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
@@ -1627,10 +1735,12 @@ class _Compiler:
             result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
-            frame = self.leave(frame)
+            if memoise:
+                frame = self.leave(frame)
         if result is not None:
             del self.empty_reasons[reasons:]  # parts of it that compiled to nothing do not matter
-        self.remember(key, pointer, frame, result)
+        if memoise:
+            self.remember(key, pointer, frame, result)
         return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
@@ -1771,6 +1881,12 @@ class _Compiler:
                     if key_order in seen_orders:
                         continue
                     seen_orders.append(key_order)
+                    empty = _required_without_value(merged, self.listed_values)
+                    if empty is not None:
+                        # Nothing to expand: the alternative is empty however its clauses go.
+                        self.contradiction(f"the required property {empty!r} accepts no value", where)
+                        alternatives.append(None)
+                        continue
                     sym = self.compile_flat(merged, where)
                     alternatives.append([sym] if sym is not None else None)
                 continue
@@ -2096,23 +2212,30 @@ class _Compiler:
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         taken = list(properties) + [k for k in required if k not in properties]
+        plain = not patterns and _trivial_schema(names)  # each value is its schema alone
+        needed = set(required) if len(required) > 8 else required
+        add_lexeme = self.ir.add_lexeme
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
-            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
-            if listed:
-                parts = [properties[key], *matching]
+            if plain:
+                schema = properties[key] if listed else d.get("additionalProperties", self.additional_default)
+                allowed = True
             else:
-                parts = matching or [d.get("additionalProperties", self.additional_default)]
-            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
-            allowed = self.name_allowed(key, names, pointer)
+                matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
+                if listed:
+                    parts = [properties[key], *matching]
+                else:
+                    parts = matching or [d.get("additionalProperties", self.additional_default)]
+                schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+                allowed = self.name_allowed(key, names, pointer)
             sym = self.compile(schema, where) if allowed else None
             if sym is None:
-                if key in required:
+                if key in needed:
                     why = "accepts no value" if allowed else "is not allowed by propertyNames"
                     return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
-            members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, key in required))
+            members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
             if witnesses:
                 variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
@@ -2369,20 +2492,25 @@ class _Compiler:
             seqs[key] = out
             return out
 
+        comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
             key_sym, value_sym, is_required = members[i]
+            first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
+            later = [comma, key_sym, colon, value_sym]
+            here = suffix[i]
             for c in range(top + 1):
-                if (suffix[i], c) in table:
+                state = (here, c)
+                if state in table:
                     continue
                 alts = []
-                after = min(c + 1, top) if high is None else c + 1
+                after = c + 1 if high is not None or c < top else top
                 rest = seq(i + 1, after) if after <= top else None
                 if rest is not None:
-                    alts.append([*([self.comma] if c > 0 else []), key_sym, self.colon, value_sym, *rest])
+                    alts.append((later if c > 0 else first) + rest)
                 skip = None if is_required else seq(i + 1, c)
                 if skip is not None:
                     alts.append(skip)
-                table[(suffix[i], c)] = alts or None
+                table[state] = alts or None
         top_alts = table[(suffix[0], 0)]
         if top_alts is None:
             return None

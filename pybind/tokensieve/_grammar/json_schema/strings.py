@@ -88,7 +88,6 @@ _PLAIN_JSON_TEXT = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 
 
 @functools.lru_cache(maxsize=16384)
-@functools.lru_cache(maxsize=16384)
 def _json_string_lexeme(text: str) -> Lexeme:
     """The lexeme of one JSON string value (a key or an enum value): literal when plain.
     Cached (lexemes are immutable): property names recur from schema to schema."""
