@@ -1900,3 +1900,192 @@ fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
         },
     }
 }
+
+/// Every word over `alphabet` of at most `len_max` bytes (for brute-force checks).
+fn allWords(gpa: Allocator, alphabet: []const u8, len_max: usize) !std.ArrayList([]const u8) {
+    var words: std.ArrayList([]const u8) = .empty;
+    errdefer freeWords(gpa, &words);
+    try words.append(gpa, try gpa.alloc(u8, 0));
+    var start: usize = 0;
+    for (0..len_max) |_| {
+        const end = words.items.len;
+        for (start..end) |i| for (alphabet) |c| {
+            const prev = words.items[i];
+            const w = try gpa.alloc(u8, prev.len + 1);
+            @memcpy(w[0..prev.len], prev);
+            w[prev.len] = c;
+            try words.append(gpa, w);
+        };
+        start = end;
+    }
+    return words;
+}
+
+fn freeWords(gpa: Allocator, words: *std.ArrayList([]const u8)) void {
+    for (words.items) |w| gpa.free(w);
+    words.deinit(gpa);
+}
+
+/// Is `w` a prefix of a word of `e`? (The derivative by `w` is not empty.)
+fn viable(set: *ExprSet, e: ExprId, w: []const u8, representatives: []const u8) !bool {
+    var cur = e;
+    for (w) |b| cur = try set.deriv(cur, b);
+    return !try set.isEmpty(cur, representatives);
+}
+
+/// Terms over {a, b} like `randomTerm`, with counters up to 12 so that bounds get clamped.
+fn randomCountedTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
+    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 8);
+    switch (choice) {
+        0 => return set.byte('a'),
+        1 => return set.byte('b'),
+        2 => {
+            var ab: ByteSet = .{};
+            ab.add('a');
+            ab.add('b');
+            return set.byteSet(ab);
+        },
+        3, 4 => return set.concat(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
+        5 => return set.alt2(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
+        else => {
+            const min = random.uintLessThan(u32, 4);
+            const max = if (random.uintLessThan(u32, 4) == 0) repeat_unbounded else min + random.uintLessThan(u32, 10);
+            return set.repeat(try randomCountedTerm(set, random, depth - 1), min, @max(min, max));
+        },
+    }
+}
+
+test "clamped counters answer alike for every word up to the bound (random terms over {a, b})" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0xc1a3);
+    const random = prng.random();
+    var words = try allWords(gpa, "ab", 7);
+    defer freeWords(gpa, &words);
+    var clamped_count: u32 = 0;
+    // Counters near the bound: r{m,n} with r's words of one or two bytes, n around
+    // bytes_max / min(r), then random terms.
+    var terms: std.ArrayList(ExprId) = .empty;
+    defer terms.deinit(gpa);
+    const a = try set.byte('a');
+    const ab = try set.concat(a, try set.byte('b'));
+    for ([_]ExprId{ a, ab, try set.alt2(a, ab), try set.alt2(ab, try set.repeat(a, 0, 1)) }) |r| {
+        for (0..13) |n| for ([_]u32{ 0, 1, 2 }) |m| {
+            if (m > n) continue;
+            try terms.append(gpa, try set.concat(try set.repeat(r, m, @intCast(n)), try set.byte('b')));
+        };
+    }
+    for (0..300) |i| try terms.append(gpa, try randomCountedTerm(&set, random, @intCast(1 + i % 4)));
+    for (terms.items) |t| {
+        for ([_]u32{ 3, 5, 7 }) |bytes_max| {
+            const c = try set.clampCounts(t, bytes_max);
+            try std.testing.expect(!set.isBoolean(c));
+            try std.testing.expectEqual(set.lengthsOf(t).min, set.lengthsOf(c).min);
+            if (c == t) continue;
+            clamped_count += 1;
+            try std.testing.expect(set.lengthsOf(c).max > set.lengthsOf(t).max or set.lengthsOf(t).max == Lengths.unbounded);
+            for (words.items) |w| {
+                if (w.len > bytes_max) break; // words come by length
+                try std.testing.expectEqual(try matches(&set, t, w), try matches(&set, c, w));
+                try std.testing.expectEqual(try viable(&set, t, w, "ab"), try viable(&set, c, w, "ab"));
+            }
+        }
+    }
+    try std.testing.expect(clamped_count > 100); // the test exercises the rule
+}
+
+test "a clamped counter makes the states along a bounded run one state" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // (ab){0,500} b: each "ab" read is a new term; clamped for 8-byte tokens they are one.
+    const ab = try set.concat(try set.byte('a'), try set.byte('b'));
+    const e = try set.concat(try set.repeat(ab, 0, 500), try set.byte('b'));
+    var x = e;
+    const first = try set.clampCounts(x, 8);
+    try std.testing.expect(first != x);
+    for (0..300) |_| {
+        x = try set.deriv(try set.deriv(x, 'a'), 'b');
+        try std.testing.expectEqual(first, try set.clampCounts(x, 8));
+    }
+    // Past 500 - 4 pairs the bound is within reach of 8 bytes: no clamp, the real term.
+    for (0..197) |_| x = try set.deriv(try set.deriv(x, 'a'), 'b');
+    try std.testing.expectEqual(x, try set.clampCounts(x, 8));
+}
+
+test "completionMax bounds the shortest word of every live derivative (random terms)" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x3377);
+    const random = prng.random();
+    var words = try allWords(gpa, "ab", 7);
+    defer freeWords(gpa, &words);
+    var tight: u32 = 0;
+    for (0..300) |i| {
+        const t = try randomCountedTerm(&set, random, @intCast(1 + i % 4));
+        const bound = set.completionMax(t);
+        try std.testing.expect(bound >= set.lengthsOf(t).min);
+        var reached: u32 = 0;
+        for (words.items) |w| {
+            var d = t;
+            for (w) |b| d = try set.deriv(d, b);
+            if (d == .nothing) continue;
+            try std.testing.expect(set.lengthsOf(d).min <= bound);
+            reached = @max(reached, set.lengthsOf(d).min);
+        }
+        if (reached == bound) tight += 1;
+    }
+    try std.testing.expect(tight > 100); // often exact, not a loose constant
+}
+
+test "a length bound no short word can reach is dropped, with the same answers" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x1e57);
+    const random = prng.random();
+    // Strings `"…"` of "characters" a and b (C = [ab]), a pattern side P = "X" and the bound
+    // "C{min,n}"; prefixes v and short words w over {a, b, "}: wherever the bound is
+    // dropped, the pattern side alone answers as the intersection does.
+    var ab: ByteSet = .{};
+    ab.add('a');
+    ab.add('b');
+    const char = try set.byteSet(ab);
+    const quote = try set.byte('"');
+    var words = try allWords(gpa, "ab\"", 6);
+    defer freeWords(gpa, &words);
+    var prefixes = try allWords(gpa, "ab", 9);
+    defer freeWords(gpa, &prefixes);
+    const representatives = "ab\"x";
+    var dropped: u32 = 0;
+    var kept: u32 = 0;
+    for (0..60) |i| {
+        const x = try randomCountedTerm(&set, random, @intCast(1 + i % 3));
+        const pattern = try set.concatAll(&.{ quote, x, quote });
+        const min = random.uintLessThan(u32, 3);
+        const n = min + 4 + random.uintLessThan(u32, 12);
+        const bound = try set.concatAll(&.{ quote, try set.repeat(char, min, n), quote });
+        try std.testing.expectEqual(char, (try set.lengthBoundChar(bound)).?);
+        const lexeme = try set.andAll(&.{ pattern, bound });
+        for (prefixes.items) |v| {
+            var z = try set.deriv(lexeme, '"');
+            for (v) |b| z = try set.deriv(z, b);
+            if (try set.isEmpty(z, representatives)) continue;
+            for ([_]u32{ 2, 4 }) |bytes_max| {
+                const p = try set.clampedLengthBound(z, char, bytes_max) orelse {
+                    kept += 1;
+                    continue;
+                };
+                dropped += 1;
+                try std.testing.expect(!set.isBoolean(p));
+                for (words.items) |w| {
+                    if (w.len > bytes_max) break;
+                    try std.testing.expectEqual(try matches(&set, z, w), try matches(&set, p, w));
+                    try std.testing.expectEqual(try viable(&set, z, w, representatives), try viable(&set, p, w, representatives));
+                }
+            }
+        }
+    }
+    try std.testing.expect(dropped > 100 and kept > 100);
+}
