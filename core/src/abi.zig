@@ -677,6 +677,14 @@ export fn ts_debug_spin(rounds: u32) i32 {
     return @bitCast(x);
 }
 
+/// Masks walk from clamped lexer states (`on` ≠ 0, the default) or from the real ones (0): tests
+/// compare the two. Applies to every matcher of the instance. Returns the previous setting.
+export fn ts_debug_clamp(on: i32) i32 {
+    const previous = matcher_mod.clamp_enabled;
+    matcher_mod.clamp_enabled = on != 0;
+    return @intFromBool(previous);
+}
+
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.
 export fn ts_debug_trap() i32 {
     @trap();

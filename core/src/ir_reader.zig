@@ -80,7 +80,12 @@ const LexemeFlags = packed struct(u32) {
     case_insensitive: bool,
     /// A `max_tokens` word follows.
     token_budget: bool,
-    unused: u27,
+    /// A JSON string with a length bound (`docs/grammar_ir.md`): the front-end vouches that
+    /// the payload spells only JSON strings `"C*"` and that the one and-pattern is the length
+    /// bound `"C{a,n}"`. Masks may then drop the bound where no token can reach it
+    /// (`regex.ExprSet.clampedLengthBound`); any other shape ignores the flag.
+    string_length: bool,
+    unused: u26,
 };
 
 pub const CompileError = regex_syntax.Error || error{BadIr};
@@ -98,11 +103,15 @@ pub const Compiled = struct {
     cfg: Cfg,
     lexeme_exprs: []regex.ExprId,
     lazy: []bool,
+    /// Per lexer lexeme: the character term C of its length bound when the lexeme is a JSON
+    /// string `"P" ∩ "C{a,n}"` marked `string_length`, else `nothing`.
+    length_chars: []regex.ExprId,
 
     pub fn deinit(self: *Compiled, gpa: Allocator) void {
         self.cfg.deinit(gpa);
         gpa.free(self.lexeme_exprs);
         gpa.free(self.lazy);
+        gpa.free(self.length_chars);
         self.* = undefined;
     }
 };
@@ -163,7 +172,9 @@ const ParseMemo = struct {
 
 /// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
 /// flags say `boolean` (each list: a count, then length-prefixed patterns).
-fn readBooleanParts(exprs: *regex.ExprSet, memo: *ParseMemo, r: *Reader, base: regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
+/// `length_char`: set to the character term of the one and-pattern when it is a JSON string
+/// length bound and there are no not-patterns (`nothing` otherwise).
+fn readBooleanParts(exprs: *regex.ExprSet, memo: *ParseMemo, r: *Reader, base: regex.ExprId, length_char: *regex.ExprId, diag: *CompileDiagnostic) CompileError!regex.ExprId {
     var parts: [64]regex.ExprId = undefined;
     var n: usize = 0;
     parts[n] = base;
@@ -186,6 +197,7 @@ fn readBooleanParts(exprs: *regex.ExprSet, memo: *ParseMemo, r: *Reader, base: r
         parts[n] = try exprs.not(try exprs.alt(excluded.items));
         n += 1;
     }
+    length_char.* = if (and_count == 1 and not_count == 0) (try exprs.lengthBoundChar(parts[1])) orelse .nothing else .nothing;
     return exprs.andAll(parts[0..n]);
 }
 
@@ -350,6 +362,7 @@ pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: 
         },
         .lexeme_exprs = lexemes.exprs,
         .lazy = lexemes.lazy,
+        .length_chars = lexemes.length_chars,
     };
 }
 
@@ -384,6 +397,7 @@ fn readHeader(r: *Reader, diag: *CompileDiagnostic) CompileError!Header {
 const Lexemes = struct {
     exprs: []regex.ExprId,
     lazy: []bool,
+    length_chars: []regex.ExprId,
     token_max: []u32,
     is_special: []bool,
     /// Lexeme l's special token ids are `special_ids[special_start[l]..special_start[l + 1]]`.
@@ -404,6 +418,9 @@ const Lexemes = struct {
         const lazy = try gpa.alloc(bool, lexer_count);
         errdefer gpa.free(lazy);
         @memset(lazy, false);
+        const length_chars = try gpa.alloc(regex.ExprId, lexer_count);
+        errdefer gpa.free(length_chars);
+        @memset(length_chars, .nothing);
         const token_max = try gpa.alloc(u32, lexer_count);
         errdefer gpa.free(token_max);
         @memset(token_max, 0);
@@ -418,6 +435,7 @@ const Lexemes = struct {
         return .{
             .exprs = exprs,
             .lazy = lazy,
+            .length_chars = length_chars,
             .token_max = token_max,
             .is_special = is_special,
             .special_start = special_start,
@@ -436,6 +454,7 @@ const Lexemes = struct {
     fn deinitResult(self: *Lexemes, gpa: Allocator) void {
         gpa.free(self.exprs);
         gpa.free(self.lazy);
+        gpa.free(self.length_chars);
         gpa.free(self.token_max);
         gpa.free(self.is_special);
         gpa.free(self.special_start);
@@ -467,7 +486,14 @@ const Lexemes = struct {
         }
         if (flags.boolean) {
             if (special) return bad(diag, "a special lexeme cannot have and/not patterns");
-            self.exprs[l] = try readBooleanParts(exprs, memo, r, self.exprs[l], diag);
+            var length_char: regex.ExprId = .nothing;
+            self.exprs[l] = try readBooleanParts(exprs, memo, r, self.exprs[l], &length_char, diag);
+            // The shape `clampedLengthBound` relies on: a two-member intersection of plain terms.
+            const e = self.exprs[l];
+            const two_plain = exprs.tag(e) == .and_ and exprs.args(e).len == 2 and
+                !exprs.isBoolean(@fromBackingInt(@intCast(exprs.args(e)[0]))) and
+                !exprs.isBoolean(@fromBackingInt(@intCast(exprs.args(e)[1])));
+            if (flags.string_length and two_plain) self.length_chars[l] = length_char;
         }
         if (flags.token_budget) {
             // A special lexeme is one token: a budget cannot bind it.
@@ -479,6 +505,7 @@ const Lexemes = struct {
             // A lexeme never matches empty text: keep its non-empty part, and let the rules
             // skip it instead (every use of it becomes an optional nonterminal, `readRules`).
             self.exprs[l] = try exprs.andAll(&.{ self.exprs[l], try exprs.not(.epsilon) });
+            self.length_chars[l] = .nothing;
             self.optional_index[l] = @intCast(self.optional.items.len);
             try self.optional.append(gpa, l);
         }

@@ -414,7 +414,7 @@ pub const Lexer = struct {
     }
 
     /// Interns a sorted pair list (lexeme, expr, lexeme, expr, …) as a state.
-    fn internState(self: *Lexer, pairs: []const u32) Error!StateId {
+    pub fn internState(self: *Lexer, pairs: []const u32) Error!StateId {
         assert(pairs.len % 2 == 0);
         const hash32 = regex.hashWords32(pairs);
         const gop = try self.state_table.getOrPutContextAdapted(

@@ -162,6 +162,9 @@ pub const Grammar = struct {
     /// Text depth of the lexer's states, for choosing a slice (see `slicer.zig`).
     slice_depths: slicer.DepthCache,
     walk_cache: WalkCache,
+    /// `clampedState` results, keyed by (token length bound, state): a state per mask start
+    /// visited (16 bytes an entry in the map), so a state is clamped once.
+    clamped_states: regex.IntMap(u64, StateId),
     limits: Limits,
 
     /// Compiles a grammar IR (see docs/grammar_ir.md).
@@ -185,6 +188,7 @@ pub const Grammar = struct {
         });
         self.slice_depths = slicer.DepthCache.init(gpa);
         self.walk_cache = .{};
+        self.clamped_states = .empty;
         return self;
     }
 
@@ -194,6 +198,7 @@ pub const Grammar = struct {
         if (self.ref_count > 0) return;
         self.slice_depths.deinit();
         self.walk_cache.deinit(gpa);
+        self.clamped_states.deinit(gpa);
         self.lexer.deinit();
         self.compiled.deinit(gpa);
         self.exprs.deinit();
@@ -204,9 +209,57 @@ pub const Grammar = struct {
     fn refuel(self: *Grammar) void {
         self.exprs.refuel(self.limits.fuel_step_max, .step_fuel);
     }
+
+    /// A state that allows exactly the tokens of at most `bytes_max` bytes that `state`
+    /// allows, with the counters no such token can reach clamped (`regex.ExprSet.clampCounts`)
+    /// and a JSON string's length bound dropped where no token can reach it
+    /// (`clampedLengthBound`); `state` itself when nothing changes. A mask walks from it: a
+    /// counter that every token decrements (`(?:\S+\s+){0,999}`, `maxLength` 10000) makes
+    /// every position a new state, a first visit, a walk of the whole trie deriving new
+    /// transitions; clamped, the positions share a few states, and the walk cache hits.
+    /// docs/lexer.md ("Clamped states") has the argument and the cost.
+    pub fn clampedState(self: *Grammar, gpa: Allocator, state: StateId, bytes_max: u32) Error!StateId {
+        const key = (@as(u64, bytes_max) << 32) | state.offset();
+        if (self.clamped_states.get(key)) |clamped| return clamped;
+        const clamped = try self.clampStateUncached(gpa, state, bytes_max);
+        try self.clamped_states.put(gpa, key, clamped);
+        return clamped;
+    }
+
+    fn clampStateUncached(self: *Grammar, gpa: Allocator, state: StateId, bytes_max: u32) Error!StateId {
+        const exprs = &self.exprs;
+        // A copy: interning terms and states does not touch the pair list, but a new state may.
+        const pairs = try gpa.dupe(u32, self.lexer.statePairs(state));
+        defer gpa.free(pairs);
+        try exprs.spend(1 + pairs.len / 2);
+        var changed = false;
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            const lexeme = pairs[i];
+            if (lexeme == lexer_mod.start_marker) continue;
+            const e: regex.ExprId = @fromBackingInt(@intCast(pairs[i + 1]));
+            var clamped = e;
+            if (!exprs.isBoolean(e)) {
+                clamped = try exprs.clampCounts(e, bytes_max);
+            } else if (self.compiled.length_chars[lexeme] != .nothing) {
+                if (try exprs.clampedLengthBound(e, self.compiled.length_chars[lexeme], bytes_max)) |pattern| {
+                    clamped = try exprs.clampCounts(pattern, bytes_max);
+                }
+            }
+            changed = changed or clamped != e;
+            pairs[i + 1] = clamped.index();
+        }
+        if (!changed) return state;
+        return self.lexer.internState(pairs);
+    }
 };
 
 pub const Failure = enum { none, limit, out_of_memory };
+
+/// Masks walk from clamped states (`Grammar.clampedState`). A switch for tests, which compare
+/// the masks with the walk from the real state (`ts_debug_clamp`); a core instance is
+/// single-threaded.
+pub var clamp_enabled: bool = true;
 
 pub const Matcher = struct {
     gpa: Allocator,
@@ -465,7 +518,15 @@ pub const Matcher = struct {
         // token even while the lexer stays alive: no slices either.
         const budgeted = self.parser.cfg.has_token_max;
         if (!self.eos_consumed) walk: {
-            const entered = try self.enterNextToken(at) orelse break :walk;
+            var entered = try self.enterNextToken(at) orelse break :walk;
+            // Only the walk starts from the clamped state: the positions kept, consumes and
+            // forks use the real one. Not a row's start state (the parser tells "no lexeme in
+            // progress" by it), nor with lazy lexemes or token budgets (they ask more of a
+            // state than which tokens it allows).
+            const row_start = self.parser.rows.items[entered.row.index()].lexer_start;
+            if (clamp_enabled and !self.parser.cfg.has_lazy and !budgeted and entered.lexer_state != row_start) {
+                entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
+            }
             const slice = if (self.parser.cfg.has_lazy or budgeted) null else try tokenizer.slices.pick(
                 &self.grammar.slice_depths,
                 self.parser.lexer,

@@ -173,6 +173,10 @@ pub const factor_depth_max: u32 = 64;
 /// they need no factoring of their own.
 pub const factor_branch_min: usize = 16;
 
+/// Nesting bound of `clampCounts`: deeper parts of a term are left unclamped (exact, only
+/// not clamped), so recursion stays bounded; a term's nesting grows with a long literal.
+pub const clamp_depth_max: u32 = 256;
+
 /// Longest witness `isEmpty` builds from a member's shortest word before it falls back to the
 /// search (a witness costs one derivative per byte and member).
 pub const witness_length_max: u32 = 1024;
@@ -313,6 +317,10 @@ pub const ExprSet = struct {
     lengths: std.ArrayList(Lengths) = .empty,
     /// Per term: `hashWords32` of its run (what `table` hashes it by).
     hashes: std.ArrayList(u32) = .empty,
+    /// Per term: `completionBound`, filled when the term is interned.
+    completion_max: std.ArrayList(u32) = .empty,
+    /// `clampCounts` results, keyed by (byte bound, term); emptied like `deriv_cache`.
+    clamp_cache: IntMap(u64, ExprId) = .empty,
     scratch: std.ArrayList(u32) = .empty,
     /// Units of work left (see the file comment); `deriv`, the constructors and `isEmpty`
     /// spend it. Whoever sets it names the budget in `fuel_limit`.
@@ -359,6 +367,8 @@ pub const ExprSet = struct {
         self.row_words.deinit(self.gpa);
         self.lengths.deinit(self.gpa);
         self.hashes.deinit(self.gpa);
+        self.completion_max.deinit(self.gpa);
+        self.clamp_cache.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.* = undefined;
     }
@@ -465,6 +475,43 @@ pub const ExprSet = struct {
         }
     }
 
+    /// A bound on the shortest completion of every derivative: for a plain term `e`, no
+    /// derivative `e·w` that is not ∅ has a shortest word longer than `completionMax(e)` bytes
+    /// (`Lengths.unbounded` for terms with intersections or complements: not bounded here).
+    /// `clampedLengthBound` reads it: a prefix the pattern allows can be finished within this
+    /// many more bytes.
+    pub fn completionMax(self: *const ExprSet, e: ExprId) u32 {
+        return self.completion_max.items[e.index()];
+    }
+
+    /// `completionMax` of a run about to be interned, from its children's. By cases, with
+    /// min(x) the shortest word of x (derivatives that are ∅ do not count):
+    /// - a byte set: itself (1) or ε (0);
+    /// - `h t`: a derivative is `(h·u) t ∪ t·u₂ ∪ …`; a live branch of the first kind
+    ///   finishes within `mm(h) + min(t)`, of the second within `mm(t)`;
+    /// - an alternation: a derivative is the alternation of the members' derivatives;
+    /// - `r{a,b}`: a derivative is `(r·u) r{a-k-1,b-k-1}` after k whole copies (or the term
+    ///   itself, `a·min(r)` ≤ `mm(r) + (a-1)·min(r)` since `mm(r)` ≥ `min(r)`), so
+    ///   `mm(r) + (a-1)·min(r)`, or `mm(r)` when a = 0.
+    fn runCompletionMax(self: *const ExprSet, run: []const u32) u32 {
+        const unbounded = Lengths.unbounded;
+        if (run[0] & flag_boolean != 0) return unbounded;
+        const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+        const mm = self.completion_max.items;
+        switch (t) {
+            .nothing, .epsilon => return 0,
+            .byte_set => return 1,
+            .concat => return @max(mm[run[1]] +| self.lengths.items[run[2]].min, mm[run[2]]),
+            .alt => {
+                var out: u32 = 0;
+                for (run[1..]) |m| out = @max(out, mm[m]);
+                return out;
+            },
+            .repeat => return mm[run[1]] +| ((run[2] -| 1) *| self.lengths.items[run[1]].min),
+            .and_, .not_ => return unbounded,
+        }
+    }
+
     fn intern(self: *ExprSet, run: []const u32) Error!ExprId {
         // Hashing and comparing the run is linear in its length.
         try self.spend(run.len);
@@ -491,6 +538,10 @@ pub const ExprSet = struct {
             self.table.removeByPtr(gop.key_ptr);
             return err;
         };
+        self.completion_max.ensureUnusedCapacity(self.gpa, 1) catch |err| {
+            self.table.removeByPtr(gop.key_ptr);
+            return err;
+        };
         self.words.appendSlice(self.gpa, run) catch |err| {
             self.table.removeByPtr(gop.key_ptr);
             return err;
@@ -502,7 +553,9 @@ pub const ExprSet = struct {
         };
         self.lengths.appendAssumeCapacity(self.runLengths(run));
         self.hashes.appendAssumeCapacity(hash32);
+        self.completion_max.appendAssumeCapacity(self.runCompletionMax(run));
         assert(self.lengths.items.len == self.spans.items.len and self.hashes.items.len == self.spans.items.len);
+        assert(self.completion_max.items.len == self.spans.items.len);
         gop.key_ptr.* = id;
         return @fromBackingInt(@intCast(id));
     }
@@ -965,6 +1018,164 @@ pub const ExprSet = struct {
         if (self.tag(child) == .not_) return @fromBackingInt(@intCast(self.args(child)[0]));
         const flags = flag_boolean | (if (self.nullable(child)) 0 else flag_nullable);
         return self.intern(&.{ @backingInt(Tag.not_) | flags, child.index() });
+    }
+
+    /// `e` with the upper bound of every counter that no string of `bytes_max` bytes can
+    /// reach removed (`r{a,b}` → `r{a,}`), for the plain term `e`: the same answers as `e` to
+    /// "is w a word?" and "is w a prefix of a word?" for every w of at most `bytes_max` bytes
+    /// (see docs/lexer.md, "Clamped states"). Returns `e` itself when nothing is clamped.
+    ///
+    /// Exact because within `bytes_max` bytes a parse of `r{a,b}` uses at most
+    /// `bytes_max / max(1, min(r))` non-empty copies (plus the one in progress), so a bound
+    /// `b` above that is never reached, and because this sameness up to `bytes_max` bytes is
+    /// kept by concatenation, alternation and repetition (every piece of a short word is
+    /// short). Lower bounds stay, so shortest words are unchanged. A term whose longest word
+    /// is at most `bytes_max` has nothing to clamp; nesting deeper than `clamp_depth_max` is
+    /// left as it is (still exact, just not clamped).
+    pub fn clampCounts(self: *ExprSet, e: ExprId, bytes_max: u32) Error!ExprId {
+        assert(!self.isBoolean(e));
+        return self.clampAt(e, bytes_max, 0);
+    }
+
+    fn clampAt(self: *ExprSet, e: ExprId, bytes_max: u32, depth: u32) Error!ExprId {
+        if (self.lengthsOf(e).max <= bytes_max or depth >= clamp_depth_max) return e;
+        const key = (@as(u64, bytes_max) << 32) | e.index();
+        if (self.clamp_cache.get(key)) |cached| return cached;
+        try self.spend(1);
+        const result: ExprId = switch (self.tag(e)) {
+            .nothing, .epsilon, .byte_set, .and_, .not_ => e,
+            .concat => concat: {
+                const head = self.argId(e, 0);
+                const tail = self.argId(e, 1);
+                const head_clamped = try self.clampAt(head, bytes_max, depth + 1);
+                const tail_clamped = try self.clampAt(tail, bytes_max, depth + 1);
+                if (head_clamped == head and tail_clamped == tail) break :concat e;
+                break :concat try self.concat(head_clamped, tail_clamped);
+            },
+            .alt => try self.clampMembers(e, bytes_max, depth),
+            .repeat => repeat: {
+                const a = self.args(e);
+                const child = self.argId(e, 0);
+                const min = a[1];
+                var max = a[2];
+                const copies_max = bytes_max / @max(1, self.lengthsOf(child).min);
+                if (max != repeat_unbounded and max > copies_max) max = repeat_unbounded;
+                const child_clamped = try self.clampAt(child, bytes_max, depth + 1);
+                if (child_clamped == child and max == a[2]) break :repeat e;
+                break :repeat try self.repeat(child_clamped, min, max);
+            },
+        };
+        const full = self.clamp_cache.available == 0 and self.clamp_cache.capacity() >= self.deriv_cache_slots_max;
+        if (full) self.clamp_cache.clearRetainingCapacity();
+        try self.clamp_cache.put(self.gpa, key, result);
+        return result;
+    }
+
+    fn clampMembers(self: *ExprSet, e: ExprId, bytes_max: u32, depth: u32) Error!ExprId {
+        // Copy the members first: building terms may move `args`.
+        const n = self.args(e).len;
+        try self.spend(n);
+        var small: [16]ExprId = undefined;
+        const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
+        defer if (n > small.len) self.gpa.free(members);
+        for (members, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        var changed = false;
+        for (members) |*m| {
+            const clamped = try self.clampAt(m.*, bytes_max, depth + 1);
+            changed = changed or clamped != m.*;
+            m.* = clamped;
+        }
+        return if (changed) self.alt(members) else e;
+    }
+
+    /// For the intersection `e` of a JSON string's pattern side and its length bound (a lexeme
+    /// the front-end marked: `"P" ∩ "C{a,n}"`, C = `char`, one JSON string character), the
+    /// pattern side alone when no string of `bytes_max` bytes can tell the two apart; else
+    /// null. The two members of `e` are then `P·v` and `"C{a,n}"·v` for the text v read so
+    /// far (the intersection of derivatives is the derivative of the intersection).
+    ///
+    /// The bound's derivative is `T C{a',m} "` (T: the rest of a character cut by v, or
+    /// nothing), with m the characters left. Every word of P·v is a word of `T C* "` (P
+    /// spells only JSON strings), with fewer characters after T than bytes; so when a' = 0
+    /// and m ≥ `bytes_max` + `completionMax(P·v)`, every word of P·v up to `bytes_max` bytes
+    /// fits the bound, and so does the shortest completion of every prefix of P·v up to
+    /// `bytes_max` bytes: both lexemes answer alike for every token (docs/lexer.md has the
+    /// whole argument).
+    ///
+    /// Which member is the bound: the bound's derivative always has the shape
+    /// `T C{a',m} "` or `T C "`, except once m = 0, when it is `T "`, at most `maxlen(C)`
+    /// bytes long. A pattern's derivative may have the shape too: when both do, their T
+    /// parts must be the same terms (then either one's T is the bound's); when one does, the
+    /// other must be longer than `maxlen(C)` (so it is not the bound with m = 0).
+    pub fn clampedLengthBound(self: *ExprSet, e: ExprId, char: ExprId, bytes_max: u32) Error!?ExprId {
+        if (self.tag(e) != .and_ or self.args(e).len != 2) return null;
+        const quote = try self.byte('"');
+        const members = [2]ExprId{ self.argId(e, 0), self.argId(e, 1) };
+        var shapes: [2]?LengthShape = undefined;
+        for (members, &shapes) |m, *shape| shape.* = self.lengthShape(m, char, quote);
+        if (shapes[0] != null and shapes[1] != null and !shapes[0].?.samePrefix(shapes[1].?)) return null;
+        for (0..2) |i| {
+            const bound = shapes[i] orelse continue;
+            const pattern = members[1 - i];
+            if (bound.count_min != 0 or self.isBoolean(pattern)) continue;
+            if (shapes[1 - i] == null and self.lengthsOf(pattern).max <= self.lengthsOf(char).max) continue;
+            if (bound.count_max != repeat_unbounded and bound.count_max < bytes_max +| self.completionMax(pattern)) continue;
+            return pattern;
+        }
+        return null;
+    }
+
+    const LengthShape = struct {
+        /// The terms before the counter, outermost first (T's right-nested parts).
+        prefix: [length_prefix_max]ExprId,
+        prefix_len: u32,
+        count_min: u32,
+        count_max: u32,
+
+        fn samePrefix(a: LengthShape, b: LengthShape) bool {
+            return a.prefix_len == b.prefix_len and
+                std.mem.eql(ExprId, a.prefix[0..a.prefix_len], b.prefix[0..b.prefix_len]);
+        }
+    };
+
+    /// Heads before the counter a length-bound shape may have: the rest of a character is at
+    /// most `maxlen(C) - 1` bytes (11 for a surrogate pair escape), plus the opening quote.
+    const length_prefix_max = 16;
+
+    /// `m` as `t₁ (t₂ (… (N "))))` with N = `char{a,b}` or `char` (a = b = 1), or null.
+    fn lengthShape(self: *const ExprSet, m: ExprId, char: ExprId, quote: ExprId) ?LengthShape {
+        var shape: LengthShape = .{ .prefix = undefined, .prefix_len = 0, .count_min = 1, .count_max = 1 };
+        var x = m;
+        while (self.tag(x) == .concat) {
+            const head = self.argId(x, 0);
+            const tail = self.argId(x, 1);
+            if (tail == quote) {
+                if (head == char) return shape;
+                if (self.tag(head) == .repeat and self.argId(head, 0) == char) {
+                    shape.count_min = self.args(head)[1];
+                    shape.count_max = self.args(head)[2];
+                    return shape;
+                }
+            }
+            if (shape.prefix_len == length_prefix_max) return null;
+            shape.prefix[shape.prefix_len] = head;
+            shape.prefix_len += 1;
+            x = tail;
+        }
+        return null;
+    }
+
+    /// The character term of a JSON string length bound `"C{a,n}"` (or `"C"`), or null when
+    /// `e` does not have that shape.
+    pub fn lengthBoundChar(self: *ExprSet, e: ExprId) Error!?ExprId {
+        const quote = try self.byte('"');
+        if (self.tag(e) != .concat or self.argId(e, 0) != quote) return null;
+        const rest = self.argId(e, 1);
+        if (self.tag(rest) != .concat or self.argId(rest, 1) != quote) return null;
+        const counted = self.argId(rest, 0);
+        const char = if (self.tag(counted) == .repeat) self.argId(counted, 0) else counted;
+        if (self.tag(char) == .repeat or self.isBoolean(char)) return null;
+        return char;
     }
 
     /// The derivative of `e` by `b`: the strings s such that `b s` matches `e`.
@@ -1688,4 +1899,193 @@ fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
             return set.repeat(try randomTerm(set, random, depth - 1), min, @max(min, max));
         },
     }
+}
+
+/// Every word over `alphabet` of at most `len_max` bytes (for brute-force checks).
+fn allWords(gpa: Allocator, alphabet: []const u8, len_max: usize) !std.ArrayList([]const u8) {
+    var words: std.ArrayList([]const u8) = .empty;
+    errdefer freeWords(gpa, &words);
+    try words.append(gpa, try gpa.alloc(u8, 0));
+    var start: usize = 0;
+    for (0..len_max) |_| {
+        const end = words.items.len;
+        for (start..end) |i| for (alphabet) |c| {
+            const prev = words.items[i];
+            const w = try gpa.alloc(u8, prev.len + 1);
+            @memcpy(w[0..prev.len], prev);
+            w[prev.len] = c;
+            try words.append(gpa, w);
+        };
+        start = end;
+    }
+    return words;
+}
+
+fn freeWords(gpa: Allocator, words: *std.ArrayList([]const u8)) void {
+    for (words.items) |w| gpa.free(w);
+    words.deinit(gpa);
+}
+
+/// Is `w` a prefix of a word of `e`? (The derivative by `w` is not empty.)
+fn viable(set: *ExprSet, e: ExprId, w: []const u8, representatives: []const u8) !bool {
+    var cur = e;
+    for (w) |b| cur = try set.deriv(cur, b);
+    return !try set.isEmpty(cur, representatives);
+}
+
+/// Terms over {a, b} like `randomTerm`, with counters up to 12 so that bounds get clamped.
+fn randomCountedTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
+    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 8);
+    switch (choice) {
+        0 => return set.byte('a'),
+        1 => return set.byte('b'),
+        2 => {
+            var ab: ByteSet = .{};
+            ab.add('a');
+            ab.add('b');
+            return set.byteSet(ab);
+        },
+        3, 4 => return set.concat(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
+        5 => return set.alt2(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
+        else => {
+            const min = random.uintLessThan(u32, 4);
+            const max = if (random.uintLessThan(u32, 4) == 0) repeat_unbounded else min + random.uintLessThan(u32, 10);
+            return set.repeat(try randomCountedTerm(set, random, depth - 1), min, @max(min, max));
+        },
+    }
+}
+
+test "clamped counters answer alike for every word up to the bound (random terms over {a, b})" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0xc1a3);
+    const random = prng.random();
+    var words = try allWords(gpa, "ab", 7);
+    defer freeWords(gpa, &words);
+    var clamped_count: u32 = 0;
+    // Counters near the bound: r{m,n} with r's words of one or two bytes, n around
+    // bytes_max / min(r), then random terms.
+    var terms: std.ArrayList(ExprId) = .empty;
+    defer terms.deinit(gpa);
+    const a = try set.byte('a');
+    const ab = try set.concat(a, try set.byte('b'));
+    for ([_]ExprId{ a, ab, try set.alt2(a, ab), try set.alt2(ab, try set.repeat(a, 0, 1)) }) |r| {
+        for (0..13) |n| for ([_]u32{ 0, 1, 2 }) |m| {
+            if (m > n) continue;
+            try terms.append(gpa, try set.concat(try set.repeat(r, m, @intCast(n)), try set.byte('b')));
+        };
+    }
+    for (0..300) |i| try terms.append(gpa, try randomCountedTerm(&set, random, @intCast(1 + i % 4)));
+    for (terms.items) |t| {
+        for ([_]u32{ 3, 5, 7 }) |bytes_max| {
+            const c = try set.clampCounts(t, bytes_max);
+            try std.testing.expect(!set.isBoolean(c));
+            try std.testing.expectEqual(set.lengthsOf(t).min, set.lengthsOf(c).min);
+            if (c == t) continue;
+            clamped_count += 1;
+            try std.testing.expect(set.lengthsOf(c).max > set.lengthsOf(t).max or set.lengthsOf(t).max == Lengths.unbounded);
+            for (words.items) |w| {
+                if (w.len > bytes_max) break; // words come by length
+                try std.testing.expectEqual(try matches(&set, t, w), try matches(&set, c, w));
+                try std.testing.expectEqual(try viable(&set, t, w, "ab"), try viable(&set, c, w, "ab"));
+            }
+        }
+    }
+    try std.testing.expect(clamped_count > 100); // the test exercises the rule
+}
+
+test "a clamped counter makes the states along a bounded run one state" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // (ab){0,500} b: each "ab" read is a new term; clamped for 8-byte tokens they are one.
+    const ab = try set.concat(try set.byte('a'), try set.byte('b'));
+    const e = try set.concat(try set.repeat(ab, 0, 500), try set.byte('b'));
+    var x = e;
+    const first = try set.clampCounts(x, 8);
+    try std.testing.expect(first != x);
+    for (0..300) |_| {
+        x = try set.deriv(try set.deriv(x, 'a'), 'b');
+        try std.testing.expectEqual(first, try set.clampCounts(x, 8));
+    }
+    // Past 500 - 4 pairs the bound is within reach of 8 bytes: no clamp, the real term.
+    for (0..197) |_| x = try set.deriv(try set.deriv(x, 'a'), 'b');
+    try std.testing.expectEqual(x, try set.clampCounts(x, 8));
+}
+
+test "completionMax bounds the shortest word of every live derivative (random terms)" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x3377);
+    const random = prng.random();
+    var words = try allWords(gpa, "ab", 7);
+    defer freeWords(gpa, &words);
+    var tight: u32 = 0;
+    for (0..300) |i| {
+        const t = try randomCountedTerm(&set, random, @intCast(1 + i % 4));
+        const bound = set.completionMax(t);
+        try std.testing.expect(bound >= set.lengthsOf(t).min);
+        var reached: u32 = 0;
+        for (words.items) |w| {
+            var d = t;
+            for (w) |b| d = try set.deriv(d, b);
+            if (d == .nothing) continue;
+            try std.testing.expect(set.lengthsOf(d).min <= bound);
+            reached = @max(reached, set.lengthsOf(d).min);
+        }
+        if (reached == bound) tight += 1;
+    }
+    try std.testing.expect(tight > 100); // often exact, not a loose constant
+}
+
+test "a length bound no short word can reach is dropped, with the same answers" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x1e57);
+    const random = prng.random();
+    // Strings `"…"` of "characters" a and b (C = [ab]), a pattern side P = "X" and the bound
+    // "C{min,n}"; prefixes v and short words w over {a, b, "}: wherever the bound is
+    // dropped, the pattern side alone answers as the intersection does.
+    var ab: ByteSet = .{};
+    ab.add('a');
+    ab.add('b');
+    const char = try set.byteSet(ab);
+    const quote = try set.byte('"');
+    var words = try allWords(gpa, "ab\"", 6);
+    defer freeWords(gpa, &words);
+    var prefixes = try allWords(gpa, "ab", 9);
+    defer freeWords(gpa, &prefixes);
+    const representatives = "ab\"x";
+    var dropped: u32 = 0;
+    var kept: u32 = 0;
+    for (0..60) |i| {
+        const x = try randomCountedTerm(&set, random, @intCast(1 + i % 3));
+        const pattern = try set.concatAll(&.{ quote, x, quote });
+        const min = random.uintLessThan(u32, 3);
+        const n = min + 4 + random.uintLessThan(u32, 12);
+        const bound = try set.concatAll(&.{ quote, try set.repeat(char, min, n), quote });
+        try std.testing.expectEqual(char, (try set.lengthBoundChar(bound)).?);
+        const lexeme = try set.andAll(&.{ pattern, bound });
+        for (prefixes.items) |v| {
+            var z = try set.deriv(lexeme, '"');
+            for (v) |b| z = try set.deriv(z, b);
+            if (try set.isEmpty(z, representatives)) continue;
+            for ([_]u32{ 2, 4 }) |bytes_max| {
+                const p = try set.clampedLengthBound(z, char, bytes_max) orelse {
+                    kept += 1;
+                    continue;
+                };
+                dropped += 1;
+                try std.testing.expect(!set.isBoolean(p));
+                for (words.items) |w| {
+                    if (w.len > bytes_max) break;
+                    try std.testing.expectEqual(try matches(&set, z, w), try matches(&set, p, w));
+                    try std.testing.expectEqual(try viable(&set, z, w, representatives), try viable(&set, p, w, representatives));
+                }
+            }
+        }
+    }
+    try std.testing.expect(dropped > 100 and kept > 100);
 }

@@ -78,6 +78,10 @@ class Lexeme:
         max_tokens: the most tokens of model output one occurrence may span (0: no limit).
             When the budget is spent at a token boundary the lexeme ends there if it matches
             (even if the next byte could extend it); `docs/grammar_ir.md` has the details.
+        string_length: a JSON string with a pattern and a length bound: `value` spells only
+            JSON strings (`"` STRING_CHAR* `"`) and the one and-pattern is the length bound
+            (`strings.string_regex`). Lets masks drop the bound where no token can reach it
+            (`docs/lexer.md`); a promise the front-end makes, so only set it when it holds.
     """
 
     name: str
@@ -90,6 +94,7 @@ class Lexeme:
     dot_all: bool = False
     ignore_case: bool = False
     max_tokens: int = 0
+    string_length: bool = False
 
     def __init__(
         self,
@@ -103,6 +108,7 @@ class Lexeme:
         dot_all: bool = False,
         ignore_case: bool = False,
         max_tokens: int = 0,
+        string_length: bool = False,
     ) -> None:
         # The fields above, in their order (checked below the class). Written out because the
         # frozen dataclass's own __init__ sets them one `object.__setattr__` at a time, 2.5x
@@ -110,10 +116,11 @@ class Lexeme:
         self.__dict__.update(
             name=name, kind=kind, value=value, lazy=lazy, token_ids=token_ids, and_patterns=and_patterns,
             not_patterns=not_patterns, dot_all=dot_all, ignore_case=ignore_case, max_tokens=max_tokens,
+            string_length=string_length,
         )
 
     def __hash__(self) -> int:
-        # Three fields, not all ten: front-ends hash lexemes for every symbol they add
+        # Three fields, not all eleven: front-ends hash lexemes for every symbol they add
         # (`add_lexeme`), and equal lexemes still hash equal.
         return hash((self.name, self.kind, self.value))
 
@@ -184,7 +191,7 @@ class GrammarIR:
         read); returns its index. With `name`, a lexeme added is `lexeme` renamed (the copy is
         made only then)."""
         key = (lexeme.kind, lexeme.value, lexeme.lazy, lexeme.token_ids, lexeme.and_patterns, lexeme.not_patterns,
-               lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens)  # every field but the name
+               lexeme.dot_all, lexeme.ignore_case, lexeme.max_tokens, lexeme.string_length)  # every field but the name
         index = self._shared_index.get(key)
         if index is None:
             if name is not None and name != lexeme.name:
@@ -331,6 +338,7 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
         | (4 if lexeme.dot_all else 0)
         | (8 if lexeme.ignore_case else 0)
         | (16 if lexeme.max_tokens else 0)
+        | (32 if lexeme.string_length and boolean else 0)
     )
     out = [struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)]
     if lexeme.kind == "special":

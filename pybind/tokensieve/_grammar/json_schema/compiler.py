@@ -2048,10 +2048,16 @@ class _Compiler:
                 return self.string()
             upper = "" if max_length is None else max_length
             return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
+        # One pattern (or format) and the length: the lexeme may say so (`Lexeme.string_length`),
+        # since both spell only JSON strings, and masks then drop a bound no token can reach.
+        string_length = len(bodies) == 1 and not nots and (min_length > 0 or max_length is not None)
         if not bodies or min_length > 0 or max_length is not None:
             bodies.append(length)  # intersected with the pattern/format (Lexeme.and_patterns)
         name = f"string:{pointer or '/'}"
-        return self.lexeme(name, "regex", bodies[0], and_patterns=tuple(bodies[1:]), not_patterns=tuple(dict.fromkeys(nots)))
+        return self.lexeme(
+            name, "regex", bodies[0], and_patterns=tuple(bodies[1:]), not_patterns=tuple(dict.fromkeys(nots)),
+            string_length=string_length,
+        )
 
     def compile_number(self, t: str, d: dict[str, Any], pointer: str) -> Sym | None:
         for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):

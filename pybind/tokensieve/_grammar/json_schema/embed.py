@@ -42,7 +42,7 @@ def merge_ir(
         lexeme_of = [
             ir.add_lexeme(Lexeme(
                 f"{lexeme_prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns,
-                lx.not_patterns, lx.dot_all, lx.ignore_case, lx.max_tokens,
+                lx.not_patterns, lx.dot_all, lx.ignore_case, lx.max_tokens, lx.string_length,
             ))  # not dataclasses.replace: it costs 10x more, and a grammar with many schemas has thousands
             for lx in sub.lexemes
         ]

@@ -651,7 +651,7 @@ def _merge_nested(ir: GrammarIR, sub: GrammarIR, prefix: str) -> Sym:
     lexeme_of = [
         ir.add_lexeme(Lexeme(
             f"{prefix} {lx.name}", lx.kind, lx.value, lx.lazy, lx.token_ids, lx.and_patterns, lx.not_patterns,
-            lx.dot_all, lx.ignore_case, lx.max_tokens,
+            lx.dot_all, lx.ignore_case, lx.max_tokens, lx.string_length,
         ))
         for lx in sub.lexemes
     ]
