@@ -619,7 +619,7 @@ pub const ExprSet = struct {
     /// past an excluded pattern the intersection is empty because x's rest is included in
     /// one yi's rest (`C* netdrv_[a-z]+ C* "` in `C* "`) although no member equals it; the
     /// exact search derived the whole intersection by every byte class to show it.
-    fn includes(self: *const ExprSet, x: ExprId, y: ExprId, budget: *u32) bool {
+    pub fn includes(self: *const ExprSet, x: ExprId, y: ExprId, budget: *u32) bool {
         if (x == y or x == .nothing) return true;
         if (budget.* == 0) return false;
         budget.* -= 1;

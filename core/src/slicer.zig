@@ -243,6 +243,11 @@ const depth_finite_max: u16 = 0xFFFD;
 /// finite": both only make the answer more conservative.
 const expr_depth_max: u32 = 16;
 const finite_visit_max: u32 = 200_000;
+/// `coveredByPairs`: nesting of covering pairs, steps per state and family, and the
+/// `ExprSet.includes` budget of one inclusion test.
+const cover_levels_max: u32 = 4;
+const cover_steps_max: u32 = 4096;
+const cover_include_budget: u32 = 64;
 
 pub const Error = regex.Error;
 
@@ -261,6 +266,8 @@ pub const DepthCache = struct {
     /// derivatives with.
     edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
     edges_ready: bool = false,
+    /// Steps `coveredByPairs` may still take for the state being measured.
+    cover_steps_left: u32 = 0,
 
     pub fn init(gpa: Allocator) DepthCache {
         return .{ .gpa = gpa };
@@ -289,17 +296,18 @@ pub const DepthCache = struct {
         try self.prepareEdges(lexer);
         var best: u16 = 0;
         const pairs = lexer.statePairs(state);
+        self.cover_steps_left = cover_steps_max;
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (pairs[i] == lexer_mod.start_marker) continue;
-            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, expr_depth_max));
+            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, pairs, expr_depth_max));
             if (best == depth_unbounded) break;
         }
         depths.items[index] = best;
         return best;
     }
 
-    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, levels: u32) Error!u16 {
+    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, pairs: []const u32, levels: u32) Error!u16 {
         if (levels == 0) return 0;
         const args = exprs.args(e);
         switch (exprs.tag(e)) {
@@ -311,14 +319,14 @@ pub const DepthCache = struct {
             .concat => {
                 // A boolean tail may denote ∅, which would leave the head no completion.
                 if (exprs.isBoolean(@fromBackingInt(@intCast(args[1])))) return 0;
-                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, levels - 1);
+                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, pairs, levels - 1);
             },
             .alt => {
                 var best: u16 = 0;
                 var i: usize = 0;
                 // Re-read the members each time: `covers` may grow the arena.
                 while (i < exprs.args(e).len) : (i += 1) {
-                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, levels - 1));
+                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, pairs, levels - 1));
                     if (best == depth_unbounded) break;
                 }
                 return best;
@@ -326,6 +334,8 @@ pub const DepthCache = struct {
             .and_ => {
                 // A & ~E1 & ~E2 …: with every Ei finite, unbounded when A is. `~ε` (how a
                 // nullable lexeme keeps its non-empty part) excludes nothing a token can reach.
+                // An infinite Ei counts as finite when the state's other pairs hold all but
+                // finitely many of its words (`coveredByPairs`): the state stays alive on them.
                 var positive: ?ExprId = null;
                 var excludes_finite = false;
                 for (args) |raw| {
@@ -333,7 +343,7 @@ pub const DepthCache = struct {
                     if (exprs.tag(m) == .not_) {
                         const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
                         if (excluded == .epsilon) continue;
-                        if (!try self.isFinite(exprs, excluded)) return 0;
+                        if (!try self.coveredByPairs(exprs, excluded, pairs, cover_levels_max)) return 0;
                         excludes_finite = true;
                         continue;
                     }
@@ -341,12 +351,74 @@ pub const DepthCache = struct {
                     positive = m;
                 }
                 const a = positive orelse return 0;
-                const d = try self.exprDepth(exprs, a, family, levels - 1);
+                const d = try self.exprDepth(exprs, a, family, pairs, levels - 1);
                 if (!excludes_finite) return d;
                 return if (d == depth_unbounded) depth_unbounded else 0;
             },
             else => return 0,
         }
+    }
+
+    /// Are all words of `e` but finitely many words of the state's pairs (`pairs`, the state's
+    /// (lexeme, expression) list)? Then a pair `A & ~e` loses only finitely many words to the
+    /// exclusion as far as the state's liveness goes: a text string that leads A's words into
+    /// `e` still keeps the covering pair alive. This is how JSON Schema key regions partition the
+    /// keys: "any other key" is `"C*" & ~("x-C*" | names)` beside the pattern's own region
+    /// `"x-C*" & ~names`, and at the key's start only the two together allow every text token
+    /// (JsonSchemaStore---clang-format: a 2 ms walk at every key without a slice).
+    ///
+    /// Shown by structure, soundly: e finite; e an alternation whose members are all covered;
+    /// or some pair p = G1 & … & ~F1 & … with e ⊆ every Gi (`ExprSet.includes`) and every Fj
+    /// covered in turn (then e ⊆ p ∪ F1 ∪ … , and each Fj lies in the pairs up to finitely
+    /// many words, by induction on the recursion). A plain pair p covers e when e ⊆ p. The
+    /// recursion is `levels` deep at most and a state's check takes `cover_steps_max` steps at
+    /// most; running out answers "not shown", which only costs the slice.
+    fn coveredByPairs(self: *DepthCache, exprs: *ExprSet, e: ExprId, pairs: []const u32, levels: u32) Error!bool {
+        if (try self.isFinite(exprs, e)) return true;
+        if (levels == 0 or self.cover_steps_left == 0) return false;
+        self.cover_steps_left -= 1;
+        // Nothing below grows the term arena (`isFinite` and `includes` only read it), so
+        // argument slices stay valid.
+        if (exprs.tag(e) == .alt) {
+            for (exprs.args(e)) |raw| {
+                if (!try self.coveredByPairs(exprs, @fromBackingInt(@intCast(raw)), pairs, levels - 1)) return false;
+            }
+            return true;
+        }
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] == lexer_mod.start_marker) continue;
+            if (try self.pairCovers(exprs, @fromBackingInt(@intCast(pairs[i + 1])), e, pairs, levels - 1)) return true;
+        }
+        return false;
+    }
+
+    /// Does pair expression `p` hold all words of `e` but those of covered exclusions (see
+    /// `coveredByPairs`)?
+    fn pairCovers(self: *DepthCache, exprs: *ExprSet, p: ExprId, e: ExprId, pairs: []const u32, levels: u32) Error!bool {
+        if (self.cover_steps_left == 0) return false;
+        self.cover_steps_left -= 1;
+        if (exprs.tag(p) != .and_) {
+            if (exprs.isBoolean(p)) return false;
+            var budget: u32 = cover_include_budget;
+            return exprs.includes(e, p, &budget);
+        }
+        var positive = false;
+        for (exprs.args(p)) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (exprs.tag(m) == .not_) continue;
+            if (exprs.isBoolean(m)) return false;
+            var budget: u32 = cover_include_budget;
+            if (!exprs.includes(e, m, &budget)) return false;
+            positive = true;
+        }
+        if (!positive) return false;
+        for (exprs.args(p)) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (exprs.tag(m) != .not_) continue;
+            if (!try self.coveredByPairs(exprs, @fromBackingInt(@intCast(exprs.args(m)[0])), pairs, levels)) return false;
+        }
+        return true;
     }
 
     /// Does `e` denote a finite language (no unbounded repetition, no complement)? Post-order
@@ -534,4 +606,38 @@ test "text depth of a string that must differ from listed names" {
     // Bounded text with exclusions: finitely many completions, so no structural answer.
     const b = try lexer.next(try lexer.startState(&only_bounded), '"');
     try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b, .text));
+}
+
+test "text depth of a key whose exclusions other pairs of the state hold" {
+    // JSON Schema key regions: listed names, a pattern region `"x-C*"` minus the names, and
+    // "any other key" minus both. At the key's start (after `"`) no pair alone allows every
+    // text string (`x-…` kills the last, `a…` the second), but together they do.
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
+    const names = try regex_syntax.parse(&exprs, "\"(?:name|x-id|version)\"", .{}, &diag);
+    const pattern = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]*\"", .{}, &diag);
+    const pattern_key = try exprs.andAll(&.{ pattern, try exprs.not(names) });
+    const other_key = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ pattern, names })) });
+    // The same without the pattern's region: the exclusion is then not held by any pair.
+    const bounded = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]{0,3}\"", .{}, &diag);
+    const bounded_key = try exprs.andAll(&.{ bounded, try exprs.not(names) });
+    var lexer = try Lexer.init(gpa, &exprs, &.{ names, pattern_key, other_key, bounded_key }, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    const all = [_]bool{ true, true, true, false };
+    const s = try lexer.next(try lexer.startState(&all), '"');
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s, .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'x'), .text));
+    // Without the pattern's region, a text string `x-…` kills the state: no depth.
+    const no_pattern = [_]bool{ true, false, true, false };
+    const t = try lexer.next(try lexer.startState(&no_pattern), '"');
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, t, .text));
+    // A region that holds only part of the excluded pattern (bounded) does not cover it.
+    const part = [_]bool{ true, false, true, true };
+    const u = try lexer.next(try lexer.startState(&part), '"');
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, u, .text));
 }
