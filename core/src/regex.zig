@@ -1065,6 +1065,7 @@ pub const ExprSet = struct {
         if (!self.isBoolean(e)) return false;
         if (self.lengthsOf(e).isEmpty()) return true;
         if (self.empty_cache.get(e.index())) |cached| return cached;
+        if (self.longerThanExcluded(e)) return false;
         if (try self.hasWitness(e, representatives)) {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
@@ -1074,6 +1075,36 @@ pub const ExprSet = struct {
             return true;
         }
         return self.isEmptySearch(e, representatives);
+    }
+
+    /// Part of step 1 of `isEmpty`: is `e` = `P ∩ ¬B1 ∩ … ∩ ¬Bn` (P and every Bi plain) shown
+    /// non-empty by lengths alone? Plain terms' lengths are exact, so when P has a word shorter
+    /// or longer than every word of every Bi, that word is in `e`. This is "any other key"
+    /// beside a bounded key pattern (`"C*"` ∩ ¬`".{1,255}"`, MaskBench Github_trivial---o9908):
+    /// every position of the key was a new lexer state, and each was shown non-empty by a
+    /// witness walk past the pattern's 255 characters, 105 of them in the first mask (270,000
+    /// units of fuel, 5-7 ms).
+    fn longerThanExcluded(self: *const ExprSet, e: ExprId) bool {
+        if (self.tag(e) != .and_) return false;
+        var positive: ?Lengths = null;
+        var excluded: Lengths = .{ .min = Lengths.unbounded, .max = 0 };
+        for (self.args(e)) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (self.tag(m) == .not_) {
+                const b = self.argId(m, 0);
+                if (self.isBoolean(b)) return false;
+                const l = self.lengthsOf(b);
+                excluded = .{ .min = @min(excluded.min, l.min), .max = @max(excluded.max, l.max) };
+                continue;
+            }
+            if (self.isBoolean(m) or positive != null) return false;
+            positive = self.lengthsOf(m);
+        }
+        const p = positive orelse return false;
+        if (p.isEmpty()) return false;
+        // Unbounded: P has words of every length beyond some point (a plain term with no longest word).
+        if (p.max > excluded.max) return true;
+        return p.min < excluded.min;
     }
 
     /// Step 3 of `isEmpty`: every term visited costs a unit per byte class.
@@ -1667,6 +1698,31 @@ test "includes never claims an inclusion that a word refutes (random terms over 
         }
     };
     try std.testing.expect(shown > 64); // more than x ⊆ x: the test exercises the rules
+}
+
+test "x ∩ ¬y shown non-empty by lengths agrees with the exact search (random terms over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x1e9);
+    const random = prng.random();
+    var terms: [120]ExprId = undefined;
+    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3));
+    const representatives = [_]u8{ 'a', 'b', 'c' };
+    var shown: u32 = 0;
+    for (terms) |x| for (terms) |y| {
+        const e = try set.andAll(&.{ x, try set.not(y) });
+        if (set.tag(e) != .and_ or !set.longerThanExcluded(e)) continue;
+        shown += 1;
+        try std.testing.expect(!try set.isEmptySearch(e, &representatives));
+    };
+    try std.testing.expect(shown > 64);
+    // "Any other key" beside a bounded key pattern: decided at once, at every position.
+    const other = try parseTest(&set, "\"[^\"]*\"");
+    const pattern = try parseTest(&set, "\"[^\"\\n]{1,255}\"");
+    var e = try set.andAll(&.{ other, try set.not(pattern) });
+    for ("\"key") |b| e = try set.deriv(e, b);
+    set.fuel = 100;
+    try std.testing.expect(!try set.isEmpty(e, &.{ 'a', '"', '\n', 0 }));
 }
 
 fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
