@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+import regex as regex_module
 
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher
@@ -152,3 +153,75 @@ def test_keys_other_than_listed_names_follow_the_oracle(tokenizer_name):
         _check_step(m, tok, completable, prefix, rng, "keys")
     m = Matcher(tok, grammar)
     assert m.consume_tokens(tok.encode('"property7')) and not m.consume_tokens(tok.encode('"'))
+
+
+def _key_regions_grammar(listed: list[str], allowed: list[str], pattern_body: str) -> Grammar:
+    """JSON object keys as the JSON Schema front-end splits them, followed by `:`: the
+    `allowed` names (the others of `listed` already written), a `patternProperties` region
+    `"x-…"` (`pattern_body` after `x-`) other than the listed names, and "any other key"
+    other than the names and every `"x-…"`. The state at a key's start holds all three, and
+    only together do they allow every text token (with an unbounded `pattern_body`)."""
+    ir = GrammarIR()
+    start = ir.add_nonterminal("start")
+    colon = Sym.t(ir.add_lexeme(Lexeme(":", "literal", ":")))
+    names = tuple('"' + n + '"' for n in listed)
+    pattern = rf'"x-{pattern_body}"'
+    every_x = rf'"x-{JSON_CHAR}*"'
+    for n in allowed:
+        ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(n, "literal", '"' + n + '"'))), colon])
+    region = Lexeme("key:x-", "regex", pattern, not_patterns=names)
+    other = Lexeme("key:other", "regex", rf'"{JSON_CHAR}*"', not_patterns=(every_x, *names))
+    for lexeme in (region, other):
+        ir.add_rule(start, [Sym.t(ir.add_lexeme(lexeme)), colon])
+    return Grammar.from_ir(ir)
+
+
+@pytest.mark.parametrize("tokenizer_name", TOKENIZERS)
+@pytest.mark.parametrize("pattern_bound", [None, 3], ids=["pattern_unbounded", "pattern_bounded"])
+def test_key_regions_together_follow_the_oracle(tokenizer_name, pattern_bound):
+    """Where the regions cover every key (an unbounded pattern region) the text slice applies
+    at the key's start (`coveredByPairs` in core/src/slicer.zig); where they leave keys out
+    (`x-` and four or more characters, with the region bounded to three) it must not."""
+    from conftest import load_shared_tokenizer
+    from oracle import split_incomplete
+
+    tok = load_shared_tokenizer(tokenizer_name)
+    listed = ["name", "x-id", "version"] + [f"property{i}" for i in range(60)]
+    written = {"name", "property3", "property40"}
+    allowed = [n for n in listed if n not in written]
+    body = f"{JSON_CHAR}*" if pattern_bound is None else f"{JSON_CHAR}{{0,{pattern_bound}}}"
+    key = RegexOracle(rf'"{JSON_CHAR}*":')
+    closed_written = {('"' + n + '"').encode() for n in written}
+    too_long = None if pattern_bound is None else regex_module.compile(rf'"x-{JSON_CHAR}{{{pattern_bound + 1}}}')
+
+    def completable(data: bytes) -> bool:
+        # One key of the union of the regions: any key but the names written already, and,
+        # with the region bounded, no `x-` key longer than its bound.
+        if not key.completable(data):
+            return False
+        if any(data.startswith(n) for n in closed_written):
+            return False
+        if too_long is not None:
+            # A character begun (a UTF-8 lead byte, an escape) counts as one more character.
+            text, tail = split_incomplete(data) or ("", b"")
+            run = regex_module.search(r"(\\+)(u[0-9a-fA-F]{0,3})?$", text)
+            begun = run is not None and len(run.group(1)) % 2 == 1  # the last backslash is unpaired
+            if begun:
+                text = text[: run.end(1) - 1]
+            if too_long.match(text + ("é" if tail or begun else "")):
+                return False
+        return True
+
+    grammar = _key_regions_grammar(listed, allowed, body)
+    rng = random.Random(f"regions:{tokenizer_name}:{pattern_bound}")
+    for text in ['"x-abc":', '"x-":', '"xyz é":', '"property7":', '"names":', '"x-idle":']:
+        m = Matcher(tok, grammar)
+        prefix = b""
+        for t in tok.encode(text):
+            _check_step(m, tok, completable, prefix, rng, "key regions")
+            if not m.consume_token(t):
+                assert not completable(prefix + tok.token_bytes(t)), prefix
+                break
+            prefix += tok.token_bytes(t)
+        else:
+            _check_step(m, tok, completable, prefix, rng, "key regions")
