@@ -30,6 +30,9 @@
 //!   string infinitely many completions, and finitely many are excluded (JSON object keys other
 //!   than the listed ones); `A & ~ε` (a nullable lexeme's non-empty part) has A's depth, since
 //!   a token is never empty;
+//! - an infinite `Ei` counts as finite there when the state's other pairs hold A's words in it
+//!   (`exclusionHeld`): JSON object keys beside `patternProperties` regions, "any other key"
+//!   being `"C*" & ~("x-C*" | names)`, alive on `x-…` through the pattern's own region;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
@@ -243,11 +246,13 @@ const depth_finite_max: u16 = 0xFFFD;
 /// finite": both only make the answer more conservative.
 const expr_depth_max: u32 = 16;
 const finite_visit_max: u32 = 200_000;
-/// `coveredByPairs`: nesting of covering pairs, steps per state and family, and the
-/// `ExprSet.includes` budget of one inclusion test.
-const cover_levels_max: u32 = 4;
+/// `exclusionHeld`: infinite excluded terms it takes apart (2^n - 1 cells), inclusion tests per
+/// state and family, and the `ExprSet.includes` budget of one test.
+const cover_atoms_max: usize = 6;
 const cover_steps_max: u32 = 4096;
 const cover_include_budget: u32 = 64;
+/// `disjoint`: common heads stepped through, and the nesting `firstBytes` reads.
+const disjoint_depth_max: u32 = 16;
 
 pub const Error = regex.Error;
 
@@ -266,7 +271,7 @@ pub const DepthCache = struct {
     /// derivatives with.
     edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
     edges_ready: bool = false,
-    /// Steps `coveredByPairs` may still take for the state being measured.
+    /// Inclusion tests `exclusionHeld` may still make for the state being measured.
     cover_steps_left: u32 = 0,
 
     pub fn init(gpa: Allocator) DepthCache {
@@ -335,20 +340,22 @@ pub const DepthCache = struct {
                 // A & ~E1 & ~E2 …: with every Ei finite, unbounded when A is. `~ε` (how a
                 // nullable lexeme keeps its non-empty part) excludes nothing a token can reach.
                 // An infinite Ei counts as finite when the state's other pairs hold all but
-                // finitely many of its words (`coveredByPairs`): the state stays alive on them.
+                // finitely many of A's words in it (`exclusionHeld`): the state stays alive.
                 var positive: ?ExprId = null;
                 var excludes_finite = false;
                 for (args) |raw| {
                     const m: ExprId = @fromBackingInt(@intCast(raw));
-                    if (exprs.tag(m) == .not_) {
-                        const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
-                        if (excluded == .epsilon) continue;
-                        if (!try self.coveredByPairs(exprs, excluded, pairs, cover_levels_max)) return 0;
-                        excludes_finite = true;
-                        continue;
-                    }
+                    if (exprs.tag(m) == .not_) continue;
                     if (positive != null) return 0;
                     positive = m;
+                }
+                for (args) |raw| {
+                    const m: ExprId = @fromBackingInt(@intCast(raw));
+                    if (exprs.tag(m) != .not_) continue;
+                    const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
+                    if (excluded == .epsilon) continue;
+                    if (!try self.exclusionHeld(exprs, positive orelse return 0, excluded, pairs)) return 0;
+                    excludes_finite = true;
                 }
                 const a = positive orelse return 0;
                 const d = try self.exprDepth(exprs, a, family, pairs, levels - 1);
@@ -359,66 +366,135 @@ pub const DepthCache = struct {
         }
     }
 
-    /// Are all words of `e` but finitely many words of the state's pairs (`pairs`, the state's
-    /// (lexeme, expression) list)? Then a pair `A & ~e` loses only finitely many words to the
-    /// exclusion as far as the state's liveness goes: a text string that leads A's words into
-    /// `e` still keeps the covering pair alive. This is how JSON Schema key regions partition the
+    /// Do the state's pairs (`pairs`, its (lexeme, expression) list) hold all words of
+    /// `a ∩ excluded` but finitely many? Then the pair `a & ~excluded` loses only finitely many
+    /// of a's words as far as the state's liveness goes: a text string that leads a's words into
+    /// `excluded` keeps another pair alive. This is how JSON Schema key regions partition the
     /// keys: "any other key" is `"C*" & ~("x-C*" | names)` beside the pattern's own region
-    /// `"x-C*" & ~names`, and at the key's start only the two together allow every text token
-    /// (JsonSchemaStore---clang-format: a 2 ms walk at every key without a slice).
+    /// `"x-C*" & ~names`, and at a key's start only the two together allow every text token
+    /// (JsonSchemaStore---clang-format: a 2 ms walk at every key, no slice).
     ///
-    /// Shown by structure, soundly: e finite; e an alternation whose members are all covered;
-    /// or some pair p = G1 & … & ~F1 & … with e ⊆ every Gi (`ExprSet.includes`) and every Fj
-    /// covered in turn (then e ⊆ p ∪ F1 ∪ … , and each Fj lies in the pairs up to finitely
-    /// many words, by induction on the recursion). A plain pair p covers e when e ⊆ p. The
-    /// recursion is `levels` deep at most and a state's check takes `cover_steps_max` steps at
-    /// most; running out answers "not shown", which only costs the slice.
-    fn coveredByPairs(self: *DepthCache, exprs: *ExprSet, e: ExprId, pairs: []const u32, levels: u32) Error!bool {
-        if (try self.isFinite(exprs, e)) return true;
-        if (levels == 0 or self.cover_steps_left == 0) return false;
-        self.cover_steps_left -= 1;
+    /// Shown by cells: the infinite members X1 … Xn of `excluded` (its *atoms*; finite members
+    /// need nothing) split a's words in it by the set S of atoms each is in. For every
+    /// non-empty S some pair p must hold the cell: each positive member of p is a member of a
+    /// itself or includes some Xi with i in S (`ExprSet.includes`), and each member of each
+    /// exclusion of p is finite or included in some Xk with k not in S, so a word of the cell
+    /// is in p or in a finite set. A cell with some Xi (i in S) included in some Xk (k not in
+    /// S) is empty and needs no pair. Regions of keys under several patterns are the cells of
+    /// the front-end's pattern subsets. At most `cover_atoms_max` atoms and `cover_steps_max`
+    /// inclusion tests per state; running out answers "not shown", which only costs the slice.
+    fn exclusionHeld(self: *DepthCache, exprs: *ExprSet, a: ExprId, excluded: ExprId, pairs: []const u32) Error!bool {
         // Nothing below grows the term arena (`isFinite` and `includes` only read it), so
         // argument slices stay valid.
-        if (exprs.tag(e) == .alt) {
-            for (exprs.args(e)) |raw| {
-                if (!try self.coveredByPairs(exprs, @fromBackingInt(@intCast(raw)), pairs, levels - 1)) return false;
+        var atoms_buffer: [cover_atoms_max]ExprId = undefined;
+        var n: usize = 0;
+        const members: []const u32 = if (exprs.tag(excluded) == .alt) exprs.args(excluded) else &.{excluded.index()};
+        for (members) |raw| {
+            const x: ExprId = @fromBackingInt(@intCast(raw));
+            if (try self.isFinite(exprs, x)) continue;
+            if (n == cover_atoms_max) return false;
+            atoms_buffer[n] = x;
+            n += 1;
+        }
+        const atoms = atoms_buffer[0..n];
+        var cell: u32 = 1;
+        cells: while (cell < (@as(u32, 1) << @intCast(n))) : (cell += 1) {
+            // An empty cell: an atom in it within one outside it, or two atoms in it disjoint.
+            for (atoms, 0..) |xi, i| for (atoms, 0..) |xk, k| {
+                if (cell >> @intCast(i) & 1 == 0) continue;
+                if (cell >> @intCast(k) & 1 == 0) {
+                    if (try self.included(exprs, xi, xk)) continue :cells;
+                } else if (i < k and disjoint(exprs, xi, xk, disjoint_depth_max)) continue :cells;
+            };
+            var j: usize = 0;
+            while (j < pairs.len) : (j += 2) {
+                if (pairs[j] == lexer_mod.start_marker) continue;
+                if (try self.cellHeldBy(exprs, @fromBackingInt(@intCast(pairs[j + 1])), a, atoms, cell)) continue :cells;
             }
-            return true;
-        }
-        var i: usize = 0;
-        while (i < pairs.len) : (i += 2) {
-            if (pairs[i] == lexer_mod.start_marker) continue;
-            if (try self.pairCovers(exprs, @fromBackingInt(@intCast(pairs[i + 1])), e, pairs, levels - 1)) return true;
-        }
-        return false;
-    }
-
-    /// Does pair expression `p` hold all words of `e` but those of covered exclusions (see
-    /// `coveredByPairs`)?
-    fn pairCovers(self: *DepthCache, exprs: *ExprSet, p: ExprId, e: ExprId, pairs: []const u32, levels: u32) Error!bool {
-        if (self.cover_steps_left == 0) return false;
-        self.cover_steps_left -= 1;
-        if (exprs.tag(p) != .and_) {
-            if (exprs.isBoolean(p)) return false;
-            var budget: u32 = cover_include_budget;
-            return exprs.includes(e, p, &budget);
-        }
-        var positive = false;
-        for (exprs.args(p)) |raw| {
-            const m: ExprId = @fromBackingInt(@intCast(raw));
-            if (exprs.tag(m) == .not_) continue;
-            if (exprs.isBoolean(m)) return false;
-            var budget: u32 = cover_include_budget;
-            if (!exprs.includes(e, m, &budget)) return false;
-            positive = true;
-        }
-        if (!positive) return false;
-        for (exprs.args(p)) |raw| {
-            const m: ExprId = @fromBackingInt(@intCast(raw));
-            if (exprs.tag(m) != .not_) continue;
-            if (!try self.coveredByPairs(exprs, @fromBackingInt(@intCast(exprs.args(m)[0])), pairs, levels)) return false;
+            return false;
         }
         return true;
+    }
+
+    /// Does pair expression `p` hold every word of `a` in exactly the atoms of `cell` (a bit
+    /// set over `atoms`), but finitely many? See `exclusionHeld`.
+    fn cellHeldBy(self: *DepthCache, exprs: *ExprSet, p: ExprId, a: ExprId, atoms: []const ExprId, cell: u32) Error!bool {
+        const members: []const u32 = if (exprs.tag(p) == .and_) exprs.args(p) else &.{p.index()};
+        for (members) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (exprs.tag(m) == .not_) {
+                const f: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
+                const parts: []const u32 = if (exprs.tag(f) == .alt) exprs.args(f) else &.{f.index()};
+                for (parts) |part_raw| {
+                    const part: ExprId = @fromBackingInt(@intCast(part_raw));
+                    if (try self.isFinite(exprs, part)) continue;
+                    const outside = for (atoms, 0..) |xk, k| {
+                        if (cell >> @intCast(k) & 1 == 0 and try self.included(exprs, part, xk)) break true;
+                    } else false;
+                    if (!outside) return false;
+                }
+                continue;
+            }
+            if (m == a) continue;
+            if (exprs.isBoolean(m)) return false;
+            const inside = for (atoms, 0..) |xi, i| {
+                if (cell >> @intCast(i) & 1 == 1 and try self.included(exprs, xi, m)) break true;
+            } else false;
+            if (!inside) return false;
+        }
+        return true;
+    }
+
+    /// Do plain terms `x` and `y` share no word? Shown by their first bytes, stepping through
+    /// common single-set heads up to `depth` times (`x-C*"` and `x_C*"`, the rests of keys
+    /// under `^x-` and `^x_`); false means "not shown".
+    fn disjoint(exprs: *const ExprSet, x: ExprId, y: ExprId, depth: u32) bool {
+        if (exprs.nullable(x) and exprs.nullable(y)) return false;
+        const fx = firstBytes(exprs, x, disjoint_depth_max) orelse return false;
+        const fy = firstBytes(exprs, y, disjoint_depth_max) orelse return false;
+        const meet = for (fx.bits, fy.bits) |a, b| {
+            if (a & b != 0) break true;
+        } else false;
+        if (!meet) return true;
+        if (depth == 0 or exprs.tag(x) != .concat or exprs.tag(y) != .concat) return false;
+        const hx: ExprId = @fromBackingInt(@intCast(exprs.args(x)[0]));
+        const hy: ExprId = @fromBackingInt(@intCast(exprs.args(y)[0]));
+        if (exprs.tag(hx) != .byte_set or exprs.tag(hy) != .byte_set) return false;
+        // x = hx tx, y = hy ty with single bytes at the head: a common word needs one in both rests.
+        return disjoint(exprs, @fromBackingInt(@intCast(exprs.args(x)[1])), @fromBackingInt(@intCast(exprs.args(y)[1])), depth - 1);
+    }
+
+    /// The bytes that start a word of plain `e` (a superset); null when not known within
+    /// `depth` levels or for a term with an intersection or complement.
+    fn firstBytes(exprs: *const ExprSet, e: ExprId, depth: u32) ?regex.ByteSet {
+        if (depth == 0 or exprs.isBoolean(e)) return null;
+        const args = exprs.args(e);
+        switch (exprs.tag(e)) {
+            .nothing, .epsilon => return .{},
+            .byte_set => return exprs.byteSetOf(e),
+            .repeat => return firstBytes(exprs, @fromBackingInt(@intCast(args[0])), depth - 1),
+            .concat => {
+                const head: ExprId = @fromBackingInt(@intCast(args[0]));
+                var out = firstBytes(exprs, head, depth - 1) orelse return null;
+                if (exprs.nullable(head)) out.unionWith(firstBytes(exprs, @fromBackingInt(@intCast(args[1])), depth - 1) orelse return null);
+                return out;
+            },
+            .alt => {
+                var out: regex.ByteSet = .{};
+                for (args) |raw| out.unionWith(firstBytes(exprs, @fromBackingInt(@intCast(raw)), depth - 1) orelse return null);
+                return out;
+            },
+            .and_, .not_ => return null,
+        }
+    }
+
+    /// `ExprSet.includes` (x ⊆ y) within the state's remaining tests; false when they ran out.
+    fn included(self: *DepthCache, exprs: *const ExprSet, x: ExprId, y: ExprId) Error!bool {
+        if (x == y) return true;
+        if (self.cover_steps_left == 0 or exprs.isBoolean(x) or exprs.isBoolean(y)) return false;
+        self.cover_steps_left -= 1;
+        var budget: u32 = cover_include_budget;
+        return exprs.includes(x, y, &budget);
     }
 
     /// Does `e` denote a finite language (no unbounded repetition, no complement)? Post-order
@@ -640,4 +716,42 @@ test "text depth of a key whose exclusions other pairs of the state hold" {
     const part = [_]bool{ true, false, true, true };
     const u = try lexer.next(try lexer.startState(&part), '"');
     try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, u, .text));
+}
+
+test "text depth of a key beside several pattern regions: every cell held, or empty" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
+    const names = try regex_syntax.parse(&exprs, "\"(?:name|version)\"", .{}, &diag);
+    const x = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]*\"", .{}, &diag);
+    const under = try regex_syntax.parse(&exprs, "\"x_[^\"\\\\]*\"", .{}, &diag); // disjoint from x
+    const search = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*y[^\"\\\\]*\"", .{}, &diag); // meets x
+    const not_names = try exprs.not(names);
+    // Regions as the front-end builds them: one per set of patterns a key matches.
+    const x_only_d = try exprs.andAll(&.{ x, not_names, try exprs.not(under) });
+    const under_only = try exprs.andAll(&.{ under, not_names, try exprs.not(x) });
+    const other_d = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ x, under, names })) });
+    const x_only_s = try exprs.andAll(&.{ x, not_names, try exprs.not(search) });
+    const search_only = try exprs.andAll(&.{ search, not_names, try exprs.not(x) });
+    const both = try exprs.andAll(&.{ x, search, not_names });
+    const other_s = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ x, search, names })) });
+    var lexer = try Lexer.init(gpa, &exprs, &.{ names, x_only_d, under_only, other_d, x_only_s, search_only, both, other_s }, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    const Case = struct { allowed: [8]bool, depth: u16 };
+    const cases = [_]Case{
+        // Disjoint patterns: the cell of keys under both is empty, the two others held.
+        .{ .allowed = .{ true, true, true, true, false, false, false, false }, .depth = depth_unbounded },
+        .{ .allowed = .{ true, false, true, true, false, false, false, false }, .depth = 0 },
+        // Overlapping patterns: all three cells held, and without the region of both, not.
+        .{ .allowed = .{ true, false, false, false, true, true, true, true }, .depth = depth_unbounded },
+        .{ .allowed = .{ true, false, false, false, true, true, false, true }, .depth = 0 },
+    };
+    for (cases) |case| {
+        const s = try lexer.next(try lexer.startState(&case.allowed), '"');
+        try std.testing.expectEqual(case.depth, try cache.depthOf(&lexer, s, .text));
+    }
 }
