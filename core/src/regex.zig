@@ -1065,7 +1065,11 @@ pub const ExprSet = struct {
         if (!self.isBoolean(e)) return false;
         if (self.lengthsOf(e).isEmpty()) return true;
         if (self.empty_cache.get(e.index())) |cached| return cached;
-        if (self.longerThanExcluded(e)) return false;
+        if (self.longerThanExcluded(e)) {
+            // Kept: a later search that reaches e stops there (`isEmptySearch`).
+            try self.empty_cache.put(self.gpa, e.index(), false);
+            return false;
+        }
         if (try self.hasWitness(e, representatives)) {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
@@ -1130,6 +1134,7 @@ pub const ExprSet = struct {
                 if (!empty) break :search true;
                 continue;
             }
+            if (self.longerThanExcluded(x)) break :search true;
             // A derivative per byte class, plus the visited set and queue that grow with the
             // search (measured: a visited term costs about two units per class).
             try self.spend(2 * representatives.len);

@@ -250,7 +250,7 @@ const finite_visit_max: u32 = 200_000;
 /// state and family, and the `ExprSet.includes` budget of one test.
 const cover_atoms_max: usize = 6;
 const cover_steps_max: u32 = 4096;
-const cover_include_budget: u32 = 64;
+const cover_include_budget: u32 = 16;
 /// `disjoint`: common heads stepped through, and the nesting `firstBytes` reads.
 const disjoint_depth_max: u32 = 16;
 
@@ -397,28 +397,45 @@ pub const DepthCache = struct {
             n += 1;
         }
         const atoms = atoms_buffer[0..n];
-        var cell: u32 = 1;
-        cells: while (cell < (@as(u32, 1) << @intCast(n))) : (cell += 1) {
-            // An empty cell: an atom in it within one outside it, or two atoms in it disjoint.
-            for (atoms, 0..) |xi, i| for (atoms, 0..) |xk, k| {
-                if (cell >> @intCast(i) & 1 == 0) continue;
-                if (cell >> @intCast(k) & 1 == 0) {
-                    if (try self.included(exprs, xi, xk)) continue :cells;
-                } else if (i < k and disjoint(exprs, xi, xk, disjoint_depth_max)) continue :cells;
-            };
-            var j: usize = 0;
-            while (j < pairs.len) : (j += 2) {
-                if (pairs[j] == lexer_mod.start_marker) continue;
-                if (try self.cellHeldBy(exprs, @fromBackingInt(@intCast(pairs[j + 1])), a, atoms, cell)) continue :cells;
+        const cell_count = @as(u32, 1) << @intCast(n);
+        // Cells (bit sets over the atoms) shown empty, then those held by a pair: one bit per
+        // cell, 2^6 = 64 at most.
+        var done: u64 = 1; // the empty set is no cell
+        for (atoms, 0..) |xi, i| for (atoms, 0..) |xk, k| {
+            if (i == k) continue;
+            // Xi ⊆ Xk: no word is in Xi but not in Xk. Xi, Xk disjoint: none is in both.
+            const within = try self.included(exprs, xi, xk);
+            const apart = i < k and disjoint(exprs, xi, xk, disjoint_depth_max);
+            if (!within and !apart) continue;
+            for (1..cell_count) |cell| {
+                const has_i = cell >> @intCast(i) & 1 == 1;
+                const has_k = cell >> @intCast(k) & 1 == 1;
+                if (has_i and ((within and !has_k) or (apart and has_k))) done |= @as(u64, 1) << @intCast(cell);
             }
-            return false;
+        };
+        var j: usize = 0;
+        while (j < pairs.len) : (j += 2) {
+            if (pairs[j] == lexer_mod.start_marker) continue;
+            done |= try self.cellsHeldBy(exprs, @fromBackingInt(@intCast(pairs[j + 1])), a, atoms);
+            if (done | ~cellMask(cell_count) == ~@as(u64, 0)) return true;
         }
-        return true;
+        return false;
     }
 
-    /// Does pair expression `p` hold every word of `a` in exactly the atoms of `cell` (a bit
-    /// set over `atoms`), but finitely many? See `exclusionHeld`.
-    fn cellHeldBy(self: *DepthCache, exprs: *ExprSet, p: ExprId, a: ExprId, atoms: []const ExprId, cell: u32) Error!bool {
+    /// All cells, as the `done` bits of `exclusionHeld`.
+    fn cellMask(cell_count: u32) u64 {
+        return if (cell_count == 64) ~@as(u64, 0) else (@as(u64, 1) << @intCast(cell_count)) - 1;
+    }
+
+    /// The cells (bit sets over `atoms`) whose words of `a` pair expression `p` holds but
+    /// finitely many (see `exclusionHeld`), as one bit per cell. Each positive member of p other
+    /// than a needs an atom of the cell within it (`inside`), each infinite part of each
+    /// exclusion of p an atom outside the cell holding it (`outside`).
+    fn cellsHeldBy(self: *DepthCache, exprs: *ExprSet, p: ExprId, a: ExprId, atoms: []const ExprId) Error!u64 {
+        var inside: [8]u32 = undefined;
+        var inside_count: usize = 0;
+        var outside: [8]u32 = undefined;
+        var outside_count: usize = 0;
         const members: []const u32 = if (exprs.tag(p) == .and_) exprs.args(p) else &.{p.index()};
         for (members) |raw| {
             const m: ExprId = @fromBackingInt(@intCast(raw));
@@ -428,21 +445,37 @@ pub const DepthCache = struct {
                 for (parts) |part_raw| {
                     const part: ExprId = @fromBackingInt(@intCast(part_raw));
                     if (try self.isFinite(exprs, part)) continue;
-                    const outside = for (atoms, 0..) |xk, k| {
-                        if (cell >> @intCast(k) & 1 == 0 and try self.included(exprs, part, xk)) break true;
-                    } else false;
-                    if (!outside) return false;
+                    var holders: u32 = 0;
+                    for (atoms, 0..) |xk, k| {
+                        if (try self.included(exprs, part, xk)) holders |= @as(u32, 1) << @intCast(k);
+                    }
+                    if (holders == 0 or outside_count == outside.len) return 0;
+                    outside[outside_count] = holders;
+                    outside_count += 1;
                 }
                 continue;
             }
             if (m == a) continue;
-            if (exprs.isBoolean(m)) return false;
-            const inside = for (atoms, 0..) |xi, i| {
-                if (cell >> @intCast(i) & 1 == 1 and try self.included(exprs, xi, m)) break true;
-            } else false;
-            if (!inside) return false;
+            if (exprs.isBoolean(m)) return 0;
+            var within: u32 = 0;
+            for (atoms, 0..) |xi, i| {
+                if (try self.included(exprs, xi, m)) within |= @as(u32, 1) << @intCast(i);
+            }
+            if (within == 0 or inside_count == inside.len) return 0;
+            inside[inside_count] = within;
+            inside_count += 1;
         }
-        return true;
+        var held: u64 = 0;
+        for (1..@as(u32, 1) << @intCast(atoms.len)) |cell| {
+            const c: u32 = @intCast(cell);
+            const ok = for (inside[0..inside_count]) |w| {
+                if (w & c == 0) break false;
+            } else for (outside[0..outside_count]) |h| {
+                if (h & ~c == 0) break false;
+            } else true;
+            if (ok) held |= @as(u64, 1) << @intCast(cell);
+        }
+        return held;
     }
 
     /// Do plain terms `x` and `y` share no word? Shown by their first bytes, stepping through
