@@ -1055,7 +1055,8 @@ pub const ExprSet = struct {
     }
 
     /// Does `e` denote the empty language? Exact, in three steps of rising cost:
-    /// 1. plain terms and terms whose length bounds do not meet are decided at once;
+    /// 1. plain terms, terms whose length bounds do not meet, and `P ∩ ¬B1 ∩ …` where P has
+    ///    a word longer or shorter than all of the Bi's (`longerThanExcluded`) are decided at once;
     /// 2. an intersection for which a length-guided walk finds a word is not empty
     ///    (`hasWitness`);
     /// 3. otherwise a breadth-first search over derivatives by one byte of each class in
