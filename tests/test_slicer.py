@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+import regex as regex_module
 
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher
@@ -152,3 +153,93 @@ def test_keys_other_than_listed_names_follow_the_oracle(tokenizer_name):
         _check_step(m, tok, completable, prefix, rng, "keys")
     m = Matcher(tok, grammar)
     assert m.consume_tokens(tok.encode('"property7')) and not m.consume_tokens(tok.encode('"'))
+
+
+def _key_regions_grammar(listed: list[str], allowed: list[str], patterns: list[str], cells: list[tuple[int, ...]]) -> Grammar:
+    """JSON object keys as the JSON Schema front-end splits them, each followed by `:`: the
+    `allowed` names (the others of `listed` already written), one region per cell (the keys
+    matching exactly the patterns of the cell, other than the listed names), and "any other
+    key": no listed name, no pattern. At a key's start the state holds them all, and only
+    together can they allow every text token."""
+    ir = GrammarIR()
+    start = ir.add_nonterminal("start")
+    colon = Sym.t(ir.add_lexeme(Lexeme(":", "literal", ":")))
+    names = tuple('"' + n + '"' for n in listed)
+    for n in allowed:
+        ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(n, "literal", '"' + n + '"'))), colon])
+    keys = [f'"{p}"' for p in patterns]
+    for cell in cells:
+        ands = [keys[i] for i in cell]
+        nots = [keys[i] for i in range(len(keys)) if i not in cell]
+        region = Lexeme(f"key:{cell}", "regex", ands[0], and_patterns=tuple(ands[1:]), not_patterns=(*nots, *names))
+        ir.add_rule(start, [Sym.t(ir.add_lexeme(region)), colon])
+    other = Lexeme("key:other", "regex", rf'"{JSON_CHAR}*"', not_patterns=(*keys, *names))
+    ir.add_rule(start, [Sym.t(ir.add_lexeme(other)), colon])
+    return Grammar.from_ir(ir)
+
+
+def _key_so_far(data: bytes) -> str:
+    """The key's text so far (from its opening quote), a character begun (a UTF-8 lead byte,
+    an escape) written as `é`, so that it counts as one more character."""
+    from oracle import split_incomplete
+
+    text, tail = split_incomplete(data) or ("", b"")
+    run = regex_module.search(r"(\\+)(u[0-9a-fA-F]{0,3})?$", text)
+    begun = run is not None and len(run.group(1)) % 2 == 1  # the last backslash is unpaired
+    if begun:
+        text = text[: run.end(1) - 1]
+    return text + ("é" if tail or begun else "")
+
+
+_C = JSON_CHAR
+# (patterns, cells with a region, a key prefix no completion of which any region takes)
+_REGION_LAYOUTS = {
+    # One pattern: every key is covered; the text slice applies at the key's start.
+    "one_pattern": ([f"x-{_C}*"], [(0,)], None),
+    # The region holds x- keys of at most three characters, "any other key" none: x- keys of
+    # four or more characters are refused, no slice may apply.
+    "one_pattern_bounded": ([f"x-{_C}*", f"x-{_C}{{0,3}}"], [(0, 1)], regex_module.compile(f'"x-{_C}{{4}}')),
+    # Two patterns that overlap (a prefix and a search): three cells, all held.
+    "two_patterns": ([f"x-{_C}*", f"{_C}*y{_C}*"], [(0,), (1,), (0, 1)], None),
+    # The same without the cell of keys under both: x- keys with a `y` are refused.
+    "two_patterns_cell_missing": ([f"x-{_C}*", f"{_C}*y{_C}*"], [(0,), (1,)], regex_module.compile(r'"x-[^"]*y')),
+    # Two disjoint prefixes: the cell of both is empty, the two others held.
+    "two_prefixes": ([f"x-{_C}*", f"x_{_C}*"], [(0,), (1,)], None),
+}
+
+
+@pytest.mark.parametrize("tokenizer_name", TOKENIZERS)
+@pytest.mark.parametrize("layout", list(_REGION_LAYOUTS))
+def test_key_regions_together_follow_the_oracle(tokenizer_name, layout):
+    """Where the regions cover every key the text slice applies at the key's start
+    (`exclusionHeld` in core/src/slicer.zig); where they leave keys out it must not."""
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer(tokenizer_name)
+    patterns, cells, doomed = _REGION_LAYOUTS[layout]
+    listed = ["name", "x-id", "version"] + [f"property{i}" for i in range(60)]
+    written = {"name", "property3", "property40"}
+    allowed = [n for n in listed if n not in written]
+    key = RegexOracle(rf'"{JSON_CHAR}*":')
+    closed_written = {('"' + n + '"').encode() for n in written}
+
+    def completable(data: bytes) -> bool:
+        # One key of the union of the regions: any key but the names written already and
+        # those no region takes.
+        if not key.completable(data) or any(data.startswith(n) for n in closed_written):
+            return False
+        return doomed is None or not doomed.match(_key_so_far(data))
+
+    grammar = _key_regions_grammar(listed, allowed, patterns, cells)
+    rng = random.Random(f"regions:{tokenizer_name}:{layout}")
+    for text in ['"x-abc":', '"x-":', '"xyz é":', '"property7":', '"names":', '"x-idle":', '"x_y":', '"x-ay":']:
+        m = Matcher(tok, grammar)
+        prefix = b""
+        for t in tok.encode(text):
+            _check_step(m, tok, completable, prefix, rng, "key regions")
+            if not m.consume_token(t):
+                assert not completable(prefix + tok.token_bytes(t)), prefix
+                break
+            prefix += tok.token_bytes(t)
+        else:
+            _check_step(m, tok, completable, prefix, rng, "key regions")

@@ -672,7 +672,7 @@ pub const ExprSet = struct {
     /// past an excluded pattern the intersection is empty because x's rest is included in
     /// one yi's rest (`C* netdrv_[a-z]+ C* "` in `C* "`) although no member equals it; the
     /// exact search derived the whole intersection by every byte class to show it.
-    fn includes(self: *const ExprSet, x: ExprId, y: ExprId, budget: *u32) bool {
+    pub fn includes(self: *const ExprSet, x: ExprId, y: ExprId, budget: *u32) bool {
         if (x == y or x == .nothing) return true;
         if (budget.* == 0) return false;
         budget.* -= 1;
@@ -1266,7 +1266,8 @@ pub const ExprSet = struct {
     }
 
     /// Does `e` denote the empty language? Exact, in three steps of rising cost:
-    /// 1. plain terms and terms whose length bounds do not meet are decided at once;
+    /// 1. plain terms, terms whose length bounds do not meet, and `P ∩ ¬B1 ∩ …` where P has
+    ///    a word longer or shorter than all of the Bi's (`longerThanExcluded`) are decided at once;
     /// 2. an intersection for which a length-guided walk finds a word is not empty
     ///    (`hasWitness`);
     /// 3. otherwise a breadth-first search over derivatives by one byte of each class in
@@ -1276,6 +1277,11 @@ pub const ExprSet = struct {
         if (!self.isBoolean(e)) return false;
         if (self.lengthsOf(e).isEmpty()) return true;
         if (self.empty_cache.get(e.index())) |cached| return cached;
+        if (self.longerThanExcluded(e)) {
+            // Kept: a later search that reaches e stops there (`isEmptySearch`).
+            try self.empty_cache.put(self.gpa, e.index(), false);
+            return false;
+        }
         if (try self.hasWitness(e, representatives)) {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
@@ -1285,6 +1291,36 @@ pub const ExprSet = struct {
             return true;
         }
         return self.isEmptySearch(e, representatives);
+    }
+
+    /// Part of step 1 of `isEmpty`: is `e` = `P ∩ ¬B1 ∩ … ∩ ¬Bn` (P and every Bi plain) shown
+    /// non-empty by lengths alone? Plain terms' lengths are exact, so when P has a word shorter
+    /// or longer than every word of every Bi, that word is in `e`. This is "any other key"
+    /// beside a bounded key pattern (`"C*"` ∩ ¬`".{1,255}"`, MaskBench Github_trivial---o9908):
+    /// every position of the key was a new lexer state, and each was shown non-empty by a
+    /// witness walk past the pattern's 255 characters, 105 of them in the first mask (270,000
+    /// units of fuel, 5-7 ms).
+    fn longerThanExcluded(self: *const ExprSet, e: ExprId) bool {
+        if (self.tag(e) != .and_) return false;
+        var positive: ?Lengths = null;
+        var excluded: Lengths = .{ .min = Lengths.unbounded, .max = 0 };
+        for (self.args(e)) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (self.tag(m) == .not_) {
+                const b = self.argId(m, 0);
+                if (self.isBoolean(b)) return false;
+                const l = self.lengthsOf(b);
+                excluded = .{ .min = @min(excluded.min, l.min), .max = @max(excluded.max, l.max) };
+                continue;
+            }
+            if (self.isBoolean(m) or positive != null) return false;
+            positive = self.lengthsOf(m);
+        }
+        const p = positive orelse return false;
+        if (p.isEmpty()) return false;
+        // Unbounded: P has words of every length beyond some point (a plain term with no longest word).
+        if (p.max > excluded.max) return true;
+        return p.min < excluded.min;
     }
 
     /// Step 3 of `isEmpty`: every term visited costs a unit per byte class.
@@ -1310,6 +1346,7 @@ pub const ExprSet = struct {
                 if (!empty) break :search true;
                 continue;
             }
+            if (self.longerThanExcluded(x)) break :search true;
             // A derivative per byte class, plus the visited set and queue that grow with the
             // search (measured: a visited term costs about two units per class).
             try self.spend(2 * representatives.len);
@@ -1878,6 +1915,31 @@ test "includes never claims an inclusion that a word refutes (random terms over 
         }
     };
     try std.testing.expect(shown > 64); // more than x ⊆ x: the test exercises the rules
+}
+
+test "x ∩ ¬y shown non-empty by lengths agrees with the exact search (random terms over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x1e9);
+    const random = prng.random();
+    var terms: [120]ExprId = undefined;
+    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3));
+    const representatives = [_]u8{ 'a', 'b', 'c' };
+    var shown: u32 = 0;
+    for (terms) |x| for (terms) |y| {
+        const e = try set.andAll(&.{ x, try set.not(y) });
+        if (set.tag(e) != .and_ or !set.longerThanExcluded(e)) continue;
+        shown += 1;
+        try std.testing.expect(!try set.isEmptySearch(e, &representatives));
+    };
+    try std.testing.expect(shown > 64);
+    // "Any other key" beside a bounded key pattern: decided at once, at every position.
+    const other = try parseTest(&set, "\"[^\"]*\"");
+    const pattern = try parseTest(&set, "\"[^\"\\n]{1,255}\"");
+    var e = try set.andAll(&.{ other, try set.not(pattern) });
+    for ("\"key") |b| e = try set.deriv(e, b);
+    set.fuel = 100;
+    try std.testing.expect(!try set.isEmpty(e, &.{ 'a', '"', '\n', 0 }));
 }
 
 fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {

@@ -30,6 +30,9 @@
 //!   string infinitely many completions, and finitely many are excluded (JSON object keys other
 //!   than the listed ones); `A & ~ε` (a nullable lexeme's non-empty part) has A's depth, since
 //!   a token is never empty;
+//! - an infinite `Ei` counts as finite there when the state's other pairs hold A's words in it
+//!   (`exclusionHeld`): JSON object keys beside `patternProperties` regions, "any other key"
+//!   being `"C*" & ~("x-C*" | names)`, alive on `x-…` through the pattern's own region;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
@@ -243,6 +246,13 @@ const depth_finite_max: u16 = 0xFFFD;
 /// finite": both only make the answer more conservative.
 const expr_depth_max: u32 = 16;
 const finite_visit_max: u32 = 200_000;
+/// `exclusionHeld`: infinite excluded terms it takes apart (2^n - 1 cells), inclusion tests per
+/// state and family, and the `ExprSet.includes` budget of one test.
+const cover_atoms_max: usize = 6;
+const cover_steps_max: u32 = 4096;
+const cover_include_budget: u32 = 16;
+/// `disjoint`: common heads stepped through, and the nesting `firstBytes` reads.
+const disjoint_depth_max: u32 = 16;
 
 pub const Error = regex.Error;
 
@@ -261,6 +271,8 @@ pub const DepthCache = struct {
     /// derivatives with.
     edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
     edges_ready: bool = false,
+    /// Inclusion tests `exclusionHeld` may still make for the state being measured.
+    cover_steps_left: u32 = 0,
 
     pub fn init(gpa: Allocator) DepthCache {
         return .{ .gpa = gpa };
@@ -289,17 +301,18 @@ pub const DepthCache = struct {
         try self.prepareEdges(lexer);
         var best: u16 = 0;
         const pairs = lexer.statePairs(state);
+        self.cover_steps_left = cover_steps_max;
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (pairs[i] == lexer_mod.start_marker) continue;
-            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, expr_depth_max));
+            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, pairs, expr_depth_max));
             if (best == depth_unbounded) break;
         }
         depths.items[index] = best;
         return best;
     }
 
-    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, levels: u32) Error!u16 {
+    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, pairs: []const u32, levels: u32) Error!u16 {
         if (levels == 0) return 0;
         const args = exprs.args(e);
         switch (exprs.tag(e)) {
@@ -311,14 +324,14 @@ pub const DepthCache = struct {
             .concat => {
                 // A boolean tail may denote ∅, which would leave the head no completion.
                 if (exprs.isBoolean(@fromBackingInt(@intCast(args[1])))) return 0;
-                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, levels - 1);
+                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, pairs, levels - 1);
             },
             .alt => {
                 var best: u16 = 0;
                 var i: usize = 0;
                 // Re-read the members each time: `covers` may grow the arena.
                 while (i < exprs.args(e).len) : (i += 1) {
-                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, levels - 1));
+                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, pairs, levels - 1));
                     if (best == depth_unbounded) break;
                 }
                 return best;
@@ -326,27 +339,195 @@ pub const DepthCache = struct {
             .and_ => {
                 // A & ~E1 & ~E2 …: with every Ei finite, unbounded when A is. `~ε` (how a
                 // nullable lexeme keeps its non-empty part) excludes nothing a token can reach.
+                // An infinite Ei counts as finite when the state's other pairs hold all but
+                // finitely many of A's words in it (`exclusionHeld`): the state stays alive.
                 var positive: ?ExprId = null;
                 var excludes_finite = false;
                 for (args) |raw| {
                     const m: ExprId = @fromBackingInt(@intCast(raw));
-                    if (exprs.tag(m) == .not_) {
-                        const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
-                        if (excluded == .epsilon) continue;
-                        if (!try self.isFinite(exprs, excluded)) return 0;
-                        excludes_finite = true;
-                        continue;
-                    }
+                    if (exprs.tag(m) == .not_) continue;
                     if (positive != null) return 0;
                     positive = m;
                 }
+                for (args) |raw| {
+                    const m: ExprId = @fromBackingInt(@intCast(raw));
+                    if (exprs.tag(m) != .not_) continue;
+                    const excluded: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
+                    if (excluded == .epsilon) continue;
+                    if (!try self.exclusionHeld(exprs, positive orelse return 0, excluded, pairs)) return 0;
+                    excludes_finite = true;
+                }
                 const a = positive orelse return 0;
-                const d = try self.exprDepth(exprs, a, family, levels - 1);
+                const d = try self.exprDepth(exprs, a, family, pairs, levels - 1);
                 if (!excludes_finite) return d;
                 return if (d == depth_unbounded) depth_unbounded else 0;
             },
             else => return 0,
         }
+    }
+
+    /// Do the state's pairs (`pairs`, its (lexeme, expression) list) hold all words of
+    /// `a ∩ excluded` but finitely many? Then the pair `a & ~excluded` loses only finitely many
+    /// of a's words as far as the state's liveness goes: a text string that leads a's words into
+    /// `excluded` keeps another pair alive. This is how JSON Schema key regions partition the
+    /// keys: "any other key" is `"C*" & ~("x-C*" | names)` beside the pattern's own region
+    /// `"x-C*" & ~names`, and at a key's start only the two together allow every text token
+    /// (JsonSchemaStore---clang-format: a 2 ms walk at every key, no slice).
+    ///
+    /// Shown by cells: the infinite members X1 … Xn of `excluded` (its *atoms*; finite members
+    /// need nothing) split a's words in it by the set S of atoms each is in. For every
+    /// non-empty S some pair p must hold the cell: each positive member of p is a member of a
+    /// itself or includes some Xi with i in S (`ExprSet.includes`), and each member of each
+    /// exclusion of p is finite or included in some Xk with k not in S, so a word of the cell
+    /// is in p or in a finite set. A cell with some Xi (i in S) included in some Xk (k not in
+    /// S) is empty and needs no pair. Regions of keys under several patterns are the cells of
+    /// the front-end's pattern subsets. At most `cover_atoms_max` atoms and `cover_steps_max`
+    /// inclusion tests per state; running out answers "not shown", which only costs the slice.
+    fn exclusionHeld(self: *DepthCache, exprs: *ExprSet, a: ExprId, excluded: ExprId, pairs: []const u32) Error!bool {
+        // Nothing below grows the term arena (`isFinite` and `includes` only read it), so
+        // argument slices stay valid.
+        var atoms_buffer: [cover_atoms_max]ExprId = undefined;
+        var n: usize = 0;
+        const members: []const u32 = if (exprs.tag(excluded) == .alt) exprs.args(excluded) else &.{excluded.index()};
+        for (members) |raw| {
+            const x: ExprId = @fromBackingInt(@intCast(raw));
+            if (try self.isFinite(exprs, x)) continue;
+            if (n == cover_atoms_max) return false;
+            atoms_buffer[n] = x;
+            n += 1;
+        }
+        const atoms = atoms_buffer[0..n];
+        const cell_count = @as(u32, 1) << @intCast(n);
+        // Cells (bit sets over the atoms) shown empty, then those held by a pair: one bit per
+        // cell, 2^6 = 64 at most.
+        var done: u64 = 1; // the empty set is no cell
+        for (atoms, 0..) |xi, i| for (atoms, 0..) |xk, k| {
+            if (i == k) continue;
+            // Xi ⊆ Xk: no word is in Xi but not in Xk. Xi, Xk disjoint: none is in both.
+            const within = try self.included(exprs, xi, xk);
+            const apart = i < k and disjoint(exprs, xi, xk, disjoint_depth_max);
+            if (!within and !apart) continue;
+            for (1..cell_count) |cell| {
+                const has_i = cell >> @intCast(i) & 1 == 1;
+                const has_k = cell >> @intCast(k) & 1 == 1;
+                if (has_i and ((within and !has_k) or (apart and has_k))) done |= @as(u64, 1) << @intCast(cell);
+            }
+        };
+        var j: usize = 0;
+        while (j < pairs.len) : (j += 2) {
+            if (pairs[j] == lexer_mod.start_marker) continue;
+            done |= try self.cellsHeldBy(exprs, @fromBackingInt(@intCast(pairs[j + 1])), a, atoms);
+            if (done | ~cellMask(cell_count) == ~@as(u64, 0)) return true;
+        }
+        return false;
+    }
+
+    /// All cells, as the `done` bits of `exclusionHeld`.
+    fn cellMask(cell_count: u32) u64 {
+        return if (cell_count == 64) ~@as(u64, 0) else (@as(u64, 1) << @intCast(cell_count)) - 1;
+    }
+
+    /// The cells (bit sets over `atoms`) whose words of `a` pair expression `p` holds but
+    /// finitely many (see `exclusionHeld`), as one bit per cell. Each positive member of p other
+    /// than a needs an atom of the cell within it (`inside`), each infinite part of each
+    /// exclusion of p an atom outside the cell holding it (`outside`).
+    fn cellsHeldBy(self: *DepthCache, exprs: *ExprSet, p: ExprId, a: ExprId, atoms: []const ExprId) Error!u64 {
+        var inside: [8]u32 = undefined;
+        var inside_count: usize = 0;
+        var outside: [8]u32 = undefined;
+        var outside_count: usize = 0;
+        const members: []const u32 = if (exprs.tag(p) == .and_) exprs.args(p) else &.{p.index()};
+        for (members) |raw| {
+            const m: ExprId = @fromBackingInt(@intCast(raw));
+            if (exprs.tag(m) == .not_) {
+                const f: ExprId = @fromBackingInt(@intCast(exprs.args(m)[0]));
+                const parts: []const u32 = if (exprs.tag(f) == .alt) exprs.args(f) else &.{f.index()};
+                for (parts) |part_raw| {
+                    const part: ExprId = @fromBackingInt(@intCast(part_raw));
+                    if (try self.isFinite(exprs, part)) continue;
+                    var holders: u32 = 0;
+                    for (atoms, 0..) |xk, k| {
+                        if (try self.included(exprs, part, xk)) holders |= @as(u32, 1) << @intCast(k);
+                    }
+                    if (holders == 0 or outside_count == outside.len) return 0;
+                    outside[outside_count] = holders;
+                    outside_count += 1;
+                }
+                continue;
+            }
+            if (m == a) continue;
+            if (exprs.isBoolean(m)) return 0;
+            var within: u32 = 0;
+            for (atoms, 0..) |xi, i| {
+                if (try self.included(exprs, xi, m)) within |= @as(u32, 1) << @intCast(i);
+            }
+            if (within == 0 or inside_count == inside.len) return 0;
+            inside[inside_count] = within;
+            inside_count += 1;
+        }
+        var held: u64 = 0;
+        for (1..@as(u32, 1) << @intCast(atoms.len)) |cell| {
+            const c: u32 = @intCast(cell);
+            const ok = for (inside[0..inside_count]) |w| {
+                if (w & c == 0) break false;
+            } else for (outside[0..outside_count]) |h| {
+                if (h & ~c == 0) break false;
+            } else true;
+            if (ok) held |= @as(u64, 1) << @intCast(cell);
+        }
+        return held;
+    }
+
+    /// Do plain terms `x` and `y` share no word? Shown by their first bytes, stepping through
+    /// common single-set heads up to `depth` times (`x-C*"` and `x_C*"`, the rests of keys
+    /// under `^x-` and `^x_`); false means "not shown".
+    fn disjoint(exprs: *const ExprSet, x: ExprId, y: ExprId, depth: u32) bool {
+        if (exprs.nullable(x) and exprs.nullable(y)) return false;
+        const fx = firstBytes(exprs, x, disjoint_depth_max) orelse return false;
+        const fy = firstBytes(exprs, y, disjoint_depth_max) orelse return false;
+        const meet = for (fx.bits, fy.bits) |a, b| {
+            if (a & b != 0) break true;
+        } else false;
+        if (!meet) return true;
+        if (depth == 0 or exprs.tag(x) != .concat or exprs.tag(y) != .concat) return false;
+        const hx: ExprId = @fromBackingInt(@intCast(exprs.args(x)[0]));
+        const hy: ExprId = @fromBackingInt(@intCast(exprs.args(y)[0]));
+        if (exprs.tag(hx) != .byte_set or exprs.tag(hy) != .byte_set) return false;
+        // x = hx tx, y = hy ty with single bytes at the head: a common word needs one in both rests.
+        return disjoint(exprs, @fromBackingInt(@intCast(exprs.args(x)[1])), @fromBackingInt(@intCast(exprs.args(y)[1])), depth - 1);
+    }
+
+    /// The bytes that start a word of plain `e` (a superset); null when not known within
+    /// `depth` levels or for a term with an intersection or complement.
+    fn firstBytes(exprs: *const ExprSet, e: ExprId, depth: u32) ?regex.ByteSet {
+        if (depth == 0 or exprs.isBoolean(e)) return null;
+        const args = exprs.args(e);
+        switch (exprs.tag(e)) {
+            .nothing, .epsilon => return .{},
+            .byte_set => return exprs.byteSetOf(e),
+            .repeat => return firstBytes(exprs, @fromBackingInt(@intCast(args[0])), depth - 1),
+            .concat => {
+                const head: ExprId = @fromBackingInt(@intCast(args[0]));
+                var out = firstBytes(exprs, head, depth - 1) orelse return null;
+                if (exprs.nullable(head)) out.unionWith(firstBytes(exprs, @fromBackingInt(@intCast(args[1])), depth - 1) orelse return null);
+                return out;
+            },
+            .alt => {
+                var out: regex.ByteSet = .{};
+                for (args) |raw| out.unionWith(firstBytes(exprs, @fromBackingInt(@intCast(raw)), depth - 1) orelse return null);
+                return out;
+            },
+            .and_, .not_ => return null,
+        }
+    }
+
+    /// `ExprSet.includes` (x ⊆ y) within the state's remaining tests; false when they ran out.
+    fn included(self: *DepthCache, exprs: *const ExprSet, x: ExprId, y: ExprId) Error!bool {
+        if (x == y) return true;
+        if (self.cover_steps_left == 0 or exprs.isBoolean(x) or exprs.isBoolean(y)) return false;
+        self.cover_steps_left -= 1;
+        var budget: u32 = cover_include_budget;
+        return exprs.includes(x, y, &budget);
     }
 
     /// Does `e` denote a finite language (no unbounded repetition, no complement)? Post-order
@@ -534,4 +715,76 @@ test "text depth of a string that must differ from listed names" {
     // Bounded text with exclusions: finitely many completions, so no structural answer.
     const b = try lexer.next(try lexer.startState(&only_bounded), '"');
     try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, b, .text));
+}
+
+test "text depth of a key whose exclusions other pairs of the state hold" {
+    // JSON Schema key regions: listed names, a pattern region `"x-C*"` minus the names, and
+    // "any other key" minus both. At the key's start (after `"`) no pair alone allows every
+    // text string (`x-…` kills the last, `a…` the second), but together they do.
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
+    const names = try regex_syntax.parse(&exprs, "\"(?:name|x-id|version)\"", .{}, &diag);
+    const pattern = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]*\"", .{}, &diag);
+    const pattern_key = try exprs.andAll(&.{ pattern, try exprs.not(names) });
+    const other_key = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ pattern, names })) });
+    // The same without the pattern's region: the exclusion is then not held by any pair.
+    const bounded = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]{0,3}\"", .{}, &diag);
+    const bounded_key = try exprs.andAll(&.{ bounded, try exprs.not(names) });
+    var lexer = try Lexer.init(gpa, &exprs, &.{ names, pattern_key, other_key, bounded_key }, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    const all = [_]bool{ true, true, true, false };
+    const s = try lexer.next(try lexer.startState(&all), '"');
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, s, .text));
+    try std.testing.expectEqual(depth_unbounded, try cache.depthOf(&lexer, try lexer.next(s, 'x'), .text));
+    // Without the pattern's region, a text string `x-…` kills the state: no depth.
+    const no_pattern = [_]bool{ true, false, true, false };
+    const t = try lexer.next(try lexer.startState(&no_pattern), '"');
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, t, .text));
+    // A region that holds only part of the excluded pattern (bounded) does not cover it.
+    const part = [_]bool{ true, false, true, true };
+    const u = try lexer.next(try lexer.startState(&part), '"');
+    try std.testing.expectEqual(@as(u16, 0), try cache.depthOf(&lexer, u, .text));
+}
+
+test "text depth of a key beside several pattern regions: every cell held, or empty" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const string = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*\"", .{}, &diag);
+    const names = try regex_syntax.parse(&exprs, "\"(?:name|version)\"", .{}, &diag);
+    const x = try regex_syntax.parse(&exprs, "\"x-[^\"\\\\]*\"", .{}, &diag);
+    const under = try regex_syntax.parse(&exprs, "\"x_[^\"\\\\]*\"", .{}, &diag); // disjoint from x
+    const search = try regex_syntax.parse(&exprs, "\"[^\"\\\\]*y[^\"\\\\]*\"", .{}, &diag); // meets x
+    const not_names = try exprs.not(names);
+    // Regions as the front-end builds them: one per set of patterns a key matches.
+    const x_only_d = try exprs.andAll(&.{ x, not_names, try exprs.not(under) });
+    const under_only = try exprs.andAll(&.{ under, not_names, try exprs.not(x) });
+    const other_d = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ x, under, names })) });
+    const x_only_s = try exprs.andAll(&.{ x, not_names, try exprs.not(search) });
+    const search_only = try exprs.andAll(&.{ search, not_names, try exprs.not(x) });
+    const both = try exprs.andAll(&.{ x, search, not_names });
+    const other_s = try exprs.andAll(&.{ string, try exprs.not(try exprs.alt(&.{ x, search, names })) });
+    var lexer = try Lexer.init(gpa, &exprs, &.{ names, x_only_d, under_only, other_d, x_only_s, search_only, both, other_s }, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    const Case = struct { allowed: [8]bool, depth: u16 };
+    const cases = [_]Case{
+        // Disjoint patterns: the cell of keys under both is empty, the two others held.
+        .{ .allowed = .{ true, true, true, true, false, false, false, false }, .depth = depth_unbounded },
+        .{ .allowed = .{ true, false, true, true, false, false, false, false }, .depth = 0 },
+        // Overlapping patterns: all three cells held, and without the region of both, not.
+        .{ .allowed = .{ true, false, false, false, true, true, true, true }, .depth = depth_unbounded },
+        .{ .allowed = .{ true, false, false, false, true, true, false, true }, .depth = 0 },
+    };
+    for (cases) |case| {
+        const s = try lexer.next(try lexer.startState(&case.allowed), '"');
+        try std.testing.expectEqual(case.depth, try cache.depthOf(&lexer, s, .text));
+    }
 }
