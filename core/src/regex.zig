@@ -1891,7 +1891,7 @@ test "includes never claims an inclusion that a word refutes (random terms over 
     var prng = std.Random.DefaultPrng.init(0x5eed);
     const random = prng.random();
     var terms: [160]ExprId = undefined;
-    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3));
+    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3), counters_small);
     // Every word over {a, b} of at most 7 bytes.
     var words: std.ArrayList([]const u8) = .empty;
     defer {
@@ -1923,7 +1923,7 @@ test "x ∩ ¬y shown non-empty by lengths agrees with the exact search (random 
     var prng = std.Random.DefaultPrng.init(0x1e9);
     const random = prng.random();
     var terms: [120]ExprId = undefined;
-    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3));
+    for (&terms, 0..) |*t, i| t.* = try randomTerm(&set, random, @intCast(1 + i % 3), counters_small);
     const representatives = [_]u8{ 'a', 'b', 'c' };
     var shown: u32 = 0;
     for (terms) |x| for (terms) |y| {
@@ -1942,8 +1942,18 @@ test "x ∩ ¬y shown non-empty by lengths agrees with the exact search (random 
     try std.testing.expect(!try set.isEmpty(e, &.{ 'a', '"', '\n', 0 }));
 }
 
-fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
-    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 7);
+/// How `randomTerm` draws counters: lower bounds below `min_below`, one in `unbounded_one_in`
+/// without an upper bound, the others up to `span_below - 1` over their lower bound; a counter
+/// is drawn `repeat_weight` times as often as an alternation.
+const Counters = struct { min_below: u32, span_below: u32, unbounded_one_in: u32, repeat_weight: u32 };
+/// Small counters, as often as an alternation.
+const counters_small: Counters = .{ .min_below = 3, .span_below = 3, .unbounded_one_in = 2, .repeat_weight = 1 };
+/// Counters up to 12, twice as often, so that bounds get clamped.
+const counters_clamped: Counters = .{ .min_below = 4, .span_below = 10, .unbounded_one_in = 4, .repeat_weight = 2 };
+
+/// A random term over {a, b} of nesting `depth` at most.
+fn randomTerm(set: *ExprSet, random: std.Random, depth: u32, counters: Counters) Error!ExprId {
+    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 6 + counters.repeat_weight);
     switch (choice) {
         0 => return set.byte('a'),
         1 => return set.byte('b'),
@@ -1953,12 +1963,13 @@ fn randomTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
             ab.add('b');
             return set.byteSet(ab);
         },
-        3, 4 => return set.concat(try randomTerm(set, random, depth - 1), try randomTerm(set, random, depth - 1)),
-        5 => return set.alt2(try randomTerm(set, random, depth - 1), try randomTerm(set, random, depth - 1)),
+        3, 4 => return set.concat(try randomTerm(set, random, depth - 1, counters), try randomTerm(set, random, depth - 1, counters)),
+        5 => return set.alt2(try randomTerm(set, random, depth - 1, counters), try randomTerm(set, random, depth - 1, counters)),
         else => {
-            const min = random.uintLessThan(u32, 3);
-            const max = if (random.boolean()) repeat_unbounded else min + random.uintLessThan(u32, 3);
-            return set.repeat(try randomTerm(set, random, depth - 1), min, @max(min, max));
+            const min = random.uintLessThan(u32, counters.min_below);
+            const unbounded = random.uintLessThan(u32, counters.unbounded_one_in) == 0;
+            const max = if (unbounded) repeat_unbounded else min + random.uintLessThan(u32, counters.span_below);
+            return set.repeat(try randomTerm(set, random, depth - 1, counters), min, @max(min, max));
         },
     }
 }
@@ -1995,28 +2006,6 @@ fn viable(set: *ExprSet, e: ExprId, w: []const u8, representatives: []const u8) 
     return !try set.isEmpty(cur, representatives);
 }
 
-/// Terms over {a, b} like `randomTerm`, with counters up to 12 so that bounds get clamped.
-fn randomCountedTerm(set: *ExprSet, random: std.Random, depth: u32) Error!ExprId {
-    const choice = random.uintLessThan(u32, if (depth == 0) 3 else 8);
-    switch (choice) {
-        0 => return set.byte('a'),
-        1 => return set.byte('b'),
-        2 => {
-            var ab: ByteSet = .{};
-            ab.add('a');
-            ab.add('b');
-            return set.byteSet(ab);
-        },
-        3, 4 => return set.concat(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
-        5 => return set.alt2(try randomCountedTerm(set, random, depth - 1), try randomCountedTerm(set, random, depth - 1)),
-        else => {
-            const min = random.uintLessThan(u32, 4);
-            const max = if (random.uintLessThan(u32, 4) == 0) repeat_unbounded else min + random.uintLessThan(u32, 10);
-            return set.repeat(try randomCountedTerm(set, random, depth - 1), min, @max(min, max));
-        },
-    }
-}
-
 test "clamped counters answer alike for every word up to the bound (random terms over {a, b})" {
     const gpa = std.testing.allocator;
     var set = try ExprSet.init(gpa, .{});
@@ -2038,7 +2027,7 @@ test "clamped counters answer alike for every word up to the bound (random terms
             try terms.append(gpa, try set.concat(try set.repeat(r, m, @intCast(n)), try set.byte('b')));
         };
     }
-    for (0..300) |i| try terms.append(gpa, try randomCountedTerm(&set, random, @intCast(1 + i % 4)));
+    for (0..300) |i| try terms.append(gpa, try randomTerm(&set, random, @intCast(1 + i % 4), counters_clamped));
     for (terms.items) |t| {
         for ([_]u32{ 3, 5, 7 }) |bytes_max| {
             const c = try set.clampCounts(t, bytes_max);
@@ -2085,7 +2074,7 @@ test "completionMax bounds the shortest word of every live derivative (random te
     defer freeWords(gpa, &words);
     var tight: u32 = 0;
     for (0..300) |i| {
-        const t = try randomCountedTerm(&set, random, @intCast(1 + i % 4));
+        const t = try randomTerm(&set, random, @intCast(1 + i % 4), counters_clamped);
         const bound = set.completionMax(t);
         try std.testing.expect(bound >= set.lengthsOf(t).min);
         var reached: u32 = 0;
@@ -2123,7 +2112,7 @@ test "a length bound no short word can reach is dropped, with the same answers" 
     var dropped: u32 = 0;
     var kept: u32 = 0;
     for (0..60) |i| {
-        const x = try randomCountedTerm(&set, random, @intCast(1 + i % 3));
+        const x = try randomTerm(&set, random, @intCast(1 + i % 3), counters_clamped);
         const pattern = try set.concatAll(&.{ quote, x, quote });
         const min = random.uintLessThan(u32, 3);
         const n = min + 4 + random.uintLessThan(u32, 12);
