@@ -261,9 +261,10 @@ def summarize(out: dict[str, list[SchemaResult]], *, tokenizer_path: str, sample
         "top_failure_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:25]),
         "schemas": [
             {"id": r.id, "split": r.split, "ours": r.reason, "ours_compile_us": r.compile_us,
-             "ours_masks": len(r.mask_us),
+             "ours_masks": len(r.mask_us), "ours_mask_max_us": max(r.mask_us, default=None),
              **{f: v for key, results in others.items()
-                for f, v in ((key, results[i].reason), (f"{key}_compile_us", results[i].compile_us))}}
+                for f, v in ((key, results[i].reason), (f"{key}_compile_us", results[i].compile_us),
+                             (f"{key}_mask_max_us", max(results[i].mask_us, default=None)))}}
             for i, r in enumerate(ours)
         ],
     }
