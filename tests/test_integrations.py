@@ -48,6 +48,35 @@ def test_batch_fill_equals_single_fills_over_several_instances(llama3):
         fill_bitmasks(matchers, bitmask, [0])
 
 
+def test_a_grammar_is_compiled_once_where_its_matcher_goes():
+    """Grammars compiled one after another, each with a live matcher, on a 2-instance pool:
+    each grammar is compiled in one instance only, the one its matcher went to, and the
+    matchers still split evenly. (Placing by count alone, the grammar compiled in the first
+    instance, every other grammar was compiled again in the second.)"""
+    from tokensieve import Tokenizer, configure
+
+    tok = Tokenizer.from_token_bytes([bytes([b]) for b in range(97, 123)] + [b"<eos>"], eos_token_ids=[26])
+    configure(instances=2)
+    try:
+        warm = Grammar.regex("[a-z]*")
+        matchers = [Matcher(tok, warm), Matcher(tok, warm)]  # both instances live
+        grammars = []
+        for index in range(16):
+            grammar = Grammar.regex(f"[a-z]{{{index + 1}}}")
+            matchers.append(Matcher(tok, grammar))
+            grammars.append(grammar)
+        cores = list({m._core for m in matchers})
+        assert len(cores) == 2
+        counts = [sum(m._core is core for m in matchers) for core in cores]
+        assert abs(counts[0] - counts[1]) <= 1, counts
+        for grammar, matcher in zip(grammars, matchers[2:]):
+            assert [grammar.built_in(core) for core in cores].count(True) == 1
+            assert grammar.built_in(matcher._core)
+    finally:
+        del matchers
+        configure()
+
+
 def test_batch_fill_raises_the_failing_matchers_error_and_fills_the_rest(llama3):
     pool = CorePool(CoreOptions(instances=1))
     good = Matcher(llama3, Grammar.regex("[a-z]+"), pool=pool)

@@ -29,6 +29,10 @@ class CoreHandles:
         self._by_core: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
+    def built_in(self, core: Core) -> bool:
+        """Has the object a handle in `core`?"""
+        return core in self._by_core
+
     def get(self, owner: Any, core: Core, build: Callable[[Core], int]) -> int:
         """The handle of `owner` in `core`, built by `build(core)` the first time."""
         handle = self._by_core.get(core)

@@ -86,7 +86,7 @@ class Matcher:
         self._finalizer: weakref.finalize | None = None
         self._core: Core
         self._handle: int
-        self._attach(*self._create(self._pool.place()))
+        self._attach(*self._create(self._pool.place(grammar.built_in)))
 
     def __repr__(self) -> str:
         return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"

@@ -199,7 +199,9 @@ class Grammar:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
         grammar = cls(kind, source, ir, limits)
-        grammar.core_handle(default_pool().first())
+        # Compiled where the next matcher goes (`CorePool.place` prefers it on a tie), so
+        # that its first matcher finds it built.
+        grammar.core_handle(default_pool().least_loaded())
         return grammar
 
     @classmethod
@@ -402,6 +404,10 @@ class Grammar:
             name = f"one of {len(texts)} choices"
             ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(name, "regex", alternation_regex(texts))))])
         return cls.from_ir(ir, source=repr(options), kind="choice", limits=limits)
+
+    def built_in(self, core: Core) -> bool:
+        """Is the grammar compiled in `core` already?"""
+        return self._handles.built_in(core)
 
     def core_handle(self, core: Core) -> int:
         """The compiled grammar in `core`, compiling it on first use there."""
