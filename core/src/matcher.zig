@@ -42,9 +42,9 @@ pub const Limits = struct {
     /// matcher's first row, in fuel units (`regex.zig`; 10–40 ns each).
     fuel_compile_max: u64 = 8_000_000,
     /// The same work allowed in one call (a mask, a consume, forced bytes, a healing
-    /// question): 6–8 ms of derivative work in wasmtime at the default, 1.5× what
-    /// MaskBench's heaviest call needs (docs/limits.md).
-    fuel_step_max: u64 = 400_000,
+    /// question): 5–7.5 ms of derivative work in wasmtime at the default (17–25 ns a unit),
+    /// 2× what MaskBench's heaviest call needs (docs/limits.md).
+    fuel_step_max: u64 = 300_000,
     state_count_max: u32 = 100_000,
     expr_count_max: u32 = 2_000_000,
     /// Tokens a matcher may hold in its history (rollback depth and memory bound).

@@ -46,7 +46,7 @@ class Limits:
             Limit `compile_fuel`.
     """
 
-    step_fuel_max: int = 400_000
+    step_fuel_max: int = 300_000
     dfa_state_count_max: int = 100_000
     expression_count_max: int = 2_000_000
     parser_row_items_max: int = 20_000
