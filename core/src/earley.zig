@@ -51,7 +51,7 @@ pub const Limits = struct {
     /// Items in one Earley row (8 bytes each).
     row_item_count_max: u32 = 20_000,
     /// Parser work in one call: items built plus items examined (about 6 ns a unit).
-    step_item_count_max: u32 = 250_000,
+    step_item_count_max: u32 = 150_000,
 };
 
 pub const Error = error{ OutOfMemory, LimitExceeded };

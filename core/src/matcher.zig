@@ -51,8 +51,8 @@ pub const Limits = struct {
     token_history_max: u32 = 1_000_000,
     /// Earley items in one parser row (`earley.Limits`).
     row_item_count_max: u32 = (earley.Limits{}).row_item_count_max,
-    /// Parser work in one call (`earley.Limits`): about 2 ms at the default on an ambiguous
-    /// Lark grammar, 4–6 ms on fuzzed ambiguous GBNF; MaskBench's heaviest call needs 18,000.
+    /// Parser work in one call (`earley.Limits`): about 1 ms at the default on an ambiguous
+    /// Lark grammar, 3–6 ms on fuzzed ambiguous GBNF; MaskBench's heaviest call needs 18,000.
     step_item_count_max: u32 = (earley.Limits{}).step_item_count_max,
 };
 

@@ -50,7 +50,7 @@ class Limits:
     dfa_state_count_max: int = 100_000
     expression_count_max: int = 2_000_000
     parser_row_items_max: int = 20_000
-    parser_step_items_max: int = 250_000
+    parser_step_items_max: int = 150_000
     token_history_max: int = 1_000_000
     compile_fuel_max: int = 8_000_000
 
