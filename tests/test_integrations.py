@@ -57,9 +57,10 @@ def test_a_grammar_is_compiled_once_where_its_matcher_goes():
 
     tok = Tokenizer.from_token_bytes([bytes([b]) for b in range(97, 123)] + [b"<eos>"], eos_token_ids=[26])
     configure(instances=2)
+    matchers: list[Matcher] = []
     try:
         warm = Grammar.regex("[a-z]*")
-        matchers = [Matcher(tok, warm), Matcher(tok, warm)]  # both instances live
+        matchers += [Matcher(tok, warm), Matcher(tok, warm)]  # both instances live
         grammars = []
         for index in range(16):
             grammar = Grammar.regex(f"[a-z]{{{index + 1}}}")

@@ -1065,20 +1065,16 @@ pub const ExprSet = struct {
                 break :repeat try self.repeat(child_clamped, min, max);
             },
         };
-        const full = self.clamp_cache.available == 0 and self.clamp_cache.capacity() >= self.deriv_cache_slots_max;
-        if (full) self.clamp_cache.clearRetainingCapacity();
+        if (self.cacheFull(self.clamp_cache)) self.clamp_cache.clearRetainingCapacity();
         try self.clamp_cache.put(self.gpa, key, result);
         return result;
     }
 
     fn clampMembers(self: *ExprSet, e: ExprId, bytes_max: u32, depth: u32) Error!ExprId {
-        // Copy the members first: building terms may move `args`.
-        const n = self.args(e).len;
-        try self.spend(n);
+        try self.spend(self.args(e).len);
         var small: [16]ExprId = undefined;
-        const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
-        defer if (n > small.len) self.gpa.free(members);
-        for (members, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        const members = try self.copyMembers(e, &small);
+        defer self.freeMembers(members, &small);
         var changed = false;
         for (members) |*m| {
             const clamped = try self.clampAt(m.*, bytes_max, depth + 1);
@@ -1189,8 +1185,7 @@ pub const ExprSet = struct {
         self.deriv_depth += 1;
         defer self.deriv_depth -= 1;
         const result = try self.derivUncached(e, b);
-        const full = self.deriv_cache.available == 0 and self.deriv_cache.capacity() >= self.deriv_cache_slots_max;
-        if (full and self.fuel_limit == .step_fuel) self.deriv_cache.clearRetainingCapacity();
+        if (self.cacheFull(self.deriv_cache) and self.fuel_limit == .step_fuel) self.deriv_cache.clearRetainingCapacity();
         try self.deriv_cache.put(self.gpa, key, result);
         return result;
     }
@@ -1227,19 +1222,35 @@ pub const ExprSet = struct {
     }
 
     /// `combine` of the derivatives of `e`'s members (for alternation and intersection).
+    /// The members of `e`, copied out before terms are built from them (building may grow
+    /// the arena and move `args`): into `small` when they fit, else allocated (`freeMembers`).
+    fn copyMembers(self: *ExprSet, e: ExprId, small: *[16]ExprId) Error![]ExprId {
+        const n = self.args(e).len;
+        const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
+        for (members, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        return members;
+    }
+
+    fn freeMembers(self: *ExprSet, members: []ExprId, small: *[16]ExprId) void {
+        if (members.ptr != small) self.gpa.free(members);
+    }
+
+    /// Is a result cache at its size bound with no free slot left (`deriv_cache_slots_max`)?
+    /// Then it is emptied rather than grown.
+    fn cacheFull(self: *const ExprSet, cache: anytype) bool {
+        return cache.available == 0 and cache.capacity() >= self.deriv_cache_slots_max;
+    }
+
     fn derivMembers(
         self: *ExprSet,
         e: ExprId,
         b: u8,
         comptime combine: fn (*ExprSet, []const ExprId) Error!ExprId,
     ) Error!ExprId {
-        // Copy the members first: `deriv` may grow the arena and move `args`.
-        const n = self.args(e).len;
-        try self.spend(n);
+        try self.spend(self.args(e).len);
         var small: [16]ExprId = undefined;
-        const members = if (n <= small.len) small[0..n] else try self.gpa.alloc(ExprId, n);
-        defer if (n > small.len) self.gpa.free(members);
-        for (members, self.args(e)) |*dst, src| dst.* = @fromBackingInt(@intCast(src));
+        const members = try self.copyMembers(e, &small);
+        defer self.freeMembers(members, &small);
         for (members) |*m| {
             m.* = try self.deriv(m.*, b);
             // ∅ absorbs an intersection: the other members need not be derived.
