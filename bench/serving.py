@@ -183,20 +183,23 @@ def _warm(batch: list[dict[str, Any]], matchers: list[Any], step: Any, steps: in
 
 
 def _interleaved(batch: list[dict[str, Any]], modes: dict[str, tuple[list[Any], Any, Any]], steps: int) -> dict[str, list[float]]:
-    """µs of each mode's batch fill at every step, each after every request consumed its next
-    token. The modes take turns within a step, so a machine that gets busier or quieter (other
-    jobs) affects them alike and their ratios stay comparable; the turn order rotates from step
-    to step, so no mode always follows the same one."""
+    """µs of each mode's decoding step: every request consumes its next token, then the batch's
+    masks are filled. Both are timed: a tokensieve consume that the last mask allows is applied
+    in the next fill's call (`Matcher.consume_token`), so timing the fill alone would charge
+    tokensieve's consumes to its fill and leave llguidance's out. The modes take turns within a
+    step, so a machine that gets busier or quieter (other jobs) affects them alike and their
+    ratios stay comparable; the turn order rotates from step to step, so no mode always follows
+    the same one."""
     times: dict[str, list[float]] = {name: [] for name in modes}
     order = list(modes.items())
     for step in range(steps):
         turn = step % len(order)
         for name, (matchers, consume, fill) in order[turn:] + order[:turn]:
+            start = time.perf_counter()
             for request, matcher in zip(batch, matchers):
                 tokens = request["tokens"]
                 if step < len(tokens) - 1:
                     consume(matcher, tokens[step])
-            start = time.perf_counter()
             fill()
             times[name].append((time.perf_counter() - start) * 1e6)
     return times
@@ -211,8 +214,9 @@ def _cores() -> int:
 def format_batch(report: dict[str, Any]) -> str:
     instances = sorted({row["instances"] for row in report["rows"]})
     lines = [
-        f"Batch mask fill per decoding step, MaskBench schemas, Llama-3, {report['cores']} CPUs, "
-        f"{'/'.join(map(str, instances))} core instances (median µs per batch; each library's modes interleaved step by step)",
+        f"Batch decoding step (every request consumes its token, then the batch's masks are filled), MaskBench "
+        f"schemas, Llama-3, {report['cores']} CPUs, {'/'.join(map(str, instances))} core instances (median µs per "
+        "step; each library's modes interleaved step by step)",
         "",
         "Per instance, after the largest batch: "
         f"{report['rows'][-1]['instance_live_mb']} MB live, {report['rows'][-1]['instance_linear_memory_mb']} MB of linear memory "

@@ -26,7 +26,7 @@ const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 const TokenId = trie_mod.TokenId;
 
-pub const abi_version: i32 = 5;
+pub const abi_version: i32 = 6;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -39,6 +39,8 @@ pub const Status = enum(i32) {
     invalid_argument = -6,
     matcher_failed = -7,
     internal = -8,
+    /// A batch entry's token that the grammar refuses (`ts_matcher_fill_bitmasks` with tokens).
+    refused_token = -9,
 };
 
 /// The order of the u32 limit values `ts_grammar_new_ir` takes (0 keeps a default). Append-only.
@@ -459,24 +461,45 @@ export fn ts_matcher_mask_ptr(handle: i32, out_ptr: u32) i32 {
 /// Returns how many failed (their rows are untouched; the error text is the last failure's).
 /// A batch fill is one call per core instance instead of one per matcher.
 ///
+/// With `tokens_ptr` non-zero it holds `count` u32 tokens: matcher i first consumes token i
+/// (none when it is 0xFFFFFFFF), as `ts_matcher_consume_and_fill` does, so a decoding step is
+/// one call for the whole group. A consumed token's entry is overwritten with 0xFFFFFFFF (so
+/// the host knows which were consumed when a fill failed after its consume); a token the
+/// grammar refuses gets the status `refused_token` and nothing changes for that matcher.
+///
 /// With `out_ptr` 0 each mask stays in its matcher's own buffer (`ts_matcher_mask_ptr`), as
 /// with `ts_matcher_fill_bitmask`'s out_ptr 0: a host that copies the rows from there into its
 /// own array copies each mask once. Most masks of a decoding step come from a cache and cost
 /// about what copying 16 kB costs (Llama-3), so the copy into a batch buffer was a third of
 /// the work of such a row.
-export fn ts_matcher_fill_bitmasks(handles_ptr: u32, count: u32, out_ptr: u32, out_words: u32, statuses_ptr: u32) i32 {
+export fn ts_matcher_fill_bitmasks(handles_ptr: u32, count: u32, out_ptr: u32, out_words: u32, statuses_ptr: u32, tokens_ptr: u32) i32 {
     const handles_in = slice(i32, handles_ptr, count) orelse return fail(.invalid_argument, -1, "bad handles pointer", .{});
     const statuses = slice(i32, statuses_ptr, count) orelse return fail(.invalid_argument, -1, "bad statuses pointer", .{});
+    const tokens: ?[]u32 = if (tokens_ptr == 0) null else slice(u32, tokens_ptr, count) orelse return fail(.invalid_argument, -1, "bad tokens pointer", .{});
     const total = std.math.mul(u32, count, out_words) catch return fail(.invalid_argument, -1, "batch of {d} masks is too large", .{count});
     if (out_ptr != 0 and slice(u32, out_ptr, total) == null) return fail(.invalid_argument, -1, "mask pointer must be 4-byte aligned", .{});
     var failed: i32 = 0;
     for (handles_in, statuses, 0..) |handle, *status, i| {
         const row_ptr = if (out_ptr == 0) 0 else out_ptr + @as(u32, @intCast(i)) * out_words * 4;
-        status.* = ts_matcher_fill_bitmask(handle, row_ptr, out_words);
+        status.* = if (tokens) |t| consumeThenFill(handle, &t[i], row_ptr, out_words) else ts_matcher_fill_bitmask(handle, row_ptr, out_words);
         if (status.* != 0) failed += 1;
     }
     return failed;
 }
+
+/// One entry of a batch with tokens: consume `token.*` (unless it is 0xFFFFFFFF, marking it
+/// consumed), then fill; 0 or a negative status.
+fn consumeThenFill(handle: i32, token: *u32, out_ptr: u32, out_words: u32) i32 {
+    if (token.* != no_token) {
+        const accepted = ts_matcher_consume_token(handle, token.*);
+        if (accepted < 0) return accepted;
+        if (accepted == 0) return fail(.refused_token, -1, "the grammar refuses token {d} here", .{token.*});
+        token.* = no_token;
+    }
+    return ts_matcher_fill_bitmask(handle, out_ptr, out_words);
+}
+
+const no_token: u32 = 0xFFFF_FFFF;
 
 /// Consumes one token: 1 accepted, 0 refused (state unchanged), negative on error.
 export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {

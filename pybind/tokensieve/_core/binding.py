@@ -46,13 +46,13 @@ from typing import Any, Callable, Final
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from .runtime import Runtime
 
-ABI_VERSION: Final = 5
+ABI_VERSION: Final = 6
 
 # The statuses the binding acts on, by their manifest names (their numbers come from the
 # module's manifest, generated from `Status` in core/src/abi.zig).
 _STATUS_NAMES: Final = (
     "ok", "invalid_handle", "out_of_memory", "grammar_error", "limit_exceeded",
-    "invalid_token", "invalid_argument", "matcher_failed", "internal",
+    "invalid_token", "invalid_argument", "matcher_failed", "internal", "refused_token",
 )
 
 # `LimitField` order of `ts_grammar_new_ir`'s limit values, with the `Limits` attribute each
@@ -97,16 +97,22 @@ _serial = itertools.count(1)
 class BatchCall:
     """One prepared `ts_matcher_fill_bitmasks` call (see `Core.batch_begin`)."""
 
-    __slots__ = ("statuses_ptr", "count", "words", "sources", "dests", "failed", "error")
+    __slots__ = ("statuses_ptr", "tokens_ptr", "count", "words", "sources", "dests", "failed", "error", "ran", "unconsumed")
 
-    def __init__(self, statuses_ptr: int, count: int, words: int, sources: list[Any], dests: Sequence[memoryview]) -> None:
+    def __init__(self, statuses_ptr: int, tokens_ptr: int, count: int, words: int, sources: list[Any],
+                 dests: Sequence[memoryview]) -> None:
         self.statuses_ptr = statuses_ptr
+        self.tokens_ptr = tokens_ptr
         self.count = count
         self.words = words
         self.sources = sources
         self.dests = dests
         self.failed = 0
         self.error: BaseException | None = None
+        self.ran = False  # the call returned (whatever its statuses)
+        # After `batch_finish`: the entries that did not consume their token (all of them when
+        # the call did not run or failed as a whole).
+        self.unconsumed: set[int] | None = None
 
 
 class Core:
@@ -385,6 +391,17 @@ class Core:
     def matcher_is_stopped(self, handle: int) -> bool:
         return bool(self._locked("ts_matcher_is_stopped", handle))
 
+    def mask_bit(self, handle: int, token: int) -> bool:
+        """Token `token`'s bit in the matcher's own mask buffer, as the last fill on it left
+        it: read in place, no call into the module, no lock (only calls on this matcher
+        write its buffer, and the matcher's caller holds the matcher). False when the buffer
+        is not readable in place (no fill yet, linear memory that may move, or a poisoned
+        instance, whose store may be closed)."""
+        source = self._mask_sources.get(handle)
+        if type(source) is not memoryview or self.runtime.poisoned:
+            return False
+        return bool(source[token >> 3] >> (token & 7) & 1)
+
     def matcher_fill_bitmask(self, handle: int, words: int, dest: memoryview) -> None:
         """Compute the mask and copy it into `dest`, a writable flat byte view of `4 * words`
         bytes (the caller's row): the step path, one call into the module and one copy, from
@@ -412,11 +429,13 @@ class Core:
         self.batch_compute(call)
         return self.batch_finish(call)
 
-    def batch_begin(self, handles: Sequence[int], words: int, dests: Sequence[memoryview]) -> BatchCall:
+    def batch_begin(self, handles: Sequence[int], words: int, dests: Sequence[memoryview],
+                    tokens: Sequence[int] | None = None) -> BatchCall:
         """Take the instance's lock and prepare one call that fills the masks of several of
         its matchers (`ts_matcher_fill_bitmasks`); mask i goes to `dests[i]`, a writable flat
-        byte view of `4 * words` bytes. The lock stays held until `batch_finish`, which the
-        caller must call once, whatever happens in between.
+        byte view of `4 * words` bytes. With `tokens`, matcher i first consumes `tokens[i]`
+        (none when it is -1) in the same call. The lock stays held until `batch_finish`, which
+        the caller must call once, whatever happens in between.
 
         A batch fill is split in three so that the call (`batch_compute`, which releases the
         GIL) can run in another thread while the thread that began it prepares or copies
@@ -430,37 +449,54 @@ class Core:
             get_source = self._mask_sources.get
             sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
             n = len(handles)
-            # One buffer: the statuses, then the handles.
-            statuses_ptr = self._batch_buffer(8 * n)
-            self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i", *handles))
+            # One buffer: the statuses, the handles, then the tokens (u32; -1 is none).
+            statuses_ptr = self._batch_buffer(12 * n if tokens is not None else 8 * n)
+            if tokens is None:
+                self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i", *handles))
+                tokens_ptr = 0
+            else:
+                self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i{n}i", *handles, *tokens))
+                tokens_ptr = statuses_ptr + 8 * n
         except BaseException:
             self._release()
             raise
-        return BatchCall(statuses_ptr, n, words, sources, dests)
+        return BatchCall(statuses_ptr, tokens_ptr, n, words, sources, dests)
 
     def batch_compute(self, call: BatchCall) -> None:
         """Make the call `batch_begin` prepared, in any thread (the instance's lock is held
         for it). Never raises: an error is kept for `batch_finish`."""
         try:
-            call.failed = self._fill_many(call.statuses_ptr + 4 * call.count, call.count, 0, call.words, call.statuses_ptr)
+            call.failed = self._fill_many(call.statuses_ptr + 4 * call.count, call.count, 0, call.words,
+                                          call.statuses_ptr, call.tokens_ptr)
+            call.ran = True
         except BaseException as error:  # noqa: BLE001 - raised by batch_finish
             call.error = error
 
     def batch_finish(self, call: BatchCall, *, copy: bool = True) -> list[int]:
         """Copy the masks of a computed `call` into their rows, release the instance's lock,
         and return the indices of the matchers whose fill failed (their rows are untouched).
-        With `copy` False (the batch was abandoned), only release the lock.
+        `call.unconsumed` then says which entries did not consume their token. With `copy`
+        False (the batch was abandoned), only find that out and release the lock.
 
         Raises:
             CoreTrap, LimitError, TokensieveError: the call failed as a whole (a trap, the
                 deadline): no row was written.
         """
         try:
+            failed = call.failed
+            if not call.ran or failed < 0:
+                call.unconsumed = set(range(call.count))
+            elif not failed:
+                call.unconsumed = set()
+            elif call.tokens_ptr:
+                left = struct.unpack(f"<{call.count}i", self.runtime.read(call.tokens_ptr, 4 * call.count))
+                call.unconsumed = {i for i, token in enumerate(left) if token != -1}
+            else:
+                call.unconsumed = set(range(call.count))
             if not copy:
                 return []
             if call.error is not None:
                 raise call.error
-            failed = call.failed
             if failed < 0:
                 self._check(failed, "fill_bitmasks")
             if not failed:

@@ -55,7 +55,7 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, batch_take, row_view, whole_view
+from .matcher import Matcher, batch_settle, batch_take, row_view, whole_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -79,8 +79,9 @@ _calls = 0
 # A thread's CPU clock (Pyodide has none; it has one instance, so it never uses threads here).
 _thread_time: Callable[[], float] = getattr(time, "thread_time", time.perf_counter)
 
-# A group: an instance, its locked (matcher, row) pairs, their handles and row views.
-_Group = tuple[Core, list[tuple[Matcher, int]], list[int], list[memoryview]]
+# A group: an instance, its locked (matcher, row) pairs, their handles, row views and
+# pending tokens (-1: none; see `Matcher.consume_token`).
+_Group = tuple[Core, list[tuple[Matcher, int]], list[int], list[memoryview], list[int]]
 
 
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int] | None = None) -> None:
@@ -184,14 +185,16 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
         groups.sort(key=lambda group: group[0].serial)
         threads = _threads_for(groups)
         run = _Run(threads, later)
-        for index, (core, pairs, handles, dests) in enumerate(groups):
+        for index, (core, pairs, handles, dests, tokens) in enumerate(groups):
             if core.poisoned:
                 later.extend(pairs)
                 continue
             # The caller's groups come last (the highest serials): a helper's call is
-            # prepared and handed over first.
+            # prepared and handed over first. The tokens the matchers' last consumes left
+            # pending are consumed in the same call, on the thread that fills the instance.
             home = (len(groups) - 1 - index) % threads
-            run.add(core, core.batch_begin(handles, words, dests), pairs, home)
+            pending = tokens if tokens.count(-1) != len(tokens) else None
+            run.add(core, core.batch_begin(handles, words, dests, pending), pairs, home)
         run.finish()
     finally:
         if run is not None:
@@ -229,13 +232,14 @@ def _lock_groups(
         if taken is None:
             later.append((matcher, row))
             continue
-        core, lock, handle = taken
+        core, lock, handle, pending = taken
         locked.append(lock)
         group = get_group(core)
         if group is None:
-            group = groups[core] = (core, [], [], [])
+            group = groups[core] = (core, [], [], [], [])
         group[1].append((matcher, row))
         group[2].append(handle)
+        group[4].append(pending)
         if flat is not None:
             start = row * row_bytes
             group[3].append(flat[start : start + row_bytes])
@@ -252,12 +256,26 @@ def _compute(core: Core, call: BatchCall, batch: list[Any]) -> None:
     _cost_us[core] = (time.perf_counter() - started) * 1e6 / len(batch)
 
 
-def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]]) -> list[tuple[Matcher, int]]:
-    """Copy one instance's rows and release it; the pairs to fill on their own."""
+def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], *, copy: bool = True) -> list[tuple[Matcher, int]]:
+    """Copy one instance's rows and release it; the pairs to fill on their own. Each matcher
+    learns whether its pending token was consumed and whether the core's buffer holds its
+    mask (its lock is still held)."""
+    bad: list[int] | None = None
     try:
-        bad = core.batch_finish(call)
+        bad = core.batch_finish(call, copy=copy)
     except TokensieveError:
-        return batch  # the instance failed: each matcher finds out on its own
+        pass  # the instance failed: each matcher finds out on its own
+    finally:
+        unconsumed = call.unconsumed or ()
+        for index, (matcher, _) in enumerate(batch):
+            if index not in unconsumed:
+                batch_settle(matcher, mask_here=copy)
+            else:
+                matcher._mask_here = False
+    if bad is None:
+        return batch
+    for index in bad:
+        batch[index][0]._mask_here = False
     return [batch[i] for i in bad]
 
 
@@ -379,9 +397,9 @@ class _Run:
                 self.unclaimed.remove(index)  # nobody will make it now
             except KeyError:
                 self.done[index].acquire()  # a helper is making it
-        for index, (core, call, _) in enumerate(self.prepared):
+        for index, (core, call, batch) in enumerate(self.prepared):
             if index not in self.finished:
-                core.batch_finish(call, copy=False)
+                _finish(core, call, batch, copy=False)
 
 
 _NO_LOCK = threading.Lock()  # the caller's calls are waited for by nobody

@@ -80,6 +80,10 @@ class Matcher:
         self._lock = threading.RLock()
         self._acquire, self._release = self._lock.acquire, self._lock.release
         self._tokens: list[int] = []
+        # A consumed token not yet applied in the core (-1: none), see `consume_token`, and
+        # whether the core's mask buffer holds the mask at the current position.
+        self._pending = -1
+        self._mask_here = False
         self._failure: Callable[[], TokensieveError] | None = None
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
@@ -116,6 +120,8 @@ class Matcher:
             core.free_later("matcher", handle)
             raise
         self._attach(core, handle)
+        self._pending = -1  # replayed with the others
+        self._mask_here = False
 
     def _live_core(self) -> Core:
         """The healthy instance this matcher lives in (moving it there first if needed)."""
@@ -127,21 +133,52 @@ class Matcher:
             return self._core
 
     def _run(self, call: Callable[[Core, int], _T]) -> _T:
-        """Run `call(core, handle)` on a live instance, under the matcher's lock."""
+        """Run `call(core, handle)` on a live instance, under the matcher's lock, after applying
+        a pending token; the core's mask buffer no longer counts as this position's mask."""
         with self._lock:
             if self._failure is not None:
                 raise self._failure()
+            self._mask_here = False
             for attempt in range(2):
                 if self._core.poisoned:
                     self._migrate()
                 core = self._core
                 try:
+                    if self._pending >= 0:
+                        self._apply_pending(core)
                     return call(core, self._handle)
                 except (CoreTrap, LimitError) as err:
                     if not self._failed(core, err) and attempt == 0:
                         continue
                     raise
             raise AssertionError("unreachable")
+
+    def _apply_pending(self, core: Core) -> None:
+        """Consume the pending token in the core (lock held). When that fails (a limit), the
+        token is dropped, as if `consume_token` had raised."""
+        token = self._pending
+        try:
+            accepted = core.matcher_consume_token(self._handle, token)
+        except (CoreTrap, LimitError):
+            self._drop_pending(core)
+            raise
+        if not accepted:
+            self._drop_pending(core)
+            raise TokensieveError(
+                f"internal: the grammar refused token {token}, which its last mask allowed; please report this with the grammar"
+            )
+        self._pending = -1
+
+    def _drop_pending(self, core: Core) -> None:
+        """After a call carrying the pending token failed at a limit: forget the token unless
+        the core consumed it (its token count says which). On a poisoned instance nothing
+        changes: the matcher either moves (`_migrate` replays every token, this one too) or
+        stays failed until `reset`."""
+        if core.poisoned:
+            return
+        if core.matcher_token_count(self._handle) != len(self._tokens):
+            self._tokens.pop()
+        self._pending = -1
 
     def _failed(self, core: Core, err: TokensieveError) -> bool:
         """After `err` from a call on `core`: False when another thread's call had retired the
@@ -208,12 +245,25 @@ class Matcher:
             if self._failure is None:
                 core = self._core
                 try:
-                    core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    if self._pending < 0:
+                        core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
+                    else:  # the consume this step deferred, in the same call
+                        try:
+                            accepted = core.matcher_consume_and_fill(self._handle, self._pending, self.mask_words, dest)
+                        except (CoreTrap, LimitError):
+                            self._drop_pending(core)
+                            raise
+                        if not accepted:
+                            self._apply_pending(core)  # raises the internal error
+                        self._pending = -1
+                    self._mask_here = True
                     return
                 except (CoreTrap, LimitError) as err:
+                    self._mask_here = False
                     if self._failed(core, err):
                         raise
             self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
+            self._mask_here = True
         finally:
             self._release()
 
@@ -255,14 +305,16 @@ class Matcher:
         dest = self._dest(bitmask, row)
         self._acquire()
         try:
-            if self._failure is None:  # the step path, as in `fill_bitmask`
+            if self._failure is None and self._pending < 0:  # the step path, as in `fill_bitmask`
                 core = self._core
                 try:
                     accepted = core.matcher_consume_and_fill(self._handle, token, self.mask_words, dest)
                     if accepted:
                         self._tokens.append(token)
+                        self._mask_here = True
                     return accepted
                 except (CoreTrap, LimitError) as err:
+                    self._mask_here = False
                     if self._failed(core, err):
                         raise
         finally:
@@ -274,12 +326,22 @@ class Matcher:
                 self._tokens.append(token)
             return accepted
 
-        return self._run(call)
+        with self._lock:
+            accepted = self._run(call)
+            self._mask_here = accepted
+            return accepted
 
     # -- consuming -------------------------------------------------------------------------
 
     def consume_token(self, token: int) -> bool:
         """Advance by one token.
+
+        A token that the mask last filled at this position allows is accepted without a call
+        into the core: it is applied at the start of the next call on this matcher, which
+        for a decoding loop is the next fill (then one call consumes and fills, as
+        `consume_and_fill_bitmask` does, and in `fill_bitmasks` on the thread that fills
+        the matcher's instance). So a limit this consume runs into (docs/limits.md) is raised
+        by that next call.
 
         Returns:
             True when the grammar allows it (the state advanced); False when it does not (the
@@ -294,7 +356,15 @@ class Matcher:
         with self._lock:
             if self._failure is None:  # the step path, as in `fill_bitmask`
                 core = self._core
+                if self._mask_here and core.mask_bit(self._handle, token):
+                    self._pending = token
+                    self._tokens.append(token)
+                    self._mask_here = False
+                    return True
+                self._mask_here = False
                 try:
+                    if self._pending >= 0:
+                        self._apply_pending(core)
                     accepted = core.matcher_consume_token(self._handle, token)
                     if accepted:
                         self._tokens.append(token)
@@ -358,6 +428,8 @@ class Matcher:
             if self._failure is not None or self._core.poisoned:
                 self._failure = None
                 self._tokens.clear()
+                self._pending = -1
+                self._mask_here = False
                 self._attach(*self._create(self._pool.replacement(self._core)))
                 return
 
@@ -381,6 +453,8 @@ class Matcher:
             copy._lock = threading.RLock()
             copy._acquire, copy._release = copy._lock.acquire, copy._lock.release
             copy._tokens = list(self._tokens)
+            copy._pending = -1
+            copy._mask_here = False
             copy._failure = None
             copy._last_dest = None
             copy._last_rows = None
@@ -538,17 +612,25 @@ class Matcher:
         return [self._token(t) for t in tokens]
 
 
-def batch_take(matcher: Matcher) -> tuple[Any, Any, int] | None:
+def batch_take(matcher: Matcher) -> tuple[Any, Any, int, int] | None:
     """Try the matcher's lock for the batch fill (`batch.fill_bitmasks`; never wait for it):
-    (its core instance, the lock, now held, its handle) when the matcher is free and has not
-    failed; else None, holding nothing. While the lock is held the matcher cannot move."""
+    (its core instance, the lock, now held, its handle, its pending token or -1) when the
+    matcher is free and has not failed; else None, holding nothing. While the lock is held
+    the matcher cannot move."""
     lock = matcher._lock
     if not lock.acquire(False):
         return None
     if matcher._failure is not None:
         lock.release()
         return None
-    return matcher._core, lock, matcher._handle
+    return matcher._core, lock, matcher._handle, matcher._pending
+
+
+def batch_settle(matcher: Matcher, *, mask_here: bool) -> None:
+    """After a batch call consumed the matcher's pending token, if it had one (lock held);
+    `mask_here`: the call also filled the core's buffer with its mask at this position."""
+    matcher._pending = -1
+    matcher._mask_here = mask_here
 
 
 def _index(value: Any, what: str) -> int:
