@@ -216,3 +216,18 @@ def test_without_a_fill_a_consume_is_a_call_as_before(tok: Any):
     assert m.consume_token(tok.encode("maybe")[0])
     assert m._pending == -1
     assert not m.consume_token(tok.encode("!")[0])
+
+
+def test_eos_after_eos_is_refused_after_a_fill(tok):
+    """After a consumed EOS the mask still allows EOS (a finished row stays a valid mask), and
+    consuming it again is refused: EOS is never left pending (found by `tokensieve fuzz`)."""
+    m = Matcher(tok, Grammar.regex("ab"))
+    for token in tok.encode("ab"):
+        m.compute_bitmask()
+        assert m.consume_token(token)
+    eos = tok.eos_token_ids[0]
+    m.compute_bitmask()
+    assert m.consume_token(eos)
+    assert eos in mask_ids(m.compute_bitmask(), tok.vocab_size + 1)
+    assert not m.consume_token(eos)
+    assert m.consumed_tokens == tok.encode("ab") + [eos]

@@ -84,6 +84,9 @@ class Matcher:
         # whether the core's mask buffer holds the mask at the current position.
         self._pending = -1
         self._mask_here = False
+        # EOS is never left pending: after a consumed EOS the mask still allows EOS (a
+        # finished row stays a valid mask) while consuming refuses it.
+        self._eos = frozenset(tokenizer.eos_token_ids)
         self._failure: Callable[[], TokensieveError] | None = None
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
@@ -336,8 +339,9 @@ class Matcher:
     def consume_token(self, token: int) -> bool:
         """Advance by one token.
 
-        A token that the mask last filled at this position allows is accepted without a call
-        into the core: it is applied at the start of the next call on this matcher, which
+        A token (other than EOS) that the mask last filled at this position allows is
+        accepted without a call into the core: it is applied at the start of the next call on
+        this matcher, which
         for a decoding loop is the next fill (then one call consumes and fills, as
         `consume_and_fill_bitmask` does, and in `fill_bitmasks` on the thread that fills
         the matcher's instance). So a limit this consume runs into (docs/limits.md) is raised
@@ -356,7 +360,7 @@ class Matcher:
         with self._lock:
             if self._failure is None:  # the step path, as in `fill_bitmask`
                 core = self._core
-                if self._mask_here and core.mask_bit(self._handle, token):
+                if self._mask_here and token not in self._eos and core.mask_bit(self._handle, token):
                     self._pending = token
                     self._tokens.append(token)
                     self._mask_here = False
@@ -455,6 +459,7 @@ class Matcher:
             copy._tokens = list(self._tokens)
             copy._pending = -1
             copy._mask_here = False
+            copy._eos = self._eos
             copy._failure = None
             copy._last_dest = None
             copy._last_rows = None

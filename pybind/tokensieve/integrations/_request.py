@@ -49,7 +49,9 @@ class RequestMatcher:
                 break
         if not tokens:
             return True
-        if not self.matcher.consume_tokens(tokens):
+        # One token (a step without speculation) goes by `consume_token`, which the next fill
+        # applies in its own call when the mask allowed the token.
+        if not (self.matcher.consume_token(tokens[0]) if len(tokens) == 1 else self.matcher.consume_tokens(tokens)):
             return False
         self._terminated = tokens[-1] in self._eos
         return True
