@@ -151,7 +151,7 @@ def run_ours(form: str, words: list[str], tokenizer: Any, token_ids: list[int], 
             t2 = _now()
             stage = "mask"
             for token in token_ids:
-                if not m.consume_token(token):
+                if not m.consume_tokens((token,)):  # not left pending for the timed fill
                     out.result = "refused"
                     break
                 t = _now()

@@ -265,6 +265,11 @@ class OursEngine:
             return res
         buf, times = self.buf, res.mask_us
         fill = Matcher.fill_bitmask
+        # `consume_tokens`, not `consume_token`: a single token the mask allows would be left
+        # pending and consumed by the next fill's call (`Matcher.consume_token`), and the
+        # mask µs would then hold the consume's work, which llguidance's do not; and the
+        # core's verdict on the token is what the mismatch check compares with the mask.
+        consume = Matcher.consume_tokens
         for k, (valid, ids) in enumerate(tests):
             try:
                 m = first.fork()
@@ -274,7 +279,7 @@ class OursEngine:
                     fill(m, buf)
                     times.append((time.perf_counter() - t0) * 1e6)
                     allowed = (int(buf[0, t >> 5]) >> (t & 31)) & 1
-                    consumed = m.consume_token(t)
+                    consumed = consume(m, (t,))
                     if bool(allowed) != consumed:
                         res.fail("mismatch", f"test {k} token {i}: mask allows={bool(allowed)}, consume={consumed}")
                         accepted = False
