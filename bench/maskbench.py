@@ -188,6 +188,79 @@ def _mask_figures(results: Sequence[SchemaResult], ids: set[str] | None = None) 
             "max": float(arr.max()), "over_1ms": int((arr > 1000).sum()), "over_10ms": int((arr > 10_000).sum())}
 
 
+# -- the slowest masks, timed again ----------------------------------------------------------
+
+RETIME_SLOWEST = 20
+RETIME_RUNS = 2
+
+
+def retime_slowest(out: dict[str, list[SchemaResult]], entries: Sequence[Entry], *, tokenizer_path: str,
+                   property_order: str, count: int = RETIME_SLOWEST, runs: int = RETIME_RUNS) -> dict[str, dict[str, Any]]:
+    """Each engine's `count` slowest masks timed again: every schema holding one is replayed in
+    `runs` fresh processes (one schema after the other in each, as in the run itself, so
+    nothing a process keeps from an earlier replay of the same schema can help), and each of
+    those masks keeps its best time. On a shared machine a stall lands on one call at random
+    (a full run's slowest mask once measured 85.7 ms and 2.0-3.0 ms in three replays); a mask
+    that is slow every time stays slow.
+
+    Returns, per engine key: "max" (the largest mask after the re-timing, which may be the
+    first mask not re-timed) and "retimed" ([id, index, first µs, best µs] of each).
+    """
+    import subprocess
+    import tempfile
+
+    by_id = {e.id: e for e in entries}
+    slowest: dict[str, list[tuple[float, str, int]]] = {}
+    for key, results in out.items():
+        ranked = sorted(((t, r.id, j) for r in results for j, t in enumerate(r.mask_us)), reverse=True)
+        slowest[key] = ranked[: count + 1]
+    ids = sorted({i for ranked in slowest.values() for _, i, _ in ranked[:count]})
+    if not ids:
+        return {}
+    job = {"tokenizer": tokenizer_path, "property_order": property_order, "engines": [k for k in out if k != "ours"],
+           "entries": [[i, by_id[i].split, by_id[i].line] for i in ids]}
+    best: dict[str, dict[str, list[float]]] = {key: {} for key in out}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
+        json.dump(job, f)
+    try:
+        for _ in range(runs):
+            done = subprocess.run([sys.executable, "-m", "bench.maskbench", "--retime", f.name], cwd=Path(__file__).resolve().parents[1],
+                                  capture_output=True, text=True, check=True)
+            for key, times in json.loads(done.stdout.splitlines()[-1]).items():
+                for i, values in times.items():
+                    kept = best[key].setdefault(i, values)
+                    if len(values) == len(kept):
+                        best[key][i] = [min(a, b) for a, b in zip(kept, values)]
+    finally:
+        Path(f.name).unlink()
+    report: dict[str, dict[str, Any]] = {}
+    for key, ranked in slowest.items():
+        retimed = []
+        for t, i, j in ranked[:count]:
+            again = best[key].get(i)
+            retimed.append([i, j, t, min(t, again[j]) if again and j < len(again) else t])
+        rest = ranked[count][0] if len(ranked) > count else 0.0
+        report[key] = {"max": max([b for *_, b in retimed] + [rest]), "retimed": retimed}
+    return report
+
+
+def _retime_child(path: str) -> None:
+    """`python -m bench.maskbench --retime JOB`: replay the job's schemas once per engine and
+    print each mask's µs as one JSON line (see `retime_slowest`)."""
+    from tokensieve._tokenizer.tokenizer import Tokenizer
+
+    job = json.loads(Path(path).read_text(encoding="utf-8"))
+    tok_path = job["tokenizer"]
+    raw = Path(tok_path).read_bytes()
+    text = gzip.decompress(raw).decode() if tok_path.endswith(".gz") else raw.decode()
+    others = [engine(text) for key, engine in (("llg", LlgEngine), ("xgr", XgrEngine)) if key in job["engines"]]
+    entries = [Entry(i, split, line) for i, split, line in job["entries"]]
+    gc.freeze()
+    out = run_maskbench(entries, Tokenizer.from_file(tok_path), others=others, progress=False,
+                        property_order=job["property_order"])
+    print(json.dumps({key: {r.id: list(r.mask_us) for r in results} for key, results in out.items()}))
+
+
 def _compile_figures(results: Sequence[SchemaResult], ids: set[str] | None = None) -> dict[str, float]:
     values = [r.compile_us for r in results if r.compile_us is not None and (ids is None or r.id in ids)]
     if not values:
@@ -300,6 +373,8 @@ def print_report(s: dict[str, Any]) -> None:
     row("invalidation errors", [str(e["invalidation_errors"]) for e in engines])
     for key in ("avg", "p50", "p90", "p99", "p99.9", "max"):
         row(f"mask µs {key}", [_fmt(e["mask_us"].get(key)) for e in engines])
+    if all(e.get("mask_us_retimed") for e in engines):
+        row(f"  {RETIME_SLOWEST} slowest retimed", [_fmt(e["mask_us_retimed"]["max"]) for e in engines])
     row("masks", [str(e["mask_us"].get("n", 0)) for e in engines])
     row("masks over 1 ms", [str(e["mask_us"].get("over_1ms", 0)) for e in engines])
     row("masks over 10 ms", [str(e["mask_us"].get("over_10ms", 0)) for e in engines])
@@ -404,6 +479,9 @@ def add_maskbench_bench(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="with --ratchet-update on a sample or split: update only the schemas run")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--retime", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"time each engine's {RETIME_SLOWEST} slowest masks again, best of {RETIME_RUNS} replays in "
+                        "fresh processes, and print the max after that beside the max of the run (default: on)")
     p.add_argument("--property-order", choices=["schema", "any"], default="schema",
                    help='Grammar.json_schema(property_order=...): keys in schema order (default) or "any" order')
     p.set_defaults(run=_run_command)
@@ -445,6 +523,10 @@ def _run_command(args: argparse.Namespace) -> int:
     out = run_maskbench(entries, tokenizer, others=others, schema_timeout_s=args.schema_timeout,
                         progress=not args.quiet, property_order=args.property_order)
     summary = summarize(out, tokenizer_path=str(tok_path), sample=args.sample, seed=args.seed, splits=args.split)
+    if args.retime:
+        retimed = retime_slowest(out, entries, tokenizer_path=str(tok_path), property_order=args.property_order)
+        for key, engine in summary["engines"].items():
+            engine["mask_us_retimed"] = retimed.get(key)
     print_report(summary)
     if args.ratchet.exists():
         expected = load_ratchet(args.ratchet)
@@ -471,3 +553,10 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.plot and write_plot(out, args.plot):
         print(f"wrote {args.plot}")
     return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--retime":
+        _retime_child(sys.argv[2])
+    else:
+        raise SystemExit("usage: python -m bench maskbench ... (this module runs alone only for --retime JOB)")
