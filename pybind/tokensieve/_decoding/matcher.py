@@ -341,11 +341,11 @@ class Matcher:
 
         A token (other than EOS) that the mask last filled at this position allows is
         accepted without a call into the core: it is applied at the start of the next call on
-        this matcher, which
-        for a decoding loop is the next fill (then one call consumes and fills, as
-        `consume_and_fill_bitmask` does, and in `fill_bitmasks` on the thread that fills
-        the matcher's instance). So a limit this consume runs into (docs/limits.md) is raised
-        by that next call.
+        this matcher, which for a decoding loop is the next fill (then one call consumes and
+        fills, as `consume_and_fill_bitmask` does, and in `fill_bitmasks` on the thread that
+        fills the matcher's instance). So a limit this consume runs into (docs/limits.md) is
+        raised by that next call, and the token is then not consumed unless the core had
+        consumed it before the limit (`consumed_tokens` agrees with the core either way).
 
         Returns:
             True when the grammar allows it (the state advanced); False when it does not (the
