@@ -109,6 +109,7 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
 
     monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)  # threads whatever the work
     monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)  # and whatever they gained on a busy machine
+    monkeypatch.setattr(_batch, "_gain", _batch._Gain())  # nor what earlier tests' batches gained
     monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
     pool = CorePool(CoreOptions(instances=3))
     matchers = _batch_of(llama3, pool, 40)
@@ -154,6 +155,7 @@ def test_batch_fill_on_threads_a_failing_matcher_or_instance_fails_alone(llama3,
 
     monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)
     monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)
+    monkeypatch.setattr(_batch, "_gain", _batch._Gain())  # earlier tests' batches may have backed off
     monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
     import threading
 
