@@ -195,7 +195,8 @@ RETIME_RUNS = 2
 
 
 def retime_slowest(out: dict[str, list[SchemaResult]], entries: Sequence[Entry], *, tokenizer_path: str,
-                   property_order: str, count: int = RETIME_SLOWEST, runs: int = RETIME_RUNS) -> dict[str, dict[str, Any]]:
+                   property_order: str, passes: bool = False, count: int = RETIME_SLOWEST,
+                   runs: int = RETIME_RUNS) -> dict[str, dict[str, Any]]:
     """Each engine's `count` slowest masks timed again: every schema holding one is replayed in
     `runs` fresh processes (one schema after the other in each, as in the run itself, so
     nothing a process keeps from an earlier replay of the same schema can help), and each of
@@ -217,7 +218,8 @@ def retime_slowest(out: dict[str, list[SchemaResult]], entries: Sequence[Entry],
     ids = sorted({i for ranked in slowest.values() for _, i, _ in ranked[:count]})
     if not ids:
         return {}
-    job = {"tokenizer": tokenizer_path, "property_order": property_order, "engines": [k for k in out if k != "ours"],
+    job = {"tokenizer": tokenizer_path, "property_order": property_order, "passes": passes,
+           "engines": [k for k in out if k != "ours"],
            "entries": [[i, by_id[i].split, by_id[i].line] for i in ids]}
     best: dict[str, dict[str, list[float]]] = {key: {} for key in out}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
@@ -257,7 +259,7 @@ def _retime_child(path: str) -> None:
     entries = [Entry(i, split, line) for i, split, line in job["entries"]]
     gc.freeze()
     out = run_maskbench(entries, Tokenizer.from_file(tok_path), others=others, progress=False,
-                        property_order=job["property_order"])
+                        property_order=job["property_order"], passes=job["passes"])
     print(json.dumps({key: {r.id: list(r.mask_us) for r in results} for key, results in out.items()}))
 
 
@@ -357,7 +359,8 @@ def print_report(s: dict[str, Any]) -> None:
     o = s["engines"]["ours"]
     what = f"sample of {s['sample']} (seed {s['seed']})" if s["sample"] else "all schemas"
     print(f"MaskBench: {o['schemas']} schemas ({what}; splits: "
-          f"{s['splits'] if isinstance(s['splits'], str) else ', '.join(s['splits'])}); tokenizer {s['tokenizer']}")
+          f"{s['splits'] if isinstance(s['splits'], str) else ', '.join(s['splits'])}); tokenizer {s['tokenizer']}"
+          + (f"; {s['order']}" if "order" in s and len(keys) > 1 else ""))
     print(f"{'':<26}" + "".join(f"{ENGINE_NAMES[k]:>14}" for k in keys))
 
     def row(label: str, values: list[str]) -> None:
@@ -479,6 +482,9 @@ def add_maskbench_bench(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="with --ratchet-update on a sample or split: update only the schemas run")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--passes", action="store_true",
+                   help="each engine runs all schemas in a pass of its own, one engine after the other, instead of "
+                        "the engines taking turns schema by schema")
     p.add_argument("--retime", action=argparse.BooleanOptionalAction, default=True,
                    help=f"time each engine's {RETIME_SLOWEST} slowest masks again, best of {RETIME_RUNS} replays in "
                         "fresh processes, and print the max after that beside the max of the run (default: on)")
@@ -521,10 +527,12 @@ def _run_command(args: argparse.Namespace) -> int:
     # whichever compile or mask is running, in either engine.
     gc.freeze()
     out = run_maskbench(entries, tokenizer, others=others, schema_timeout_s=args.schema_timeout,
-                        progress=not args.quiet, property_order=args.property_order)
+                        progress=not args.quiet, property_order=args.property_order, passes=args.passes)
     summary = summarize(out, tokenizer_path=str(tok_path), sample=args.sample, seed=args.seed, splits=args.split)
+    summary["order"] = "each engine in its own pass" if args.passes else "engines taking turns schema by schema"
     if args.retime:
-        retimed = retime_slowest(out, entries, tokenizer_path=str(tok_path), property_order=args.property_order)
+        retimed = retime_slowest(out, entries, tokenizer_path=str(tok_path), property_order=args.property_order,
+                                 passes=args.passes)
         for key, engine in summary["engines"].items():
             engine["mask_us_retimed"] = retimed.get(key)
     print_report(summary)

@@ -35,7 +35,7 @@ from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 # In the README's order (the table of counts), so reports list splits the same way.
 SPLITS: tuple[str, ...] = (
@@ -355,6 +355,7 @@ def run_maskbench(
     schema_timeout_s: float = 120.0,
     progress: bool = True,
     property_order: str = "schema",
+    passes: bool = False,
 ) -> dict[str, list[SchemaResult]]:
     """Run every schema of `entries` through tokensieve and each engine of `others`.
 
@@ -366,6 +367,10 @@ def run_maskbench(
         schema_timeout_s: wall time one engine may spend on one schema (checked between tokens).
         progress: draw the progress line on stderr.
         property_order: passed to `Grammar.json_schema` (`"schema"` or `"any"`).
+        passes: each engine runs every schema in a pass of its own, one engine after the
+            other (as a server runs one engine), instead of the engines taking turns schema by
+            schema (which lets a drift in the machine's load hit them alike, but makes each
+            engine start every schema with the other's code and data in the CPU's caches).
 
     Returns:
         {"ours": [...], key: [...] for each other engine}: results in `entries` order.
@@ -373,15 +378,23 @@ def run_maskbench(
     engines = [("ours", OursEngine(tokenizer, property_order=property_order))] + [(e.key, e) for e in others]
     out: dict[str, list[SchemaResult]] = {key: [] for key, _ in engines}
     passed = {key: 0 for key, _ in engines}
-    bar = Progress(len(entries), enabled=progress)
-    for n, entry in enumerate(entries, 1):
-        record = entry.record()
-        tests = [(bool(t["valid"]), tokenizer.encode(instance_text(t["data"]))) for t in record.get("tests", [])]
-        for key, engine in engines:
-            result = engine.run(entry, record, tests, schema_timeout_s)
-            out[key].append(result)
-            passed[key] += result.passed
-        bar.update(n, passed, entry.id)
+    def schemas() -> Iterator[tuple[Entry, dict[str, Any], list[tuple[bool, list[int]]]]]:
+        for entry in entries:
+            record = entry.record()
+            yield entry, record, [(bool(t["valid"]), tokenizer.encode(instance_text(t["data"])))
+                                  for t in record.get("tests", [])]
+
+    rounds = [engines[i : i + 1] for i in range(len(engines))] if passes else [engines]
+    bar = Progress(len(entries) * len(rounds), enabled=progress)
+    done = 0
+    for round_engines in rounds:
+        for entry, record, tests in schemas():
+            for key, engine in round_engines:
+                result = engine.run(entry, record, tests, schema_timeout_s)
+                out[key].append(result)
+                passed[key] += result.passed
+            done += 1
+            bar.update(done, passed, entry.id)
     return out
 
 
