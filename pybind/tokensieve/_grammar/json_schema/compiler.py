@@ -554,20 +554,28 @@ def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple
     return values
 
 
+def _value_key(value: Any) -> Any:
+    """A JSON scalar as a set member, equal to another's exactly when `_json_equal` says so (1
+    and 1.0 are one member, `true` and 1 two); None for an array, an object or a non-finite
+    number."""
+    kind = type(value)
+    if kind is str:
+        return ("s", value)
+    if kind is bool or value is None:
+        return ("b", value)
+    if (kind is int or kind is float) and math.isfinite(value):
+        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0): one member
+    return None
+
+
 def _value_keys(values: list[Any]) -> set[Any] | None:
-    """JSON scalars as set members equal exactly when `_json_equal` says so (1 and 1.0 are one
-    member, `true` and 1 two); None when one is not a scalar or is NaN."""
+    """The `_value_key`s of JSON scalars; None when one is not a scalar or not finite."""
     keys: set[Any] = set()
     for value in values:
-        kind = type(value)
-        if kind is str:
-            keys.add(("s", value))
-        elif kind is bool or value is None:
-            keys.add(("b", value))
-        elif (kind is int or kind is float) and value == value:
-            keys.add(("n", value))  # 1 == 1.0 and hash(1) == hash(1.0): one member
-        else:
+        key = _value_key(value)
+        if key is None:
             return None
+        keys.add(key)
     return keys
 
 
@@ -2959,14 +2967,26 @@ class _Compiler:
         else:
             return NotImplemented
         domain: list[Any] = []
+        seen: set[Any] = set()  # the scalars' `_value_key`s: 865 names were 374,000 comparisons
+        top = 0  # the largest set size
         try:
             for value in candidates:
-                if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
-                    domain.append(value)
+                if not self.checker.valid(value, rest, where):
+                    continue
+                key = _value_key(value)
+                if key is None:
+                    if any(_json_equal(value, v) for v in domain):
+                        continue
+                elif key in seen:
+                    continue
+                else:
+                    seen.add(key)
+                domain.append(value)
+                top = len(domain) if cap is None else min(cap, len(domain))
+                if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+                    # Too many already (the rest could only add sets, or be undecidable).
+                    return NotImplemented
         except Undecidable:
-            return NotImplemented
-        top = len(domain) if cap is None else min(cap, len(domain))
-        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
             return NotImplemented
         subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
         return [self.value_syms(v, where) for v in domain], subsets
