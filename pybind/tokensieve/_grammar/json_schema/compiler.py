@@ -2468,7 +2468,7 @@ class _Compiler:
             high = None
         top = max(low, 1) if high is None else high
         name = pointer or "/"
-        if (n + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+        if sum(min(top, i) + 1 for i in range(n + 1)) > OBJECT_STATE_COUNT_MAX:  # the states (i, c <= i) built below
             raise self.fail(
                 f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
                 "loosen the bounds",
