@@ -6,6 +6,8 @@
   the types of their scalars (1, 1.0 and true differ), at any depth, and cycles have none.
 - The collector paused while a front-end translates: back on afterwards (also after an error,
   and with nested translations), and left off when the caller had turned it off.
+- JSON Schema value lists: the values common to two lists, by set keys, against comparing
+  every pair with `_json_equal`.
 """
 
 from __future__ import annotations
@@ -155,3 +157,20 @@ def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[
                 expected.add(rule.lhs)
                 changed = True
     assert productive_nonterminals(ir) == [i in expected for i in range(n)]
+
+
+_listed = st.lists(
+    st.one_of(
+        st.sampled_from([0, 1, 1.0, 0.0, -0.0, True, False, None, "", "a", "1", float("inf"), float("nan"), 2.5]),
+        st.lists(st.sampled_from([1, 1.0, True, "a"]), max_size=2),
+        st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from([1, 1.0, None]), max_size=2),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_listed, _listed)
+def test_common_values_are_the_pairwise_json_equal_ones(va: list[Any], vb: list[Any]) -> None:
+    expected = [v for v in va if any(schema_compiler._json_equal(v, w) for w in vb)]
+    assert schema_compiler._common_values(va, vb) == expected

@@ -245,6 +245,28 @@ def test_multiple_of_regex_matches_arithmetic(multiple: float, whole: int, fract
     assert bool(re.fullmatch(rx, text)) == expected, (multiple, text)
 
 
+@pytest.mark.parametrize("multiple", [29, 33, 49, 51, 77, 232, 0.29, 1.01, 0.00037])
+def test_multiple_of_refused_unbuilt_has_too_many_states(multiple: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multiple whose factor coprime to 10 is above MULTIPLE_STATE_COUNT_MAX is refused before
+    its automaton is built; built (the bound lifted), its minimized automaton is over the bound."""
+    from tokensieve._grammar.json_schema import numbers
+
+    assert numbers.multiple_of_regex.__wrapped__(multiple) is None
+    counts = []
+    minimize = numbers._minimize
+
+    def counting(*args: Any) -> Any:
+        out = minimize(*args)
+        counts.append(len({q for pair in out[0] for q in pair}))
+        return out
+
+    monkeypatch.setattr(numbers, "_minimize", counting)
+    monkeypatch.setattr(numbers, "MULTIPLE_STATE_COUNT_MAX", 10**9)
+    monkeypatch.setattr(numbers, "MULTIPLE_REGEX_SIZE_MAX", 0)  # no state elimination: the count is what is asked
+    numbers.multiple_of_regex.__wrapped__(multiple)
+    assert counts and counts[0] > 24
+
+
 # ---- hypothesis: random small instances against a few schemas -------------------------------------
 
 JSON_VALUES = st.recursive(

@@ -43,8 +43,12 @@ def _minimize(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: set
             delta.setdefault(a, {})[ch] = b
         delta.setdefault(b, {})
     block = {q: int(q in accepting) for q in delta}
+    # Each state's moves in character order, once: a round then reads blocks only.
+    moves = {q: sorted(out.items()) for q, out in delta.items()}
+    labels = {q: tuple(ch for ch, _ in m) for q, m in moves.items()}
+    targets = {q: [t for _, t in m] for q, m in moves.items()}
     while True:
-        signatures = {q: (block[q], tuple(sorted((ch, block[t]) for ch, t in delta[q].items()))) for q in delta}
+        signatures = {q: (block[q], labels[q], tuple([block[t] for t in targets[q]])) for q in delta}
         numbering: dict[Any, int] = {}
         refined = {q: numbering.setdefault(sig, len(numbering)) for q, sig in signatures.items()}
         if len(numbering) == len(set(block.values())):
@@ -82,12 +86,16 @@ def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: se
         return f"(?:{x}|{y})"
 
     while states:
-        def cost(q: Any) -> int:
-            ins = sum(1 for (a, b) in labels if b == q and a != q)
-            outs = sum(1 for (a, b) in labels if a == q and b != q)
-            return ins * outs
-
-        q = min(states, key=cost)
+        # The state to eliminate: fewest (in-edges x out-edges), loops not counted.
+        ins_count = dict.fromkeys(states, 0)
+        outs_count = dict.fromkeys(states, 0)
+        for a, b in labels:
+            if a != b:
+                if b in ins_count:
+                    ins_count[b] += 1
+                if a in outs_count:
+                    outs_count[a] += 1
+        q = min(states, key=lambda s: ins_count[s] * outs_count[s])
         states.discard(q)
         loop = labels.pop((q, q), None)
         star = "" if loop is None else _group(loop) + "*"
@@ -99,28 +107,14 @@ def _dfa_regex(edges: dict[tuple[Any, Any], set[str]], start: Any, accepting: se
             del labels[(q, b)]
         for a, rin in ins:
             for b, rout in outs:
-                piece = _seq(rin) + star + _seq(rout)
+                # No label is a bare alternation (`union` groups what it joins): pieces concatenate as they are.
+                piece = rin + star + rout
                 labels[(a, b)] = union(labels.get((a, b)), piece)
                 if len(labels[(a, b)]) > size_max:
                     return None
         if sum(len(rx) for rx in labels.values()) > 8 * size_max:
             return None
     return labels.get((begin, end))
-
-
-def _seq(rx: str) -> str:
-    """`rx` made safe to concatenate (wrapped when it is a bare alternation)."""
-    depth = 0
-    for ch_i, ch in enumerate(rx):
-        if ch == "\\":
-            continue
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "|" and depth == 0 and (ch_i == 0 or rx[ch_i - 1] != "\\"):
-            return f"(?:{rx})"
-    return rx
 
 
 class _OverBudget(Exception):

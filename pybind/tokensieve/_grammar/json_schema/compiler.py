@@ -441,6 +441,16 @@ def _json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _common_values(va: list[Any], vb: list[Any]) -> list[Any]:
+    """The values of `va` that `_json_equal` one of `vb`, in order: by set keys when `vb` is
+    all finite scalars (`_value_keys`), pair by pair otherwise (two enums of 500 names were
+    250,000 comparisons)."""
+    keys = _value_keys(vb)
+    if keys is None:
+        return [v for v in va if any(_json_equal(v, w) for w in vb)]
+    return [v for v in va if _value_key(v) in keys]  # None (a container, inf) equals no scalar
+
+
 def _intersect_types(a: Sequence[str], b: Sequence[str]) -> list[str]:
     out = []
     for t in a:
@@ -480,7 +490,7 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
     if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
         return True
-    if "enum" in a and "enum" in b and not any(_json_equal(x, y) for x in a["enum"] for y in b["enum"]):
+    if "enum" in a and "enum" in b and not _common_values(a["enum"], b["enum"]):
         return True
     return False
 
@@ -554,20 +564,28 @@ def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple
     return values
 
 
+def _value_key(value: Any) -> Any:
+    """A JSON scalar as a set member, equal to another's exactly when `_json_equal` says so (1
+    and 1.0 are one member, `true` and 1 two); None for an array, an object or a non-finite
+    number."""
+    kind = type(value)
+    if kind is str:
+        return ("s", value)
+    if kind is bool or value is None:
+        return ("b", value)
+    if (kind is int or kind is float) and math.isfinite(value):
+        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0): one member
+    return None
+
+
 def _value_keys(values: list[Any]) -> set[Any] | None:
-    """JSON scalars as set members equal exactly when `_json_equal` says so (1 and 1.0 are one
-    member, `true` and 1 two); None when one is not a scalar or is NaN."""
+    """The `_value_key`s of JSON scalars; None when one is not a scalar or not finite."""
     keys: set[Any] = set()
     for value in values:
-        kind = type(value)
-        if kind is str:
-            keys.add(("s", value))
-        elif kind is bool or value is None:
-            keys.add(("b", value))
-        elif (kind is int or kind is float) and value == value:
-            keys.add(("n", value))  # 1 == 1.0 and hash(1) == hash(1.0): one member
-        else:
+        key = _value_key(value)
+        if key is None:
             return None
+        keys.add(key)
     return keys
 
 
@@ -1302,7 +1320,7 @@ class _Compiler:
                     _and(va[i] if i < len(va) else rest_a, vb[i] if i < len(vb) else rest_b) for i in range(n)
                 ]
             elif key == "enum":
-                out[key] = [v for v in va if any(_json_equal(v, w) for w in vb)]
+                out[key] = _common_values(va, vb)
             elif key in ("anyOf", "oneOf"):
                 if len(va) * len(vb) > ANY_OF_PRODUCT_MAX:
                     raise self.fail(
@@ -1632,7 +1650,7 @@ class _Compiler:
             return False
         for key in set(a.get("required", [])) & set(b.get("required", [])):
             va, vb = _literals(a.get("properties", {}).get(key)), _literals(b.get("properties", {}).get(key))
-            if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+            if va is not None and vb is not None and not _common_values(va, vb):
                 return True
         for x, y in ((a, b), (b, a)):
             for key in x.get("required", []):
@@ -2450,7 +2468,7 @@ class _Compiler:
             high = None
         top = max(low, 1) if high is None else high
         name = pointer or "/"
-        if (n + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
+        if sum(min(top, i) + 1 for i in range(n + 1)) > OBJECT_STATE_COUNT_MAX:  # the states (i, c <= i) built below
             raise self.fail(
                 f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
                 "loosen the bounds",
@@ -2482,7 +2500,9 @@ class _Compiler:
         suffix[n] = suffix_ids.setdefault((low, high, top, unit), len(suffix_ids))
         for i in range(n - 1, -1, -1):
             suffix[i] = suffix_ids.setdefault((members[i], suffix[i + 1]), len(suffix_ids))
-        for c in range(top + 1):
+        # Only c <= i is reachable at state (i, c) (c counts members before i): a bound of
+        # 10,000 over a few members made 10,000 tails of 10,000 repeats (MaskBench tokenlist).
+        for c in range(min(top, n) + 1):
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = tail(c)
 
@@ -2504,7 +2524,7 @@ class _Compiler:
             first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
             later = [comma, key_sym, colon, value_sym]
             here = suffix[i]
-            for c in range(top + 1):
+            for c in range(min(top, i) + 1):
                 state = (here, c)
                 if state in table:
                     continue
@@ -2959,14 +2979,26 @@ class _Compiler:
         else:
             return NotImplemented
         domain: list[Any] = []
+        seen: set[Any] = set()  # the scalars' `_value_key`s: 865 names were 374,000 comparisons
+        top = 0  # the largest set size
         try:
             for value in candidates:
-                if self.checker.valid(value, rest, where) and not any(_json_equal(value, v) for v in domain):
-                    domain.append(value)
+                if not self.checker.valid(value, rest, where):
+                    continue
+                key = _value_key(value)
+                if key is None:
+                    if any(_json_equal(value, v) for v in domain):
+                        continue
+                elif key in seen:
+                    continue
+                else:
+                    seen.add(key)
+                domain.append(value)
+                top = len(domain) if cap is None else min(cap, len(domain))
+                if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
+                    # Too many already (the rest could only add sets, or be undecidable).
+                    return NotImplemented
         except Undecidable:
-            return NotImplemented
-        top = len(domain) if cap is None else min(cap, len(domain))
-        if sum(math.comb(len(domain), k) for k in range(top + 1)) > UNIQUE_STATE_COUNT_MAX:
             return NotImplemented
         subsets = [sum(1 << i for i in c) for k in range(top, -1, -1) for c in itertools.combinations(range(len(domain)), k)]
         return [self.value_syms(v, where) for v in domain], subsets

@@ -105,6 +105,8 @@ class InstanceChecker:
         self.compiled: dict[str, re.Pattern[str]] = {}
         self.bodies: dict[str, str] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
+        # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
+        self.string_checks: dict[int, tuple[Any, Callable[[str], bool]]] = {}
 
     def valid(self, value: Any, schema: Any, pointer: str = "") -> bool:
         """Whether `value` is valid under `schema`.
@@ -116,9 +118,8 @@ class InstanceChecker:
 
     def valid_values(self, values: list[Any], schema: Any, pointer: str = "") -> list[Any]:
         """The values valid under `schema`, in order: `valid` on each, with a string checked by
-        its type and string keywords alone (`_string`) when the schema has no keyword that could apply to
-        it otherwise (an enum of 238 names beside a `pattern`, for each of 238 patterns, is
-        56,000 checks: MaskBench service-schema).
+        its type and string keywords alone (`_string_check`) when the schema has no keyword that
+        could apply to it otherwise.
 
         Raises:
             Undecidable: as `valid`.
@@ -127,10 +128,18 @@ class InstanceChecker:
             return [v for v in values if self._valid(v, schema, pointer, 0)]
         types = schema.get("type")
         strings = types is None or "string" in (types if isinstance(types, list) else [types])
-        return [
-            v for v in values
-            if (strings and self._string(v, schema) if type(v) is str else self._valid(v, schema, pointer, 0))
-        ]
+        out = []
+        string: Callable[[str], bool] | None = None  # made at the first string (it may raise)
+        for v in values:
+            if type(v) is not str:
+                if self._valid(v, schema, pointer, 0):
+                    out.append(v)
+            elif strings:
+                if string is None:
+                    string = self._string_check(schema)
+                if string(v):
+                    out.append(v)
+        return out
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -240,16 +249,56 @@ class InstanceChecker:
         return True
 
     def _string(self, value: str, schema: dict[str, Any]) -> bool:
-        length = len(value)
-        if length < _size_bound(schema, "minLength", 0) or length > _size_bound(schema, "maxLength", math.inf):
-            return False
+        return self._string_check(schema)(value)
+
+    def _string_check(self, schema: dict[str, Any]) -> Callable[[str], bool]:
+        """The string keywords of `schema` (length bounds, `pattern`s, `format`, excluded
+        bodies) as one check of a string, made once per schema: an enum of 238 names beside
+        each of 238 patterns is 56,000 checks (MaskBench service-schema).
+
+        A regex that cannot be had (a pattern the translation refuses, a body Python cannot
+        compile) raises `Undecidable` when a value reaches it, in keyword order, as a check
+        reading the keywords one by one would; ill-typed bounds raise when the check is made.
+        """
+        known = self.string_checks.get(id(schema))
+        if known is not None:
+            return known[1]
+        low, high = _size_bound(schema, "minLength", 0), _size_bound(schema, "maxLength", math.inf)
         patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
-        if not all(self.pattern_matches(p, value) for p in patterns):
-            return False
+        musts = [self._regex_or_reason(self._pattern_body, p) for p in patterns]
         fmt = schema.get("format")
-        if fmt in self.format_regexes and not self.body_matches(self.format_regexes[fmt], value):
-            return False
-        return not any(self.body_matches(body, value) for body in schema.get("_not_bodies", ()))
+        if fmt in self.format_regexes:
+            musts.append(self._regex_or_reason(str, self.format_regexes[fmt]))
+        nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
+        escaped = self.escaped
+
+        def check(value: str) -> bool:
+            if not low <= len(value) <= high:
+                return False
+            body = escaped.get(value)
+            if body is None:
+                body = escaped[value] = json.dumps(value, ensure_ascii=False)[1:-1]
+            for regex in musts:
+                if type(regex) is str:
+                    raise Undecidable(regex)
+                if regex.fullmatch(body) is None:
+                    return False
+            for regex in nots:
+                if type(regex) is str:
+                    raise Undecidable(regex)
+                if regex.fullmatch(body) is not None:
+                    return False
+            return True
+
+        self.string_checks[id(schema)] = (schema, check)
+        return check
+
+    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | str:
+        """`_regex(body_of(text))`, or why it cannot be had (the message of its Undecidable)."""
+        try:
+            return self._regex(body_of(text))
+        except Undecidable as err:
+            return str(err)
 
     def _array(self, value: list[Any], schema: dict[str, Any], pointer: str, d: int) -> bool:
         if len(value) < _size_bound(schema, "minItems", 0) or len(value) > _size_bound(schema, "maxItems", math.inf):

@@ -308,6 +308,16 @@ def multiple_of_regex(multiple: int | float) -> str | None:
     j = max(0, -exponent) if isinstance(exponent, int) else 0
     if c > 1000 or j > 12:
         return None
+    coprime = c  # c's factor coprime to 10
+    for prime in (2, 5):
+        while coprime % prime == 0:
+            coprime //= prime
+    if coprime > MULTIPLE_STATE_COUNT_MAX:
+        # The minimized automaton has a state per remainder mod `coprime` of the integer part
+        # (10 is invertible mod it: some digits make one remainder a multiple and not another):
+        # too many, known before building and minimizing thousands of states (MaskBench
+        # allany11's 561 cost 26 ms).
+        return None
     # States: "S" start, "Z" integer part 0, ("i", r) integer part ≡ r, ("d", r) after '.',
     # ("f", r, k) k fraction digits read, ("z", r) past j fraction digits (zeros only).
     edges: dict[tuple[Any, Any], set[str]] = {}
