@@ -2,7 +2,8 @@
 
 A shortened `tokensieve bench leak` (which runs 20,000 cycles; figures in docs/runtime.md):
 1,500 cycles over a rotating set of 150 MaskBench schemas in one core instance. After warm-up
-(one pass over the set) the core's live bytes must come back to the same figure after each
+(two passes over the set: the instance's pattern cache keeps a pattern on its second sight,
+docs/lexer.md) the core's live bytes must come back to the same figure after each
 pass and the linear memory must not grow at all; the process's RSS may move by a few MB
 (Python's allocator and wasmtime's code cache), at most 5%.
 

@@ -18,6 +18,7 @@ const builtin = @import("builtin");
 const matcher_mod = @import("matcher.zig");
 const trie_mod = @import("trie.zig");
 const ir_reader = @import("ir_reader.zig");
+const PatternCache = @import("pattern_cache.zig").PatternCache;
 const handles = @import("handles.zig");
 const limit_error = @import("limits.zig");
 const HandleTable = handles.HandleTable;
@@ -168,6 +169,10 @@ fn failMatcher(m: *const Matcher) i32 {
 var tokenizers: HandleTable(Tokenizer) = .{};
 var grammars: HandleTable(Grammar) = .{};
 var matchers: HandleTable(Matcher) = .{};
+/// The instance's parsed patterns, shared by the grammars it compiles (bounded; see
+/// `pattern_cache.zig`).
+var pattern_cache: PatternCache = .{};
+var pattern_cache_enabled: bool = true;
 
 fn failHandles(comptime what: []const u8, err: handles.Error) i32 {
     return switch (err) {
@@ -330,7 +335,7 @@ export fn ts_grammar_new_ir(words_ptr: u32, word_count: u32, limits_ptr: u32, li
     }
     var diag: ir_reader.CompileDiagnostic = .{};
     limit_error.hit = .none;
-    const grammar = Grammar.create(gpa, words, limits, &diag) catch |err| return switch (err) {
+    const grammar = Grammar.create(gpa, words, limits, if (pattern_cache_enabled) &pattern_cache else null, &diag) catch |err| return switch (err) {
         error.Syntax => failLexeme(diag.lexeme, @intCast(diag.regex.position), diag.regex.message),
         error.BadIr => if (diag.lexeme) |l|
             failLexeme(l, -1, diag.message)
@@ -708,6 +713,16 @@ export fn ts_debug_clamp(on: i32) i32 {
     return @intFromBool(previous);
 }
 
+/// Grammars compiled afterwards share parsed patterns through the instance's cache (`on` ≠ 0,
+/// the default) or parse every pattern themselves (0, which also empties the cache): tests
+/// compare the two. Returns how many patterns the cache has supplied so far (saturating).
+export fn ts_debug_pattern_cache(on: i32) i32 {
+    const hits = pattern_cache.hits;
+    pattern_cache_enabled = on != 0;
+    if (!pattern_cache_enabled) pattern_cache.clear(gpa);
+    return @intCast(@min(hits, std.math.maxInt(i32)));
+}
+
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.
 export fn ts_debug_trap() i32 {
     @trap();
@@ -715,6 +730,7 @@ export fn ts_debug_trap() i32 {
 
 test {
     _ = @import("regex.zig");
+    _ = @import("pattern_cache.zig");
     _ = @import("regex_syntax.zig");
     _ = @import("lexer.zig");
     _ = @import("trie.zig");

@@ -39,6 +39,7 @@ const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
 const regex_syntax = @import("regex_syntax.zig");
+const PatternCache = @import("pattern_cache.zig").PatternCache;
 const earley = @import("earley.zig");
 const TokenId = @import("trie.zig").TokenId;
 const Cfg = earley.Cfg;
@@ -156,6 +157,8 @@ fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
 /// outlive the compile; failed parses are not kept (they end the compile).
 const ParseMemo = struct {
     by_flags: [4]std.StringHashMapUnmanaged(regex.ExprId) = @splat(.empty),
+    /// The instance's patterns of earlier grammars (`pattern_cache.zig`), if any.
+    shared: ?*PatternCache = null,
 
     fn deinit(self: *ParseMemo, gpa: Allocator) void {
         for (&self.by_flags) |*map| map.deinit(gpa);
@@ -164,7 +167,12 @@ const ParseMemo = struct {
     fn parse(self: *ParseMemo, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags, diag: *regex_syntax.Diagnostic) CompileError!regex.ExprId {
         const map = &self.by_flags[@as(usize, @intFromBool(flags.dot_all)) * 2 + @intFromBool(flags.case_insensitive)];
         if (map.get(pattern)) |id| return id;
-        const id = try regex_syntax.parse(exprs, pattern, flags, diag);
+        const id = if (self.shared) |shared| blk: {
+            if (try shared.lookup(exprs, pattern, flags)) |id| break :blk id;
+            const id = try regex_syntax.parse(exprs, pattern, flags, diag);
+            shared.offer(exprs.gpa, exprs, pattern, flags, id);
+            break :blk id;
+        } else try regex_syntax.parse(exprs, pattern, flags, diag);
         try map.put(exprs.gpa, pattern, id);
         return id;
     }
@@ -286,13 +294,19 @@ fn mergeAlternatives(
 /// Reads and checks the IR `words`, building its lexemes' expressions in `exprs`. On
 /// `error.BadIr` and `error.Syntax`, `diag` says what and where.
 pub fn compile(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, diag: *CompileDiagnostic) CompileError!Compiled {
+    return compileShared(gpa, exprs, words, null, diag);
+}
+
+/// `compile`, parsing the lexemes' patterns through `shared` (the instance's pattern cache)
+/// when given: the same terms, built from recipes where a pattern was met before.
+pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, shared: ?*PatternCache, diag: *CompileDiagnostic) CompileError!Compiled {
     // What a failed read (`Reader`) means; every other check sets its own message.
     diag.message = "the IR ends early (truncated, or a length or count runs past its end)";
     var r: Reader = .{ .words = words };
     const header = try readHeader(&r, diag);
     var lexemes = try Lexemes.init(gpa, header.lexeme_count, header.flags.has_skip);
     defer lexemes.deinitScratch(gpa);
-    var memo: ParseMemo = .{};
+    var memo: ParseMemo = .{ .shared = shared };
     defer memo.deinit(gpa);
     errdefer lexemes.deinitResult(gpa);
     if (header.flags.has_skip) {

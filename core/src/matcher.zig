@@ -26,6 +26,7 @@ const lexer_mod = @import("lexer.zig");
 const trie_mod = @import("trie.zig");
 const earley = @import("earley.zig");
 const ir_reader = @import("ir_reader.zig");
+const PatternCache = @import("pattern_cache.zig").PatternCache;
 const slicer = @import("slicer.zig");
 const Position = earley.Position;
 const Lexer = lexer_mod.Lexer;
@@ -167,11 +168,13 @@ pub const Grammar = struct {
     clamped_states: regex.IntMap(u64, StateId),
     limits: Limits,
 
-    /// Compiles a grammar IR (see docs/grammar_ir.md).
+    /// Compiles a grammar IR (see docs/grammar_ir.md), its patterns through `patterns` (the
+    /// instance's cache of earlier grammars' patterns, `pattern_cache.zig`) when given.
     pub fn create(
         gpa: Allocator,
         words: []const u32,
         limits: Limits,
+        patterns: ?*PatternCache,
         diag: *ir_reader.CompileDiagnostic,
     ) ir_reader.CompileError!*Grammar {
         const self = try gpa.create(Grammar);
@@ -181,7 +184,7 @@ pub const Grammar = struct {
         self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
         errdefer self.exprs.deinit();
         self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
-        self.compiled = try ir_reader.compile(gpa, &self.exprs, words, diag);
+        self.compiled = try ir_reader.compileShared(gpa, &self.exprs, words, patterns, diag);
         errdefer self.compiled.deinit(gpa);
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
             .state_count_max = limits.state_count_max,
@@ -1181,7 +1184,7 @@ const TestSetup = struct {
     fn initTokenizer(gpa: Allocator, tokenizer: *Tokenizer, words: []const u32) !TestSetup {
         errdefer tokenizer.release(gpa);
         var diag: ir_reader.CompileDiagnostic = .{};
-        const grammar = try Grammar.create(gpa, words, .{}, &diag);
+        const grammar = try Grammar.create(gpa, words, .{}, null, &diag);
         errdefer grammar.release(gpa);
         const matcher = try Matcher.create(gpa, tokenizer, grammar);
         return .{ .tokenizer = tokenizer, .grammar = grammar, .matcher = matcher };

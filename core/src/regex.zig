@@ -1567,6 +1567,86 @@ pub const ExprSet = struct {
     }
 
     /// Every byte set that occurs in the set, for alphabet compression.
+    /// Is argument `i` of a node tagged `t` a child term (else a bitmap word or a bound)?
+    fn isChildArg(t: Tag, i: usize) bool {
+        return switch (t) {
+            .nothing, .epsilon, .byte_set => false,
+            .concat, .alt, .and_ => true,
+            .repeat, .not_ => i == 0,
+        };
+    }
+
+    /// Appends the term `e` to `recipe` as a list of nodes that `importTerm` rebuilds in
+    /// another set (`pattern_cache.zig`): post-order, each node its header word, its argument
+    /// count and its arguments, a child given as its node's position in the list. Only `e`'s
+    /// own subterms go in. An explicit stack (terms nest as deep as a long literal).
+    pub fn exportTerm(self: *const ExprSet, gpa: Allocator, e: ExprId, recipe: *std.ArrayList(u32)) Allocator.Error!void {
+        var position: IntMap(u32, u32) = .empty; // a term's node position
+        defer position.deinit(gpa);
+        var stack: std.ArrayList(u32) = .empty;
+        defer stack.deinit(gpa);
+        try stack.append(gpa, e.index());
+        var node_count: u32 = 0;
+        while (stack.items.len > 0) {
+            const id = stack.items[stack.items.len - 1];
+            if (position.contains(id)) {
+                _ = stack.pop();
+                continue;
+            }
+            const run = self.runOf(id);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+            var waiting = false;
+            for (run[1..], 0..) |arg, i| {
+                if (isChildArg(t, i) and !position.contains(arg)) {
+                    try stack.append(gpa, arg);
+                    waiting = true;
+                }
+            }
+            if (waiting) continue;
+            _ = stack.pop();
+            try recipe.ensureUnusedCapacity(gpa, run.len + 1);
+            recipe.appendAssumeCapacity(run[0]);
+            recipe.appendAssumeCapacity(@intCast(run.len - 1));
+            for (run[1..], 0..) |arg, i| recipe.appendAssumeCapacity(if (isChildArg(t, i)) position.get(arg).? else arg);
+            try position.put(gpa, id, node_count);
+            node_count += 1;
+        }
+    }
+
+    /// The term a recipe of `exportTerm` describes, interned in this set: the same term the
+    /// smart constructors would have built here, since every normal-form rule but the order
+    /// of alternation and intersection members is independent of ids, and those are sorted
+    /// again. One unit of fuel a node.
+    pub fn importTerm(self: *ExprSet, recipe: []const u32) Error!ExprId {
+        assert(recipe.len >= 2);
+        var ids: std.ArrayList(u32) = .empty; // a node position's term in this set
+        defer ids.deinit(self.gpa);
+        const base = self.scratch.items.len;
+        defer self.scratch.shrinkRetainingCapacity(base);
+        var at: usize = 0;
+        while (at < recipe.len) {
+            const header = recipe[at];
+            const node_args = recipe[at + 2 ..][0..recipe[at + 1]];
+            at += 2 + node_args.len;
+            try self.spend(1);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(header))));
+            self.scratch.shrinkRetainingCapacity(base);
+            try self.scratch.ensureUnusedCapacity(self.gpa, node_args.len + 1);
+            self.scratch.appendAssumeCapacity(header);
+            for (node_args, 0..) |arg, i| self.scratch.appendAssumeCapacity(if (isChildArg(t, i)) ids.items[arg] else arg);
+            const run = self.scratch.items[base..];
+            if (t == .alt or t == .and_) std.mem.sortUnstable(u32, run[1..], {}, std.sort.asc(u32));
+            const id: ExprId = switch (t) {
+                .nothing => .nothing,
+                .epsilon => .epsilon,
+                else => try self.intern(run),
+            };
+            try ids.append(self.gpa, id.index());
+        }
+        assert(at == recipe.len);
+        return @fromBackingInt(@intCast(ids.items[ids.items.len - 1]));
+    }
+
     pub fn forEachByteSet(self: *const ExprSet, context: anytype, comptime visit: fn (@TypeOf(context), ByteSet) void) void {
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {

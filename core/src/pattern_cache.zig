@@ -1,0 +1,241 @@
+//! Parsed patterns shared between the grammars of one core instance.
+//!
+//! Every grammar has its own expression set (`regex.ExprSet`): its terms, derivatives and lazy
+//! DFA live and die with it. But the same pattern texts come back in grammar after grammar — a
+//! JSON Schema's string, number and integer lexemes, its formats — and parsing them is most of
+//! a median MaskBench compile's core work (the JSON string alone is a UTF-8 class and a dozen
+//! `\u` escapes: about a third). So the instance keeps, per pattern text and flags, a *recipe*
+//! of the term it parsed to (`ExprSet.exportTerm`: its nodes in post-order, children by
+//! position), and a grammar that meets the text again rebuilds the term from the recipe
+//! (`ExprSet.importTerm`: one intern a node, no parsing, no UTF-8 splitting).
+//!
+//! Invariants and bounds:
+//! - A recipe holds only the term's own nodes, so the rebuilt term is the one parsing would
+//!   have built (see `importTerm`), and the grammar's set gets no other terms: its byte
+//!   classes are those of its own lexemes.
+//! - A text is kept on its second sight: a pattern met once (a property's own `pattern`)
+//!   costs one hash insertion, not an export.
+//! - Memory is bounded by `bytes_max` (texts, recipes and both tables); past it the cache is
+//!   emptied and starts over. The seen-once table is emptied past `seen_count_max` entries.
+//! - It is per instance (a global of the module, `abi.zig`); nothing in it refers to a
+//!   grammar, so freeing grammars never touches it. Failures to remember (out of memory) are
+//!   ignored: the cache only ever saves work.
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Allocator = std.mem.Allocator;
+const regex = @import("regex.zig");
+const regex_syntax = @import("regex_syntax.zig");
+
+/// The cache's memory bound. The 150 MaskBench schemas of the leak test keep 1.7 MB (with
+/// the tables' growth by doubling): at 1 MiB the cache emptied and refilled every pass.
+pub const default_bytes_max: usize = 2 << 20;
+/// Texts seen once that are remembered (by hash, 16 bytes each in the table).
+pub const seen_count_max: u32 = 8192;
+
+pub const PatternCache = struct {
+    entries: regex.IntMap(u64, Entry) = .empty,
+    seen: regex.IntMap(u64, void) = .empty,
+    texts: std.ArrayList(u8) = .empty,
+    recipes: std.ArrayList(u32) = .empty,
+    bytes_max: usize = default_bytes_max,
+    /// Lookups answered from the cache, texts remembered, and times it started over (tests,
+    /// measurements).
+    hits: u64 = 0,
+    stored: u64 = 0,
+    clears: u64 = 0,
+
+    const Entry = struct {
+        flags: u8,
+        text_start: u32,
+        text_len: u32,
+        recipe_start: u32,
+        recipe_len: u32,
+    };
+
+    pub fn deinit(self: *PatternCache, gpa: Allocator) void {
+        self.entries.deinit(gpa);
+        self.seen.deinit(gpa);
+        self.texts.deinit(gpa);
+        self.recipes.deinit(gpa);
+        self.* = undefined;
+    }
+
+    /// Forget everything, and give the memory back.
+    pub fn clear(self: *PatternCache, gpa: Allocator) void {
+        self.clears += 1;
+        self.entries.clearAndFree(gpa);
+        self.seen.clearAndFree(gpa);
+        self.texts.clearAndFree(gpa);
+        self.recipes.clearAndFree(gpa);
+    }
+
+    /// Bytes the cache holds now (what `bytes_max` bounds).
+    pub fn sizeBytes(self: *const PatternCache) usize {
+        return self.texts.capacity + 4 * self.recipes.capacity +
+            (@sizeOf(u64) + @sizeOf(Entry) + 1) * self.entries.capacity() +
+            (@sizeOf(u64) + 1) * self.seen.capacity();
+    }
+
+    /// The term `pattern` with `flags` parses to, built in `exprs` from its recipe if the
+    /// cache has one; null otherwise.
+    pub fn lookup(self: *PatternCache, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags) regex.Error!?regex.ExprId {
+        const entry = self.entries.get(key(pattern, flags)) orelse return null;
+        if (entry.flags != flagsByte(flags)) return null;
+        if (!std.mem.eql(u8, self.texts.items[entry.text_start..][0..entry.text_len], pattern)) return null;
+        self.hits += 1;
+        return try exprs.importTerm(self.recipes.items[entry.recipe_start..][0..entry.recipe_len]);
+    }
+
+    /// `pattern` with `flags` was parsed into `exprs` as `e`: remember its recipe if the text
+    /// was seen before, else note that it was seen.
+    pub fn offer(self: *PatternCache, gpa: Allocator, exprs: *const regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags, e: regex.ExprId) void {
+        const k = key(pattern, flags);
+        if (self.seen.fetchRemove(k) == null) {
+            if (self.seen.count() >= seen_count_max) self.seen.clearRetainingCapacity();
+            self.seen.put(gpa, k, {}) catch {};
+            return;
+        }
+        if (self.entries.contains(k)) return; // another text with the same hash: keep the first
+        self.store(gpa, exprs, pattern, flags, e, k) catch {
+            self.clear(gpa);
+        };
+    }
+
+    fn store(self: *PatternCache, gpa: Allocator, exprs: *const regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags, e: regex.ExprId, k: u64) Allocator.Error!void {
+        var recipe: std.ArrayList(u32) = .empty;
+        defer recipe.deinit(gpa);
+        try exprs.exportTerm(gpa, e, &recipe);
+        const needed = 4 * recipe.items.len + pattern.len + 64;
+        if (needed > self.bytes_max / 64) return; // one term would crowd out many others
+        if (self.sizeBytes() + needed > self.bytes_max) self.clear(gpa);
+        const recipe_start = self.recipes.items.len;
+        try self.recipes.appendSlice(gpa, recipe.items);
+        errdefer self.recipes.shrinkRetainingCapacity(recipe_start);
+        try self.add(gpa, pattern, flags, k, recipe_start, recipe.items.len);
+        // Growth by doubling may have passed the bound: start over rather than exceed it.
+        if (self.sizeBytes() > self.bytes_max) self.clear(gpa);
+    }
+
+    fn add(self: *PatternCache, gpa: Allocator, pattern: []const u8, flags: regex_syntax.Flags, k: u64, recipe_start: usize, recipe_len: usize) Allocator.Error!void {
+        const text_start = self.texts.items.len;
+        try self.texts.appendSlice(gpa, pattern);
+        errdefer self.texts.shrinkRetainingCapacity(text_start);
+        try self.entries.put(gpa, k, .{
+            .flags = flagsByte(flags),
+            .text_start = @intCast(text_start),
+            .text_len = @intCast(pattern.len),
+            .recipe_start = @intCast(recipe_start),
+            .recipe_len = @intCast(recipe_len),
+        });
+        self.stored += 1;
+    }
+
+    fn flagsByte(flags: regex_syntax.Flags) u8 {
+        return @as(u8, @intFromBool(flags.dot_all)) | @as(u8, @intFromBool(flags.case_insensitive)) << 1;
+    }
+
+    /// The text's hash with its flags: eight bytes a round of the multiply-xorshift
+    /// `regex.hashWords` uses.
+    fn key(pattern: []const u8, flags: regex_syntax.Flags) u64 {
+        var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ (@as(u64, pattern.len) << 8 | flagsByte(flags));
+        var i: usize = 0;
+        while (i + 8 <= pattern.len) : (i += 8) {
+            h = (h ^ std.mem.readInt(u64, pattern[i..][0..8], .little)) *% 0xBF58_476D_1CE4_E5B9;
+            h ^= h >> 29;
+        }
+        var tail: u64 = 0;
+        for (pattern[i..], 0..) |b, j| tail |= @as(u64, b) << @intCast(8 * j);
+        h = (h ^ tail) *% 0xBF58_476D_1CE4_E5B9;
+        h ^= h >> 31;
+        h *%= 0x94D0_49BB_1331_11EB;
+        return h ^ (h >> 32);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+const test_patterns = [_][]const u8{
+    // A JSON string as the JSON Schema front-end writes it (UTF-8 class, escapes, \u ranges).
+    "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*\"",
+    "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
+    "[a-zA-Z_][a-zA-Z0-9_]{0,63}",
+    "(?:ab|ac|b)+c?",
+    "\\d{4}-\\d{2}-\\d{2}",
+    ".*foo.*",
+    "[\\u00e9\\u4e00-\\u9fff]+|x{3,}",
+    "true|false|null",
+};
+
+fn parseFresh(exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags) !regex.ExprId {
+    var diag: regex_syntax.Diagnostic = .{};
+    return regex_syntax.parse(exprs, pattern, flags, &diag);
+}
+
+test "pattern cache: a term rebuilt from its recipe is the term parsing builds, in a set with other ids" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    const flag_cases = [_]regex_syntax.Flags{ .{}, .{ .dot_all = true }, .{ .case_insensitive = true } };
+    for (flag_cases) |flags| {
+        // Two grammars' sets meet every pattern: the second sight stores it.
+        for (0..2) |_| {
+            var source = try regex.ExprSet.init(gpa, .{});
+            defer source.deinit();
+            for (test_patterns) |p| {
+                try std.testing.expectEqual(null, try cache.lookup(&source, p, flags));
+                cache.offer(gpa, &source, p, flags, try parseFresh(&source, p, flags));
+            }
+        }
+    }
+    const stored = cache.stored;
+    try std.testing.expectEqual(@as(u64, test_patterns.len * flag_cases.len), stored);
+    for (flag_cases) |flags| {
+        // A third set, whose ids are shifted by other terms first, and the reference: the
+        // same pattern parsed in that set.
+        var target = try regex.ExprSet.init(gpa, .{});
+        defer target.deinit();
+        _ = try parseFresh(&target, "[q-t]{2,5}(?:zz|y)*", .{});
+        for (test_patterns) |p| {
+            const rebuilt = (try cache.lookup(&target, p, flags)).?;
+            try std.testing.expectEqual(try parseFresh(&target, p, flags), rebuilt);
+        }
+    }
+    try std.testing.expectEqual(@as(u64, test_patterns.len * flag_cases.len), cache.hits);
+    // Flags are part of the key: `.` with and without dot_all are different terms.
+    var check = try regex.ExprSet.init(gpa, .{});
+    defer check.deinit();
+    const dot = (try cache.lookup(&check, ".*foo.*", .{})).?;
+    const dot_all = (try cache.lookup(&check, ".*foo.*", .{ .dot_all = true })).?;
+    try std.testing.expect(dot != dot_all);
+    try std.testing.expectEqual(null, try cache.lookup(&check, ".*fo.*", .{}));
+}
+
+test "pattern cache: memory stays within its bound, and what it answers stays right" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{ .bytes_max = 64 * 1024 };
+    defer cache.deinit(gpa);
+    var text_buffer: [64]u8 = undefined;
+    var round: u32 = 0;
+    while (round < 300) : (round += 1) {
+        // Distinct patterns (a counter in each), each met twice: the cache fills and starts over.
+        const p = try std.fmt.bufPrint(&text_buffer, "[a-f]{{1,{d}}}(?:x|y{d})*", .{ round % 97 + 1, round });
+        for (0..2) |_| {
+            var exprs = try regex.ExprSet.init(gpa, .{});
+            defer exprs.deinit();
+            if (try cache.lookup(&exprs, p, .{})) |rebuilt| {
+                try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), rebuilt);
+            } else {
+                cache.offer(gpa, &exprs, p, .{}, try parseFresh(&exprs, p, .{}));
+            }
+            try std.testing.expect(cache.sizeBytes() <= cache.bytes_max);
+        }
+        var exprs = try regex.ExprSet.init(gpa, .{});
+        defer exprs.deinit();
+        const rebuilt = (try cache.lookup(&exprs, p, .{})) orelse continue;
+        try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), rebuilt);
+    }
+    try std.testing.expect(cache.hits > 200);
+    try std.testing.expect(cache.clears > 0); // the bound was reached
+}
