@@ -1470,6 +1470,8 @@ test "masks with slices equal full trie walks, byte by byte" {
         .{ .pattern = "\"(?:[^\\s\"]+ ){0,5}[^\\s\"]+\"", .text = "\"a b\xe2\x82\xac e n a bb\"", .sliced = true, .family = .lead_space },
         // ECMA-262's `\S` and `\s`, as the JSON Schema front-end writes them.
         .{ .pattern = "(?:" ++ ecma_non_space ++ "+" ++ ecma_space ++ "+){0,4}" ++ ecma_non_space ++ "+\"", .text = "a\xe2\x82\xac b  e\xc2\xa0m -z_\"", .sliced = true, .family = .lead_space },
+        // The first word (no space may come first) and the last (no space may follow).
+        .{ .pattern = "\"" ++ ecma_non_space ++ "+(?:" ++ ecma_space ++ "+" ++ ecma_non_space ++ "+){0,2}\"", .text = "\"ab\xe2\x82\xac b\xc2\xa0m\"", .sliced = true, .family = .no_space },
     };
     // Twice: slices walked directly (the test vocabulary's rest tries are small), then every
     // slice through the walk cache, as large rest tries go.

@@ -72,12 +72,12 @@ pub const word_bound_bytes: u16 = 16;
 /// (`(?:\S+\s+){0,9}\S+` with `maxLength` 100, near the bound), and past 16 bytes of room the
 /// ≤32 and unbounded text slices rarely apply to them anyway.
 pub const lead_space_bound_bytes: u16 = 16;
-pub const slice_count_max = text_bounds_bytes.len + 3;
+pub const slice_count_max = text_bounds_bytes.len + 4;
 
 /// `lead_space`: text with no space but possibly its first byte (Llama-3: 121,654 tokens of
 /// at most 16 bytes, against 121,691 for the text family: tokens are words with their leading
-/// space). `no_space` (text without a space) is no slice's family: `lead_space` depths are
-/// computed from it.
+/// space); its depths are computed from `no_space`'s. `no_space`: text without a space (the
+/// first word of a word count, where a space may not come first), also at most 16 bytes.
 pub const Family = enum(u2) { text, word, lead_space, no_space };
 pub const family_count = 4;
 
@@ -232,7 +232,7 @@ pub const Slices = struct {
     pub fn build(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
-        for ([_]Family{ .text, .word, .lead_space }) |family| {
+        for ([_]Family{ .text, .word, .lead_space, .no_space }) |family| {
             // An unbounded slice's bound is its longest token.
             var longest: u16 = 0;
             for (kinds, 0..) |kind, id| {
@@ -242,7 +242,7 @@ pub const Slices = struct {
             if (longest == 0) continue;
             const first_bound = switch (family) {
                 .word => @min(longest, word_bound_bytes),
-                .lead_space => @min(longest, lead_space_bound_bytes),
+                .lead_space, .no_space => @min(longest, lead_space_bound_bytes),
                 else => longest,
             };
             self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, first_bound);
@@ -477,8 +477,9 @@ pub const DepthCache = struct {
     /// alive, and P·v·w has a completion u of at most mm bytes; P spells only JSON strings and
     /// v ends between characters (Y has no prefix before its counter), so w·u is C characters
     /// then `"`, at most d + mm ≤ m of them: a word of Y too. Either member may be taken for Y
-    /// (both spell JSON strings from v on), so both are tried. Needs the lower bound spent
-    /// (a = 0); 0 otherwise, and for any other intersection of two positive terms.
+    /// (both spell JSON strings from v on), so both are tried. Needs a lower bound a ≤ 1 (w is
+    /// not empty, so w·u has a character: `minLength: 1` at a string's start); 0 otherwise, and
+    /// for any other intersection of two positive terms.
     fn lengthDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, char: ExprId, pairs: []const u32, levels: u32) Error!u16 {
         if (char == .nothing or exprs.args(e).len != 2) return 0;
         const quote = try exprs.byte('"');
@@ -486,7 +487,7 @@ pub const DepthCache = struct {
         var best: u16 = 0;
         for (0..2) |i| {
             const bound = exprs.lengthShape(members[i], char, quote) orelse continue;
-            if (bound.prefix_len != 0 or bound.count_min != 0) continue;
+            if (bound.prefix_len != 0 or bound.count_min > 1) continue;
             const pattern = members[1 - i];
             if (exprs.isBoolean(pattern)) continue;
             const mm = exprs.completionMax(pattern);
