@@ -10,6 +10,7 @@ quotes and backslashes, identifier-like tokens, and a random sample (no false ne
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 
@@ -23,6 +24,8 @@ from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
 
 TOKENIZERS = ("llama3", "gpt2")
 JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+ECMA_SPACE = r"[\t-\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+ECMA_S = r'[^\t-\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"]'
 
 # (name, pattern, samples): bounded text crossing the slice bounds, non-ASCII text, and classes
 # that leave out some text characters (no slice may apply there).
@@ -44,6 +47,11 @@ CASES = [
     ("identifier", r'[A-Za-z_][A-Za-z0-9_]*', ["_private_value9", "CamelCaseName"]),
     ("lowercase_digits", r'[a-z0-9]+', ["lowercase0and9digits"]),
     ("word_bounded", r'\w{0,12}', ["word_12_char"]),
+    # Word counts: the lead-space family (text with no space but a leading one) while a word is
+    # left, after a space too; the last word refuses a space. ECMA-262's `\s` (the JSON Schema
+    # front-end's) also holds U+00A0 and other non-ASCII spaces, which the family leaves out.
+    ("word_count", r'(?:[^ "]+ +){0,6}[^ "]+"', ['one two  three four five six seven"', 'a b\u00a0c"']),
+    ("word_count_ecma", rf'(?:{ECMA_S}+{ECMA_SPACE}+){{0,4}}{ECMA_S}+"', ['Grüße\u00a0aus Köln, 你好 ok"', 'one two three"']),
 ]
 
 
@@ -243,3 +251,95 @@ def test_key_regions_together_follow_the_oracle(tokenizer_name, layout):
             prefix += tok.token_bytes(t)
         else:
             _check_step(m, tok, completable, prefix, rng, "key regions")
+
+
+# -- slices inside JSON strings whose length bound is within a token's reach -----------------
+#
+# Where a JSON string's `maxLength` is within reach (fewer than L + mm(P) characters left, so
+# the clamp keeps the intersection `P·v ∩ C{0,m}"`), the slice depth is min(d(P·v), m − mm(P·v))
+# (`DepthCache.lengthDepth`). The reference is the same matcher walking the whole trie
+# (`Core.debug_slices(False)`) from the same position.
+
+
+def _masks_sliced_and_walked(m: Matcher, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    def bits(x: Matcher) -> np.ndarray:
+        return np.unpackbits(x.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
+
+    sliced = bits(m)
+    core = m._core
+    core.debug_slices(False)
+    try:
+        walked = bits(m.fork())
+    finally:
+        core.debug_slices(True)
+    return sliced, walked
+
+
+def _small_tokenizer():
+    """Tokens of at most 8 bytes, many of them words with a leading space (the lead-space
+    family's), so the slice bound (8 here: the longest token) meets the length boundary within
+    a few steps."""
+    from tokensieve import Tokenizer
+
+    alphabet = [b"a", b"b", b" ", b"\xc3\xa9", b"\xc2\xa0"]
+    tokens = alphabet + [x + y for x in alphabet for y in alphabet]
+    tokens += [b" ab", b" abab", b" aaaaaaa", b"bbbbbbbb", b"ab ab", b" \xc3\xa9\xc3\xa9", b"a\xc2\xa0b", b'a"', b'"', b"\\n", b"\\u00e9"]
+    tokens = list(dict.fromkeys(tokens)) + [b"<eos>"]
+    return Tokenizer.from_token_bytes(tokens, eos_token_ids=[len(tokens) - 1], special_token_ids=[len(tokens) - 1])
+
+
+@pytest.mark.parametrize("pattern", [r"^(?:\S+\s+){0,30}\S+$", r"^$|(^(?:\S+\s+){0,6}\S+$)", r"^[a-zé ]*$", r"^(?:a|b\s)+$", r"^.*;;;$"])
+def test_length_bounded_strings_sliced_masks_match_full_walks(pattern, wasm_variant):
+    tok = _small_tokenizer()
+    rng = random.Random(pattern)
+    steps = sliced_steps = 0
+    for min_length, max_length in [(0, 6), (1, 9), (0, 12), (1, 17), (2, 14), (5, 30), (0, 25), (1, 40)]:
+        grammar = Grammar.json_schema({"type": "string", "pattern": pattern, "minLength": min_length, "maxLength": max_length})
+        for _ in range(3):
+            m = Matcher(tok, grammar)
+            assert m.consume_token(tok.encode('"')[0])
+            text = b'"'
+            for _ in range(40):
+                sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+                diff = np.flatnonzero(sliced != walked).tolist()
+                assert not diff, f"maxLength {max_length} after {text!r}: {[(tok.token_bytes(t), int(sliced[t])) for t in diff[:8]]}"
+                steps += 1
+                allowed = [t for t in np.flatnonzero(sliced).tolist() if t not in tok.eos_token_ids]
+                going_on = [t for t in allowed if b'"' not in tok.token_bytes(t)]
+                if not going_on:
+                    break
+                t = rng.choice(going_on)
+                assert m.consume_token(t)
+                text += tok.token_bytes(t)
+    assert steps > 150
+
+
+def test_llama3_word_counts_near_the_length_bound_sliced_masks_match_full_walks():
+    """MaskBench's shape (Github_ultra---o21135, o21142): word counts under `maxLength` 100-300,
+    driven to the bound; the lead-space slice serves most of these masks."""
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    text = "Highly skilled team with over 100 years of combined experience in cloud hosting, support and migration services for the public sector"
+    for pattern, max_length in [(r"^(?:\S+\s+){0,9}\S+$", 100), (r"^$|(^(?:\S+\s+){0,19}\S+$)", 130), (r"^(?:\S+\s+){0,29}\S+$", 300)]:
+        m = Matcher(tok, Grammar.json_schema({"type": "string", "pattern": pattern, "maxLength": max_length}))
+        words = text.split()
+        kept = " ".join(words[: int(pattern.split("{0,")[1].split("}")[0]) + 1])[: max_length - 1].rstrip()
+        ids = tok.encode(json.dumps(kept))
+        for i, t in enumerate(ids):
+            sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+            diff = np.flatnonzero(sliced != walked).tolist()
+            assert not diff, f"{pattern} after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(t), int(sliced[t])) for t in diff[:8]]}"
+            assert m.consume_token(t)
+
+
+def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant):
+    """`minLength` not reached yet: the slice depth of `P·v ∩ C{a,m}"` needs a ≤ 1. Here P's
+    short branch `.{0,8}` is alive on every text token of 8 bytes, but only `x{30}` reaches 10
+    characters, so `bbbbbbbb` must be refused (the depth rule with a > 0 would slice it in)."""
+    tok = _small_tokenizer()
+    m = Matcher(tok, Grammar.json_schema({"type": "string", "pattern": "^(?:.{0,8}|x{30})$", "minLength": 10, "maxLength": 40}))
+    assert m.consume_token(tok.encode('"')[0])
+    sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+    assert (sliced == walked).all()
+    assert not sliced[tok.encode("bbbbbbbb")[0]]

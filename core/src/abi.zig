@@ -723,6 +723,14 @@ export fn ts_debug_pattern_cache(on: i32) i32 {
     return @intCast(@min(hits, std.math.maxInt(i32)));
 }
 
+/// Masks use the slicer (`on` ≠ 0, the default) or walk the whole trie (0): tests compare the
+/// two. Applies to every matcher of the instance. Returns the previous setting.
+export fn ts_debug_slices(on: i32) i32 {
+    const previous = matcher_mod.slices_enabled;
+    matcher_mod.slices_enabled = on != 0;
+    return @intFromBool(previous);
+}
+
 /// A trap on purpose, so hosts can test that a trap inside the module is survivable.
 export fn ts_debug_trap() i32 {
     @trap();

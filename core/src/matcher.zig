@@ -190,6 +190,7 @@ pub const Grammar = struct {
             .state_count_max = limits.state_count_max,
         });
         self.slice_depths = slicer.DepthCache.init(gpa);
+        self.slice_depths.length_chars = self.compiled.length_chars;
         self.walk_cache = .{};
         self.clamped_states = .empty;
         return self;
@@ -263,6 +264,10 @@ pub const Failure = enum { none, limit, out_of_memory };
 /// the masks with the walk from the real state (`ts_debug_clamp`); a core instance is
 /// single-threaded.
 pub var clamp_enabled: bool = true;
+
+/// Masks use the slicer (`slicer.zig`), or walk the whole trie (false). A switch for tests, which
+/// compare the two (`ts_debug_slices`); a core instance is single-threaded.
+pub var slices_enabled: bool = true;
 
 pub const Matcher = struct {
     gpa: Allocator,
@@ -530,7 +535,7 @@ pub const Matcher = struct {
             if (clamp_enabled and !self.parser.cfg.has_lazy and !budgeted and entered.lexer_state != row_start) {
                 entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
             }
-            const slice = if (self.parser.cfg.has_lazy or budgeted) null else try tokenizer.slices.pick(
+            const slice = if (!slices_enabled or self.parser.cfg.has_lazy or budgeted) null else try tokenizer.slices.pick(
                 &self.grammar.slice_depths,
                 self.parser.lexer,
                 entered.lexer_state,
@@ -1323,12 +1328,17 @@ fn slicerTestVocab(arena: Allocator, count: u32) ![]const []const u8 {
     return tokens.items;
 }
 
+const ecma_space = "[\\t-\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}]";
+const ecma_non_space = "[^\\t-\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}]";
+
 const SlicerCase = struct {
     pattern: []const u8,
     excluded: []const []const u8 = &.{},
     text: []const u8,
     /// Some step must use a slice (so the case tests the slicer, not only the walk).
     sliced: bool,
+    /// Some step must use a slice of this family.
+    family: ?slicer.Family = null,
 };
 
 /// `S → E | E "-" S`, `E → L | "{" S "}"`: lists of `lexeme`s (flags `lexeme_flags`) joined
@@ -1457,6 +1467,14 @@ test "masks with slices equal full trie walks, byte by byte" {
         .{ .pattern = "[a-z0-9]+", .text = "lower0case9", .sliced = false },
         .{ .pattern = "\"[^\"\\\\]*\"", .excluded = many_names.items, .text = "\"name1 \xc3\xa9x\"", .sliced = true },
         .{ .pattern = "\"[^\"\\\\]{0,12}\"", .excluded = &.{ "\"ab\"", "\"abc\"" }, .text = "\"abz\"", .sliced = true },
+        // Word counts: the lead-space slice while a word is left (after a space too: the
+        // nullable head `\s*`), then the last word refuses a space.
+        .{ .pattern = "(?:\\S+\\s+){0,3}\\S+\"", .text = "ab m\xc3\xa9  e0 z_-\"", .sliced = true, .family = .lead_space },
+        .{ .pattern = "\"(?:[^\\s\"]+ ){0,5}[^\\s\"]+\"", .text = "\"a b\xe2\x82\xac e n a bb\"", .sliced = true, .family = .lead_space },
+        // ECMA-262's `\S` and `\s`, as the JSON Schema front-end writes them.
+        .{ .pattern = "(?:" ++ ecma_non_space ++ "+" ++ ecma_space ++ "+){0,4}" ++ ecma_non_space ++ "+\"", .text = "a\xe2\x82\xac b  e\xc2\xa0m -z_\"", .sliced = true, .family = .lead_space },
+        // The first word (no space may come first) and the last (no space may follow).
+        .{ .pattern = "\"" ++ ecma_non_space ++ "+(?:" ++ ecma_space ++ "+" ++ ecma_non_space ++ "+){0,2}\"", .text = "\"ab\xe2\x82\xac b\xc2\xa0m\"", .sliced = true, .family = .no_space },
     };
     // Twice: slices walked directly (the test vocabulary's rest tries are small), then every
     // slice through the walk cache, as large rest tries go.
@@ -1470,6 +1488,7 @@ test "masks with slices equal full trie walks, byte by byte" {
         defer gpa.free(expected);
         const eos: u32 = t.tokenizer.vocabSize() - 1;
         var sliced_steps: u32 = 0;
+        var family_steps: u32 = 0;
         for (0..case.text.len + 1) |i| {
             @memset(expected, 0);
             try walkTrie(t.tokenizer.trie.nodes, &m.parser, m.current(), expected);
@@ -1486,12 +1505,19 @@ test "masks with slices equal full trie walks, byte by byte" {
                 };
             }
             m.mask_key = null; // the mask was edited above
-            if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state) != null) sliced_steps += 1;
+            if (try t.tokenizer.slices.pick(&t.grammar.slice_depths, &t.grammar.lexer, m.current().lexer_state)) |slice| {
+                sliced_steps += 1;
+                if (case.family == slice.family) family_steps += 1;
+            }
             if (i == case.text.len) break;
             try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit));
         }
         std.testing.expectEqual(case.sliced, sliced_steps > 0) catch |err| {
             std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });
+            return err;
+        };
+        if (case.family != null) std.testing.expect(family_steps > 0) catch |err| {
+            std.debug.print("case {s}: no step sliced by its family\n", .{case.pattern});
             return err;
         };
     };

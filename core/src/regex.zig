@@ -1121,7 +1121,7 @@ pub const ExprSet = struct {
         return null;
     }
 
-    const LengthShape = struct {
+    pub const LengthShape = struct {
         /// The terms before the counter, outermost first (T's right-nested parts).
         prefix: [length_prefix_max]ExprId,
         prefix_len: u32,
@@ -1139,7 +1139,7 @@ pub const ExprSet = struct {
     const length_prefix_max = 16;
 
     /// `m` as `t₁ (t₂ (… (N "))))` with N = `char{a,b}` or `char` (a = b = 1), or null.
-    fn lengthShape(self: *const ExprSet, m: ExprId, char: ExprId, quote: ExprId) ?LengthShape {
+    pub fn lengthShape(self: *const ExprSet, m: ExprId, char: ExprId, quote: ExprId) ?LengthShape {
         var shape: LengthShape = .{ .prefix = undefined, .prefix_len = 0, .count_min = 1, .count_max = 1 };
         var x = m;
         while (self.tag(x) == .concat) {

@@ -8,6 +8,9 @@
 //!   automaton accepts prefixes); it may not start inside one.
 //! - **word**: `[0-9A-Za-z_]`, the characters identifier-like patterns allow
 //!   (`^[a-zA-Z0-9_-]+$`, `\w+`, the inside of a C identifier).
+//! - **lead_space**: text with no space but possibly the first byte, and none of ECMA-262's
+//!   other `\s` characters: a word with its leading space, as nearly every token is (word
+//!   counts, `^(?:\S+\s+){0,9}\S+$`, where a space starts a counted word).
 //! Each slice stores its tokens as a mask and a trie of every *other* text token (the rest
 //! trie). The text family has a few bounds (`text_bounds_bytes`) after the unbounded slice; the
 //! word family one slice of at most `word_bound_bytes` (its rest trie is big). When
@@ -24,7 +27,8 @@
 //! - `X{m,n}` where X matches every character of the family (`covers`, checked once per X with
 //!   derivatives) has depth n (a string of d ≤ n bytes has at most n characters, counting a
 //!   trailing partial one; padding with more X reaches m);
-//! - `h t` has at least the depth of `h` (t is not empty: plain terms never are);
+//! - `h t` has at least the depth of `h` (t is not empty: plain terms never are), and of `t`
+//!   when h is nullable;
 //! - an alternation has the largest depth of its members;
 //! - `A & ~E1 & ~E2 …` with every `Ei` finite has depth ∞ when A has: A then gives each text
 //!   string infinitely many completions, and finitely many are excluded (JSON object keys other
@@ -33,6 +37,8 @@
 //! - an infinite `Ei` counts as finite there when the state's other pairs hold A's words in it
 //!   (`exclusionHeld`): JSON object keys beside `patternProperties` regions, "any other key"
 //!   being `"C*" & ~("x-C*" | names)`, alive on `x-…` through the pattern's own region;
+//! - a marked JSON string's `P·v ∩ C{0,m}"` has min(d(P·v), m − completionMax(P·v))
+//!   (`lengthDepth`); a lead-space depth is min(d(e), 1 + d(e·' ')) over text without spaces;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
@@ -62,17 +68,27 @@ pub const text_bounds_bytes = [_]u16{ 32, 16, 8 };
 /// the rest trie little (207k nodes against 205k without a bound), while patterns such as
 /// `[a-zA-Z0-9_-]{1,40}` would never reach the unbounded slice's bound (64 bytes on Llama-3).
 pub const word_bound_bytes: u16 = 16;
-pub const slice_count_max = text_bounds_bytes.len + 2;
+/// The bound of the one lead-space slice: bounded strings under a word-count pattern use it
+/// (`(?:\S+\s+){0,9}\S+` with `maxLength` 100, near the bound), and past 16 bytes of room the
+/// ≤32 and unbounded text slices rarely apply to them anyway.
+pub const lead_space_bound_bytes: u16 = 16;
+pub const slice_count_max = text_bounds_bytes.len + 4;
 
-pub const Family = enum(u1) { text, word };
-pub const family_count = 2;
+/// `lead_space`: text with no space but possibly its first byte (Llama-3: 121,654 tokens of
+/// at most 16 bytes, against 121,691 for the text family: tokens are words with their leading
+/// space); its depths are computed from `no_space`'s. `no_space`: text without a space (the
+/// first word of a word count, where a space may not come first), also at most 16 bytes.
+pub const Family = enum(u2) { text, word, lead_space, no_space };
+pub const family_count = 4;
 
 // -- text characters as a byte automaton ------------------------------------------------------
 
 /// States of the text automaton: 0 = between characters; the others wait for continuation
 /// bytes (with the narrowed second-byte ranges of E0, ED, F0 and F4 that exclude overlong
-/// forms, surrogates and values above U+10FFFF). `reject` = not text.
-pub const text_state_count = 8;
+/// forms, surrogates and values above U+10FFFF). `reject` = not text. States 8-17 are
+/// `no_space`'s, which also refuses the non-ASCII characters of ECMA-262's `\s` (a JSON
+/// Schema pattern's `\S` does not match them).
+pub const text_state_count = 18;
 pub const reject: u8 = 0xFF;
 const need1 = 1;
 const need2 = 2;
@@ -117,10 +133,64 @@ const word_next: [text_state_count][256]u8 = blk: {
     break :blk table;
 };
 
+/// Text without a space or another character of ECMA-262's `\s`: U+00A0, U+1680,
+/// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 and U+FEFF (the ASCII ones other
+/// than the space are controls, not text).
+const no_space_next: [text_state_count][256]u8 = blk: {
+    @setEvalBranchQuota(20_000);
+    const after_c2 = 8;
+    const after_e1 = 9;
+    const after_e1_9a = 10;
+    const after_e2 = 11;
+    const after_e2_80 = 12;
+    const after_e2_81 = 13;
+    const after_e3 = 14;
+    const after_e3_80 = 15;
+    const after_ef = 16;
+    const after_ef_bb = 17;
+    var table = text_next;
+    table[0][' '] = reject;
+    table[0][0xC2] = after_c2;
+    table[0][0xE1] = after_e1;
+    table[0][0xE2] = after_e2;
+    table[0][0xE3] = after_e3;
+    table[0][0xEF] = after_ef;
+    for (0x80..0xC0) |b| {
+        table[after_c2][b] = 0;
+        table[after_e1][b] = need1;
+        table[after_e1_9a][b] = 0;
+        table[after_e2][b] = need1;
+        table[after_e2_80][b] = 0;
+        table[after_e2_81][b] = 0;
+        table[after_e3][b] = need1;
+        table[after_e3_80][b] = 0;
+        table[after_ef][b] = need1;
+        table[after_ef_bb][b] = 0;
+    }
+    table[after_c2][0xA0] = reject; // U+00A0
+    table[after_e1][0x9A] = after_e1_9a;
+    table[after_e1_9a][0x80] = reject; // U+1680
+    table[after_e2][0x80] = after_e2_80;
+    table[after_e2][0x81] = after_e2_81;
+    for (0x80..0x8B) |b| table[after_e2_80][b] = reject; // U+2000-U+200A
+    table[after_e2_80][0xA8] = reject; // U+2028
+    table[after_e2_80][0xA9] = reject; // U+2029
+    table[after_e2_80][0xAF] = reject; // U+202F
+    table[after_e2_81][0x9F] = reject; // U+205F
+    table[after_e3][0x80] = after_e3_80;
+    table[after_e3_80][0x80] = reject; // U+3000
+    table[after_ef][0xBB] = after_ef_bb;
+    table[after_ef_bb][0xBF] = reject; // U+FEFF
+    break :blk table;
+};
+
+/// The character automaton of a family; `lead_space` has none of its own (`isIn` reads its
+/// first byte, then `no_space`'s automaton).
 pub fn familyNext(family: Family) *const [text_state_count][256]u8 {
     return switch (family) {
         .text => &text_next,
         .word => &word_next,
+        .lead_space, .no_space => &no_space_next,
     };
 }
 
@@ -128,7 +198,8 @@ pub fn familyNext(family: Family) *const [text_state_count][256]u8 {
 pub fn isIn(family: Family, bytes: []const u8) bool {
     const next = familyNext(family);
     var state: u8 = 0;
-    for (bytes) |b| {
+    const rest = if (family == .lead_space and bytes.len > 0 and bytes[0] == ' ') bytes[1..] else bytes;
+    for (rest) |b| {
         state = next[state][b];
         if (state == reject) return false;
     }
@@ -161,7 +232,7 @@ pub const Slices = struct {
     pub fn build(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
-        for ([_]Family{ .text, .word }) |family| {
+        for ([_]Family{ .text, .word, .lead_space, .no_space }) |family| {
             // An unbounded slice's bound is its longest token.
             var longest: u16 = 0;
             for (kinds, 0..) |kind, id| {
@@ -169,7 +240,11 @@ pub const Slices = struct {
                 if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
             }
             if (longest == 0) continue;
-            const first_bound = if (family == .word) @min(longest, word_bound_bytes) else longest;
+            const first_bound = switch (family) {
+                .word => @min(longest, word_bound_bytes),
+                .lead_space, .no_space => @min(longest, lead_space_bound_bytes),
+                else => longest,
+            };
             self.items[self.count] = try buildOne(gpa, trie, blob, offsets, kinds, family, first_bound);
             self.count += 1;
             if (family != .text) continue;
@@ -263,7 +338,7 @@ pub const DepthCache = struct {
     gpa: Allocator,
     /// Per family, by state index; `depth_unknown` until computed.
     depths: [family_count]std.ArrayList(u16) = @splat(.empty),
-    /// Does expression X match every character of the family? By `id << 1 | family`.
+    /// Does expression X match every character of the family? By `id << 2 | family`.
     covers_memo: std.AutoHashMapUnmanaged(u64, bool) = .empty,
     /// Does expression E denote a finite language? By expression id.
     finite_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
@@ -273,6 +348,9 @@ pub const DepthCache = struct {
     edges_ready: bool = false,
     /// Inclusion tests `exclusionHeld` may still make for the state being measured.
     cover_steps_left: u32 = 0,
+    /// Per lexeme, the character term of a JSON string length bound the front-end marked
+    /// (`Lexeme.string_length`), else `nothing`: `lengthDepth` reads it. The grammar's.
+    length_chars: []const ExprId = &.{},
 
     pub fn init(gpa: Allocator) DepthCache {
         return .{ .gpa = gpa };
@@ -305,14 +383,35 @@ pub const DepthCache = struct {
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
             if (pairs[i] == lexer_mod.start_marker) continue;
-            best = @max(best, try self.exprDepth(lexer.exprs, @fromBackingInt(@intCast(pairs[i + 1])), family, pairs, expr_depth_max));
+            const char = if (pairs[i] < self.length_chars.len) self.length_chars[pairs[i]] else .nothing;
+            const e: ExprId = @fromBackingInt(@intCast(pairs[i + 1]));
+            const d = if (family == .lead_space)
+                try self.leadSpaceDepth(lexer.exprs, e, char, pairs)
+            else
+                try self.exprDepth(lexer.exprs, e, family, char, pairs, expr_depth_max);
+            best = @max(best, d);
             if (best == depth_unbounded) break;
         }
         depths.items[index] = best;
         return best;
     }
 
-    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, pairs: []const u32, levels: u32) Error!u16 {
+    /// The `lead_space` depth of one pair's term `e`: its strings are `no_space` strings, and
+    /// a space followed by one. So `e` has depth min(d(e), 1 + d(e·' ')) with d the `no_space`
+    /// depth, when d(e·' ') > 0 (then the space alone is alive: a string of one character
+    /// after it is). The derivative's depth is taken without the state's other pairs (they
+    /// would need deriving too), which only makes it smaller.
+    fn leadSpaceDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, char: ExprId, pairs: []const u32) Error!u16 {
+        const d = try self.exprDepth(exprs, e, .no_space, char, pairs, expr_depth_max);
+        if (d == 0) return 0;
+        const after = try exprs.deriv(e, ' ');
+        const d_after = try self.exprDepth(exprs, after, .no_space, char, &.{}, expr_depth_max);
+        if (d_after == 0) return 0;
+        const with_space: u16 = if (d_after >= depth_finite_max) d_after else d_after + 1;
+        return @min(d, with_space);
+    }
+
+    fn exprDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, char: ExprId, pairs: []const u32, levels: u32) Error!u16 {
         if (levels == 0) return 0;
         const args = exprs.args(e);
         switch (exprs.tag(e)) {
@@ -322,16 +421,21 @@ pub const DepthCache = struct {
                 return if (max == regex.repeat_unbounded) depth_unbounded else @intCast(@min(max, depth_finite_max));
             },
             .concat => {
+                const head: ExprId = @fromBackingInt(@intCast(args[0]));
+                const tail: ExprId = @fromBackingInt(@intCast(args[1]));
                 // A boolean tail may denote ∅, which would leave the head no completion.
-                if (exprs.isBoolean(@fromBackingInt(@intCast(args[1])))) return 0;
-                return self.exprDepth(exprs, @fromBackingInt(@intCast(args[0])), family, pairs, levels - 1);
+                const by_head = if (exprs.isBoolean(tail)) 0 else try self.exprDepth(exprs, head, family, char, pairs, levels - 1);
+                if (by_head == depth_unbounded or !exprs.nullable(head)) return by_head;
+                // ε in h: h t holds every word of t (after a word-count pattern's space,
+                // `\s* (\S+\s+){0,k} \S+"`).
+                return @max(by_head, try self.exprDepth(exprs, tail, family, char, pairs, levels - 1));
             },
             .alt => {
                 var best: u16 = 0;
                 var i: usize = 0;
                 // Re-read the members each time: `covers` may grow the arena.
                 while (i < exprs.args(e).len) : (i += 1) {
-                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, pairs, levels - 1));
+                    best = @max(best, try self.exprDepth(exprs, @fromBackingInt(@intCast(exprs.args(e)[i])), family, char, pairs, levels - 1));
                     if (best == depth_unbounded) break;
                 }
                 return best;
@@ -346,7 +450,7 @@ pub const DepthCache = struct {
                 for (args) |raw| {
                     const m: ExprId = @fromBackingInt(@intCast(raw));
                     if (exprs.tag(m) == .not_) continue;
-                    if (positive != null) return 0;
+                    if (positive != null) return self.lengthDepth(exprs, e, family, char, pairs, levels);
                     positive = m;
                 }
                 for (args) |raw| {
@@ -358,12 +462,41 @@ pub const DepthCache = struct {
                     excludes_finite = true;
                 }
                 const a = positive orelse return 0;
-                const d = try self.exprDepth(exprs, a, family, pairs, levels - 1);
+                const d = try self.exprDepth(exprs, a, family, char, pairs, levels - 1);
                 if (!excludes_finite) return d;
                 return if (d == depth_unbounded) depth_unbounded else 0;
             },
             else => return 0,
         }
+    }
+
+    /// The depth of a marked JSON string's `P·v ∩ Y` (`Lexeme.string_length`; `char` its C)
+    /// where the length bound Y = `C{0,m} "` is within reach of a token, so the clamp keeps it
+    /// (docs/lexer.md, "Clamped states"): min(d(P·v), m − mm(P·v)), mm being
+    /// `ExprSet.completionMax`. A string w of the family of at most that many bytes keeps P·v
+    /// alive, and P·v·w has a completion u of at most mm bytes; P spells only JSON strings and
+    /// v ends between characters (Y has no prefix before its counter), so w·u is C characters
+    /// then `"`, at most d + mm ≤ m of them: a word of Y too. Either member may be taken for Y
+    /// (both spell JSON strings from v on), so both are tried. Needs a lower bound a ≤ 1 (w is
+    /// not empty, so w·u has a character: `minLength: 1` at a string's start); 0 otherwise, and
+    /// for any other intersection of two positive terms.
+    fn lengthDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, char: ExprId, pairs: []const u32, levels: u32) Error!u16 {
+        if (char == .nothing or exprs.args(e).len != 2) return 0;
+        const quote = try exprs.byte('"');
+        const members = [2]ExprId{ @fromBackingInt(@intCast(exprs.args(e)[0])), @fromBackingInt(@intCast(exprs.args(e)[1])) };
+        var best: u16 = 0;
+        for (0..2) |i| {
+            const bound = exprs.lengthShape(members[i], char, quote) orelse continue;
+            if (bound.prefix_len != 0 or bound.count_min > 1) continue;
+            const pattern = members[1 - i];
+            if (exprs.isBoolean(pattern)) continue;
+            const mm = exprs.completionMax(pattern);
+            const room: u32 = if (bound.count_max == regex.repeat_unbounded) depth_finite_max else bound.count_max;
+            if (room <= mm) continue;
+            const d = try self.exprDepth(exprs, pattern, family, char, pairs, levels - 1);
+            best = @max(best, @min(d, @as(u16, @intCast(@min(room - mm, depth_finite_max)))));
+        }
+        return best;
     }
 
     /// Do the state's pairs (`pairs`, its (lexeme, expression) list) hold all words of
@@ -578,7 +711,7 @@ pub const DepthCache = struct {
     /// of each (byte class, automaton state) edge, at most four levels deep; remembered per
     /// expression.
     fn covers(self: *DepthCache, exprs: *ExprSet, x: ExprId, family: Family) Error!bool {
-        const key = (@as(u64, x.index()) << 1) | @backingInt(family);
+        const key = (@as(u64, x.index()) << 2) | @backingInt(family);
         if (self.covers_memo.get(key)) |hit| return hit;
         const result = if (exprs.isBoolean(x)) false else try self.coversUncached(exprs, x, &self.edges[@backingInt(family)]);
         try self.covers_memo.put(self.gpa, key, result);
@@ -587,10 +720,16 @@ pub const DepthCache = struct {
 
     fn coversUncached(self: *DepthCache, exprs: *ExprSet, x: ExprId, edges: *const [text_state_count]std.ArrayList(Edge)) Error!bool {
         // Depth-first over (derivative, text state) pairs; the text automaton has no cycle
-        // outside state 0, so the stack holds at most three levels of edges.
+        // outside state 0, so the stack holds at most three levels of edges. Each pair is
+        // expanded once: what is asked of a pair depends on nothing else. Without this the
+        // search is a tree of up to (edges per state)^3 derivatives, since a grammar whose
+        // byte classes split the continuation bytes finely reaches the same derivative by
+        // many of them (Github_hard---o79409: 545,000 derivatives, 5 ms, for one string).
         const Entry = struct { expr: ExprId, state: u8 };
         var stack: std.ArrayList(Entry) = .empty;
         defer stack.deinit(self.gpa);
+        var seen: std.AutoHashMapUnmanaged(u64, void) = .empty;
+        defer seen.deinit(self.gpa);
         try stack.append(self.gpa, .{ .expr = x, .state = 0 });
         while (stack.pop()) |top| {
             for (edges[top.state].items) |edge| {
@@ -599,6 +738,7 @@ pub const DepthCache = struct {
                     if (!exprs.nullable(d)) return false;
                 } else {
                     if (d == .nothing) return false;
+                    if ((try seen.getOrPut(self.gpa, (@as(u64, d.index()) << 8) | edge.next)).found_existing) continue;
                     try stack.append(self.gpa, .{ .expr = d, .state = edge.next });
                 }
             }
@@ -611,7 +751,9 @@ pub const DepthCache = struct {
     fn prepareEdges(self: *DepthCache, lexer: *const Lexer) Error!void {
         if (self.edges_ready) return;
         for (&self.edges, 0..) |*per_family, f| for (per_family, 0..) |*list, state| {
-            const table = familyNext(@fromBackingInt(@intCast(f)));
+            const family: Family = @fromBackingInt(@intCast(f));
+            if (family == .lead_space) continue; // its depths come from `no_space`'s
+            const table = familyNext(family);
             var seen: [256][text_state_count]bool = @splat(@splat(false));
             for (0..256) |b| {
                 const next = table[state][b];
@@ -787,4 +929,119 @@ test "text depth of a key beside several pattern regions: every cell held, or em
         const s = try lexer.next(try lexer.startState(&case.allowed), '"');
         try std.testing.expectEqual(case.depth, try cache.depthOf(&lexer, s, .text));
     }
+}
+
+test "covers: each (derivative, automaton state) pair once, the same answer as every character" {
+    // The oracle: X covers the text family exactly when it matches every text character
+    // (every Unicode scalar value's UTF-8 bytes, ASCII controls, `"` and `\` aside), each
+    // derived byte by byte. The lexer's byte classes split the continuation bytes finely, so
+    // the search reaches the same derivative by many bytes; the fourth class also reaches one
+    // derivative at two automaton states (after F0 and after F1-F3, which allow different
+    // second bytes), where only one of them fails.
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const patterns = [_][]const u8{
+        "[^\"\\\\\\x00-\\x1f]",
+        ".",
+        "[\\x00-\\x{D7FF}\\x{E000}-\\x{10FFFF}]",
+        "[\\x00-\\x{3FFFF}\\x{50000}-\\x{10FFFF}]",
+        "[^\\x{800}]",
+        "[^\\x{10FFFF}]",
+        "[^\\x{E000}-\\x{E0FF}]",
+        "[^\\x{7F}-\\x{9F}]",
+        "[0-9A-Z_a-z]",
+        ecma_non_space,
+        "[^ \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]", // U+FEFF left in
+        "[^ \\x{A0}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}]", // U+1680 left in
+        "[^ ]",
+    };
+    var terms: [patterns.len]ExprId = undefined;
+    for (patterns, 0..) |p, i| terms[i] = try regex_syntax.parse(&exprs, p, .{}, &diag);
+    // Fine byte classes: every other continuation byte after C2, E1 80 and F1 80 80.
+    var fine: std.ArrayList(u8) = .empty;
+    defer fine.deinit(gpa);
+    try fine.appendSlice(gpa, "[");
+    var c: u21 = 0x80;
+    while (c < 0xC0) : (c += 2) try fine.print(gpa, "\\x{{{X}}}\\x{{{X}}}\\x{{{X}}}", .{ c, 0x1000 + (c - 0x80), 0x40000 + (c - 0x80) });
+    try fine.appendSlice(gpa, "]");
+    var lexemes: [patterns.len + 1]ExprId = undefined;
+    @memcpy(lexemes[0..patterns.len], &terms);
+    lexemes[patterns.len] = try regex_syntax.parse(&exprs, fine.items, .{}, &diag);
+    var lexer = try Lexer.init(gpa, &exprs, &lexemes, .{});
+    defer lexer.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    try cache.prepareEdges(&lexer);
+    for (terms, patterns) |x, p| {
+        var every_text = true;
+        var cp: u21 = 0x20;
+        while (cp <= 0x10FFFF and every_text) : (cp += 1) {
+            if (cp == '"' or cp == '\\' or cp == 0x7F or (cp >= 0xD800 and cp <= 0xDFFF)) continue;
+            var bytes: [4]u8 = undefined;
+            const n = std.unicode.utf8Encode(cp, &bytes) catch unreachable;
+            var d = x;
+            for (bytes[0..n]) |b| d = try exprs.deriv(d, b);
+            every_text = exprs.nullable(d);
+        }
+        var every_no_space = true;
+        cp = 0x20;
+        while (cp <= 0x10FFFF and every_no_space) : (cp += 1) {
+            if (cp == '"' or cp == '\\' or cp == 0x7F or (cp >= 0xD800 and cp <= 0xDFFF) or isEcmaSpace(cp)) continue;
+            var bytes: [4]u8 = undefined;
+            const n = std.unicode.utf8Encode(cp, &bytes) catch unreachable;
+            var d = x;
+            for (bytes[0..n]) |b| d = try exprs.deriv(d, b);
+            every_no_space = exprs.nullable(d);
+        }
+        std.testing.expectEqual(every_no_space, try cache.covers(&exprs, x, .no_space)) catch |err| {
+            std.debug.print("no_space family, pattern {s}\n", .{p});
+            return err;
+        };
+        var every_word = true;
+        for (0..256) |b| {
+            if (!isIn(.word, &.{@intCast(b)})) continue;
+            if (!exprs.nullable(try exprs.deriv(x, @intCast(b)))) every_word = false;
+        }
+        std.testing.expectEqual(every_text, try cache.covers(&exprs, x, .text)) catch |err| {
+            std.debug.print("text family, pattern {s}\n", .{p});
+            return err;
+        };
+        std.testing.expectEqual(every_word, try cache.covers(&exprs, x, .word)) catch |err| {
+            std.debug.print("word family, pattern {s}\n", .{p});
+            return err;
+        };
+    }
+}
+
+/// ECMA-262's `\s` outside ASCII controls: the oracle of the `no_space` tests.
+fn isEcmaSpace(cp: u21) bool {
+    return switch (cp) {
+        ' ', 0xA0, 0x1680, 0x2000...0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF => true,
+        else => false,
+    };
+}
+
+/// The JSON Schema front-end's ECMA `\S` (json_schema/strings.py), quote and backslash aside.
+const ecma_non_space = "[^\\t-\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}\"\\\\]";
+
+test "no_space and lead_space membership: every character, and a leading space" {
+    var cp: u21 = 0;
+    while (cp <= 0x10FFFF) : (cp += 1) {
+        if (cp >= 0xD800 and cp <= 0xDFFF) continue;
+        var bytes: [5]u8 = undefined;
+        const n = std.unicode.utf8Encode(cp, bytes[1..]) catch unreachable;
+        const char = bytes[1 .. 1 + n];
+        const text = cp >= 0x20 and cp != '"' and cp != '\\' and cp != 0x7F;
+        try std.testing.expectEqual(text, isIn(.text, char));
+        try std.testing.expectEqual(text and !isEcmaSpace(cp), isIn(.no_space, char));
+        bytes[0] = ' ';
+        try std.testing.expectEqual(text and !isEcmaSpace(cp), isIn(.lead_space, bytes[0 .. 1 + n]));
+        try std.testing.expectEqual(text and (!isEcmaSpace(cp) or cp == ' '), isIn(.lead_space, char));
+    }
+    try std.testing.expect(isIn(.lead_space, " ab"));
+    try std.testing.expect(!isIn(.lead_space, "a b"));
+    try std.testing.expect(!isIn(.lead_space, "  b"));
+    try std.testing.expect(isIn(.lead_space, " \xe2\x80")); // ends inside a character
 }

@@ -79,7 +79,8 @@ _EXPORTS: Final = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_clamp", "ts_debug_pattern_cache", "ts_debug_trap",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_clamp",
+    "ts_debug_pattern_cache", "ts_debug_slices", "ts_debug_trap",
 )
 
 # Construction: bounded by its input, allowed past the per-call deadline. A matcher's first
@@ -650,6 +651,12 @@ class Core:
         tests compare the two); returns how many patterns the cache has supplied so far."""
         with self.lock:
             return int(self._f["ts_debug_pattern_cache"](1 if on else 0))
+
+    def debug_slices(self, on: bool) -> bool:
+        """Masks use the slicer (True, the default) or walk the whole trie (False: tests compare
+        the two); returns the previous setting."""
+        with self.lock:
+            return bool(self._f["ts_debug_slices"](1 if on else 0))
 
     def debug_trap(self) -> None:
         """Trap on purpose (tests of failure scope); raises `CoreTrap` and poisons the instance."""
