@@ -111,9 +111,9 @@ class BatchCall:
         self.failed = 0
         self.error: BaseException | None = None
         self.ran = False  # the call returned (whatever its statuses)
-        # After `batch_finish`: the entries that did not consume their token (all of them when
-        # the call did not run or failed as a whole).
-        self.unconsumed: set[int] | None = None
+        # Set by `batch_finish`: the entries whose token, if they had one, is not consumed
+        # (all of them when the call did not run or failed as a whole).
+        self.unconsumed: set[int] | range = range(count)
 
 
 class Core:
@@ -485,15 +485,12 @@ class Core:
         """
         try:
             failed = call.failed
-            if not call.ran or failed < 0:
-                call.unconsumed = set(range(call.count))
-            elif not failed:
-                call.unconsumed = set()
-            elif call.tokens_ptr:
-                left = struct.unpack(f"<{call.count}i", self.runtime.read(call.tokens_ptr, 4 * call.count))
-                call.unconsumed = {i for i, token in enumerate(left) if token != -1}
-            else:
-                call.unconsumed = set(range(call.count))
+            if call.ran and failed >= 0:
+                if failed and call.tokens_ptr:  # the core marks each consumed token -1
+                    left = struct.unpack(f"<{call.count}i", self.runtime.read(call.tokens_ptr, 4 * call.count))
+                    call.unconsumed = {i for i, token in enumerate(left) if token != -1}
+                else:
+                    call.unconsumed = set()
             if not copy:
                 return []
             if call.error is not None:

@@ -266,17 +266,11 @@ def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], *, co
     except TokensieveError:
         pass  # the instance failed: each matcher finds out on its own
     finally:
-        unconsumed = call.unconsumed or ()
+        filled = copy and bad is not None
+        failed = set(bad) if bad else ()
         for index, (matcher, _) in enumerate(batch):
-            if index not in unconsumed:
-                batch_settle(matcher, mask_here=copy)
-            else:
-                matcher._mask_here = False
-    if bad is None:
-        return batch
-    for index in bad:
-        batch[index][0]._mask_here = False
-    return [batch[i] for i in bad]
+            batch_settle(matcher, consumed=index not in call.unconsumed, mask_here=filled and index not in failed)
+    return batch if bad is None else [batch[i] for i in bad]
 
 
 def _threads_for(groups: list[_Group]) -> int:

@@ -159,18 +159,23 @@ class Matcher:
     def _apply_pending(self, core: Core) -> None:
         """Consume the pending token in the core (lock held). When that fails (a limit), the
         token is dropped, as if `consume_token` had raised."""
-        token = self._pending
         try:
-            accepted = core.matcher_consume_token(self._handle, token)
+            accepted = core.matcher_consume_token(self._handle, self._pending)
         except (CoreTrap, LimitError):
             self._drop_pending(core)
             raise
         if not accepted:
-            self._drop_pending(core)
-            raise TokensieveError(
-                f"internal: the grammar refused token {token}, which its last mask allowed; please report this with the grammar"
-            )
+            raise self._pending_refused(core)
         self._pending = -1
+
+    def _pending_refused(self, core: Core) -> TokensieveError:
+        """The core refused the pending token, which the last mask allowed: a bug; the token
+        is dropped."""
+        token = self._pending
+        self._drop_pending(core)
+        return TokensieveError(
+            f"internal: the grammar refused token {token}, which its last mask allowed; please report this with the grammar"
+        )
 
     def _drop_pending(self, core: Core) -> None:
         """After a call carrying the pending token failed at a limit: forget the token unless
@@ -250,19 +255,16 @@ class Matcher:
                 try:
                     if self._pending < 0:
                         core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
-                    else:  # the consume this step deferred, in the same call
-                        try:
-                            accepted = core.matcher_consume_and_fill(self._handle, self._pending, self.mask_words, dest)
-                        except (CoreTrap, LimitError):
-                            self._drop_pending(core)
-                            raise
-                        if not accepted:
-                            self._apply_pending(core)  # raises the internal error
-                        self._pending = -1
+                    # The consume this step deferred, in the same call.
+                    elif not core.matcher_consume_and_fill(self._handle, self._pending, self.mask_words, dest):
+                        raise self._pending_refused(core)
+                    self._pending = -1
                     self._mask_here = True
                     return
                 except (CoreTrap, LimitError) as err:
                     self._mask_here = False
+                    if self._pending >= 0:
+                        self._drop_pending(core)
                     if self._failed(core, err):
                         raise
             self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
@@ -631,10 +633,12 @@ def batch_take(matcher: Matcher) -> tuple[Any, Any, int, int] | None:
     return matcher._core, lock, matcher._handle, matcher._pending
 
 
-def batch_settle(matcher: Matcher, *, mask_here: bool) -> None:
-    """After a batch call consumed the matcher's pending token, if it had one (lock held);
-    `mask_here`: the call also filled the core's buffer with its mask at this position."""
-    matcher._pending = -1
+def batch_settle(matcher: Matcher, *, consumed: bool, mask_here: bool) -> None:
+    """After a batch call on the matcher (lock held): `consumed`, it consumed the pending
+    token, if there was one; `mask_here`, it left the mask at this position in the core's
+    buffer."""
+    if consumed:
+        matcher._pending = -1
     matcher._mask_here = mask_here
 
 
