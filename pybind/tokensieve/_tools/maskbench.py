@@ -378,6 +378,7 @@ def run_maskbench(
     engines = [("ours", OursEngine(tokenizer, property_order=property_order))] + [(e.key, e) for e in others]
     out: dict[str, list[SchemaResult]] = {key: [] for key, _ in engines}
     passed = {key: 0 for key, _ in engines}
+
     def schemas() -> Iterator[tuple[Entry, dict[str, Any], list[tuple[bool, list[int]]]]]:
         for entry in entries:
             record = entry.record()

@@ -2236,23 +2236,19 @@ class _Compiler:
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         taken = list(properties) + [k for k in required if k not in properties]
-        plain = not patterns and _trivial_schema(names)  # each value is its schema alone
+        any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
         add_lexeme = self.ir.add_lexeme
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
-            if plain:
-                schema = properties[key] if listed else d.get("additionalProperties", self.additional_default)
-                allowed = True
+            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
+            if listed:
+                parts = [properties[key], *matching]
             else:
-                matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)]
-                if listed:
-                    parts = [properties[key], *matching]
-                else:
-                    parts = matching or [d.get("additionalProperties", self.additional_default)]
-                schema = parts[0] if len(parts) == 1 else {"allOf": parts}
-                allowed = self.name_allowed(key, names, pointer)
+                parts = matching or [d.get("additionalProperties", self.additional_default)]
+            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+            allowed = any_name or self.name_allowed(key, names, pointer)
             sym = self.compile(schema, where) if allowed else None
             if sym is None:
                 if key in needed:

@@ -154,10 +154,15 @@ class InstanceChecker:
 
     def body_matches(self, body: str, text: str) -> bool:
         """Whether the JSON-escaped body of the string `text` matches a body regex."""
+        return self._regex(body).fullmatch(self._escaped(text)) is not None
+
+    def _escaped(self, text: str) -> str:
+        """The JSON-escaped body of `text`, kept: the same enum values meet pattern after
+        pattern (`valid_values`)."""
         escaped = self.escaped.get(text)
-        if escaped is None:  # the same enum values meet pattern after pattern (`valid_values`)
+        if escaped is None:
             escaped = self.escaped[text] = json.dumps(text, ensure_ascii=False)[1:-1]
-        return self._regex(body).fullmatch(escaped) is not None
+        return escaped
 
     def pattern_matches(self, pattern: str, text: str) -> bool:
         return self.body_matches(self._pattern_body(pattern), text)
@@ -270,14 +275,12 @@ class InstanceChecker:
         if fmt in self.format_regexes:
             musts.append(self._regex_or_reason(str, self.format_regexes[fmt]))
         nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
-        escaped = self.escaped
+        escaped = self._escaped
 
         def check(value: str) -> bool:
             if not low <= len(value) <= high:
                 return False
-            body = escaped.get(value)
-            if body is None:
-                body = escaped[value] = json.dumps(value, ensure_ascii=False)[1:-1]
+            body = escaped(value)
             for regex in musts:
                 if type(regex) is str:
                     raise Undecidable(regex)
