@@ -35,6 +35,8 @@ from typing import Any
 
 from tokensieve._tools.hostile import identifier_words
 
+from .basic import _consume_untimed
+
 FORMS = ("regex", "choice", "lark", "json_enum")
 
 # The clock of every figure: wall time by default; `--clock cpu` (this process's CPU time)
@@ -151,7 +153,7 @@ def run_ours(form: str, words: list[str], tokenizer: Any, token_ids: list[int], 
             t2 = _now()
             stage = "mask"
             for token in token_ids:
-                if not m.consume_tokens((token,)):  # not left pending for the timed fill
+                if not _consume_untimed(m, token):
                     out.result = "refused"
                     break
                 t = _now()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .basic import _default_tokenizer, _summary
+from .basic import _consume_untimed, _default_tokenizer, _summary
 
 _NOUNS = ["weather", "stock", "flight", "hotel", "order", "invoice", "user", "ticket", "repo", "file",
           "email", "event", "recipe", "song", "route", "device", "account", "payment", "report", "task"]
@@ -175,12 +175,12 @@ def run_tools_bench(tokenizer_path: Path, *, tool_count: int, rounds: int, model
     words = (tok.vocab_size + 31) // 32
     buf = np.zeros((1, words), dtype=np.int32)
     cold: list[float] = []
-    per = _time_steps(lambda: Matcher(tok, grammar), lambda m: m.fill_bitmask(buf), lambda m, t: m.consume_tokens((t,)), tokens, rounds, cold)
+    per = _time_steps(lambda: Matcher(tok, grammar), lambda m: m.fill_bitmask(buf), _consume_untimed, tokens, rounds, cold)
     results["cold_steps"] = _summary(cold)
     results["free_steps"] = _summary([_median(p) for p in per[free]])
     results["args_steps"] = _summary([_median(p) for p in per[args]])
     alone = Grammar.json_schema(tools[index]["function"]["parameters"])
-    per_alone = _time_steps(lambda: Matcher(tok, alone), lambda m: m.fill_bitmask(buf), lambda m, t: m.consume_tokens((t,)),
+    per_alone = _time_steps(lambda: Matcher(tok, alone), lambda m: m.fill_bitmask(buf), _consume_untimed,
                             parts[2], rounds)
     results["schema_alone_steps"] = _summary([_median(p) for p in per_alone])
 

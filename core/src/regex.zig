@@ -1221,7 +1221,6 @@ pub const ExprSet = struct {
         }
     }
 
-    /// `combine` of the derivatives of `e`'s members (for alternation and intersection).
     /// The members of `e`, copied out before terms are built from them (building may grow
     /// the arena and move `args`): into `small` when they fit, else allocated (`freeMembers`).
     fn copyMembers(self: *ExprSet, e: ExprId, small: *[16]ExprId) Error![]ExprId {
@@ -1241,6 +1240,7 @@ pub const ExprSet = struct {
         return cache.available == 0 and cache.capacity() >= self.deriv_cache_slots_max;
     }
 
+    /// `combine` of the derivatives of `e`'s members (for alternation and intersection).
     fn derivMembers(
         self: *ExprSet,
         e: ExprId,
@@ -1566,7 +1566,6 @@ pub const ExprSet = struct {
         return self.nullable(x);
     }
 
-    /// Every byte set that occurs in the set, for alphabet compression.
     /// Is argument `i` of a node tagged `t` a child term (else a bitmap word or a bound)?
     fn isChildArg(t: Tag, i: usize) bool {
         return switch (t) {
@@ -1647,6 +1646,7 @@ pub const ExprSet = struct {
         return @fromBackingInt(@intCast(ids.items[ids.items.len - 1]));
     }
 
+    /// Every byte set that occurs in the set, for alphabet compression.
     pub fn forEachByteSet(self: *const ExprSet, context: anytype, comptime visit: fn (@TypeOf(context), ByteSet) void) void {
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
