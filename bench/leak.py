@@ -36,10 +36,12 @@ def _run_command(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.from_file(args.tokenizer or _default_tokenizer())
     entries = pick_leak_entries(args.schemas, seed=args.seed, data_dir=args.data)
     print(f"{args.cycles} cycles over {len(entries)} MaskBench schemas (seed {args.seed}), one core instance")
-    print(f"{'cycle':>7} {'s':>7} {'linear MB':>10} {'live KiB':>10} {'RSS MB':>8}")
+    print("live KiB: the core's allocations outside its pattern cache (cache KiB: the bounded cache)")
+    print(f"{'cycle':>7} {'s':>7} {'linear MB':>10} {'live KiB':>10} {'cache KiB':>10} {'RSS MB':>8}")
 
     def show(s: LeakSample) -> None:
-        print(f"{s.cycle:>7} {s.seconds:>7.1f} {s.linear_mb:>10.1f} {s.live_kib:>10} {s.rss_mb:>8.1f}", flush=True)
+        print(f"{s.cycle:>7} {s.seconds:>7.1f} {s.linear_mb:>10.1f} {s.live_kib:>10} {s.cache_kib:>10} {s.rss_mb:>8.1f}",
+              flush=True)
 
     run = run_leak(tokenizer, entries, args.cycles, report_every=args.every, warmup_cycles=args.warmup,
                    on_sample=show)

@@ -692,6 +692,12 @@ export fn ts_debug_live_kib() i32 {
     return @intCast(Counting.live_bytes >> 10);
 }
 
+/// Of those, the KiB the instance's pattern cache holds (`pattern_cache.zig`): bounded, and
+/// emptied when full, so a leak check counts the rest.
+export fn ts_debug_pattern_cache_kib() i32 {
+    return @intCast(pattern_cache.sizeBytes() >> 10);
+}
+
 /// Work on purpose: `rounds` million steps of a loop the optimizer cannot remove, so hosts
 /// can test their wall-clock deadline. Returns a checksum.
 export fn ts_debug_spin(rounds: u32) i32 {

@@ -79,7 +79,7 @@ _EXPORTS: Final = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_spin", "ts_debug_clamp",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_pattern_cache_kib", "ts_debug_spin", "ts_debug_clamp",
     "ts_debug_pattern_cache", "ts_debug_slices", "ts_debug_trap",
 )
 
@@ -626,6 +626,12 @@ class Core:
             if self._pending_frees:
                 self._drain(len(self._pending_frees))
             return int(self._f["ts_debug_live_kib"]())
+
+    def pattern_cache_kib(self) -> int:
+        """Of `live_kib`, the KiB the instance's pattern cache holds (at most its bound,
+        `docs/lexer.md`; emptied and refilled when full)."""
+        with self.lock:
+            return int(self._f["ts_debug_pattern_cache_kib"]())
 
     def memory_size_bytes(self) -> int:
         """The instance's linear memory (it only grows)."""

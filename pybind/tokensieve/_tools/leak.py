@@ -12,7 +12,11 @@ its figures are the whole story:
 
 - **linear MB**: the instance's linear memory. It never shrinks; it grows only when the
   core's allocator cannot serve a request from freed memory.
-- **live KiB**: what the core's allocator has handed out and not got back (`ts_debug_live_kib`).
+- **live KiB**: what the core's allocator has handed out and not got back (`ts_debug_live_kib`),
+  less what the instance's pattern cache holds (`ts_debug_pattern_cache_kib`).
+- **cache KiB**: the pattern cache (`docs/lexer.md`). It is bounded and empties itself when
+  full, so over a rotating set larger than it holds it rises and falls from pass to pass;
+  counted apart, it cannot hide a leak or pass for one.
 - **RSS MB**: the process's resident set (Python objects, wasmtime's code and tables, the
   touched part of linear memory).
 
@@ -43,6 +47,7 @@ class LeakSample:
     linear_mb: float
     live_kib: int
     rss_mb: float
+    cache_kib: int = 0
 
 
 @dataclass
@@ -158,7 +163,8 @@ def run_leak(
     start = time.perf_counter()
 
     def sample(cycle: int) -> None:
-        s = LeakSample(cycle, time.perf_counter() - start, core.memory_size_bytes() / 1e6, core.live_kib(), rss_mb())
+        live, cache = core.live_kib(), core.pattern_cache_kib()
+        s = LeakSample(cycle, time.perf_counter() - start, core.memory_size_bytes() / 1e6, live - cache, rss_mb(), cache)
         run.samples.append(s)
         if on_sample:
             on_sample(s)
