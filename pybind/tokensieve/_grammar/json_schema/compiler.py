@@ -137,8 +137,7 @@ from .numbers import (
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
-    pattern_to_json_regex,
-    string_regex,
+    pattern_lookahead_parts, pattern_to_json_regex, string_regex,
 )
 from .x_guidance import split_x_guidance
 
@@ -2039,14 +2038,21 @@ class _Compiler:
         if max_length is not None and min_length > max_length:
             return self.contradiction(f"minLength {min_length} exceeds maxLength {max_length}", pointer)
         patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
-        bodies = []
+        bodies: list[str] = []
+        lookahead_nots: list[str] = []
         for i, pattern in enumerate(patterns):
             if not isinstance(pattern, str):
                 raise self.fail("pattern must be a string", f"{pointer}/pattern")
             try:
                 bodies.append('"' + pattern_to_json_regex(pattern) + '"')
             except GrammarError as err:
-                self.unsupported(str(err), f"{pointer}/pattern")
+                try:  # lookaheads where intersections say them exactly
+                    musts, excluded = pattern_lookahead_parts(pattern)
+                except GrammarError:
+                    self.unsupported(str(err), f"{pointer}/pattern")
+                    continue
+                bodies += ['"' + body + '"' for body in musts]
+                lookahead_nots += ['"' + body + '"' for body in excluded]
         fmt = d.get("format")
         if fmt is not None and fmt not in FORMAT_REGEXES:
             self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
@@ -2060,7 +2066,7 @@ class _Compiler:
             raise self.fail(str(err), f"{pointer}/minLength") from None
         # Excluded values (`not` of enum/const/pattern/format): the lexeme's not_patterns.
         nots = [_json_string_regex(v) for v in d.get("_not_enum", []) if isinstance(v, str)]
-        nots += ['"' + body + '"' for body in d.get("_not_bodies", [])]
+        nots += ['"' + body + '"' for body in d.get("_not_bodies", [])] + lookahead_nots
         if not bodies and not nots:
             if min_length == 0 and max_length is None:
                 return self.string()

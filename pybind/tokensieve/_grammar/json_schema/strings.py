@@ -467,6 +467,128 @@ def pattern_to_json_regex(pattern: str) -> str:
         raise GrammarError(f"pattern {pattern!r}: {err}") from None
 
 
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index just past the `)` that closes the group opened at `start`, skipping escapes
+    and classes (in ECMA `[]` and `[^]` are classes of their own); -1 when unclosed."""
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _has_top_level_bar(pattern: str) -> bool:
+    """Whether `pattern` has a `|` outside every group and class."""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i = _class_end(pattern, i)
+        elif c == "(":
+            end = _group_end(pattern, i)
+            if end < 0:
+                return False  # malformed: the translation says so
+            i = end
+        elif c == "|":
+            return True
+        else:
+            i += 1
+    return False
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index just past the `]` that closes the class opened at `start` (or the end)."""
+    i = start + 1
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def _lookaheads(pattern: str, i: int) -> tuple[list[tuple[bool, str]], int]:
+    """The lookahead groups `(?=X)` / `(?!X)` in a row from `i`: (positive, X) each, and the
+    index after them."""
+    found = []
+    while pattern.startswith(("(?=", "(?!"), i):
+        end = _group_end(pattern, i)
+        if end < 0:
+            raise _PatternError(f"unclosed group opened at offset {i}")
+        found.append((pattern[i + 2] == "=", pattern[i + 3 : end - 1]))
+        i = end
+    return found, i
+
+
+# A single character: `.`, a class, or an escape of one (what a tempered loop consumes).
+_ONE_CHAR = re.compile(r"\.|\[(?:\\.|[^\]\\])*\]|\\[^1-9bBkpPux]")
+
+
+@functools.lru_cache(maxsize=1024)
+def pattern_lookahead_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ECMA `pattern` with lookaheads in the two places where they can be said exactly with
+    intersections: the regexes over a string's JSON-escaped body that it must match (every
+    one) and those it must not match (any), for `Lexeme.and_patterns` / `not_patterns`.
+
+    - Right after a leading `^`, with no top-level `|`: `^(?!X)(?=Y)R` holds on the strings
+      that `^R` finds, `^Y` finds and `^X` does not (a lookahead at the start sees the whole
+      string).
+    - A tempered loop over the whole string, `^(?:(?!X)C)*$` with C one character (`.`, a
+      class, an escape): the strings of C's characters in which X matches nowhere, i.e. that
+      `X` (search semantics) does not find. Refused when X can match the empty string.
+
+    Raises:
+        GrammarError: anything else, or a part the translation refuses.
+    """
+    try:
+        return _lookahead_parts(pattern)
+    except _PatternError as err:
+        raise GrammarError(f"pattern {pattern!r}: {err}") from None
+
+
+def _lookahead_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not pattern.startswith("^") or _has_top_level_bar(pattern):
+        raise _PatternError("a lookaround that is not at the start of the pattern (not supported)")
+    heads, rest_at = _lookaheads(pattern, 1)
+    if heads:
+        musts = [_translate("^" + pattern[rest_at:])]
+        musts += [_translate(f"^(?:{x})") for positive, x in heads if positive]
+        nots = [_translate(f"^(?:{x})") for positive, x in heads if not positive]
+        return tuple(musts), tuple(nots)
+    for opener in ("^(?:", "^("):
+        if pattern.startswith(opener) and pattern.endswith(")*$"):
+            end = _group_end(pattern, 1)
+            heads, char_at = _lookaheads(pattern, len(opener))
+            char = pattern[char_at : end - 1]
+            if end != len(pattern) - 2 or not heads or not all(not positive for positive, _ in heads):
+                break
+            if not _ONE_CHAR.fullmatch(char):
+                break
+            nots = []
+            for _, x in heads:
+                if re.fullmatch(_translate(f"^(?:{x})$"), ""):
+                    raise _PatternError(f"a tempered lookahead that matches the empty string: (?!{x})")
+                nots.append(_translate(x))
+            return (_translate(f"^(?:{char})*$"),), tuple(nots)
+    raise _PatternError("a lookaround that is not at the start of the pattern (not supported)")
+
+
+def _translate(pattern: str) -> str:
+    return _EcmaPattern(pattern).translate()
+
 # =============================================================================================
 # Formats (ASCII-only, so the JSON-escaped text is the text itself)
 # =============================================================================================

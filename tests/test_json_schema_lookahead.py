@@ -1,0 +1,109 @@
+"""Lookaheads in JSON Schema `pattern`s where intersections say them exactly: right after a
+leading `^` (`^(?!@@)[\\w@]+$`, JsonSchemaStore's i18n schemas) and tempered loops over the
+whole string (`^((?!mode).)*$`).
+
+The oracle is Python's `re.search` on the decoded string (ECMA and Python agree on these
+patterns once `$` means the end of the input, as in ECMA), for the translation's regexes under
+the `regex` module and for whole grammars under the core.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+import regex
+
+from tokensieve import Grammar, GrammarError, Matcher, Tokenizer
+from tokensieve._grammar.json_schema.strings import pattern_lookahead_parts
+
+PATTERNS = [
+    "^(?!@@)[@a-zA-Z0-9_-]+$",
+    "^(?!interactive|name|style).+$",
+    "^((?!mode)(?!Mode).)*$",
+    "^(?:(?!ab|b-)[^=])*$",
+    "^(?=[^=]+$)(?!\\s+$)(.|\\n)+$",
+    "^(?![i|I][o|O][b|B])",
+    "^((?!(c|C)(l|L)(y|Y)).)*$",
+    "^(?!org\\.b\\.)([a-zA-Z_$][a-zA-Z\\d_$]*\\.)*[a-zA-Z_$][a-zA-Z\\d_$]*$",
+    "^(?![ \\t\\n]*\\(d(.*)\\))[\\s\\S]*",
+    "^(?=.*[0-9])(?=.*[a-z])[a-z0-9]{3,}$",
+]
+PIECES = list("@ab_-=. \n\t()0719mdeMCLYioIOBrgz$") + ["org.b.", "mode", "Mode", "Cly", "ioB", "name", "style", "(d)", "b-"]
+
+
+def _ecma_search(pattern: str, value: str) -> bool:
+    """ECMA search semantics with Python's engine: `$` (outside classes, unescaped) is the end
+    of the input, not also the place before a final newline."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "$":
+            c = "\\Z"
+        out.append(c)
+        i += 1
+    return re.search("".join(out), value) is not None
+
+
+def _values(seed: int, count: int) -> list[str]:
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(PIECES) for _ in range(rnd.randint(0, 7))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_lookahead_parts_agree_with_search_on_the_decoded_string(pattern: str) -> None:
+    musts, nots = pattern_lookahead_parts(pattern)
+    agree = [0, 0]
+    for value in _values(hash(pattern) & 0xFFFF, 2500):
+        expected = _ecma_search(pattern, value)
+        agree[expected] += 1
+        for ascii_only in (True, False):
+            body = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+            got = all(regex.fullmatch(m, body) for m in musts) and not any(regex.fullmatch(n, body) for n in nots)
+            assert got == expected, (pattern, value, body)
+    assert min(agree) > 0, f"the values should include matches and non-matches: {agree}"
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_string_schemas_with_lookaheads_accept_what_search_finds(pattern: str) -> None:
+    tok = Tokenizer.from_token_bytes([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256])
+    grammar = Grammar.json_schema({"type": "string", "pattern": pattern})
+    outcomes = set()
+    for value in _values(7, 150):
+        expected = _ecma_search(pattern, value)
+        outcomes.add(expected)
+        matcher = Matcher(tok, grammar)
+        text = json.dumps(value, ensure_ascii=False).encode()
+        accepted = matcher.consume_tokens(list(text)) and matcher.is_accepting()
+        assert accepted == expected, (pattern, value)
+    assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "a(?!b)",  # not at the start
+        "^a(?!b)c",  # after text
+        "^(?!a)b|c",  # the lookahead binds to one alternative only
+        "^((?!a*).)*$",  # a tempered lookahead that matches the empty string
+        "^((?!a)bc)*$",  # a tempered loop over two characters
+        "^((?=a).)*$",  # a positive tempered lookahead
+        "^(?<!a)b",  # lookbehind
+        "^(?!a(?!b))c",  # a lookahead inside a lookahead
+    ],
+)
+def test_other_lookarounds_are_refused(pattern: str) -> None:
+    with pytest.raises(GrammarError):
+        pattern_lookahead_parts(pattern)
+    with pytest.raises(GrammarError, match="pattern"):
+        Grammar.json_schema({"type": "string", "pattern": pattern})
