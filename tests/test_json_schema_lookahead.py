@@ -107,3 +107,59 @@ def test_other_lookarounds_are_refused(pattern: str) -> None:
         pattern_lookahead_parts(pattern)
     with pytest.raises(GrammarError, match="pattern"):
         Grammar.json_schema({"type": "string", "pattern": pattern})
+
+
+OBJECT_SCHEMAS = [
+    {"patternProperties": {"^(?!@@)[a-z@]+$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+    {"patternProperties": {"^(?!@@)[a-z@]+$": {"type": "integer"}}, "additionalProperties": False},
+    {
+        "patternProperties": {"^(?!ab|b@)(?=.*a)[a-z@]*$": {"type": "integer"}, "^b": {"type": "integer", "minimum": 5}},
+        "additionalProperties": {"type": "string"},
+    },
+    {"properties": {"a": {"type": "string"}}, "patternProperties": {"^((?!@@).)*$": {"type": "integer"}}},
+    # allOf merging asks which pattern a listed name matches (the instance checker's parts).
+    {"allOf": [
+        {"patternProperties": {"^(?!@@)[a-z@]+$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        {"properties": {"ab": {"minimum": 5}, "@@a": {"minLength": 2}}},
+    ]},
+]
+KEYS = ["a", "ab", "b", "ba", "b@", "bab", "@@", "@@a", "a@@", "x", "@", "ca", "bb"]
+
+
+def _objects(seed: int, count: int) -> list[dict[str, object]]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(count):
+        keys = rnd.sample(KEYS, rnd.randint(0, 3))
+        out.append({k: rnd.choice([1, 7, "s"]) for k in keys})
+    return out
+
+
+@pytest.mark.parametrize("index", range(len(OBJECT_SCHEMAS)))
+def test_pattern_properties_with_lookaheads_agree_with_jsonschema(index: int) -> None:
+    import jsonschema
+
+    schema = {"type": "object", **OBJECT_SCHEMAS[index]}
+    tok = Tokenizer.from_token_bytes([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256])
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    outcomes = set()
+    # Listed properties first, in the schema's order (`property_order="schema"`), then the rest.
+    parts = [schema, *schema.get("allOf", [])]
+    listed = [k for part in parts for k in part.get("properties", {})]
+    for value in _objects(index, 300):
+        value = {k: value[k] for k in sorted(value, key=lambda k: listed.index(k) if k in listed else len(listed))}
+        expected = validator.is_valid(value)
+        outcomes.add(expected)
+        matcher = Matcher(tok, grammar)
+        text = json.dumps(value, separators=(",", ":")).encode()
+        accepted = matcher.consume_tokens(list(text)) and matcher.is_accepting()
+        assert accepted == expected, (schema, value)
+    assert outcomes == {True, False}
+
+
+def test_two_pattern_properties_with_lookaheads_are_refused_naming_the_second() -> None:
+    schema = {"type": "object", "patternProperties": {"^(?!a)b": {}, "^(?!c)d": {"type": "integer"}}}
+    with pytest.raises(GrammarError, match="one pattern with lookaheads") as info:
+        Grammar.json_schema(schema)
+    assert "/patternProperties/^(?!c)d" in str(info.value)

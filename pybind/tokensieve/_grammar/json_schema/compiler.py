@@ -2405,13 +2405,27 @@ class _Compiler:
         if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
             return []  # a closed object: no other key (its taken names need no regexes)
         name_nots = [_json_string_regex(k) for k in taken]
-        found: list[tuple[str, str, Any]] = []  # (pointer, key regex, value schema)
+        # (pointer, the regexes a key matching the pattern matches, those it does not, value
+        # schema): one regex for a plain pattern; more for a pattern with lookaheads.
+        found: list[tuple[str, tuple[str, ...], tuple[str, ...], Any]] = []
+        lookahead: int | None = None  # the one pattern with lookaheads, if any
         for pattern, schema in d.get("patternProperties", {}).items():
             where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
             try:
-                found.append((where, '"' + pattern_to_json_regex(pattern) + '"', schema))
+                found.append((where, ('"' + pattern_to_json_regex(pattern) + '"',), (), schema))
+                continue
             except GrammarError as err:
-                self.unsupported(str(err), where)
+                error = err
+            try:
+                musts, excluded = pattern_lookahead_parts(pattern)
+            except GrammarError:
+                self.unsupported(str(error), where)
+                continue
+            if lookahead is not None:
+                self.unsupported(f"{error} (one pattern with lookaheads per patternProperties)", where)
+                continue
+            lookahead = len(found)
+            found.append((where, tuple(f'"{m}"' for m in musts), tuple(f'"{n}"' for n in excluded), schema))
         if len(found) <= PATTERN_SUBSETS_MAX:
             subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
         else:
@@ -2420,36 +2434,53 @@ class _Compiler:
                 f"more than {PATTERN_SUBSETS_MAX} patternProperties: a key matching several patterns is refused",
                 f"{pointer}/patternProperties",
             )
+
+        def outside(subset: Sequence[int]) -> list[tuple[list[str], list[str]]]:
+            """The keys matching none of the patterns outside `subset`, as disjoint pieces
+            (regexes matched, regexes not matched): a plain pattern is one exclusion; the
+            complement of the pattern with lookaheads (M₁ ∩ … ∩ ¬N₁ ∩ …) is the union of
+            ¬M₁, M₁ ∩ ¬M₂, …, M ∩ N₁, M ∩ ¬N₁ ∩ N₂, …"""
+            plain = [found[i][1][0] for i in range(len(found)) if i not in subset and i != lookahead]
+            if lookahead is None or lookahead in subset:
+                return [([], plain)]
+            musts, excluded = found[lookahead][1], found[lookahead][2]
+            pieces = [(list(musts[:k]), plain + [musts[k]]) for k in range(len(musts))]
+            pieces += [(list(musts) + [excluded[j]], plain + list(excluded[:j])) for j in range(len(excluded))]
+            return pieces
+
         regions: list[tuple[Sym, Sym]] = []
         for subset in subsets:
-            schemas = [found[i][2] for i in subset] + list(values)
+            schemas = [found[i][3] for i in subset] + list(values)
             value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
             if value is None:
                 continue
-            ands = [found[i][1] for i in subset]
-            nots = [found[i][1] for i in range(len(found)) if i not in subset]
-            lexeme = Lexeme(
-                f"key:{found[subset[0]][0]}" + (f"+{len(subset) - 1}" if len(subset) > 1 else ""),
-                "regex",
-                ands[0],
-                and_patterns=tuple(ands[1:]) + key_ands,
-                not_patterns=tuple(nots + name_nots) + key_nots,
-            )
-            regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # shared: see compile_object's pair
+            ands = [m for i in subset for m in found[i][1]]
+            inner_nots = [n for i in subset for n in found[i][2]]
+            for piece_ands, piece_nots in outside(subset):
+                lexeme = Lexeme(
+                    f"key:{found[subset[0]][0]}" + (f"+{len(subset) - 1}" if len(subset) > 1 else ""),
+                    "regex",
+                    ands[0],
+                    and_patterns=tuple(ands[1:] + piece_ands) + key_ands,
+                    not_patterns=tuple(inner_nots + piece_nots + name_nots) + key_nots,
+                )
+                regions.append((Sym.t(self.ir.add_shared_lexeme(lexeme)), value))  # shared: see compile_object's pair
         extra = d.get("additionalProperties", self.additional_default)
         if values and extra is not False:
             extra = {"allOf": [extra, *values]}
         value = None if extra is False else self.compile(extra, f"{pointer}/additionalProperties")
         if value is not None:
-            nots = [f[1] for f in found] + name_nots
             base = self.ir.lexemes[self.string().index]
-            if not nots and not key_ands and not key_nots:
-                key = self.string()
-            else:
-                name = f"key:{pointer or '/'}/additionalProperties"
-                lexeme = Lexeme(name, "regex", base.value, and_patterns=key_ands, not_patterns=tuple(nots) + key_nots)
-                key = Sym.t(self.ir.add_shared_lexeme(lexeme))
-            regions.append((key, value))
+            for piece_ands, piece_nots in outside(()):
+                nots = piece_nots + name_nots
+                if not nots and not piece_ands and not key_ands and not key_nots:
+                    key = self.string()
+                else:
+                    name = f"key:{pointer or '/'}/additionalProperties"
+                    lexeme = Lexeme(name, "regex", base.value, and_patterns=tuple(piece_ands) + key_ands,
+                                    not_patterns=tuple(nots) + key_nots)
+                    key = Sym.t(self.ir.add_shared_lexeme(lexeme))
+                regions.append((key, value))
         return regions
 
     def object_body(self, members: list[tuple[Sym, Sym, bool]], pair: int | None, low: int, high: int | None, pointer: str) -> Sym | None:

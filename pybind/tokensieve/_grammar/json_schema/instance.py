@@ -28,6 +28,9 @@ import re
 from fractions import Fraction
 from typing import Any, Callable
 
+from ..._errors import GrammarError
+from .strings import pattern_lookahead_parts
+
 __all__ = ["Undecidable", "InstanceChecker", "json_equal", "json_type"]
 
 DEPTH_MAX = 200  # nested schema applications (recursive $ref) per check
@@ -104,6 +107,7 @@ class InstanceChecker:
         self.format_regexes = format_regexes
         self.compiled: dict[str, re.Pattern[str]] = {}
         self.bodies: dict[str, str] = {}
+        self.parts: dict[str, tuple[list[str], list[str]]] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
         # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
         self.string_checks: dict[int, tuple[Any, Callable[[str], bool]]] = {}
@@ -165,7 +169,24 @@ class InstanceChecker:
         return escaped
 
     def pattern_matches(self, pattern: str, text: str) -> bool:
-        return self.body_matches(self._pattern_body(pattern), text)
+        musts, nots = self._pattern_parts(pattern)
+        return all(self.body_matches(m, text) for m in musts) and not any(self.body_matches(n, text) for n in nots)
+
+    def _pattern_parts(self, pattern: str) -> tuple[list[str], list[str]]:
+        """The body regexes a string that `pattern` finds matches, and those it does not: the
+        one translation of a plain pattern, more for lookaheads (`pattern_lookahead_parts`)."""
+        parts = self.parts.get(pattern)
+        if parts is None:
+            try:
+                parts = ([self._pattern_body(pattern)], [])
+            except Undecidable as err:
+                try:
+                    musts, nots = pattern_lookahead_parts(pattern)
+                except GrammarError:
+                    raise err from None
+                parts = (list(musts), list(nots))
+            self.parts[pattern] = parts
+        return parts
 
     def _pattern_body(self, pattern: str) -> str:
         body = self.bodies.get(pattern)
@@ -270,11 +291,19 @@ class InstanceChecker:
             return known[1]
         low, high = _size_bound(schema, "minLength", 0), _size_bound(schema, "maxLength", math.inf)
         patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
-        musts = [self._regex_or_reason(self._pattern_body, p) for p in patterns]
+        musts: list[re.Pattern[str] | str] = []
+        nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
+        for pattern in patterns:
+            try:
+                pattern_musts, pattern_nots = self._pattern_parts(pattern)
+            except Undecidable as err:
+                musts.append(str(err))
+                continue
+            musts += [self._regex_or_reason(str, body) for body in pattern_musts]
+            nots += [self._regex_or_reason(str, body) for body in pattern_nots]
         fmt = schema.get("format")
         if fmt in self.format_regexes:
             musts.append(self._regex_or_reason(str, self.format_regexes[fmt]))
-        nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
         escaped = self._escaped
 
         def check(value: str) -> bool:
