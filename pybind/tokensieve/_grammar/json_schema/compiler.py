@@ -121,6 +121,7 @@ import functools
 import itertools
 import json
 import math
+from fractions import Fraction
 import urllib.parse
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -594,6 +595,38 @@ _VALUE_LIST_KEYS = ANNOTATIONS | {"enum", "const"}
 
 def _trivial_schema(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
+
+
+def _common_multiple(a: Any, b: Any) -> int | float | None:
+    """The least positive number whose multiples are the common multiples of `a` and `b` (two
+    `multipleOf`), read as the decimals they are written as: lcm of the numerators over gcd of
+    the denominators (0.5 and 0.3: 1.5). None when either is not a positive number or the
+    result is not a float exactly."""
+    if not (_is_number(a) and _is_number(b) and a > 0 and b > 0):
+        return None
+    fa, fb = (Fraction(repr(x)) if isinstance(x, float) else Fraction(x) for x in (a, b))
+    common = Fraction(math.lcm(fa.numerator, fb.numerator), math.gcd(fa.denominator, fb.denominator))
+    if common.denominator == 1:
+        return int(common)
+    as_float = float(common)
+    return as_float if Fraction(repr(as_float)) == common else None
+
+
+def _pattern_sides(d: dict[str, Any]) -> list[list[Any]]:
+    """The `[patterns, additionalProperties]` of each merged side of an object schema whose
+    additionalProperties asserts something (`merge`): the side's additionalProperties holds
+    for a key its listed names and patterns leave out. A schema not merged that way is one
+    side."""
+    if "_pattern_sides" in d:
+        return list(d["_pattern_sides"])
+    extra = d.get("additionalProperties", True)
+    return [] if _trivial_schema(extra) else [[sorted(d.get("patternProperties", {})), extra]]
+
+
+def _side_extras(d: dict[str, Any], matched: Sequence[str]) -> list[Any]:
+    """For a key outside the listed names that matches the patterns `matched` (some), the
+    additionalProperties of the merged sides none of whose patterns it matches."""
+    return [extra for patterns, extra in d.get("_pattern_sides", ()) if not any(p in matched for p in patterns)]
 
 
 def _and(a: Any, b: Any) -> Any:
@@ -1286,12 +1319,15 @@ class _Compiler:
                 out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
             return out
         out = dict(a)
-        for x, y in ((a, b), (b, a)):
-            # A key matching x's pattern but not y's must meet x's pattern schema AND y's
-            # additionalProperties: no single object schema says that.
-            if x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True)):
-                if set(x["patternProperties"]) != set(y.get("patternProperties", {})):
-                    out["_conflicts"] = [*out.get("_conflicts", []), "patternProperties"]
+        # A key matching x's pattern but not y's must meet x's pattern schema AND y's
+        # additionalProperties, which no single patternProperties says: the merged object
+        # keeps each side's patterns with its additionalProperties (`_pattern_sides`), and a
+        # side's additionalProperties also holds for keys that match only other sides' patterns.
+        sided = any(
+            x.get("patternProperties") and not _trivial_schema(y.get("additionalProperties", True))
+            and set(x["patternProperties"]) != set(y.get("patternProperties", {}))
+            for x, y in ((a, b), (b, a))
+        )
         for key, vb in b.items():
             if key not in out:
                 out[key] = vb
@@ -1333,10 +1369,11 @@ class _Compiler:
             elif key == "format":
                 self.warn(f"two formats {va!r} and {vb!r} merged; keeping {va!r}", pointer)
             elif key == "multipleOf":
-                if _is_number(va) and _is_number(vb) and float(va).is_integer() and float(vb).is_integer():
-                    out[key] = math.lcm(int(va), int(vb))
-                else:
+                common = _common_multiple(va, vb)
+                if common is None:
                     out["_conflicts"] = [*out.get("_conflicts", []), key]
+                else:
+                    out[key] = common
             elif key == "contains":
                 # Two "some item is valid under ..." (one match at least each): two item witnesses
                 # (the counted forms are `_contains`, above), marked as evaluating their items.
@@ -1346,7 +1383,8 @@ class _Compiler:
                     {"from": 0, "value": va, "contains": True},
                     {"from": 0, "value": vb, "contains": True},
                 ]
-            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness"):
+            elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness",
+                         "_pattern_sides"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
@@ -1367,6 +1405,9 @@ class _Compiler:
                 out["properties"] = self.merge_properties(a, b)
             if "prefixItems" in x and "prefixItems" not in y and not _trivial_schema(y.get("items", True)):
                 out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]
+        if sided:
+            sides = _pattern_sides(a) + [side for side in _pattern_sides(b) if side not in _pattern_sides(a)]
+            out["_pattern_sides"] = sides
         return out
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -1381,8 +1422,10 @@ class _Compiler:
         entry, else the `patternProperties` it matches, else `additionalProperties`."""
         if key in d.get("properties", {}):
             return d["properties"][key]
-        matching = [s for p, s in d.get("patternProperties", {}).items() if self.key_matches(p, key, "")]
-        if matching:
+        patterns = d.get("patternProperties", {})
+        matched = [p for p in patterns if self.key_matches(p, key, "")]
+        if matched:
+            matching = [patterns[p] for p in matched] + _side_extras(d, matched)
             return matching[0] if len(matching) == 1 else {"allOf": matching}
         return d.get("additionalProperties", True)
 
@@ -2407,12 +2450,12 @@ class _Compiler:
         name_nots = [_json_string_regex(k) for k in taken]
         # (pointer, the regexes a key matching the pattern matches, those it does not, value
         # schema): one regex for a plain pattern; more for a pattern with lookaheads.
-        found: list[tuple[str, tuple[str, ...], tuple[str, ...], Any]] = []
+        found: list[tuple[str, tuple[str, ...], tuple[str, ...], Any, str]] = []
         lookahead: int | None = None  # the one pattern with lookaheads, if any
         for pattern, schema in d.get("patternProperties", {}).items():
             where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
             try:
-                found.append((where, ('"' + pattern_to_json_regex(pattern) + '"',), (), schema))
+                found.append((where, ('"' + pattern_to_json_regex(pattern) + '"',), (), schema, pattern))
                 continue
             except GrammarError as err:
                 error = err
@@ -2425,7 +2468,7 @@ class _Compiler:
                 self.unsupported(f"{error} (one pattern with lookaheads per patternProperties)", where)
                 continue
             lookahead = len(found)
-            found.append((where, tuple(f'"{m}"' for m in musts), tuple(f'"{n}"' for n in excluded), schema))
+            found.append((where, tuple(f'"{m}"' for m in musts), tuple(f'"{n}"' for n in excluded), schema, pattern))
         if len(found) <= PATTERN_SUBSETS_MAX:
             subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
         else:
@@ -2450,7 +2493,7 @@ class _Compiler:
 
         regions: list[tuple[Sym, Sym]] = []
         for subset in subsets:
-            schemas = [found[i][3] for i in subset] + list(values)
+            schemas = [found[i][3] for i in subset] + list(values) + _side_extras(d, [found[i][4] for i in subset])
             value = self.compile(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, found[subset[0]][0])
             if value is None:
                 continue

@@ -370,20 +370,28 @@ class InstanceChecker:
         properties = schema.get("properties", {})
         patterns = schema.get("patternProperties", {})
         extra = schema.get("additionalProperties", True)
+        sides = schema.get("_pattern_sides", ())
         names = schema.get("propertyNames", True)
         for key, item in value.items():
             if names is not True and not self._valid(key, names, pointer, d):
                 return False
-            matched = key in properties
-            if matched and not self._valid(item, properties[key], pointer, d):
+            listed = key in properties
+            if listed and not self._valid(item, properties[key], pointer, d):
                 return False
+            matched = []
             for pattern, sub in patterns.items():
                 if self.pattern_matches(pattern, key):
-                    matched = True
+                    matched.append(pattern)
                     if not self._valid(item, sub, pointer, d):
                         return False
-            if not matched and not self._valid(item, extra, pointer, d):
+            if not listed and not matched and not self._valid(item, extra, pointer, d):
                 return False
+            if not listed and matched:
+                # An object merged from sides with their own additionalProperties (compiler.py,
+                # `merge`): a side's holds where none of its patterns matches.
+                for side_patterns, side_extra in sides:
+                    if not any(p in matched for p in side_patterns) and not self._valid(item, side_extra, pointer, d):
+                        return False
         for witness in schema.get("_witness", ()):
             if not any(
                 self._valid(key, witness["keys"], pointer, d) and self._valid(item, witness["value"], pointer, d)

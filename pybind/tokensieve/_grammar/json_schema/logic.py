@@ -349,6 +349,6 @@ _KEYWORDS = frozenset(
         "maxContains", "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
         "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
-        "_unevaluatedItems", "_witness", "_item_witness", "_duplicate", "_contains",
+        "_unevaluatedItems", "_witness", "_item_witness", "_duplicate", "_contains", "_pattern_sides",
     }
 )
