@@ -217,3 +217,54 @@ def test_dependencies_accept_exactly_the_valid_key_sets() -> None:
             accepted += valid
             assert rec.full_match(json.dumps(instance, separators=(",", ":"))) == valid, instance
     assert accepted > 20  # the oracle does accept a fair share
+
+
+# A saucectl-like chain (MaskBench JsonSchemaStore---saucectl.schema): `if` on a discriminator
+# without `required`, two of them on one value (with a second condition), so a failed `if` is a
+# `not const` nested apart from the `const` a passed one left beside the enum.
+_KINDS = ["a", "b", "c", "d", "e"]
+_DISCRIMINATED = {
+    "type": "object",
+    "properties": {"kind": {"enum": _KINDS}, "v": {"enum": [1, 2]}, **{k: {"type": "integer"} for k in _KINDS}},
+    "required": ["kind"],
+    "additionalProperties": False,
+    "allOf": [
+        {"if": {"properties": {"kind": {"const": k}, **({"v": {"const": v}} if v else {})}}, "then": {"required": [k]}}
+        for k, v in [("a", 1), ("a", 2), ("b", 0), ("c", 0), ("d", 0), ("e", 0)]
+    ],
+}
+
+
+def test_a_discriminator_chain_drops_dead_alternatives_early() -> None:
+    """Every kind (and none, and one outside the enum) with every payload key and `v`, against
+    `jsonschema`; and the alternatives whose discriminator the `if`s have left no value are
+    dropped before they expand (before: 71 of 141 objects compiled were dead)."""
+    import jsonschema
+
+    from reference_cfg import ReferenceRecognizer
+
+    compiled: list[bool] = []
+    original = schema_compiler._Compiler.compile_object
+
+    def counting(self: Any, d: dict[str, Any], pointer: str) -> Any:
+        result = original(self, d, pointer)
+        compiled.append(result is not None)
+        return result
+
+    schema_compiler._Compiler.compile_object = counting  # type: ignore[method-assign]
+    try:
+        ir = schema_compiler.json_schema_to_ir(_DISCRIMINATED)
+    finally:
+        schema_compiler._Compiler.compile_object = original  # type: ignore[method-assign]
+    assert compiled.count(False) == 0, (compiled.count(False), len(compiled))
+    rec = ReferenceRecognizer(ir)
+    validator = jsonschema.Draft202012Validator(_DISCRIMINATED)
+    accepted = 0
+    for kind in [*_KINDS, "z", None]:
+        for payload in [None, *_KINDS]:
+            for v in (None, 1, 2):
+                instance = {**({"kind": kind} if kind else {}), **({"v": v} if v else {}), **({payload: 1} if payload else {})}
+                valid = validator.is_valid(instance)
+                accepted += valid
+                assert rec.full_match(json.dumps(instance, separators=(",", ":"))) == valid, instance
+    assert accepted == 3 * len(_KINDS)  # each kind with its own payload key, whatever `v`

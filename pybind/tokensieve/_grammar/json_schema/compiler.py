@@ -495,7 +495,7 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
-def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[Any] | None]]) -> str | None:
+def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]) -> str | None:
     """A required property of a merged schema that allows objects only, whose value no JSON
     value can take by the values its schema lists: the `enum`/`const` of its parts (itself and
     its `allOf` parts, as merging writes `_and(a, b)`) have none in common once the values its
@@ -522,46 +522,60 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[A
 _LISTED_VALUES_DEPTH_MAX = 16
 
 
-def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, Any]]) -> set[Any] | None:
     """The values a raw schema lets through by its value lists alone, as `_value_keys` (a
     superset of the values it accepts: other keywords are not asked); None when it lists none
     (any value) or lists a value this check does not compare (an array, an object, NaN).
     Callers must not change the set."""
+    allowed, excluded = _listed_parts(schema, depth, cache)
+    return allowed if allowed is None or not excluded else allowed - excluded
+
+
+def _listed_parts(schema: Any, depth: int, cache: dict[int, tuple[Any, Any]]) -> tuple[set[Any] | None, set[Any]]:
+    """(values listed, values excluded) of a raw schema: the intersection of its and its
+    `allOf` parts' `enum`/`const` (None: no list), and the union of the plain value lists their
+    clauses negate. Apart because merging nests them apart: `_and(_and(enum, const X), not
+    const Y)` excludes Y from the values of a sibling part (MaskBench saucectl: nine `if`
+    clauses on `kind`, each failed one a `not` beside the enum, 264 dead objects found only
+    at the end of their expansion)."""
     if schema is False:
-        return set()
+        return set(), set()
     if type(schema) is not dict or depth > _LISTED_VALUES_DEPTH_MAX:
-        return None
+        return None, set()
     known = cache.get(id(schema))
     if known is None:
-        known = cache[id(schema)] = (schema, _listed_values_of(schema, depth, cache))  # the schema kept: its id stays its own
-    return known[1]
+        known = cache[id(schema)] = (schema, _listed_parts_of(schema, depth, cache))  # the schema kept: its id stays its own
+    return known[1]  # type: ignore[no-any-return]
 
 
-def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+def _listed_parts_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, Any]]) -> tuple[set[Any] | None, set[Any]]:
     values: set[Any] | None = None
+    excluded: set[Any] = set()
     if "const" in schema:
         values = _value_keys([schema["const"]])
         if values is None:
-            return None
+            return None, excluded
     enum = schema.get("enum")
     if type(enum) is list:
         keys = _value_keys(enum)
         if keys is None:
-            return None
+            return None, excluded
         values = keys if values is None else values & keys
     parts = schema.get("allOf")
     for part in parts if type(parts) is list else ():
-        inner = _listed_values(part, depth + 1, cache)
+        inner, inner_excluded = _listed_parts(part, depth + 1, cache)
         if inner is not None:
             values = inner if values is None else values & inner
+        if inner_excluded:
+            excluded = excluded | inner_excluded
     clauses = schema.get("_clauses")
-    for clause in clauses if type(clauses) is list and values else ():
+    for clause in clauses if type(clauses) is list else ():
         negated = clause.get("not") if type(clause) is dict else None
         if type(negated) is dict and _VALUE_LIST_KEYS.issuperset(negated):
-            excluded = _listed_values(negated, depth + 1, cache)
-            if excluded:
-                values = values - excluded  # type: ignore[operator]
-    return values
+            listed = _listed_values(negated, depth + 1, cache)
+            if listed:
+                excluded = excluded | listed
+    return values, excluded
 
 
 def _value_key(value: Any) -> Any:
@@ -816,7 +830,7 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
-        self.listed_values: dict[int, tuple[Any, set[Any] | None]] = {}  # _required_without_value
+        self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
