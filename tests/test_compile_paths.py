@@ -268,3 +268,42 @@ def test_a_discriminator_chain_drops_dead_alternatives_early() -> None:
                 accepted += valid
                 assert rec.full_match(json.dumps(instance, separators=(",", ":"))) == valid, instance
     assert accepted == 3 * len(_KINDS)  # each kind with its own payload key, whatever `v`
+
+
+_scalars = st.sampled_from([0, 1, 1.0, True, False, None, "a", "b", "1", 2.5])
+_value_lists = st.recursive(
+    st.one_of(
+        st.lists(_scalars, max_size=4).map(lambda v: {"enum": v}),
+        _scalars.map(lambda v: {"const": v, "description": "x"}),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda parts: {"allOf": parts}),
+        st.tuples(inner, st.lists(_scalars, min_size=1, max_size=3)).map(
+            lambda t: {**t[0], "_clauses": [{"not": {"enum": t[1]}, "_at": "/x"}]}
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+def _holds(schema: dict[str, Any], value: Any) -> bool:
+    """The reference: does `value` meet a value-list schema, keyword by keyword."""
+    equal = schema_compiler._json_equal
+    if "const" in schema and not equal(schema["const"], value):
+        return False
+    if "enum" in schema and not any(equal(v, value) for v in schema["enum"]):
+        return False
+    if not all(_holds(part, value) for part in schema.get("allOf", [])):
+        return False
+    return not any(_holds(clause["not"], value) for clause in schema.get("_clauses", []))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_value_lists, _value_lists)
+def test_and_of_value_lists_is_one_enum_of_the_common_values(a: dict[str, Any], b: dict[str, Any]) -> None:
+    merged = schema_compiler._and(a, b)
+    universe = [0, 1, 1.0, True, False, None, "a", "b", "1", 2.5, "z"]
+    for value in universe:
+        assert _holds(merged, value) == (_holds(a, value) and _holds(b, value)), (merged, value)
+    if a != b and a != {} and b != {}:
+        assert set(merged) == {"enum"}, merged  # one plain list, whatever the nesting was

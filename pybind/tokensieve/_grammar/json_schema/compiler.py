@@ -611,6 +611,59 @@ def _trivial_schema(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
 
 
+_VALUE_LIST_NEST_MAX = 8
+_MERGE_DROPPED = ANNOTATIONS - {"_dynamic_union"}  # what `merge` leaves out of its result
+
+
+def _value_list_parts(schema: Any, depth: int, found: list[list[Any]]) -> bool:
+    """Whether a raw schema only lists values: `enum`/`const`, annotations, `allOf` parts that
+    only list values, and clauses `not` of a plain value list (what `_and` and `negate` make
+    of enums and failed `if`s). Appends each part's positive list to `found`, in merge order."""
+    if type(schema) is not dict or depth > _VALUE_LIST_NEST_MAX or "_dynamic_union" in schema:
+        return False
+    for key, value in schema.items():
+        if key == "const":
+            found.append([value])
+        elif key == "enum":
+            if type(value) is not list:
+                return False
+            found.append(value)
+        elif key == "allOf":
+            if type(value) is not list or not all(_value_list_parts(p, depth + 1, found) for p in value):
+                return False
+        elif key == "_clauses":
+            for clause in value if type(value) is list else (None,):
+                negated = clause.get("not") if type(clause) is dict else None
+                if type(negated) is not dict or not _VALUE_LIST_KEYS.issuperset(negated) or not set(clause) <= {"not", "_at"}:
+                    return False
+        elif key not in ANNOTATIONS:
+            return False
+    return True
+
+
+def _value_list_and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """`a` AND `b` as one `enum` when both only list values (`_value_list_parts`): the first
+    list's values (as merging keeps them: `_common_values` keeps the first side's) that every
+    list holds and no negated list excludes. Equal value sets then make equal schemas however
+    their clauses nested them, and the objects holding them are translated once (MaskBench
+    ui5.yaml: `if`/`else` chains on specVersion, kind and type, 1,478 objects). None when a
+    side is anything else or holds a value the keys do not compare (an array, NaN)."""
+    found: list[list[Any]] = []
+    if not _value_list_parts(a, 0, found) or not _value_list_parts(b, 0, found) or not found:
+        return None
+    both = {"allOf": [a, b]}
+    keys = _listed_values(both, 0, {})
+    if keys is None:
+        return None
+    values, seen = [], set()
+    for value in found[0]:
+        key = _value_key(value)
+        if key in keys and key not in seen:
+            seen.add(key)
+            values.append(value)
+    return {"enum": values}
+
+
 def _and(a: Any, b: Any) -> Any:
     """The schema both a and b must hold (without flattening)."""
     if a is True or a == {}:
@@ -619,6 +672,15 @@ def _and(a: Any, b: Any) -> Any:
         return a
     if a is False or b is False:
         return False
+    if type(a) is dict and type(b) is dict and ("enum" in a or "const" in a or "allOf" in a):
+        listed = _value_list_and(a, b)
+        if listed is not None:
+            return listed
+    if type(a) is dict and _TYPE_AND_ANNOTATIONS.issuperset(a) and not (type(b) is dict and _TYPE_AND_ANNOTATIONS.issuperset(b)):
+        # A side that says no more than its types makes the same merge on either side: one
+        # order, so that the two orders of a clause alternative share the part (MaskBench
+        # service-schema: 238 `inputs` objects, each beside `{"type": "object"}`, compiled twice).
+        return {"allOf": [b, a]}
     return {"allOf": [a, b]}
 
 
@@ -1300,7 +1362,9 @@ class _Compiler:
             if out is not None:
                 out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
             return out
-        out = dict(a)
+        # Annotations dropped: they assert nothing, and merged schemas that differ only in them
+        # (the `definitions` a `then` carries) would be translated once each.
+        out = {k: v for k, v in a.items() if k not in _MERGE_DROPPED}
         for x, y in ((a, b), (b, a)):
             # A key matching x's pattern but not y's must meet x's pattern schema AND y's
             # additionalProperties: no single object schema says that.
@@ -1309,7 +1373,8 @@ class _Compiler:
                     out["_conflicts"] = [*out.get("_conflicts", []), "patternProperties"]
         for key, vb in b.items():
             if key not in out:
-                out[key] = vb
+                if key not in _MERGE_DROPPED:
+                    out[key] = vb
                 continue
             va = out[key]
             if key in ANNOTATIONS or va == vb and key not in ("properties", "anyOf", "oneOf"):
