@@ -16,6 +16,7 @@ import gc
 import json
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -271,6 +272,13 @@ def test_a_discriminator_chain_drops_dead_alternatives_early() -> None:
 
 
 _scalars = st.sampled_from([0, 1, 1.0, True, False, None, "a", "b", "1", 2.5])
+_negated_lists = st.one_of(
+    st.lists(_scalars, max_size=3).map(lambda v: {"enum": v}),
+    _scalars.map(lambda v: {"const": v}),
+    st.just({"description": "lists nothing: its negation excludes every value"}),
+    st.just({"enum": [[1], "a"]}),  # an array: not compared by value keys
+    st.tuples(_scalars, st.lists(_scalars, max_size=3)).map(lambda t: {"const": t[0], "enum": t[1], "title": "two lists"}),
+)
 _value_lists = st.recursive(
     st.one_of(
         st.lists(_scalars, max_size=4).map(lambda v: {"enum": v}),
@@ -278,9 +286,7 @@ _value_lists = st.recursive(
     ),
     lambda inner: st.one_of(
         st.lists(inner, min_size=1, max_size=3).map(lambda parts: {"allOf": parts}),
-        st.tuples(inner, st.lists(_scalars, min_size=1, max_size=3)).map(
-            lambda t: {**t[0], "_clauses": [{"not": {"enum": t[1]}, "_at": "/x"}]}
-        ),
+        st.tuples(inner, _negated_lists).map(lambda t: {**t[0], "_clauses": [{"not": t[1], "_at": "/x"}]}),
     ),
     max_leaves=6,
 )
@@ -289,6 +295,8 @@ _value_lists = st.recursive(
 def _holds(schema: dict[str, Any], value: Any) -> bool:
     """The reference: does `value` meet a value-list schema, keyword by keyword."""
     equal = schema_compiler._json_equal
+    if set(schema) <= {"description"}:
+        return True  # lists nothing: holds for every value
     if "const" in schema and not equal(schema["const"], value):
         return False
     if "enum" in schema and not any(equal(v, value) for v in schema["enum"]):
@@ -305,5 +313,27 @@ def test_and_of_value_lists_is_one_enum_of_the_common_values(a: dict[str, Any], 
     universe = [0, 1, 1.0, True, False, None, "a", "b", "1", 2.5, "z"]
     for value in universe:
         assert _holds(merged, value) == (_holds(a, value) and _holds(b, value)), (merged, value)
-    if a != b and a != {} and b != {}:
+    text = json.dumps([a, b])
+    if a != b and not any(mark in text for mark in ("[1]", "lists nothing", "two lists")):
         assert set(merged) == {"enum"}, merged  # one plain list, whatever the nesting was
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"anyOf": [{"allOf": [{"const": 1}, {"const": True}]}, {"const": "a"}]},
+        {"allOf": [{"enum": [1, "a"]}, {"enum": [True, "a"]}]},
+        {"allOf": [{"enum": [0, "a"]}, {"enum": [False, "a"]}]},
+        {"type": "object", "properties": {"k": {"const": 1}}, "allOf": [{"properties": {"k": {"const": True}}}]},
+    ],
+)
+def test_merged_value_lists_tell_booleans_from_numbers(schema: dict[str, Any]) -> None:
+    """1 and true are different JSON values (Python's `==` says otherwise): against `jsonschema`."""
+    import jsonschema
+
+    from reference_cfg import ReferenceRecognizer
+
+    rec = ReferenceRecognizer(schema_compiler.json_schema_to_ir(schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [1, True, 0, False, "a", {"k": 1}, {"k": True}, {}]:
+        assert rec.full_match(json.dumps(value, separators=(",", ":"))) == validator.is_valid(value), value

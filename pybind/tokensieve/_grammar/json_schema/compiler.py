@@ -611,14 +611,22 @@ def _trivial_schema(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and not _has_constraints(schema))
 
 
+def _says_nothing_of_others(d: dict[str, Any]) -> bool:
+    """Whether an object schema leaves the properties it does not list alone (`member_schema`
+    of them is `true` or `{}`, which `_and` drops)."""
+    extra = d.get("additionalProperties", True)
+    return not d.get("patternProperties") and (extra is True or extra == {})
+
+
 _VALUE_LIST_NEST_MAX = 8
 _MERGE_DROPPED = ANNOTATIONS - {"_dynamic_union"}  # what `merge` leaves out of its result
 
 
-def _value_list_parts(schema: Any, depth: int, found: list[list[Any]]) -> bool:
+def _value_list_parts(schema: Any, depth: int, found: list[list[Any]], excluded: list[list[Any]]) -> bool:
     """Whether a raw schema only lists values: `enum`/`const`, annotations, `allOf` parts that
     only list values, and clauses `not` of a plain value list (what `_and` and `negate` make
-    of enums and failed `if`s). Appends each part's positive list to `found`, in merge order."""
+    of enums and failed `if`s). Appends each part's positive list to `found`, in merge order,
+    and each negated list to `excluded`."""
     if type(schema) is not dict or depth > _VALUE_LIST_NEST_MAX or "_dynamic_union" in schema:
         return False
     for key, value in schema.items():
@@ -629,13 +637,20 @@ def _value_list_parts(schema: Any, depth: int, found: list[list[Any]]) -> bool:
                 return False
             found.append(value)
         elif key == "allOf":
-            if type(value) is not list or not all(_value_list_parts(p, depth + 1, found) for p in value):
+            if type(value) is not list or not all(_value_list_parts(p, depth + 1, found, excluded) for p in value):
                 return False
         elif key == "_clauses":
             for clause in value if type(value) is list else (None,):
                 negated = clause.get("not") if type(clause) is dict else None
-                if type(negated) is not dict or not _VALUE_LIST_KEYS.issuperset(negated) or not set(clause) <= {"not", "_at"}:
+                if type(negated) is not dict or not set(clause) <= {"not", "_at"}:
                     return False
+                # The negated list exactly: `not` of a schema listing nothing excludes every value.
+                inner: list[list[Any]] = []
+                if not _value_list_parts(negated, depth + 1, inner, excluded) or len(inner) != 1 or "allOf" in negated:
+                    return False
+                if "_clauses" in negated:
+                    return False
+                excluded.append(inner[0])
         elif key not in ANNOTATIONS:
             return False
     return True
@@ -644,31 +659,58 @@ def _value_list_parts(schema: Any, depth: int, found: list[list[Any]]) -> bool:
 def _value_list_and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
     """`a` AND `b` as one `enum` when both only list values (`_value_list_parts`): the first
     list's values (as merging keeps them: `_common_values` keeps the first side's) that every
-    list holds and no negated list excludes. Equal value sets then make equal schemas however
+    list holds and no negated list holds. Equal value sets then make equal schemas however
     their clauses nested them, and the objects holding them are translated once (MaskBench
     ui5.yaml: `if`/`else` chains on specVersion, kind and type, 1,478 objects). None when a
     side is anything else or holds a value the keys do not compare (an array, NaN)."""
     found: list[list[Any]] = []
-    if not _value_list_parts(a, 0, found) or not _value_list_parts(b, 0, found) or not found:
+    excluded: list[list[Any]] = []
+    if not _value_list_parts(a, 0, found, excluded) or not _value_list_parts(b, 0, found, excluded) or not found:
         return None
-    both = {"allOf": [a, b]}
-    keys = _listed_values(both, 0, {})
-    if keys is None:
-        return None
-    values, seen = [], set()
+    keys: set[Any] | None = None
+    for values in found:
+        these = _value_keys(values)
+        if these is None:
+            return None
+        keys = these if keys is None else keys & these
+    for values in excluded:
+        these = _value_keys(values)
+        if these is None:
+            return None
+        keys = keys - these  # type: ignore[operator]
+    out, seen = [], set()
     for value in found[0]:
         key = _value_key(value)
-        if key in keys and key not in seen:
+        if key in keys and key not in seen:  # type: ignore[operator]
             seen.add(key)
-            values.append(value)
-    return {"enum": values}
+            out.append(value)
+    return {"enum": out}
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """`a == b` as JSON: Python's also has `1 == true` and `0 == false` (so `{"const": 1}` and
+    `{"const": true}` were one schema to `_and`, and their merge kept the first)."""
+    return a is b or (a == b and _no_bool_mixup(a, b, 0))
+
+
+def _no_bool_mixup(a: Any, b: Any, depth: int) -> bool:
+    """For `a == b`: no place where one is a boolean and the other a number."""
+    if type(a) is bool or type(b) is bool:
+        return type(a) is type(b)
+    if depth > _CONTENT_ID_DEPTH_MAX:
+        return False  # not known to be the same: the caller merges them as two
+    if type(a) is dict:
+        return all(_no_bool_mixup(v, b[k], depth + 1) for k, v in a.items())
+    if type(a) is list:
+        return all(_no_bool_mixup(x, y, depth + 1) for x, y in zip(a, b))
+    return True
 
 
 def _and(a: Any, b: Any) -> Any:
     """The schema both a and b must hold (without flattening)."""
     if a is True or a == {}:
         return b
-    if b is True or b == {} or a == b:
+    if b is True or b == {} or _same_json(a, b):
         return a
     if a is False or b is False:
         return False
@@ -1377,7 +1419,7 @@ class _Compiler:
                     out[key] = vb
                 continue
             va = out[key]
-            if key in ANNOTATIONS or va == vb and key not in ("properties", "anyOf", "oneOf"):
+            if key in ANNOTATIONS or _same_json(va, vb) and key not in ("properties", "anyOf", "oneOf"):
                 continue
             if key == "type":
                 out[key] = _intersect_types(va, vb)
@@ -1450,10 +1492,21 @@ class _Compiler:
         return out
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        """Each listed property of either side AND what the other side says of it. A side with
+        no patternProperties and no additionalProperties says nothing of the other's names:
+        those members are taken as they are (clause alternatives are small objects merged into
+        large ones, hundreds of times: saucectl, 26,000 member lookups)."""
         pa, pb = a.get("properties", {}), b.get("properties", {})
         out = {}
-        for key in list(pa) + [k for k in pb if k not in pa]:
-            out[key] = _and(self.member_schema(a, key), self.member_schema(b, key))
+        silent_a, silent_b = _says_nothing_of_others(a), _says_nothing_of_others(b)
+        for key, va in pa.items():
+            if key in pb:
+                out[key] = _and(va, pb[key])
+            else:
+                out[key] = va if silent_b else _and(va, self.member_schema(b, key))
+        for key, vb in pb.items():
+            if key not in pa:
+                out[key] = vb if silent_a else _and(self.member_schema(a, key), vb)
         return out
 
     def member_schema(self, d: dict[str, Any], key: str) -> Any:
