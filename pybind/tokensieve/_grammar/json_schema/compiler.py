@@ -651,15 +651,15 @@ def _value_list_parts(schema: Any, depth: int, found: list[list[Any]], excluded:
                 if "_clauses" in negated:
                     return False
                 excluded.append(inner[0])
-        elif key not in ANNOTATIONS:
-            return False
+        elif key not in ANNOTATIONS and (key[:1] in "_$" or key in _ASSERTING):
+            return False  # (a key that is no keyword asserts nothing: `errorMessage`, `x-...`)
     return True
 
 
 def _value_list_and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """`a` AND `b` as one `enum` when both only list values (`_value_list_parts`): the first
-    list's values (as merging keeps them: `_common_values` keeps the first side's) that every
-    list holds and no negated list holds. Equal value sets then make equal schemas however
+    """`a` AND `b` as one `enum` when both only list values (`_value_list_parts`): the values
+    every list holds and no negated list holds, each as the first list spells it (`1.0` or `1`:
+    merging keeps the first side's), sorted. Equal value sets then make equal schemas however
     their clauses nested them, and the objects holding them are translated once (MaskBench
     ui5.yaml: `if`/`else` chains on specVersion, kind and type, 1,478 objects). None when a
     side is anything else or holds a value the keys do not compare (an array, NaN)."""
@@ -678,13 +678,17 @@ def _value_list_and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | No
         if these is None:
             return None
         keys = keys - these  # type: ignore[operator]
-    out, seen = [], set()
+    kept: dict[Any, Any] = {}
     for value in found[0]:
         key = _value_key(value)
-        if key in keys and key not in seen:  # type: ignore[operator]
-            seen.add(key)
-            out.append(value)
-    return {"enum": out}
+        if key in keys and key not in kept:  # type: ignore[operator]
+            kept[key] = value
+    # In one order whatever the lists' (an enum's order is only that of its alternatives).
+    return {"enum": [kept[key] for key in sorted(kept, key=_sort_key)]}
+
+
+def _sort_key(key: tuple[str, Any]) -> tuple[str, str]:
+    return key[0], repr(key[1])
 
 
 def _same_json(a: Any, b: Any) -> bool:
