@@ -1423,7 +1423,7 @@ class _Compiler:
                     out[key] = vb
                 continue
             va = out[key]
-            if key in ANNOTATIONS or _same_json(va, vb) and key not in ("properties", "anyOf", "oneOf"):
+            if key in ANNOTATIONS or key not in ("properties", "anyOf", "oneOf") and _same_json(va, vb):
                 continue
             if key == "type":
                 out[key] = _intersect_types(va, vb)
