@@ -644,11 +644,12 @@ def _value_list_parts(schema: Any, depth: int, found: list[list[Any]], excluded:
                 negated = clause.get("not") if type(clause) is dict else None
                 if type(negated) is not dict or not set(clause) <= {"not", "_at"}:
                     return False
-                # The negated list exactly: `not` of a schema listing nothing excludes every value.
+                # Exactly one plain list negated (`not` of a schema listing nothing excludes every
+                # value; of two lists, their intersection).
                 inner: list[list[Any]] = []
-                if not _value_list_parts(negated, depth + 1, inner, excluded) or len(inner) != 1 or "allOf" in negated:
+                if "allOf" in negated or "_clauses" in negated or not _value_list_parts(negated, depth + 1, inner, excluded):
                     return False
-                if "_clauses" in negated:
+                if len(inner) != 1:
                     return False
                 excluded.append(inner[0])
         elif key not in ANNOTATIONS and (key[:1] in "_$" or key in _ASSERTING):
