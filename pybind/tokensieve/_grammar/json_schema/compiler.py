@@ -495,7 +495,7 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
-def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[Any] | None]]) -> str | None:
+def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]) -> str | None:
     """A required property of a merged schema that allows objects only, whose value no JSON
     value can take by the values its schema lists: the `enum`/`const` of its parts (itself and
     its `allOf` parts, as merging writes `_and(a, b)`) have none in common once the values its
@@ -522,46 +522,60 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, set[A
 _LISTED_VALUES_DEPTH_MAX = 16
 
 
-def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+def _listed_values(schema: Any, depth: int, cache: dict[int, tuple[Any, Any]]) -> set[Any] | None:
     """The values a raw schema lets through by its value lists alone, as `_value_keys` (a
     superset of the values it accepts: other keywords are not asked); None when it lists none
     (any value) or lists a value this check does not compare (an array, an object, NaN).
     Callers must not change the set."""
+    allowed, excluded = _listed_parts(schema, depth, cache)
+    return allowed if allowed is None or not excluded else allowed - excluded
+
+
+def _listed_parts(schema: Any, depth: int, cache: dict[int, tuple[Any, Any]]) -> tuple[set[Any] | None, set[Any]]:
+    """(values listed, values excluded) of a raw schema: the intersection of its and its
+    `allOf` parts' `enum`/`const` (None: no list), and the union of the plain value lists their
+    clauses negate. Apart because merging nests them apart: `_and(_and(enum, const X), not
+    const Y)` excludes Y from the values of a sibling part (MaskBench saucectl: nine `if`
+    clauses on `kind`, each failed one a `not` beside the enum, 264 dead objects found only
+    at the end of their expansion)."""
     if schema is False:
-        return set()
+        return set(), set()
     if type(schema) is not dict or depth > _LISTED_VALUES_DEPTH_MAX:
-        return None
+        return None, set()
     known = cache.get(id(schema))
     if known is None:
-        known = cache[id(schema)] = (schema, _listed_values_of(schema, depth, cache))  # the schema kept: its id stays its own
-    return known[1]
+        known = cache[id(schema)] = (schema, _listed_parts_of(schema, depth, cache))  # the schema kept: its id stays its own
+    return known[1]  # type: ignore[no-any-return]
 
 
-def _listed_values_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, set[Any] | None]]) -> set[Any] | None:
+def _listed_parts_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[Any, Any]]) -> tuple[set[Any] | None, set[Any]]:
     values: set[Any] | None = None
+    excluded: set[Any] = set()
     if "const" in schema:
         values = _value_keys([schema["const"]])
         if values is None:
-            return None
+            return None, excluded
     enum = schema.get("enum")
     if type(enum) is list:
         keys = _value_keys(enum)
         if keys is None:
-            return None
+            return None, excluded
         values = keys if values is None else values & keys
     parts = schema.get("allOf")
     for part in parts if type(parts) is list else ():
-        inner = _listed_values(part, depth + 1, cache)
+        inner, inner_excluded = _listed_parts(part, depth + 1, cache)
         if inner is not None:
             values = inner if values is None else values & inner
+        if inner_excluded:
+            excluded = excluded | inner_excluded
     clauses = schema.get("_clauses")
-    for clause in clauses if type(clauses) is list and values else ():
+    for clause in clauses if type(clauses) is list else ():
         negated = clause.get("not") if type(clause) is dict else None
         if type(negated) is dict and _VALUE_LIST_KEYS.issuperset(negated):
-            excluded = _listed_values(negated, depth + 1, cache)
-            if excluded:
-                values = values - excluded  # type: ignore[operator]
-    return values
+            listed = _listed_values(negated, depth + 1, cache)
+            if listed:
+                excluded = excluded | listed
+    return values, excluded
 
 
 def _value_key(value: Any) -> Any:
@@ -629,14 +643,123 @@ def _side_extras(d: dict[str, Any], matched: Sequence[str]) -> list[Any]:
     return [extra for patterns, extra in d.get("_pattern_sides", ()) if not any(p in matched for p in patterns)]
 
 
+def _says_nothing_of_others(d: dict[str, Any]) -> bool:
+    """Whether an object schema leaves the properties it does not list alone (`member_schema`
+    of them is `true` or `{}`, which `_and` drops)."""
+    extra = d.get("additionalProperties", True)
+    return not d.get("patternProperties") and (extra is True or extra == {})
+
+
+_VALUE_LIST_NEST_MAX = 8
+_MERGE_DROPPED = ANNOTATIONS - {"_dynamic_union"}  # what `merge` leaves out of its result
+
+
+def _value_list_parts(schema: Any, depth: int, found: list[list[Any]], excluded: list[list[Any]]) -> bool:
+    """Whether a raw schema only lists values: `enum`/`const`, annotations, `allOf` parts that
+    only list values, and clauses `not` of a plain value list (what `_and` and `negate` make
+    of enums and failed `if`s). Appends each part's positive list to `found`, in merge order,
+    and each negated list to `excluded`."""
+    if type(schema) is not dict or depth > _VALUE_LIST_NEST_MAX or "_dynamic_union" in schema:
+        return False
+    for key, value in schema.items():
+        if key == "const":
+            found.append([value])
+        elif key == "enum":
+            if type(value) is not list:
+                return False
+            found.append(value)
+        elif key == "allOf":
+            if type(value) is not list or not all(_value_list_parts(p, depth + 1, found, excluded) for p in value):
+                return False
+        elif key == "_clauses":
+            for clause in value if type(value) is list else (None,):
+                negated = clause.get("not") if type(clause) is dict else None
+                if type(negated) is not dict or not set(clause) <= {"not", "_at"}:
+                    return False
+                # Exactly one plain list negated (`not` of a schema listing nothing excludes every
+                # value; of two lists, their intersection).
+                inner: list[list[Any]] = []
+                if "allOf" in negated or "_clauses" in negated or not _value_list_parts(negated, depth + 1, inner, excluded):
+                    return False
+                if len(inner) != 1:
+                    return False
+                excluded.append(inner[0])
+        elif key not in ANNOTATIONS and (key[:1] in "_$" or key in _ASSERTING):
+            return False  # (a key that is no keyword asserts nothing: `errorMessage`, `x-...`)
+    return True
+
+
+def _value_list_and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """`a` AND `b` as one `enum` when both only list values (`_value_list_parts`): the values
+    every list holds and no negated list holds, each as the first list spells it (`1.0` or `1`:
+    merging keeps the first side's), sorted. Equal value sets then make equal schemas however
+    their clauses nested them, and the objects holding them are translated once (MaskBench
+    ui5.yaml: `if`/`else` chains on specVersion, kind and type, 1,478 objects). None when a
+    side is anything else or holds a value the keys do not compare (an array, NaN)."""
+    found: list[list[Any]] = []
+    excluded: list[list[Any]] = []
+    if not _value_list_parts(a, 0, found, excluded) or not _value_list_parts(b, 0, found, excluded) or not found:
+        return None
+    keys: set[Any] | None = None
+    for values in found:
+        these = _value_keys(values)
+        if these is None:
+            return None
+        keys = these if keys is None else keys & these
+    for values in excluded:
+        these = _value_keys(values)
+        if these is None:
+            return None
+        keys = keys - these  # type: ignore[operator]
+    kept: dict[Any, Any] = {}
+    for value in found[0]:
+        key = _value_key(value)
+        if key in keys and key not in kept:  # type: ignore[operator]
+            kept[key] = value
+    # In one order whatever the lists' (an enum's order is only that of its alternatives).
+    return {"enum": [kept[key] for key in sorted(kept, key=_sort_key)]}
+
+
+def _sort_key(key: tuple[str, Any]) -> tuple[str, str]:
+    return key[0], repr(key[1])
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """`a == b` as JSON: Python's also has `1 == true` and `0 == false` (so `{"const": 1}` and
+    `{"const": true}` were one schema to `_and`, and their merge kept the first)."""
+    return a is b or (a == b and _no_bool_mixup(a, b, 0))
+
+
+def _no_bool_mixup(a: Any, b: Any, depth: int) -> bool:
+    """For `a == b`: no place where one is a boolean and the other a number."""
+    if type(a) is bool or type(b) is bool:
+        return type(a) is type(b)
+    if depth > _CONTENT_ID_DEPTH_MAX:
+        return False  # not known to be the same: the caller merges them as two
+    if type(a) is dict:
+        return all(_no_bool_mixup(v, b[k], depth + 1) for k, v in a.items())
+    if type(a) is list:
+        return all(_no_bool_mixup(x, y, depth + 1) for x, y in zip(a, b))
+    return True
+
+
 def _and(a: Any, b: Any) -> Any:
     """The schema both a and b must hold (without flattening)."""
     if a is True or a == {}:
         return b
-    if b is True or b == {} or a == b:
+    if b is True or b == {} or _same_json(a, b):
         return a
     if a is False or b is False:
         return False
+    if type(a) is dict and type(b) is dict and ("enum" in a or "const" in a or "allOf" in a):
+        listed = _value_list_and(a, b)
+        if listed is not None:
+            return listed
+    if type(a) is dict and _TYPE_AND_ANNOTATIONS.issuperset(a) and not (type(b) is dict and _TYPE_AND_ANNOTATIONS.issuperset(b)):
+        # A side that says no more than its types makes the same merge on either side: one
+        # order, so that the two orders of a clause alternative share the part (MaskBench
+        # service-schema: 238 `inputs` objects, each beside `{"type": "object"}`, compiled twice).
+        return {"allOf": [b, a]}
     return {"allOf": [a, b]}
 
 
@@ -848,7 +971,7 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
-        self.listed_values: dict[int, tuple[Any, set[Any] | None]] = {}  # _required_without_value
+        self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -1318,7 +1441,9 @@ class _Compiler:
             if out is not None:
                 out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
             return out
-        out = dict(a)
+        # Annotations dropped: they assert nothing, and merged schemas that differ only in them
+        # (the `definitions` a `then` carries) would be translated once each.
+        out = {k: v for k, v in a.items() if k not in _MERGE_DROPPED}
         # A key matching x's pattern but not y's must meet x's pattern schema AND y's
         # additionalProperties, which no single patternProperties says: the merged object
         # keeps each side's patterns with its additionalProperties (`_pattern_sides`), and a
@@ -1330,10 +1455,11 @@ class _Compiler:
         )
         for key, vb in b.items():
             if key not in out:
-                out[key] = vb
+                if key not in _MERGE_DROPPED:
+                    out[key] = vb
                 continue
             va = out[key]
-            if key in ANNOTATIONS or va == vb and key not in ("properties", "anyOf", "oneOf"):
+            if key in ANNOTATIONS or key not in ("properties", "anyOf", "oneOf") and _same_json(va, vb):
                 continue
             if key == "type":
                 out[key] = _intersect_types(va, vb)
@@ -1411,10 +1537,21 @@ class _Compiler:
         return out
 
     def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        """Each listed property of either side AND what the other side says of it. A side with
+        no patternProperties and no additionalProperties says nothing of the other's names:
+        those members are taken as they are (clause alternatives are small objects merged into
+        large ones, hundreds of times: saucectl, 26,000 member lookups)."""
         pa, pb = a.get("properties", {}), b.get("properties", {})
         out = {}
-        for key in list(pa) + [k for k in pb if k not in pa]:
-            out[key] = _and(self.member_schema(a, key), self.member_schema(b, key))
+        silent_a, silent_b = _says_nothing_of_others(a), _says_nothing_of_others(b)
+        for key, va in pa.items():
+            if key in pb:
+                out[key] = _and(va, pb[key])
+            else:
+                out[key] = va if silent_b else _and(va, self.member_schema(b, key))
+        for key, vb in pb.items():
+            if key not in pa:
+                out[key] = vb if silent_a else _and(self.member_schema(a, key), vb)
         return out
 
     def member_schema(self, d: dict[str, Any], key: str) -> Any:
@@ -1937,7 +2074,10 @@ class _Compiler:
                     merged = self.merge(left, right, where)
                     if merged is None:
                         continue
-                    key_order = list(merged.get("properties", {}))
+                    # A key whose schema is `false` makes no member: where it stands does not change
+                    # the grammar (MaskBench tmlanguage: dependencies forbidding keys made 1,043
+                    # objects that differed only there).
+                    key_order = [k for k, v in merged.get("properties", {}).items() if v is not False]
                     if key_order in seen_orders:
                         continue
                     seen_orders.append(key_order)
