@@ -156,7 +156,7 @@ fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
 /// the id the parse would return (and spares its fuel). Keys borrow the host's words, which
 /// outlive the compile; failed parses are not kept (they end the compile).
 const ParseMemo = struct {
-    by_flags: [4]std.StringHashMapUnmanaged(regex.ExprId) = @splat(.empty),
+    by_flags: [4]std.HashMapUnmanaged([]const u8, regex.ExprId, regex.BytesContext, 80) = @splat(.empty),
     /// The instance's patterns of earlier grammars (`pattern_cache.zig`), if any.
     shared: ?*PatternCache = null,
 
