@@ -400,6 +400,19 @@ pub const ExprSet = struct {
         return set;
     }
 
+    /// Room for `term_count` more terms of about four words each, taken at once: the tables
+    /// otherwise grow by doubling from a few entries, and the hash table rehashes at each step
+    /// (a twentieth of a median MaskBench compile). Only a hint: interning still grows them.
+    pub fn reserve(self: *ExprSet, term_count: u32) Allocator.Error!void {
+        const total = self.count() + term_count;
+        try self.table.ensureTotalCapacityContext(self.gpa, total, .{ .set = self });
+        try self.spans.ensureTotalCapacity(self.gpa, total);
+        try self.lengths.ensureTotalCapacity(self.gpa, total);
+        try self.hashes.ensureTotalCapacity(self.gpa, total);
+        try self.completion_max.ensureTotalCapacity(self.gpa, total);
+        try self.words.ensureTotalCapacity(self.gpa, self.words.items.len + 4 * @as(usize, term_count));
+    }
+
     pub fn deinit(self: *ExprSet) void {
         self.words.deinit(self.gpa);
         self.spans.deinit(self.gpa);
