@@ -344,6 +344,12 @@ class Core:
         with self.lock:
             if self._pending_frees:
                 self._drain()
+            if len(ir) + 4 * len(limits) <= self._input_bytes_max:
+                # The IR and the limits after it in the scratch buffer: one call into the module
+                # instead of three (an alloc and a free around it, ~1.5 µs each, a twentieth
+                # of a median MaskBench grammar's core compile).
+                ptr = self._put_bytes(ir + struct.pack(f"<{len(limits)}I", *limits))
+                return self._call_out("ts_grammar_new_ir", ptr, len(ir) // 4, ptr + len(ir), len(limits))
             ir_ptr = self._alloc(max(len(ir), 4))
             try:
                 self.runtime.write(ir_ptr, ir)
