@@ -91,6 +91,9 @@ _SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir", "ts_m
 # Queued frees one call performs: a free through wasmtime's checked call costs ~20-40 µs, and
 # 300 dropped forks drained by one call took 10-15 ms of CPU (the fuzzer's fork storms).
 _DRAIN_PER_CALL: Final = 16
+# IRs up to this size go through the scratch buffer, which keeps its size: a median MaskBench
+# IR is ~1.7 KB; a 10,000-word list's would keep 256 KiB allocated after its grammar is gone.
+_SCRATCH_IR_BYTES_MAX: Final = 16 * 1024
 # `ts_handles_free`'s kind codes, by the export that frees one handle of the kind.
 _FREE_KINDS: Final = {"ts_tokenizer_free": 0, "ts_grammar_free": 1, "ts_matcher_free": 2}
 _FF_CHUNK_BYTES: Final = 1024  # the core computes at most this many forced bytes per call
@@ -350,7 +353,7 @@ class Core:
         with self.lock:
             if self._pending_frees:
                 self._drain()
-            if len(ir) + 4 * len(limits) <= self._input_bytes_max:
+            if len(ir) + 4 * len(limits) <= _SCRATCH_IR_BYTES_MAX:
                 # The IR and the limits after it in the scratch buffer: one call into the module
                 # instead of three (an alloc and a free around it, ~1.5 µs each, a twentieth
                 # of a median MaskBench grammar's core compile).
