@@ -186,6 +186,47 @@ def test_freed_handles_are_refused_not_trapped(wasm_variant):
     m._finalizer.detach()  # keep the finalizer from freeing twice; it would only get a status
 
 
+def test_queued_frees_go_in_one_batch_that_skips_stale_handles(wasm_variant):
+    """Finalizers queue handles; the next call frees them with one `ts_handles_free`, which
+    frees exactly the live ones: afterwards the core refuses each handle, and the memory the
+    objects took is allocated no more (the module's own count, before they were made)."""
+    from tokensieve._core.pool import CoreOptions, CorePool
+    from tokensieve._grammar.ir import encode_ir
+
+    pool = CorePool(CoreOptions(instances=1))
+    core = pool.first()
+    tok = Tokenizer.default()
+    tokenizer = tok.core_handle(core)
+    # What stays allocated on purpose: the pattern cache (off here) and the scratch buffer
+    # (grown here, by a compile of the largest IR below).
+    core.debug_pattern_cache(False)
+    core.grammar_free(core.grammar_new(encode_ir(Grammar.regex("[a-z]+").ir), Limits().core_values()))
+    before = core.live_kib()
+    grammars = [core.grammar_new(encode_ir(Grammar.regex(p).ir), Limits().core_values()) for p in ("[a-z]+", "x|y")]
+    matchers = [core.matcher_new(tokenizer, g) for g in grammars for _ in range(2)]
+    assert core.live_kib() > before
+    for handle in matchers:
+        core.free_later("matcher", handle)
+    core.free_later("matcher", 987654)  # stale: skipped
+    for handle in grammars:
+        core.free_later("grammar", handle)
+    calls = []
+    batch = core._f["ts_handles_free"]
+    core._f["ts_handles_free"] = lambda ptr, count: calls.append(count) or batch(ptr, count)
+    assert core.live_kib() == before  # live_kib drains the queue first
+    assert calls == [len(matchers) + 1 + len(grammars)]
+    for handle in matchers:
+        with pytest.raises(TokensieveError, match="invalid or freed matcher handle"):
+            core.matcher_is_accepting(handle)
+    for handle in grammars:
+        with pytest.raises(TokensieveError, match="invalid or freed grammar handle"):
+            core.grammar_free(handle)
+    # Straight through the export: unknown kinds and stale handles count for nothing.
+    g = core.grammar_new(encode_ir(Grammar.regex("z").ir), Limits().core_values())
+    assert batch(core._put_ids([7, g, 1, 987654, 1, g, 1, g]), 4) == 1
+    assert core.live_kib() == before
+
+
 def test_the_step_path_copies_each_matchers_own_mask(wasm_variant):
     """The step path copies a mask from the matcher's own buffer in the core (out_ptr 0,
     `ts_matcher_mask_ptr`) into the caller's row. Two matchers of one instance, filled in turn

@@ -27,7 +27,7 @@ const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 const TokenId = trie_mod.TokenId;
 
-pub const abi_version: i32 = 6;
+pub const abi_version: i32 = 7;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -253,6 +253,31 @@ export fn ts_free(ptr: u32, size: u32) i32 {
     const p: [*]align(8) u8 = @ptrFromInt(ptr);
     gpa.free(p[0..@max(size, 1)]);
     return ok();
+}
+
+/// What `ts_handles_free` frees: one code per handle kind.
+const HandleKind = enum(u32) { tokenizer = 0, grammar = 1, matcher = 2 };
+
+/// Frees `count` handles given as (kind, handle) u32 pairs at `ptr` (kinds: `HandleKind`), in
+/// order, and returns how many were live; stale handles and unknown kinds are skipped. A host
+/// frees what its finalizers queued in one call instead of one call per handle: a call costs
+/// the host 1.5-5 µs, a grammar's free about 1 µs, and the previous request's matchers and
+/// grammar were freed inside the next compile's time.
+export fn ts_handles_free(ptr: u32, count: u32) i32 {
+    const pairs = slice(u32, ptr, count *| 2) orelse return fail(.invalid_argument, -1, "bad handles pointer", .{});
+    var freed: i32 = 0;
+    var i: usize = 0;
+    while (i < pairs.len) : (i += 2) {
+        const handle: i32 = @bitCast(pairs[i + 1]);
+        const kind = std.enums.fromInt(HandleKind, pairs[i]) orelse continue;
+        switch (kind) {
+            .tokenizer => (tokenizers.remove(handle) orelse continue).release(gpa),
+            .grammar => (grammars.remove(handle) orelse continue).release(gpa),
+            .matcher => (matchers.remove(handle) orelse continue).destroy(),
+        }
+        freed += 1;
+    }
+    return freed;
 }
 
 /// Creates a tokenizer from `n_ids` tokens: `offsets` (u32, n_ids + 1 entries) into `blob`,

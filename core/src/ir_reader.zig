@@ -156,7 +156,7 @@ fn bad(diag: *CompileDiagnostic, message: []const u8) CompileError {
 /// the id the parse would return (and spares its fuel). Keys borrow the host's words, which
 /// outlive the compile; failed parses are not kept (they end the compile).
 const ParseMemo = struct {
-    by_flags: [4]std.StringHashMapUnmanaged(regex.ExprId) = @splat(.empty),
+    by_flags: [4]std.HashMapUnmanaged([]const u8, regex.ExprId, regex.BytesContext, 80) = @splat(.empty),
     /// The instance's patterns of earlier grammars (`pattern_cache.zig`), if any.
     shared: ?*PatternCache = null,
 
@@ -167,7 +167,10 @@ const ParseMemo = struct {
     fn parse(self: *ParseMemo, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags, diag: *regex_syntax.Diagnostic) CompileError!regex.ExprId {
         const map = &self.by_flags[@as(usize, @intFromBool(flags.dot_all)) * 2 + @intFromBool(flags.case_insensitive)];
         if (map.get(pattern)) |id| return id;
-        const id = if (self.shared) |shared| blk: {
+        var text_buffer: [literal_pattern_bytes_max]u8 = undefined;
+        const id = if (literalPatternText(pattern, flags, &text_buffer)) |text|
+            try exprs.literal(text)
+        else if (self.shared) |shared| blk: {
             if (try shared.lookup(exprs, pattern, flags)) |id| break :blk id;
             const id = try regex_syntax.parse(exprs, pattern, flags, diag);
             shared.offer(exprs.gpa, exprs, pattern, flags, id);
@@ -177,6 +180,42 @@ const ParseMemo = struct {
         return id;
     }
 };
+
+/// Patterns longer than this are always parsed (`literalPatternText`).
+const literal_pattern_bytes_max = 256;
+
+/// The text a pattern matches when it is literal text: ASCII characters that are not regex
+/// syntax, and backslash-escaped ASCII punctuation (`\"name\"`, `a\.b`), written into
+/// `buffer`; null when the pattern needs the parser (any other syntax, non-ASCII, or ignoring
+/// case). The term `ExprSet.literal` builds from it is the one the parser builds from the
+/// pattern (hash-consed, right-nested bytes: tested below), without the parser's work or a
+/// pattern cache entry. Why: a JSON Schema key lexeme excludes the object's property names
+/// as such patterns, which differ from schema to schema, so each missed the pattern cache and
+/// was parsed: a fifth of a median MaskBench compile's core work.
+fn literalPatternText(pattern: []const u8, flags: regex_syntax.Flags, buffer: *[literal_pattern_bytes_max]u8) ?[]const u8 {
+    if (flags.case_insensitive or pattern.len > buffer.len) return null;
+    var len: usize = 0;
+    var i: usize = 0;
+    while (i < pattern.len) : (i += 1) {
+        var c = pattern[i];
+        if (c == '\\') {
+            i += 1;
+            if (i == pattern.len) return null;
+            c = pattern[i];
+            // `\d`, `\n`, `\x41`, … are classes or other characters: only punctuation is itself.
+            if (c < 0x21 or c > 0x7E or std.ascii.isAlphanumeric(c)) return null;
+        } else {
+            if (c < 0x20 or c > 0x7E) return null;
+            switch (c) {
+                '.', '[', ']', '(', ')', '{', '}', '*', '+', '?', '|', '^', '$' => return null,
+                else => {},
+            }
+        }
+        buffer[len] = c;
+        len += 1;
+    }
+    return buffer[0..len];
+}
 
 /// `base ∩ and_1 ∩ … ∩ ¬(not_1 | …)`: the and/not pattern lists that follow a lexeme whose
 /// flags say `boolean` (each list: a count, then length-prefixed patterns).
@@ -729,4 +768,31 @@ test "every part of the IR: merged alternatives, sorted special ids, an optional
 
 test "every allocation failure while reading an IR is freed exactly once" {
     try std.testing.checkAllAllocationFailures(std.testing.allocator, compileEveryPart, .{});
+}
+
+test "a literal pattern builds the term the parser builds, and any other syntax goes to the parser" {
+    const gpa = std.testing.allocator;
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var buffer: [literal_pattern_bytes_max]u8 = undefined;
+    const literal_cases = [_][]const u8{
+        "\\\"name\\\"", "\\\"updated\\_by\\\"", "a\\.b\\-c\\/d", "key with spaces, :;<>=!@#%&~`'\"", "\\\\x", "", "\\{\\}\\[\\]\\(\\)\\*\\+\\?\\|\\^\\$",
+    };
+    for (literal_cases) |p| {
+        const text = literalPatternText(p, .{}, &buffer) orelse return error.TestExpectedLiteral;
+        var diag: regex_syntax.Diagnostic = .{};
+        try std.testing.expectEqual(try regex_syntax.parse(&exprs, p, .{}, &diag), try exprs.literal(text));
+        // `.` with dot_all is not literal text either way, and no case has it: the flag is moot.
+        try std.testing.expect(literalPatternText(p, .{ .dot_all = true }, &buffer) != null);
+    }
+    try std.testing.expectEqualStrings("\"name\"", literalPatternText("\\\"name\\\"", .{}, &buffer).?);
+    const parsed_cases = [_][]const u8{
+        "a.b", "a|b",       "a*", "a+", "a?", "a{2}", "[ab]", "(a)", "^a", "a$", "\\d", "\\n", "\\x41", "\\u00e9", "\\0",
+        "é",
+        "a\\", "tab\there",
+    };
+    for (parsed_cases) |p| try std.testing.expectEqual(null, literalPatternText(p, .{}, &buffer));
+    try std.testing.expectEqual(null, literalPatternText("abc", .{ .case_insensitive = true }, &buffer));
+    const long: [literal_pattern_bytes_max + 1]u8 = @splat('x');
+    try std.testing.expectEqual(null, literalPatternText(&long, .{}, &buffer));
 }

@@ -82,7 +82,7 @@ pub const PatternCache = struct {
     pub fn lookup(self: *PatternCache, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags) regex.Error!?regex.ExprId {
         const entry = self.entries.get(key(pattern, flags)) orelse return null;
         if (entry.flags != flagsByte(flags)) return null;
-        if (!std.mem.eql(u8, self.texts.items[entry.text_start..][0..entry.text_len], pattern)) return null;
+        if (!regex.bytesEqual(self.texts.items[entry.text_start..][0..entry.text_len], pattern)) return null;
         self.hits += 1;
         return try exprs.importTerm(self.recipes.items[entry.recipe_start..][0..entry.recipe_len]);
     }
@@ -135,21 +135,9 @@ pub const PatternCache = struct {
         return @as(u8, @intFromBool(flags.dot_all)) | @as(u8, @intFromBool(flags.case_insensitive)) << 1;
     }
 
-    /// The text's hash with its flags: eight bytes a round of the multiply-xorshift
-    /// `regex.hashWords` uses.
+    /// The text's hash with its flags.
     fn key(pattern: []const u8, flags: regex_syntax.Flags) u64 {
-        var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ (@as(u64, pattern.len) << 8 | flagsByte(flags));
-        var i: usize = 0;
-        while (i + 8 <= pattern.len) : (i += 8) {
-            h = (h ^ std.mem.readInt(u64, pattern[i..][0..8], .little)) *% 0xBF58_476D_1CE4_E5B9;
-            h ^= h >> 29;
-        }
-        var tail: u64 = 0;
-        for (pattern[i..], 0..) |b, j| tail |= @as(u64, b) << @intCast(8 * j);
-        h = (h ^ tail) *% 0xBF58_476D_1CE4_E5B9;
-        h ^= h >> 31;
-        h *%= 0x94D0_49BB_1331_11EB;
-        return h ^ (h >> 32);
+        return regex.hashBytes(pattern, flagsByte(flags));
     }
 };
 

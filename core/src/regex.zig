@@ -227,6 +227,49 @@ pub fn wordsEqual(a: []const u32, b: []const u32) bool {
     return true;
 }
 
+/// Are two byte strings equal? `wordsEqual`'s reason again: `std.mem.eql(u8, …)` compares
+/// strings longer than 16 bytes through byte vectors that cranelift spills and reads back a
+/// lane at a time, so comparing pattern texts (a JSON string's is 218 bytes) was an eighth of
+/// a median MaskBench compile in wasmtime; eight bytes a step in a plain loop is a few ns.
+pub fn bytesEqual(a: []const u8, b: []const u8) bool {
+    if (a.len != b.len) return false;
+    var i: usize = 0;
+    while (i + 8 <= a.len) : (i += 8) {
+        if (std.mem.readInt(u64, a[i..][0..8], .little) != std.mem.readInt(u64, b[i..][0..8], .little)) return false;
+    }
+    while (i < a.len) : (i += 1) if (a[i] != b[i]) return false;
+    return true;
+}
+
+/// The hash of a byte string and a small `salt` (flags): `hashWords`'s round, eight bytes at a
+/// time (`std.hash.Wyhash` multiplies through `__multi3` in wasm32).
+pub fn hashBytes(bytes: []const u8, salt: u8) u64 {
+    var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ (@as(u64, bytes.len) << 8 | salt);
+    var i: usize = 0;
+    while (i + 8 <= bytes.len) : (i += 8) {
+        h = (h ^ std.mem.readInt(u64, bytes[i..][0..8], .little)) *% 0xBF58_476D_1CE4_E5B9;
+        h ^= h >> 29;
+    }
+    var tail: u64 = 0;
+    for (bytes[i..], 0..) |b, j| tail |= @as(u64, b) << @intCast(8 * j);
+    h = (h ^ tail) *% 0xBF58_476D_1CE4_E5B9;
+    h ^= h >> 31;
+    h *%= 0x94D0_49BB_1331_11EB;
+    return h ^ (h >> 32);
+}
+
+/// Hash-map context for byte-string keys (`bytesEqual`, `hashBytes`): `std.StringHashMap`'s
+/// without its two wasm32 slow paths.
+pub const BytesContext = struct {
+    pub fn hash(_: BytesContext, key: []const u8) u64 {
+        return hashBytes(key, 0);
+    }
+
+    pub fn eql(_: BytesContext, a: []const u8, b: []const u8) bool {
+        return bytesEqual(a, b);
+    }
+};
+
 /// The hash of a run of words: a multiply-xorshift per word and a final avalanche (the
 /// splitmix64 finalizer). `std.hash.Wyhash` needs a 64×64→128-bit multiply, a library call in
 /// wasm32 (`__multi3`); this uses the native 64-bit multiply and costs a third as much there.
@@ -355,6 +398,19 @@ pub const ExprSet = struct {
         const epsilon = try set.intern(&.{@backingInt(Tag.epsilon) | flag_nullable});
         assert(nothing == .nothing and epsilon == .epsilon);
         return set;
+    }
+
+    /// Room for `term_count` more terms of about four words each, taken at once: the tables
+    /// otherwise grow by doubling from a few entries, and the hash table rehashes at each step
+    /// (a twentieth of a median MaskBench compile). Only a hint: interning still grows them.
+    pub fn reserve(self: *ExprSet, term_count: u32) Allocator.Error!void {
+        const total = self.count() + term_count;
+        try self.table.ensureTotalCapacityContext(self.gpa, total, .{ .set = self });
+        try self.spans.ensureTotalCapacity(self.gpa, total);
+        try self.lengths.ensureTotalCapacity(self.gpa, total);
+        try self.hashes.ensureTotalCapacity(self.gpa, total);
+        try self.completion_max.ensureTotalCapacity(self.gpa, total);
+        try self.words.ensureTotalCapacity(self.gpa, self.words.items.len + 4 * @as(usize, term_count));
     }
 
     pub fn deinit(self: *ExprSet) void {
@@ -1130,7 +1186,7 @@ pub const ExprSet = struct {
 
         fn samePrefix(a: LengthShape, b: LengthShape) bool {
             return a.prefix_len == b.prefix_len and
-                std.mem.eql(ExprId, a.prefix[0..a.prefix_len], b.prefix[0..b.prefix_len]);
+                wordsEqual(@ptrCast(a.prefix[0..a.prefix_len]), @ptrCast(b.prefix[0..b.prefix_len]));
         }
     };
 
@@ -1342,7 +1398,7 @@ pub const ExprSet = struct {
         defer visited.deinit(self.gpa);
         try queue.append(self.gpa, e);
         try visited.put(self.gpa, e.index(), {});
-        if (!std.mem.eql(u8, self.row_representatives[0..self.row_representative_count], representatives)) {
+        if (!bytesEqual(self.row_representatives[0..self.row_representative_count], representatives)) {
             // Rows hold derivatives by these bytes (one lexer's classes): other bytes, other rows.
             self.row_cache.clearRetainingCapacity();
             self.row_words.clearRetainingCapacity();
@@ -1663,6 +1719,28 @@ fn matches(set: *ExprSet, e: ExprId, input: []const u8) !bool {
     var cur = e;
     for (input) |b| cur = try set.deriv(cur, b);
     return set.nullable(cur);
+}
+
+test "bytesEqual and hashBytes agree with std.mem.eql on every length and every differing byte" {
+    var a: [40]u8 = undefined;
+    var b: [40]u8 = undefined;
+    for (&a, 0..) |*x, i| x.* = @truncate(i * 7 + 3);
+    for (0..a.len + 1) |len| {
+        b = a;
+        try std.testing.expect(bytesEqual(a[0..len], b[0..len]));
+        try std.testing.expectEqual(hashBytes(a[0..len], 1), hashBytes(b[0..len], 1));
+        try std.testing.expect(!bytesEqual(a[0..len], b[0..len -| 1]) or len == 0);
+        for (0..len) |i| {
+            b = a;
+            b[i] ^= 0x80;
+            try std.testing.expectEqual(std.mem.eql(u8, a[0..len], b[0..len]), bytesEqual(a[0..len], b[0..len]));
+            try std.testing.expect(!bytesEqual(a[0..len], b[0..len]));
+            try std.testing.expect(hashBytes(a[0..len], 1) != hashBytes(b[0..len], 1));
+        }
+    }
+    // The salt (a pattern's flags) is part of the hash, and so is the length (zero tail bytes).
+    try std.testing.expect(hashBytes("ab", 0) != hashBytes("ab", 1));
+    try std.testing.expect(hashBytes("ab", 0) != hashBytes("ab\x00", 0));
 }
 
 test "smart constructors keep the normal form" {

@@ -255,7 +255,7 @@ pub const Parser = struct {
         // Distinct words only (equal ones are adjacent once sorted).
         var count: usize = 0;
         for (words) |w| {
-            if (count > 0 and std.mem.eql(u8, words[count - 1], w)) continue;
+            if (count > 0 and regex.bytesEqual(words[count - 1], w)) continue;
             words[count] = w;
             count += 1;
         }

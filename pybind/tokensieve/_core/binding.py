@@ -46,7 +46,7 @@ from typing import Any, Callable, Final
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from .runtime import Runtime
 
-ABI_VERSION: Final = 6
+ABI_VERSION: Final = 7
 
 # The statuses the binding acts on, by their manifest names (their numbers come from the
 # module's manifest, generated from `Status` in core/src/abi.zig).
@@ -70,7 +70,7 @@ LIMIT_FIELDS: Final = (
 _EXPORTS: Final = (
     "ts_abi_version", "ts_manifest_ptr", "ts_manifest_len",
     "ts_error_message_ptr", "ts_error_message_len", "ts_error_position", "ts_error_limit",
-    "ts_error_lexeme", "ts_alloc", "ts_free",
+    "ts_error_lexeme", "ts_alloc", "ts_free", "ts_handles_free",
     "ts_tokenizer_new", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
     "ts_tokenizer_heal_position",
     "ts_grammar_new_ir", "ts_grammar_free",
@@ -91,6 +91,11 @@ _SLOW_EXPORTS: Final = frozenset({"ts_tokenizer_new", "ts_grammar_new_ir", "ts_m
 # Queued frees one call performs: a free through wasmtime's checked call costs ~20-40 µs, and
 # 300 dropped forks drained by one call took 10-15 ms of CPU (the fuzzer's fork storms).
 _DRAIN_PER_CALL: Final = 16
+# IRs up to this size go through the scratch buffer, which keeps its size: a median MaskBench
+# IR is ~1.7 KB; a 10,000-word list's would keep 256 KiB allocated after its grammar is gone.
+_SCRATCH_IR_BYTES_MAX: Final = 16 * 1024
+# `ts_handles_free`'s kind codes, by the export that frees one handle of the kind.
+_FREE_KINDS: Final = {"ts_tokenizer_free": 0, "ts_grammar_free": 1, "ts_matcher_free": 2}
 _FF_CHUNK_BYTES: Final = 1024  # the core computes at most this many forced bytes per call
 _serial = itertools.count(1)
 
@@ -281,14 +286,18 @@ class Core:
         """Free the handles finalizers queued, at most `count` of them, so that a storm of
         dropped forks does not make one call slow (lock held)."""
         pending = self._pending_frees
+        pairs: list[int] = []
         while pending and count > 0:
             count -= 1
             name, handle = pending.popleft()
             if name == "ts_matcher_free":
                 self._mask_sources.pop(handle, None)
                 self._mask_ptrs.pop(handle, None)
-            if not self.poisoned:
-                self._f[name](handle)
+            pairs += (_FREE_KINDS[name], handle)
+        # One call for all of them: the previous request's matchers and grammar are drained
+        # by the next compile, and a call costs 1.5-5 µs, more than a free.
+        if pairs and not self.poisoned:
+            self._f["ts_handles_free"](self._put_ids(pairs), len(pairs) // 2)
 
     # -- tokenizers ------------------------------------------------------------------------
 
@@ -344,6 +353,12 @@ class Core:
         with self.lock:
             if self._pending_frees:
                 self._drain()
+            if len(ir) + 4 * len(limits) <= _SCRATCH_IR_BYTES_MAX:
+                # The IR and the limits after it in the scratch buffer: one call into the module
+                # instead of three (an alloc and a free around it, ~1.5 µs each, a twentieth
+                # of a median MaskBench grammar's core compile).
+                ptr = self._put_bytes(ir + struct.pack(f"<{len(limits)}I", *limits))
+                return self._call_out("ts_grammar_new_ir", ptr, len(ir) // 4, ptr + len(ir), len(limits))
             ir_ptr = self._alloc(max(len(ir), 4))
             try:
                 self.runtime.write(ir_ptr, ir)
