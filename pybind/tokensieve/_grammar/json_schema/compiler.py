@@ -127,7 +127,7 @@ import urllib.parse
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
-from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
+from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
@@ -180,6 +180,7 @@ UNSUPPORTED = frozenset(
 )
 # Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
 CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
+_CLAUSE_KEYWORD_SET = frozenset(CLAUSE_KEYWORDS)  # `clauses` does nothing to a schema without any
 COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
 CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
 ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf may expand into (else: as anyOf)
@@ -220,6 +221,7 @@ _PLAIN_TYPES = {
 
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+_CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
@@ -794,6 +796,7 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_new_tuple = tuple.__new__
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
@@ -833,6 +836,8 @@ class _Compiler:
         self.anchors: dict[str, str] | None = None
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
+        self.plain_symbols: dict[tuple[str, str, str], Sym] = {}  # `lexeme` without extras
+        self.string_symbol: Sym | None = None
         self.checker = InstanceChecker(
             lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
         )
@@ -901,11 +906,18 @@ class _Compiler:
                 "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
                 json_pointer="",
             )
-        self.ir.add_rule(lhs, rhs)
+        self.ir.rules.append(_new_tuple(Rule, (lhs, tuple(rhs))))  # what `ir.add_rule` does, one call less
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
-        lexeme = Lexeme(name, kind, value, **extra) if extra else _plain_lexeme(name, kind, value)  # type: ignore[arg-type]
-        return Sym.t(self.ir.add_lexeme(lexeme))
+        if extra:
+            return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+        # A plain lexeme's symbol, kept by its three fields: the same few (punctuation, number,
+        # boolean, null) come back all through a schema.
+        key = (name, kind, value)
+        sym = self.plain_symbols.get(key)
+        if sym is None:
+            sym = self.plain_symbols[key] = Sym.t(self.ir.add_lexeme(_plain_lexeme(name, kind, value)))
+        return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
@@ -915,6 +927,13 @@ class _Compiler:
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
         """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
+        if len(alternatives) == 1:  # the commonest case, without the copies below
+            alt = alternatives[0]
+            if alt is None:
+                return None
+            if len(alt) == 1:
+                return alt[0]
+            return Sym.n(self.nonterminal(name, [alt]))
         alts = [list(a) for a in alternatives if a is not None]
         alts = list({tuple(a): a for a in alts}.values())
         if not alts:
@@ -1069,9 +1088,10 @@ class _Compiler:
         for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
             if key in d and not isinstance(d[key], dict):
                 raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
-        clauses = self.clauses(d, pointer)
-        if clauses:
-            d["_clauses"] = clauses
+        if not _CLAUSE_KEYWORD_SET.isdisjoint(d):
+            clauses = self.clauses(d, pointer)
+            if clauses:
+                d["_clauses"] = clauses
         return d
 
     def clauses(self, d: dict[str, Any], pointer: str) -> list[dict[str, Any]]:
@@ -1590,14 +1610,14 @@ class _Compiler:
     def remember(self, key: tuple[str, Any] | None, pointer: str, frame: tuple[int, ...], result: Any) -> None:
         if key is not None:
             _, _, warnings_start, clauses_start, depth, compile_depth, depth_high, compile_depth_high = frame
-            self.results[key] = _Memo(
+            self.results[key] = _new_tuple(_Memo, (  # not _Memo(...): its __new__ is Python code
                 result,
                 pointer,
                 tuple(self.warning_log[warnings_start:]),
                 depth_high - depth,
                 compile_depth_high - compile_depth,
                 self.clause_alternative_count - clauses_start,
-            )
+            ))
 
     def memo_key(self, kind: str, value: Any) -> tuple[str, Any] | None:
         cid = self.content_id(value)
@@ -1624,6 +1644,8 @@ class _Compiler:
                 "the value may be valid under any of them (a superset; under not, a subset)",
                 where,
             )
+        if _CHECKED_KEYWORDS.isdisjoint(d):
+            return  # (the commonest case, without the loop)
         for key in d:
             if key in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(
@@ -1703,7 +1725,11 @@ class _Compiler:
 
     def compile(self, schema: Any, pointer: str) -> Sym | None:
         """A symbol deriving exactly the JSON texts of `schema`; None when it accepts nothing."""
-        self.check_depth(pointer)
+        depth = pointer.count("/")  # `check_depth`, inline
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
+            self.check_depth(pointer)  # raises
         if schema is True:
             return Sym.n(self.any())
         if type(schema) is dict:
@@ -1814,7 +1840,7 @@ class _Compiler:
         if "enum" in d:
             return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
-        structured = [v for v in d.get("_not_enum", []) if isinstance(v, (list, dict))]
+        structured = [v for v in d["_not_enum"] if isinstance(v, (list, dict))] if "_not_enum" in d else None
         if structured:
             # An object or array value excluded: the negation of a schema pinning it down.
             d = dict(d, _not_enum=[v for v in d["_not_enum"] if not isinstance(v, (list, dict))])
@@ -2224,7 +2250,9 @@ class _Compiler:
         raise self.fail(f"an enum/const value that is not JSON: {value!r}", pointer)
 
     def string(self) -> Sym:
-        return self.lexeme("string", "regex", string_regex(0, None))
+        if self.string_symbol is None:
+            self.string_symbol = self.lexeme("string", "regex", string_regex(0, None))
+        return self.string_symbol
 
     def any(self) -> int:
         """The nonterminal of any JSON value (built once)."""
@@ -2271,8 +2299,11 @@ class _Compiler:
         high = self.int_keyword(d, "maxProperties", None, pointer)
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
-        key_parts = self.key_constraint(names, pointer)
-        witnesses = self.kept_witnesses(d.get("_witness", []), "patternProperties/propertyNames/additionalProperties on one object", pointer)
+        key_parts = ((), ()) if names is True else self.key_constraint(names, pointer)
+        witnesses = (
+            self.kept_witnesses(d["_witness"], "patternProperties/propertyNames/additionalProperties on one object", pointer)
+            if "_witness" in d else []
+        )
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
@@ -2282,7 +2313,7 @@ class _Compiler:
         add_lexeme = self.ir.add_lexeme
         for key in taken:
             listed = key in properties
-            where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
+            where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}" if listed else f"{pointer}/required"
             matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
             if listed:
                 parts = [properties[key], *matching]
@@ -2505,7 +2536,8 @@ class _Compiler:
             high = None
         top = max(low, 1) if high is None else high
         name = pointer or "/"
-        if sum(min(top, i) + 1 for i in range(n + 1)) > OBJECT_STATE_COUNT_MAX:  # the states (i, c <= i) built below
+        low_states = min(top, n) + 1  # the states (i, c <= i) built below: i + 1 for i < top, top + 1 after
+        if low_states * (low_states + 1) // 2 + (n - low_states + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
             raise self.fail(
                 f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
                 "loosen the bounds",
