@@ -116,3 +116,115 @@ def test_escaped_property_names_are_the_names_they_denote() -> None:
     ]:
         assert accepts(grammar, text) == validator.is_valid(json.loads(text)), text
     assert not accepts(grammar, '{"\\u0078":true}')  # printable ASCII escaped: outside the spelled subset
+
+
+# ---- lone surrogates in the schema itself (`_reject_lone_surrogates`) --------------------------
+# The oracle is a plain recursive walk of the rule: a key, or a string not under an annotation
+# keyword, holding a lone surrogate is refused, naming its place; otherwise the result says
+# whether some object visited has a `$ref`/nested `$id`/`id` not starting with `#` or a dynamic
+# reference. The check under test settles most schemas from their `marshal` form, so the cases
+# put those keys and surrogates in keys, values, lists (`required: ["id", ...]`), annotations
+# (where both are ignored) and the root's own `$id`.
+
+_ORACLE_ANNOTATIONS = {"title", "description", "$comment", "examples"}
+_SCHEMA_TEXTS = ["a", "#", "#x", "", "http://x", "id", "$ref", "\ud800", "a\udfffb", "😀", "\ud83d\ude00", "é"]
+_SCHEMA_KEYS = ["$ref", "$id", "id", "$dynamicRef", "$recursiveRef", "title", "description", "examples",
+                "properties", "required", "a", "\udc00", "~/"]
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _oracle(schema: Any) -> tuple[set[str], bool]:
+    """(JSON pointers of refused strings, whether a rewrite is needed)."""
+    bad: set[str] = set()
+    rewrite = False
+
+    def visit(value: Any, pointer: str, root: bool) -> None:
+        nonlocal rewrite
+        if isinstance(value, str) and _lone_surrogate(value):
+            bad.add(pointer)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                visit(item, f"{pointer}/{i}", False)
+        elif isinstance(value, dict):
+            ref = value.get("$ref")
+            if (isinstance(ref, str) and not ref.startswith("#")) or "$dynamicRef" in value or "$recursiveRef" in value:
+                rewrite = True
+            for key in () if root else ("$id", "id"):
+                if isinstance(value.get(key), str) and not value[key].startswith("#"):
+                    rewrite = True
+            for key, item in value.items():
+                child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
+                if _lone_surrogate(key):
+                    bad.add(child)
+                if key not in _ORACLE_ANNOTATIONS:
+                    visit(item, child, False)
+
+    visit(schema, "", True)
+    return bad, rewrite
+
+
+_schema_values = st.recursive(
+    st.sampled_from(_SCHEMA_TEXTS) | st.integers(-2, 300) | st.booleans() | st.none() | st.just(1.5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_SCHEMA_KEYS), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(st.sampled_from(_SCHEMA_KEYS), _schema_values, max_size=5))
+def test_lone_surrogates_in_the_schema_are_refused_where_the_rule_says(schema: dict[str, Any]) -> None:
+    from tokensieve._errors import GrammarError
+    from tokensieve._grammar.json_schema.compiler import _reject_lone_surrogates
+
+    bad, rewrite = _oracle(schema)
+    if bad:
+        with pytest.raises(GrammarError, match="lone surrogate") as err:
+            _reject_lone_surrogates(schema)
+        assert err.value.json_pointer in bad
+    else:
+        assert _reject_lone_surrogates(schema) is rewrite
+
+
+@pytest.mark.parametrize(
+    ("schema", "rewrite"),
+    [
+        ({"required": ["id", "name"], "properties": {"id": {"type": "string"}}}, False),  # "id" then a string: no key
+        ({"$id": "http://x/s", "properties": {"a": {"$id": "#a"}}}, False),  # the root's $id is the first base
+        ({"id": "http://x/s", "properties": {"a": {"id": "b"}}}, True),
+        ({"properties": {"a": {"$ref": ""}}}, True),  # empty: not '#'
+        ({"enum": [{"$ref": "http://x"}]}, True),  # the walk visits enum values
+        ({"examples": [{"$ref": "http://x"}], "description": "\ud800"}, False),  # annotations: neither
+        ({"a": {"$dynamicRef": 1}}, True),
+        ({"a": [("\ud800",)]}, False),  # a tuple is not walked
+    ],
+)
+def test_lone_surrogate_check_edge_cases(schema: dict[str, Any], rewrite: bool) -> None:
+    from tokensieve._grammar.json_schema.compiler import _reject_lone_surrogates
+
+    assert _oracle(schema) == (set(), rewrite) or isinstance(schema["a"], list)  # the oracle agrees (but tuples)
+    assert _reject_lone_surrogates(schema) is rewrite
+
+
+def test_lone_surrogate_in_a_subclass_or_past_marshal_depth_is_still_refused() -> None:
+    from tokensieve._errors import GrammarError
+    from tokensieve._grammar.json_schema.compiler import _reject_lone_surrogates
+
+    class Text(str):
+        pass
+
+    with pytest.raises(GrammarError) as err:
+        _reject_lone_surrogates({"properties": {"a": {"pattern": Text("\udc00")}}})
+    assert err.value.json_pointer == "/properties/a/pattern"
+    deep: Any = "\ud800"
+    for _ in range(2500):  # deeper than marshal goes
+        deep = [deep]
+    with pytest.raises(GrammarError) as err:
+        _reject_lone_surrogates({"enum": deep})
+    assert err.value.json_pointer == "/enum" + "/0" * 2500

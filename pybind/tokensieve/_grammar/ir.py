@@ -182,10 +182,10 @@ class GrammarIR:
 
     def add_lexeme(self, lexeme: Lexeme) -> int:
         """Add a lexeme, reusing an identical one; returns its index."""
-        index = self._lexeme_index.get(lexeme)
-        if index is None:
-            index = self._lexeme_index[lexeme] = len(self.lexemes)
-            self.lexemes.append(lexeme)
+        lexemes = self.lexemes
+        index = self._lexeme_index.setdefault(lexeme, len(lexemes))  # one hash of the lexeme, not two
+        if index == len(lexemes):
+            lexemes.append(lexeme)
         return index
 
     def add_shared_lexeme(self, lexeme: Lexeme, name: str | None = None) -> int:

@@ -120,13 +120,15 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import marshal
 import math
-from fractions import Fraction
+import re
 import urllib.parse
+from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
-from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
+from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
@@ -178,6 +180,7 @@ UNSUPPORTED = frozenset(
 )
 # Keywords kept as clauses (`_clauses`) and expanded into alternatives (`_json_schema_logic`).
 CLAUSE_KEYWORDS = ("not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas")
+_CLAUSE_KEYWORD_SET = frozenset(CLAUSE_KEYWORDS)  # `clauses` does nothing to a schema without any
 COMPILE_DEPTH_MAX = 100  # nested schema compilations (Python frames: about 8 per level)
 CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one whole schema
 ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf may expand into (else: as anyOf)
@@ -218,6 +221,7 @@ _PLAIN_TYPES = {
 
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+_CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
@@ -228,8 +232,11 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
     starting with `#`, a dynamic reference): the same walk finds out, at no extra pass.
 
-    The walk builds no pointers: it gathers the strings and encodes them at once, and only
-    when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
+    Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; the others,
+    by a walk that builds no pointers: it gathers the strings and encodes them at once, and
+    only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
+    if _settled_at_once(schema):
+        return False
     strings: list[str] = []
     stack: list[Any] = [schema]
     steps = 0
@@ -268,6 +275,44 @@ def _reject_lone_surrogates(schema: Any) -> bool:
 
 # The keys `_needs_rewrite` reads (a schema object without any needs no rewrite).
 _REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
+# What `_settled_at_once` looks for in a schema's `marshal` form (version 2: a str is `u`, its
+# UTF-8 length in 4 bytes and its UTF-8 bytes, lone surrogates as `\xed\xa0-\xbf..`; a dict is
+# `{`, key value key value ..., `0`): a lone surrogate, or a key `_needs_rewrite` reads with a
+# string value not starting with `#` (`$ref`, `$id`, `id`; also the first of two strings in a
+# list, such as `required: ["id", "name"]`, which the walk then clears) or with any value.
+# (Three searches: one regex of them all tries its alternatives at every `u`, 5x slower.)
+_LONE_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
+_REWRITE_CANDIDATE = re.compile(rb"u(?:\x04\0\0\0\$ref|\x03\0\0\0\$id|\x02\0\0\0id)u.{4}(?!#)", re.DOTALL)
+_DYNAMIC_KEY = re.compile(rb"\$dynamicRef|\$recursiveRef")  # (a regex: 4x faster than two `in`)
+# Bytes; the walk takes at most 1.5 steps per byte (a dict entry with a None key and value: 3
+# steps, 2 bytes), so it would not run out of its 1,000,000 steps on a form this long.
+_SETTLED_SIZE_MAX = 600_000
+
+
+def _settled_at_once(schema: Any) -> bool:
+    """Whether `_reject_lone_surrogates` has nothing to refuse and no rewrite to ask for, as
+    the schema's `marshal` form (made at C speed) shows: no lone surrogate in it, and no
+    reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as there). It
+    holds every string and object the walk visits (and annotations too), so what it clears
+    the walk would clear; anything else (a type marshal refuses such as a subclass, a cycle,
+    a lone surrogate even in an annotation, a candidate reference, a form longer than the
+    walk's budget) is left to the walk."""
+    if type(schema) is not dict:
+        return False
+    if "$id" in schema or "id" in schema:
+        root_ids = {key: schema[key] for key in ("$id", "id") if key in schema}
+        if any(type(value) is not str or _LONE_SURROGATE_UTF8.search(value.encode("utf-8", "surrogatepass"))
+               for value in root_ids.values()):
+            return False
+        schema = {key: value for key, value in schema.items() if key not in root_ids}
+    try:
+        data = marshal.dumps(schema, 2)
+    except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
+        return False
+    return (
+        len(data) <= _SETTLED_SIZE_MAX and _LONE_SURROGATE_UTF8.search(data) is None
+        and _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
+    )
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -908,6 +953,7 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_new_tuple = tuple.__new__
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
@@ -947,6 +993,8 @@ class _Compiler:
         self.anchors: dict[str, str] | None = None
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
+        self.plain_symbols: dict[tuple[str, str, str], Sym] = {}  # `lexeme` without extras
+        self.string_symbol: Sym | None = None
         self.checker = InstanceChecker(
             lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
         )
@@ -1015,11 +1063,18 @@ class _Compiler:
                 "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
                 json_pointer="",
             )
-        self.ir.add_rule(lhs, rhs)
+        self.ir.rules.append(_new_tuple(Rule, (lhs, tuple(rhs))))  # what `ir.add_rule` does, one call less
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
-        lexeme = Lexeme(name, kind, value, **extra) if extra else _plain_lexeme(name, kind, value)  # type: ignore[arg-type]
-        return Sym.t(self.ir.add_lexeme(lexeme))
+        if extra:
+            return Sym.t(self.ir.add_lexeme(Lexeme(name, kind, value, **extra)))  # type: ignore[arg-type]
+        # A plain lexeme's symbol, kept by its three fields: the same few (punctuation, number,
+        # boolean, null) come back all through a schema.
+        key = (name, kind, value)
+        sym = self.plain_symbols.get(key)
+        if sym is None:
+            sym = self.plain_symbols[key] = Sym.t(self.ir.add_lexeme(_plain_lexeme(name, kind, value)))
+        return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
@@ -1029,6 +1084,13 @@ class _Compiler:
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
         """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
+        if len(alternatives) == 1:  # the commonest case, without the copies below
+            alt = alternatives[0]
+            if alt is None:
+                return None
+            if len(alt) == 1:
+                return alt[0]
+            return Sym.n(self.nonterminal(name, [alt]))
         alts = [list(a) for a in alternatives if a is not None]
         alts = list({tuple(a): a for a in alts}.values())
         if not alts:
@@ -1183,9 +1245,10 @@ class _Compiler:
         for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
             if key in d and not isinstance(d[key], dict):
                 raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
-        clauses = self.clauses(d, pointer)
-        if clauses:
-            d["_clauses"] = clauses
+        if not _CLAUSE_KEYWORD_SET.isdisjoint(d):
+            clauses = self.clauses(d, pointer)
+            if clauses:
+                d["_clauses"] = clauses
         return d
 
     def clauses(self, d: dict[str, Any], pointer: str) -> list[dict[str, Any]]:
@@ -1728,14 +1791,14 @@ class _Compiler:
     def remember(self, key: tuple[str, Any] | None, pointer: str, frame: tuple[int, ...], result: Any) -> None:
         if key is not None:
             _, _, warnings_start, clauses_start, depth, compile_depth, depth_high, compile_depth_high = frame
-            self.results[key] = _Memo(
+            self.results[key] = _new_tuple(_Memo, (  # not _Memo(...): its __new__ is Python code
                 result,
                 pointer,
                 tuple(self.warning_log[warnings_start:]),
                 depth_high - depth,
                 compile_depth_high - compile_depth,
                 self.clause_alternative_count - clauses_start,
-            )
+            ))
 
     def memo_key(self, kind: str, value: Any) -> tuple[str, Any] | None:
         cid = self.content_id(value)
@@ -1762,6 +1825,8 @@ class _Compiler:
                 "the value may be valid under any of them (a superset; under not, a subset)",
                 where,
             )
+        if _CHECKED_KEYWORDS.isdisjoint(d):
+            return  # (the commonest case, without the loop)
         for key in d:
             if key in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(
@@ -1841,7 +1906,11 @@ class _Compiler:
 
     def compile(self, schema: Any, pointer: str) -> Sym | None:
         """A symbol deriving exactly the JSON texts of `schema`; None when it accepts nothing."""
-        self.check_depth(pointer)
+        depth = pointer.count("/")  # `check_depth`, inline
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
+            self.check_depth(pointer)  # raises
         if schema is True:
             return Sym.n(self.any())
         if type(schema) is dict:
@@ -1952,7 +2021,7 @@ class _Compiler:
         if "enum" in d:
             return self.compile_enum(d, pointer)
         self.check_keywords(d, pointer)
-        structured = [v for v in d.get("_not_enum", []) if isinstance(v, (list, dict))]
+        structured = [v for v in d["_not_enum"] if isinstance(v, (list, dict))] if "_not_enum" in d else None
         if structured:
             # An object or array value excluded: the negation of a schema pinning it down.
             d = dict(d, _not_enum=[v for v in d["_not_enum"] if not isinstance(v, (list, dict))])
@@ -2372,7 +2441,9 @@ class _Compiler:
         raise self.fail(f"an enum/const value that is not JSON: {value!r}", pointer)
 
     def string(self) -> Sym:
-        return self.lexeme("string", "regex", string_regex(0, None))
+        if self.string_symbol is None:
+            self.string_symbol = self.lexeme("string", "regex", string_regex(0, None))
+        return self.string_symbol
 
     def any(self) -> int:
         """The nonterminal of any JSON value (built once)."""
@@ -2419,8 +2490,11 @@ class _Compiler:
         high = self.int_keyword(d, "maxProperties", None, pointer)
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
-        key_parts = self.key_constraint(names, pointer)
-        witnesses = self.kept_witnesses(d.get("_witness", []), "patternProperties/propertyNames/additionalProperties on one object", pointer)
+        key_parts = ((), ()) if names is True else self.key_constraint(names, pointer)
+        witnesses = (
+            self.kept_witnesses(d["_witness"], "patternProperties/propertyNames/additionalProperties on one object", pointer)
+            if "_witness" in d else []
+        )
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
@@ -2430,7 +2504,7 @@ class _Compiler:
         add_lexeme = self.ir.add_lexeme
         for key in taken:
             listed = key in properties
-            where = f"{pointer}/properties/{_escape_pointer(key)}" if listed else f"{pointer}/required"
+            where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}" if listed else f"{pointer}/required"
             matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
             if listed:
                 parts = [properties[key], *matching]
@@ -2684,7 +2758,8 @@ class _Compiler:
             high = None
         top = max(low, 1) if high is None else high
         name = pointer or "/"
-        if sum(min(top, i) + 1 for i in range(n + 1)) > OBJECT_STATE_COUNT_MAX:  # the states (i, c <= i) built below
+        low_states = min(top, n) + 1  # the states (i, c <= i) built below: i + 1 for i < top, top + 1 after
+        if low_states * (low_states + 1) // 2 + (n - low_states + 1) * (top + 1) > OBJECT_STATE_COUNT_MAX:
             raise self.fail(
                 f"minProperties/maxProperties over {n} properties need more than {OBJECT_STATE_COUNT_MAX} grammar states; "
                 "loosen the bounds",
