@@ -267,6 +267,31 @@ def test_multiple_of_refused_unbuilt_has_too_many_states(multiple: float, monkey
     assert counts and counts[0] > 24
 
 
+@pytest.mark.parametrize("multiple", [14, 24, 42, 84, 2.4])
+def test_multiple_of_past_one_automaton_is_the_intersection_of_its_prime_powers(multiple: float) -> None:
+    """A multiple whose one automaton is over the bounds (24: 24 remainders) is exact as the
+    intersection of its prime powers' (8 and 3); the oracle is exact decimal arithmetic."""
+    from fractions import Fraction
+
+    from tokensieve import Matcher, Tokenizer
+    from tokensieve._grammar.json_schema import numbers
+
+    assert numbers.multiple_of_regex(multiple) is None
+    assert len(numbers.multiple_of_regexes(multiple) or ()) >= 2
+    tok = Tokenizer.from_token_bytes([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256], special_token_ids=[256])
+    grammar = Grammar.json_schema({"type": "number", "multipleOf": multiple})
+    step = Fraction(repr(multiple)) if isinstance(multiple, float) else Fraction(multiple)
+    seen = set()
+    for k in range(-250, 1000):
+        x = Fraction(k, 10)
+        text = str(int(x)) if x.denominator == 1 else str(float(x))
+        expected = (x / step).denominator == 1
+        seen.add(expected)
+        matcher = Matcher(tok, grammar)
+        assert (matcher.consume_tokens(list(text.encode())) and matcher.is_accepting()) == expected, (multiple, text)
+    assert seen == {True, False}
+
+
 # ---- hypothesis: random small instances against a few schemas -------------------------------------
 
 JSON_VALUES = st.recursive(

@@ -89,9 +89,10 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
   `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
-  the digits, minimized and turned into a regex (`multiple_of_regex`); such numbers are written
-  without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters are ignored with a
-  warning.
+  the digits, minimized and turned into a regex (`multiple_of_regex`), or one such regex per
+  prime power of the multiple when the whole one is too large (`multiple_of_regexes`); such
+  numbers are written without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters
+  are ignored with a warning.
 - `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
   property or anyOf option that is `false` is dropped).
 
@@ -136,7 +137,7 @@ from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
-    number_range_regex,
+    multiple_of_regexes, number_range_regex,
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
@@ -2352,11 +2353,11 @@ class _Compiler:
         nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
         multiple = d.get("multipleOf")
         if multiple is not None and not (t == "integer" and multiple == 1):
-            rx = multiple_of_regex(multiple)
-            if rx is None:
+            regexes = multiple_of_regexes(multiple)
+            if regexes is None:
                 self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
             else:
-                ands.append(rx)
+                ands.extend(regexes)
         for excluded in d.get("_not_multiple_of", []):
             rx = multiple_of_regex(excluded)
             if rx is None:

@@ -298,6 +298,40 @@ def multiple_of_regex(multiple: int | float) -> str | None:
     `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
     exponentially with them).
     """
+    parts = _multiple_parts(multiple)
+    if parts is None or parts[0] > 1000 or parts[1] > 12:
+        return None
+    return _divisibility_regex(*parts)
+
+
+@functools.lru_cache(maxsize=256)
+def multiple_of_regexes(multiple: int | float) -> tuple[str, ...] | None:
+    """Regexes whose intersection is `multiple_of_regex(multiple)`'s language: that one when it
+    can be had, else one per prime power of c (x·10^j is divisible by c when it is by each of
+    them), each small where c's automaton is not (24 = 8·3: two regexes of 4 and 3 remainders
+    where one of 24 was over the size bound). None when a part cannot be had either.
+    """
+    single = multiple_of_regex(multiple)
+    if single is not None:
+        return (single,)
+    parts = _multiple_parts(multiple)
+    if parts is None or parts[0] > 10**9 or parts[1] > 12:
+        return None
+    c, j = parts
+    factors = _prime_powers(c)
+    if len(factors) < 2 or max(factors) > 1000:
+        return None
+    regexes = []
+    for factor in sorted(factors, reverse=True):  # the likeliest to fail first
+        regex = _factor_regex(factor, j)
+        if regex is None:
+            return None
+        regexes.append(regex)
+    return tuple(regexes)
+
+
+def _multiple_parts(multiple: int | float) -> tuple[int, int] | None:
+    """(c, j) with multiple = c·10^-j, c an integer; None for a non-positive multiple."""
     from decimal import Decimal
 
     if not _is_number(multiple) or multiple <= 0:
@@ -306,8 +340,35 @@ def multiple_of_regex(multiple: int | float) -> str | None:
     sign, digits, exponent = dec.normalize().as_tuple()
     c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
     j = max(0, -exponent) if isinstance(exponent, int) else 0
-    if c > 1000 or j > 12:
-        return None
+    return c, j
+
+
+@functools.lru_cache(maxsize=256)
+def _factor_regex(c: int, j: int) -> str | None:
+    """`_divisibility_regex` for a prime power, kept: the same few (3, 4, 8, 11, ...) come back
+    in multiple after multiple (MaskBench allany11 merges dozens of multiples)."""
+    return _divisibility_regex(c, j)
+
+
+def _prime_powers(n: int) -> list[int]:
+    """The prime powers whose product is n (n ≥ 1), by trial division."""
+    out = []
+    p = 2
+    while p * p <= n:
+        if n % p == 0:
+            power = 1
+            while n % p == 0:
+                n //= p
+                power *= p
+            out.append(power)
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _divisibility_regex(c: int, j: int) -> str | None:
+    """`multiple_of_regex` for multiple = c·10^-j."""
     coprime = c  # c's factor coprime to 10
     for prime in (2, 5):
         while coprime % prime == 0:
