@@ -129,7 +129,7 @@ from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
-from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
+from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
@@ -141,7 +141,7 @@ from .numbers import (
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
-    pattern_lookahead_parts, pattern_to_json_regex, string_regex,
+    pattern_parts, pattern_to_json_regex, string_regex,
 )
 from .x_guidance import split_x_guidance
 
@@ -997,7 +997,7 @@ class _Compiler:
         self.plain_symbols: dict[tuple[str, str, str], Sym] = {}  # `lexeme` without extras
         self.string_symbol: Sym | None = None
         self.checker = InstanceChecker(
-            lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_to_json_regex, FORMAT_REGEXES
+            lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_parts, FORMAT_REGEXES
         )
         self.clause_alternative_count = 0
         self.clause_alternative_budget = CLAUSE_ALTERNATIVE_COUNT_MAX  # lowered while trying an exact oneOf
@@ -1064,7 +1064,7 @@ class _Compiler:
                 "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
                 json_pointer="",
             )
-        self.ir.rules.append(_new_tuple(Rule, (lhs, tuple(rhs))))  # what `ir.add_rule` does, one call less
+        self.ir.add_rule(lhs, rhs)
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
         if extra:
@@ -2297,15 +2297,12 @@ class _Compiler:
             if not isinstance(pattern, str):
                 raise self.fail("pattern must be a string", f"{pointer}/pattern")
             try:
-                bodies.append('"' + pattern_to_json_regex(pattern) + '"')
+                musts, excluded = pattern_parts(pattern)
             except GrammarError as err:
-                try:  # lookaheads where intersections say them exactly
-                    musts, excluded = pattern_lookahead_parts(pattern)
-                except GrammarError:
-                    self.unsupported(str(err), f"{pointer}/pattern")
-                    continue
-                bodies += ['"' + body + '"' for body in musts]
-                lookahead_nots += ['"' + body + '"' for body in excluded]
+                self.unsupported(str(err), f"{pointer}/pattern")
+                continue
+            bodies += ['"' + body + '"' for body in musts]
+            lookahead_nots += ['"' + body + '"' for body in excluded]
         fmt = d.get("format")
         if fmt is not None and fmt not in FORMAT_REGEXES:
             self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
@@ -2670,19 +2667,16 @@ class _Compiler:
         for pattern, schema in d.get("patternProperties", {}).items():
             where = f"{pointer}/patternProperties/{_escape_pointer(pattern)}"
             try:
-                found.append((where, ('"' + pattern_to_json_regex(pattern) + '"',), (), schema, pattern))
-                continue
+                musts, excluded = pattern_parts(pattern)
             except GrammarError as err:
-                error = err
-            try:
-                musts, excluded = pattern_lookahead_parts(pattern)
-            except GrammarError:
-                self.unsupported(str(error), where)
+                self.unsupported(str(err), where)
                 continue
-            if lookahead is not None:
-                self.unsupported(f"{error} (one pattern with lookaheads per patternProperties)", where)
-                continue
-            lookahead = len(found)
+            if len(musts) > 1 or excluded:  # lookaheads
+                if lookahead is not None:
+                    self.unsupported(f"pattern {pattern!r}: lookaheads in a second pattern (one pattern with lookaheads "
+                                     f"per patternProperties is supported)", where)
+                    continue
+                lookahead = len(found)
             found.append((where, tuple(f'"{m}"' for m in musts), tuple(f'"{n}"' for n in excluded), schema, pattern))
         if len(found) <= PATTERN_SUBSETS_MAX:
             subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]

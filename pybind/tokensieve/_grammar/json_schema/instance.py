@@ -8,7 +8,7 @@ holds exactly the valid ones, whatever the keywords are (`not`, `if`, `uniqueIte
 
 Semantics are those of the grammar front-end, not a general validator's:
 
-- `pattern` uses the front-end's own ECMA translation (`pattern_to_json_regex`) matched on the
+- `pattern` uses the front-end's own ECMA translation (`pattern_parts`) matched on the
   JSON-escaped text, so a value passes here exactly when the grammar's string lexeme would
   take it; `format` uses `FORMAT_REGEXES` and is an assertion (unknown formats pass).
 - `$ref` with siblings applies both (2019-09 semantics), as the front-end's merge does.
@@ -26,10 +26,7 @@ import json
 import math
 import re
 from fractions import Fraction
-from typing import Any, Callable
-
-from ..._errors import GrammarError
-from .strings import pattern_lookahead_parts
+from typing import Any, Callable, Sequence
 
 __all__ = ["Undecidable", "InstanceChecker", "json_equal", "json_type"]
 
@@ -91,23 +88,23 @@ class InstanceChecker:
 
     Args:
         resolve: `$ref` string and the JSON pointer where it stands → the target schema.
-        body_regex: an ECMA `pattern` → the regex over a string's JSON-escaped body that the
-            grammar uses (raises on patterns it refuses).
+        pattern_parts: an ECMA `pattern` → the regexes over a string's JSON-escaped body that the
+            grammar uses, those a match matches and those it does not (`strings.pattern_parts`;
+            raises on patterns it refuses).
         format_regexes: format name → regex over the JSON-escaped body.
     """
 
     def __init__(
         self,
         resolve: Callable[[str, str], Any],
-        body_regex: Callable[[str], str],
+        pattern_parts: Callable[[str], tuple[Sequence[str], Sequence[str]]],
         format_regexes: dict[str, str],
     ) -> None:
         self.resolve = resolve
-        self.body_regex = body_regex
+        self.pattern_parts = pattern_parts
         self.format_regexes = format_regexes
         self.compiled: dict[str, re.Pattern[str]] = {}
-        self.bodies: dict[str, str] = {}
-        self.parts: dict[str, tuple[list[str], list[str]]] = {}
+        self.parts: dict[str, tuple[Sequence[str], Sequence[str]]] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
         # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
         self.string_checks: dict[int, tuple[Any, Callable[[str], bool]]] = {}
@@ -172,30 +169,16 @@ class InstanceChecker:
         musts, nots = self._pattern_parts(pattern)
         return all(self.body_matches(m, text) for m in musts) and not any(self.body_matches(n, text) for n in nots)
 
-    def _pattern_parts(self, pattern: str) -> tuple[list[str], list[str]]:
-        """The body regexes a string that `pattern` finds matches, and those it does not: the
-        one translation of a plain pattern, more for lookaheads (`pattern_lookahead_parts`)."""
+    def _pattern_parts(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:
+        """The body regexes a string that `pattern` finds matches, and those it does not
+        (`pattern_parts`), kept."""
         parts = self.parts.get(pattern)
         if parts is None:
             try:
-                parts = ([self._pattern_body(pattern)], [])
-            except Undecidable as err:
-                try:
-                    musts, nots = pattern_lookahead_parts(pattern)
-                except GrammarError:
-                    raise err from None
-                parts = (list(musts), list(nots))
-            self.parts[pattern] = parts
-        return parts
-
-    def _pattern_body(self, pattern: str) -> str:
-        body = self.bodies.get(pattern)
-        if body is None:
-            try:
-                body = self.bodies[pattern] = self.body_regex(pattern)
+                parts = self.parts[pattern] = self.pattern_parts(pattern)
             except Exception as err:  # the front-end's GrammarError: a pattern it refuses
                 raise Undecidable(str(err)) from None
-        return body
+        return parts
 
     # ---- the check ---------------------------------------------------------------------------
 

@@ -538,6 +538,24 @@ _ONE_CHAR = re.compile(r"\.|\[(?:\\.|[^\]\\])*\]|\\[^1-9bBkpPux]")
 
 
 @functools.lru_cache(maxsize=1024)
+def pattern_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ECMA `pattern` as the regexes over a string's JSON-escaped body that a string it finds
+    matches (every one) and does not match (any): its one translation (`pattern_to_json_regex`),
+    or, for lookaheads said exactly with intersections, `pattern_lookahead_parts`.
+
+    Raises:
+        GrammarError: the translation's error, when lookaheads do not help either.
+    """
+    try:
+        return (pattern_to_json_regex(pattern),), ()
+    except GrammarError as err:
+        try:
+            return pattern_lookahead_parts(pattern)
+        except GrammarError:
+            raise err from None
+
+
+@functools.lru_cache(maxsize=1024)
 def pattern_lookahead_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """An ECMA `pattern` with lookaheads in the two places where they can be said exactly with
     intersections: the regexes over a string's JSON-escaped body that it must match (every
