@@ -246,16 +246,24 @@ pub fn bytesEqual(a: []const u8, b: []const u8) bool {
 pub fn hashBytes(bytes: []const u8, salt: u8) u64 {
     var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ (@as(u64, bytes.len) << 8 | salt);
     var i: usize = 0;
-    while (i + 8 <= bytes.len) : (i += 8) {
-        h = (h ^ std.mem.readInt(u64, bytes[i..][0..8], .little)) *% 0xBF58_476D_1CE4_E5B9;
-        h ^= h >> 29;
-    }
+    while (i + 8 <= bytes.len) : (i += 8) h = hashRound(h, std.mem.readInt(u64, bytes[i..][0..8], .little));
     var tail: u64 = 0;
     for (bytes[i..], 0..) |b, j| tail |= @as(u64, b) << @intCast(8 * j);
     h = (h ^ tail) *% 0xBF58_476D_1CE4_E5B9;
-    h ^= h >> 31;
-    h *%= 0x94D0_49BB_1331_11EB;
-    return h ^ (h >> 32);
+    return hashFinish(h);
+}
+
+/// One word into a running hash: a multiply-xorshift round.
+fn hashRound(h: u64, w: u64) u64 {
+    const m = (h ^ w) *% 0xBF58_476D_1CE4_E5B9;
+    return m ^ (m >> 29);
+}
+
+/// The splitmix64 finalizer's last steps: every input bit reaches every output bit.
+fn hashFinish(h: u64) u64 {
+    var x = h ^ (h >> 31);
+    x *%= 0x94D0_49BB_1331_11EB;
+    return x ^ (x >> 32);
 }
 
 /// Hash-map context for byte-string keys (`bytesEqual`, `hashBytes`): `std.StringHashMap`'s
@@ -275,13 +283,8 @@ pub const BytesContext = struct {
 /// wasm32 (`__multi3`); this uses the native 64-bit multiply and costs a third as much there.
 pub fn hashWords(words: []const u32) u64 {
     var h: u64 = 0x9E37_79B9_7F4A_7C15 ^ @as(u64, words.len);
-    for (words) |w| {
-        h = (h ^ w) *% 0xBF58_476D_1CE4_E5B9;
-        h ^= h >> 29;
-    }
-    h ^= h >> 31;
-    h *%= 0x94D0_49BB_1331_11EB;
-    return h ^ (h >> 32);
+    for (words) |w| h = hashRound(h, w);
+    return hashFinish(h);
 }
 
 /// A run's hash kept in 32 bits (`ExprSet.hashes`, the lexer's state hashes) and spread back
@@ -301,10 +304,7 @@ pub fn spreadHash32(h: u32) u64 {
 pub fn IntContext(comptime K: type) type {
     return struct {
         pub fn hash(_: @This(), key: K) u64 {
-            var h: u64 = @as(u64, key) *% 0x9E37_79B9_7F4A_7C15; // K: an unsigned integer
-            h ^= h >> 31;
-            h *%= 0x94D0_49BB_1331_11EB;
-            return h ^ (h >> 32);
+            return hashFinish(@as(u64, key) *% 0x9E37_79B9_7F4A_7C15); // K: an unsigned integer
         }
         pub fn eql(_: @This(), a: K, b: K) bool {
             return a == b;

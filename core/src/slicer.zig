@@ -728,7 +728,7 @@ pub const DepthCache = struct {
         const Entry = struct { expr: ExprId, state: u8 };
         var stack: std.ArrayList(Entry) = .empty;
         defer stack.deinit(self.gpa);
-        var seen: std.AutoHashMapUnmanaged(u64, void) = .empty;
+        var seen: regex.IntMap(u64, void) = .empty; // (std's Wyhash multiplies through __multi3 in wasm32)
         defer seen.deinit(self.gpa);
         try stack.append(self.gpa, .{ .expr = x, .state = 0 });
         while (stack.pop()) |top| {
