@@ -471,17 +471,16 @@ def pattern_to_json_regex(pattern: str) -> str:
 def _group_end(pattern: str, start: int) -> int:
     """The index just past the `)` that closes the group opened at `start`, skipping escapes
     and classes (in ECMA `[]` and `[^]` are classes of their own); -1 when unclosed."""
-    depth, i, in_class = 0, start, False
+    depth, i = 0, start
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
             i += 2
             continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
+        if c == "[":
+            i = _class_end(pattern, i)
+            continue
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
