@@ -16,6 +16,7 @@ in tests/data/json_schema/ (formats in tests/data/README.md), which the Pyodide 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import random
@@ -504,3 +505,62 @@ def test_checking_many_values_agrees_with_jsonschema_and_the_general_check() -> 
     internal = [{"pattern": "b", "_patterns": ["^a"]}, {"_not_bodies": ["a.*", "b.*"], "minLength": 1}]
     for schema in internal:
         assert checker.valid_values(values, schema) == [v for v in values if checker.valid(v, schema)], schema
+
+
+# -- the property order of merged schemas, beside llguidance --------------------------------
+
+_MERGED_PARTS = {
+    "$ref": ("#/$defs/w", "w"),
+    "allOf": ([{"properties": {"x": {"type": "integer"}}}, {"properties": {"z": {"type": "integer"}}}], "xz"),
+    "properties": ({"y": {"type": "integer"}}, "y"),
+}
+
+
+@pytest.mark.parametrize(
+    "keywords", [order for n in (2, 3) for order in itertools.permutations(_MERGED_PARTS, n)], ids="-".join
+)
+def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(keywords, shared_dir):
+    """An object merging `$ref` and `allOf` parts (with its own `properties` or not) lists
+    each part's properties where its keyword stands. Every permutation of the instance's keys
+    is valid (jsonschema); exactly the one in keyword order is accepted, and llguidance, run
+    on the same Llama-3 tokens, accepts the same ones."""
+    import jsonschema
+    import llguidance
+
+    from conftest import load_shared_tokenizer
+    from tokensieve import Matcher
+
+    tok = load_shared_tokenizer("llama3")
+    theirs = _llguidance_llama3(shared_dir)
+    schema: dict[str, Any] = {"$defs": {"w": {"properties": {"w": {"type": "integer"}}}}}
+    for keyword in keywords:
+        schema[keyword] = _MERGED_PARTS[keyword][0]
+    expected = "".join(_MERGED_PARTS[keyword][1] for keyword in keywords)
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    llg_grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+    accepted = []
+    for names in itertools.permutations(expected):
+        instance = {name: i for i, name in enumerate(names)}
+        jsonschema.Draft202012Validator(schema).validate(instance)
+        ids = tok.encode(json.dumps(instance, separators=(",", ":")))
+        m = Matcher(tok, grammar)
+        ours = m.consume_tokens(ids) and m.is_accepting()
+        lm = llguidance.LLMatcher(theirs, llg_grammar, log_level=0)
+        assert not lm.is_error(), lm.get_error()
+        llg = all(lm.consume_token(t) for t in ids) and lm.is_accepting()
+        assert ours == llg, (names, ours, llg)
+        if ours:
+            accepted.append("".join(names))
+    assert accepted == [expected]
+
+
+_LLG_TOKENIZERS: dict[str, Any] = {}
+
+
+def _llguidance_llama3(shared_dir: Path) -> Any:
+    import llguidance
+
+    if "llama3" not in _LLG_TOKENIZERS:
+        path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
+        _LLG_TOKENIZERS["llama3"] = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode())
+    return _LLG_TOKENIZERS["llama3"]

@@ -1332,6 +1332,20 @@ class _Compiler:
                 pointer,
             )
         result = d
+        if parts:
+            # Properties follow the schema's text, as llguidance's do: merging keeps the first
+            # side's properties first, so the sides go in the order of their keywords (an
+            # object whose `$ref` comes before its `properties` lists the $ref's first).
+            keys = list(schema)
+            sides = [(keys.index("properties") if "properties" in schema else -1, [d])]
+            if "$ref" in schema:
+                sides.append((keys.index("$ref"), parts[:1]))
+            if "allOf" in schema:
+                sides.append((keys.index("allOf"), parts[1:] if "$ref" in schema else parts))
+            ordered = [side for _, group in sorted(sides, key=lambda s: s[0]) for side in group]
+            result, parts = ordered[0], ordered[1:]
+            if result is None:
+                return None
         for part in parts:
             merged = None if part is None else self.merge(result, part, pointer)
             if merged is None:
