@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar
@@ -153,11 +155,41 @@ def test_pattern_translation_agrees_with_search_on_the_decoded_string(pattern: s
 
 
 @pytest.mark.parametrize(
-    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a", "(^a)*", "(a$)+b", "/^a$/"]
+    "pattern", ["(?=a)b", "a\\bc", "(a)\\1", "\\p{L}", "a(^b)", "a$b", "[a", "(a", "a{20000}", "*a", "(a$)+b", "/^a$/"]
 )
 def test_unsupported_patterns_raise(pattern: str) -> None:
     with pytest.raises(GrammarError):
         pattern_to_json_regex(pattern)
+
+
+_ANCHOR_TEXTS = ["".join(chars) for n in range(6) for chars in itertools.product("ab/", repeat=n)]
+
+
+def _anchored_patterns(depth: int) -> Any:
+    leaf = st.sampled_from(["a", "b", "/", "^", "$", "a?", "[ab]"])
+    if depth == 0:
+        return st.lists(leaf, min_size=1, max_size=3).map("".join)
+    inner = _anchored_patterns(depth - 1)
+    group = st.tuples(st.lists(inner, min_size=1, max_size=3), st.sampled_from(["", "*", "+", "?", "{2}", "{0,2}", "{1,3}", "{2,}"]))
+    piece = st.one_of(leaf, group.map(lambda g: "(" + "|".join(g[0]) + ")" + g[1]))
+    return st.lists(piece, min_size=1, max_size=4).map("".join)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(pattern=_anchored_patterns(2))
+def test_anchors_inside_groups_agree_with_search(pattern: str) -> None:
+    """Patterns with `^`/`$` inside alternations and repeated groups, against Python's
+    search on every text of up to five characters over the pattern's alphabet. A pattern
+    may be refused only when none of the texts matches (`^` after text, text after `$`)."""
+    python = re.compile(pattern.replace("\\/", "/"))
+    expected = [python.search(text) is not None for text in _ANCHOR_TEXTS]
+    try:
+        compiled = regex.compile(pattern_to_json_regex(pattern))
+    except GrammarError:
+        assert not any(expected), pattern
+        return
+    got = [compiled.fullmatch(json.dumps(text)[1:-1]) is not None for text in _ANCHOR_TEXTS]
+    assert got == expected, (pattern, [t for t, a, b in zip(_ANCHOR_TEXTS, got, expected) if a != b][:5])
 
 
 FORMAT_CASES = [(case["format"], case["good"], case["bad"]) for case in corpus("formats.json")]

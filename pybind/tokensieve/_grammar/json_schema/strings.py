@@ -15,6 +15,9 @@ from ..ir import Lexeme, literal_regex
 
 REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
 PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
+# Characters of a repeated group's branches once its anchored iterations are split out (each
+# branch repeats the group's plain iterations; nested groups with anchors grow the text).
+PATTERN_ANCHORED_TEXT_MAX = 100_000
 # One character of a JSON string body, as the grammar lets it be spelled. Every character has
 # a fixed set of spellings, and every translation of a set of characters (patterns, enum
 # values, keys) covers all of them, so a negation (`not_patterns`, keys other than the listed
@@ -206,14 +209,17 @@ class _EcmaPattern:
         self.p = pattern
         self.i = 0
         self.depth = 0
+        self.impossible = ""  # why a branch was dropped (`^` after text, text after `$`)
 
     # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
     # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
     # at end), and a branch is `any* text any*` without the anchored sides. An unquantified
     # group that holds anchors is distributed into the branches around it
     # (`(^a|b)c` → `^ac | bc`), so `(^gs://.+)|(^https?://.+)`, `^$|(^\S+$)` and
-    # `^([^,]|$)` are exact; an anchor anywhere else (inside a repeated group, after text
-    # that must be non-empty) is refused.
+    # `^([^,]|$)` are exact; so is a repeated one (`_repeated_with_anchors`: an iteration
+    # anchored at the start can only be the first, one anchored at the end only the last, so
+    # `^(a($|/))*$` is `^((a/)*|(a/)*a)$`); an anchor after text that must be non-empty is
+    # refused.
 
     def translate(self) -> str:
         any_chars = STRING_CHAR + "*"
@@ -222,7 +228,10 @@ class _EcmaPattern:
         # `.*` cost 900,000 fuel units for one mask (MaskBench Github_hard---o82144).
         dot_star = self._set(_DOT) + "*"
         alts = []
-        for anchored_start, text, anchored_end in self._alternation():
+        branches = self._alternation()
+        if not branches and self.i == len(self.p):
+            raise _PatternError(f"the pattern never matches: {self.impossible or 'nothing can match'}")
+        for anchored_start, text, anchored_end in branches:
             while not anchored_start and text.startswith(dot_star):
                 text = text[len(dot_star) :]
             while not anchored_end and text.endswith(dot_star):
@@ -255,20 +264,30 @@ class _EcmaPattern:
             elif c == "(":
                 parts = self._group()
                 q = self._quantifier()
-                if q or len(parts) > 1 and not any(s or e for s, _, e in parts):
-                    if any(s or e for s, _, e in parts):
-                        raise _PatternError(f"an anchor inside a repeated group (offset {at})")
+                if not parts:  # the group never matches: only no iteration of it can
+                    parts = [(False, "", False)] if q and _quantifier_bounds(q)[0] == 0 else []
+                elif q and any(s or e for s, _, e in parts):
+                    parts = _repeated_with_anchors(parts, q, at)
+                elif q or len(parts) > 1 and not any(s or e for s, _, e in parts):
                     parts = [(False, "(?:" + "|".join(t for _, t, _ in parts) + ")" + q, False)]
             else:
                 parts = [(False, self._atom() + self._quantifier(), False)]
             joined = []
             for s1, t1, e1 in branches:
                 for s2, t2, e2 in parts:
-                    if s2 and (t1 or e1):
-                        raise _PatternError(f"'^' in the middle of the pattern (offset {at})")
-                    if e1 and t2:
-                        raise _PatternError(f"'$' in the middle of the pattern (offset {at})")
-                    joined.append((s1 or s2, t1 + t2, e1 or e2))
+                    # `^` after text, or text after `$`: only where that text is empty.
+                    head, tail = t1, t2
+                    if s2 and head:
+                        if not _matches_empty(head):
+                            self.impossible = self.impossible or f"'^' in the middle of the pattern (offset {at})"
+                            continue
+                        head = ""
+                    if e1 and tail:
+                        if not _matches_empty(tail):
+                            self.impossible = self.impossible or f"'$' in the middle of the pattern (offset {at})"
+                            continue
+                        tail = ""
+                    joined.append((s1 or s2, head + tail, e1 or e2))
             if len(joined) > PATTERN_BRANCH_COUNT_MAX:
                 raise _PatternError(f"anchors in groups make more than {PATTERN_BRANCH_COUNT_MAX} branches")
             branches = joined
@@ -348,7 +367,7 @@ class _EcmaPattern:
         if self._peek() != ")":
             raise _PatternError(f"unclosed group opened at offset {start}")
         self.i += 1
-        if not any(s or e for s, _, e in alts):
+        if alts and not any(s or e for s, _, e in alts):
             return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
         return alts
 
@@ -451,6 +470,70 @@ class _EcmaPattern:
         if code > CODE_POINT_MAX:
             raise _PatternError(f"code point above U+10FFFF at offset {at}")
         return code
+
+
+def _repeated_with_anchors(parts: list[tuple[bool, str, bool]], q: str, at: int) -> list[tuple[bool, str, bool]]:
+    """The branches of a group repeated by `q` whose own branches (anchored at start, text,
+    anchored at end) hold anchors. Iterations anchored at the start can only come first, all
+    but the last of them empty; iterations anchored at the end only last, all but the first
+    empty. So a result branch is: an optional start-anchored iteration, plain ones, an
+    optional end-anchored one, the plain ones counted so that all of them meet `q`'s bounds
+    (any count, when an iteration that can be empty may repeat). An iteration anchored at
+    both ends is the only one that is not empty. Exact."""
+    lo, hi = _quantifier_bounds(q)
+    plain = list(dict.fromkeys(t for s, t, e in parts if not s and not e))
+    starts = list(dict.fromkeys(t for s, t, e in parts if s and not e))
+    ends = list(dict.fromkeys(t for s, t, e in parts if e and not s))
+    boths = list(dict.fromkeys(t for s, t, e in parts if s and e))
+
+    def nullable(texts: list[str]) -> bool:
+        return any(not t or _matches_empty(t) for t in texts)
+
+    def group(texts: list[str]) -> str:
+        words = [t for t in texts if t]
+        if not words:
+            return ""
+        text = words[0] if len(words) == 1 and len(words[0]) <= 1 else "(?:" + "|".join(words) + ")"
+        return text + "?" if len(words) < len(texts) else text
+
+    def middle(anchored: int, padded: bool) -> str | None:
+        """The plain iterations beside `anchored` anchored ones (None: the bounds forbid)."""
+        least = 0 if padded or nullable(plain) else max(lo - anchored, 0)
+        most = None if hi is None else hi - anchored
+        if most is not None and most < 0:
+            return None
+        words = [t for t in plain if t]
+        if not words or most == 0:
+            return "" if least == 0 else None
+        text = words[0] if len(words) == 1 and len(words[0]) <= 1 else "(?:" + "|".join(words) + ")"
+        return text + ("{%d,}" % least if most is None else "{%d,%d}" % (least, most))
+
+    out: list[tuple[bool, str, bool]] = []
+    for first in ([], starts) if starts else ([],):
+        for last in ([], ends) if ends else ([],):
+            text = middle(bool(first) + bool(last), nullable(first) or nullable(last))
+            if text is not None:
+                out.append((bool(first), group(first) + text + group(last), bool(last)))
+    if boths and (hi is None or hi >= 1) and (lo <= 1 or nullable([t for _, t, _ in parts])):
+        out.append((True, group(boths), True))
+    if sum(len(t) for _, t, _ in out) > PATTERN_ANCHORED_TEXT_MAX:
+        raise _PatternError(f"anchors in repeated groups make a regex of more than {PATTERN_ANCHORED_TEXT_MAX} characters (offset {at})")
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _matches_empty(text: str) -> bool:
+    """Whether a translated regex matches the empty string."""
+    return re.fullmatch(text, "") is not None
+
+
+def _quantifier_bounds(q: str) -> tuple[int, int | None]:
+    """A quantifier's (least, most) counts; most None: unbounded."""
+    if q in ("*", "+", "?"):
+        return {"*": (0, None), "+": (1, None), "?": (0, 1)}[q]
+    body = q[1:-1]
+    least, comma, most = body.partition(",")
+    return int(least), (int(most) if most else None) if comma else int(least)
 
 
 @functools.lru_cache(maxsize=4096)
