@@ -106,6 +106,10 @@ EXACT: list[tuple[str, Any]] = [
          "properties": {"a": {"$ref": "x.json#s"}, "b": {"$ref": "#s"}}},
     ),
     ("id_urn", {"$id": "urn:example:root", "$defs": {"x": {"type": "integer"}}, "properties": {"a": {"$ref": "urn:example:root#/$defs/x"}}}),
+    # Properties named like data keywords (`enum`, `default`) hold schemas: their ids count.
+    ("id_property_names", {"$id": "https://ex.com/root.json",
+                           "properties": {"enum": {"$id": "e.json", "type": "integer"}, "default": {"$id": "d.json", "type": "string"},
+                                          "a": {"$ref": "e.json"}, "b": {"$ref": "https://ex.com/d.json"}}}),
     (
         "dynamic_ref_to_the_root",
         {"$id": "https://ex.com/strict", "$dynamicAnchor": "node", "$ref": "tree", "unevaluatedProperties": False,
@@ -315,14 +319,15 @@ META_INVALID: list[Any] = [
 ]
 
 
-def _meta_ordered(value: Any) -> Any:
-    from tokensieve._grammar.json_schema.metaschema import META_SCHEMA_2020_12
+def _meta_ordered(value: Any, order: list[str] | None = None) -> Any:
+    if order is None:
+        from tokensieve._grammar.json_schema.metaschema import META_SCHEMA_2020_12
 
-    order = list(META_SCHEMA_2020_12["properties"])
+        order = list(META_SCHEMA_2020_12["properties"])
     if isinstance(value, dict):
-        return {k: _meta_ordered(value[k]) for k in sorted(value, key=lambda k: order.index(k) if k in order else len(order))}
+        return {k: _meta_ordered(value[k], order) for k in sorted(value, key=lambda k: order.index(k) if k in order else len(order))}
     if isinstance(value, list):
-        return [_meta_ordered(v) for v in value]
+        return [_meta_ordered(v, order) for v in value]
     return value
 
 
@@ -341,6 +346,63 @@ def test_the_meta_schema_is_shipped(uri: str) -> None:
             instance = value if "properties" not in schema else {"s": value}
             assert accepts(grammar, instance) == oracle.is_valid(value), (schema, value)
     assert all(oracle.is_valid(v) for v in valid) and not any(oracle.is_valid(v) for v in META_INVALID)
+
+
+# The drafts 04, 06 and 07 meta-schemas, referenced whole and by JSON pointer into them (as
+# swagger-2.0 does): jsonschema's copies of the published ones are the oracle. Values whose
+# verdict hangs on what is documented as left out (formats, uniqueItems of string lists) are
+# not in the pool.
+OLD_META_VALUES: list[Any] = [
+    {"type": "string"}, {"type": ["string", "null"]}, {"type": "strnig"}, {"type": []}, {"minLength": -1}, {"minLength": 2},
+    {"maxItems": 1.5}, {"required": "a"}, {"required": ["a"]}, {"required": []}, {"properties": {"a": 3}},
+    {"properties": {"a": {"type": "integer"}}}, {"allOf": []}, {"anyOf": [{}]}, {"items": [{}]}, {"items": {}},
+    {"minimum": 1, "exclusiveMinimum": True}, {"exclusiveMinimum": True}, {"exclusiveMinimum": 1}, {"multipleOf": 0},
+    {"multipleOf": 2.5}, {"enum": []}, {"enum": [1, "a"]}, {"const": 3}, {"contains": {"type": "string"}},
+    {"if": {}, "then": 3}, {"dependencies": {"a": ["b"], "c": {"required": ["d"]}}}, {"dependencies": {"a": 3}},
+    {"additionalProperties": False}, {"additionalItems": 3}, {"propertyNames": {"maxLength": 3}},
+    {"not": {"minItems": -1}}, {"$comment": 3}, {"readOnly": "yes"}, True, False, 3, "x", {}, [],
+]
+
+
+@pytest.mark.parametrize("draft", [4, 6, 7])
+def test_older_meta_schemas_are_shipped(draft: int) -> None:
+    from tokensieve._grammar.json_schema.metaschema import _old_meta_schema
+
+    validator = {4: jsonschema.Draft4Validator, 6: jsonschema.Draft6Validator, 7: jsonschema.Draft7Validator}[draft]
+    oracle = validator(validator.META_SCHEMA)
+    order = list(_old_meta_schema(draft)["properties"])
+    uri = f"http://json-schema.org/draft-0{draft}/schema#"
+    verdicts = set()
+    for schema in ({"$ref": uri}, {"type": "object", "properties": {"s": {"$ref": uri}}, "required": ["s"]}):
+        assert json_schema_to_ir(schema).options["warnings"] == []
+        grammar = Grammar.json_schema(schema)
+        for value in OLD_META_VALUES:
+            value = _meta_ordered(value, order)
+            instance = value if "properties" not in schema else {"s": value}
+            expected = oracle.is_valid(value)
+            verdicts.add(expected)
+            assert accepts(grammar, instance) == expected, (draft, value)
+    assert verdicts == {True, False}
+
+
+def test_references_into_the_draft_04_meta_schema_resolve_as_published() -> None:
+    """swagger-2.0's references by pointer into the draft-04 meta-schema, against jsonschema
+    resolving the same references in its copy of the published document."""
+    base = "http://json-schema.org/draft-04/schema#"
+    names = ["/definitions/positiveInteger", "/definitions/positiveIntegerDefault0", "/definitions/stringArray",
+             "/properties/multipleOf", "/properties/minimum", "/properties/exclusiveMaximum", "/properties/type",
+             "/properties/pattern", "/properties/title", "/properties/enum"]
+    schema = {"type": "object", "properties": {name.rsplit("/", 1)[-1]: {"$ref": base + name} for name in names}}
+    oracle = jsonschema.Draft4Validator(schema)
+    grammar = Grammar.json_schema(schema)
+    verdicts = set()
+    for name in names:
+        key = name.rsplit("/", 1)[-1]
+        for value in [0, 3, -1, 2.5, "x", True, None, ["a"], [], ["string", "null"], "strnig", {}]:
+            expected = oracle.is_valid({key: value})
+            verdicts.add(expected)
+            assert accepts(grammar, {key: value}) == expected, (name, value)
+    assert verdicts == {True, False}
 
 
 # ---- not of a schema with a pending unevaluated* beside anyOf/oneOf/if/not/dependencies -------

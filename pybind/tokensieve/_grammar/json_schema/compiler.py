@@ -113,7 +113,7 @@ TODO (not yet supported, in rough order of MaskBench frequency):
   with a warning; under `not` a superset).
 - Exponents in bounded numbers; `-0`.
 - `format` intersected with lengths.
-- Remote `$ref`s (other documents than the 2020-12 meta-schema, `metaschema.py`).
+- Remote `$ref`s (other documents than the meta-schemas of drafts 2020-12, 07, 06 and 04, `metaschema.py`).
 """
 
 from __future__ import annotations

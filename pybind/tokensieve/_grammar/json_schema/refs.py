@@ -43,6 +43,19 @@ from typing import Any
 DEFAULT_BASE = "https://tokensieve.invalid/root.json"
 # Keys whose values are data, not schemas: `$id` or `$ref` inside them mean nothing.
 _DATA_KEYS = frozenset({"enum", "const", "examples", "example", "default"})
+# Keys whose values map names to schemas: there, a key such as `enum` or `default` is a name
+# (swagger-2.0 has properties named both) and its value a schema.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"})
+
+
+def _data(key: str, names: bool) -> bool:
+    """Whether `key` of a schema object (`names`: of a map from names to schemas) holds data."""
+    return not names and key in _DATA_KEYS
+
+
+def _names(key: str, names: bool) -> bool:
+    """Whether the value of `key` of a schema object (`names`: of a name map) is a name map."""
+    return not names and key in _NAME_MAPS
 
 
 def _join(base: str, ref: str) -> str:
@@ -79,11 +92,11 @@ class _Index:
             base = _join(DEFAULT_BASE, root_id).split("#", 1)[0]
         self.root_base = base
         id_keys = ("$id", "id") if draft4 else ("$id",)
-        stack: list[tuple[Any, str, str]] = [(root, "", base)]
+        stack: list[tuple[Any, str, str, bool]] = [(root, "", base, False)]
         while stack:
-            node, pointer, base = stack.pop()
+            node, pointer, base, names = stack.pop()
             if isinstance(node, list):
-                stack += [(v, f"{pointer}/{i}", base) for i, v in enumerate(node)]
+                stack += [(v, f"{pointer}/{i}", base, False) for i, v in enumerate(node)]
                 continue
             if not isinstance(node, dict):
                 continue
@@ -111,8 +124,8 @@ class _Index:
             if node.get("$recursiveAnchor") is True:
                 self.recursive.append((base, pointer))
             for key, value in node.items():
-                if key not in _DATA_KEYS and isinstance(value, (dict, list)):
-                    stack.append((value, f"{pointer}/{_escape(key)}", base))
+                if not _data(key, names) and isinstance(value, (dict, list)):
+                    stack.append((value, f"{pointer}/{_escape(key)}", base, _names(key, names)))
 
     def exists(self, pointer: str) -> bool:
         node = self.root
@@ -211,7 +224,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
     `$ref`s to canonical root pointers (see the module docstring)."""
     index = _Index(root, draft4)
 
-    def rewrite(node: Any, pointer: str) -> Any:
+    def rewrite(node: Any, pointer: str, names: bool = False) -> Any:
         if isinstance(node, list):
             return [rewrite(v, f"{pointer}/{i}") for i, v in enumerate(node)]
         if not isinstance(node, dict):
@@ -221,7 +234,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
         extra_refs: list[str] = []
         unions: list[dict[str, Any]] = []
         for key, value in node.items():
-            if key in _DATA_KEYS:
+            if _data(key, names):
                 out[key] = value
             elif key == "$ref" and isinstance(value, str):
                 target = index.resolve(base, value)
@@ -239,7 +252,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
                 else:
                     out[key] = value
             else:
-                out[key] = rewrite(value, f"{pointer}/{_escape(key)}")
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", _names(key, names))
         _attach_refs(out, extra_refs)
         if unions:
             out["allOf"] = [*out.get("allOf", []), *unions]
@@ -264,11 +277,11 @@ def _path_dependent(root: Any, index: _Index) -> bool:
     path of evaluation."""
     if not any(len(places) > 1 for places in index.dynamic.values()) and len(index.recursive) < 2:
         return False
-    stack: list[tuple[Any, str]] = [(root, "")]
+    stack: list[tuple[Any, str, bool]] = [(root, "", False)]
     while stack:
-        node, pointer = stack.pop()
+        node, pointer, names = stack.pop()
         if isinstance(node, list):
-            stack += [(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+            stack += [(v, f"{pointer}/{i}", False) for i, v in enumerate(node)]
             continue
         if not isinstance(node, dict):
             continue
@@ -280,8 +293,8 @@ def _path_dependent(root: Any, index: _Index) -> bool:
         if isinstance(ref, str) and index.resolve_recursive(base, ref) is None and len(index.recursive_candidates(base, ref)) > 1:
             return True
         for key, value in node.items():
-            if key not in _DATA_KEYS and isinstance(value, (dict, list)):
-                stack.append((value, f"{pointer}/{_escape(key)}"))
+            if not _data(key, names) and isinstance(value, (dict, list)):
+                stack.append((value, f"{pointer}/{_escape(key)}", _names(key, names)))
     return False
 
 
@@ -332,7 +345,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
             pending.append((pointer, context, key))
         return "#/$defs/" + key
 
-    def rewrite(node: Any, pointer: str, context: Context, outer: str) -> Any:
+    def rewrite(node: Any, pointer: str, context: Context, outer: str, names: bool = False) -> Any:
         if isinstance(node, list):
             return [rewrite(v, f"{pointer}/{i}", context, outer) for i, v in enumerate(node)]
         if not isinstance(node, dict):
@@ -343,7 +356,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
         out: dict[str, Any] = {}
         refs: list[str] = []
         for key, value in node.items():
-            if key in _DATA_KEYS:
+            if _data(key, names):
                 out[key] = value
             elif key == "$ref" and isinstance(value, str):
                 target = index.resolve(base, value)
@@ -373,7 +386,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
                     target = dict(context).get(_RECURSIVE) or target
                 refs.append(copy_of(target, context))
             else:
-                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base)
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base, _names(key, names))
         _attach_refs(out, refs)
         return out
 
