@@ -357,6 +357,10 @@ class _EcmaPattern:
                 if close < 0:
                     raise _PatternError(f"unterminated group name at offset {start}")
                 self.i = close + 1
+            elif self.p.startswith("?=", self.i) and self.depth == 0 and self.p[_group_end(self.p, start):][:1] in ("", "|"):
+                # A lookahead that ends a top-level branch: under search semantics `a(?=b)`
+                # finds what `ab` finds (what follows the match is free).
+                self.i += 2
             else:
                 raise _PatternError(f"lookaround or unknown group at offset {start} (not supported)")
         self.depth += 1
