@@ -440,6 +440,15 @@ pub const Parser = struct {
             switch (kind) {
                 ':' => self.pos += 1,
                 '=', '!' => return self.fail(start, "lookahead is not supported"),
+                '~' => {
+                    // `(?~X)`: the byte strings X does not match (`ExprSet.not`). Not ECMA-262
+                    // or Rust syntax (both refuse `(?~`); the JSON Schema front-end writes it
+                    // for lookaheads inside a pattern (docs/grammar_ir.md).
+                    self.pos += 1;
+                    const inner = try self.parseAlternation();
+                    if (!self.eat(')')) return self.fail(start, "unclosed group");
+                    return self.set.not(inner);
+                },
                 '<' => {
                     const next = self.peekAt(1);
                     if (next == '=' or next == '!') return self.fail(start, "lookbehind is not supported");
@@ -883,4 +892,18 @@ test "a long alternation of words is built as their trie, with the same language
         for (w) |b| y = try set.deriv(y, b);
         try std.testing.expect(set.nullable(y));
     }
+}
+
+test "(?~X): the complement of X, inside a concatenation" {
+    // Strings of a and b with no "aa", then a "c": the complement intersected by hand.
+    const no_aa = "(?~(?~[ab]*)|[ab]*aa[ab]*)c";
+    const words = [_][]const u8{ "c", "ac", "abac", "bbc", "aac", "baabc", "ab", "", "abca" };
+    for (words) |w| {
+        const expected = w.len > 0 and w[w.len - 1] == 'c' and std.mem.indexOf(u8, w[0 .. w.len - 1], "aa") == null and
+            std.mem.indexOfScalar(u8, w[0 .. w.len - 1], 'c') == null;
+        try std.testing.expectEqual(expected, try fullMatch(no_aa, w));
+    }
+    try std.testing.expect(try fullMatch("x(?~)", "xy"));
+    try std.testing.expect(!try fullMatch("x(?~)", "x"));
+    try expectSyntaxError("(?~a", 0);
 }

@@ -15,6 +15,10 @@ from ..ir import Lexeme, literal_regex
 
 REPEAT_COUNT_MAX = 10_000  # the core's largest counted repetition
 PATTERN_BRANCH_COUNT_MAX = 64  # branches of one pattern once groups with anchors are distributed
+# Lookaheads inside a pattern (not at its start), each said with complements: nested ones, or
+# many, made the lexer's emptiness checks run out of step fuel on strings of a few characters.
+PATTERN_LOOKAHEADS_MAX = 2
+_MARK = "\x00"  # around a lookahead's index in a branch's text (`_EcmaPattern._lookahead`)
 # Characters of a repeated group's branches once its anchored iterations are split out (each
 # branch repeats the group's plain iterations; nested groups with anchors grow the text).
 PATTERN_ANCHORED_TEXT_MAX = 100_000
@@ -205,11 +209,18 @@ class _PatternError(Exception):
 class _EcmaPattern:
     """Translate an ECMA-262 `pattern` into a lexeme regex over the JSON-escaped string body."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, lookaheads: bool = False) -> None:
         self.p = pattern
         self.i = 0
         self.depth = 0
         self.impossible = ""  # why a branch was dropped (`^` after text, text after `$`)
+        # With `lookaheads`, a lookahead outside repetition is a mark in its branch's text
+        # (`_MARK` around its index here: positive, what the rest of the string must match)
+        # until `translate` intersects what follows the mark with it, in the core's regex
+        # syntax: `(?~X)` is the strings X does not match.
+        self.lookaheads = lookaheads
+        self.looks: list[tuple[bool, str]] = []
+        self.looking = 0  # inside a lookahead's body
 
     # Anchors. Search semantics make `^` and `$` mean something only at the edges of what
     # is matched: a pattern is translated into *branches* (anchored at start, text, anchored
@@ -232,6 +243,9 @@ class _EcmaPattern:
         if not branches and self.i == len(self.p):
             raise _PatternError(f"the pattern never matches: {self.impossible or 'nothing can match'}")
         for anchored_start, text, anchored_end in branches:
+            if _MARK in text:
+                alts.append(("" if anchored_start else any_chars) + self._resolve(text, "" if anchored_end else any_chars))
+                continue
             while not anchored_start and text.startswith(dot_star):
                 text = text[len(dot_star) :]
             while not anchored_end and text.endswith(dot_star):
@@ -241,6 +255,34 @@ class _EcmaPattern:
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
         alts = list(dict.fromkeys(alts))
         return _alt(alts) if len(alts) > 1 else alts[0]
+
+    def _resolve(self, text: str, tail: str) -> str:
+        """A branch's text with its lookahead marks, then `tail` (the rest of the string):
+        from the last mark back, what follows a mark is intersected with its lookahead
+        (`A(?=X)B` is `A((?~(?~B)|(?~X)))`, `A(?!X)B` is `A((?~(?~B)|X))`, X with the rest of
+        the string after it unless X ends at `$`)."""
+        pieces = text.split(_MARK)
+        rest = pieces[-1] + tail
+        for at in range(len(pieces) - 2, 0, -2):
+            positive, looked = self.looks[int(pieces[at])]
+            rest = pieces[at - 1] + (f"(?~(?~{rest})|(?~{looked}))" if positive else f"(?~(?~{rest})|{looked})")
+        return rest
+
+    def _lookahead(self, start: int, positive: bool) -> list[tuple[bool, str, bool]]:
+        """A lookahead group (opened at `start`, `(?=`/`(?!` read) as a mark: what the rest
+        of the string must (or must not) start with."""
+        self.depth += 1
+        alts = self._alternation()
+        self.depth -= 1
+        if self._peek() != ")":
+            raise _PatternError(f"unclosed group opened at offset {start}")
+        self.i += 1
+        if any(s for s, _, _ in alts) or any(_MARK in t for _, t, _ in alts):
+            raise _PatternError(f"'^' or a lookahead inside a lookahead at offset {start} (not supported)")
+        any_chars = STRING_CHAR + "*"
+        looked = "|".join(t if e else t + any_chars for _, t, e in alts) if alts else "(?~(?:)|" + any_chars + ")"
+        self.looks.append((positive, "(?:" + looked + ")"))
+        return [(False, f"{_MARK}{len(self.looks) - 1}{_MARK}", False)]
 
     def _peek(self, k: int = 0) -> str:
         return self.p[self.i + k] if self.i + k < len(self.p) else ""
@@ -266,6 +308,13 @@ class _EcmaPattern:
                 q = self._quantifier()
                 if not parts:  # the group never matches: only no iteration of it can
                     parts = [(False, "", False)] if q and _quantifier_bounds(q)[0] == 0 else []
+                elif any(_MARK in t for _, t, _ in parts):
+                    # A lookahead holds on the rest of the whole string, so it cannot repeat;
+                    # an optional group's two cases are branches.
+                    if q == "?":
+                        parts = [*parts, (False, "", False)]
+                    elif q:
+                        raise _PatternError(f"a lookahead inside a repeated group at offset {at} (not supported)")
                 elif q and any(s or e for s, _, e in parts):
                     parts = _repeated_with_anchors(parts, q, at)
                 elif q or len(parts) > 1 and not any(s or e for s, _, e in parts):
@@ -361,8 +410,28 @@ class _EcmaPattern:
                 # A lookahead that ends a top-level branch: under search semantics `a(?=b)`
                 # finds what `ab` finds (what follows the match is free).
                 self.i += 2
+                self.looking += 1
+                try:
+                    return self._group_body(start)
+                finally:
+                    self.looking -= 1
+            elif self.lookaheads and self.p.startswith(("?=", "?!"), self.i):
+                if self.looking or len(self.looks) >= PATTERN_LOOKAHEADS_MAX:
+                    raise _PatternError(
+                        f"a lookahead inside a lookahead, or more than {PATTERN_LOOKAHEADS_MAX} inside the pattern, at offset {start} (not supported)"
+                    )
+                self.i += 2
+                self.looking += 1
+                try:
+                    return self._lookahead(start, self.p[self.i - 1] == "=")
+                finally:
+                    self.looking -= 1
             else:
                 raise _PatternError(f"lookaround or unknown group at offset {start} (not supported)")
+        return self._group_body(start)
+
+    def _group_body(self, start: int) -> list[tuple[bool, str, bool]]:
+        """The branches of the group opened at `start`, its opening read."""
         self.depth += 1
         if self.depth > 100:
             raise _PatternError("groups nested deeper than 100")
@@ -371,7 +440,7 @@ class _EcmaPattern:
         if self._peek() != ")":
             raise _PatternError(f"unclosed group opened at offset {start}")
         self.i += 1
-        if alts and not any(s or e for s, _, e in alts):
+        if alts and not any(s or e or _MARK in t for s, t, e in alts):
             return [(False, "(?:" + "|".join(text for _, text, _ in alts) + ")", False)]
         return alts
 
@@ -528,6 +597,8 @@ def _repeated_with_anchors(parts: list[tuple[bool, str, bool]], q: str, at: int)
 @functools.lru_cache(maxsize=1024)
 def _matches_empty(text: str) -> bool:
     """Whether a translated regex matches the empty string."""
+    if _MARK in text:
+        raise _PatternError("an anchor next to a lookahead (not supported)")
     return re.fullmatch(text, "") is not None
 
 
@@ -638,6 +709,10 @@ def pattern_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         try:
             return pattern_lookahead_parts(pattern)
         except GrammarError:
+            pass
+        try:
+            return (_translate(pattern),), ()
+        except _PatternError:
             raise err from None
 
 
@@ -668,9 +743,9 @@ def _lookahead_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         raise _PatternError("a lookaround that is not at the start of the pattern (not supported)")
     heads, rest_at = _lookaheads(pattern, 1)
     if heads:
-        musts = [_translate("^" + pattern[rest_at:])]
-        musts += [_translate(f"^(?:{x})") for positive, x in heads if positive]
-        nots = [_translate(f"^(?:{x})") for positive, x in heads if not positive]
+        musts = [_translate_plain("^" + pattern[rest_at:])]
+        musts += [_translate_plain(f"^(?:{x})") for positive, x in heads if positive]
+        nots = [_translate_plain(f"^(?:{x})") for positive, x in heads if not positive]
         return tuple(musts), tuple(nots)
     for opener in ("^(?:", "^("):
         if pattern.startswith(opener) and pattern.endswith(")*$"):
@@ -683,14 +758,19 @@ def _lookahead_parts(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 break
             nots = []
             for _, x in heads:
-                if re.fullmatch(_translate(f"^(?:{x})$"), ""):
+                if re.fullmatch(_translate_plain(f"^(?:{x})$"), ""):
                     raise _PatternError(f"a tempered lookahead that matches the empty string: (?!{x})")
-                nots.append(_translate(x))
-            return (_translate(f"^(?:{char})*$"),), tuple(nots)
+                nots.append(_translate_plain(x))
+            return (_translate_plain(f"^(?:{char})*$"),), tuple(nots)
     raise _PatternError("a lookaround that is not at the start of the pattern (not supported)")
 
 
 def _translate(pattern: str) -> str:
+    """A pattern's body regex, lookaheads anywhere outside repetition included."""
+    return _EcmaPattern(pattern, lookaheads=True).translate()
+
+
+def _translate_plain(pattern: str) -> str:
     return _EcmaPattern(pattern).translate()
 
 # =============================================================================================
