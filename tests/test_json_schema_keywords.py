@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,30 @@ def test_decimal_bounds_agree_with_jsonschema(lo: Any, hi: Any, lo_open: bool, h
     assert not json_schema_to_ir(schema).options["warnings"]
     for numeral in numerals:
         assert accepts(grammar, numeral) == validator.is_valid(json.loads(numeral)), (schema, numeral)
+
+
+# A bound at zero alone lets numbers with an exponent through, by their sign (the documented
+# subset elsewhere: numbers bounded otherwise are written without one; -0 is never written).
+EXPONENT_NUMERALS = [
+    m + e
+    for m in ["0", "0.0", "1", "2.5", "0.001", "10", "-1", "-0.5", "-20.25", "-0", "-0.0"]
+    for e in ["", "e0", "e5", "E-3", "e+2", "E+0"]
+]
+
+
+@pytest.mark.parametrize("keyword", ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"])
+def test_a_bound_at_zero_allows_exponents_by_sign(keyword: str) -> None:
+    schema = {"type": "number", keyword: 0}
+    validator = oracle(schema)
+    grammar = Grammar.json_schema(schema)
+    verdicts = set()
+    for numeral in EXPONENT_NUMERALS:
+        expected = validator.is_valid(json.loads(numeral)) and not (numeral.startswith("-") and Decimal(numeral) == 0)
+        verdicts.add(expected)
+        assert accepts(grammar, numeral) == expected, (schema, numeral)
+    assert verdicts == {True, False}
+    # Beside another bound, no exponent (an interval's exponents are not a regular language).
+    assert not accepts(Grammar.json_schema({**schema, "maximum" if "inimum" in keyword else "minimum": 5 if "inimum" in keyword else -5}), "1e-3")
 
 
 # ---- hypothesis: negated object keywords (witnesses) in random object contexts --------------------

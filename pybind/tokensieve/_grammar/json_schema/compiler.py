@@ -111,7 +111,7 @@ Every keyword's treatment (exact, approximate and in which direction, or error) 
 TODO (not yet supported, in rough order of MaskBench frequency):
 - `unevaluated*` exactly beside `anyOf`s of more than `UNEVALUATED_ANY_OF_MAX` options (a subset
   with a warning; under `not` a superset).
-- Exponents in bounded numbers; `-0`.
+- Exponents in bounded numbers (but for one bound at zero: the sign decides); `-0`.
 - `format` intersected with lengths.
 - Remote `$ref`s (other documents than the meta-schemas of drafts 2020-12, 07, 06 and 04, `metaschema.py`).
 """
@@ -205,6 +205,17 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+# Numbers with an exponent by the sign of their value, for a bound at zero (the only bound an
+# exponent can be checked against with a regex: its sign is the mantissa's). -0 is not written.
+_EXPONENT = r"[eE][+-]?[0-9]+"
+_MANTISSA_NONZERO = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)"
+_MANTISSA_ZERO = r"0(?:\.0+)?"
+_EXPONENT_BY_SIGN = {  # (bound is the lower one, bound is exclusive) -> the numbers with an exponent
+    (True, False): f"(?:{_MANTISSA_NONZERO}|{_MANTISSA_ZERO}){_EXPONENT}",
+    (True, True): f"{_MANTISSA_NONZERO}{_EXPONENT}",
+    (False, False): f"(?:-{_MANTISSA_NONZERO}|{_MANTISSA_ZERO}){_EXPONENT}",
+    (False, True): f"-{_MANTISSA_NONZERO}{_EXPONENT}",
+}
 # The lexeme (name, kind, value) of a schema that is one scalar type and nothing else
 # (`compile` takes it directly; "string" is `_Compiler.string`).
 _PLAIN_TYPES = {
@@ -2405,6 +2416,9 @@ class _Compiler:
                 hi_i = None if hi is None else int(hi)
                 base = number_range_regex(lo_i, lo_open, hi_i, hi_open)
                 name = f"number{'(' if lo_open else '['}{lo_i},{hi_i}{')' if hi_open else ']'}"
+                if base is not None and not ands and not nots and (lo_i, hi_i).count(None) == 1 and 0 in (lo_i, hi_i):
+                    # One bound, at zero: numbers with an exponent too, by their sign.
+                    base = f"{base}|{_EXPONENT_BY_SIGN[(lo_i == 0, lo_open if lo_i == 0 else hi_open)]}"
         if base is None:
             bounds = ", ".join(f"{k} {d[k]}" for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in d)
             return self.contradiction(f"no {'integer' if t == 'integer' else 'number'} meets the bounds ({bounds})", pointer)
