@@ -93,10 +93,13 @@ pub const Tag = enum(u8) {
     /// Complement of `child` (all byte strings it does not match).
     not_,
     /// A run of ASCII digits read as a decimal number, modulo `modulus`: `modulus`, `residue`,
-    /// `target` (no child terms). It matches the digit strings w, the empty one included, with
-    /// (residue·10^|w| + value(w)) mod modulus = target: `residue` is what the digits read so
-    /// far left (0 at the start), so the derivative by digit d is the same term with residue
-    /// (10·residue + d) mod modulus, and the term has at most `modulus` derivatives. Never
+    /// `target`, `point` (no child terms). It matches the digit strings w, the empty one
+    /// included, with (residue·10^|w| + value(w)) mod modulus = target: `residue` is what the
+    /// digits read so far left (0 at the start), so the derivative by digit d is the same term
+    /// with residue (10·residue + d) mod modulus, and the term has at most `modulus`
+    /// derivatives. With `point` = 1 the run may also hold '.' bytes, which leave the residue
+    /// as it is (the digits of `12.5` read as 125: a decimal's digits modulo a number coprime
+    /// to 10, which is what `multipleOf` 9.5 asks of them besides their last digits). Never
     /// empty (past ⌈log10 modulus⌉ digits every residue is reachable), so it is plain.
     /// 2 ≤ modulus ≤ `digits_modulus_max`, residue and target below it (`digitsMod`).
     digits_mod,
@@ -109,10 +112,11 @@ pub const Tag = enum(u8) {
 /// state limit (`dfa_state_count_max`) bounds what a long run of numbers can build.
 pub const digits_modulus_max: u32 = 1_000_000;
 
-/// The digits '0'-'9' as a byte set.
-fn digitBytes() ByteSet {
+/// The digits '0'-'9' as a byte set, and '.' too with `point`.
+fn digitBytes(point: bool) ByteSet {
     var set: ByteSet = .{};
     set.addRange('0', '9');
+    if (point) set.add('.');
     return set;
 }
 
@@ -1132,14 +1136,15 @@ pub const ExprSet = struct {
     }
 
     /// The digit runs whose value v, read after digits that left `residue`, has
-    /// (residue·10^|v| + v) mod `modulus` = `target` (see `Tag.digits_mod`); `[0-9]*` when
+    /// (residue·10^|v| + v) mod `modulus` = `target`, with '.' bytes among the digits that
+    /// change nothing when `point` (see `Tag.digits_mod`); `[0-9]*` (`[0-9.]*`) when
     /// `modulus` is 1.
-    pub fn digitsMod(self: *ExprSet, modulus: u32, residue: u32, target: u32) Error!ExprId {
+    pub fn digitsMod(self: *ExprSet, modulus: u32, residue: u32, target: u32, point: bool) Error!ExprId {
         try self.spend(1);
         assert(modulus >= 1 and modulus <= digits_modulus_max and residue < modulus and target < modulus);
-        if (modulus == 1) return self.repeat(try self.byteSet(digitBytes()), 0, repeat_unbounded);
+        if (modulus == 1) return self.repeat(try self.byteSet(digitBytes(point)), 0, repeat_unbounded);
         const flags = if (residue == target) flag_nullable else 0;
-        return self.intern(&.{ @backingInt(Tag.digits_mod) | flags, modulus, residue, target });
+        return self.intern(&.{ @backingInt(Tag.digits_mod) | flags, modulus, residue, target, @intFromBool(point) });
     }
 
     /// `e` with the upper bound of every counter that no string of `bytes_max` bytes can
@@ -1331,10 +1336,11 @@ pub const ExprSet = struct {
             .and_ => return self.derivMembers(e, b, andAll),
             .not_ => return self.not(try self.deriv(@fromBackingInt(@intCast(self.args(e)[0])), b)),
             .digits_mod => {
-                if (b < '0' or b > '9') return .nothing;
                 const a = self.args(e);
+                if (b == '.' and a[3] == 1) return e;
+                if (b < '0' or b > '9') return .nothing;
                 const residue: u32 = @intCast((@as(u64, a[1]) * 10 + (b - '0')) % a[0]);
-                return self.digitsMod(a[0], residue, a[2]);
+                return self.digitsMod(a[0], residue, a[2], a[3] == 1);
             },
             .repeat => {
                 const a = self.args(e);
@@ -1783,22 +1789,25 @@ pub const ExprSet = struct {
     }
 
     /// Every byte set that occurs in the set, for alphabet compression.
-    /// A `digits_mod` term counts as the ten one-digit sets: every digit moves it differently.
-    /// Its derivatives are `digits_mod` terms of the same modulus, so the classes computed
-    /// from the terms a grammar compiled to stay valid for every term its lexer derives.
+    /// A `digits_mod` term counts as the ten one-digit sets (every digit moves it
+    /// differently), and as `.` when it reads points. Its derivatives are `digits_mod` terms
+    /// of the same modulus and kind, so the classes computed from the terms a grammar
+    /// compiled to stay valid for every term its lexer derives.
     pub fn forEachByteSet(self: *const ExprSet, context: anytype, comptime visit: fn (@TypeOf(context), ByteSet) void) void {
         var digits_seen = false;
+        var point_seen = false;
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
             const e: ExprId = @fromBackingInt(@intCast(id));
             switch (self.tag(e)) {
                 .byte_set => visit(context, self.byteSetOf(e)),
-                .digits_mod => if (!digits_seen) {
+                .digits_mod => {
+                    const singles: []const u8 = if (!digits_seen) "0123456789" else "";
                     digits_seen = true;
-                    for ("0123456789") |d| {
-                        var set: ByteSet = .{};
-                        set.add(d);
-                        visit(context, set);
+                    for (singles) |d| visit(context, singleByte(d));
+                    if (self.args(e)[3] == 1 and !point_seen) {
+                        point_seen = true;
+                        visit(context, singleByte('.'));
                     }
                 },
                 else => {},
@@ -1806,6 +1815,12 @@ pub const ExprSet = struct {
         }
     }
 };
+
+fn singleByte(b: u8) ByteSet {
+    var set: ByteSet = .{};
+    set.add(b);
+    return set;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -2423,7 +2438,7 @@ test "digits_mod: every digit string up to five digits against the residue, leng
     var word: [5]u8 = undefined;
     for (cases) |case| {
         const modulus, const residue, const target = case;
-        const e = try set.digitsMod(modulus, residue, target);
+        const e = try set.digitsMod(modulus, residue, target, false);
         // Brute force: the least length with a matching word must be the term's shortest.
         var shortest_seen: ?u32 = null;
         for (0..word.len + 1) |len| {
@@ -2465,17 +2480,17 @@ test "digits_mod: every digit string up to five digits against the residue, leng
 test "digits_mod: derivatives are the residues, interned once; the lexer splits the digits" {
     var set = try ExprSet.init(std.testing.allocator, .{});
     defer set.deinit();
-    const e = try set.digitsMod(7, 0, 0);
-    try std.testing.expectEqual(e, try set.digitsMod(7, 0, 0));
-    try std.testing.expectEqual(try set.digitsMod(7, 3, 0), try set.deriv(e, '3'));
-    try std.testing.expectEqual(try set.digitsMod(7, 31 % 7, 0), try set.deriv(try set.deriv(e, '3'), '1'));
+    const e = try set.digitsMod(7, 0, 0, false);
+    try std.testing.expectEqual(e, try set.digitsMod(7, 0, 0, false));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, false), try set.deriv(e, '3'));
+    try std.testing.expectEqual(try set.digitsMod(7, 31 % 7, 0, false), try set.deriv(try set.deriv(e, '3'), '1'));
     try std.testing.expectEqual(e, try set.deriv(e, '7')); // 7 ≡ 0
     try std.testing.expect(set.nullable(e) and !set.nullable(try set.deriv(e, '1')));
     try std.testing.expect(!set.isBoolean(e));
     // Modulus 1 is `[0-9]*`.
     var digits: ByteSet = .{};
     digits.addRange('0', '9');
-    try std.testing.expectEqual(try set.repeat(try set.byteSet(digits), 0, repeat_unbounded), try set.digitsMod(1, 0, 0));
+    try std.testing.expectEqual(try set.repeat(try set.byteSet(digits), 0, repeat_unbounded), try set.digitsMod(1, 0, 0, false));
     // The ten digits are ten byte sets for alphabet compression, whatever else the set holds.
     const Counter = struct {
         singles: *u32,
@@ -2486,6 +2501,15 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     var singles: u32 = 0;
     set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
     try std.testing.expectEqual(@as(u32, 10), singles);
+    // With points: '.' leaves the residue, and is an eleventh single byte.
+    const pointed = try set.digitsMod(7, 0, 0, true);
+    try std.testing.expect(pointed != e);
+    try std.testing.expectEqual(pointed, try set.deriv(pointed, '.'));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, true), try set.deriv(try set.deriv(pointed, '3'), '.'));
+    try std.testing.expectEqual(ExprId.nothing, try set.deriv(e, '.'));
+    singles = 0;
+    set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
+    try std.testing.expectEqual(@as(u32, 11), singles);
     // A recipe rebuilds the same term.
     var recipe: std.ArrayList(u32) = .empty;
     defer recipe.deinit(std.testing.allocator);
@@ -2494,5 +2518,5 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     var other = try ExprSet.init(std.testing.allocator, .{});
     defer other.deinit();
     const rebuilt = try other.importTerm(recipe.items);
-    try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0)), rebuilt);
+    try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, false)), rebuilt);
 }
