@@ -130,6 +130,28 @@ def test_not_multiple_of_an_integer_is_exact(c: int) -> None:
     _check({"type": "number", "not": {"multipleOf": c}}, texts, expected)
 
 
+@pytest.mark.parametrize("c,excluded", [(33, [8]), (7, [4, 6]), (3, [8]), (429, [8, 6, 7])])
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_multiple_beside_excluded_multiples_is_exact(c: int, excluded: list[int], kind: str) -> None:
+    """`not multipleOf e` is a plain residue term (`(?%!e,0)`) intersected with the lexeme, not
+    a complement, so emptiness of the states beside a `multipleOf` is found by a short walk."""
+    schema = {"type": kind, "allOf": [{"multipleOf": c}] + [{"not": {"multipleOf": e}} for e in excluded]}
+
+    def expected(text: str) -> bool:
+        return _expected(text, c, kind == "integer") and all(_remainder(text, e) != 0 for e in excluded)
+
+    _check(schema, _texts(c, random.Random(c + 1)), expected)
+
+
+@pytest.mark.parametrize("c,excluded", [(12, 6), (44, 11), (2.5, 0.5), (33, 3)])
+def test_multiple_of_an_excluded_multiple_is_a_contradiction(c: float, excluded: float) -> None:
+    with pytest.raises(GrammarError, match="accepts no value"):
+        Grammar.json_schema({"type": "number", "multipleOf": c, "not": {"multipleOf": excluded}})
+    # Beside another type the number side is just dropped.
+    grammar = Grammar.json_schema({"type": ["number", "null"], "multipleOf": c, "not": {"multipleOf": excluded}})
+    assert accepts(grammar, "null") and not accepts(grammar, "0") and not accepts(grammar, str(c))
+
+
 def test_multiples_merged_by_all_of_are_exact() -> None:
     # 33 and 77 merge to 231 (their lcm); each alone used to be too large a regex.
     schema = {"allOf": [{"type": "integer", "multipleOf": 33}, {"multipleOf": 77}]}

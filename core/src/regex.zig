@@ -93,15 +93,19 @@ pub const Tag = enum(u8) {
     /// Complement of `child` (all byte strings it does not match).
     not_,
     /// A run of ASCII digits read as a decimal number, modulo `modulus`: `modulus`, `residue`,
-    /// `target`, `point` (no child terms). It matches the digit strings w, the empty one
+    /// `target`, `options` (no child terms). It matches the digit strings w, the empty one
     /// included, with (residue·10^|w| + value(w)) mod modulus = target: `residue` is what the
     /// digits read so far left (0 at the start), so the derivative by digit d is the same term
     /// with residue (10·residue + d) mod modulus, and the term has at most `modulus`
-    /// derivatives. With `point` = 1 the run may also hold '.' bytes, which leave the residue
-    /// as it is (the digits of `12.5` read as 125: a decimal's digits modulo a number coprime
-    /// to 10, which is what `multipleOf` 9.5 asks of them besides their last digits). Never
-    /// empty (past ⌈log10 modulus⌉ digits every residue is reachable), so it is plain.
-    /// 2 ≤ modulus ≤ `digits_modulus_max`, residue and target below it (`digitsMod`).
+    /// derivatives. Options (`digits_mod_point`, `digits_mod_negated`): the run may also hold
+    /// '.' bytes, which leave the residue as it is (the digits of `12.5` read as 125: a
+    /// decimal's digits modulo a number coprime to 10, which is what `multipleOf` 9.5 asks of
+    /// them besides their last digits); the residue must end anything but `target` (`not
+    /// multipleOf` as a plain term: beside a `multipleOf`, a complement would leave emptiness
+    /// to a search over the product of their residues, a plain term to the witness walk).
+    /// Never empty (past ⌈log10 modulus⌉ digits every residue is reachable; a negated one
+    /// takes at most one digit), so it is plain. 2 ≤ modulus ≤ `digits_modulus_max`, residue
+    /// and target below it (`digitsMod`).
     digits_mod,
 };
 
@@ -112,6 +116,11 @@ pub const Tag = enum(u8) {
 /// state limit (`dfa_state_count_max`) bounds what a long run of numbers can build.
 pub const digits_modulus_max: u32 = 1_000_000;
 
+/// `digits_mod` options: '.' bytes are read and leave the residue as it is.
+pub const digits_mod_point: u32 = 1;
+/// `digits_mod` options: the run matches when its residue ends anything but the target.
+pub const digits_mod_negated: u32 = 2;
+
 /// The digits '0'-'9' as a byte set, and '.' too with `point`.
 fn digitBytes(point: bool) ByteSet {
     var set: ByteSet = .{};
@@ -120,13 +129,20 @@ fn digitBytes(point: bool) ByteSet {
     return set;
 }
 
-/// The shortest digit strings w of `digits_mod(modulus, residue, target)`: their length, and
-/// the value of the least of them (its digits, leading zeros included). With k digits the
-/// values residue·10^k + v, v < 10^k, reach target exactly when (target − residue·10^k) mod
-/// modulus < 10^k, which holds once 10^k ≥ modulus: at most ⌈log10 modulus⌉ + 1 tries.
-pub fn digitsModShortest(modulus: u32, residue: u32, target: u32) struct { len: u32, value: u64 } {
-    assert(modulus >= 1 and residue < modulus and target < modulus);
+/// The shortest digit strings w of `digits_mod(modulus, residue, target, options)`: their
+/// length, and the value of the least of them (its digits, leading zeros included). With k
+/// digits the values residue·10^k + v, v < 10^k, reach target exactly when
+/// (target − residue·10^k) mod modulus < 10^k, which holds once 10^k ≥ modulus: at most
+/// ⌈log10 modulus⌉ + 1 tries. Negated: none when the residue is not the target already, else
+/// the least digit that moves it off (0 or 1 does: they lead to residues 1 apart).
+pub fn digitsModShortest(modulus: u32, residue: u32, target: u32, options: u32) struct { len: u32, value: u64 } {
+    assert(modulus >= 2 and residue < modulus and target < modulus);
     const m: u64 = modulus;
+    if (options & digits_mod_negated != 0) {
+        if (residue != target) return .{ .len = 0, .value = 0 };
+        const d: u64 = if ((@as(u64, residue) * 10) % m != target) 0 else 1;
+        return .{ .len = 1, .value = d };
+    }
     var k: u32 = 0;
     var power: u64 = 1; // 10^k
     while (true) : ({
@@ -583,7 +599,7 @@ pub const ExprSet = struct {
                 return out;
             },
             .not_ => return .{ .min = 0, .max = unbounded },
-            .digits_mod => return .{ .min = digitsModShortest(run[1], run[2], run[3]).len, .max = unbounded },
+            .digits_mod => return .{ .min = digitsModShortest(run[1], run[2], run[3], run[4]).len, .max = unbounded },
         }
     }
 
@@ -1136,15 +1152,20 @@ pub const ExprSet = struct {
     }
 
     /// The digit runs whose value v, read after digits that left `residue`, has
-    /// (residue·10^|v| + v) mod `modulus` = `target`, with '.' bytes among the digits that
-    /// change nothing when `point` (see `Tag.digits_mod`); `[0-9]*` (`[0-9.]*`) when
-    /// `modulus` is 1.
-    pub fn digitsMod(self: *ExprSet, modulus: u32, residue: u32, target: u32, point: bool) Error!ExprId {
+    /// (residue·10^|v| + v) mod `modulus` = `target` (≠ with `digits_mod_negated`), with '.'
+    /// bytes among the digits that change nothing with `digits_mod_point` (see
+    /// `Tag.digits_mod`); for `modulus` 1, `[0-9]*` (`[0-9.]*`), or ∅ negated.
+    pub fn digitsMod(self: *ExprSet, modulus: u32, residue: u32, target: u32, options: u32) Error!ExprId {
         try self.spend(1);
         assert(modulus >= 1 and modulus <= digits_modulus_max and residue < modulus and target < modulus);
-        if (modulus == 1) return self.repeat(try self.byteSet(digitBytes(point)), 0, repeat_unbounded);
-        const flags = if (residue == target) flag_nullable else 0;
-        return self.intern(&.{ @backingInt(Tag.digits_mod) | flags, modulus, residue, target, @intFromBool(point) });
+        assert(options & ~(digits_mod_point | digits_mod_negated) == 0);
+        const negated = options & digits_mod_negated != 0;
+        if (modulus == 1) {
+            if (negated) return .nothing;
+            return self.repeat(try self.byteSet(digitBytes(options & digits_mod_point != 0)), 0, repeat_unbounded);
+        }
+        const flags = if ((residue == target) != negated) flag_nullable else 0;
+        return self.intern(&.{ @backingInt(Tag.digits_mod) | flags, modulus, residue, target, options });
     }
 
     /// `e` with the upper bound of every counter that no string of `bytes_max` bytes can
@@ -1337,10 +1358,10 @@ pub const ExprSet = struct {
             .not_ => return self.not(try self.deriv(@fromBackingInt(@intCast(self.args(e)[0])), b)),
             .digits_mod => {
                 const a = self.args(e);
-                if (b == '.' and a[3] == 1) return e;
+                if (b == '.' and a[3] & digits_mod_point != 0) return e;
                 if (b < '0' or b > '9') return .nothing;
                 const residue: u32 = @intCast((@as(u64, a[1]) * 10 + (b - '0')) % a[0]);
-                return self.digitsMod(a[0], residue, a[2], a[3] == 1);
+                return self.digitsMod(a[0], residue, a[2], a[3]);
             },
             .repeat => {
                 const a = self.args(e);
@@ -1686,7 +1707,7 @@ pub const ExprSet = struct {
                 .repeat => x = @fromBackingInt(@intCast(a[0])),
                 .digits_mod => {
                     // The first digit of the least shortest word (not nullable: at least one).
-                    const shortest = digitsModShortest(a[0], a[1], a[2]);
+                    const shortest = digitsModShortest(a[0], a[1], a[2], a[3]);
                     assert(shortest.len >= 1);
                     var power: u64 = 1;
                     for (1..shortest.len) |_| power *= 10;
@@ -1805,7 +1826,7 @@ pub const ExprSet = struct {
                     const singles: []const u8 = if (!digits_seen) "0123456789" else "";
                     digits_seen = true;
                     for (singles) |d| visit(context, singleByte(d));
-                    if (self.args(e)[3] == 1 and !point_seen) {
+                    if (self.args(e)[3] & digits_mod_point != 0 and !point_seen) {
                         point_seen = true;
                         visit(context, singleByte('.'));
                     }
@@ -2436,9 +2457,14 @@ test "digits_mod: every digit string up to five digits against the residue, leng
         .{ 125, 4, 100 }, .{ 999, 0, 0 }, .{ 1000, 7, 3 }, .{ 65_537, 12, 0 }, .{ 1, 0, 0 },  .{ 1_000_000, 999_999, 1 },
     };
     var word: [5]u8 = undefined;
-    for (cases) |case| {
+    for (cases) |case| for ([_]u32{ 0, digits_mod_negated }) |options| {
         const modulus, const residue, const target = case;
-        const e = try set.digitsMod(modulus, residue, target, false);
+        const negated = options == digits_mod_negated;
+        const e = try set.digitsMod(modulus, residue, target, options);
+        if (modulus == 1 and negated) {
+            try std.testing.expectEqual(ExprId.nothing, e);
+            continue;
+        }
         // Brute force: the least length with a matching word must be the term's shortest.
         var shortest_seen: ?u32 = null;
         for (0..word.len + 1) |len| {
@@ -2453,7 +2479,7 @@ test "digits_mod: every digit string up to five digits against the residue, leng
                     word[i] = @intCast('0' + v % 10);
                 }
                 const w = word[0..len];
-                const expected = residueAfter(modulus, residue, w) == target;
+                const expected = (residueAfter(modulus, residue, w) == target) != negated;
                 try std.testing.expectEqual(expected, try matches(&set, e, w));
                 if (expected and shortest_seen == null) shortest_seen = @intCast(len);
             }
@@ -2465,7 +2491,7 @@ test "digits_mod: every digit string up to five digits against the residue, leng
         var out: [16]u8 = undefined;
         const w = (try set.shortestWord(e, &out)).?;
         try std.testing.expectEqual(lengths.min, @as(u32, @intCast(w.len)));
-        try std.testing.expectEqual(target, residueAfter(modulus, residue, w));
+        try std.testing.expectEqual(!negated, target == residueAfter(modulus, residue, w));
         // Anything but a digit ends it.
         for ([_]u8{ '.', '-', 'a', '/', ':', 0, 255 }) |b| try std.testing.expectEqual(ExprId.nothing, try set.deriv(e, b));
         // Every derivative finishes within `completionMax` digits (a few sampled).
@@ -2474,23 +2500,23 @@ test "digits_mod: every digit string up to five digits against the residue, leng
             x = try set.deriv(x, b);
             try std.testing.expect(x != .nothing and set.lengthsOf(x).min <= set.completionMax(e));
         }
-    }
+    };
 }
 
 test "digits_mod: derivatives are the residues, interned once; the lexer splits the digits" {
     var set = try ExprSet.init(std.testing.allocator, .{});
     defer set.deinit();
-    const e = try set.digitsMod(7, 0, 0, false);
-    try std.testing.expectEqual(e, try set.digitsMod(7, 0, 0, false));
-    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, false), try set.deriv(e, '3'));
-    try std.testing.expectEqual(try set.digitsMod(7, 31 % 7, 0, false), try set.deriv(try set.deriv(e, '3'), '1'));
+    const e = try set.digitsMod(7, 0, 0, 0);
+    try std.testing.expectEqual(e, try set.digitsMod(7, 0, 0, 0));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, 0), try set.deriv(e, '3'));
+    try std.testing.expectEqual(try set.digitsMod(7, 31 % 7, 0, 0), try set.deriv(try set.deriv(e, '3'), '1'));
     try std.testing.expectEqual(e, try set.deriv(e, '7')); // 7 ≡ 0
     try std.testing.expect(set.nullable(e) and !set.nullable(try set.deriv(e, '1')));
     try std.testing.expect(!set.isBoolean(e));
     // Modulus 1 is `[0-9]*`.
     var digits: ByteSet = .{};
     digits.addRange('0', '9');
-    try std.testing.expectEqual(try set.repeat(try set.byteSet(digits), 0, repeat_unbounded), try set.digitsMod(1, 0, 0, false));
+    try std.testing.expectEqual(try set.repeat(try set.byteSet(digits), 0, repeat_unbounded), try set.digitsMod(1, 0, 0, 0));
     // The ten digits are ten byte sets for alphabet compression, whatever else the set holds.
     const Counter = struct {
         singles: *u32,
@@ -2502,10 +2528,10 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
     try std.testing.expectEqual(@as(u32, 10), singles);
     // With points: '.' leaves the residue, and is an eleventh single byte.
-    const pointed = try set.digitsMod(7, 0, 0, true);
+    const pointed = try set.digitsMod(7, 0, 0, digits_mod_point);
     try std.testing.expect(pointed != e);
     try std.testing.expectEqual(pointed, try set.deriv(pointed, '.'));
-    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, true), try set.deriv(try set.deriv(pointed, '3'), '.'));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, digits_mod_point), try set.deriv(try set.deriv(pointed, '3'), '.'));
     try std.testing.expectEqual(ExprId.nothing, try set.deriv(e, '.'));
     singles = 0;
     set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
@@ -2518,5 +2544,5 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     var other = try ExprSet.init(std.testing.allocator, .{});
     defer other.deinit();
     const rebuilt = try other.importTerm(recipe.items);
-    try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, false)), rebuilt);
+    try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, 0)), rebuilt);
 }

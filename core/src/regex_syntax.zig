@@ -481,15 +481,23 @@ pub const Parser = struct {
     }
 
     /// `(?%C,R)` or `(?%C,R,S)` after `(?`: the digit runs whose value is ≡ R (mod C), read
-    /// after digits that left residue S (0 when not given); `(?%.C,R)`, `(?%.C,R,S)`: runs of
-    /// digits and '.', the points left out of the value (`ExprSet.digitsMod`). Not ECMA-262
+    /// after digits that left residue S (0 when not given); `(?%!…)`: ≢ R instead; `(?%.…)`,
+    /// `(?%!.…)`: runs of digits and '.', the points left out of the value
+    /// (`ExprSet.digitsMod`). Not ECMA-262
     /// or Rust syntax (both refuse `(?%`), so no pattern of theirs changes meaning; the JSON
     /// Schema front-end writes it for `multipleOf` (docs/grammar_ir.md).
     fn parseDigitsMod(self: *Parser, start: u32) Error!ExprId {
         assert(self.peek() == '%');
         var i = self.pos + 1;
-        const point = i < self.pattern.len and self.pattern[i] == '.';
-        if (point) i += 1;
+        var options: u32 = 0;
+        if (i < self.pattern.len and self.pattern[i] == '!') {
+            options |= regex.digits_mod_negated;
+            i += 1;
+        }
+        if (i < self.pattern.len and self.pattern[i] == '.') {
+            options |= regex.digits_mod_point;
+            i += 1;
+        }
         var values: [3]u32 = .{ 0, 0, 0 };
         var count: usize = 0;
         while (count < values.len) {
@@ -505,7 +513,7 @@ pub const Parser = struct {
         if (modulus < 1 or modulus > regex.digits_modulus_max) return self.fail(start, "the modulus of (?%C,R) must be 1 to 1000000");
         if (values[1] >= modulus or values[2] >= modulus) return self.fail(start, "the residues of (?%C,R,S) must be below the modulus");
         self.pos = i + 1;
-        return self.set.digitsMod(modulus, values[2], values[1], point); // (modulus, start residue S, target R)
+        return self.set.digitsMod(modulus, values[2], values[1], options); // (modulus, start residue S, target R)
     }
 
     fn skipGroupName(self: *Parser, start: u32) Error!void {
@@ -946,4 +954,11 @@ test "(?%C,R) and (?%C,R,S): digit runs by residue, and their errors" {
     try std.testing.expect(!try fullMatch("(?%19,0)", "9.5"));
     try std.testing.expect(try fullMatch("(?%.1,0)", "1.2.3"));
     try std.testing.expect(!try fullMatch("(?%.19,0)", "9,5"));
+    // Negated: every run but the multiples (the empty run is 0, a multiple).
+    try std.testing.expect(!try fullMatch("(?%!7,0)", ""));
+    try std.testing.expect(!try fullMatch("(?%!7,0)", "700"));
+    try std.testing.expect(try fullMatch("(?%!7,0)", "701"));
+    try std.testing.expect(try fullMatch("(?%!.7,0)", "70.1"));
+    try std.testing.expect(!try fullMatch("(?%!1,0)", "5"));
+    try expectSyntaxError("(?%.!7,0)", 0);
 }

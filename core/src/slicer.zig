@@ -654,7 +654,7 @@ pub const DepthCache = struct {
             .digits_mod => {
                 var digits: regex.ByteSet = .{};
                 digits.addRange('0', '9');
-                if (args[3] == 1) digits.add('.');
+                if (args[3] & regex.digits_mod_point != 0) digits.add('.');
                 return digits;
             },
         }

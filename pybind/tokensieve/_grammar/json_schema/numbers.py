@@ -321,20 +321,42 @@ def multiple_of_regex(multiple: int | float) -> str | None:
     return _divisibility_regex(c, j)
 
 
+@functools.lru_cache(maxsize=256)
+def not_multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex (the core's syntax) for the exponent-free JSON numbers that are *not* multiples
+    of the integer `multiple` (2 to `RESIDUE_MODULUS_MAX`; else None): an integer part whose
+    residue is not 0 (`(?%!c,0,d)`) with a zero fraction, or any non-zero fraction. A plain
+    term to intersect with, where the complement of `multiple_of_regex` beside a `multipleOf`
+    left the core to search the product of their residues for a word (`docs/lexer.md`)."""
+    parts = _multiple_parts(multiple)
+    if parts is None or parts[1] != 0 or not 2 <= parts[0] <= RESIDUE_MODULUS_MAX:
+        return None
+    integral = _residue_alternatives(parts[0], negated=True)
+    return f"-?(?:{integral}){_FRACTION_ZERO}|-?(?:0|[1-9][0-9]*){_FRACTION_NONZERO}"
+
+
+def _residue_alternatives(c: int, negated: bool = False) -> str:
+    """`0` (unless negated: 0 is a multiple) or a digit d from 1 to 9 followed by the digit
+    run taking the residue d mod c to 0 (to anything else, negated), digits of the same
+    residue in one class."""
+    by_residue: dict[int, list[int]] = {}
+    for d in range(1, 10):
+        by_residue.setdefault(d % c, []).append(d)
+    alts = [] if negated else ["0"]
+    mark = "!" if negated else ""
+    for residue, digits in sorted(by_residue.items()):
+        term = f"(?%{mark}{c},0)" if residue == 0 else f"(?%{mark}{c},0,{residue})"
+        alts.append(_digit_set(digits) + term)
+    return "|".join(alts)
+
+
 def _residue_regex(c: int) -> str:
     """The exponent-free JSON numbers that are multiples of the integer c (2 ≤ c ≤
     `RESIDUE_MODULUS_MAX`): `-?`, then `0` or a digit d from 1 to 9 followed by the digit run
     whose value keeps the residue d mod c going to 0 (`(?%c,0,d mod c)`: the core reads it as
     a residue automaton, docs/grammar_ir.md), then a zero fraction (`30.000`). Digits that
     start the same residue share a class (`[147](?%3,0,1)`)."""
-    by_residue: dict[int, list[int]] = {}
-    for d in range(1, 10):
-        by_residue.setdefault(d % c, []).append(d)
-    alts = ["0"]
-    for residue, digits in sorted(by_residue.items()):
-        term = f"(?%{c},0)" if residue == 0 else f"(?%{c},0,{residue})"
-        alts.append(_digit_set(digits) + term)
-    return "-?(?:" + "|".join(alts) + ")" + _FRACTION_ZERO
+    return "-?(?:" + _residue_alternatives(c) + ")" + _FRACTION_ZERO
 
 
 @functools.lru_cache(maxsize=256)
