@@ -362,9 +362,11 @@ def _residue_regex(c: int) -> str:
 @functools.lru_cache(maxsize=256)
 def multiple_of_regexes(multiple: int | float) -> tuple[str, ...] | None:
     """Regexes whose intersection is `multiple_of_regex(multiple)`'s language: that one when it
-    can be had (always for an integer up to `RESIDUE_MODULUS_MAX`), else one per prime power of c (x·10^j is divisible by c when it is by each of
-    them), each small where c's automaton is not (24 = 8·3: two regexes of 4 and 3 remainders
-    where one of 24 was over the size bound). None when a part cannot be had either.
+    can be had (always for an integer up to `RESIDUE_MODULUS_MAX`); else, for a non-integer,
+    its last digits' automaton and the residue run of its factor coprime to 10
+    (`_point_residue_regexes`); else one per prime power of c (x·10^j is divisible by c when it
+    is by each of them), each small where c's automaton is not. None when a part cannot be had
+    either.
     """
     single = multiple_of_regex(multiple)
     if single is not None:
@@ -393,7 +395,8 @@ def _point_residue_regexes(c: int, j: int) -> tuple[str, ...] | None:
     product of 2s and 5s: the automaton of f·10^-j (the last digits: divisibility by f, and
     zeros past the j-th fraction digit; small, since f has no remainders that carry) and the
     digits of the number, its point left out, modulo c' (`(?%.c',0)`). x·10^j is x's digits
-    read as an integer times a power of ten, which is invertible modulo c', so x·10^j ≡ 0
+    read as an integer times a power of ten (negative past j fraction digits, where the
+    automaton wants zeros), which is invertible modulo c', so x·10^j ≡ 0
     (mod c') exactly when those digits are (9.5 = 95·10^-1: the last digit is 0 or 5 and the
     digits are a multiple of 19). None when c' is 1 (the automaton alone; it was tried) or
     above `RESIDUE_MODULUS_MAX`, or when f's automaton is over the bounds."""
