@@ -92,7 +92,78 @@ pub const Tag = enum(u8) {
     and_,
     /// Complement of `child` (all byte strings it does not match).
     not_,
+    /// A run of ASCII digits read as a decimal number, modulo `modulus`: `modulus`, `residue`,
+    /// `target`, `options` (no child terms). It matches the digit strings w, the empty one
+    /// included, with (residue·10^|w| + value(w)) mod modulus = target: `residue` is what the
+    /// digits read so far left (0 at the start), so the derivative by digit d is the same term
+    /// with residue (10·residue + d) mod modulus, and the term has at most `modulus`
+    /// derivatives. Options (`digits_mod_point`, `digits_mod_negated`): the run may also hold
+    /// '.' bytes, which leave the residue as it is (the digits of `12.5` read as 125: a
+    /// decimal's digits modulo a number coprime to 10, which is what `multipleOf` 9.5 asks of
+    /// them besides their last digits); the residue must end anything but `target` (`not
+    /// multipleOf` as a plain term: beside a `multipleOf`, a complement would leave emptiness
+    /// to a search over the product of their residues, a plain term to the witness walk).
+    /// Never empty (past ⌈log10 modulus⌉ digits every residue is reachable; a negated one
+    /// takes at most one digit), so it is plain. 2 ≤ modulus ≤ `digits_modulus_max`, residue
+    /// and target below it (`digitsMod`).
+    digits_mod,
 };
+
+/// Largest modulus of a `digits_mod` term. Work per byte does not depend on it (a derivative
+/// is a multiply and a remainder), but a term has up to `modulus` derivatives, each a lexer
+/// state when the text reaches it, and its shortest word is found by trying up to
+/// ⌈log10 modulus⌉ + 1 lengths; at 10^6 that is 7 tries in 64-bit arithmetic, and the lexer's
+/// state limit (`dfa_state_count_max`) bounds what a long run of numbers can build.
+pub const digits_modulus_max: u32 = 1_000_000;
+
+/// `digits_mod` options: '.' bytes are read and leave the residue as it is.
+pub const digits_mod_point: u32 = 1;
+/// `digits_mod` options: the run matches when its residue ends anything but the target.
+pub const digits_mod_negated: u32 = 2;
+
+/// The digits '0'-'9' as a byte set, and '.' too with `point`.
+fn digitBytes(point: bool) ByteSet {
+    var set: ByteSet = .{};
+    set.addRange('0', '9');
+    if (point) set.add('.');
+    return set;
+}
+
+/// The shortest digit strings w of `digits_mod(modulus, residue, target, options)`: their
+/// length, and the value of the least of them (its digits, leading zeros included). With k
+/// digits the values residue·10^k + v, v < 10^k, reach target exactly when
+/// (target − residue·10^k) mod modulus < 10^k, which holds once 10^k ≥ modulus: at most
+/// ⌈log10 modulus⌉ + 1 tries. Negated: none when the residue is not the target already, else
+/// the least digit that moves it off (0 or 1 does: they lead to residues 1 apart).
+pub fn digitsModShortest(modulus: u32, residue: u32, target: u32, options: u32) struct { len: u32, value: u64 } {
+    assert(modulus >= 2 and residue < modulus and target < modulus);
+    const m: u64 = modulus;
+    if (options & digits_mod_negated != 0) {
+        if (residue != target) return .{ .len = 0, .value = 0 };
+        const d: u64 = if ((@as(u64, residue) * 10) % m != target) 0 else 1;
+        return .{ .len = 1, .value = d };
+    }
+    var k: u32 = 0;
+    var power: u64 = 1; // 10^k
+    while (true) : ({
+        k += 1;
+        power *= 10;
+    }) {
+        const shifted = (@as(u64, residue) * (power % m)) % m;
+        const need = (@as(u64, target) + m - shifted) % m;
+        if (need < power) return .{ .len = k, .value = need };
+        assert(power < m); // 10^k ≥ modulus always succeeds
+    }
+}
+
+/// The number of decimal digits after which every residue modulo `modulus` can be reached
+/// from any other: the least k with 10^k ≥ modulus (`completionMax` of a `digits_mod` term).
+fn digitsModReach(modulus: u32) u32 {
+    var k: u32 = 0;
+    var power: u64 = 1;
+    while (power < modulus) : (power *= 10) k += 1;
+    return k;
+}
 
 const flag_nullable: u32 = 1 << 8;
 /// Set on terms that contain an intersection or a complement: for those, "denotes the empty
@@ -528,6 +599,7 @@ pub const ExprSet = struct {
                 return out;
             },
             .not_ => return .{ .min = 0, .max = unbounded },
+            .digits_mod => return .{ .min = digitsModShortest(run[1], run[2], run[3], run[4]).len, .max = unbounded },
         }
     }
 
@@ -565,6 +637,8 @@ pub const ExprSet = struct {
             },
             .repeat => return mm[run[1]] +| ((run[2] -| 1) *| self.lengths.items[run[1]].min),
             .and_, .not_ => return unbounded,
+            // Every derivative reaches its target within that many digits.
+            .digits_mod => return digitsModReach(run[1]),
         }
     }
 
@@ -781,7 +855,8 @@ pub const ExprSet = struct {
                 } else if (self.nullable(t2) and self.includes(x, h2, budget)) return true;
                 return self.nullable(h2) and self.includes(x, t2, budget);
             },
-            .and_, .not_ => return false,
+            // Only itself (x == y above) is shown.
+            .and_, .not_, .digits_mod => return false,
         }
     }
 
@@ -1076,6 +1151,23 @@ pub const ExprSet = struct {
         return self.intern(&.{ @backingInt(Tag.not_) | flags, child.index() });
     }
 
+    /// The digit runs whose value v, read after digits that left `residue`, has
+    /// (residue·10^|v| + v) mod `modulus` = `target` (≠ with `digits_mod_negated`), with '.'
+    /// bytes among the digits that change nothing with `digits_mod_point` (see
+    /// `Tag.digits_mod`); for `modulus` 1, `[0-9]*` (`[0-9.]*`), or ∅ negated.
+    pub fn digitsMod(self: *ExprSet, modulus: u32, residue: u32, target: u32, options: u32) Error!ExprId {
+        try self.spend(1);
+        assert(modulus >= 1 and modulus <= digits_modulus_max and residue < modulus and target < modulus);
+        assert(options & ~(digits_mod_point | digits_mod_negated) == 0);
+        const negated = options & digits_mod_negated != 0;
+        if (modulus == 1) {
+            if (negated) return .nothing;
+            return self.repeat(try self.byteSet(digitBytes(options & digits_mod_point != 0)), 0, repeat_unbounded);
+        }
+        const flags = if ((residue == target) != negated) flag_nullable else 0;
+        return self.intern(&.{ @backingInt(Tag.digits_mod) | flags, modulus, residue, target, options });
+    }
+
     /// `e` with the upper bound of every counter that no string of `bytes_max` bytes can
     /// reach removed (`r{a,b}` → `r{a,}`), for the plain term `e`: the same answers as `e` to
     /// "is w a word?" and "is w a prefix of a word?" for every w of at most `bytes_max` bytes
@@ -1099,7 +1191,7 @@ pub const ExprSet = struct {
         if (self.clamp_cache.get(key)) |cached| return cached;
         try self.spend(1);
         const result: ExprId = switch (self.tag(e)) {
-            .nothing, .epsilon, .byte_set, .and_, .not_ => e,
+            .nothing, .epsilon, .byte_set, .and_, .not_, .digits_mod => e,
             .concat => concat: {
                 const head = self.argId(e, 0);
                 const tail = self.argId(e, 1);
@@ -1264,6 +1356,13 @@ pub const ExprSet = struct {
             .alt => return self.derivMembers(e, b, alt),
             .and_ => return self.derivMembers(e, b, andAll),
             .not_ => return self.not(try self.deriv(@fromBackingInt(@intCast(self.args(e)[0])), b)),
+            .digits_mod => {
+                const a = self.args(e);
+                if (b == '.' and a[3] & digits_mod_point != 0) return e;
+                if (b < '0' or b > '9') return .nothing;
+                const residue: u32 = @intCast((@as(u64, a[1]) * 10 + (b - '0')) % a[0]);
+                return self.digitsMod(a[0], residue, a[2], a[3]);
+            },
             .repeat => {
                 const a = self.args(e);
                 const child: ExprId = @fromBackingInt(@intCast(a[0]));
@@ -1606,6 +1705,14 @@ pub const ExprSet = struct {
                     x = best;
                 },
                 .repeat => x = @fromBackingInt(@intCast(a[0])),
+                .digits_mod => {
+                    // The first digit of the least shortest word (not nullable: at least one).
+                    const shortest = digitsModShortest(a[0], a[1], a[2], a[3]);
+                    assert(shortest.len >= 1);
+                    var power: u64 = 1;
+                    for (1..shortest.len) |_| power *= 10;
+                    return @intCast('0' + shortest.value / power);
+                },
                 .nothing, .epsilon, .and_, .not_ => unreachable,
             }
         }
@@ -1625,7 +1732,7 @@ pub const ExprSet = struct {
     /// Is argument `i` of a node tagged `t` a child term (else a bitmap word or a bound)?
     fn isChildArg(t: Tag, i: usize) bool {
         return switch (t) {
-            .nothing, .epsilon, .byte_set => false,
+            .nothing, .epsilon, .byte_set, .digits_mod => false,
             .concat, .alt, .and_ => true,
             .repeat, .not_ => i == 0,
         };
@@ -1703,14 +1810,38 @@ pub const ExprSet = struct {
     }
 
     /// Every byte set that occurs in the set, for alphabet compression.
+    /// A `digits_mod` term counts as the ten one-digit sets (every digit moves it
+    /// differently), and as `.` when it reads points. Its derivatives are `digits_mod` terms
+    /// of the same modulus and kind, so the classes computed from the terms a grammar
+    /// compiled to stay valid for every term its lexer derives.
     pub fn forEachByteSet(self: *const ExprSet, context: anytype, comptime visit: fn (@TypeOf(context), ByteSet) void) void {
+        var digits_seen = false;
+        var point_seen = false;
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
             const e: ExprId = @fromBackingInt(@intCast(id));
-            if (self.tag(e) == .byte_set) visit(context, self.byteSetOf(e));
+            switch (self.tag(e)) {
+                .byte_set => visit(context, self.byteSetOf(e)),
+                .digits_mod => {
+                    const singles: []const u8 = if (!digits_seen) "0123456789" else "";
+                    digits_seen = true;
+                    for (singles) |d| visit(context, singleByte(d));
+                    if (self.args(e)[3] & digits_mod_point != 0 and !point_seen) {
+                        point_seen = true;
+                        visit(context, singleByte('.'));
+                    }
+                },
+                else => {},
+            }
         }
     }
 };
+
+fn singleByte(b: u8) ByteSet {
+    var set: ByteSet = .{};
+    set.add(b);
+    return set;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -2308,4 +2439,110 @@ test "a length bound no short word can reach is dropped, with the same answers" 
         }
     }
     try std.testing.expect(dropped > 100 and kept > 100);
+}
+
+/// The value of the digit string `w` modulo `modulus`, after digits that left `residue`: the
+/// residue automaton run by hand, for the tests.
+fn residueAfter(modulus: u32, residue: u32, w: []const u8) u32 {
+    var r: u64 = residue;
+    for (w) |b| r = (r * 10 + (b - '0')) % modulus;
+    return @intCast(r);
+}
+
+test "digits_mod: every digit string up to five digits against the residue, lengths and shortest words" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    const cases = [_][3]u32{
+        .{ 2, 0, 0 },     .{ 3, 0, 0 },   .{ 7, 3, 0 },    .{ 11, 0, 5 },      .{ 16, 9, 0 }, .{ 33, 0, 0 },
+        .{ 125, 4, 100 }, .{ 999, 0, 0 }, .{ 1000, 7, 3 }, .{ 65_537, 12, 0 }, .{ 1, 0, 0 },  .{ 1_000_000, 999_999, 1 },
+    };
+    var word: [5]u8 = undefined;
+    for (cases) |case| for ([_]u32{ 0, digits_mod_negated }) |options| {
+        const modulus, const residue, const target = case;
+        const negated = options == digits_mod_negated;
+        const e = try set.digitsMod(modulus, residue, target, options);
+        if (modulus == 1 and negated) {
+            try std.testing.expectEqual(ExprId.nothing, e);
+            continue;
+        }
+        // Brute force: the least length with a matching word must be the term's shortest.
+        var shortest_seen: ?u32 = null;
+        for (0..word.len + 1) |len| {
+            var count: u32 = 1;
+            for (0..len) |_| count *= 10;
+            var n: u32 = 0;
+            while (n < count) : (n += 1) {
+                var v = n;
+                var i = len;
+                while (i > 0) : (v /= 10) {
+                    i -= 1;
+                    word[i] = @intCast('0' + v % 10);
+                }
+                const w = word[0..len];
+                const expected = (residueAfter(modulus, residue, w) == target) != negated;
+                try std.testing.expectEqual(expected, try matches(&set, e, w));
+                if (expected and shortest_seen == null) shortest_seen = @intCast(len);
+            }
+        }
+        const lengths = set.lengthsOf(e);
+        try std.testing.expectEqual(Lengths.unbounded, lengths.max);
+        if (shortest_seen) |len| try std.testing.expectEqual(len, lengths.min) else try std.testing.expect(lengths.min > word.len);
+        // A shortest word, built byte by byte from the length table, is a word.
+        var out: [16]u8 = undefined;
+        const w = (try set.shortestWord(e, &out)).?;
+        try std.testing.expectEqual(lengths.min, @as(u32, @intCast(w.len)));
+        try std.testing.expectEqual(!negated, target == residueAfter(modulus, residue, w));
+        // Anything but a digit ends it.
+        for ([_]u8{ '.', '-', 'a', '/', ':', 0, 255 }) |b| try std.testing.expectEqual(ExprId.nothing, try set.deriv(e, b));
+        // Every derivative finishes within `completionMax` digits (a few sampled).
+        var x = e;
+        for ("3141592653589793") |b| {
+            x = try set.deriv(x, b);
+            try std.testing.expect(x != .nothing and set.lengthsOf(x).min <= set.completionMax(e));
+        }
+    };
+}
+
+test "digits_mod: derivatives are the residues, interned once; the lexer splits the digits" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    const e = try set.digitsMod(7, 0, 0, 0);
+    try std.testing.expectEqual(e, try set.digitsMod(7, 0, 0, 0));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, 0), try set.deriv(e, '3'));
+    try std.testing.expectEqual(try set.digitsMod(7, 31 % 7, 0, 0), try set.deriv(try set.deriv(e, '3'), '1'));
+    try std.testing.expectEqual(e, try set.deriv(e, '7')); // 7 ≡ 0
+    try std.testing.expect(set.nullable(e) and !set.nullable(try set.deriv(e, '1')));
+    try std.testing.expect(!set.isBoolean(e));
+    // Modulus 1 is `[0-9]*`.
+    var digits: ByteSet = .{};
+    digits.addRange('0', '9');
+    try std.testing.expectEqual(try set.repeat(try set.byteSet(digits), 0, repeat_unbounded), try set.digitsMod(1, 0, 0, 0));
+    // The ten digits are ten byte sets for alphabet compression, whatever else the set holds.
+    const Counter = struct {
+        singles: *u32,
+        fn visit(self: @This(), s: ByteSet) void {
+            if (s.count() == 1) self.singles.* += 1;
+        }
+    };
+    var singles: u32 = 0;
+    set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
+    try std.testing.expectEqual(@as(u32, 10), singles);
+    // With points: '.' leaves the residue, and is an eleventh single byte.
+    const pointed = try set.digitsMod(7, 0, 0, digits_mod_point);
+    try std.testing.expect(pointed != e);
+    try std.testing.expectEqual(pointed, try set.deriv(pointed, '.'));
+    try std.testing.expectEqual(try set.digitsMod(7, 3, 0, digits_mod_point), try set.deriv(try set.deriv(pointed, '3'), '.'));
+    try std.testing.expectEqual(ExprId.nothing, try set.deriv(e, '.'));
+    singles = 0;
+    set.forEachByteSet(Counter{ .singles = &singles }, Counter.visit);
+    try std.testing.expectEqual(@as(u32, 11), singles);
+    // A recipe rebuilds the same term.
+    var recipe: std.ArrayList(u32) = .empty;
+    defer recipe.deinit(std.testing.allocator);
+    const term = try set.concat(try set.byte('-'), try set.deriv(e, '5'));
+    try set.exportTerm(std.testing.allocator, term, &recipe);
+    var other = try ExprSet.init(std.testing.allocator, .{});
+    defer other.deinit();
+    const rebuilt = try other.importTerm(recipe.items);
+    try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, 0)), rebuilt);
 }

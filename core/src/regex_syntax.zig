@@ -457,6 +457,7 @@ pub const Parser = struct {
                     if (!self.eat(')')) return self.fail(start, "unclosed group");
                     return self.set.not(inner);
                 },
+                '%' => return self.parseDigitsMod(start),
                 '<' => {
                     const next = self.peekAt(1);
                     if (next == '=' or next == '!') return self.fail(start, "lookbehind is not supported");
@@ -494,6 +495,42 @@ pub const Parser = struct {
         const inner = try self.parseAlternation();
         if (!self.eat(')')) return self.fail(start, "unclosed group");
         return inner;
+    }
+
+    /// `(?%C,R)` or `(?%C,R,S)` after `(?`: the digit runs whose value is ≡ R (mod C), read
+    /// after digits that left residue S (0 when not given); `(?%!…)`: ≢ R instead; `(?%.…)`,
+    /// `(?%!.…)`: runs of digits and '.', the points left out of the value
+    /// (`ExprSet.digitsMod`). Not ECMA-262
+    /// or Rust syntax (both refuse `(?%`), so no pattern of theirs changes meaning; the JSON
+    /// Schema front-end writes it for `multipleOf` (docs/grammar_ir.md).
+    fn parseDigitsMod(self: *Parser, start: u32) Error!ExprId {
+        assert(self.peek() == '%');
+        var i = self.pos + 1;
+        var options: u32 = 0;
+        if (i < self.pattern.len and self.pattern[i] == '!') {
+            options |= regex.digits_mod_negated;
+            i += 1;
+        }
+        if (i < self.pattern.len and self.pattern[i] == '.') {
+            options |= regex.digits_mod_point;
+            i += 1;
+        }
+        var values: [3]u32 = .{ 0, 0, 0 };
+        var count: usize = 0;
+        while (count < values.len) {
+            values[count] = self.parseNumber(&i) orelse return self.fail(start, "(?%C,R) needs decimal numbers");
+            count += 1;
+            if (i < self.pattern.len and self.pattern[i] == ',') {
+                i += 1;
+            } else break;
+        }
+        if (i >= self.pattern.len or self.pattern[i] != ')') return self.fail(start, "(?%C,R) or (?%C,R,S) expected");
+        if (count < 2) return self.fail(start, "(?%C,R) needs a modulus and a residue");
+        const modulus = values[0];
+        if (modulus < 1 or modulus > regex.digits_modulus_max) return self.fail(start, "the modulus of (?%C,R) must be 1 to 1000000");
+        if (values[1] >= modulus or values[2] >= modulus) return self.fail(start, "the residues of (?%C,R,S) must be below the modulus");
+        self.pos = i + 1;
+        return self.set.digitsMod(modulus, values[2], values[1], options); // (modulus, start residue S, target R)
     }
 
     fn skipGroupName(self: *Parser, start: u32) Error!void {
@@ -916,4 +953,45 @@ test "(?~X): the complement of X, inside a concatenation" {
     try expectSyntaxError("(?~a", 0);
     try std.testing.expect(try fullMatch("(?~(?~(?~(?~(?~(?~a))))))", "a"));
     try expectSyntaxError("(?~(?~(?~(?~(?~(?~(?~a)))))))", 18);
+}
+
+test "(?%C,R) and (?%C,R,S): digit runs by residue, and their errors" {
+    // Multiples of 7 without leading zeros: the first digit starts the residue.
+    const sevens = "0|1(?%7,0,1)|2(?%7,0,2)|3(?%7,0,3)|4(?%7,0,4)|5(?%7,0,5)|6(?%7,0,6)|7(?%7,0)|8(?%7,0,1)|9(?%7,0,2)";
+    var buf: [8]u8 = undefined;
+    var n: u32 = 0;
+    while (n < 3000) : (n += 1) {
+        const text = std.fmt.bufPrint(&buf, "{d}", .{n}) catch unreachable;
+        try std.testing.expectEqual(n % 7 == 0, try fullMatch(sevens, text));
+    }
+    try std.testing.expect(!try fullMatch(sevens, "07"));
+    try std.testing.expect(try fullMatch("(?%3,0)", ""));
+    try std.testing.expect(try fullMatch("(?%3,0)", "0012"));
+    try std.testing.expect(!try fullMatch("(?%3,0)", "13"));
+    try std.testing.expect(try fullMatch("x(?%10,4)\\.5", "x1234.5"));
+    try std.testing.expect(try fullMatch("(?%1000000,999999)", "123999999"));
+    try expectSyntaxError("a(?%7)", 1);
+    try expectSyntaxError("(?%0,0)", 0);
+    try expectSyntaxError("(?%7,7)", 0);
+    try expectSyntaxError("(?%7,1,7)", 0);
+    try expectSyntaxError("(?%7,1,2,3)", 0);
+    try expectSyntaxError("(?%1000001,0)", 0);
+    try expectSyntaxError("(?%7,x)", 0);
+    try expectSyntaxError("(?%7,1", 0);
+    try expectSyntaxError("(?%7.,1)", 0);
+    // With points: 12.5 reads as 125 = 19·6 + 11; 9.5 as 95 = 19·5.
+    try std.testing.expect(try fullMatch("(?%.19,0)", "9.5"));
+    try std.testing.expect(try fullMatch("(?%.19,0)", "0.95"));
+    try std.testing.expect(try fullMatch("(?%.19,11)", "12.5"));
+    try std.testing.expect(try fullMatch("(?%.19,0)", "."));
+    try std.testing.expect(!try fullMatch("(?%19,0)", "9.5"));
+    try std.testing.expect(try fullMatch("(?%.1,0)", "1.2.3"));
+    try std.testing.expect(!try fullMatch("(?%.19,0)", "9,5"));
+    // Negated: every run but the multiples (the empty run is 0, a multiple).
+    try std.testing.expect(!try fullMatch("(?%!7,0)", ""));
+    try std.testing.expect(!try fullMatch("(?%!7,0)", "700"));
+    try std.testing.expect(try fullMatch("(?%!7,0)", "701"));
+    try std.testing.expect(try fullMatch("(?%!.7,0)", "70.1"));
+    try std.testing.expect(!try fullMatch("(?%!1,0)", "5"));
+    try expectSyntaxError("(?%.!7,0)", 0);
 }

@@ -651,6 +651,12 @@ pub const DepthCache = struct {
                 return out;
             },
             .and_, .not_ => return null,
+            .digits_mod => {
+                var digits: regex.ByteSet = .{};
+                digits.addRange('0', '9');
+                if (args[3] & regex.digits_mod_point != 0) digits.add('.');
+                return digits;
+            },
         }
     }
 
@@ -682,7 +688,7 @@ pub const DepthCache = struct {
             const args = exprs.args(x);
             const children: []const u32 = switch (exprs.tag(x)) {
                 .nothing, .epsilon, .byte_set => &.{},
-                .not_ => {
+                .not_, .digits_mod => {
                     try self.finite_memo.put(self.gpa, x.index(), false);
                     continue;
                 },

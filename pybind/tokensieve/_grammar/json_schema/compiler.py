@@ -88,11 +88,13 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   witnesses beside them are counted together, up to `CONTAINS_COUNTED_MAX`) and `uniqueItems`: exact when the items range over a finite domain
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
   `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
-- **`multipleOf`** is a regex intersected with the number lexeme: a divisibility automaton over
-  the digits, minimized and turned into a regex (`multiple_of_regex`), or one such regex per
-  prime power of the multiple when the whole one is too large (`multiple_of_regexes`); such
-  numbers are written without exponent. Automata over `MULTIPLE_REGEX_SIZE_MAX` characters
-  are ignored with a warning.
+- **`multipleOf`** is a regex intersected with the number lexeme (`multiple_of_regexes`): for
+  an integer multiple up to `RESIDUE_MODULUS_MAX`, the core's residue run `(?%c,0,d)` after a
+  leading digit d (exact for any such c, docs/lexer.md); otherwise a divisibility automaton
+  over the digits, minimized and turned into a regex (`multiple_of_regex`), or, when that one
+  is too large, the automaton of the last digits beside the residue run `(?%.c',0)` of the
+  factor coprime to 10, or one automaton per prime power; such numbers are written without
+  exponent. What none of these can have is ignored with a warning.
 - `true` / `{}` = any JSON value; `false` = nothing (an error at the top; an optional
   property or anyOf option that is `false` is dropped).
 
@@ -131,13 +133,14 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, json_type
+from .instance import _exact as _exact_number
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
     _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
-    multiple_of_regexes, number_range_regex,
+    multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
@@ -2368,12 +2371,18 @@ class _Compiler:
         hi, hi_open = d.get("maximum"), False
         if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
             hi, hi_open = d["exclusiveMaximum"], True
-        # Intersected (multipleOf, non-integer) and excluded (not enum/const, not multipleOf)
-        # regexes. An exponent could spell an excluded value in unboundedly many ways and
+        # Intersected (multipleOf, non-integer, not multipleOf of an integer) and excluded (not
+        # enum/const, other not multipleOf) regexes. An exponent could spell an excluded value in unboundedly many ways and
         # breaks digit-wise divisibility, so such numbers are written without one (a subset).
         ands: list[str] = []
         nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
         multiple = d.get("multipleOf")
+        # Every multiple of m is one of an excluded e when m/e is an integer, and only then
+        # (m·n with m/e not an integer escapes e for n = 1): no number is left. Said here, by
+        # arithmetic; the core would have to search the product of their residues to see it.
+        for excluded in d.get("_not_multiple_of", []) if _is_number(multiple) and multiple > 0 else []:
+            if _is_number(excluded) and excluded > 0 and (_exact_number(multiple) / _exact_number(excluded)).denominator == 1:
+                return self.contradiction(f"every multiple of {multiple} is a multiple of {excluded}, which is excluded", pointer)
         if multiple is not None and not (t == "integer" and multiple == 1):
             regexes = multiple_of_regexes(multiple)
             if regexes is None:
@@ -2381,6 +2390,10 @@ class _Compiler:
             else:
                 ands.extend(regexes)
         for excluded in d.get("_not_multiple_of", []):
+            rx = not_multiple_of_regex(excluded)
+            if rx is not None:
+                ands.append(rx)  # a plain term of the residues left, rather than a complement
+                continue
             rx = multiple_of_regex(excluded)
             if rx is None:
                 self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)

@@ -1,6 +1,7 @@
 """Numbers as regexes over their JSON spelling: integer and decimal ranges (`minimum`,
-`maximum`, exclusive bounds), `multipleOf` as a divisibility automaton over the digits, and
-the spellings of one number (`const`, `enum`)."""
+`maximum`, exclusive bounds), `multipleOf` as the core's residue term over the digits (an
+integer multiple) or a divisibility automaton over them (others), and the spellings of one
+number (`const`, `enum`)."""
 
 from __future__ import annotations
 
@@ -284,32 +285,88 @@ def decimal_range_regex(lo: Any, lo_open: bool, hi: Any, hi_open: bool) -> str |
 
 MULTIPLE_REGEX_SIZE_MAX = 50_000  # characters of one multipleOf regex
 MULTIPLE_STATE_COUNT_MAX = 24  # states of the minimized divisibility automaton
+# Largest integer multipleOf written with the core's residue term (`(?%C,R,S)`, at most 10^6
+# there). The term costs the same per byte whatever C is, but its derivatives are lexer states:
+# a mask inside a number derives every digit token (Llama-3: 1,110 of up to 3 digits), a new
+# state per residue not met before, so with C in the millions every such mask builds about a
+# thousand states and a long output of numbers would reach the lexer's state limit
+# (`dfa_state_count_max`, 100,000). Up to 10^4 residues a lexeme's states stay below a tenth
+# of it; MaskBench's largest integer multiple is 429 (561 merged).
+RESIDUE_MODULUS_MAX = 10_000
 
 
 @functools.lru_cache(maxsize=256)
 def multiple_of_regex(multiple: int | float) -> str | None:
-    """A regex for the exponent-free JSON numbers that are integer multiples of `multiple`.
+    """A regex (the core's syntax) for the exponent-free JSON numbers that are integer
+    multiples of `multiple`; `-0` is left to the number lexeme it is intersected with.
 
-    With multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at
-    most j significant fraction digits) divisible by c. A DFA reads the digits keeping the
-    remainder mod c (fraction digits past the j-th must be zeros); state elimination turns it
-    into a regex. Returns None for a non-positive multiple, or when the minimized automaton
-    has more than `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
+    An integer multiple c from 2 to `RESIDUE_MODULUS_MAX` is the core's residue term
+    (`_residue_regex`): exact for every c, with constant work per byte. Otherwise, with
+    multiple = c·10^-j (c an integer), x is a multiple when x·10^j is an integer (at most j
+    significant fraction digits) divisible by c: a DFA reads the digits keeping the remainder
+    mod c (fraction digits past the j-th must be zeros), and state elimination turns it into a
+    regex. Returns None for a non-positive multiple, or when that automaton has more than
+    `MULTIPLE_STATE_COUNT_MAX` states or the regex would be larger than
     `MULTIPLE_REGEX_SIZE_MAX` characters (c with many remainders: state elimination grows
     exponentially with them).
     """
     parts = _multiple_parts(multiple)
-    if parts is None or parts[0] > 1000 or parts[1] > 12:
+    if parts is None:
         return None
-    return _divisibility_regex(*parts)
+    c, j = parts
+    if j == 0 and 2 <= c <= RESIDUE_MODULUS_MAX:
+        return _residue_regex(c)
+    if c > 1000 or j > 12:
+        return None
+    return _divisibility_regex(c, j)
+
+
+@functools.lru_cache(maxsize=256)
+def not_multiple_of_regex(multiple: int | float) -> str | None:
+    """A regex (the core's syntax) for the exponent-free JSON numbers that are *not* multiples
+    of the integer `multiple` (2 to `RESIDUE_MODULUS_MAX`; else None): an integer part whose
+    residue is not 0 (`(?%!c,0,d)`) with a zero fraction, or any non-zero fraction. A plain
+    term to intersect with, where the complement of `multiple_of_regex` beside a `multipleOf`
+    left the core to search the product of their residues for a word (`docs/lexer.md`)."""
+    parts = _multiple_parts(multiple)
+    if parts is None or parts[1] != 0 or not 2 <= parts[0] <= RESIDUE_MODULUS_MAX:
+        return None
+    integral = _residue_alternatives(parts[0], negated=True)
+    return f"-?(?:{integral}){_FRACTION_ZERO}|-?(?:0|[1-9][0-9]*){_FRACTION_NONZERO}"
+
+
+def _residue_alternatives(c: int, negated: bool = False) -> str:
+    """`0` (unless negated: 0 is a multiple) or a digit d from 1 to 9 followed by the digit
+    run taking the residue d mod c to 0 (to anything else, negated), digits of the same
+    residue in one class."""
+    by_residue: dict[int, list[int]] = {}
+    for d in range(1, 10):
+        by_residue.setdefault(d % c, []).append(d)
+    alts = [] if negated else ["0"]
+    mark = "!" if negated else ""
+    for residue, digits in sorted(by_residue.items()):
+        term = f"(?%{mark}{c},0)" if residue == 0 else f"(?%{mark}{c},0,{residue})"
+        alts.append(_digit_set(digits) + term)
+    return "|".join(alts)
+
+
+def _residue_regex(c: int) -> str:
+    """The exponent-free JSON numbers that are multiples of the integer c (2 ≤ c ≤
+    `RESIDUE_MODULUS_MAX`): `-?`, then `0` or a digit d from 1 to 9 followed by the digit run
+    whose value keeps the residue d mod c going to 0 (`(?%c,0,d mod c)`: the core reads it as
+    a residue automaton, docs/grammar_ir.md), then a zero fraction (`30.000`). Digits that
+    start the same residue share a class (`[147](?%3,0,1)`)."""
+    return "-?(?:" + _residue_alternatives(c) + ")" + _FRACTION_ZERO
 
 
 @functools.lru_cache(maxsize=256)
 def multiple_of_regexes(multiple: int | float) -> tuple[str, ...] | None:
     """Regexes whose intersection is `multiple_of_regex(multiple)`'s language: that one when it
-    can be had, else one per prime power of c (x·10^j is divisible by c when it is by each of
-    them), each small where c's automaton is not (24 = 8·3: two regexes of 4 and 3 remainders
-    where one of 24 was over the size bound). None when a part cannot be had either.
+    can be had (always for an integer up to `RESIDUE_MODULUS_MAX`); else, for a non-integer,
+    its last digits' automaton and the residue run of its factor coprime to 10
+    (`_point_residue_regexes`); else one per prime power of c (x·10^j is divisible by c when it
+    is by each of them), each small where c's automaton is not. None when a part cannot be had
+    either.
     """
     single = multiple_of_regex(multiple)
     if single is not None:
@@ -318,6 +375,9 @@ def multiple_of_regexes(multiple: int | float) -> tuple[str, ...] | None:
     if parts is None or parts[0] > 10**9 or parts[1] > 12:
         return None
     c, j = parts
+    split = _point_residue_regexes(c, j)
+    if split is not None:
+        return split
     factors = _prime_powers(c)
     if len(factors) < 2 or max(factors) > 1000:
         return None
@@ -328,6 +388,28 @@ def multiple_of_regexes(multiple: int | float) -> tuple[str, ...] | None:
             return None
         regexes.append(regex)
     return tuple(regexes)
+
+
+def _point_residue_regexes(c: int, j: int) -> tuple[str, ...] | None:
+    """For a non-integer multiple c·10^-j (j ≥ 1), c = c'·f with c' coprime to 10 and f a
+    product of 2s and 5s: the automaton of f·10^-j (the last digits: divisibility by f, and
+    zeros past the j-th fraction digit; small, since f has no remainders that carry) and the
+    digits of the number, its point left out, modulo c' (`(?%.c',0)`). x·10^j is x's digits
+    read as an integer times a power of ten (negative past j fraction digits, where the
+    automaton wants zeros), which is invertible modulo c', so x·10^j ≡ 0
+    (mod c') exactly when those digits are (9.5 = 95·10^-1: the last digit is 0 or 5 and the
+    digits are a multiple of 19). None when c' is 1 (the automaton alone; it was tried) or
+    above `RESIDUE_MODULUS_MAX`, or when f's automaton is over the bounds."""
+    coprime = c
+    for prime in (2, 5):
+        while coprime % prime == 0:
+            coprime //= prime
+    if j == 0 or coprime == 1 or coprime > RESIDUE_MODULUS_MAX:
+        return None
+    last_digits = _factor_regex(c // coprime, j)
+    if last_digits is None:
+        return None
+    return (last_digits, f"-?(?%.{coprime},0)")
 
 
 def _multiple_parts(multiple: int | float) -> tuple[int, int] | None:
