@@ -562,12 +562,15 @@ def _repeated_with_anchors(parts: list[tuple[bool, str, bool]], q: str, at: int)
     def nullable(texts: list[str]) -> bool:
         return any(not t or _matches_empty(t) for t in texts)
 
+    def alternation(words: list[str]) -> str:
+        return words[0] if len(words) == 1 and len(words[0]) <= 1 else "(?:" + "|".join(words) + ")"
+
     def group(texts: list[str]) -> str:
+        """One iteration of these texts ("" among them: or none)."""
         words = [t for t in texts if t]
         if not words:
             return ""
-        text = words[0] if len(words) == 1 and len(words[0]) <= 1 else "(?:" + "|".join(words) + ")"
-        return text + "?" if len(words) < len(texts) else text
+        return alternation(words) + "?" if len(words) < len(texts) else alternation(words)
 
     def middle(anchored: int, padded: bool) -> str | None:
         """The plain iterations beside `anchored` anchored ones (None: the bounds forbid)."""
@@ -578,8 +581,7 @@ def _repeated_with_anchors(parts: list[tuple[bool, str, bool]], q: str, at: int)
         words = [t for t in plain if t]
         if not words or most == 0:
             return "" if least == 0 else None
-        text = words[0] if len(words) == 1 and len(words[0]) <= 1 else "(?:" + "|".join(words) + ")"
-        return text + ("{%d,}" % least if most is None else "{%d,%d}" % (least, most))
+        return alternation(words) + ("{%d,}" % least if most is None else "{%d,%d}" % (least, most))
 
     out: list[tuple[bool, str, bool]] = []
     for first in ([], starts) if starts else ([],):
