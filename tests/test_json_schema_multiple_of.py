@@ -130,7 +130,7 @@ def test_not_multiple_of_an_integer_is_exact(c: int) -> None:
     _check({"type": "number", "not": {"multipleOf": c}}, texts, expected)
 
 
-@pytest.mark.parametrize("c,excluded", [(33, [8]), (7, [4, 6]), (3, [8]), (99, [8, 6])])
+@pytest.mark.parametrize("c,excluded", [(33, [8]), (7, [4, 6]), (3, [8]), (429, [8, 6, 7])])
 @pytest.mark.parametrize("kind", ["integer", "number"])
 def test_multiple_beside_excluded_multiples_is_exact(c: int, excluded: list[int], kind: str) -> None:
     """`not multipleOf e` is a plain residue term (`(?%!e,0)`) intersected with the lexeme, not
@@ -141,20 +141,6 @@ def test_multiple_beside_excluded_multiples_is_exact(c: int, excluded: list[int]
         return _expected(text, c, kind == "integer") and all(_remainder(text, e) != 0 for e in excluded)
 
     _check(schema, _texts(c, random.Random(c + 1)), expected)
-
-
-def test_too_many_residue_combinations_are_refused_or_dropped_when_lenient() -> None:
-    """429 and not 8, 6, 7: 144,144 combinations of residues, which the lexer's dead-state
-    checks search together (the first Llama-3 mask ran out of step fuel). Refused, naming the
-    place; lenient, the number keeps its bounds only (a superset, a warning)."""
-    schema = {"type": "integer", "allOf": [{"multipleOf": 429}] + [{"not": {"multipleOf": e}} for e in (8, 6, 7)]}
-    with pytest.raises(GrammarError, match="144,144 residue combinations") as caught:
-        Grammar.json_schema(schema)
-    assert caught.value.json_pointer
-    ir = json_schema_to_ir(schema, lenient=True)
-    assert any("residue combinations" in w for w in ir.options["warnings"])
-    grammar = Grammar.json_schema(schema, lenient=True)
-    assert accepts(grammar, "429") and accepts(grammar, "5")
 
 
 @pytest.mark.parametrize("c,excluded", [(12, 6), (44, 11), (2.5, 0.5), (33, 3)])

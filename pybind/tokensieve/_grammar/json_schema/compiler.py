@@ -208,10 +208,6 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
-# The residue runs `(?%c,…)` of one number lexeme (multipleOf, not multipleOf) may together
-# take at most this many residue combinations (the product of their moduli).
-RESIDUE_COMBINATIONS_MAX = 20_000
-_RESIDUE_MODULUS = re.compile(r"\(\?%!?\.?(\d+),")
 # Numbers with an exponent by the sign of their value, for a bound at zero (the only bound an
 # exponent can be checked against with a regex: its sign is the mantissa's). -0 is not written.
 _EXPONENT = r"[eE][+-]?[0-9]+"
@@ -2441,16 +2437,6 @@ class _Compiler:
             return self.contradiction(f"no {'integer' if t == 'integer' else 'number'} meets the bounds ({bounds})", pointer)
         if ands or nots:
             name += f":{pointer or '/'}"
-            moduli = [_RESIDUE_MODULUS.search(rx) for rx in (*ands, *nots)]
-            combinations = math.prod(int(m) for m in dict.fromkeys(found[1] for found in moduli if found))
-            if combinations > RESIDUE_COMBINATIONS_MAX:
-                # Each residue run of the lexeme is a counter the lexer's dead-state checks
-                # search together: 429 and not 8, 6, 7 ran the first mask out of step fuel.
-                self.unsupported(
-                    f"multipleOf and not multipleOf together make {combinations:,} residue combinations "
-                    f"(over {RESIDUE_COMBINATIONS_MAX:,})", pointer,
-                )
-                ands, nots = [], []  # lenient: the bounds alone (a superset)
         return self.lexeme(name, "regex", base, and_patterns=tuple(dict.fromkeys(ands)), not_patterns=tuple(dict.fromkeys(nots)))
 
     # ---- values ------------------------------------------------------------------------------
