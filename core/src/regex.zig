@@ -194,7 +194,7 @@ const RecentBytes = struct {
     count: u8 = 0,
 
     fn add(self: *RecentBytes, b: u8) void {
-        const keep = @min(self.count, self.bytes.len - 1);
+        const keep: usize = @min(self.count, self.bytes.len - 1);
         std.mem.copyBackwards(u8, self.bytes[1 .. keep + 1], self.bytes[0..keep]);
         self.bytes[0] = b;
         self.count = @intCast(keep + 1);
@@ -1998,6 +1998,12 @@ test "pattern ∩ a bound past the walk's old length: a walk through bytes off t
     try std.testing.expect(try set.isEmpty(odd, &representatives));
     const even = try set.andAll(&.{ pattern, try parseTest(&set, "\"[ -!#-~]{3000}\"") });
     try std.testing.expect(!try set.isEmpty(even, &representatives));
+}
+
+test "a witness walk keeps its last four scanned bytes, most recent first" {
+    var recent: RecentBytes = .{};
+    for ("abcdef") |b| recent.add(b);
+    try std.testing.expectEqualSlices(u8, "fedc", recent.bytes[0..recent.count]);
 }
 
 test "fuel is charged by the size of the work, cache hits included" {
