@@ -1543,11 +1543,19 @@ pub const ExprSet = struct {
         // A witness of a long length bound is at least as long as the bound: the walk may run
         // past it by `witness_length_max` (each step is charged to the fuel).
         const length_max = witness_length_max +| @min(self.lengthsOf(e).min, witness_bound_max);
+        // The members after each byte, to remember the walk's terms as non-empty once it
+        // succeeds (`rememberWalk`).
+        var path: std.ArrayList(ExprId) = .empty;
+        defer path.deinit(self.gpa);
         while (steps < length_max) : (steps += 1) {
             const all_nullable = for (cur) |m| {
                 if (!self.nullable(m)) break false;
             } else true;
-            if (all_nullable) return true;
+            if (all_nullable) {
+                try self.rememberWalk(path.items, n);
+                return true;
+            }
+            if (steps > 0) try path.appendSlice(self.gpa, cur);
             var leader: ?usize = null;
             if (switches >= witness_switches_max) {
                 if (kept) |l| {
@@ -1571,6 +1579,21 @@ pub const ExprSet = struct {
             std.mem.swap([]ExprId, &cur, &next);
         }
         return false;
+    }
+
+    /// Marks the intersection after each byte of a successful witness walk non-empty (the
+    /// rest of the witness is in it), `members` holding `n` members a step. A lexer over
+    /// `"P" ∩ "C{a,}"` reaches those terms next, one per text position: each needed a walk of
+    /// its own, through what is left of the bound (Handwritten string1's masks and forced
+    /// bytes, 10,000 characters, 15-22 ms a step). Skipped when the fuel left could not pay
+    /// for it: remembering is never what stops a call.
+    fn rememberWalk(self: *ExprSet, members: []const ExprId, n: usize) Error!void {
+        if (members.len == 0 or self.fuel < 4 * members.len) return;
+        var i: usize = 0;
+        while (i < members.len) : (i += n) {
+            const t = try self.andAll(members[i..][0..n]);
+            if (t != .nothing and self.isBoolean(t)) try self.empty_cache.put(self.gpa, t.index(), false);
+        }
     }
 
     /// One byte of the witness walk into `next`: the first byte of the leader's shortest rest
