@@ -1505,22 +1505,13 @@ pub const ExprSet = struct {
         return p.min < excluded.min;
     }
 
-    /// Step 3 of `isEmpty`: every term visited costs a unit per byte class. The terms are
-    /// taken shortest rest first (`lengthsOf(x).min`, then the last found): the search
-    /// visits every term reachable from `e` when it is empty, in any order, but when it is not,
-    /// going toward the end of a word finds one long before a breadth-first search has visited
-    /// every shorter prefix (MaskBench Handwritten---allany12, 10-20 characters under
-    /// alternatives of patterns and negated patterns: the first row took 52 ms breadth
-    /// first, 17 ms so).
+    /// Step 3 of `isEmpty`: every term visited costs a unit per byte class.
     fn isEmptySearch(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
-        // Every term visited, in the order found (marked empty when the search fails).
         var queue: std.ArrayList(ExprId) = .empty;
         defer queue.deinit(self.gpa);
-        var frontier: std.PriorityQueue(SearchEntry, void, SearchEntry.order) = .empty;
-        defer frontier.deinit(self.gpa);
         var visited: IntMap(u32, void) = .empty;
         defer visited.deinit(self.gpa);
-        try self.searchPush(&queue, &frontier, e);
+        try queue.append(self.gpa, e);
         try visited.put(self.gpa, e.index(), {});
         if (!bytesEqual(self.row_representatives[0..self.row_representative_count], representatives)) {
             // Rows hold derivatives by these bytes (one lexer's classes): other bytes, other rows.
@@ -1529,8 +1520,9 @@ pub const ExprSet = struct {
             @memcpy(self.row_representatives[0..representatives.len], representatives);
             self.row_representative_count = @intCast(representatives.len);
         }
-        const non_empty = search: while (frontier.pop()) |waiting| {
-            const x = waiting.term;
+        var head: usize = 0;
+        const non_empty = search: while (head < queue.items.len) : (head += 1) {
+            const x = queue.items[head];
             if (self.nullable(x)) break :search true;
             if (self.empty_cache.get(x.index())) |empty| {
                 if (!empty) break :search true;
@@ -1550,7 +1542,7 @@ pub const ExprSet = struct {
                     if (entry & row_boolean_bit == 0) break :search true;
                     if (visited.contains(y)) continue;
                     try visited.put(self.gpa, y, {});
-                    try self.searchPush(&queue, &frontier, @fromBackingInt(@intCast(y)));
+                    try queue.append(self.gpa, @fromBackingInt(@intCast(y)));
                 }
                 continue;
             }
@@ -1573,7 +1565,7 @@ pub const ExprSet = struct {
                 }
                 if (visited.contains(y.index())) continue;
                 try visited.put(self.gpa, y.index(), {});
-                try self.searchPush(&queue, &frontier, y);
+                try queue.append(self.gpa, y);
             }
             try self.row_cache.put(self.gpa, x.index(), start);
         } else false;
@@ -1584,29 +1576,6 @@ pub const ExprSet = struct {
             for (queue.items) |x| try self.empty_cache.put(self.gpa, x.index(), true);
         }
         return !non_empty;
-    }
-
-    /// A term waiting in `isEmptySearch`: shorter rests first, then the last found.
-    const SearchEntry = struct {
-        key: u64,
-        term: ExprId,
-
-        fn order(_: void, a: SearchEntry, b: SearchEntry) std.math.Order {
-            return std.math.order(a.key, b.key);
-        }
-    };
-
-    fn searchPush(
-        self: *ExprSet,
-        queue: *std.ArrayList(ExprId),
-        frontier: *std.PriorityQueue(SearchEntry, void, SearchEntry.order),
-        x: ExprId,
-    ) Error!void {
-        // Ties go to the term found last (depth first): a term's children all have the same
-        // shortest rest when a length bound leads, and first found first was breadth first.
-        const found_last: u64 = std.math.maxInt(u32) - @as(u32, @intCast(queue.items.len));
-        try queue.append(self.gpa, x);
-        try frontier.push(self.gpa, .{ .key = (@as(u64, self.lengthsOf(x).min) << 32) | found_last, .term = x });
     }
 
     /// Step 2 of `isEmpty`: look for a word of the intersection `e` by walking all of its
