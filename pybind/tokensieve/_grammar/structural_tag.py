@@ -35,7 +35,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
@@ -86,8 +86,7 @@ def regex_escape(text: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class _Alt:
+class _Alt(NamedTuple):
     """One way the rest of the output may go: `lead` text first (may be empty), then `rest`
     (a symbol, or None for the end of the output)."""
 
@@ -161,6 +160,7 @@ class _Compiler:
         # Rests that start with free text, and nonterminals whose first literals are to be
         # spelled one character per lexeme (see `resolve`).
         self.spell_first: set[int] = set()
+        self._firsts: dict[int, list[Sym]] = {}  # first symbol of each rule `add_rule` added
         self._free_heads: dict[Sym, _FreeHead] = {}
 
     # -- symbols -----------------------------------------------------------------------------
@@ -186,6 +186,12 @@ class _Compiler:
         self._literal_memo[text] = out
         return out
 
+    def add_rule(self, nt: int, symbols: list[Sym]) -> None:
+        """`nt → symbols`, its first symbol remembered (`_starts_with_own_literal`)."""
+        self.ir.add_rule(nt, symbols)
+        if symbols:
+            self._firsts.setdefault(nt, []).append(symbols[0])
+
     def symbols(self, alt: _Alt) -> list[Sym]:
         """The symbols of one alternative: its lead, then its rest."""
         lead = self.chars(alt.lead) if alt.spelled else self.literal(alt.lead)
@@ -197,14 +203,14 @@ class _Compiler:
             return alts[0].rest
         nt = self.nonterminal(name)
         for alt in alts:
-            self.ir.add_rule(nt, self.symbols(alt))
+            self.add_rule(nt, self.symbols(alt))
         return Sym.n(nt)
 
     def then(self, first: list[Sym], follow: Sequence[_Alt], name: str) -> tuple[_Alt, ...]:
         """`first` (symbols) followed by `follow`, as one alternative."""
         nt = self.nonterminal(name)
         for alt in follow:
-            self.ir.add_rule(nt, first + self.symbols(alt))
+            self.add_rule(nt, first + self.symbols(alt))
         return (_Alt("", Sym.n(nt)),)
 
     # -- free text beside a sibling -------------------------------------------------------
@@ -229,34 +235,40 @@ class _Compiler:
         difference: those lexemes are not spelled)."""
         if not self._free_heads or len(alts) < 2:
             return alts
-        spell: set[int] = set()
+        # The ends of one free text (one lexeme per ending string) are checked as one group.
+        groups: dict[tuple[str, int, bool], list[int]] = {}
         for i, alt in enumerate(alts):
             head = self._head(alt)
-            if head is None:
-                continue
+            if head is not None:
+                groups.setdefault((alt.lead, id(head.free), head.spelled), []).append(i)
+        if not groups and not any(alt.spelled for alt in alts):
+            return alts
+        spell: set[int] = set()
+        for members in groups.values():
+            alt = alts[members[0]]
+            head = self._head(alt)
+            assert head is not None
             lead = alt.lead
             for j, other in enumerate(alts):
-                if j == i:
+                if not (other.lead.startswith(lead) or lead.startswith(other.lead)) or j in members:
                     continue
                 other_head = self._head(other)
                 if other_head is not None:
-                    if other_head.free is head.free and other.lead == lead:
-                        continue  # the same free text's ends
                     if other.lead == lead:
                         # Lazy lexemes that end at the same strings end together; otherwise
                         # the first to end takes the text from the other.
                         same = (other_head.free.banned, other_head.free.cuts) == (head.free.banned, head.free.cuts)
                         if not same or other_head.spelled != head.spelled:
-                            spell.update((i, j))
+                            spell.update(members + [j])
                     elif other.lead.startswith(lead):  # the other way round is seen from `other`
                         if lead or head.spelled or other_head.spelled or not self._dies_within(head.free, other.lead):
-                            spell.update((i, j))
+                            spell.update(members + [j])
                 elif other.lead.startswith(lead) and other.lead != lead:
                     if lead or head.spelled or not self._dies_within(head.free, other.lead):
-                        spell.update((i, j))
+                        spell.update(members + [j])
                 elif lead.startswith(other.lead) and other.rest is not None and self._starts_with_own_literal(other.rest):
                     # The sibling's literal text is in its rest (a star's loop): spelled too.
-                    spell.update((i, j))
+                    spell.update(members + [j])
                     self.spell_first.add(other.rest.index)
         # A spelled lead beside a literal lead with the same first character: the literal,
         # one lexeme, would outlast the characters; spelled too (until nothing changes).
@@ -295,12 +307,11 @@ class _Compiler:
             return rest.index in self.own_literals
         seen = {rest.index}
         todo = [rest.index]
-        firsts: dict[int, list[Sym]] = {}
-        for rule in self.ir.rules:
-            if rule.rhs:
-                firsts.setdefault(rule.lhs, []).append(rule.rhs[0])
         while todo:
-            for sym in firsts.get(todo.pop(), []):
+            nt = todo.pop()
+            if nt not in self._firsts:
+                return False  # a JSON value's or a grammar's nonterminal
+            for sym in self._firsts[nt]:
                 if sym.terminal:
                     if sym.index not in self.own_literals:
                         return False
@@ -310,15 +321,21 @@ class _Compiler:
         return True
 
     def _dies_within(self, free: _FreeText, text: str) -> bool:
-        """Does the free text die (contain an excluded string) within `text`, before it could
-        end there (one of its ends matching)?"""
-        for end in range(1, len(text) + 1):
-            seen = text[:end]
-            if any(seen.endswith(cut) for cut in free.cuts):
-                return False
-            if any(banned in seen for banned in free.banned):
-                return True
-        return False
+        """Does the free text die within `text` (an excluded string, or a special token, which
+        text lexemes never match) before it could end there (one of its ends matched)? A
+        string search per pattern: 128 tool leads are checked against each free text."""
+        head, token = _first_piece(text, self.specials)
+        if token is not None:
+            return True
+        def first_end(patterns: Sequence[str]) -> int:
+            ends = [at + len(p) for p in patterns if (at := head.find(p)) >= 0]
+            return min(ends) if ends else len(head) + 1
+        banned_end = first_end(free.banned)
+        cut_end = first_end(free.cuts)
+        if banned_end < cut_end:
+            return True
+        # A special token after the text piece ends the free text there, unless it ended first.
+        return cut_end > len(head) and len(head) < len(text)
 
     def chars(self, text: str) -> list[Sym]:
         """The symbols spelling `text` one character per literal lexeme (special tokens' texts
@@ -352,15 +369,15 @@ class _Compiler:
                 if any(seen.endswith(b) for b in banned):
                     continue
                 after = next(seen[k:] for k in range(len(seen) + 1) if seen[k:] in states)
-                self.ir.add_rule(nt, self.literal(char) + [Sym.n(states[after])])
-            self.ir.add_rule(nt, [other, Sym.n(states[""])])
-            self.ir.add_rule(nt, [Sym.n(end)])
+                self.add_rule(nt, self.literal(char) + [Sym.n(states[after])])
+            self.add_rule(nt, [other, Sym.n(states[""])])
+            self.add_rule(nt, [Sym.n(end)])
         for alt in free.follow:
             head, token = _first_piece(alt.lead, self.specials)
             if alt.lead and token is None:  # the text ends where a lead's text begins: one character per lexeme
-                self.ir.add_rule(end, self.chars(head) + self.symbols(_Alt(alt.lead[len(head):], alt.rest, alt.spelled)))
+                self.add_rule(end, self.chars(head) + self.symbols(_Alt(alt.lead[len(head):], alt.rest, alt.spelled)))
             else:
-                self.ir.add_rule(end, self.symbols(alt))
+                self.add_rule(end, self.symbols(alt))
         free.spelled = Sym.n(states[""])
         self._free_heads[free.spelled] = _FreeHead(free, spelled=True)
         return free.spelled
@@ -444,7 +461,7 @@ class _Compiler:
         loop = self.nonterminal("star")
         body = self.compile(_content(fmt, pointer), (_Alt("", Sym.n(loop)),), pointer + "/content")
         for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + body))):
-            self.ir.add_rule(loop, self.symbols(alt))
+            self.add_rule(loop, self.symbols(alt))
         return (_Alt("", Sym.n(loop)),)
 
     def f_plus(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
@@ -548,9 +565,9 @@ class _Compiler:
             text = Sym.t(self.ir.add_lexeme(lexeme))
             # Free text may be empty: the lexeme or nothing, then the plain alternatives.
             optional = self.nonterminal(name + "?")
-            self.ir.add_rule(optional, [text])
+            self.add_rule(optional, [text])
             if not min_chars:
-                self.ir.add_rule(optional, [])
+                self.add_rule(optional, [])
             out.extend(self.then([Sym.n(optional)], plain, name))
         if max_tokens is None and max_chars is None and not min_chars:
             free = _FreeText(tuple(follow), tuple(shortest), tuple(by_cut), name)
@@ -561,7 +578,7 @@ class _Compiler:
 
     def _sequence(self, symbols: list[Sym], name: str) -> int:
         nt = self.nonterminal(name)
-        self.ir.add_rule(nt, symbols)
+        self.add_rule(nt, symbols)
         return nt
 
     def f_triggered_tags(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
@@ -613,7 +630,7 @@ class _Compiler:
         loop = self.nonterminal("tags")
         body = self.free_text(self.resolve(tuple(dict.fromkeys(tags_then((_Alt("", Sym.n(loop)),)) + tuple(follow)))), banned, pointer)
         for alt in body:
-            self.ir.add_rule(loop, self.symbols(alt))
+            self.add_rule(loop, self.symbols(alt))
         if at_least_one:
             return tags_then((_Alt("", Sym.n(loop)),))
         return (_Alt("", Sym.n(loop)),)
@@ -635,7 +652,7 @@ class _Compiler:
             more = self.nonterminal("separated")  # more → separator tag more | follow
             after = tuple(alt.after(separator) for alt in tags_then((_Alt("", Sym.n(more)),)))
             for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + after))):
-                self.ir.add_rule(more, self.symbols(alt))
+                self.add_rule(more, self.symbols(alt))
             first = tags_then((_Alt("", Sym.n(more)),))
         return first if at_least_one else self.resolve(tuple(dict.fromkeys(first + tuple(follow))))
 
@@ -716,12 +733,12 @@ class _Compiler:
             # Any number of other parameters: a loop nonterminal, then the tail.
             loop = self.nonterminal("xml extra parameters")
             for alt in tail:
-                self.ir.add_rule(loop, self.symbols(alt))
+                self.add_rule(loop, self.symbols(alt))
             value = self.xml_value(extra if isinstance(extra, dict) else True, (_Alt("</parameter>", Sym.n(loop)),), pointer + "/json_schema/additionalProperties")
             name = Sym.t(self.ir.add_lexeme(Lexeme("parameter name", "regex", "[a-zA-Z_][a-zA-Z0-9_]*")))
             opened = self.ws_then((_Alt("<parameter=", Sym.n(self._sequence([name] + self.literal(">") + [self.symbol_of(value, "xml value")], "xml parameter"))),), "xml whitespace")
             for alt in opened:
-                self.ir.add_rule(loop, self.symbols(alt))
+                self.add_rule(loop, self.symbols(alt))
             tail = (_Alt("", Sym.n(loop)),)
         alts = tail
         for name in reversed(list(properties)):
