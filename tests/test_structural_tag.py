@@ -695,6 +695,18 @@ def test_tool_call_formats_keep_their_lazy_free_text(llama3, model: str) -> None
                 assert not any(lexeme.name.endswith("character") for lexeme in ir.lexemes), (choice, reasoning, parallel)
 
 
+@pytest.mark.xfail(strict=True, reason="known gap (docs/tool_calling.md): free text inside a star's loop is not seen by "
+                   "the check for a sibling beside it, so the sibling's branch is lost as before")
+def test_literal_tag_beside_a_star_of_free_text_tags(llama3) -> None:
+    free = {"type": "tag", "begin": "<u ", "content": {"type": "any_text"}, "end": "/>"}
+    literal = {"type": "tag", "begin": "<u ", "content": {"type": "const_string", "value": "<c>"}, "end": ">"}
+    spec = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "optional", "content": literal}, {"type": "star", "content": free}]}}
+    ours, theirs = _engines(spec, llama3)
+    assert _is_grammar_accept_string(theirs, "<u <c>>")
+    assert _accepts(ours, llama3, "<u <c>>")
+
+
 @pytest.mark.xfail(strict=True, reason="documented difference (docs/tool_calling.md): free text beside a JSON value "
                    "under one begin; the JSON lexemes are not spelled character by character")
 def test_or_of_free_text_and_json_under_one_begin(llama3) -> None:
