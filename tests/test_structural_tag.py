@@ -10,9 +10,10 @@
 - Masks: along valid outputs, the masks agree with the slow reference recognizer.
 - Errors name the bad node by JSON pointer.
 
-One intended difference is kept out of the samples (and pinned by its own test): free text
-before a closing string ends at the first occurrence of that string, where XGrammar may also
-read on (`docs/tool_calling.md`).
+Two documented differences are kept out of the samples (and pinned by their own tests): free
+text before a closing string ends at the first occurrence of that string, where XGrammar may
+also read on; free text beside a JSON value under one begin takes the value's text
+(`docs/tool_calling.md`).
 """
 
 from __future__ import annotations
@@ -323,15 +324,49 @@ def _formats() -> st.SearchStrategy[dict[str, Any]]:
         )
 
     body = st.recursive(leaves, extend, max_leaves=6)
+    # Tags sharing a begin whose contents overlap (the shape of the bug pinned above): literals
+    # containing an end string, free text, stars and sequences of them; no JSON beside free
+    # text under one begin (a documented difference).
+    literals = st.sampled_from(_LEAF_STRINGS + ["<c>/>", "]x"]).map(lambda v: {"type": "const_string", "value": v})
+    frees = st.sampled_from([{"type": "any_text"}, {"type": "any_text", "excludes": ["c>"]}])
+    literal_parts = st.recursive(literals, lambda c: st.one_of(
+        c.map(lambda x: {"type": "optional", "content": x}), c.map(lambda x: {"type": "star", "content": x}),
+        st.lists(c, min_size=2, max_size=2).map(lambda e: {"type": "sequence", "elements": e})), max_leaves=3)
+    # Free text only where a literal follows it (two free texts in a row are refused).
+    overlapping = st.one_of(frees, literal_parts, st.tuples(frees, literals).map(lambda t: {"type": "sequence", "elements": list(t)}))
+    shared = st.tuples(st.sampled_from(_TAG_SHAPES), st.lists(overlapping, min_size=2, max_size=3)).map(lambda t: {
+        "type": "or", "elements": [{"type": "tag", "begin": t[0][0], "content": c, "end": t[0][1]} for c in t[1]]})
+    body = st.one_of(body, shared, st.lists(st.one_of(body, shared), min_size=2, max_size=2).map(
+        lambda e: {"type": "sequence", "elements": e}))
     # Free text between triggered tags must be followed by a literal or the end: at the top.
     triggered = st.tuples(st.lists(body, min_size=1, max_size=2), st.booleans(), st.booleans()).map(lambda t: {
         "type": "triggered_tags", "triggers": ["<f"], "at_least_one": t[1], "stop_after_first": t[2],
         "tags": [{"type": "tag", "begin": f"<f{i}>", "content": c, "end": "</f>"} for i, c in enumerate(t[0])]})
-    return st.one_of(body, triggered)
+    return st.one_of(body, triggered).filter(lambda fmt: not _json_beside_free_text(fmt))
+
+
+def _json_beside_free_text(fmt: Any) -> bool:
+    """Do two tags with one begin hold a JSON value and free text? (The documented difference:
+    the JSON value's lexemes are read longest match beside the free text's characters.)"""
+    tags: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "tag":
+                tags.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(fmt)
+    kinds = [(tag["begin"], "json_schema" in json.dumps(tag["content"]), "any_text" in json.dumps(tag["content"])) for tag in tags]
+    return any(a[0] == b[0] and a[1] and b[2] for a in kinds for b in kinds)
 
 
 # Derandomized: the same 150 formats every run, so CI does not turn red at random on a case a
-# random draw finds once (the one found so far is pinned below, as a known failure).
+# random draw finds once (the one found so far is pinned above, with its class).
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(fmt=_formats(), data=st.data())
@@ -572,10 +607,10 @@ def test_hostile_tags_end_in_a_grammar_or_a_clear_error(llama3, fmt: dict[str, A
     assert not _accepts(Matcher(llama3, grammar), llama3, text + "x")
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: in an `or` of two tags with the same begin, the literal content "
-                   "`<c>` of one and the free text of the other (ending at `>`) match the same bytes, and the "
-                   "literal's branch is lost (found by test_generated_tags_match_xgrammar)")
 def test_or_of_tags_sharing_a_begin_keeps_the_literal_branch(llama3) -> None:
+    """Found by test_generated_tags_match_xgrammar: the free text of one tag (a lazy lexeme)
+    and the literal `<c>` of the other shared a lexer row, the text ran on past `<c>` and the
+    literal's branch was lost."""
     literal = {"type": "tag", "begin": "<u ", "content": {"type": "optional", "content": {"type": "const_string", "value": "<c>"}},
                "end": ["/>", ">"]}
     free = {"type": "tag", "begin": "<u ", "content": {"type": "any_text"}, "end": ["/>", ">"]}
@@ -583,3 +618,103 @@ def test_or_of_tags_sharing_a_begin_keeps_the_literal_branch(llama3) -> None:
     ours, theirs = _engines(spec, llama3)
     assert _is_grammar_accept_string(theirs, "<u <c>/>")
     assert _accepts(ours, llama3, "<u <c>/>")
+
+
+# Contents of two tags with one begin, whose readings overlap: literals containing an end
+# string, free text (with and without excludes), a star of a literal, text then a literal.
+_SHARED_CONTENTS = {
+    "literal": {"type": "optional", "content": {"type": "const_string", "value": "<c>"}},
+    "literal past an end": {"type": "const_string", "value": "<c>/>x"},
+    "free": {"type": "any_text"},
+    "free excluding": {"type": "any_text", "excludes": ["c>"]},
+    "star": {"type": "star", "content": {"type": "const_string", "value": "<c>"}},
+    "text then literal": {"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "!"}]},
+}
+_SHARED_ENDS = [(["/>", ">"], ["/>", ">"]), ("/>", ">"), (">", "/>"), (["c>", "/>"], "/>")]
+_SHARED_TEXTS = [
+    "<u <c>/>", "<u <c>>", "<u />", "<u >", "<u ab>", "<u ab/>", "<u <c/>", "<u <c>x>", "<u <c>/>x/>", "<u <c>/>x>",
+    "<u a>b/>", "<u a/>b>", "<u <c><c>>", "<u <c><c>/>", "<u x!/>", "<u x!>", "<u >!>", "<u c>/>", "<u <c>c>", "<u ", "<u <c",
+]
+
+
+@pytest.mark.parametrize("ends", _SHARED_ENDS, ids=str)
+@pytest.mark.parametrize("pair", [(a, b) for i, a in enumerate(_SHARED_CONTENTS) for b in list(_SHARED_CONTENTS)[i:]], ids=str)
+def test_or_of_tags_sharing_a_begin_matches_xgrammar(llama3, pair, ends) -> None:
+    """The class of the bug above: every pair of overlapping contents under one begin, with
+    the same and with different ends, against XGrammar on texts that need either branch."""
+    elements = [{"type": "tag", "begin": "<u ", "content": _SHARED_CONTENTS[name], "end": end} for name, end in zip(pair, ends)]
+    spec = {"type": "structural_tag", "format": {"type": "or", "elements": elements}}
+    ours, theirs = _engines(spec, llama3)
+    for text in _SHARED_TEXTS:
+        assert _accepts(ours.fork(), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
+@pytest.mark.parametrize("wrap", ["or", "optional then", "star then", "separated"])
+def test_free_text_beside_a_sibling_in_other_merges_matches_xgrammar(llama3, wrap) -> None:
+    """The same overlap where optional, star and tags_with_separator put alternatives side
+    by side, not only `or`."""
+    free = {"type": "tag", "begin": "<u ", "content": {"type": "any_text"}, "end": "/>"}
+    literal = {"type": "tag", "begin": "<u ", "content": {"type": "const_string", "value": "<c>"}, "end": ">"}
+    fmt = {
+        "or": {"type": "or", "elements": [free, literal]},
+        "optional then": {"type": "sequence", "elements": [{"type": "optional", "content": free}, literal]},
+        "star then": {"type": "sequence", "elements": [{"type": "star", "content": free}, literal]},
+        "separated": {"type": "tags_with_separator", "separator": ",", "tags": [free, literal], "at_least_one": True},
+    }[wrap]
+    spec = {"type": "structural_tag", "format": fmt}
+    ours, theirs = _engines(spec, llama3)
+    texts = ["<u <c>>", "<u a/>", "<u <c>/>", "<u a/><u <c>>", "<u <c>/><u <c>>", "<u a/>,<u <c>>", "<u <c>>,<u a/>",
+             "<u <c>>,<u <c>>", "<u <c>>x", "<u a>/>", "<u <c>/>,<u b/>"]
+    for text in texts:
+        assert _accepts(ours.fork(), llama3, text) == _is_grammar_accept_string(theirs, text), text
+
+
+@pytest.mark.parametrize("pair", [("literal", "free"), ("star", "text then literal"), ("free", "text then literal")], ids=str)
+def test_masks_of_spelled_tags_agree_with_the_reference(llama3, pair) -> None:
+    """Where free text is spelled one character per lexeme, the masks along outputs XGrammar
+    accepts agree with the slow reference recognizer."""
+    elements = [{"type": "tag", "begin": "<u ", "content": _SHARED_CONTENTS[name], "end": ["/>", ">"]} for name in pair]
+    spec = {"type": "structural_tag", "format": {"type": "or", "elements": elements}}
+    _, theirs = _engines(spec, llama3)
+    accept = [text for text in _SHARED_TEXTS if _is_grammar_accept_string(theirs, text)]
+    assert len(accept) >= 3
+    ir = structural_tag_to_ir(spec, tokenizer=llama3)
+    assert any(lexeme.name.endswith("character") for lexeme in ir.lexemes)  # the spelled form is what is checked
+    check_against_reference(llama3, Grammar.structural_tag(spec, tokenizer=llama3), ir, accept, [], seed=str(pair), steps_max=4)
+
+
+@pytest.mark.parametrize("model", sorted(MODEL_FAMILIES))
+def test_tool_call_formats_keep_their_lazy_free_text(llama3, model: str) -> None:
+    """No tool-call format has free text beside a sibling it could lose: none is spelled one
+    character per lexeme (each character would be a parser step)."""
+    for choice in CHOICES:
+        for reasoning in REASONING:
+            for parallel in (True, False):
+                spec = tool_call_structural_tag(model=model, tools=TOOLS, tool_choice=choice, reasoning=reasoning, parallel_tool_calls=parallel)
+                ir = structural_tag_to_ir(spec, tokenizer=llama3)
+                assert not any(lexeme.name.endswith("character") for lexeme in ir.lexemes), (choice, reasoning, parallel)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (docs/tool_calling.md): free text inside a star's loop is not seen by "
+                   "the check for a sibling beside it, so the sibling's branch is lost as before")
+def test_literal_tag_beside_a_star_of_free_text_tags(llama3) -> None:
+    free = {"type": "tag", "begin": "<u ", "content": {"type": "any_text"}, "end": "/>"}
+    literal = {"type": "tag", "begin": "<u ", "content": {"type": "const_string", "value": "<c>"}, "end": ">"}
+    spec = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "optional", "content": literal}, {"type": "star", "content": free}]}}
+    ours, theirs = _engines(spec, llama3)
+    assert _is_grammar_accept_string(theirs, "<u <c>>")
+    assert _accepts(ours, llama3, "<u <c>>")
+
+
+@pytest.mark.xfail(strict=True, reason="documented difference (docs/tool_calling.md): free text beside a JSON value "
+                   "under one begin; the JSON lexemes are not spelled character by character")
+def test_or_of_free_text_and_json_under_one_begin(llama3) -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}}
+    elements = [{"type": "tag", "begin": "<u ", "content": content, "end": ">"}
+                for content in ({"type": "any_text"}, {"type": "json_schema", "json_schema": schema})]
+    spec = {"type": "structural_tag", "format": {"type": "or", "elements": elements}}
+    ours, theirs = _engines(spec, llama3)
+    text = '<u {"s": ">"}>'
+    assert _is_grammar_accept_string(theirs, text)
+    assert _accepts(ours, llama3, text)

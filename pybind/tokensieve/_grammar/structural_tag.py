@@ -15,6 +15,11 @@ string that it could also swallow; absorbing the string into the lexeme solves i
 are concatenated with the lead that follows them, so `tag(begin, any_text, end)` inside a
 sequence costs one literal and one lazy lexeme.
 
+Where alternatives meet (`or`, `optional`, `star`, `repeat`, `tags_with_separator`, a tag
+list), free text beside a sibling that starts with the same bytes would share a lexer row with
+it and take its text (a lazy lexeme is never backtracked); `_Compiler.resolve` spells such a
+group one character per lexeme, as XGrammar reads it (`docs/tool_calling.md`).
+
 Special tokens: with a tokenizer, a literal piece that is exactly a special token's text (such
 as `<|channel|>` or `<|call|>`) matches that special token, as the model writes it; free text
 never contains special tokens (text lexemes never match them), so special-token triggers need
@@ -30,7 +35,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
@@ -81,16 +86,43 @@ def regex_escape(text: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class _Alt:
+class _Alt(NamedTuple):
     """One way the rest of the output may go: `lead` text first (may be empty), then `rest`
     (a symbol, or None for the end of the output)."""
 
     lead: str
     rest: Sym | None
+    # The lead is read one character per lexeme (`_Compiler.resolve`).
+    spelled: bool = False
+
+    def after(self, text: str) -> _Alt:
+        """`text`, then this alternative."""
+        return _Alt(text + self.lead, self.rest, self.spelled)
 
 
 _END = (_Alt("", None),)
+
+
+@dataclass(eq=False)
+class _FreeText:
+    """What one `free_text` call was asked for, kept so that it can be spelled again one
+    character per lexeme (`_Compiler.spelled_free`) where it would share a lexer row with a
+    sibling alternative (`_Compiler.resolve`)."""
+
+    follow: tuple[_Alt, ...]
+    banned: tuple[str, ...]  # the strings the text never contains (minimal)
+    cuts: tuple[str, ...]  # where the lazy lexemes end
+    name: str
+    spelled: Sym | None = None
+
+
+@dataclass(frozen=True)
+class _FreeHead:
+    """An alternative's rest that starts with the free text `free`: its lazy lexemes, or when
+    `spelled` its one-character form (`_Compiler.spelled_free`)."""
+
+    free: _FreeText
+    spelled: bool
 
 # The IR of each tool's argument schema, across grammars: servers compile the same tools in many
 # combinations (other tool lists, tool choices, reasoning modes). Read-only once built; oldest
@@ -125,6 +157,11 @@ class _Compiler:
         self._stops: tuple[str, ...] = ()  # the end strings of the innermost tag being compiled
         self._pieces = 0  # formats compiled so far (see `compile`)
         self.own_literals: set[int] = set()  # the tag's literal lexemes (not a JSON grammar's)
+        # Rests that start with free text, and nonterminals whose first literals are to be
+        # spelled one character per lexeme (see `resolve`).
+        self.spell_first: set[int] = set()
+        self._firsts: dict[int, list[Sym]] = {}  # first symbol of each rule `add_rule` added
+        self._free_heads: dict[Sym, _FreeHead] = {}
 
     # -- symbols -----------------------------------------------------------------------------
 
@@ -149,21 +186,201 @@ class _Compiler:
         self._literal_memo[text] = out
         return out
 
+    def add_rule(self, nt: int, symbols: list[Sym]) -> None:
+        """`nt → symbols`, its first symbol remembered (`_starts_with_own_literal`)."""
+        self.ir.add_rule(nt, symbols)
+        if symbols:
+            self._firsts.setdefault(nt, []).append(symbols[0])
+
+    def symbols(self, alt: _Alt) -> list[Sym]:
+        """The symbols of one alternative: its lead, then its rest."""
+        lead = self.chars(alt.lead) if alt.spelled else self.literal(alt.lead)
+        return lead + ([alt.rest] if alt.rest is not None else [])
+
     def symbol_of(self, alts: Sequence[_Alt], name: str) -> Sym:
         """A nonterminal deriving every alternative of `alts`."""
         if len(alts) == 1 and not alts[0].lead and alts[0].rest is not None:
             return alts[0].rest
         nt = self.nonterminal(name)
         for alt in alts:
-            self.ir.add_rule(nt, self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+            self.add_rule(nt, self.symbols(alt))
         return Sym.n(nt)
 
     def then(self, first: list[Sym], follow: Sequence[_Alt], name: str) -> tuple[_Alt, ...]:
         """`first` (symbols) followed by `follow`, as one alternative."""
         nt = self.nonterminal(name)
         for alt in follow:
-            self.ir.add_rule(nt, first + self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+            self.add_rule(nt, first + self.symbols(alt))
         return (_Alt("", Sym.n(nt)),)
+
+    # -- free text beside a sibling -------------------------------------------------------
+
+    def resolve(self, alts: tuple[_Alt, ...]) -> tuple[_Alt, ...]:
+        """`alts` (alternatives starting at one place), with those that would lose a branch
+        under the core's longest-match lexing spelled one character per lexeme.
+
+        Free text is a lazy lexeme, ended by the lexer and never backtracked (`docs/grammar_ir.md`,
+        "What a grammar matches"). Beside a sibling alternative that reads the same first bytes
+        as something else — `<u ` then free text, and `<u <c>/>` — the lexer has both in one
+        row: the text runs on past the sibling's literal characters (or ends inside the
+        sibling's literal), and the sibling's branch is lost, where XGrammar, reading
+        character by character, keeps both. Such a group is spelled as XGrammar reads it: the
+        free text as a right-linear grammar of one-character lexemes (`spelled_free`), the
+        sibling's literal text one character per lexeme, so every reading reaches the parser.
+        Not conflicts, and kept as they are (the fast form of every tool-call format): leads
+        that differ before either ends; free text after an empty lead that dies (an excluded
+        string) before a sibling's literal ends (`<think>` beside text excluding `<think>`);
+        two free texts with the same lead and excluded strings. A sibling whose rest (not its
+        literal lead) starts with a JSON value or a regex is left as it is (a documented
+        difference: those lexemes are not spelled)."""
+        if not self._free_heads or len(alts) < 2:
+            return alts
+        # The ends of one free text (one lexeme per ending string) are checked as one group.
+        groups: dict[tuple[str, int, bool], list[int]] = {}
+        for i, alt in enumerate(alts):
+            head = self._head(alt)
+            if head is not None:
+                groups.setdefault((alt.lead, id(head.free), head.spelled), []).append(i)
+        if not groups and not any(alt.spelled for alt in alts):
+            return alts
+        spell: set[int] = set()
+        for members in groups.values():
+            alt = alts[members[0]]
+            head = self._head(alt)
+            assert head is not None
+            lead = alt.lead
+            for j, other in enumerate(alts):
+                if not (other.lead.startswith(lead) or lead.startswith(other.lead)) or j in members:
+                    continue
+                other_head = self._head(other)
+                if other_head is not None:
+                    if other.lead == lead:
+                        # Lazy lexemes that end at the same strings end together; otherwise
+                        # the first to end takes the text from the other.
+                        same = (other_head.free.banned, other_head.free.cuts) == (head.free.banned, head.free.cuts)
+                        if not same or other_head.spelled != head.spelled:
+                            spell.update(members + [j])
+                    elif other.lead.startswith(lead):  # the other way round is seen from `other`
+                        if lead or head.spelled or other_head.spelled or not self._dies_within(head.free, other.lead):
+                            spell.update(members + [j])
+                elif other.lead.startswith(lead) and other.lead != lead:
+                    if lead or head.spelled or not self._dies_within(head.free, other.lead):
+                        spell.update(members + [j])
+                elif lead.startswith(other.lead) and other.rest is not None and self._starts_with_own_literal(other.rest):
+                    # The sibling's literal text is in its rest (a star's loop): spelled too.
+                    spell.update(members + [j])
+                    self.spell_first.add(other.rest.index)
+        # A spelled lead beside a literal lead with the same first character: the literal,
+        # one lexeme, would outlast the characters; spelled too (until nothing changes).
+        grown = True
+        while grown:
+            grown = False
+            for i, alt in enumerate(alts):
+                if not (alt.spelled or i in spell) or not alt.lead:
+                    continue
+                for j, other in enumerate(alts):
+                    if j not in spell and not other.spelled and other.lead[:1] == alt.lead[:1]:
+                        spell.add(j)
+                        grown = True
+        if not spell:
+            return alts
+        out: list[_Alt] = []
+        done: set[tuple[str, int]] = set()
+        for i, alt in enumerate(alts):
+            head = self._head(alt)
+            if i not in spell:
+                out.append(alt)
+            elif head is None or head.spelled:
+                out.append(_Alt(alt.lead, alt.rest, spelled=True))
+            elif (alt.lead, id(head.free)) not in done:  # one spelled free text stands for all its ends
+                done.add((alt.lead, id(head.free)))
+                out.append(_Alt(alt.lead, self.spelled_free(head.free), spelled=True))
+        return tuple(dict.fromkeys(out))
+
+    def _head(self, alt: _Alt) -> _FreeHead | None:
+        return self._free_heads.get(alt.rest) if alt.rest is not None else None
+
+    def _starts_with_own_literal(self, rest: Sym) -> bool:
+        """Does every way `rest` starts begin with a literal lexeme of the tag's own (not a
+        JSON value's or a regex's, which are not spelled)? Follows first nonterminals."""
+        if rest.terminal:
+            return rest.index in self.own_literals
+        seen = {rest.index}
+        todo = [rest.index]
+        while todo:
+            nt = todo.pop()
+            if nt not in self._firsts:
+                return False  # a JSON value's or a grammar's nonterminal
+            for sym in self._firsts[nt]:
+                if sym.terminal:
+                    if sym.index not in self.own_literals:
+                        return False
+                elif sym.index not in seen:
+                    seen.add(sym.index)
+                    todo.append(sym.index)
+        return True
+
+    def _dies_within(self, free: _FreeText, text: str) -> bool:
+        """Does the free text die within `text` (an excluded string, or a special token, which
+        text lexemes never match) before it could end there (one of its ends matched)? A
+        string search per pattern: 128 tool leads are checked against each free text."""
+        head, token = _first_piece(text, self.specials)
+        if token is not None:
+            return True
+        def first_end(patterns: Sequence[str]) -> int:
+            ends = [at + len(p) for p in patterns if (at := head.find(p)) >= 0]
+            return min(ends) if ends else len(head) + 1
+        banned_end = first_end(free.banned)
+        cut_end = first_end(free.cuts)
+        if banned_end < cut_end:
+            return True
+        # A special token after the text piece ends the free text there, unless it ended first.
+        return cut_end > len(head) and len(head) < len(text)
+
+    def chars(self, text: str) -> list[Sym]:
+        """The symbols spelling `text` one character per literal lexeme (special tokens' texts
+        as their special lexemes)."""
+        out: list[Sym] = []
+        for piece, token in _split_specials(text, self.specials):
+            if token is not None:
+                out.extend(self.literal(piece))
+            else:
+                for char in piece:
+                    out.extend(self.literal(char))
+        return out
+
+    def spelled_free(self, free: _FreeText) -> Sym:
+        """The free text of `free` and what follows it, one character per lexeme: text without
+        any `free.banned` string (states: the longest suffix read that begins one, as in
+        Aho-Corasick), then any of `free.follow`. XGrammar's reading: the parser, not the
+        lexer, decides where the text ends."""
+        if free.spelled is not None:
+            return free.spelled
+        banned = free.banned
+        starts = sorted({b[:i] for b in banned for i in range(len(b))}, key=lambda t: (len(t), t))
+        alphabet = sorted({c for b in banned for c in b})
+        states = {start: self.nonterminal(free.name + " spelled") for start in starts}
+        end = self.nonterminal(free.name + " spelled end")
+        pattern = "[^" + "".join(regex_escape(c) for c in alphabet) + "]" if alphabet else _ANY
+        other = Sym.t(self.ir.add_lexeme(Lexeme(f"{free.name} character", "regex", pattern)))
+        for start, nt in states.items():
+            for char in alphabet:
+                seen = start + char
+                if any(seen.endswith(b) for b in banned):
+                    continue
+                after = next(seen[k:] for k in range(len(seen) + 1) if seen[k:] in states)
+                self.add_rule(nt, self.literal(char) + [Sym.n(states[after])])
+            self.add_rule(nt, [other, Sym.n(states[""])])
+            self.add_rule(nt, [Sym.n(end)])
+        for alt in free.follow:
+            head, token = _first_piece(alt.lead, self.specials)
+            if alt.lead and token is None:  # the text ends where a lead's text begins: one character per lexeme
+                self.add_rule(end, self.chars(head) + self.symbols(_Alt(alt.lead[len(head):], alt.rest, alt.spelled)))
+            else:
+                self.add_rule(end, self.symbols(alt))
+        free.spelled = Sym.n(states[""])
+        self._free_heads[free.spelled] = _FreeHead(free, spelled=True)
+        return free.spelled
 
     # -- formats ------------------------------------------------------------------------------
 
@@ -187,7 +404,7 @@ class _Compiler:
 
     def f_const_string(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         value = _field(fmt, "value", str, pointer)
-        return tuple(_Alt(value + alt.lead, alt.rest) for alt in follow)
+        return tuple(alt.after(value) for alt in follow)
 
     def f_sequence(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         elements = _field(fmt, "elements", list, pointer)
@@ -203,7 +420,7 @@ class _Compiler:
         out: list[_Alt] = []
         for index, fmt in enumerate(formats):
             out.extend(self.compile(fmt, follow, f"{pointer}/{index}"))
-        return tuple(dict.fromkeys(out))
+        return self.resolve(tuple(dict.fromkeys(out)))
 
     def f_or(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         elements = _field(fmt, "elements", list, pointer)
@@ -218,7 +435,7 @@ class _Compiler:
         if isinstance(ends, dict):
             end_alts = self.compile(ends, follow, pointer + "/end")
         elif isinstance(ends, list) and ends and all(isinstance(e, str) for e in ends):
-            end_alts = tuple(_Alt(end + alt.lead, alt.rest) for end in ends for alt in follow)
+            end_alts = tuple(alt.after(end) for end in ends for alt in follow)
         else:
             raise _error("`end` must be a string, a non-empty list of strings or a token", pointer + "/end")
         if "content" not in fmt:
@@ -235,16 +452,16 @@ class _Compiler:
             return self.compile(begin, inner, pointer + "/begin")
         if not isinstance(begin, str):
             raise _error("`begin` must be a string or a token", pointer + "/begin")
-        return tuple(_Alt(begin + alt.lead, alt.rest) for alt in inner)
+        return tuple(alt.after(begin) for alt in inner)
 
     def f_optional(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
-        return tuple(dict.fromkeys(self.compile(_content(fmt, pointer), follow, pointer + "/content") + tuple(follow)))
+        return self.resolve(tuple(dict.fromkeys(self.compile(_content(fmt, pointer), follow, pointer + "/content") + tuple(follow))))
 
     def f_star(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         loop = self.nonterminal("star")
         body = self.compile(_content(fmt, pointer), (_Alt("", Sym.n(loop)),), pointer + "/content")
-        for alt in tuple(follow) + body:
-            self.ir.add_rule(loop, self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+        for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + body))):
+            self.add_rule(loop, self.symbols(alt))
         return (_Alt("", Sym.n(loop)),)
 
     def f_plus(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
@@ -261,7 +478,7 @@ class _Compiler:
         alts = self.f_star(fmt, follow, pointer) if high == -1 else tuple(follow)
         if high != -1:
             for _ in range(high - low):  # optional copies: content? content? …
-                alts = tuple(dict.fromkeys(self.compile(content, alts, pointer + "/content") + alts))
+                alts = self.resolve(tuple(dict.fromkeys(self.compile(content, alts, pointer + "/content") + alts)))
                 if len(alts) > _REPEAT_ALTERNATIVE_COUNT_MAX:  # else each copy adds to all later ones
                     alts = (_Alt("", self.symbol_of(alts, "repeat rest")),)
         for _ in range(low):
@@ -336,9 +553,9 @@ class _Compiler:
                 not_patterns=(f"{_ANY}*(?:{banned}){_ANY}*{regex_escape(cut)}",), max_tokens=max_tokens or 0,
             )
             text = Sym.t(self.ir.add_lexeme(lexeme))
-            rests = [_Alt(alt.lead[len(cut):], alt.rest) for alt in alts]
+            rests = [_Alt(alt.lead[len(cut):], alt.rest, alt.spelled) for alt in alts]
             if len(rests) == 1:
-                symbols = [text] + self.literal(rests[0].lead) + ([rests[0].rest] if rests[0].rest is not None else [])
+                symbols = [text] + self.symbols(rests[0])
             else:
                 symbols = [text, self.symbol_of(rests, name + " then")]
             out.append(_Alt("", Sym.n(self._sequence(symbols, name))))
@@ -348,15 +565,20 @@ class _Compiler:
             text = Sym.t(self.ir.add_lexeme(lexeme))
             # Free text may be empty: the lexeme or nothing, then the plain alternatives.
             optional = self.nonterminal(name + "?")
-            self.ir.add_rule(optional, [text])
+            self.add_rule(optional, [text])
             if not min_chars:
-                self.ir.add_rule(optional, [])
+                self.add_rule(optional, [])
             out.extend(self.then([Sym.n(optional)], plain, name))
+        if max_tokens is None and max_chars is None and not min_chars:
+            free = _FreeText(tuple(follow), tuple(shortest), tuple(by_cut), name)
+            for alt in out:
+                assert alt.rest is not None
+                self._free_heads[alt.rest] = _FreeHead(free, spelled=False)
         return tuple(out)
 
     def _sequence(self, symbols: list[Sym], name: str) -> int:
         nt = self.nonterminal(name)
-        self.ir.add_rule(nt, symbols)
+        self.add_rule(nt, symbols)
         return nt
 
     def f_triggered_tags(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
@@ -404,11 +626,11 @@ class _Compiler:
             first = tags_then(follow)
             if at_least_one:
                 return first
-            return self.free_text(tuple(dict.fromkeys(first + tuple(follow))), banned, pointer)
+            return self.free_text(self.resolve(tuple(dict.fromkeys(first + tuple(follow)))), banned, pointer)
         loop = self.nonterminal("tags")
-        body = self.free_text(tuple(dict.fromkeys(tags_then((_Alt("", Sym.n(loop)),)) + tuple(follow))), banned, pointer)
+        body = self.free_text(self.resolve(tuple(dict.fromkeys(tags_then((_Alt("", Sym.n(loop)),)) + tuple(follow)))), banned, pointer)
         for alt in body:
-            self.ir.add_rule(loop, self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+            self.add_rule(loop, self.symbols(alt))
         if at_least_one:
             return tags_then((_Alt("", Sym.n(loop)),))
         return (_Alt("", Sym.n(loop)),)
@@ -428,11 +650,11 @@ class _Compiler:
             first = tags_then(follow)
         else:
             more = self.nonterminal("separated")  # more → separator tag more | follow
-            for alt in tuple(follow) + tags_then((_Alt("", Sym.n(more)),)):
-                lead = alt.lead if alt in follow else separator + alt.lead
-                self.ir.add_rule(more, self.literal(lead) + ([alt.rest] if alt.rest is not None else []))
+            after = tuple(alt.after(separator) for alt in tags_then((_Alt("", Sym.n(more)),)))
+            for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + after))):
+                self.add_rule(more, self.symbols(alt))
             first = tags_then((_Alt("", Sym.n(more)),))
-        return first if at_least_one else tuple(dict.fromkeys(first + tuple(follow)))
+        return first if at_least_one else self.resolve(tuple(dict.fromkeys(first + tuple(follow))))
 
     def f_dispatch(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         rules = _field(fmt, "rules", list, pointer)
@@ -511,18 +733,18 @@ class _Compiler:
             # Any number of other parameters: a loop nonterminal, then the tail.
             loop = self.nonterminal("xml extra parameters")
             for alt in tail:
-                self.ir.add_rule(loop, self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+                self.add_rule(loop, self.symbols(alt))
             value = self.xml_value(extra if isinstance(extra, dict) else True, (_Alt("</parameter>", Sym.n(loop)),), pointer + "/json_schema/additionalProperties")
             name = Sym.t(self.ir.add_lexeme(Lexeme("parameter name", "regex", "[a-zA-Z_][a-zA-Z0-9_]*")))
             opened = self.ws_then((_Alt("<parameter=", Sym.n(self._sequence([name] + self.literal(">") + [self.symbol_of(value, "xml value")], "xml parameter"))),), "xml whitespace")
             for alt in opened:
-                self.ir.add_rule(loop, self.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+                self.add_rule(loop, self.symbols(alt))
             tail = (_Alt("", Sym.n(loop)),)
         alts = tail
         for name in reversed(list(properties)):
             where = f"{pointer}/json_schema/properties/{_escape_pointer(name)}"
             value = self.xml_value(properties[name], (_Alt("</parameter>", self.symbol_of(alts, "parameter end")),), where)
-            opened = self.ws_then(tuple(_Alt(f"<parameter={name}>" + v.lead, v.rest) for v in value), "xml whitespace")
+            opened = self.ws_then(tuple(v.after(f"<parameter={name}>") for v in value), "xml whitespace")
             alts = tuple(dict.fromkeys(opened + (alts if name not in required else ())))
         return alts
 
@@ -554,7 +776,7 @@ class _Compiler:
             head, token = _first_piece(alt.lead, self.specials)
             if alt.lead and token is None:
                 lexeme = Sym.t(self.ir.add_lexeme(Lexeme(f"whitespace then {head!r}", "regex", _WS + regex_escape(head))))
-                symbols = [lexeme] + self.literal(alt.lead[len(head):]) + ([alt.rest] if alt.rest is not None else [])
+                symbols = [lexeme] + self.symbols(_Alt(alt.lead[len(head):], alt.rest, alt.spelled))
                 out.append(_Alt("", Sym.n(self._sequence(symbols, name))))
             else:
                 space = Sym.t(self.ir.add_lexeme(Lexeme("whitespace", "regex", _WS)))
@@ -860,9 +1082,33 @@ def structural_tag_to_ir(spec: Any, *, tokenizer: Any = None, json_whitespace: s
     compiler = _Compiler(tokenizer, json_whitespace)
     alts = compiler.compile(fmt, _END, pointer)
     for alt in alts:
-        compiler.ir.add_rule(compiler.ir.start, compiler.literal(alt.lead) + ([alt.rest] if alt.rest is not None else []))
+        compiler.ir.add_rule(compiler.ir.start, compiler.symbols(alt))
+    _spell_first_literals(compiler, compiler.spell_first)
     _split_prefix_literals(compiler.ir, compiler.own_literals)
     return compiler.ir
+
+
+def _spell_first_literals(compiler: _Compiler, nonterminals: set[int]) -> None:
+    """Spell, one character per lexeme, the literal that starts each rule of `nonterminals`
+    (and of the nonterminals that start them): a sibling's text beside spelled free text
+    (`_Compiler.resolve`)."""
+    if not nonterminals:
+        return
+    ir = compiler.ir
+    todo = list(nonterminals)
+    spelled = set(todo)
+    while todo:
+        nt = todo.pop()
+        for index, rule in enumerate(ir.rules):
+            if rule.lhs != nt or not rule.rhs:
+                continue
+            first = rule.rhs[0]
+            if not first.terminal:
+                if first.index not in spelled:
+                    spelled.add(first.index)
+                    todo.append(first.index)
+            elif first.index in compiler.own_literals and len(ir.lexemes[first.index].value) > 1:
+                ir.rules[index] = Rule(rule.lhs, tuple(compiler.chars(ir.lexemes[first.index].value)) + tuple(rule.rhs[1:]))
 
 
 def _split_prefix_literals(ir: GrammarIR, own: set[int]) -> None:
