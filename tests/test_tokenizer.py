@@ -118,14 +118,16 @@ def fixture_path(name: str) -> Path:
 
 
 LOAD_SECONDS: dict[str, float] = {}
+LOAD_CPU_SECONDS: dict[str, float] = {}
 
 
 @functools.cache
 def load(name: str) -> Loaded:
     path = fixture_path(name)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     ours = Tokenizer.from_file(path)
     LOAD_SECONDS[name] = time.perf_counter() - start
+    LOAD_CPU_SECONDS[name] = time.process_time() - cpu_start
     json_text = gzip.decompress(path.read_bytes()).decode("utf-8")
     return Loaded(name, ours, tokenizers.Tokenizer.from_str(json_text), json_text)
 
@@ -720,8 +722,10 @@ def test_bad_arguments_are_rejected(tmp_path: Path) -> None:
 
 
 def test_load_time_is_recorded() -> None:
-    """Loading is measured for the docs; a generous bound catches an accidental slow path."""
+    """Loading is measured for the docs; a generous bound on the CPU time (~0.35 s here)
+    catches an accidental slow path. Not wall time: on a loaded 2-core CI machine it reached
+    6 s once."""
     for name in NAMES:
         load(name)
     print("from_file seconds:", {name: round(LOAD_SECONDS[name], 3) for name in NAMES})
-    assert LOAD_SECONDS["llama3"] < 5.0
+    assert LOAD_CPU_SECONDS["llama3"] < 5.0
