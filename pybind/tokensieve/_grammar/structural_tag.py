@@ -215,9 +215,9 @@ class _Compiler:
 
     # -- free text beside a sibling -------------------------------------------------------
 
-    def resolve(self, alts: tuple[_Alt, ...]) -> tuple[_Alt, ...]:
-        """`alts` (alternatives starting at one place), with those that would lose a branch
-        under the core's longest-match lexing spelled one character per lexeme.
+    def resolve(self, alts: Sequence[_Alt]) -> tuple[_Alt, ...]:
+        """`alts` (alternatives starting at one place), once each, with those that would lose a
+        branch under the core's longest-match lexing spelled one character per lexeme.
 
         Free text is a lazy lexeme, ended by the lexer and never backtracked (`docs/grammar_ir.md`,
         "What a grammar matches"). Beside a sibling alternative that reads the same first bytes
@@ -233,6 +233,7 @@ class _Compiler:
         two free texts with the same lead and excluded strings. A sibling whose rest (not its
         literal lead) starts with a JSON value or a regex is left as it is (a documented
         difference: those lexemes are not spelled)."""
+        alts = tuple(dict.fromkeys(alts))
         if not self._free_heads or len(alts) < 2:
             return alts
         # The ends of one free text (one lexeme per ending string) are checked as one group.
@@ -420,7 +421,7 @@ class _Compiler:
         out: list[_Alt] = []
         for index, fmt in enumerate(formats):
             out.extend(self.compile(fmt, follow, f"{pointer}/{index}"))
-        return self.resolve(tuple(dict.fromkeys(out)))
+        return self.resolve(out)
 
     def f_or(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         elements = _field(fmt, "elements", list, pointer)
@@ -455,12 +456,12 @@ class _Compiler:
         return tuple(alt.after(begin) for alt in inner)
 
     def f_optional(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
-        return self.resolve(tuple(dict.fromkeys(self.compile(_content(fmt, pointer), follow, pointer + "/content") + tuple(follow))))
+        return self.resolve(self.compile(_content(fmt, pointer), follow, pointer + "/content") + tuple(follow))
 
     def f_star(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         loop = self.nonterminal("star")
         body = self.compile(_content(fmt, pointer), (_Alt("", Sym.n(loop)),), pointer + "/content")
-        for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + body))):
+        for alt in self.resolve(tuple(follow) + body):
             self.add_rule(loop, self.symbols(alt))
         return (_Alt("", Sym.n(loop)),)
 
@@ -478,7 +479,7 @@ class _Compiler:
         alts = self.f_star(fmt, follow, pointer) if high == -1 else tuple(follow)
         if high != -1:
             for _ in range(high - low):  # optional copies: content? content? …
-                alts = self.resolve(tuple(dict.fromkeys(self.compile(content, alts, pointer + "/content") + alts)))
+                alts = self.resolve(self.compile(content, alts, pointer + "/content") + alts)
                 if len(alts) > _REPEAT_ALTERNATIVE_COUNT_MAX:  # else each copy adds to all later ones
                     alts = (_Alt("", self.symbol_of(alts, "repeat rest")),)
         for _ in range(low):
@@ -626,9 +627,9 @@ class _Compiler:
             first = tags_then(follow)
             if at_least_one:
                 return first
-            return self.free_text(self.resolve(tuple(dict.fromkeys(first + tuple(follow)))), banned, pointer)
+            return self.free_text(self.resolve(first + tuple(follow)), banned, pointer)
         loop = self.nonterminal("tags")
-        body = self.free_text(self.resolve(tuple(dict.fromkeys(tags_then((_Alt("", Sym.n(loop)),)) + tuple(follow)))), banned, pointer)
+        body = self.free_text(self.resolve(tags_then((_Alt("", Sym.n(loop)),)) + tuple(follow)), banned, pointer)
         for alt in body:
             self.add_rule(loop, self.symbols(alt))
         if at_least_one:
@@ -651,10 +652,10 @@ class _Compiler:
         else:
             more = self.nonterminal("separated")  # more → separator tag more | follow
             after = tuple(alt.after(separator) for alt in tags_then((_Alt("", Sym.n(more)),)))
-            for alt in self.resolve(tuple(dict.fromkeys(tuple(follow) + after))):
+            for alt in self.resolve(tuple(follow) + after):
                 self.add_rule(more, self.symbols(alt))
             first = tags_then((_Alt("", Sym.n(more)),))
-        return first if at_least_one else self.resolve(tuple(dict.fromkeys(first + tuple(follow))))
+        return first if at_least_one else self.resolve(first + tuple(follow))
 
     def f_dispatch(self, fmt: dict[str, Any], follow: Sequence[_Alt], pointer: str) -> tuple[_Alt, ...]:
         rules = _field(fmt, "rules", list, pointer)
