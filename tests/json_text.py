@@ -32,3 +32,15 @@ def ordered(value: Any, order: list[str]) -> Any:
     if isinstance(value, list):
         return [ordered(v, order) for v in value]
     return value
+
+
+def agrees_with_jsonschema(grammar: Grammar, validator: Any, values: Any, order: list[str]) -> None:
+    """Each value, keys in `order` first, is accepted exactly when `validator` (a jsonschema
+    validator) finds it valid; both verdicts occur, so the check cannot pass vacuously."""
+    outcomes = set()
+    for value in values:
+        value = ordered(value, order)
+        expected = validator.is_valid(value)
+        outcomes.add(expected)
+        assert accepts(grammar, compact(value)) == expected, value
+    assert outcomes == {True, False}

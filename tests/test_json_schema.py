@@ -596,7 +596,7 @@ _MERGED_PARTS = {
 @pytest.mark.parametrize(
     "keywords", [order for n in (2, 3) for order in itertools.permutations(_MERGED_PARTS, n)], ids="-".join
 )
-def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(keywords, shared_dir):
+def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(keywords):
     """An object merging `$ref` and `allOf` parts (with its own `properties` or not) lists
     each part's properties where its keyword stands. Every permutation of the instance's keys
     is valid (jsonschema); exactly the one in keyword order is accepted, and llguidance, run
@@ -604,11 +604,11 @@ def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(
     import jsonschema
     import llguidance
 
-    from conftest import load_shared_tokenizer
+    from conftest import load_llguidance_tokenizer, load_shared_tokenizer
     from tokensieve import Matcher
 
     tok = load_shared_tokenizer("llama3")
-    theirs = _llguidance_llama3(shared_dir)
+    theirs = load_llguidance_tokenizer("llama3")
     schema: dict[str, Any] = {"$defs": {"w": {"properties": {"w": {"type": "integer"}}}}}
     for keyword in keywords:
         schema[keyword] = _MERGED_PARTS[keyword][0]
@@ -630,14 +630,3 @@ def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(
             accepted.append("".join(names))
     assert accepted == [expected]
 
-
-_LLG_TOKENIZERS: dict[str, Any] = {}
-
-
-def _llguidance_llama3(shared_dir: Path) -> Any:
-    import llguidance
-
-    if "llama3" not in _LLG_TOKENIZERS:
-        path = shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz"
-        _LLG_TOKENIZERS["llama3"] = llguidance.LLTokenizer(gzip.decompress(path.read_bytes()).decode())
-    return _LLG_TOKENIZERS["llama3"]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .refs import is_data, is_name_map
+
 _KEY_2020_12 = "tokensieve:meta-schema:2020-12"  # the `$defs` entry that holds it when embedded
 
 _SCHEMA: dict[str, Any] = {"$ref": "#"}
@@ -204,8 +206,6 @@ for _uri, _key, _meta in (
 
 def _referenced_meta_schemas(schema: Any) -> dict[str, tuple[str, dict[str, Any]]]:
     """The meta-schemas `schema` references by URI, by the URI each reference uses."""
-    from .refs import _data, _names
-
     found: dict[str, tuple[str, dict[str, Any]]] = {}
     stack: list[tuple[Any, bool]] = [(schema, False)]
     while stack:
@@ -214,7 +214,7 @@ def _referenced_meta_schemas(schema: Any) -> dict[str, tuple[str, dict[str, Any]
             ref = node.get("$ref")
             if not names and isinstance(ref, str) and ref.split("#", 1)[0] in _META_SCHEMAS:
                 found[ref.split("#", 1)[0]] = _META_SCHEMAS[ref.split("#", 1)[0]]
-            stack.extend((v, _names(k, names)) for k, v in node.items() if not _data(k, names))
+            stack.extend((v, is_name_map(k, names)) for k, v in node.items() if not is_data(k, names))
         elif isinstance(node, list):
             stack.extend((v, False) for v in node)
     return found

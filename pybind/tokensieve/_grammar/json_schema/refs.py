@@ -48,12 +48,12 @@ _DATA_KEYS = frozenset({"enum", "const", "examples", "example", "default"})
 _NAME_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"})
 
 
-def _data(key: str, names: bool) -> bool:
+def is_data(key: str, names: bool) -> bool:
     """Whether `key` of a schema object (`names`: of a map from names to schemas) holds data."""
     return not names and key in _DATA_KEYS
 
 
-def _names(key: str, names: bool) -> bool:
+def is_name_map(key: str, names: bool) -> bool:
     """Whether the value of `key` of a schema object (`names`: of a name map) is a name map."""
     return not names and key in _NAME_MAPS
 
@@ -124,8 +124,8 @@ class _Index:
             if node.get("$recursiveAnchor") is True:
                 self.recursive.append((base, pointer))
             for key, value in node.items():
-                if not _data(key, names) and isinstance(value, (dict, list)):
-                    stack.append((value, f"{pointer}/{_escape(key)}", base, _names(key, names)))
+                if not is_data(key, names) and isinstance(value, (dict, list)):
+                    stack.append((value, f"{pointer}/{_escape(key)}", base, is_name_map(key, names)))
 
     def exists(self, pointer: str) -> bool:
         node = self.root
@@ -234,7 +234,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
         extra_refs: list[str] = []
         unions: list[dict[str, Any]] = []
         for key, value in node.items():
-            if _data(key, names):
+            if is_data(key, names):
                 out[key] = value
             elif key == "$ref" and isinstance(value, str):
                 target = index.resolve(base, value)
@@ -252,7 +252,7 @@ def resolve_references(root: Any, *, draft4: bool = False) -> Any:
                 else:
                     out[key] = value
             else:
-                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", _names(key, names))
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", is_name_map(key, names))
         _attach_refs(out, extra_refs)
         if unions:
             out["allOf"] = [*out.get("allOf", []), *unions]
@@ -293,8 +293,8 @@ def _path_dependent(root: Any, index: _Index) -> bool:
         if isinstance(ref, str) and index.resolve_recursive(base, ref) is None and len(index.recursive_candidates(base, ref)) > 1:
             return True
         for key, value in node.items():
-            if not _data(key, names) and isinstance(value, (dict, list)):
-                stack.append((value, f"{pointer}/{_escape(key)}", _names(key, names)))
+            if not is_data(key, names) and isinstance(value, (dict, list)):
+                stack.append((value, f"{pointer}/{_escape(key)}", is_name_map(key, names)))
     return False
 
 
@@ -356,7 +356,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
         out: dict[str, Any] = {}
         refs: list[str] = []
         for key, value in node.items():
-            if _data(key, names):
+            if is_data(key, names):
                 out[key] = value
             elif key == "$ref" and isinstance(value, str):
                 target = index.resolve(base, value)
@@ -386,7 +386,7 @@ def _specialise(root: Any, index: _Index) -> Any | None:
                     target = dict(context).get(_RECURSIVE) or target
                 refs.append(copy_of(target, context))
             else:
-                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base, _names(key, names))
+                out[key] = rewrite(value, f"{pointer}/{_escape(key)}", context, base, is_name_map(key, names))
         _attach_refs(out, refs)
         return out
 

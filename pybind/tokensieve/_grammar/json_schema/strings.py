@@ -38,6 +38,7 @@ _ESCAPED_U = (
     rf"|[dD](?:[0-7]{_H}{{2}}|[89abAB]{_H}{{2}}\\u[dD][c-fC-F]{_H}{{2}}))"
 )
 STRING_CHAR = rf'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|{_ESCAPED_U})'
+_ANY_CHARS = STRING_CHAR + "*"  # any string body (what a search pattern leaves free)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -233,7 +234,6 @@ class _EcmaPattern:
     # refused.
 
     def translate(self) -> str:
-        any_chars = STRING_CHAR + "*"
         # `.*` at an unanchored end adds nothing to the search (`.*x` finds what `x` finds), and
         # leaving it in made the lexer track where the `.*` might have ended: a pattern key
         # `.*` cost 900,000 fuel units for one mask (MaskBench Github_hard---o82144).
@@ -244,13 +244,13 @@ class _EcmaPattern:
             raise _PatternError(f"the pattern never matches: {self.impossible or 'nothing can match'}")
         for anchored_start, text, anchored_end in branches:
             if _MARK in text:
-                alts.append(("" if anchored_start else any_chars) + self._resolve(text, "" if anchored_end else any_chars))
+                alts.append(("" if anchored_start else _ANY_CHARS) + self._resolve(text, "" if anchored_end else _ANY_CHARS))
                 continue
             while not anchored_start and text.startswith(dot_star):
                 text = text[len(dot_star) :]
             while not anchored_end and text.endswith(dot_star):
                 text = text[: -len(dot_star)]
-            alts.append(("" if anchored_start else any_chars) + text + ("" if anchored_end else any_chars))
+            alts.append(("" if anchored_start else _ANY_CHARS) + text + ("" if anchored_end else _ANY_CHARS))
         if self.i != len(self.p):
             raise _PatternError(f"unbalanced ')' at offset {self.i}")
         alts = list(dict.fromkeys(alts))
@@ -279,8 +279,7 @@ class _EcmaPattern:
         self.i += 1
         if any(s for s, _, _ in alts) or any(_MARK in t for _, t, _ in alts):
             raise _PatternError(f"'^' or a lookahead inside a lookahead at offset {start} (not supported)")
-        any_chars = STRING_CHAR + "*"
-        looked = "|".join(t if e else t + any_chars for _, t, e in alts) if alts else "(?~(?:)|" + any_chars + ")"
+        looked = "|".join(t if e else t + _ANY_CHARS for _, t, e in alts) if alts else "(?~(?:)|" + _ANY_CHARS + ")"
         self.looks.append((positive, "(?:" + looked + ")"))
         return [(False, f"{_MARK}{len(self.looks) - 1}{_MARK}", False)]
 
