@@ -132,8 +132,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
-from .instance import InstanceChecker, Undecidable, json_type
-from .instance import _exact as _exact_number
+from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, value_schema
 from .metaschema import embed_meta_schema
@@ -678,12 +677,12 @@ def _common_multiple(a: Any, b: Any) -> int | float | None:
     result is not a float exactly."""
     if not (_is_number(a) and _is_number(b) and a > 0 and b > 0):
         return None
-    fa, fb = (Fraction(repr(x)) if isinstance(x, float) else Fraction(x) for x in (a, b))
+    fa, fb = exact_number(a), exact_number(b)
     common = Fraction(math.lcm(fa.numerator, fb.numerator), math.gcd(fa.denominator, fb.denominator))
     if common.denominator == 1:
         return int(common)
     as_float = float(common)
-    return as_float if Fraction(repr(as_float)) == common else None
+    return as_float if exact_number(as_float) == common else None
 
 
 def _pattern_sides(d: dict[str, Any]) -> list[list[Any]]:
@@ -2372,8 +2371,9 @@ class _Compiler:
         if "exclusiveMaximum" in d and (hi is None or d["exclusiveMaximum"] <= hi):
             hi, hi_open = d["exclusiveMaximum"], True
         # Intersected (multipleOf, non-integer, not multipleOf of an integer) and excluded (not
-        # enum/const, other not multipleOf) regexes. An exponent could spell an excluded value in unboundedly many ways and
-        # breaks digit-wise divisibility, so such numbers are written without one (a subset).
+        # enum/const, other not multipleOf) regexes. An exponent could spell an excluded value in
+        # unboundedly many ways and breaks digit-wise divisibility, so such numbers are written
+        # without one (a subset).
         ands: list[str] = []
         nots = [_number_spelling_regex(v) for v in d.get("_not_enum", []) if _is_number(v)]
         multiple = d.get("multipleOf")
@@ -2381,7 +2381,7 @@ class _Compiler:
         # (m·n with m/e not an integer escapes e for n = 1): no number is left. Said here, by
         # arithmetic; the core would have to search the product of their residues to see it.
         for excluded in d.get("_not_multiple_of", []) if _is_number(multiple) and multiple > 0 else []:
-            if _is_number(excluded) and excluded > 0 and (_exact_number(multiple) / _exact_number(excluded)).denominator == 1:
+            if _is_number(excluded) and excluded > 0 and (exact_number(multiple) / exact_number(excluded)).denominator == 1:
                 return self.contradiction(f"every multiple of {multiple} is a multiple of {excluded}, which is excluded", pointer)
         if multiple is not None and not (t == "integer" and multiple == 1):
             regexes = multiple_of_regexes(multiple)

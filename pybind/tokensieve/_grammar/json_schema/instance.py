@@ -69,7 +69,8 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _exact(value: Any) -> Fraction:
+def exact_number(value: Any) -> Fraction:
+    """A JSON number as the decimal it is written as (a float by its shortest repr: 0.1 is 1/10)."""
     return Fraction(str(value)) if isinstance(value, float) else Fraction(value)
 
 
@@ -237,23 +238,23 @@ class InstanceChecker:
         return True
 
     def _number(self, value: Any, schema: dict[str, Any]) -> bool:
-        x = _exact(value)
+        x = exact_number(value)
         lo, hi = schema.get("minimum"), schema.get("maximum")
         ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
         if ex_lo is True:
             ex_lo, lo = lo, None
         if ex_hi is True:
             ex_hi, hi = hi, None
-        if _is_number(lo) and x < _exact(lo) or _is_number(hi) and x > _exact(hi):
+        if _is_number(lo) and x < exact_number(lo) or _is_number(hi) and x > exact_number(hi):
             return False
-        if _is_number(ex_lo) and x <= _exact(ex_lo) or _is_number(ex_hi) and x >= _exact(ex_hi):
+        if _is_number(ex_lo) and x <= exact_number(ex_lo) or _is_number(ex_hi) and x >= exact_number(ex_hi):
             return False
         multiple = schema.get("multipleOf")
-        if _is_number(multiple) and multiple is not None and multiple > 0 and x % _exact(multiple) != 0:
+        if _is_number(multiple) and multiple is not None and multiple > 0 and x % exact_number(multiple) != 0:
             return False
         if schema.get("_non_integer") and x.denominator == 1:
             return False
-        if any(x % _exact(m) == 0 for m in schema.get("_not_multiple_of", ())):
+        if any(x % exact_number(m) == 0 for m in schema.get("_not_multiple_of", ())):
             return False
         return True
 
