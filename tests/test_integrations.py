@@ -145,6 +145,58 @@ def _oracle_mask(llama3, pattern: str, prefix: bytes) -> np.ndarray:
     return mask.view(np.int32)
 
 
+def test_batch_fill_follows_its_batch_from_step_to_step(llama3, monkeypatch):
+    """A batch filled again as it was reuses its plan (`batch._Plan`); rows, the array or the
+    matchers changing between steps make a new one. Oracle: a twin of every matcher, fed the
+    same tokens, filling its own mask (`compute_bitmask`, one matcher per call)."""
+    import gc
+    import weakref
+
+    from tokensieve._decoding import batch as _batch
+
+    monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)
+    monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)
+    monkeypatch.setattr(_batch, "_gain", _batch._Gain())
+    monkeypatch.setattr(_batch, "_cpu_count", lambda: 2)
+    pool = CorePool(CoreOptions(instances=2))
+    grammar = Grammar.json_schema(SCHEMA)
+    texts = ['{"a":"hello there","b":[1,22,333]}', '{"b":[4,5,6],"a":"x"}', '{"a":"","b":[]}']
+    streams = [llama3.encode(texts[i % len(texts)]) for i in range(20)]
+    matchers = [Matcher(llama3, grammar, pool=pool) for _ in streams]
+    twins = [Matcher(llama3, grammar) for _ in streams]
+    assert len({m._core for m in matchers}) == 2
+    words = matchers[0].mask_words
+    bitmask = np.zeros((24, words), dtype=np.int32)
+    rows = list(range(20))
+    plans = []
+    for step in range(8):
+        if step == 3:
+            rows = rows[::-1]  # the rows move: a new plan
+        if step == 4:
+            bitmask = np.zeros((24, words), dtype=np.int32)  # another array: a new plan
+        if step == 6:  # a request leaves, another comes
+            matchers[5] = Matcher(llama3, grammar, pool=pool)
+            twins[5] = Matcher(llama3, grammar)
+            streams[5] = [-1] * step + streams[5]  # from its first token on
+        for index, (m, twin) in enumerate(zip(matchers, twins)):
+            tokens = streams[index]
+            if step < len(tokens) and tokens[step] >= 0:
+                assert m.consume_token(tokens[step]) and twin.consume_token(tokens[step]), (step, index)
+        bitmask[:] = -1
+        fill_bitmasks(matchers, bitmask, rows)
+        for row, twin in zip(rows, twins):
+            assert (bitmask[row] == twin.compute_bitmask()).all(), f"step {step} row {row}"
+        assert (bitmask[20:] == -1).all()
+        plans.append(_batch._plans.get(matchers[0]))
+    assert None not in plans
+    assert [plans[i] is plans[i - 1] for i in range(1, 8)] == [True, True, False, False, True, False, True]
+    # The plan holds no matcher: they are freed once the caller drops them.
+    alive = weakref.ref(matchers[0])
+    del matchers, plans
+    gc.collect()
+    assert alive() is None
+
+
 def test_batch_fill_on_threads_a_failing_matcher_or_instance_fails_alone(llama3, monkeypatch):
     """Issue 9's failure scope through the batch path (one call per instance, on threads): a
     matcher over its limit raises its own LimitError and leaves its row untouched, a trap in

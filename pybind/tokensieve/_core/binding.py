@@ -446,12 +446,13 @@ class Core:
         return self.batch_finish(call)
 
     def batch_begin(self, handles: Sequence[int], words: int, dests: Sequence[memoryview],
-                    tokens: Sequence[int] | None = None) -> BatchCall:
+                    tokens: Sequence[int] | None = None, sources: list[Any] | None = None) -> BatchCall:
         """Take the instance's lock and prepare one call that fills the masks of several of
         its matchers (`ts_matcher_fill_bitmasks`); mask i goes to `dests[i]`, a writable flat
         byte view of `4 * words` bytes. With `tokens`, matcher i first consumes `tokens[i]`
-        (none when it is -1) in the same call. The lock stays held until `batch_finish`, which
-        the caller must call once, whatever happens in between.
+        (none when it is -1) in the same call. `sources` are the matchers' mask buffers as an
+        earlier call on the same handles found them (`BatchCall.sources`). The lock stays held
+        until `batch_finish`, which the caller must call once, whatever happens in between.
 
         A batch fill is split in three so that the call (`batch_compute`, which releases the
         GIL) can run in another thread while the thread that began it prepares or copies
@@ -462,8 +463,9 @@ class Core:
         try:
             if self._pending_frees:
                 self._drain()
-            get_source = self._mask_sources.get
-            sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
+            if sources is None:
+                get_source = self._mask_sources.get
+                sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
             n = len(handles)
             # One buffer: the statuses, the handles, then the tokens (u32; -1 is none).
             statuses_ptr = self._batch_buffer(12 * n if tokens is not None else 8 * n)

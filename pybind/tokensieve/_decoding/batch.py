@@ -12,7 +12,8 @@ mask costs ~2-30 µs per matcher, with spikes of 1-2 ms; docs/integrations.md ha
 - **Python runs on one thread, the calls on several.** Only one thread runs Python at a time
   (the GIL), so the Python work of a batch is serial whatever thread does it. The caller
   checks the batch, groups it by instance and tries each matcher's lock in one pass
-  (`_lock_groups`, ~0.6 µs a matcher), prepares each instance's call (`Core.batch_begin`) and
+  (`_lock_groups`, ~0.6 µs a matcher; ~0.3 when the batch is the one it filled last, whose
+  grouping it keeps: `_Plan`), prepares each instance's call (`Core.batch_begin`) and
   hands it to that instance's helper thread, which makes the call (releasing the GIL). The
   caller copies every row (one memoryview assignment a row, from the matcher's own buffer in
   the core) and releases every instance: the array is read next on the caller's core, and a
@@ -39,11 +40,14 @@ What limits the gain: a matcher cannot move, so a batch takes as long as its bus
 instance, and per-step costs are spiky (one request's mask may cost 1 ms) and not persistent
 from step to step, so the busier of two instances holds ~55% of a step's work at the median
 (placing requests by their measured cost made it worse: 63%); and the serial Python part
-(~1.5-2 µs a matcher: checks, locks, the copies) is a quarter of a 64-request batch.
+(~1.5-2 µs a matcher: checks, locks, the copies, of which the copies are ~0.9: 16 KB a
+Llama-3 row) is a fifth to a quarter of a 64-request batch. On this machine two processes
+splitting the same batch with no Python at all (`bench batch --ceiling`) gain 1.75-1.89x.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import queue
 import threading
@@ -55,7 +59,7 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, TokensieveError
-from .matcher import Matcher, batch_settle, batch_take, row_view, whole_view
+from .matcher import Matcher, batch_pending, batch_settle, batch_take, row_view, whole_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -79,9 +83,23 @@ _calls = 0
 # A thread's CPU clock (Pyodide has none; it has one instance, so it never uses threads here).
 _thread_time: Callable[[], float] = getattr(time, "thread_time", time.perf_counter)
 
-# A group: an instance, its locked (matcher, row) pairs, their handles, row views and
-# pending tokens (-1: none; see `Matcher.consume_token`).
-_Group = tuple[Core, list[tuple[Matcher, int]], list[int], list[memoryview], list[int]]
+
+
+class _Group:
+    """One instance's part of a batch fill: its locked (matcher, row) pairs, their handles,
+    row views and pending tokens (-1: none; see `Matcher.consume_token`), their places in the
+    batch, and the matchers' mask buffers when an earlier call found them (else None)."""
+
+    __slots__ = ("core", "pairs", "handles", "dests", "tokens", "indices", "sources")
+
+    def __init__(self, core: Core, sources: list[Any] | None = None) -> None:
+        self.core = core
+        self.pairs: list[tuple[Matcher, int]] = []
+        self.handles: list[int] = []
+        self.dests: list[memoryview] = []
+        self.tokens: list[int] = []
+        self.indices: list[int] = []
+        self.sources = sources
 
 
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int] | None = None) -> None:
@@ -180,28 +198,126 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
     later: list[tuple[Matcher, int]] = []
     locked: list[Any] = []
     run: _Run | None = None
+    first = matchers[0]
+    plan = _plans.get(first)
+    made: _Plan | None = None
     try:
-        groups, words = _lock_groups(matchers, rows, bitmask, later, locked)
-        groups.sort(key=lambda group: group[0].serial)
+        groups = plan.take(matchers, rows, bitmask, locked) if plan is not None else None
+        if groups is not None:
+            words = plan.words
+        else:
+            plan = None
+            groups, words = _lock_groups(matchers, rows, bitmask, later, locked)
+            groups.sort(key=lambda group: group.core.serial)
+            if not later:
+                plan = made = _Plan(matchers, rows, bitmask, words, locked, groups)
         threads = _threads_for(groups)
         run = _Run(threads, later)
-        for index, (core, pairs, handles, dests, tokens) in enumerate(groups):
+        for index, group in enumerate(groups):
+            core = group.core
             if core.poisoned:
-                later.extend(pairs)
+                later.extend(group.pairs)
                 continue
             # The caller's groups come last (the highest serials): a helper's call is
             # prepared and handed over first. The tokens the matchers' last consumes left
             # pending are consumed in the same call, on the thread that fills the instance.
             home = (len(groups) - 1 - index) % threads
+            tokens = group.tokens
             pending = tokens if tokens.count(-1) != len(tokens) else None
-            run.add(core, core.batch_begin(handles, words, dests, pending), pairs, home)
+            call = core.batch_begin(group.handles, words, group.dests, pending, group.sources)
+            if made is not None:
+                made.groups[index].sources = call.sources
+            run.add(core, call, group.pairs, home)
         run.finish()
     finally:
         if run is not None:
             run.close()
         for lock in locked:
             lock.release()
+        # The plan is kept while every matcher of the batch is filled in its group.
+        if later or plan is None:
+            _plans.pop(first, None)
+        elif plan is made:
+            _plans[first] = plan
     return later
+
+
+class _Plan:
+    """A batch as `_lock_groups` split it, kept for the next call.
+
+    A serving loop fills the same matchers, rows and array at every step until a request comes
+    or goes. When the next call's batch is that one, the plan tries the matchers' locks (one
+    C-level pass, `map`) and re-reads their pending tokens: ~0.3 µs a matcher, where checking
+    and grouping the batch again costs ~0.75. A matcher's instance and handle change only when
+    its instance is retired (`Matcher._migrate`, `reset` after a failure), and a retired
+    instance stays poisoned, so `_fill_groups`' check of each group's instance covers them: its
+    matchers are filled on their own and the plan is dropped. The plan holds no matcher (weak
+    references), so a finished request's matcher is freed as usual; it holds the array (its
+    row views), as `Matcher` holds its last one.
+    """
+
+    __slots__ = ("refs", "rows", "bitmask", "shape", "words", "locks", "groups")
+
+    def __init__(self, matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any, words: int,
+                 locks: list[Any], groups: list[_Group]) -> None:
+        self.refs = list(map(weakref.ref, matchers))
+        self.rows = list(rows)
+        self.bitmask = bitmask
+        self.shape = getattr(bitmask, "shape", None)
+        self.words = words
+        self.locks = list(locks)  # every matcher's, in batch order (all were taken)
+        self.groups = [_PlannedGroup(group) for group in groups]
+
+    def take(self, matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any, locked: list[Any]) -> list[_Group] | None:
+        """The groups of this batch with their locks taken (appended to `locked`) and pending
+        tokens read, when it is the plan's batch and every lock is free; else None."""
+        if bitmask is not self.bitmask or getattr(bitmask, "shape", None) != self.shape:
+            return None
+        if list(map(weakref.ref, matchers)) != self.refs or list(rows) != self.rows:
+            return None
+        locks = self.locks
+        taken = list(map(_TRY_LOCK, locks))
+        if not all(taken):
+            for lock, ok in zip(locks, taken):
+                if ok:
+                    lock.release()
+            return None
+        locked.extend(locks)
+        return [planned.group(matchers) for planned in self.groups]
+
+
+_TRY_LOCK = operator.methodcaller("acquire", False)
+
+
+class _PlannedGroup:
+    """A `_Group` of a plan, without its matchers: where they are in the batch."""
+
+    __slots__ = ("core", "pick", "rows", "handles", "dests", "sources")
+
+    def __init__(self, group: _Group) -> None:
+        self.core = group.core
+        indices = group.indices
+        # itemgetter of one index returns the item, not a tuple of it.
+        self.pick: Callable[[Sequence[Matcher]], Any] = (
+            operator.itemgetter(*indices) if len(indices) > 1 else (lambda batch, i=indices[0]: (batch[i],))
+        )
+        self.rows = [row for _, row in group.pairs]
+        self.handles = group.handles
+        self.dests = group.dests
+        self.sources: list[Any] | None = None
+
+    def group(self, matchers: Sequence[Matcher]) -> _Group:
+        group = _Group(self.core, self.sources)
+        picked = self.pick(matchers)
+        group.pairs = list(zip(picked, self.rows))
+        group.handles = self.handles
+        group.dests = self.dests
+        group.tokens = list(map(batch_pending, picked))
+        return group
+
+
+# The plan of the last batch filled, by its first matcher (so a plan lives no longer than it).
+_plans: weakref.WeakKeyDictionary[Matcher, _Plan] = weakref.WeakKeyDictionary()
 
 
 # An instance, its prepared call and the (matcher, row) pairs of the call.
@@ -226,7 +342,7 @@ def _lock_groups(
     row_bytes = 4 * words
     groups: dict[Core, _Group] = {}
     get_group = groups.get
-    for matcher, row in zip(matchers, rows):
+    for index, (matcher, row) in enumerate(zip(matchers, rows)):
         row = _checked_row(matcher, row, words, rows_total)
         taken = batch_take(matcher)
         if taken is None:
@@ -236,15 +352,16 @@ def _lock_groups(
         locked.append(lock)
         group = get_group(core)
         if group is None:
-            group = groups[core] = (core, [], [], [], [])
-        group[1].append((matcher, row))
-        group[2].append(handle)
-        group[4].append(pending)
+            group = groups[core] = _Group(core)
+        group.pairs.append((matcher, row))
+        group.handles.append(handle)
+        group.tokens.append(pending)
+        group.indices.append(index)
         if flat is not None:
             start = row * row_bytes
-            group[3].append(flat[start : start + row_bytes])
+            group.dests.append(flat[start : start + row_bytes])
         else:
-            group[3].append(row_view(bitmask, row, words))
+            group.dests.append(row_view(bitmask, row, words))
     return list(groups.values()), words
 
 
@@ -266,10 +383,7 @@ def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], *, co
     except TokensieveError:
         pass  # the instance failed: each matcher finds out on its own
     finally:
-        filled = copy and bad is not None
-        failed = set(bad) if bad else ()
-        for index, (matcher, _) in enumerate(batch):
-            batch_settle(matcher, consumed=index not in call.unconsumed, mask_here=filled and index not in failed)
+        batch_settle(batch, call.unconsumed, set(bad) if bad else (), copy and bad is not None)
     return batch if bad is None else [batch[i] for i in bad]
 
 
@@ -282,7 +396,7 @@ def _threads_for(groups: list[_Group]) -> int:
     threads = min(len(groups), _cpu_count(), _THREADS_MAX)
     if threads < 2:
         return 1
-    work_us = sum(len(group[1]) * _cost_us.get(group[0], _COST_US_UNKNOWN) for group in groups)
+    work_us = sum(len(group.pairs) * _cost_us.get(group.core, _COST_US_UNKNOWN) for group in groups)
     return threads if work_us >= _PARALLEL_WORK_MIN_US else 1
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 import threading
 import weakref
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Container, Sequence, TypeVar
 
 from .._core import Core, CorePool, default_pool
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
@@ -633,13 +633,24 @@ def batch_take(matcher: Matcher) -> tuple[Any, Any, int, int] | None:
     return matcher._core, lock, matcher._handle, matcher._pending
 
 
-def batch_settle(matcher: Matcher, *, consumed: bool, mask_here: bool) -> None:
-    """After a batch call on the matcher (lock held): `consumed`, it consumed the pending
-    token, if there was one; `mask_here`, it left the mask at this position in the core's
-    buffer."""
-    if consumed:
-        matcher._pending = -1
-    matcher._mask_here = mask_here
+def batch_settle(pairs: Sequence[tuple[Matcher, Any]], unconsumed: Container[int], failed: Container[int],
+                 filled: bool) -> None:
+    """After a batch call on the matchers of `pairs` (their locks held): entry i consumed its
+    pending token, if it had one, unless i is in `unconsumed`; it left its mask at this position
+    in the core's buffer when `filled` and i is not in `failed`."""
+    if not unconsumed and not failed:  # the common case, ~0.1 µs a matcher
+        for matcher, _ in pairs:
+            matcher._pending = -1
+            matcher._mask_here = filled
+        return
+    for index, (matcher, _) in enumerate(pairs):
+        if index not in unconsumed:
+            matcher._pending = -1
+        matcher._mask_here = filled and index not in failed
+
+
+# A matcher's pending token or -1 (see `Matcher.consume_token`), read under its lock.
+batch_pending: Callable[[Matcher], int] = operator.attrgetter("_pending")
 
 
 def _index(value: Any, what: str) -> int:
