@@ -84,11 +84,17 @@ def _json_char_regex(code: int) -> str:
     return _alt([ch, r"\\u" + _hex_range(high, high, 4) + r"\\u" + _hex_range(low, low, 4)])
 
 
+# A backslash before every ASCII character but letters and digits (`_key_regex`): one
+# `str.translate` instead of a test per character (a new schema's property names are escaped
+# on its first compile).
+_KEY_ESCAPES = str.maketrans({chr(i): "\\" + chr(i) for i in range(0x80) if not chr(i).isalnum()})
+
+
 def _key_regex(lexeme: Lexeme) -> str:
     """The regex of a key lexeme (literal lexemes escaped)."""
     if lexeme.kind == "regex":
         return lexeme.value
-    return "".join(c if c.isalnum() or ord(c) > 0x7F else "\\" + c for c in lexeme.value)
+    return lexeme.value.translate(_KEY_ESCAPES)
 
 
 # JSON string contents spelled only one way: printable ASCII but `"` and `\\`.
