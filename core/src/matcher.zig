@@ -197,6 +197,7 @@ pub const Grammar = struct {
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
             .state_count_max = limits.state_count_max,
         });
+        self.lexer.end_when_final = self.compiled.cfg.distinct_pos.len > 0;
         self.slice_depths = slicer.DepthCache.init(gpa);
         self.slice_depths.length_chars = self.compiled.length_chars;
         self.walk_cache = .{};
@@ -319,7 +320,7 @@ pub const Matcher = struct {
     pub fn fork(self: *const Matcher) Error!*Matcher {
         const copy = try create(self.gpa, self.tokenizer, self.grammar);
         errdefer copy.destroy();
-        try copy.parser.copyFrom(&self.parser, self.current().row);
+        try copy.parser.copyFrom(&self.parser, self.current());
         copy.history.clearRetainingCapacity();
         try copy.history.appendSlice(self.gpa, self.history.items);
         copy.eos_consumed = self.eos_consumed;
@@ -366,7 +367,7 @@ pub const Matcher = struct {
     /// Starts an operation: a fresh work budget for the lexer and the parser.
     fn begin(self: *Matcher) void {
         self.grammar.refuel();
-        self.parser.beginStep();
+        self.parser.beginStep(self.current().row);
     }
 
     /// Fuel the last operation on this matcher's grammar spent (measurements, calibration).
@@ -533,6 +534,9 @@ pub const Matcher = struct {
         // still be checked where it ends: no mask cache, no slices. Lazy lexemes can end inside a
         // token even while the lexer stays alive: no slices either.
         const budgeted = self.parser.cfg.has_token_max;
+        // Distinct lists: a row built at a frontier node reads the text of the path to it,
+        // which a walk-cache replay does not know (it starts at the node).
+        const distinct_lists = self.parser.cfg.distinct_pos.len > 0;
         if (!self.eos_consumed) walk: {
             var entered = try self.enterNextToken(at) orelse break :walk;
             // Only the walk starts from the clamped state: the positions kept, consumes and
@@ -551,7 +555,7 @@ pub const Matcher = struct {
             if (slice != null and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
                 @memcpy(self.mask, slice.?.mask);
                 try walkTrie(slice.?.rest.nodes, &self.parser, entered, self.mask);
-            } else if (!budgeted) {
+            } else if (!budgeted and !distinct_lists) {
                 try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
             } else {
                 try walkTrie(tokenizer.trie.nodes, &self.parser, entered, self.mask);
@@ -817,9 +821,15 @@ pub fn walkTrie(
     start: Position,
     mask: []u32,
 ) Error!void {
-    // Copies of the loop: without lazy lexemes and token budgets (the common case) the test
-    // for the slow path is one comparison per node.
-    const lazy = parser.cfg.has_lazy;
+    // Copies of the loop: without lazy lexemes, token budgets and distinct lists (the common
+    // case) the test for the slow path is one comparison per node.
+    const lazy = parser.cfg.lazy_walk;
+    if (parser.cfg.distinct_pos.len > 0) {
+        // Distinct lists end their lexemes eagerly (`lazy_walk`) and read the path's text.
+        try parser.reserveText(@as(usize, start.text_len) + trie_mod.token_length_max + 1);
+        if (parser.cfg.has_token_max) return walkTrieWith(.{ .lazy = true, .budgeted = true, .text = true }, nodes, parser, start, mask);
+        return walkTrieWith(.{ .lazy = true, .budgeted = false, .text = true }, nodes, parser, start, mask);
+    }
     if (parser.cfg.has_token_max) {
         if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = true }, nodes, parser, start, mask);
         return walkTrieWith(.{ .lazy = false, .budgeted = true }, nodes, parser, start, mask);
@@ -836,6 +846,9 @@ const WalkVariant = struct {
     /// (`earley.Parser.tokenEndAlive`); its subtree is walked either way, since a longer token
     /// may finish the capped lexeme.
     budgeted: bool,
+    /// Distinct lists: each node's byte is written to the parser's text at its offset
+    /// (`earley.Parser.text`), so a row built at a node can read the lexeme it ends.
+    text: bool = false,
 };
 
 /// The recorder of the walk in progress, if it records a `WalkCache` entry. A variable rather
@@ -884,6 +897,8 @@ fn walkTrieWith(
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
+        const text_len: u32 = if (variant.text) start.text_len + @as(u32, @intCast(depth)) else 0;
+        if (variant.text) parser.text.items[text_len] = node.byte;
         var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
         var next_row = rows[depth];
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
@@ -894,7 +909,7 @@ fn walkTrieWith(
         if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
-            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first }, node.byte);
+            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len }, node.byte);
             pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
@@ -908,7 +923,7 @@ fn walkTrieWith(
         if (alive) {
             if (variant.budgeted) {
                 const first = if (next_row == start.row) start.lexeme_token_index else parser.token_index;
-                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first };
+                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first, .text_len = text_len + 1 };
                 if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
                     mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
                 }
@@ -1018,8 +1033,8 @@ pub const WalkCache = struct {
             // walk from the next lexeme's start, the state the walk reaches for each byte
             // anyway. Keeps the cache keyed by states that recur (a row's start state). (A
             // state some slice applies to is never final.)
-            const r = try parser.endLexeme(from.row, from.lexer_state) orelse return;
-            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index };
+            const r = try parser.endLexeme(from.row, from.lexer_state, from.text_len) orelse return;
+            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index, .text_len = from.text_len };
         }
         if (slice) |s| @memcpy(mask, s.mask);
         // A state's slice is a function of the state, so one key serves both kinds of entry.
@@ -1109,7 +1124,7 @@ pub const WalkCache = struct {
     fn replay(entry: Entry, nodes: []const Node, parser: *earley.Parser, from: Position, mask: []u32) Error!void {
         @memcpy(mask, entry.mask);
         for (entry.frontier) |f| {
-            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index };
+            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len };
             try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
         }
     }
