@@ -809,6 +809,12 @@ const IrBuilder = struct {
     }
 };
 
+fn walkFrom(parser: *Parser, from: Position, text: []const u8) Error!?Position {
+    var at = from;
+    for (text) |b| at = try parser.stepByte(at, b) orelse return null;
+    return at;
+}
+
 fn walkText(parser: *Parser, text: []const u8) !?Position {
     var at = parser.start();
     for (text) |b| at = try parser.stepByte(at, b) orelse return null;
@@ -930,4 +936,80 @@ test "earley: items examined by completions count as work, not only items built"
     parser.beginStep(.first);
     const at = (try walkText(&parser, &text)) orelse return error.TestUnexpectedResult;
     try std.testing.expect(try parser.eosAllowed(at));
+}
+
+/// A JSON-like array whose items must differ: lexemes 0 STRING, 1 NUMBER, 2 "[", 3 "]", 4 ",";
+/// skip " *". array → "[" "]" | "[" list "]"; list → item | list "," item (a distinct list);
+/// item → STRING | NUMBER.
+fn distinctIr(b: *IrBuilder) !void {
+    const nt = ir_nonterminal_flag;
+    // Flags: a skip pattern (2) and a list of distinct nonterminals (16).
+    for ([_]u32{ ir_magic, 5, 3, 6, 0, 2 | 16 }) |w| try b.put(w);
+    try b.putBytes(" *");
+    for ([_]u32{ 1, 1 }) |w| try b.put(w); // one distinct nonterminal: list (1)
+    try b.put(0);
+    try b.put(0);
+    try b.putBytes("\"(?:[^\"\\\\]|\\\\u[0-9a-f]{4}|\\\\[\"\\\\/nt])*\"");
+    try b.put(0);
+    try b.put(0);
+    try b.putBytes("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?");
+    for ([_][]const u8{ "[", "]", "," }) |lit| {
+        try b.put(1);
+        try b.put(0);
+        try b.putBytes(lit);
+    }
+    const rules = [_][]const u32{
+        &.{ 0, 2, 2, 3 },   &.{ 0, 3, 2, nt | 1, 3 },
+        &.{ 1, 1, nt | 2 }, &.{ 1, 3, nt | 1, 4, nt | 2 },
+        &.{ 2, 1, 0 },      &.{ 2, 1, 1 },
+    };
+    for (rules) |rule| for (rule) |w| try b.put(w);
+}
+
+test "earley: the items of a distinct list differ as JSON values, checked where each completes" {
+    const gpa = std.testing.allocator;
+    var b: IrBuilder = .{};
+    defer b.words.deinit(gpa);
+    try distinctIr(&b);
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: ir_reader.CompileDiagnostic = .{};
+    var compiled = try ir_reader.compile(gpa, &exprs, b.words.items, &diag);
+    defer compiled.deinit(gpa);
+    try std.testing.expect(compiled.cfg.distinct_pos.len > 0 and compiled.cfg.lazy_walk);
+    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
+    defer lexer.deinit();
+    lexer.end_when_final = true;
+    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
+    defer parser.deinit();
+    parser.beginStep(.first);
+    const complete = [_][]const u8{ "[]", "[\"a\"]", "[\"a\", \"b\"]", "[1, 2, \"1\"]", "[1, 12]", "[\"ab\",\"a\"]", "[0.5, 5]" };
+    for (complete) |text| {
+        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(try parser.eosAllowed(at));
+    }
+    // Alive: every one of these can still be finished differently from the earlier items.
+    const open = [_][]const u8{ "[\"a\", \"a", "[1, 1", "[1, 1.0", "[1, 10e-", "[\"a\", \"\\u00" };
+    for (open) |text| try std.testing.expect(try walkText(&parser, text) != null);
+    // Dead: a string repeats on its closing quote, a number on the byte after it.
+    const repeated = [_][]const u8{
+        "[\"a\", \"a\"", "[\"a\",\"b\",\"\\u0061\"", "[\"/\", \"\\/\"", "[1, 1.0,",
+        "[1, 2, 1e0]",   "[0, -0 ",                  "[0.5, 50e-2]",    "[\"x\", 3, \"x\"",
+    };
+    for (repeated) |text| try std.testing.expect(try walkText(&parser, text) == null);
+    // A list whose earlier items hold more text than a check reads: a limit, named.
+    var at = (try walkText(&parser, "[")) orelse return error.TestUnexpectedResult;
+    var item: [100]u8 = @splat('a');
+    item[0] = '"';
+    item[98] = '"';
+    item[99] = ',';
+    var i: u32 = 0;
+    const outcome: Error!void = while (i < distinct.span_bytes_max / item.len + 2) : (i += 1) {
+        parser.beginStep(at.row); // one call per item, as one token each would be
+        _ = std.fmt.bufPrint(item[1..5], "{d:0>4}", .{i}) catch unreachable; // distinct items
+        at = (walkFrom(&parser, at, &item) catch |err| break err) orelse return error.TestUnexpectedResult;
+    };
+    try std.testing.expectError(error.LimitExceeded, outcome);
+    try std.testing.expectEqual(limit_error.Kind.distinct_items, limit_error.hit);
+    try std.testing.expect(i * item.len > distinct.span_bytes_max);
 }
