@@ -525,9 +525,13 @@ pub const Parser = struct {
     fn scan(self: *Parser, parent: RowId, key: RowKey, lexemes: []const u32, text_end: u32) Error!?RowId {
         const k = parent.next();
         if (self.rows.items.len > k.index()) {
-            const cached = self.rows.items[k.index()];
-            if (cached.parent == parent and cached.key == key and
-                (self.cfg.distinct_pos.len == 0 or (cached.text_end == text_end and !cached.text_checked))) return k;
+            const cached = &self.rows.items[k.index()];
+            if (cached.parent == parent and cached.key == key and !cached.text_checked) {
+                // The same row, but for where its lexeme ended on this path (a sibling token
+                // may be longer): distinct lists read the text by it.
+                cached.text_end = text_end;
+                return k;
+            }
         }
         self.rows.shrinkRetainingCapacity(k.index());
         const parent_row = self.rows.items[parent.index()];
