@@ -208,6 +208,10 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+# A number as an item that must differ from the others (`distinct_array`): zero without an
+# exponent (`0e5` is 0 whatever follows, so its text in progress could repeat a 0 with no way
+# out; every other number in progress can still become infinitely many values).
+DISTINCT_NUMBER_REGEX = r"-?(?:0(?:\.0+)?|(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)(?:[eE][+-]?[0-9]+)?)"
 # Numbers with an exponent by the sign of their value, for a bound at zero (the only bound an
 # exponent can be checked against with a regex: its sign is the mantissa's). -0 is not written.
 _EXPONENT = r"[eE][+-]?[0-9]+"
@@ -3421,10 +3425,11 @@ class _Compiler:
         if max_items is not None and max_items > DISTINCT_ITEMS_BOUNDED_MAX:
             return NotImplemented
         item = self.compile(d.get("items", True), f"{pointer}/items")
-        if item is None or not self.open_scalar(item):
+        alternatives = None if item is None else self.open_scalars(item)
+        if alternatives is None:
             return NotImplemented
         name = pointer or "/"
-        x = Sym.n(self.nonterminal(f"{name}:item", [[item]]))
+        x = Sym.n(self.nonterminal(f"{name}:item", [[a] for a in alternatives]))
 
         def longer(prev: int | None, label: str) -> int:
             """A distinct list: `prev` (or nothing) and one more item."""
@@ -3447,14 +3452,22 @@ class _Compiler:
                     alts.append([Sym.n(prev)])
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
-    def open_scalar(self, sym: Sym) -> bool:
-        """Does `sym` derive exactly one lexeme, each an open scalar (`distinct_array`)?"""
+    def open_scalars(self, sym: Sym) -> list[Sym] | None:
+        """The item lexemes of `sym` when it derives one lexeme, each an open scalar
+        (`distinct_array`), else None. A number's is replaced by `DISTINCT_NUMBER_REGEX`."""
         if sym.terminal:
-            return _open_scalar_lexeme(self.ir.lexemes[sym.index])
-        rules = [rhs for lhs, rhs in self.ir.rules if lhs == sym.index]
-        return bool(rules) and all(
-            len(rhs) == 1 and rhs[0].terminal and _open_scalar_lexeme(self.ir.lexemes[rhs[0].index]) for rhs in rules
-        )
+            alternatives = [sym]
+        else:
+            rules = [rhs for lhs, rhs in self.ir.rules if lhs == sym.index]
+            if not rules or any(len(rhs) != 1 or not rhs[0].terminal for rhs in rules):
+                return None
+            alternatives = [rhs[0] for rhs in rules]
+        if not all(_open_scalar_lexeme(self.ir.lexemes[a.index]) for a in alternatives):
+            return None
+        return [
+            self.lexeme("number", "regex", DISTINCT_NUMBER_REGEX) if self.ir.lexemes[a.index].value == NUMBER_REGEX else a
+            for a in alternatives
+        ]
 
     def contains_counts(self, d: dict[str, Any], pointer: str, *, warn: bool = True) -> list[tuple[Any, int, int | None, int]]:
         """The array's `contains` and the merged `_contains` as (schema, least, most, from)
