@@ -43,7 +43,8 @@ const Allocator = std.mem.Allocator;
 const lexer_mod = @import("lexer.zig");
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
-const TokenId = @import("trie.zig").TokenId;
+const trie_mod = @import("trie.zig");
+const TokenId = trie_mod.TokenId;
 const distinct = @import("distinct.zig");
 
 pub const end_flag: u32 = 1 << 31;
@@ -246,6 +247,13 @@ pub const Parser = struct {
     /// Rows up to this index do not change during the current call (the matcher's current
     /// position's row): values read from them may be remembered until the call ends.
     stable_row: u32 = 0,
+    /// Set when a distinct list's item was compared (`repeatsItem`): what was computed
+    /// depends on the text, not only on positions (the matcher's one-entry mask cache).
+    text_read: bool = false,
+    /// While a mask replays a walk-cache entry's frontier subtree (`matcher.WalkCache`): the
+    /// bytes of the path down to the subtree's root were never written (`text[start..][0..len]`);
+    /// `repeatsItem` fills them from the trie when it needs them.
+    text_hole: ?TextHole = null,
 
     pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
         const n = lexer.lexemes.len;
@@ -487,6 +495,8 @@ pub const Parser = struct {
         self.rows.items[k.index()].leo_end = @intCast(self.leo_entries.items.len);
     }
 
+    pub const TextHole = struct { start: u32, len: u32, nodes: []const trie_mod.Node, node: u32 };
+
     /// Does the item of a distinct list that completes in row `k`, predicted in row
     /// `item_origin`, equal (as a JSON value) an earlier item of its list, the list having
     /// begun in row `list_origin`? The earlier items are the text between the list's start
@@ -499,6 +509,12 @@ pub const Parser = struct {
         const item_end = rows[k.index()].text_end;
         assert(list_start <= item_start and item_start <= item_end and item_end <= self.text.items.len);
         if (item_start == list_start) return false; // the first item
+        self.text_read = true;
+        if (self.text_hole) |hole| if (list_start < hole.start + hole.len and item_end > hole.start) {
+            const written = trie_mod.ancestorBytes(hole.nodes, hole.node, self.text.items[hole.start..][0..hole.len]);
+            assert(written == hole.len);
+            self.text_hole = null;
+        };
         // About 8 ns a byte read: a unit of parser work per 16 bytes.
         try self.charge((item_end - item_start) / 16 + 1);
         const key = [4]u32{ list_origin.index(), item_origin.index(), list_start, item_start };

@@ -526,17 +526,15 @@ pub const Matcher = struct {
 
     fn computeMaskInner(self: *Matcher) Error!void {
         const at = self.current();
-        if (!self.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, at)) return;
+        if (!self.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, maskKey(at))) return;
         self.mask_key = null;
+        self.parser.text_read = false;
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         // With token budgets the mask also depends on the token index, and a slice token must
         // still be checked where it ends: no mask cache, no slices. Lazy lexemes can end inside a
         // token even while the lexer stays alive: no slices either.
         const budgeted = self.parser.cfg.has_token_max;
-        // Distinct lists: a row built at a frontier node reads the text of the path to it,
-        // which a walk-cache replay does not know (it starts at the node).
-        const distinct_lists = self.parser.cfg.distinct_pos.len > 0;
         if (!self.eos_consumed) walk: {
             var entered = try self.enterNextToken(at) orelse break :walk;
             // Only the walk starts from the clamped state: the positions kept, consumes and
@@ -555,7 +553,7 @@ pub const Matcher = struct {
             if (slice != null and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
                 @memcpy(self.mask, slice.?.mask);
                 try walkTrie(slice.?.rest.nodes, &self.parser, entered, self.mask);
-            } else if (!budgeted and !distinct_lists) {
+            } else if (!budgeted) {
                 try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
             } else {
                 try walkTrie(tokenizer.trie.nodes, &self.parser, entered, self.mask);
@@ -579,7 +577,9 @@ pub const Matcher = struct {
         if (self.eos_consumed or try self.parser.eosAllowed(at)) {
             for (tokenizer.eos_ids) |id| allow(self.mask, id);
         }
-        if (!self.eos_consumed and !budgeted) self.mask_key = at;
+        // A mask that read no item's text (distinct lists) is a function of the position
+        // without its text offset, like every other grammar's.
+        if (!self.eos_consumed and !budgeted and !self.parser.text_read) self.mask_key = maskKey(at);
     }
 
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
@@ -797,6 +797,14 @@ pub const Matcher = struct {
     }
 };
 
+/// What a mask is remembered by (`Matcher.mask_key`): the position but for its text offset,
+/// which differs after every token while the mask inside a string or number does not.
+fn maskKey(at: Position) Position {
+    var key = at;
+    key.text_len = 0;
+    return key;
+}
+
 /// Sets `token`'s bit in `mask` (bit t % 32 of word t / 32).
 fn allow(mask: []u32, token: TokenId) void {
     const t = token.index();
@@ -870,10 +878,10 @@ const Recorder = struct {
     /// walk's start row: the lexer's own answer, now in the table, says whether the lexeme
     /// goes on (the parser was asked only to build the transition) or would end here (a
     /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
-    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32) Error!void {
+    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32, depth: usize) Error!void {
         const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
-        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state });
+        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
     }
 };
 
@@ -918,7 +926,7 @@ fn walkTrieWith(
                 next_state = pos.lexer_state;
                 next_row = pos.row;
             }
-            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p));
+            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth);
         }
         if (alive) {
             if (variant.budgeted) {
@@ -1005,7 +1013,9 @@ pub const WalkCache = struct {
         }
     };
 
-    pub const Frontier = struct { node: u32, state: StateId };
+    /// A frontier node, the lexer state before its byte, and its depth below the walk's start
+    /// (the bytes before it, which distinct lists may need: `earley.Parser.text_hole`).
+    pub const Frontier = struct { node: u32, state: StateId, depth: u32 };
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
@@ -1123,8 +1133,14 @@ pub const WalkCache = struct {
     /// A mask from a recorded entry: its tokens, then the frontier's subtrees with the parser.
     fn replay(entry: Entry, nodes: []const Node, parser: *earley.Parser, from: Position, mask: []u32) Error!void {
         @memcpy(mask, entry.mask);
+        const distinct_lists = parser.cfg.distinct_pos.len > 0;
+        defer parser.text_hole = null;
         for (entry.frontier) |f| {
-            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len };
+            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len + f.depth };
+            if (distinct_lists) {
+                try parser.reserveText(@as(usize, at.text_len) + trie_mod.token_length_max + 1);
+                parser.text_hole = .{ .start = from.text_len, .len = f.depth, .nodes = nodes, .node = f.node };
+            }
             try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
         }
     }
