@@ -87,7 +87,9 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   read left-recursively; several merged `contains` with counts, `_contains`, and item
   witnesses beside them are counted together, up to `CONTAINS_COUNTED_MAX`) and `uniqueItems`: exact when the items range over a finite domain
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
-  `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
+  `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; exact and checked by the core when the
+  items are open scalars (`distinct_array`: plain strings, numbers, integers); **otherwise not
+  enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme (`multiple_of_regexes`): for
   an integer multiple up to `RESIDUE_MODULUS_MAX`, the core's residue run `(?%c,0,d)` after a
   leading digit d (exact for any such c, docs/lexer.md); otherwise a divisibility automaton
