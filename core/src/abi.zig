@@ -28,7 +28,7 @@ const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 const TokenId = trie_mod.TokenId;
 
-pub const abi_version: i32 = 7;
+pub const abi_version: i32 = 8;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
