@@ -262,3 +262,9 @@ def test_items_that_are_not_open_keep_the_warning(schema: dict[str, Any]) -> Non
 def test_open_items_are_enforced_without_a_warning(kind: str) -> None:
     ir = json_schema_to_ir(SCHEMAS[kind])
     assert ir.distinct and not any("uniqueItems" in w for w in ir.options["warnings"])
+
+
+def test_a_schema_inside_a_lark_grammar_keeps_its_distinct_lists() -> None:
+    grammar = Grammar.lark('start: "tags=" %json {"type": "array", "items": {"type": "string"}, "uniqueItems": true}')
+    assert accepts(grammar, 'tags=["a", "b"]') and accepts(grammar, 'tags=[ "x" , "y" ]')
+    assert not accepts(grammar, 'tags=["a","a"]') and not accepts(grammar, 'tags=["é", "\\u00e9"]')
