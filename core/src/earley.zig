@@ -182,8 +182,14 @@ pub const Row = struct {
     /// Offset in `Parser.text` where the row's lexeme ended (distinct lists only).
     text_end: u32 = 0,
     /// Building the row compared an item's text with its list's earlier items: it depends on
-    /// the text, not only on (parent, key), and is never reused.
+    /// the text, not only on (parent, key), and is reused only when it made one comparison
+    /// (`check`) whose outcome is the same for the new text.
     text_checked: bool = false,
+    /// The comparisons made building the row (saturating), and the first one.
+    check_count: u8 = 0,
+    check: Check = undefined,
+
+    pub const Check = struct { list_origin: RowId, item_origin: RowId, repeated: bool };
 };
 
 const special_key: u32 = 1 << 31;
@@ -395,8 +401,12 @@ pub const Parser = struct {
                     const waiting = self.items.items[j];
                     if (cfg.rhs[waiting.pos] == lhs_sym) {
                         if (cfg.distinct_pos.len > 0 and cfg.distinct_pos[waiting.pos]) {
-                            self.rows.items[k.index()].text_checked = true;
-                            if (try self.repeatsItem(waiting.origin, item.origin, k)) continue;
+                            const repeated = try self.repeatsItem(waiting.origin, item.origin, k);
+                            const row = &self.rows.items[k.index()];
+                            row.text_checked = true;
+                            if (row.check_count == 0) row.check = .{ .list_origin = waiting.origin, .item_origin = item.origin, .repeated = repeated };
+                            row.check_count +|= 1;
+                            if (repeated) continue;
                         }
                         try self.addItem(.{ .pos = waiting.pos + 1, .origin = waiting.origin });
                     }
@@ -542,11 +552,17 @@ pub const Parser = struct {
         const k = parent.next();
         if (self.rows.items.len > k.index()) {
             const cached = &self.rows.items[k.index()];
-            if (cached.parent == parent and cached.key == key and !cached.text_checked) {
+            if (cached.parent == parent and cached.key == key and (!cached.text_checked or cached.check_count == 1)) {
                 // The same row, but for where its lexeme ended on this path (a sibling token
-                // may be longer): distinct lists read the text by it.
+                // may be longer): distinct lists read the text by it. A row that compared one
+                // item stands if the item compares the same way now (a sibling token closing
+                // another string): the comparison, not the whole row, is redone.
+                const old_end = cached.text_end;
                 cached.text_end = text_end;
-                return k;
+                if (!cached.text_checked) return k;
+                const check = cached.check;
+                if (try self.repeatsItem(check.list_origin, check.item_origin, k) == check.repeated) return k;
+                self.rows.items[k.index()].text_end = old_end;
             }
         }
         self.rows.shrinkRetainingCapacity(k.index());
