@@ -21,13 +21,14 @@ const ir_reader = @import("ir_reader.zig");
 const PatternCache = @import("pattern_cache.zig").PatternCache;
 const handles = @import("handles.zig");
 const limit_error = @import("limits.zig");
+const distinct = @import("distinct.zig");
 const HandleTable = handles.HandleTable;
 const Tokenizer = matcher_mod.Tokenizer;
 const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 const TokenId = trie_mod.TokenId;
 
-pub const abi_version: i32 = 7;
+pub const abi_version: i32 = 8;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -145,6 +146,7 @@ fn failLimit(kind: limit_error.Kind, comptime context: []const u8) i32 {
         .vocabulary => fail(.limit_exceeded, -1, context ++ ": the vocabulary is too large for the trie (at most {d} ids, tokens of at most {d} bytes)", .{ trie_mod.token_count_max, trie_mod.token_length_max }),
         .handles => fail(.limit_exceeded, -1, context ++ ": this core instance has issued all its handles (about 2^31 in its life); replace the instance", .{}),
         .input_size => fail(.limit_exceeded, -1, context ++ ": the input is larger than one call may take ({d} bytes); pass it in parts", .{matcher_mod.input_bytes_max}),
+        .distinct_items => fail(.limit_exceeded, -1, context ++ ": an array whose items must differ (uniqueItems) holds more text than a check reads ({d} bytes of earlier items, {d} bytes of one item), or a number with an exponent of more than 15 digits", .{ distinct.span_bytes_max, distinct.item_bytes_max }),
         .none => fail(.limit_exceeded, -1, context ++ ": a limit was exceeded", .{}),
     };
     error_limit = kind;
@@ -778,4 +780,5 @@ test {
     _ = @import("ir_reader.zig");
     _ = @import("slicer.zig");
     _ = @import("handles.zig");
+    _ = @import("distinct.zig");
 }

@@ -43,7 +43,9 @@ const Allocator = std.mem.Allocator;
 const lexer_mod = @import("lexer.zig");
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
-const TokenId = @import("trie.zig").TokenId;
+const trie_mod = @import("trie.zig");
+const TokenId = trie_mod.TokenId;
+const distinct = @import("distinct.zig");
 
 pub const end_flag: u32 = 1 << 31;
 
@@ -66,6 +68,9 @@ pub const Cfg = struct {
     /// At most one skip between two lexemes (so a bounded skip regex bounds that text).
     skip_once: bool,
     has_lazy: bool,
+    /// Lazy lexemes, or distinct lists (whose lexemes end as soon as nothing can extend
+    /// them, `Lexer.end_when_final`): a lexeme may end on a byte the lexer survives.
+    lazy_walk: bool,
     has_special: bool,
     rhs: []u32,
     /// Position in `rhs` of the first symbol of each rule of nonterminal n:
@@ -86,9 +91,15 @@ pub const Cfg = struct {
     /// a rule in progress (dot past its first symbol) that lets the skip lexeme in. Empty when
     /// every rule does.
     skip_in_progress: []bool,
+    /// Per position in `rhs`, when the grammar has distinct lists: the symbol there is the
+    /// item of a distinct list (the last symbol of a rule of a marked nonterminal), whose
+    /// value must differ from the list's earlier items (`Parser.repeatsItem`). Empty when
+    /// there are none.
+    distinct_pos: []bool,
 
     pub fn deinit(self: *Cfg, gpa: Allocator) void {
         gpa.free(self.token_max);
+        gpa.free(self.distinct_pos);
         gpa.free(self.skip_in_progress);
         gpa.free(self.rhs);
         gpa.free(self.rule_positions);
@@ -168,6 +179,17 @@ pub const Row = struct {
     key: RowKey,
     accepting: bool,
     after_skip: bool,
+    /// Offset in `Parser.text` where the row's lexeme ended (distinct lists only).
+    text_end: u32 = 0,
+    /// Building the row compared an item's text with its list's earlier items: it depends on
+    /// the text, not only on (parent, key), and is reused only when it made one comparison
+    /// (`check`) whose outcome is the same for the new text.
+    text_checked: bool = false,
+    /// The comparisons made building the row (saturating), and the first one.
+    check_count: u8 = 0,
+    check: Check = undefined,
+
+    pub const Check = struct { list_origin: RowId, item_origin: RowId, repeated: bool };
 };
 
 const special_key: u32 = 1 << 31;
@@ -181,6 +203,8 @@ pub const Position = struct {
     /// Index of the token holding the first byte of the lexeme in progress (meaningless at a
     /// lexeme boundary). Token budgets count from here.
     lexeme_token_index: u32 = 0,
+    /// Bytes of output before this position (`Parser.text` holds them, distinct lists only).
+    text_len: u32 = 0,
 };
 
 /// What the token budgets of a lexer state's lexemes allow: `most`, the largest budget
@@ -220,6 +244,22 @@ pub const Parser = struct {
     budgets: std.ArrayList(Budget) = .empty,
     /// Scratch for `enterToken`: which lexemes may go on into the next token.
     keep: []bool,
+    /// With distinct lists: the output along the current path, the bytes the matcher
+    /// consumed and, above them, those of the trie path a mask walk is on. A row's lexeme is
+    /// `text[parent.text_end..row.text_end]`.
+    text: std.ArrayList(u8) = .empty,
+    /// The values of the earlier items of the list last checked (`repeatsItem`).
+    values: distinct.ValueSet = .{},
+    /// Rows up to this index do not change during the current call (the matcher's current
+    /// position's row): values read from them may be remembered until the call ends.
+    stable_row: u32 = 0,
+    /// Set when a distinct list's item was compared (`repeatsItem`): what was computed
+    /// depends on the text, not only on positions (the matcher's one-entry mask cache).
+    text_read: bool = false,
+    /// While a mask replays a walk-cache entry's frontier subtree (`matcher.WalkCache`): the
+    /// bytes of the path down to the subtree's root were never written (`text[start..][0..len]`);
+    /// `repeatsItem` fills them from the trie when it needs them.
+    text_hole: ?TextHole = null,
 
     pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
         const n = lexer.lexemes.len;
@@ -273,10 +313,15 @@ pub const Parser = struct {
         self.leo_entries.deinit(self.gpa);
         self.leo_touched.deinit(self.gpa);
         self.allowed_list.deinit(self.gpa);
+        self.text.deinit(self.gpa);
+        self.values.deinit(self.gpa);
     }
 
-    /// Copies the committed rows `0..=row` of `other` (for forking).
-    pub fn copyFrom(self: *Parser, other: *const Parser, row: RowId) Error!void {
+    /// Copies the committed rows `0..=at.row` of `other` and its text before `at` (for forking).
+    pub fn copyFrom(self: *Parser, other: *const Parser, at: Position) Error!void {
+        const row = at.row;
+        self.text.clearRetainingCapacity();
+        if (self.cfg.distinct_pos.len > 0) try self.text.appendSlice(self.gpa, other.text.items[0..at.text_len]);
         self.rows.clearRetainingCapacity();
         self.items.clearRetainingCapacity();
         try self.rows.appendSlice(self.gpa, other.rows.items[0 .. row.index() + 1]);
@@ -289,8 +334,16 @@ pub const Parser = struct {
         return .{ .lexer_state = self.rows.items[0].lexer_start, .row = .first };
     }
 
-    pub fn beginStep(self: *Parser) void {
+    /// Starts a call: a fresh work budget; rows up to `stable_row` stay as they are during it.
+    pub fn beginStep(self: *Parser, stable_row: RowId) void {
         self.work_step = 0;
+        self.stable_row = stable_row.index();
+        self.values.forget();
+    }
+
+    /// Makes `text` at least `len` bytes long (its bytes past the old length undefined).
+    pub fn reserveText(self: *Parser, len: usize) Error!void {
+        if (self.text.items.len < len) try self.text.resize(self.gpa, len);
     }
 
     /// Spends `units` of this call's parser work.
@@ -347,6 +400,14 @@ pub const Parser = struct {
                 while (j < origin_row.items_end) : (j += 1) {
                     const waiting = self.items.items[j];
                     if (cfg.rhs[waiting.pos] == lhs_sym) {
+                        if (cfg.distinct_pos.len > 0 and cfg.distinct_pos[waiting.pos]) {
+                            const repeated = try self.repeatsItem(waiting.origin, item.origin, k);
+                            const row = &self.rows.items[k.index()];
+                            row.text_checked = true;
+                            if (row.check_count == 0) row.check = .{ .list_origin = waiting.origin, .item_origin = item.origin, .repeated = repeated };
+                            row.check_count +|= 1;
+                            if (repeated) continue;
+                        }
                         try self.addItem(.{ .pos = waiting.pos + 1, .origin = waiting.origin });
                     }
                 }
@@ -422,7 +483,9 @@ pub const Parser = struct {
             if (sym & end_flag != 0 or sym < cfg.nonterminal_base) continue;
             const nt = sym - cfg.nonterminal_base;
             if (self.leo_count[nt] == 0) try self.leo_touched.append(self.gpa, nt);
-            self.leo_count[nt] += 1;
+            // The item of a distinct list is checked where it completes: no Leo entry may
+            // complete past it (two counts make the entry ambiguous, so none is made).
+            self.leo_count[nt] += if (cfg.distinct_pos.len > 0 and cfg.distinct_pos[item.pos]) 2 else 1;
             self.leo_item[nt] = item;
         }
         const leo_start: u32 = @intCast(self.leo_entries.items.len);
@@ -442,6 +505,39 @@ pub const Parser = struct {
         self.rows.items[k.index()].leo_end = @intCast(self.leo_entries.items.len);
     }
 
+    pub const TextHole = struct { start: u32, len: u32, nodes: []const trie_mod.Node, node: u32 };
+
+    /// Does the item of a distinct list that completes in row `k`, predicted in row
+    /// `item_origin`, equal (as a JSON value) an earlier item of its list, the list having
+    /// begun in row `list_origin`? The earlier items are the text between the list's start
+    /// and the item's (`distinct.ValueSet` reads the values off it, once per call while
+    /// those rows are stable), the item is the text since.
+    fn repeatsItem(self: *Parser, list_origin: RowId, item_origin: RowId, k: RowId) Error!bool {
+        const rows = self.rows.items;
+        const list_start = rows[list_origin.index()].text_end;
+        const item_start = rows[item_origin.index()].text_end;
+        const item_end = rows[k.index()].text_end;
+        assert(list_start <= item_start and item_start <= item_end and item_end <= self.text.items.len);
+        if (item_start == list_start) return false; // the first item
+        self.text_read = true;
+        if (self.text_hole) |hole| if (list_start < hole.start + hole.len and item_end > hole.start) {
+            const written = trie_mod.ancestorBytes(hole.nodes, hole.node, self.text.items[hole.start..][0..hole.len]);
+            assert(written == hole.len);
+            self.text_hole = null;
+        };
+        // About 8 ns a byte read: a unit of parser work per 16 bytes.
+        try self.charge((item_end - item_start) / 16 + 1);
+        const key = [4]u32{ list_origin.index(), item_origin.index(), list_start, item_start };
+        const stable = item_origin.index() <= self.stable_row;
+        if (!stable) self.values.forget();
+        const before = self.values.key;
+        if (before == null or !std.mem.eql(u32, &before.?, &key)) try self.charge((item_start - list_start) / 16 + 1);
+        try self.values.fill(self.gpa, key, self.text.items[list_start..item_start]);
+        const found = try self.values.holds(self.gpa, self.text.items[item_start..item_end]);
+        if (!stable) self.values.forget();
+        return found;
+    }
+
     fn leoLookup(self: *const Parser, r: RowId, nt: u32) ?Item {
         const row = self.rows.items[r.index()];
         for (self.leo_entries.items[row.leo_start..row.leo_end]) |entry| {
@@ -452,11 +548,22 @@ pub const Parser = struct {
 
     /// The row after scanning `lexemes` from row `parent` (the lexemes matching in the lexer
     /// state of `key`, or its special lexeme); null when no item advances.
-    fn scan(self: *Parser, parent: RowId, key: RowKey, lexemes: []const u32) Error!?RowId {
+    fn scan(self: *Parser, parent: RowId, key: RowKey, lexemes: []const u32, text_end: u32) Error!?RowId {
         const k = parent.next();
         if (self.rows.items.len > k.index()) {
-            const cached = self.rows.items[k.index()];
-            if (cached.parent == parent and cached.key == key) return k;
+            const cached = &self.rows.items[k.index()];
+            if (cached.parent == parent and cached.key == key and (!cached.text_checked or cached.check_count == 1)) {
+                // The same row, but for where its lexeme ended on this path (a sibling token
+                // may be longer): distinct lists read the text by it. A row that compared one
+                // item stands if the item compares the same way now (a sibling token closing
+                // another string): the comparison, not the whole row, is redone.
+                const old_end = cached.text_end;
+                cached.text_end = text_end;
+                if (!cached.text_checked) return k;
+                const check = cached.check;
+                if (try self.repeatsItem(check.list_origin, check.item_origin, k) == check.repeated) return k;
+                self.rows.items[k.index()].text_end = old_end;
+            }
         }
         self.rows.shrinkRetainingCapacity(k.index());
         const parent_row = self.rows.items[parent.index()];
@@ -483,6 +590,7 @@ pub const Parser = struct {
             .after_skip = false,
             .leo_start = parent_row.leo_end,
             .leo_end = parent_row.leo_end,
+            .text_end = text_end,
         });
         // A row left half built by a limit must not be found again by (parent, key): it
         // would be reused as if complete after a rollback.
@@ -525,7 +633,21 @@ pub const Parser = struct {
             return k;
         }
         try self.closeRow(k);
+        const row = self.rows.items[k.index()];
+        if (row.text_checked and row.lexer_start == .dead and !row.accepting and !self.rowAllowsSpecial(row)) {
+            // An item that repeats an earlier one was the only way on: the row is dead.
+            return self.dropRow(k);
+        }
         return k;
+    }
+
+    fn rowAllowsSpecial(self: *const Parser, row: Row) bool {
+        if (!self.cfg.has_special) return false;
+        for (self.items.items[row.items_start..row.items_end]) |item| {
+            const sym = self.cfg.rhs[item.pos];
+            if (sym < self.cfg.lexeme_count and self.cfg.is_special[sym]) return true;
+        }
+        return false;
     }
 
     fn dropRow(self: *Parser, k: RowId) ?RowId {
@@ -536,36 +658,42 @@ pub const Parser = struct {
         return null;
     }
 
-    /// Ends the lexeme in progress (lexer state `state`, which must accept) at row `row`.
-    pub fn endLexeme(self: *Parser, row: RowId, state: StateId) Error!?RowId {
-        return self.scan(row, .scanned(state), self.lexer.acceptingLexemes(state));
+    /// Ends the lexeme in progress (lexer state `state`, which must accept) at row `row`, the
+    /// lexeme's text ending at offset `text_end`.
+    pub fn endLexeme(self: *Parser, row: RowId, state: StateId, text_end: u32) Error!?RowId {
+        return self.scan(row, .scanned(state), self.lexer.acceptingLexemes(state), text_end);
     }
 
     /// One byte from `at`; null when the grammar refuses it.
     pub fn stepByte(self: *Parser, at: Position, b: u8) Error!?Position {
         const lexer = self.lexer;
+        const end = at.text_len + 1;
+        if (self.cfg.distinct_pos.len > 0) {
+            try self.reserveText(end);
+            self.text.items[at.text_len] = b;
+        }
         const t = try lexer.next(at.lexer_state, b);
         if (t != .dead) {
-            if (!self.cfg.has_lazy or !lexer.stateInfo(t).lazy_accepting) {
+            if (!self.cfg.lazy_walk or !lexer.stateInfo(t).lazy_accepting) {
                 const fresh = at.lexer_state == self.rows.items[at.row.index()].lexer_start;
                 const first = if (fresh) self.token_index else at.lexeme_token_index;
-                return .{ .lexer_state = t, .row = at.row, .lexeme_token_index = first };
+                return .{ .lexer_state = t, .row = at.row, .lexeme_token_index = first, .text_len = end };
             }
-            const r = try self.endLexeme(at.row, t) orelse return null;
-            return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r };
+            const r = try self.endLexeme(at.row, t, end) orelse return null;
+            return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r, .text_len = end };
         }
         // `b` cannot extend the lexeme: it ends here (longest match) and `b` starts the next.
         if (at.lexer_state == self.rows.items[at.row.index()].lexer_start) return null;
         if (!lexer.isAccepting(at.lexer_state)) return null;
-        const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
+        const r = try self.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
         const start_state = self.rows.items[r.index()].lexer_start;
         const t2 = try lexer.next(start_state, b);
         if (t2 == .dead) return null;
-        if (self.cfg.has_lazy and lexer.stateInfo(t2).lazy_accepting) {
-            const r2 = try self.endLexeme(r, t2) orelse return null;
-            return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2 };
+        if (self.cfg.lazy_walk and lexer.stateInfo(t2).lazy_accepting) {
+            const r2 = try self.endLexeme(r, t2, end) orelse return null;
+            return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2, .text_len = end };
         }
-        return .{ .lexer_state = t2, .row = r, .lexeme_token_index = self.token_index };
+        return .{ .lexer_state = t2, .row = r, .lexeme_token_index = self.token_index, .text_len = end };
     }
 
     /// The position from which the text token with index `token_index` starts, `at` being the
@@ -576,7 +704,7 @@ pub const Parser = struct {
     pub fn enterToken(self: *Parser, at: Position, token_index: u32) Error!?Position {
         if (!self.cfg.has_token_max) return at;
         const row = self.rows.items[at.row.index()];
-        if (at.lexer_state == row.lexer_start) return .{ .lexer_state = at.lexer_state, .row = at.row, .lexeme_token_index = token_index };
+        if (at.lexer_state == row.lexer_start) return .{ .lexer_state = at.lexer_state, .row = at.row, .lexeme_token_index = token_index, .text_len = at.text_len };
         assert(token_index > at.lexeme_token_index);
         const spent = token_index - at.lexeme_token_index;
         const budget = try self.stateBudget(at.lexer_state);
@@ -585,11 +713,11 @@ pub const Parser = struct {
             for (self.cfg.token_max, self.keep) |limit, *keep| keep.* = limit == 0 or spent < limit;
             const state = try self.lexer.restrict(at.lexer_state, self.keep);
             assert(state != .dead);
-            return .{ .lexer_state = state, .row = at.row, .lexeme_token_index = at.lexeme_token_index };
+            return .{ .lexer_state = state, .row = at.row, .lexeme_token_index = at.lexeme_token_index, .text_len = at.text_len };
         }
         if (!self.lexer.isAccepting(at.lexer_state)) return null;
-        const r = try self.endLexeme(at.row, at.lexer_state) orelse return null;
-        return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = token_index };
+        const r = try self.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
+        return .{ .lexer_state = self.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = token_index, .text_len = at.text_len };
     }
 
     /// After the last byte of a text token, `at`: can the next token start (`enterToken` would
@@ -645,7 +773,7 @@ pub const Parser = struct {
     pub fn boundaryRow(self: *Parser, at: Position) Error!?RowId {
         if (at.lexer_state == self.rows.items[at.row.index()].lexer_start) return at.row;
         if (!self.lexer.isAccepting(at.lexer_state)) return null;
-        return self.endLexeme(at.row, at.lexer_state);
+        return self.endLexeme(at.row, at.lexer_state, at.text_len);
     }
 
     /// May the output end at `at`?
@@ -667,8 +795,8 @@ pub const Parser = struct {
             if (sym < cfg.lexeme_count and cfg.is_special[sym] and
                 std.sort.binarySearch(TokenId, cfg.specialIds(sym), token, TokenId.order) != null)
             {
-                const r2 = try self.scan(r, .special(sym), &.{sym}) orelse return null;
-                return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2 };
+                const r2 = try self.scan(r, .special(sym), &.{sym}, at.text_len) orelse return null;
+                return .{ .lexer_state = self.rows.items[r2.index()].lexer_start, .row = r2, .text_len = at.text_len };
             }
         }
         return null;
@@ -716,6 +844,12 @@ const IrBuilder = struct {
         }
     }
 };
+
+fn walkFrom(parser: *Parser, from: Position, text: []const u8) Error!?Position {
+    var at = from;
+    for (text) |b| at = try parser.stepByte(at, b) orelse return null;
+    return at;
+}
 
 fn walkText(parser: *Parser, text: []const u8) !?Position {
     var at = parser.start();
@@ -829,13 +963,89 @@ test "earley: items examined by completions count as work, not only items built"
     var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{ .step_item_count_max = 10_000 });
     defer parser.deinit();
     const text: [40]u8 = @splat('a');
-    parser.beginStep();
+    parser.beginStep(.first);
     try std.testing.expectError(error.LimitExceeded, walkText(&parser, &text));
     try std.testing.expectEqual(limit_error.Kind.parser_step_items, limit_error.hit);
     try std.testing.expect(parser.items.items.len < 10_000);
     // With room for the work, the same text parses.
     parser.limits.step_item_count_max = 1_000_000;
-    parser.beginStep();
+    parser.beginStep(.first);
     const at = (try walkText(&parser, &text)) orelse return error.TestUnexpectedResult;
     try std.testing.expect(try parser.eosAllowed(at));
+}
+
+/// A JSON-like array whose items must differ: lexemes 0 STRING, 1 NUMBER, 2 "[", 3 "]", 4 ",";
+/// skip " *". array → "[" "]" | "[" list "]"; list → item | list "," item (a distinct list);
+/// item → STRING | NUMBER.
+fn distinctIr(b: *IrBuilder) !void {
+    const nt = ir_nonterminal_flag;
+    // Flags: a skip pattern (2) and a list of distinct nonterminals (16).
+    for ([_]u32{ ir_magic, 5, 3, 6, 0, 2 | 16 }) |w| try b.put(w);
+    try b.putBytes(" *");
+    for ([_]u32{ 1, 1 }) |w| try b.put(w); // one distinct nonterminal: list (1)
+    try b.put(0);
+    try b.put(0);
+    try b.putBytes("\"(?:[^\"\\\\]|\\\\u[0-9a-f]{4}|\\\\[\"\\\\/nt])*\"");
+    try b.put(0);
+    try b.put(0);
+    try b.putBytes("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?");
+    for ([_][]const u8{ "[", "]", "," }) |lit| {
+        try b.put(1);
+        try b.put(0);
+        try b.putBytes(lit);
+    }
+    const rules = [_][]const u32{
+        &.{ 0, 2, 2, 3 },   &.{ 0, 3, 2, nt | 1, 3 },
+        &.{ 1, 1, nt | 2 }, &.{ 1, 3, nt | 1, 4, nt | 2 },
+        &.{ 2, 1, 0 },      &.{ 2, 1, 1 },
+    };
+    for (rules) |rule| for (rule) |w| try b.put(w);
+}
+
+test "earley: the items of a distinct list differ as JSON values, checked where each completes" {
+    const gpa = std.testing.allocator;
+    var b: IrBuilder = .{};
+    defer b.words.deinit(gpa);
+    try distinctIr(&b);
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: ir_reader.CompileDiagnostic = .{};
+    var compiled = try ir_reader.compile(gpa, &exprs, b.words.items, &diag);
+    defer compiled.deinit(gpa);
+    try std.testing.expect(compiled.cfg.distinct_pos.len > 0 and compiled.cfg.lazy_walk);
+    var lexer = try Lexer.initWithLazy(gpa, &exprs, compiled.lexeme_exprs, compiled.lazy, .{});
+    defer lexer.deinit();
+    lexer.end_when_final = true;
+    var parser = try Parser.init(gpa, &compiled.cfg, &lexer, .{});
+    defer parser.deinit();
+    parser.beginStep(.first);
+    const complete = [_][]const u8{ "[]", "[\"a\"]", "[\"a\", \"b\"]", "[1, 2, \"1\"]", "[1, 12]", "[\"ab\",\"a\"]", "[0.5, 5]" };
+    for (complete) |text| {
+        const at = (try walkText(&parser, text)) orelse return error.TestUnexpectedResult;
+        try std.testing.expect(try parser.eosAllowed(at));
+    }
+    // Alive: every one of these can still be finished differently from the earlier items.
+    const open = [_][]const u8{ "[\"a\", \"a", "[1, 1", "[1, 1.0", "[1, 10e-", "[\"a\", \"\\u00" };
+    for (open) |text| try std.testing.expect(try walkText(&parser, text) != null);
+    // Dead: a string repeats on its closing quote, a number on the byte after it.
+    const repeated = [_][]const u8{
+        "[\"a\", \"a\"", "[\"a\",\"b\",\"\\u0061\"", "[\"/\", \"\\/\"", "[1, 1.0,",
+        "[1, 2, 1e0]",   "[0, -0 ",                  "[0.5, 50e-2]",    "[\"x\", 3, \"x\"",
+    };
+    for (repeated) |text| try std.testing.expect(try walkText(&parser, text) == null);
+    // A list whose earlier items hold more text than a check reads: a limit, named.
+    var at = (try walkText(&parser, "[")) orelse return error.TestUnexpectedResult;
+    var item: [100]u8 = @splat('a');
+    item[0] = '"';
+    item[98] = '"';
+    item[99] = ',';
+    var i: u32 = 0;
+    const outcome: Error!void = while (i < distinct.span_bytes_max / item.len + 2) : (i += 1) {
+        parser.beginStep(at.row); // one call per item, as one token each would be
+        _ = std.fmt.bufPrint(item[1..5], "{d:0>4}", .{i}) catch unreachable; // distinct items
+        at = (walkFrom(&parser, at, &item) catch |err| break err) orelse return error.TestUnexpectedResult;
+    };
+    try std.testing.expectError(error.LimitExceeded, outcome);
+    try std.testing.expectEqual(limit_error.Kind.distinct_items, limit_error.hit);
+    try std.testing.expect(i * item.len > distinct.span_bytes_max);
 }

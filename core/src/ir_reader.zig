@@ -66,7 +66,9 @@ const HeaderFlags = packed struct(u32) {
     has_no_skip: bool,
     /// At most one skip between two lexemes.
     skip_once: bool,
-    unused: u28,
+    /// A list of distinct-list nonterminals follows (after the no-skip list).
+    has_distinct: bool,
+    unused: u27,
 };
 
 /// A lexeme's flags word; bits not named here are ignored.
@@ -364,6 +366,16 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
             no_skip[nt] = true;
         }
     }
+    const distinct_lists = try gpa.alloc(bool, header.nt_count);
+    defer gpa.free(distinct_lists);
+    @memset(distinct_lists, false);
+    if (header.flags.has_distinct) {
+        const count = try r.word();
+        for (try r.slice(count)) |nt| {
+            if (nt >= header.nt_count) return bad(diag, "distinct-list nonterminal out of range");
+            distinct_lists[nt] = true;
+        }
+    }
     for (0..header.lexeme_count) |l| try lexemes.read(gpa, exprs, &memo, &r, @intCast(l), diag);
     diag.lexeme = null;
     lexemes.special_start[header.lexeme_count] = @intCast(lexemes.special_ids.items.len);
@@ -389,6 +401,8 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
     computeNullable(&rules, nt_base, nullable);
     const rhs = try gpa.dupe(u32, rules.rhs.items);
     errdefer gpa.free(rhs);
+    const distinct_pos: []bool = if (header.flags.has_distinct) try distinctPositions(gpa, &rules, nt_base, distinct_lists, nullable, diag) else &.{};
+    errdefer gpa.free(distinct_pos);
     const special_ids = try gpa.dupe(TokenId, lexemes.special_ids.items);
 
     lexemes.special_ids.deinit(gpa); // its copy goes into the result, with the other tables
@@ -400,6 +414,7 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
             .allow_initial_skip = header.flags.allow_initial_skip,
             .skip_once = header.flags.skip_once,
             .has_lazy = lexemes.has_lazy,
+            .lazy_walk = lexemes.has_lazy or distinct_pos.len > 0,
             .has_special = lexemes.has_special,
             .rhs = rhs,
             .rule_positions = rule_positions,
@@ -412,6 +427,7 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
             .token_max = lexemes.token_max,
             .has_token_max = std.mem.indexOfNone(u32, lexemes.token_max, &.{0}) != null,
             .skip_in_progress = skip_in_progress,
+            .distinct_pos = distinct_pos,
         },
         .lexeme_exprs = lexemes.exprs,
         .lazy = lexemes.lazy,
@@ -647,6 +663,32 @@ fn skipInProgress(gpa: Allocator, rules: *const Rules, nt_count: u32, no_skip: [
             p += 1;
             result[p] = lets_skip;
         }
+    }
+    return result;
+}
+
+/// Per position in `rules.rhs`: is the symbol there the item of a distinct list, the last
+/// symbol of a rule of a nonterminal in `lists` (`Cfg.distinct_pos`)? Such a rule must end
+/// with a nonterminal that is not nullable: the check runs where that item completes.
+fn distinctPositions(gpa: Allocator, rules: *const Rules, nt_base: u32, lists: []const bool, nullable: []const bool, diag: *CompileDiagnostic) CompileError![]bool {
+    const rhs = rules.rhs.items;
+    const result = try gpa.alloc(bool, rhs.len);
+    errdefer gpa.free(result);
+    @memset(result, false);
+    var any = false;
+    for (rules.lhs.items, rules.starts.items) |lhs, pos| {
+        if (lhs >= lists.len or !lists[lhs]) continue;
+        var p = pos;
+        while (rhs[p] & end_flag == 0) p += 1;
+        if (p == pos or rhs[p - 1] < nt_base or nullable[rhs[p - 1] - nt_base]) {
+            return bad(diag, "a rule of a distinct list must end with its item, a nonterminal that is not nullable");
+        }
+        result[p - 1] = true;
+        any = true;
+    }
+    if (!any) {
+        gpa.free(result);
+        return &.{};
     }
     return result;
 }

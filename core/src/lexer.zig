@@ -284,6 +284,13 @@ pub const Lexer = struct {
     accepting_lexemes: std.ArrayList(u32) = .empty,
     /// Per lexeme: ends at its shortest match. Empty slice: no lazy lexemes.
     lazy: []const bool = &.{},
+    /// A state in which every lexeme has matched and none can go on (each pair's expression
+    /// is ε) counts as `lazy_accepting`: the lexeme ends on its last byte instead of on the
+    /// next one. The same lexemes end at the same places (longest match could only end it
+    /// there), but the parser sees the end at once, which distinct lists need: a closing
+    /// quote that repeats an earlier item is refused on the token that holds it. Set before
+    /// any state but the dead one is made.
+    end_when_final: bool = false,
     limits: Limits,
 
     /// Builds a lexer over `lexemes` (ids in `exprs`, which must outlive the lexer).
@@ -464,6 +471,11 @@ pub const Lexer = struct {
             }
         }
         errdefer self.accepting_lexemes.shrinkRetainingCapacity(accepting_start);
+        if (self.end_when_final and accepting != StateInfo.none and !lazy_accepting) {
+            lazy_accepting = for (0..pairs.len / 2) |p| {
+                if (pairs[2 * p] == start_marker or pairs[2 * p + 1] != regex.ExprId.epsilon.index()) break false;
+            } else true;
+        }
         const accepting_count: u32 = @as(u32, @intCast(self.accepting_lexemes.items.len)) - accepting_start;
         try self.info.ensureUnusedCapacity(self.gpa, 1);
         try self.pair_spans.ensureUnusedCapacity(self.gpa, 1);

@@ -32,6 +32,10 @@ pub const Kind = enum(i32) {
     derivative_depth = 11,
     /// An input of one call is too large (bytes to heal or validate).
     input_size = 12,
+    /// The earlier items of an array with distinct items (`uniqueItems`), or one item, are
+    /// longer than a check reads (`distinct.zig`: 64 KiB, 4 KiB), or a number's exponent
+    /// has more than 15 digits.
+    distinct_items = 13,
 };
 
 pub var hit: Kind = .none;

@@ -197,6 +197,7 @@ pub const Grammar = struct {
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
             .state_count_max = limits.state_count_max,
         });
+        self.lexer.end_when_final = self.compiled.cfg.distinct_pos.len > 0;
         self.slice_depths = slicer.DepthCache.init(gpa);
         self.slice_depths.length_chars = self.compiled.length_chars;
         self.walk_cache = .{};
@@ -319,7 +320,7 @@ pub const Matcher = struct {
     pub fn fork(self: *const Matcher) Error!*Matcher {
         const copy = try create(self.gpa, self.tokenizer, self.grammar);
         errdefer copy.destroy();
-        try copy.parser.copyFrom(&self.parser, self.current().row);
+        try copy.parser.copyFrom(&self.parser, self.current());
         copy.history.clearRetainingCapacity();
         try copy.history.appendSlice(self.gpa, self.history.items);
         copy.eos_consumed = self.eos_consumed;
@@ -366,7 +367,7 @@ pub const Matcher = struct {
     /// Starts an operation: a fresh work budget for the lexer and the parser.
     fn begin(self: *Matcher) void {
         self.grammar.refuel();
-        self.parser.beginStep();
+        self.parser.beginStep(self.current().row);
     }
 
     /// Fuel the last operation on this matcher's grammar spent (measurements, calibration).
@@ -525,8 +526,9 @@ pub const Matcher = struct {
 
     fn computeMaskInner(self: *Matcher) Error!void {
         const at = self.current();
-        if (!self.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, at)) return;
+        if (!self.eos_consumed) if (self.mask_key) |key| if (std.meta.eql(key, maskKey(at))) return;
         self.mask_key = null;
+        self.parser.text_read = false;
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         // With token budgets the mask also depends on the token index, and a slice token must
@@ -575,7 +577,9 @@ pub const Matcher = struct {
         if (self.eos_consumed or try self.parser.eosAllowed(at)) {
             for (tokenizer.eos_ids) |id| allow(self.mask, id);
         }
-        if (!self.eos_consumed and !budgeted) self.mask_key = at;
+        // A mask that read no item's text (distinct lists) is a function of the position
+        // without its text offset, like every other grammar's.
+        if (!self.eos_consumed and !budgeted and !self.parser.text_read) self.mask_key = maskKey(at);
     }
 
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
@@ -793,6 +797,14 @@ pub const Matcher = struct {
     }
 };
 
+/// What a mask is remembered by (`Matcher.mask_key`): the position but for its text offset,
+/// which differs after every token while the mask inside a string or number does not.
+fn maskKey(at: Position) Position {
+    var key = at;
+    key.text_len = 0;
+    return key;
+}
+
 /// Sets `token`'s bit in `mask` (bit t % 32 of word t / 32).
 fn allow(mask: []u32, token: TokenId) void {
     const t = token.index();
@@ -817,9 +829,15 @@ pub fn walkTrie(
     start: Position,
     mask: []u32,
 ) Error!void {
-    // Copies of the loop: without lazy lexemes and token budgets (the common case) the test
-    // for the slow path is one comparison per node.
-    const lazy = parser.cfg.has_lazy;
+    // Copies of the loop: without lazy lexemes, token budgets and distinct lists (the common
+    // case) the test for the slow path is one comparison per node.
+    const lazy = parser.cfg.lazy_walk;
+    if (parser.cfg.distinct_pos.len > 0) {
+        // Distinct lists end their lexemes eagerly (`lazy_walk`) and read the path's text.
+        try parser.reserveText(@as(usize, start.text_len) + trie_mod.token_length_max + 1);
+        if (parser.cfg.has_token_max) return walkTrieWith(.{ .lazy = true, .budgeted = true, .text = true }, nodes, parser, start, mask);
+        return walkTrieWith(.{ .lazy = true, .budgeted = false, .text = true }, nodes, parser, start, mask);
+    }
     if (parser.cfg.has_token_max) {
         if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = true }, nodes, parser, start, mask);
         return walkTrieWith(.{ .lazy = false, .budgeted = true }, nodes, parser, start, mask);
@@ -836,6 +854,9 @@ const WalkVariant = struct {
     /// (`earley.Parser.tokenEndAlive`); its subtree is walked either way, since a longer token
     /// may finish the capped lexeme.
     budgeted: bool,
+    /// Distinct lists: each node's byte is written to the parser's text at its offset
+    /// (`earley.Parser.text`), so a row built at a node can read the lexeme it ends.
+    text: bool = false,
 };
 
 /// The recorder of the walk in progress, if it records a `WalkCache` entry. A variable rather
@@ -857,10 +878,10 @@ const Recorder = struct {
     /// walk's start row: the lexer's own answer, now in the table, says whether the lexeme
     /// goes on (the parser was asked only to build the transition) or would end here (a
     /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
-    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32) Error!void {
+    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32, depth: usize) Error!void {
         const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
-        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state });
+        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
     }
 };
 
@@ -884,6 +905,8 @@ fn walkTrieWith(
     while (p < nodes.len) {
         const node = nodes[p];
         const state = states[depth];
+        const text_len: u32 = if (variant.text) start.text_len + @as(u32, @intCast(depth)) else 0;
+        if (variant.text) parser.text.items[text_len] = node.byte;
         var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
         var next_row = rows[depth];
         // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
@@ -894,7 +917,7 @@ fn walkTrieWith(
         if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
-            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first }, node.byte);
+            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len }, node.byte);
             pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
@@ -903,12 +926,12 @@ fn walkTrieWith(
                 next_state = pos.lexer_state;
                 next_row = pos.row;
             }
-            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p));
+            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth);
         }
         if (alive) {
             if (variant.budgeted) {
                 const first = if (next_row == start.row) start.lexeme_token_index else parser.token_index;
-                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first };
+                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first, .text_len = text_len + 1 };
                 if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
                     mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
                 }
@@ -990,7 +1013,9 @@ pub const WalkCache = struct {
         }
     };
 
-    pub const Frontier = struct { node: u32, state: StateId };
+    /// A frontier node, the lexer state before its byte, and its depth below the walk's start
+    /// (the bytes before it, which distinct lists may need: `earley.Parser.text_hole`).
+    pub const Frontier = struct { node: u32, state: StateId, depth: u32 };
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
@@ -1018,8 +1043,8 @@ pub const WalkCache = struct {
             // walk from the next lexeme's start, the state the walk reaches for each byte
             // anyway. Keeps the cache keyed by states that recur (a row's start state). (A
             // state some slice applies to is never final.)
-            const r = try parser.endLexeme(from.row, from.lexer_state) orelse return;
-            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index };
+            const r = try parser.endLexeme(from.row, from.lexer_state, from.text_len) orelse return;
+            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index, .text_len = from.text_len };
         }
         if (slice) |s| @memcpy(mask, s.mask);
         // A state's slice is a function of the state, so one key serves both kinds of entry.
@@ -1108,8 +1133,14 @@ pub const WalkCache = struct {
     /// A mask from a recorded entry: its tokens, then the frontier's subtrees with the parser.
     fn replay(entry: Entry, nodes: []const Node, parser: *earley.Parser, from: Position, mask: []u32) Error!void {
         @memcpy(mask, entry.mask);
+        const distinct_lists = parser.cfg.distinct_pos.len > 0;
+        defer parser.text_hole = null;
         for (entry.frontier) |f| {
-            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index };
+            const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len + f.depth };
+            if (distinct_lists) {
+                try parser.reserveText(@as(usize, at.text_len) + trie_mod.token_length_max + 1);
+                parser.text_hole = .{ .start = from.text_len, .len = f.depth, .nodes = nodes, .node = f.node };
+            }
             try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
         }
     }

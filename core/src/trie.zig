@@ -65,6 +65,29 @@ comptime {
     assert(@sizeOf(Node) == 8);
 }
 
+/// The bytes on the path from the top of the flat trie `nodes` down to node `target`, the
+/// target's own byte excluded, written to `out` (which must have room for `depth` bytes, the
+/// target's depth); returns how many. Descends by subtree sizes: the siblings before each
+/// ancestor are skipped one subtree at a time, so the cost is the siblings passed, not the
+/// nodes below them.
+pub fn ancestorBytes(nodes: []const Node, target: u32, out: []u8) usize {
+    assert(target < nodes.len);
+    var depth: usize = 0;
+    var c: u32 = 0;
+    while (c != target) {
+        const end = c + nodes[c].subtree_size;
+        if (target < end) {
+            // `c` is an ancestor: its byte is on the path, its first child comes next.
+            out[depth] = nodes[c].byte;
+            depth += 1;
+            c += 1;
+        } else {
+            c = end;
+        }
+    }
+    return depth;
+}
+
 /// Ids are 24 bits and `token_count` itself is the dummy id of nodes without a token.
 pub const token_count_max: u32 = std.math.maxInt(u24) - 1;
 pub const node_count_max: u32 = std.math.maxInt(u22);
@@ -406,5 +429,21 @@ test "a filtered trie equals the trie built from the kept tokens" {
             // (then a node without a token): the same paths, possibly one node more.
             if (!with_duplicates) try std.testing.expectEqualSlices(Node, built.nodes, filtered.nodes);
         }
+    }
+}
+
+test "ancestorBytes spells the path down to a node" {
+    const gpa = std.testing.allocator;
+    const tokens = [_][]const u8{ "a", "ab", "abc", "abd", "b", "ba", "bcd", "c" };
+    var v = try TestVocab.init(gpa, &tokens);
+    defer v.deinit(gpa);
+    var trie = try Trie.build(gpa, v.blob.items, v.offsets.items, v.kinds.items);
+    defer trie.deinit(gpa);
+    var out: [8]u8 = undefined;
+    for (tokens) |t| {
+        const node = trie.find(t).?;
+        const n = ancestorBytes(trie.nodes, node.index(), &out);
+        try std.testing.expectEqualStrings(t[0 .. t.len - 1], out[0..n]);
+        try std.testing.expectEqual(t[t.len - 1], trie.nodeAt(node).byte);
     }
 }

@@ -83,7 +83,7 @@ class LimitError(TokensieveError):
     Attributes:
         limit: which limit, as the core names it (`"lexer_states"`, `"step_fuel"`,
             `"expressions"`, `"parser_row_items"`, `"parser_step_items"`, `"token_history"`,
-            `"compile_fuel"`, `"input_size"`, `"memory"`, `"deadline"`, `"fuel"`, and
+            `"compile_fuel"`, `"input_size"`, `"distinct_items"`, `"memory"`, `"deadline"`, `"fuel"`, and
             `"gbnf_analysis"` for the GBNF front-end's budget; see docs/limits.md), or None
             when unknown.
     """

@@ -46,7 +46,7 @@ from typing import Any, Callable, Final
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from .runtime import Runtime
 
-ABI_VERSION: Final = 7
+ABI_VERSION: Final = 8
 
 # The statuses the binding acts on, by their manifest names (their numbers come from the
 # module's manifest, generated from `Status` in core/src/abi.zig).

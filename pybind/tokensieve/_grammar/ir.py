@@ -160,6 +160,11 @@ class GrammarIR:
         no_skip: nonterminals whose text admits no skip regex between their lexemes (their
             rules spell out their own whitespace, e.g. JSON inside a Lark grammar): at a lexeme
             boundary the skip regex needs some other rule in progress across it (`docs/grammar_ir.md`).
+        distinct: *distinct lists*, nonterminals whose rules all end with their item, a
+            nonterminal that is not nullable (`U → X`, `U → U "," X`): the items of one list
+            must differ as JSON scalars (strings after unescaping, numbers by value), which the
+            core checks where each item completes (`docs/grammar_ir.md`; JSON Schema
+            `uniqueItems`).
         options: front-end options the IR has no field for, by name (the Lark front-end's
             `%llguidance {...}` keys such as `no_forcing`, `allow_invalid_utf8`, `ignore_once`).
     """
@@ -172,6 +177,7 @@ class GrammarIR:
     allow_initial_skip: bool = False
     skip_once: bool = False
     no_skip: set[int] = field(default_factory=set)
+    distinct: set[int] = field(default_factory=set)
     options: dict[str, object] = field(default_factory=dict)
     _lexeme_index: dict[Lexeme, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _shared_index: dict[tuple[object, ...], int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -366,13 +372,15 @@ def encode_ir(ir: GrammarIR) -> bytes:
     """
     flags = (
         (1 if ir.allow_initial_skip else 0) | (2 if ir.skip is not None else 0) | (4 if ir.no_skip else 0)
-        | (8 if ir.skip_once else 0)
+        | (8 if ir.skip_once else 0) | (16 if ir.distinct else 0)
     )
     out = [struct.pack("<6I", IR_MAGIC, len(ir.lexemes), len(ir.nonterminals), len(ir.rules), ir.start, flags)]
     if ir.skip is not None:
         out.append(_text_words(ir.skip, len(ir.lexemes)))
     if ir.no_skip:
         out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
+    if ir.distinct:
+        out.append(struct.pack(f"<{len(ir.distinct) + 1}I", len(ir.distinct), *sorted(ir.distinct)))
     for index, lexeme in enumerate(ir.lexemes):
         record = lexeme.__dict__.get("_ir_words")
         if record is None:

@@ -87,7 +87,9 @@ The design follows llguidance's (`docs/json_schema.md` there), so schemas behave
   read left-recursively; several merged `contains` with counts, `_contains`, and item
   witnesses beside them are counted together, up to `CONTAINS_COUNTED_MAX`) and `uniqueItems`: exact when the items range over a finite domain
   (enum, boolean, null) whose sets of at most `maxItems` values number at most
-  `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; **otherwise not enforced** (a warning).
+  `UNIQUE_STATE_COUNT_MAX`, or when `maxItems` <= 1; exact and checked by the core when the
+  items are open scalars (`distinct_array`: plain strings, numbers, integers); **otherwise not
+  enforced** (a warning).
 - **`multipleOf`** is a regex intersected with the number lexeme (`multiple_of_regexes`): for
   an integer multiple up to `RESIDUE_MODULUS_MAX`, the core's residue run `(?%c,0,d)` after a
   leading digit d (exact for any such c, docs/lexer.md); otherwise a divisibility automaton
@@ -142,7 +144,7 @@ from .numbers import (
     multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
-    FORMAT_REGEXES, REPEAT_COUNT_MAX, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
+    FORMAT_REGEXES, REPEAT_COUNT_MAX, STRING_CHAR, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
     pattern_parts, pattern_to_json_regex, string_regex,
 )
 from .x_guidance import split_x_guidance
@@ -195,6 +197,7 @@ ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
 CONTAINS_COUNTED_MAX = 4  # contains with counts merged on one array (2^n item classes; more: the first counted)
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
+DISTINCT_ITEMS_BOUNDED_MAX = 256  # maxItems of a uniqueItems array the core checks (a list nonterminal per count)
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
 _WITNESS_KEYS = "the key region of a negated object keyword"  # key_constraint's `what` for witnesses
@@ -207,6 +210,10 @@ NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NUMBER_REGEX_NO_EXPONENT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 NON_INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # without exponent (a subset)
 INTEGER_REGEX = r"-?(?:0|[1-9][0-9]*)"
+# A number as an item that must differ from the others (`distinct_array`): zero without an
+# exponent (`0e5` is 0 whatever follows, so its text in progress could repeat a 0 with no way
+# out; every other number in progress can still become infinitely many values).
+DISTINCT_NUMBER_REGEX = r"-?(?:0(?:\.0+)?|(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)(?:[eE][+-]?[0-9]+)?)"
 # Numbers with an exponent by the sign of their value, for a bound at zero (the only bound an
 # exponent can be checked against with a regex: its sign is the mantissa's). -0 is not written.
 _EXPONENT = r"[eE][+-]?[0-9]+"
@@ -946,6 +953,18 @@ _MIN_OF = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxPropertie
 # =============================================================================================
 # The compiler
 # =============================================================================================
+
+
+_OPEN_STRING = re.compile(re.escape('"' + STRING_CHAR) + r'(?:\*|\+|\{[0-9]+,\})"')
+
+
+def _open_scalar_lexeme(lexeme: Lexeme) -> bool:
+    """An item lexeme whose text in progress has infinitely many completions of distinct
+    values (`distinct_array`): a string with at most a minimum length, a number or an integer
+    without bounds."""
+    if lexeme.kind != "regex" or lexeme.and_patterns or lexeme.not_patterns or lexeme.lazy or lexeme.max_tokens:
+        return False
+    return lexeme.value in (NUMBER_REGEX, INTEGER_REGEX) or _OPEN_STRING.fullmatch(lexeme.value) is not None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -3160,6 +3179,9 @@ class _Compiler:
             unique = self.unique_array(d, min_items, max_items, pointer)
             if unique is not NotImplemented:
                 return unique
+            unique = self.distinct_array(d, min_items, max_items, pointer)
+            if unique is not NotImplemented:
+                return unique
             self.warn("uniqueItems is not enforced (an array with equal items is accepted)", f"{pointer}/uniqueItems")
         counts = self.contains_counts(d, pointer)
         if counts:
@@ -3386,6 +3408,68 @@ class _Compiler:
             memo[used] = self.nonterminal(f"{name}:unique{used:x}", alts) if alts else None
         start = memo[0]
         return None if start is None else self.choice(f"{name}:array", [[self.lbracket, Sym.n(start), self.rbracket]])
+
+    def distinct_array(self, d: dict[str, Any], min_items: int, max_items: int | None, pointer: str) -> Any:
+        """`uniqueItems` over *open* scalar items, checked by the core: the items form a
+        distinct list of the IR (`GrammarIR.distinct`), whose every item the core compares, as
+        a JSON value, with the earlier ones where it completes. Exact because every item
+        lexeme is open: plain strings (at most a `minLength`), numbers and integers without
+        bounds, whose text in progress can always be finished in infinitely many ways, so
+        that only a finished item can repeat one, and the core sees each item finish on its
+        last byte (`docs/grammar_ir.md`). NotImplemented (the caller warns) for other items,
+        `prefixItems`/`contains`, or `maxItems` over `DISTINCT_ITEMS_BOUNDED_MAX`.
+
+        Each list nonterminal ends with the item and starts where the array does: `L1 → X`,
+        `Lk → L(k-1) "," X` up to the bounds, and `L+ → L(lo-1) "," X | L+ "," X` when the
+        count is unbounded."""
+        if d.get("prefixItems") or "contains" in d or "_contains" in d:
+            return NotImplemented
+        if max_items is not None and max_items > DISTINCT_ITEMS_BOUNDED_MAX:
+            return NotImplemented
+        item = self.compile(d.get("items", True), f"{pointer}/items")
+        alternatives = None if item is None else self.open_scalars(item)
+        if alternatives is None:
+            return NotImplemented
+        name = pointer or "/"
+        x = Sym.n(self.nonterminal(f"{name}:item", [[a] for a in alternatives]))
+
+        def longer(prev: int | None, label: str) -> int:
+            """A distinct list: `prev` (or nothing) and one more item."""
+            nt = self.nonterminal(f"{name}:{label}", [[x] if prev is None else [Sym.n(prev), self.comma, x]])
+            self.ir.distinct.add(nt)
+            return nt
+
+        alts: list[list[Sym]] = [[]] if min_items == 0 else []
+        prev: int | None = None
+        if max_items is None:
+            for k in range(1, max(min_items, 1)):
+                prev = longer(prev, f"distinct{k}")
+            more = longer(prev, "distinct+")
+            self.rule(more, [Sym.n(more), self.comma, x])
+            alts.append([Sym.n(more)])
+        else:
+            for k in range(1, max_items + 1):
+                prev = longer(prev, f"distinct{k}")
+                if k >= min_items:
+                    alts.append([Sym.n(prev)])
+        return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
+
+    def open_scalars(self, sym: Sym) -> list[Sym] | None:
+        """The item lexemes of `sym` when it derives one lexeme, each an open scalar
+        (`distinct_array`), else None. A number's is replaced by `DISTINCT_NUMBER_REGEX`."""
+        if sym.terminal:
+            alternatives = [sym]
+        else:
+            rules = [rhs for lhs, rhs in self.ir.rules if lhs == sym.index]
+            if not rules or any(len(rhs) != 1 or not rhs[0].terminal for rhs in rules):
+                return None
+            alternatives = [rhs[0] for rhs in rules]
+        if not all(_open_scalar_lexeme(self.ir.lexemes[a.index]) for a in alternatives):
+            return None
+        return [
+            self.lexeme("number", "regex", DISTINCT_NUMBER_REGEX) if self.ir.lexemes[a.index].value == NUMBER_REGEX else a
+            for a in alternatives
+        ]
 
     def contains_counts(self, d: dict[str, Any], pointer: str, *, warn: bool = True) -> list[tuple[Any, int, int | None, int]]:
         """The array's `contains` and the merged `_contains` as (schema, least, most, from)

@@ -56,6 +56,7 @@ def merge_ir(
                 Sym.t(lexeme_of[s.index]) if s.terminal else nonterminals[s.index] for s in rule.rhs
             ])
         ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
+        ir.distinct.update(nt_base + nt for nt in sub.distinct)
         return Sym.n(nt_base + sub.start)
     ws = Sym.t(add(Lexeme(f"{lexeme_prefix} whitespace", "regex", whitespace)))
     padded: dict[int, Sym] = {}
@@ -120,6 +121,7 @@ def merge_ir(
     nonempty.finish()
     ir.no_skip.update(range(nt_base, nt_base + len(sub.nonterminals)))
     ir.no_skip.update(nonempty.made)
+    ir.distinct.update(nt_base + nt for nt in sub.distinct)
     return Sym.n(nt_base + sub.start)
 
 

@@ -760,4 +760,5 @@ def _prune(source: _Source, ir: GrammarIR, start: int, start_pos: int) -> Gramma
             out.add_rule(new_nt[nt], rhs)
     out.start = 0
     out.no_skip = {new_nt[nt] for nt in ir.no_skip if nt in new_nt}
+    out.distinct = {new_nt[nt] for nt in ir.distinct if nt in new_nt}
     return out
