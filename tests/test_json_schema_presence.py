@@ -101,6 +101,24 @@ CASES: dict[str, Any] = {
         "type": "object",
         "properties": {"o": {**OBJECT, "dependentRequired": {"a": ["b"], "c": ["a"]}}, "p": {"type": "integer"}},
     },
+    "if_required_then_required": {
+        **OBJECT, "if": {"required": ["a"]}, "then": {"required": ["b"]}, "else": {"not": {"required": ["c"]}},
+    },
+    "if_required_then_required_beside_other_types": {
+        "type": ["object", "string"], "properties": PROPERTIES, "if": {"required": ["a"]}, "then": {"required": ["b", "c"]},
+    },
+    "one_of_required": {**OBJECT, "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c", "d"]}]},
+    "one_of_required_beside_other_types": {
+        "type": ["object", "integer"], "properties": PROPERTIES, "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+    },
+    "one_of_one_untyped_option_beside_other_types": {
+        "type": ["object", "integer"], "properties": PROPERTIES,
+        "oneOf": [{"type": "object", "properties": {"a": False}}, {"required": ["b"]}],
+    },
+    "one_of_with_an_option_always_true": {**OBJECT, "oneOf": [{}, {"required": ["a"]}]},
+    "one_of_absent_and_required": {
+        **OBJECT, "oneOf": [{"properties": {"a": False}, "required": ["b"]}, {"required": ["a", "c"]}],
+    },
     # Falling back to expansion:
     "with_min_and_max_properties": {**OBJECT, "minProperties": 2, "maxProperties": 3, "dependentRequired": {"a": ["b"]}},
     "named_key_the_extras_could_spell": {

@@ -584,7 +584,7 @@ def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]],
     (required names, absent names), from its `required` and its `false` properties (what
     `dependentRequired`, a `not` of `required` and an `anyOf` of `required` lists give),
     and whether every alternative also says `type: object` (a negated `required` does: a
-    non-object then fails the clause; without it a non-object passes). None when an
+    non-object then fails them all; one without it lets every non-object pass). None when an
     alternative says anything else, or there are none."""
     if not alternatives:
         return None
@@ -607,9 +607,27 @@ def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]],
             else:
                 return None
         terms.append([required, absent])
-    if typed not in (0, len(alternatives)):
+    return terms, typed == len(alternatives)
+
+
+PRESENCE_ONE_OF_TERMS_MAX = 64  # terms of "exactly one of these key sets" (a product over the other options)
+
+
+def _exactly_one(options: list[list[list[str]]]) -> list[list[list[str]]] | None:
+    """The terms of "exactly one option holds" for options that are presence terms: option
+    i holds, and every other fails (one of its required keys absent, or one of its absent
+    keys present). None past `PRESENCE_ONE_OF_TERMS_MAX` terms."""
+    ways = [[(k, False) for k in required] + [(k, True) for k in absent] for required, absent in options]
+    if math.prod(len(w) or 1 for w in ways) * len(options) > PRESENCE_ONE_OF_TERMS_MAX:
         return None
-    return terms, typed > 0
+    out = []
+    for i, (required, absent) in enumerate(options):
+        for combo in itertools.product(*(w for j, w in enumerate(ways) if j != i)):
+            need = list(dict.fromkeys([*required, *(k for k, present in combo if present)]))
+            gone = list(dict.fromkeys([*absent, *(k for k, present in combo if not present)]))
+            if not set(need) & set(gone):
+                out.append([need, gone])
+    return out
 
 
 _LISTED_VALUES_DEPTH_MAX = 16
@@ -2115,6 +2133,11 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
+        if key == "oneOf" and len(d[key]) >= 2:
+            rest = {k: v for k, v in d.items() if k != key}
+            result = self.compile_presence(self.presence_constraint(rest, d[key], one_of=True), pointer)
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
             exact = self.compile_one_of_exactly(d, pointer)
             if exact is not _NOT_EXACT:
@@ -2123,9 +2146,9 @@ class _Compiler:
         rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
         if key == "anyOf":
-            constrained = self.presence_constraint(rest, d[key])
-            if constrained is not None:
-                return self.compile_flat(constrained, pointer)
+            result = self.compile_presence(self.presence_constraint(rest, d[key]), pointer)
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
             union = self.enum_union(d[key], f"{pointer}/{key}/0")
             if union is not None:
@@ -2281,9 +2304,9 @@ class _Compiler:
             self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
             return self.compile_flat(rest, pointer)
         if "_expand" not in clause:
-            constrained = self.presence_constraint(rest, alternatives)
-            if constrained is not None:
-                return self.compile_flat(constrained, pointer)
+            result = self.compile_presence(self.presence_constraint(rest, alternatives, at), pointer)
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         self.clause_alternative_count += len(alternatives)
         if self.clause_alternative_count > self.clause_alternative_budget:
             raise self.fail(
@@ -2301,7 +2324,9 @@ class _Compiler:
             self.contradiction("no value is valid under this not and the keywords beside it", at)
         return result
 
-    def presence_constraint(self, rest: dict[str, Any], alternatives: Sequence[Any]) -> dict[str, Any] | None:
+    def presence_constraint(
+        self, rest: dict[str, Any], alternatives: Sequence[Any], at: str = "", *, one_of: bool = False
+    ) -> dict[str, Any] | None:
         """`rest` AND any one of `alternatives`, when the alternatives only say which keys an
         object has (`_presence_terms`): `rest` with them as one more `_presence` constraint,
         which `compile_object` follows in its member states. Expanded instead, each
@@ -2309,13 +2334,26 @@ class _Compiler:
         clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
         `required` on one 20-member object compiled into 480 objects). None when an
         alternative says more, under property_order="any", or beside `unevaluated*` (which
-        reads what the passing alternatives evaluate)."""
+        reads what the passing alternatives evaluate). An alternative that merges parts (an
+        `if` and its `then`: `allOf`) is looked at flattened (`at` its pointer); with
+        `one_of`, exactly one alternative must hold (`_exactly_one`)."""
         if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest:
             return None
         found = _presence_terms(alternatives)
+        if found is None and not one_of and all(type(a) is dict and "allOf" in a for a in alternatives if a is not False):
+            flats = [self.flatten(a, at) for a in alternatives]
+            found = _presence_terms([f for f in flats if f is not None])
         if found is None:
             return None
         terms, object_only = found
+        if one_of:
+            exact = _exactly_one(terms)
+            if not exact:
+                return None
+            # A non-object passes exactly the options without `type: object`: it is valid when
+            # that is one of them.
+            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in ("object", ["object"])))
+            terms, object_only = exact, untyped != 1
         out = dict(rest)
         if object_only:
             types = _intersect_types(rest.get("type", ALL_TYPES), ["object"])
@@ -2324,6 +2362,22 @@ class _Compiler:
             out["type"] = types
         out["_presence"] = [*rest.get("_presence", ()), terms]
         return out
+
+    def compile_presence(self, constrained: dict[str, Any] | None, pointer: str) -> Sym | None | object:
+        """`constrained` (from `presence_constraint`) compiled; `_NOT_EXACT` when there is none
+        or it accepts nothing, with what the attempt said taken back: the caller then expands
+        the clause as before, which names the contradiction where it arises (a `oneOf` whose
+        options all conflict with `required`)."""
+        if constrained is None:
+            return _NOT_EXACT
+        saved = (len(self.warnings), len(self.warning_log), len(self.empty_reasons))
+        result = self.compile_flat(constrained, pointer)
+        if result is None:
+            del self.warnings[saved[0] :]
+            del self.warning_log[saved[1] :]
+            del self.empty_reasons[saved[2] :]
+            return _NOT_EXACT
+        return result
 
     def presence_expanded(self, d: dict[str, Any]) -> dict[str, Any]:
         """`d` with its `_presence` constraints as the clauses they stand for, to be expanded
