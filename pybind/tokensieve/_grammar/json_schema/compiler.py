@@ -2135,7 +2135,10 @@ class _Compiler:
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         if key == "oneOf" and len(d[key]) >= 2:
             rest = {k: v for k, v in d.items() if k != key}
-            result = self.compile_presence(self.presence_constraint(rest, d[key], one_of=True), pointer)
+            result = self.compile_presence(
+                self.presence_constraint(rest, d[key], one_of=True), pointer,
+                "no value is valid under exactly one of the oneOf options (with the keywords beside it)", f"{pointer}/oneOf",
+            )
             if result is not _NOT_EXACT:
                 return result  # type: ignore[return-value]
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
@@ -2146,7 +2149,10 @@ class _Compiler:
         rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
         if key == "anyOf":
-            result = self.compile_presence(self.presence_constraint(rest, d[key]), pointer)
+            result = self.compile_presence(
+                self.presence_constraint(rest, d[key]), pointer,
+                "no value is valid under any of the anyOf options (with the keywords beside it)", f"{pointer}/anyOf",
+            )
             if result is not _NOT_EXACT:
                 return result  # type: ignore[return-value]
         if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
@@ -2304,7 +2310,11 @@ class _Compiler:
             self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
             return self.compile_flat(rest, pointer)
         if "_expand" not in clause:
-            result = self.compile_presence(self.presence_constraint(rest, alternatives, at), pointer)
+            kind = "not" if "not" in clause else "if/then/else" if "if" in clause else "dependency"
+            result = self.compile_presence(
+                self.presence_constraint(rest, alternatives, at), pointer,
+                f"no value is valid under this {kind} and the keywords beside it", at,
+            )
             if result is not _NOT_EXACT:
                 return result  # type: ignore[return-value]
         self.clause_alternative_count += len(alternatives)
@@ -2363,20 +2373,17 @@ class _Compiler:
         out["_presence"] = [*rest.get("_presence", ()), terms]
         return out
 
-    def compile_presence(self, constrained: dict[str, Any] | None, pointer: str) -> Sym | None | object:
-        """`constrained` (from `presence_constraint`) compiled; `_NOT_EXACT` when there is none
-        or it accepts nothing, with what the attempt said taken back: the caller then expands
-        the clause as before, which names the contradiction where it arises (a `oneOf` whose
-        options all conflict with `required`)."""
+    def compile_presence(self, constrained: dict[str, Any] | None, pointer: str, why: str, where: str) -> Sym | None | object:
+        """`constrained` (from `presence_constraint`) compiled, `_NOT_EXACT` when there is
+        none. When it accepts nothing, the contradiction is named as `why` at `where` (the
+        clause or options that made it), not by the parts of the construction."""
         if constrained is None:
             return _NOT_EXACT
-        saved = (len(self.warnings), len(self.warning_log), len(self.empty_reasons))
+        reasons = len(self.empty_reasons)
         result = self.compile_flat(constrained, pointer)
         if result is None:
-            del self.warnings[saved[0] :]
-            del self.warning_log[saved[1] :]
-            del self.empty_reasons[saved[2] :]
-            return _NOT_EXACT
+            del self.empty_reasons[reasons:]
+            self.contradiction(why, where)
         return result
 
     def presence_expanded(self, d: dict[str, Any]) -> dict[str, Any]:
