@@ -186,3 +186,13 @@ def test_many_dependencies_make_one_object() -> None:
         verdicts.add(expected)
         assert accepts(grammar, compact(value)) == expected, value
     assert verdicts == {True, False}
+
+
+def test_one_of_required_coerced_stays_any_of() -> None:
+    """x-guidance `coerce_one_of` asks for llguidance's `anyOf` meaning: an object with both
+    keys passes, which exactly one of the options refuses."""
+    schema = {**OBJECT, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    coerced = Grammar.json_schema({**schema, "x-guidance": {"coerce_one_of": True}})
+    exact = Grammar.json_schema(schema)
+    assert accepts(coerced, '{"a":1,"b":1}') and not accepts(exact, '{"a":1,"b":1}')
+    assert accepts(coerced, '{"a":1}') and accepts(exact, '{"b":1}') and not accepts(coerced, "{}")

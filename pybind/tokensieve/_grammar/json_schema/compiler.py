@@ -2133,7 +2133,7 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf" and len(d[key]) >= 2:
+        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of:
             rest = {k: v for k, v in d.items() if k != key}
             result = self.compile_presence(
                 self.presence_constraint(rest, d[key], one_of=True), pointer,
