@@ -610,6 +610,26 @@ def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]],
     return terms, typed == len(alternatives)
 
 
+def _names_keys_only(schema: Any, depth: int) -> bool:
+    """Whether a raw schema can only say which keys an object has: `false`, or `required`,
+    `false` properties, `type: object` and annotations, with `allOf` parts of the same kind
+    (an `if` and its `then` as `clause_alternatives` joins them). Checked before flattening
+    them (a flatten of every `if`'s alternatives cost a quarter of ui5.yaml's front-end)."""
+    if schema is False:
+        return True
+    if type(schema) is not dict or depth > 8:
+        return False
+    for key, value in schema.items():
+        if key in ANNOTATIONS or key == "required" or (key == "type" and value in ("object", ["object"])):
+            continue
+        if key == "properties" and type(value) is dict and all(v is False for v in value.values()):
+            continue
+        if key == "allOf" and type(value) is list and all(_names_keys_only(part, depth + 1) for part in value):
+            continue
+        return False
+    return True
+
+
 PRESENCE_ONE_OF_TERMS_MAX = 64  # terms of "exactly one of these key sets" (a product over the other options)
 
 
@@ -2350,7 +2370,7 @@ class _Compiler:
         if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest:
             return None
         found = _presence_terms(alternatives)
-        if found is None and not one_of and all(type(a) is dict and "allOf" in a for a in alternatives if a is not False):
+        if found is None and not one_of and all(_names_keys_only(a, 0) for a in alternatives):
             flats = [self.flatten(a, at) for a in alternatives]
             found = _presence_terms([f for f in flats if f is not None])
         if found is None:
