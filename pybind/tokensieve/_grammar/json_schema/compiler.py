@@ -136,7 +136,7 @@ from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
-from .logic import Unexpressible, clause_alternatives, negate, value_schema
+from .logic import Unexpressible, clause_alternatives, negate, presence_clauses, value_schema
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
@@ -192,6 +192,7 @@ ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf m
 ONE_OF_NEGATED_PATTERNS_MAX = 3  # patterns/formats an exact oneOf option may exclude (else: as anyOf)
 ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
+PRESENCE_STATE_COUNT_MAX = 4096  # (property, comma, terms left) states of one object with `_presence` (else expanded)
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
@@ -583,6 +584,77 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]
             if values is not None and not values:
                 return key
     return None
+
+
+def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]], bool] | None:
+    """Alternatives that only say which keys an object has, as `_presence` terms: each
+    (required names, absent names), from its `required` and its `false` properties (what
+    `dependentRequired`, a `not` of `required` and an `anyOf` of `required` lists give),
+    and whether every alternative also says `type: object` (a negated `required` does: a
+    non-object then fails them all; one without it lets every non-object pass). None when an
+    alternative says anything else, or there are none."""
+    if not alternatives:
+        return None
+    terms: list[list[list[str]]] = []
+    typed = 0
+    for alternative in alternatives:
+        if type(alternative) is not dict:
+            return None
+        required: list[str] = []
+        absent: list[str] = []
+        for key, value in alternative.items():
+            if key in ANNOTATIONS:
+                continue
+            if key == "required" and type(value) is list and all(type(k) is str for k in value):
+                required = list(dict.fromkeys(value))
+            elif key == "properties" and type(value) is dict and all(v is False for v in value.values()):
+                absent = list(value)
+            elif key == "type" and (value == "object" or value == ["object"]):
+                typed += 1
+            else:
+                return None
+        terms.append([required, absent])
+    return terms, typed == len(alternatives)
+
+
+def _names_keys_only(schema: Any, depth: int) -> bool:
+    """Whether a raw schema can only say which keys an object has: `false`, or `required`,
+    `false` properties, `type: object` and annotations, with `allOf` parts of the same kind
+    (an `if` and its `then` as `clause_alternatives` joins them). Checked before flattening
+    them (a flatten of every `if`'s alternatives cost a quarter of ui5.yaml's front-end)."""
+    if schema is False:
+        return True
+    if type(schema) is not dict or depth > 8:
+        return False
+    for key, value in schema.items():
+        if key in ANNOTATIONS or key == "required" or (key == "type" and value in ("object", ["object"])):
+            continue
+        if key == "properties" and type(value) is dict and all(v is False for v in value.values()):
+            continue
+        if key == "allOf" and type(value) is list and all(_names_keys_only(part, depth + 1) for part in value):
+            continue
+        return False
+    return True
+
+
+PRESENCE_ONE_OF_TERMS_MAX = 64  # terms of "exactly one of these key sets" (a product over the other options)
+
+
+def _exactly_one(options: list[list[list[str]]]) -> list[list[list[str]]] | None:
+    """The terms of "exactly one option holds" for options that are presence terms: option
+    i holds, and every other fails (one of its required keys absent, or one of its absent
+    keys present). None past `PRESENCE_ONE_OF_TERMS_MAX` terms."""
+    ways = [[(k, False) for k in required] + [(k, True) for k in absent] for required, absent in options]
+    if math.prod(len(w) or 1 for w in ways) * len(options) > PRESENCE_ONE_OF_TERMS_MAX:
+        return None
+    out = []
+    for i, (required, absent) in enumerate(options):
+        for combo in itertools.product(*(w for j, w in enumerate(ways) if j != i)):
+            need = list(dict.fromkeys([*required, *(k for k, present in combo if present)]))
+            gone = list(dict.fromkeys([*absent, *(k for k, present in combo if not present)]))
+            if not set(need) & set(gone):
+                out.append([need, gone])
+    return out
 
 
 _LISTED_VALUES_DEPTH_MAX = 16
@@ -1620,7 +1692,7 @@ class _Compiler:
                     {"from": 0, "value": vb, "contains": True},
                 ]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness",
-                         "_pattern_sides"):
+                         "_pattern_sides", "_presence"):
                 out[key] = list(va) + [v for v in vb if v not in va]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
@@ -2057,6 +2129,8 @@ class _Compiler:
         return result
 
     def compile_flat_checked(self, d: dict[str, Any], pointer: str) -> Sym | None:
+        if "_presence" in d and ("enum" in d or "_unevaluatedProperties" in d or "_unevaluatedItems" in d):
+            d = self.presence_expanded(d)  # the enum checker and the evaluated keys read clauses
         if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
             d = self.resolve_unevaluated(d, pointer)
             if "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
@@ -2098,6 +2172,14 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
+        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of:
+            rest = {k: v for k, v in d.items() if k != key}
+            result = self.compile_presence(
+                self.presence_constraint(rest, d[key], one_of=True), pointer,
+                "no value is valid under exactly one of the oneOf options (with the keywords beside it)", f"{pointer}/oneOf",
+            )
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
             exact = self.compile_one_of_exactly(d, pointer)
             if exact is not _NOT_EXACT:
@@ -2105,6 +2187,13 @@ class _Compiler:
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
+        if key == "anyOf":
+            result = self.compile_presence(
+                self.presence_constraint(rest, d[key]), pointer,
+                "no value is valid under any of the anyOf options (with the keywords beside it)", f"{pointer}/anyOf",
+            )
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
             union = self.enum_union(d[key], f"{pointer}/{key}/0")
             if union is not None:
@@ -2259,6 +2348,14 @@ class _Compiler:
         except Unexpressible as err:
             self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
             return self.compile_flat(rest, pointer)
+        if "_expand" not in clause:
+            kind = "not" if "not" in clause else "if/then/else" if "if" in clause else "dependency"
+            result = self.compile_presence(
+                self.presence_constraint(rest, alternatives, at), pointer,
+                f"no value is valid under this {kind} and the keywords beside it", at,
+            )
+            if result is not _NOT_EXACT:
+                return result  # type: ignore[return-value]
         self.clause_alternative_count += len(alternatives)
         if self.clause_alternative_count > self.clause_alternative_budget:
             raise self.fail(
@@ -2275,6 +2372,65 @@ class _Compiler:
             del self.empty_reasons[reasons:]
             self.contradiction("no value is valid under this not and the keywords beside it", at)
         return result
+
+    def presence_constraint(
+        self, rest: dict[str, Any], alternatives: Sequence[Any], at: str = "", *, one_of: bool = False
+    ) -> dict[str, Any] | None:
+        """`rest` AND any one of `alternatives`, when the alternatives only say which keys an
+        object has (`_presence_terms`): `rest` with them as one more `_presence` constraint,
+        which `compile_object` follows in its member states. Expanded instead, each
+        alternative made a whole object, and so did each of its combinations with the other
+        clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
+        `required` on one 20-member object compiled into 480 objects). None when an
+        alternative says more, under property_order="any", or beside `unevaluated*` (which
+        reads what the passing alternatives evaluate). An alternative that merges parts (an
+        `if` and its `then`: `allOf`) is looked at flattened (`at` its pointer); with
+        `one_of`, exactly one alternative must hold (`_exactly_one`)."""
+        if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest:
+            return None
+        found = _presence_terms(alternatives)
+        if found is None and not one_of and all(_names_keys_only(a, 0) for a in alternatives):
+            flats = [self.flatten(a, at) for a in alternatives]
+            found = _presence_terms([f for f in flats if f is not None])
+        if found is None:
+            return None
+        terms, object_only = found
+        if one_of:
+            exact = _exactly_one(terms)
+            if not exact:
+                return None
+            # A non-object passes exactly the options without `type: object`: it is valid when
+            # that is one of them.
+            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in ("object", ["object"])))
+            terms, object_only = exact, untyped != 1
+        out = dict(rest)
+        if object_only:
+            types = _intersect_types(rest.get("type", ALL_TYPES), ["object"])
+            if not types:
+                return None
+            out["type"] = types
+        out["_presence"] = [*rest.get("_presence", ()), terms]
+        return out
+
+    def compile_presence(self, constrained: dict[str, Any] | None, pointer: str, why: str, where: str) -> Sym | None | object:
+        """`constrained` (from `presence_constraint`) compiled, `_NOT_EXACT` when there is
+        none. When it accepts nothing, the contradiction is named as `why` at `where` (the
+        clause or options that made it), not by the parts of the construction."""
+        if constrained is None:
+            return _NOT_EXACT
+        reasons = len(self.empty_reasons)
+        result = self.compile_flat(constrained, pointer)
+        if result is None:
+            del self.empty_reasons[reasons:]
+            self.contradiction(why, where)
+        return result
+
+    def presence_expanded(self, d: dict[str, Any]) -> dict[str, Any]:
+        """`d` with its `_presence` constraints as the clauses they stand for, to be expanded
+        into alternatives (where an object cannot follow them in its states)."""
+        out = {k: v for k, v in d.items() if k != "_presence"}
+        out["_clauses"] = [*presence_clauses(d["_presence"]), *d.get("_clauses", ())]
+        return out
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
         """The listed values that every other keyword accepts (checked value by value)."""
@@ -2556,6 +2712,7 @@ class _Compiler:
         # (key lexeme, value symbol, required)
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
+        member_keys: list[str] = []
         taken = list(properties) + [k for k in required if k not in properties]
         any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
@@ -2577,6 +2734,7 @@ class _Compiler:
                     return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
             members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
+            member_keys.append(key)
             if witnesses:
                 variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
@@ -2593,6 +2751,16 @@ class _Compiler:
                 pair = self.memo[("pair", *regions)] = self.nonterminal(
                     f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions]
                 )
+        if "_presence" in d:
+            # Keys a constraint names must stand where the members do: one the extras could
+            # also spell would be in the text where the states do not see it.
+            named = {k for terms in d["_presence"] for term in terms for k in (*term[0], *term[1])}
+            body = _NOT_EXACT
+            if not (witnesses or self.any_order or low or high is not None or (regions and not named.issubset(taken))):
+                body = self.object_body_presence(members, member_keys, d["_presence"], pair, pointer)
+            if body is _NOT_EXACT:
+                return self.compile_flat(dict(self.presence_expanded(d), type=["object"]), pointer)
+            return body  # type: ignore[return-value]
         if witnesses:
             pairs = [] if pair is None else [(Sym.n(pair), 0), *self.witness_pairs(d, taken, key_parts, witnesses, pointer)]
             if self.any_order and (len(members) > 1 or (members and pairs)):
@@ -2887,6 +3055,123 @@ class _Compiler:
         if top_alts is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
+
+    def object_body_presence(
+        self, members: list[tuple[Sym, Sym, bool]], keys: list[str], constraints: list[Any], pair: int | None, pointer: str
+    ) -> Sym | None | object:
+        """`{ members, extras }` where every `_presence` constraint holds: some term of each
+        has all its required keys written and none of its absent keys (no count bounds).
+
+        State (i, c, P): members i.. remain, c says whether a property came before (a comma
+        leads), and P is what the constraints still ask of the members left: per constraint,
+        its terms the members written and skipped so far leave possible, each cut down to the
+        keys it still names (required ones not yet written, absent ones not yet passed); a
+        constraint with a term that names nothing more is met for good and leaves P, and P is
+        a set, so constraints asking the same merge (eleven `dependencies` on one later key
+        are one "that key is required" once their own keys are written). Writing member i
+        drops the terms that want it absent, skipping it those that require it; a constraint
+        left without terms is a dead state. Only the states reachable from the first are
+        built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands the
+        constraints as clauses). Keys a term names that are not members can never be written
+        (the caller makes sure the extras cannot spell them either)."""
+        n = len(members)
+        present = set(keys)
+        Need = frozenset[tuple[frozenset[str], frozenset[str]]]
+        first: set[Need] = set()
+        for terms in constraints:
+            alive = frozenset(
+                (frozenset(required), frozenset(k for k in absent if k in present))
+                for required, absent in terms
+                if present.issuperset(required)
+            )
+            if not alive:
+                return None  # no term can hold: no object is valid
+            if (frozenset(), frozenset()) not in alive:
+                first.add(alive)
+
+        def step(needs: frozenset[Need], key: str, written: bool) -> frozenset[Need] | None:
+            out = set()
+            for need in needs:
+                if written:
+                    terms = frozenset((r - {key}, a) for r, a in need if key not in a)
+                else:
+                    terms = frozenset((r, a - {key}) for r, a in need if key not in r)
+                if not terms:
+                    return None
+                if (frozenset(), frozenset()) not in terms:
+                    out.add(terms)
+            return frozenset(out)
+
+        start = (0, 0, frozenset(first))
+        # Forward: the reachable states, layer by layer, with their two moves.
+        layers: list[dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]]] = []
+        current = {start}
+        total = 1
+        for i in range(n):
+            key, required = keys[i], members[i][2]
+            moves: dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]] = {}
+            nxt: set[tuple[int, int, frozenset[Need]]] = set()
+            for state in current:
+                _, c, needs = state
+                after = step(needs, key, True)
+                write = None if after is None else (i + 1, 1, after)
+                skip = None
+                if not required:
+                    after = step(needs, key, False)
+                    skip = None if after is None else (i + 1, c, after)
+                moves[state] = (write, skip)
+                nxt.update(x for x in (write, skip) if x is not None)
+            total += len(nxt)
+            if total > PRESENCE_STATE_COUNT_MAX:
+                return _NOT_EXACT
+            layers.append(moves)
+            current = nxt
+        name = pointer or "/"
+        unit = None if pair is None else (self.comma, Sym.n(pair))
+        table: dict[tuple[int, int, frozenset[Need]], list[list[Sym]] | None] = {}
+        for state in current:  # members all passed: every constraint is met (P is empty)
+            c = state[1]
+            if state[2]:
+                table[state] = None
+            elif unit is None:
+                table[state] = [[]]
+            elif c > 0:
+                table[state] = [self.repeat(f"{name}:extras", unit, 0, None)]
+            else:
+                table[state] = [[], [unit[1], *self.repeat(f"{name}:extras", unit, 0, None)]]
+        seqs: dict[tuple[int, int, frozenset[Need]], list[Sym] | None] = {}
+
+        def seq(state: tuple[int, int, frozenset[Need]] | None) -> list[Sym] | None:
+            if state is None:
+                return None
+            if state in seqs:
+                return seqs[state]
+            alts = table[state]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(self.nonterminal(f"{name}:presence{state[0]}.{state[1]}", alts))]
+            seqs[state] = out
+            return out
+
+        comma, colon = self.comma, self.colon
+        for i in range(n - 1, -1, -1):
+            key_sym, value_sym, _ = members[i]
+            member_first = [key_sym, colon, value_sym]
+            member_later = [comma, key_sym, colon, value_sym]
+            for state, (write, skip) in layers[i].items():
+                alts = []
+                rest = seq(write)
+                if rest is not None:
+                    alts.append((member_later if state[1] else member_first) + rest)
+                rest = seq(skip)
+                if rest is not None:
+                    alts.append(rest)
+                table[state] = alts or None
+        top = table[start]
+        if top is None:
+            return None
+        return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top])
 
     def object_body_witness(
         self,

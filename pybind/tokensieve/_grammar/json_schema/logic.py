@@ -44,7 +44,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..._errors import GrammarError
 
-__all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "ALL_TYPES"]
+__all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "presence_clauses", "ALL_TYPES"]
 
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")  # integer ⊂ number
 
@@ -274,13 +274,32 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
         if most is not None:
             most = _checked_value("maxContains", most, at)
             alts.append({"type": ["array"], "contains": contains, "minContains": int(most) + 1})
-    handled.add("_clauses")
-    for clause in d.get("_clauses", []):
+    handled |= {"_clauses", "_presence"}
+    for clause in [*presence_clauses(d.get("_presence", ())), *d.get("_clauses", [])]:
         alts.extend(_negate_clause(clause, ctx))
     for key in d:
         if key not in handled and not key.startswith("x-") and key in _KEYWORDS:
             raise unexpressible(key.removeprefix("_") if key.startswith("_unevaluated") else key)
     return alts
+
+
+def presence_clauses(constraints: Sequence[Sequence[Sequence[Sequence[str]]]]) -> list[dict[str, Any]]:
+    """The compiler's `_presence` constraints as the clauses they stand for: an `anyOf` per
+    constraint, of one schema per (required, absent) term (its `required`, and its absent
+    names as `false` properties), marked `_expand` so the compiler expands them as clauses
+    rather than taking them back as constraints (`_Compiler.presence_constraint`)."""
+    out = []
+    for terms in constraints:
+        options = []
+        for required, absent in terms:
+            option: dict[str, Any] = {}
+            if required:
+                option["required"] = list(required)
+            if absent:
+                option["properties"] = {k: False for k in absent}
+            options.append(option)
+        out.append({"anyOf": options, "_expand": True})
+    return out
 
 
 def _witness(keys: Any, value: Any) -> dict[str, Any]:
@@ -350,5 +369,6 @@ _KEYWORDS = frozenset(
         "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef", "$recursiveRef",
         "_not_enum", "_not_bodies", "_non_integer", "_not_multiple_of", "_unevaluatedProperties",
         "_unevaluatedItems", "_witness", "_item_witness", "_duplicate", "_contains", "_pattern_sides",
+        "_presence",
     }
 )
