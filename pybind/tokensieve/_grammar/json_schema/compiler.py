@@ -1125,6 +1125,11 @@ class _Compiler:
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
+        # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
+        # of the list `rules_listed`.
+        self.rules_by_lhs: dict[int, list[tuple[Sym, ...]]] = {}
+        self.rules_indexed = 0
+        self.rules_listed: list[Any] | None = None
         self.warning_log: list[tuple[str, str]] = []  # every warn() call, duplicates included
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
@@ -3739,13 +3744,26 @@ class _Compiler:
                     alts.append([Sym.n(prev)])
         return self.choice(f"{name}:array", [[self.lbracket, *alt, self.rbracket] for alt in alts])
 
+    def rules_of(self, nonterminal: int) -> list[tuple[Sym, ...]]:
+        """The right-hand sides of `nonterminal`'s rules so far. An index by left-hand side,
+        extended with the rules added since the last call (rebuilt if the list was replaced):
+        a schema with 77 `uniqueItems` arrays scanned its 20,000 rules for each (6 ms of 28)."""
+        rules = self.ir.rules
+        if rules is not self.rules_listed:
+            self.rules_by_lhs, self.rules_indexed, self.rules_listed = {}, 0, rules
+        index = self.rules_by_lhs
+        for lhs, rhs in itertools.islice(rules, self.rules_indexed, None):
+            index.setdefault(lhs, []).append(rhs)
+        self.rules_indexed = len(rules)
+        return index.get(nonterminal, [])
+
     def open_scalars(self, sym: Sym) -> list[Sym] | None:
         """The item lexemes of `sym` when it derives one lexeme, each an open scalar
         (`distinct_array`), else None. A number's is replaced by `DISTINCT_NUMBER_REGEX`."""
         if sym.terminal:
             alternatives = [sym]
         else:
-            rules = [rhs for lhs, rhs in self.ir.rules if lhs == sym.index]
+            rules = self.rules_of(sym.index)
             if not rules or any(len(rhs) != 1 or not rhs[0].terminal for rhs in rules):
                 return None
             alternatives = [rhs[0] for rhs in rules]
