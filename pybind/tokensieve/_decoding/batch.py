@@ -327,8 +327,8 @@ _Prepared = tuple[Core, BatchCall, list[tuple[Matcher, int]]]
 def _lock_groups(
     matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any, later: list[tuple[Matcher, int]], locked: list[Any]
 ) -> tuple[list[_Group], int]:
-    """Check the batch and lock its matchers, split by instance: the groups (instance,
-    pairs, handles, row views) and the row width in words. A matcher that is busy in another
+    """Check the batch and lock its matchers, split by instance: the groups (`_Group`, in
+    no particular order) and the row width in words. A matcher that is busy in another
     thread or failed goes to `later`, unlocked; each lock taken is appended to `locked`.
     Locks are only tried, never waited for, so two batch fills sharing matchers cannot
     deadlock. One pass, ~0.6 µs a matcher.

@@ -586,6 +586,9 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]
     return None
 
 
+_OBJECT_ONLY = ("object", ["object"])  # a `type` that says "an object" and nothing else
+
+
 def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]], bool] | None:
     """Alternatives that only say which keys an object has, as `_presence` terms: each
     (required names, absent names), from its `required` and its `false` properties (what
@@ -609,7 +612,7 @@ def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]],
                 required = list(dict.fromkeys(value))
             elif key == "properties" and type(value) is dict and all(v is False for v in value.values()):
                 absent = list(value)
-            elif key == "type" and (value == "object" or value == ["object"]):
+            elif key == "type" and value in _OBJECT_ONLY:
                 typed += 1
             else:
                 return None
@@ -627,7 +630,7 @@ def _names_keys_only(schema: Any, depth: int) -> bool:
     if type(schema) is not dict or depth > 8:
         return False
     for key, value in schema.items():
-        if key in ANNOTATIONS or key == "required" or (key == "type" and value in ("object", ["object"])):
+        if key in ANNOTATIONS or key == "required" or (key == "type" and value in _OBJECT_ONLY):
             continue
         if key == "properties" and type(value) is dict and all(v is False for v in value.values()):
             continue
@@ -2406,7 +2409,7 @@ class _Compiler:
                 return None
             # A non-object passes exactly the options without `type: object`: it is valid when
             # that is one of them.
-            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in ("object", ["object"])))
+            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in _OBJECT_ONLY))
             terms, object_only = exact, untyped != 1
         out = dict(rest)
         if object_only:
@@ -2995,19 +2998,6 @@ class _Compiler:
             )
         unit = None if pair is None else (self.comma, Sym.n(pair))
 
-        def tail(c: int) -> list[list[Sym]] | None:
-            low_left = max(low - c, 0)
-            high_left = None if high is None else high - c
-            if unit is None:
-                return [[]] if low_left == 0 else None
-            if c > 0:
-                return [self.repeat(f"{name}:extras", unit, low_left, high_left)]
-            alts: list[list[Sym]] = [[]] if low_left == 0 else []
-            if high_left is None or high_left >= 1:
-                more_high = None if high_left is None else high_left - 1
-                alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
-            return alts or None
-
         # State (i, c) depends on members i.. and the bounds and extras only, so it is shared
         # with every object of this schema that has the same: `suffix[i]` numbers that (members
         # from i, bounds, extras), and the states' alternatives and sequences are kept by
@@ -3023,19 +3013,10 @@ class _Compiler:
         # 10,000 over a few members made 10,000 tails of 10,000 repeats (MaskBench tokenlist).
         for c in range(min(top, n) + 1):
             if (suffix[n], c) not in table:
-                table[(suffix[n], c)] = tail(c)
+                table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
         def seq(i: int, c: int) -> list[Sym] | None:
-            key = (suffix[i], c)
-            if key in seqs:
-                return seqs[key]
-            alts = table[key]
-            if alts is None or len(alts) == 1:
-                out = None if alts is None else alts[0]
-            else:
-                out = [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
-            seqs[key] = out
-            return out
+            return self.state_sequence(table, seqs, (suffix[i], c), f"{name}:after{i}.{c}")
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
@@ -3060,6 +3041,37 @@ class _Compiler:
         if top_alts is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
+
+    def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
+        """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
+        extras) after its members, c properties having come before, with the member and extra
+        count in [low, high]: a left-recursive repetition bounded by what the count leaves."""
+        low_left = max(low - c, 0)
+        high_left = None if high is None else high - c
+        if unit is None:
+            return [[]] if low_left == 0 else None
+        if c > 0:
+            return [self.repeat(f"{name}:extras", unit, low_left, high_left)]
+        alts: list[list[Sym]] = [[]] if low_left == 0 else []
+        if high_left is None or high_left >= 1:
+            more_high = None if high_left is None else high_left - 1
+            alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
+        return alts or None
+
+    def state_sequence(self, table: dict[Any, list[list[Sym]] | None], seqs: dict[Any, list[Sym] | None], state: Any,
+                       label: str) -> list[Sym] | None:
+        """What stands for `state` of an object's member states (`object_body`,
+        `object_body_presence`) in a rule: None when `table` says it accepts nothing, its one
+        alternative, or a nonterminal (named `label`) of its alternatives, made once (`seqs`)."""
+        if state in seqs:
+            return seqs[state]
+        alts = table[state]
+        if alts is None or len(alts) == 1:
+            out = None if alts is None else alts[0]
+        else:
+            out = [Sym.n(self.nonterminal(label, alts))]
+        seqs[state] = out
+        return out
 
     def object_body_presence(
         self, members: list[tuple[Sym, Sym, bool]], keys: list[str], constraints: list[Any], pair: int | None, pointer: str
@@ -3135,29 +3147,13 @@ class _Compiler:
         unit = None if pair is None else (self.comma, Sym.n(pair))
         table: dict[tuple[int, int, frozenset[Need]], list[list[Sym]] | None] = {}
         for state in current:  # members all passed: every constraint is met (P is empty)
-            c = state[1]
-            if state[2]:
-                table[state] = None
-            elif unit is None:
-                table[state] = [[]]
-            elif c > 0:
-                table[state] = [self.repeat(f"{name}:extras", unit, 0, None)]
-            else:
-                table[state] = [[], [unit[1], *self.repeat(f"{name}:extras", unit, 0, None)]]
+            table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
         seqs: dict[tuple[int, int, frozenset[Need]], list[Sym] | None] = {}
 
         def seq(state: tuple[int, int, frozenset[Need]] | None) -> list[Sym] | None:
             if state is None:
                 return None
-            if state in seqs:
-                return seqs[state]
-            alts = table[state]
-            if alts is None or len(alts) == 1:
-                out = None if alts is None else alts[0]
-            else:
-                out = [Sym.n(self.nonterminal(f"{name}:presence{state[0]}.{state[1]}", alts))]
-            seqs[state] = out
-            return out
+            return self.state_sequence(table, seqs, state, f"{name}:presence{state[0]}.{state[1]}")
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
