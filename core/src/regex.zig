@@ -44,8 +44,15 @@
 //!   Schema keys that exclude each other become ∅ as soon as the text has matched an
 //!   excluded pattern, at construction, with no search.
 //! Only when neither interval arithmetic, a witness nor inclusion decides does the exact
-//! search run; it keeps each term's derivatives by every byte class as one row, so a search
-//! repeated by every call (one that runs out of fuel) reads rows instead of deriving again.
+//! search run. It is best first (A*): the term with the least bytes read plus shortest word
+//! left goes first, so a non-empty intersection is shown by about its shortest word's path,
+//! where breadth first visited every term of fewer bytes (the product of all members' states;
+//! and the order it found a word in depended on term ids through the witness walk before
+//! it). An empty one is searched whole; before that, its pairs of members are searched on
+//! their own, since a contradiction between two members (`^....$` against `minLength` 10) has
+//! a far smaller product. The search keeps each term's derivatives by every byte class as
+//! one row, so a search repeated by every call (one that runs out of fuel) reads rows instead
+//! of deriving again.
 //!
 //! ## Work is bounded, and charged by size
 //!
@@ -275,6 +282,11 @@ const RecentBytes = struct {
 /// Changes of leader after which the witness walk keeps its leader (see `hasWitness`).
 pub const witness_switches_max: u32 = 4;
 
+/// Terms the exact emptiness search expands before it tries the intersection's pairs of
+/// members (`ExprSet.emptyPair`), and at most per pair.
+pub const search_expansions_first: u32 = 64;
+pub const search_expansions_pair: u32 = 512;
+
 /// Steps (`ExprSet.includes` calls) one "x ∩ ¬y with x ⊆ y" check may take when an
 /// intersection is built, and when `isEmpty` tries it before its search.
 pub const exclusion_budget_construct: u32 = 64;
@@ -443,6 +455,8 @@ pub const ExprSet = struct {
     table: std.HashMapUnmanaged(u32, void, IdContext, 80) = .empty,
     deriv_cache: IntMap(u64, ExprId) = .empty,
     empty_cache: IntMap(u32, bool) = .empty,
+    /// Terms the exact emptiness search has expanded in this set's life (a diagnostic).
+    search_expanded: u64 = 0,
     /// Per term: `Lengths`, filled when the term is interned.
     lengths: std.ArrayList(Lengths) = .empty,
     /// Per term: `hashWords32` of its run (what `table` hashes it by).
@@ -1452,8 +1466,10 @@ pub const ExprSet = struct {
     ///    a word longer or shorter than all of the Bi's (`longerThanExcluded`) are decided at once;
     /// 2. an intersection for which a length-guided walk finds a word is not empty
     ///    (`hasWitness`);
-    /// 3. otherwise a breadth-first search over derivatives by one byte of each class in
-    ///    `representatives` looks for a nullable term, bounded by fuel.
+    /// 3. otherwise a best-first search over derivatives by one byte of each class in
+    ///    `representatives` looks for a nullable term (`Search`), bounded by fuel; when it
+    ///    does not end within `search_expansions_first` terms, an intersection of three or
+    ///    more members whose two members already exclude each other is empty (`emptyPair`).
     pub fn isEmpty(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         if (e == .nothing) return true;
         if (!self.isBoolean(e)) return false;
@@ -1505,14 +1521,8 @@ pub const ExprSet = struct {
         return p.min < excluded.min;
     }
 
-    /// Step 3 of `isEmpty`: every term visited costs a unit per byte class.
+    /// Step 3 of `isEmpty`: every term expanded costs two units per byte class.
     fn isEmptySearch(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
-        var queue: std.ArrayList(ExprId) = .empty;
-        defer queue.deinit(self.gpa);
-        var visited: IntMap(u32, void) = .empty;
-        defer visited.deinit(self.gpa);
-        try queue.append(self.gpa, e);
-        try visited.put(self.gpa, e.index(), {});
         if (!bytesEqual(self.row_representatives[0..self.row_representative_count], representatives)) {
             // Rows hold derivatives by these bytes (one lexer's classes): other bytes, other rows.
             self.row_cache.clearRetainingCapacity();
@@ -1520,62 +1530,73 @@ pub const ExprSet = struct {
             @memcpy(self.row_representatives[0..representatives.len], representatives);
             self.row_representative_count = @intCast(representatives.len);
         }
-        var head: usize = 0;
-        const non_empty = search: while (head < queue.items.len) : (head += 1) {
-            const x = queue.items[head];
-            if (self.nullable(x)) break :search true;
-            if (self.empty_cache.get(x.index())) |empty| {
-                if (!empty) break :search true;
-                continue;
+        var search: Search = .{};
+        defer search.deinit(self.gpa);
+        var outcome = try search.run(self, e, representatives, search_expansions_first);
+        if (outcome == .paused and self.tag(e) == .and_ and self.args(e).len >= 3) {
+            // Not decided quickly: is the intersection of two members empty already? A
+            // contradiction usually lies between two members (`^....$` against `minLength` 10),
+            // and their product is far smaller than all members' together.
+            if (try self.emptyPair(e, representatives)) {
+                try self.empty_cache.put(self.gpa, e.index(), true);
+                return true;
             }
-            if (self.longerThanExcluded(x)) break :search true;
-            // A derivative per byte class, plus the visited set and queue that grow with the
-            // search (measured: a visited term costs about two units per class).
-            try self.spend(2 * representatives.len);
-            if (self.row_cache.get(x.index())) |start| {
-                // Searched before (a search that ran out of fuel is repeated by every call):
-                // the row is one read, where a derivative per class was a lookup in a cache
-                // of millions of entries, a cache miss each.
-                for (self.row_words.items[start..][0..representatives.len]) |entry| {
-                    const y = entry & ~row_boolean_bit;
-                    if (y == ExprId.nothing.index()) continue;
-                    if (entry & row_boolean_bit == 0) break :search true;
-                    if (visited.contains(y)) continue;
-                    try visited.put(self.gpa, y, {});
-                    try queue.append(self.gpa, @fromBackingInt(@intCast(y)));
-                }
-                continue;
-            }
-            if (self.row_words.items.len + representatives.len > row_words_max) {
-                self.row_cache.clearRetainingCapacity();
-                self.row_words.clearRetainingCapacity();
-            }
-            const start: u32 = @intCast(self.row_words.items.len);
-            errdefer self.row_words.shrinkRetainingCapacity(start);
-            try self.row_words.ensureUnusedCapacity(self.gpa, representatives.len);
-            for (representatives) |b| {
-                const y = try self.deriv(x, b);
-                self.row_words.appendAssumeCapacity(y.index() | (if (self.isBoolean(y)) row_boolean_bit else 0));
-                if (y == .nothing) continue;
-                if (!self.isBoolean(y)) {
-                    // Plain terms other than ∅ are non-empty: the search ends, the row stays
-                    // incomplete and is not kept.
-                    self.row_words.shrinkRetainingCapacity(start);
-                    break :search true;
-                }
-                if (visited.contains(y.index())) continue;
-                try visited.put(self.gpa, y.index(), {});
-                try queue.append(self.gpa, y);
-            }
-            try self.row_cache.put(self.gpa, x.index(), start);
-        } else false;
-        if (non_empty) {
-            try self.empty_cache.put(self.gpa, e.index(), false);
-        } else {
-            // Nothing reachable is nullable: every visited term is empty.
-            for (queue.items) |x| try self.empty_cache.put(self.gpa, x.index(), true);
         }
-        return !non_empty;
+        if (outcome == .paused) outcome = try search.run(self, e, representatives, null);
+        switch (outcome) {
+            .found => |at| {
+                // Every term on the path from e to the goal has the goal's word (after its
+                // prefix): a lexer following that path finds its states decided.
+                var i: u32 = at;
+                while (true) {
+                    try self.empty_cache.put(self.gpa, search.nodes.items[i].term, false);
+                    if (i == 0) break;
+                    i = search.nodes.items[i].parent;
+                }
+                return false;
+            },
+            .exhausted => {
+                // Nothing reachable is nullable: every visited term is empty.
+                for (search.nodes.items) |node| try self.empty_cache.put(self.gpa, node.term, true);
+                return true;
+            },
+            .paused => unreachable,
+        }
+    }
+
+    /// Is the intersection of some two members of the intersection `e` shown empty, each pair
+    /// by a witness walk or a search of at most `search_expansions_pair` terms? Its answers
+    /// are remembered like any term's (`empty_cache`); an undecided pair is not.
+    fn emptyPair(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
+        var small: [16]ExprId = undefined;
+        const members = try self.copyMembers(e, &small);
+        defer self.freeMembers(members, &small);
+        for (members, 0..) |a, i| {
+            for (members[i + 1 ..]) |b| {
+                const pair = try self.andAll(&.{ a, b });
+                if (pair == .nothing) return true;
+                if (!self.isBoolean(pair) or self.nullable(pair)) continue;
+                if (self.empty_cache.get(pair.index())) |empty| {
+                    if (empty) return true;
+                    continue;
+                }
+                if (self.longerThanExcluded(pair) or try self.hasWitness(pair, representatives)) {
+                    try self.empty_cache.put(self.gpa, pair.index(), false);
+                    continue;
+                }
+                var search: Search = .{};
+                defer search.deinit(self.gpa);
+                switch (try search.run(self, pair, representatives, search_expansions_pair)) {
+                    .found => try self.empty_cache.put(self.gpa, pair.index(), false),
+                    .exhausted => {
+                        for (search.nodes.items) |node| try self.empty_cache.put(self.gpa, node.term, true);
+                        return true;
+                    },
+                    .paused => {},
+                }
+            }
+        }
+        return false;
     }
 
     /// Step 2 of `isEmpty`: look for a word of the intersection `e` by walking all of its
@@ -1892,6 +1913,109 @@ pub const ExprSet = struct {
                 else => {},
             }
         }
+    }
+};
+
+/// The exact emptiness search (`ExprSet.isEmptySearch`): best first over the derivatives of a
+/// term by one byte of each class, the term with the least (bytes read + shortest word left)
+/// first, deeper first on ties, then in the order found. Only the lengths and the bytes read
+/// order it, so the terms visited do not depend on term ids (the order of an intersection's
+/// members). A term reached is a goal when it is nullable, plain (and not ∅), or known
+/// non-empty; an empty term's search visits everything reachable, in any order.
+const Search = struct {
+    const Node = struct { term: u32, parent: u32, depth: u32 };
+    const Entry = struct { f: u32, depth: u32, node: u32 };
+    nodes: std.ArrayList(Node) = .empty,
+    visited: IntMap(u32, void) = .empty,
+    open: std.PriorityQueue(Entry, void, order) = .empty,
+
+    fn order(_: void, a: Entry, b: Entry) std.math.Order {
+        if (a.f != b.f) return std.math.order(a.f, b.f);
+        if (a.depth != b.depth) return std.math.order(b.depth, a.depth);
+        return std.math.order(a.node, b.node);
+    }
+
+    fn deinit(self: *Search, gpa: Allocator) void {
+        self.nodes.deinit(gpa);
+        self.visited.deinit(gpa);
+        self.open.deinit(gpa);
+    }
+
+    const Outcome = union(enum) { found: u32, exhausted, paused };
+
+    /// Searches from `e` (or goes on where the last call paused), expanding at most
+    /// `expansions_max` more terms (null: no bound but fuel): the node of a goal reached,
+    /// `exhausted` when every term reachable is empty, else `paused`.
+    fn run(self: *Search, set: *ExprSet, e: ExprId, representatives: []const u8, expansions_max: ?u32) Error!Outcome {
+        if (self.nodes.items.len == 0) {
+            if (try self.reach(set, e.index(), 0, 0)) |g| return .{ .found = g };
+        }
+        var expansions: u32 = 0;
+        while (self.open.count() > 0) {
+            if (expansions_max) |m| if (expansions >= m) return .paused;
+            const entry = self.open.pop().?;
+            const x: ExprId = @fromBackingInt(@intCast(self.nodes.items[entry.node].term));
+            if (set.empty_cache.get(x.index())) |empty| {
+                // Shown empty since it was queued (a known non-empty term is a goal when reached).
+                if (empty) continue;
+                return .{ .found = entry.node };
+            }
+            expansions += 1;
+            set.search_expanded += 1;
+            // A derivative per byte class, plus the visited set and queue that grow with the
+            // search (measured: a visited term costs about two units per class).
+            try set.spend(2 * representatives.len);
+            const depth = entry.depth + 1;
+            if (set.row_cache.get(x.index())) |start| {
+                // Searched before (a search that ran out of fuel is repeated by every call):
+                // the row is one read, where a derivative per class was a lookup in a cache
+                // of millions of entries, a cache miss each.
+                for (set.row_words.items[start..][0..representatives.len]) |entry_word| {
+                    const y = entry_word & ~row_boolean_bit;
+                    if (y == ExprId.nothing.index()) continue;
+                    if (try self.reach(set, y, entry.node, depth)) |g| return .{ .found = g };
+                }
+                continue;
+            }
+            if (set.row_words.items.len + representatives.len > row_words_max) {
+                set.row_cache.clearRetainingCapacity();
+                set.row_words.clearRetainingCapacity();
+            }
+            const start: u32 = @intCast(set.row_words.items.len);
+            errdefer set.row_words.shrinkRetainingCapacity(start);
+            try set.row_words.ensureUnusedCapacity(set.gpa, representatives.len);
+            for (representatives) |b| {
+                const y = try set.deriv(x, b);
+                set.row_words.appendAssumeCapacity(y.index() | (if (set.isBoolean(y)) row_boolean_bit else 0));
+                if (y == .nothing) continue;
+                if (try self.reach(set, y.index(), entry.node, depth)) |g| {
+                    // The search ends: the row stays incomplete and is not kept.
+                    set.row_words.shrinkRetainingCapacity(start);
+                    return .{ .found = g };
+                }
+            }
+            try set.row_cache.put(set.gpa, x.index(), start);
+        }
+        return .exhausted;
+    }
+
+    /// Records `y` reached from node `parent` after `depth` bytes: its node when it is a goal,
+    /// else queued (once).
+    fn reach(self: *Search, set: *ExprSet, y: u32, parent: u32, depth: u32) Error!?u32 {
+        const gop = try self.visited.getOrPut(set.gpa, y);
+        if (gop.found_existing) return null;
+        const node: u32 = @intCast(self.nodes.items.len);
+        try self.nodes.append(set.gpa, .{ .term = y, .parent = parent, .depth = depth });
+        const t: ExprId = @fromBackingInt(@intCast(y));
+        if (!set.isBoolean(t) or set.nullable(t)) return node;
+        if (set.empty_cache.get(y)) |empty| {
+            if (!empty) return node;
+            return null;
+        }
+        if (set.longerThanExcluded(t)) return node;
+        const rest = set.lengthsOf(t).min;
+        try self.open.push(set.gpa, .{ .f = depth +| rest, .depth = depth, .node = node });
+        return null;
     }
 };
 
@@ -2628,4 +2752,132 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     defer other.deinit();
     const rebuilt = try other.importTerm(recipe.items);
     try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, 0)), rebuilt);
+}
+
+/// The number lexeme of MaskBench Handwritten---allany7 (a multiple of 429 and of none of 8, 6
+/// and 7), as the JSON Schema front-end writes it: the number, then one residue run each.
+const allany7_members = [_][]const u8{
+    "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?",
+    "-?(?:0|1(?%429,0,1)|2(?%429,0,2)|3(?%429,0,3)|4(?%429,0,4)|5(?%429,0,5)|6(?%429,0,6)|7(?%429,0,7)|8(?%429,0,8)|9(?%429,0,9))(?:\\.0+)?",
+    "-?(?:8(?%!8,0)|[19](?%!8,0,1)|2(?%!8,0,2)|3(?%!8,0,3)|4(?%!8,0,4)|5(?%!8,0,5)|6(?%!8,0,6)|7(?%!8,0,7))(?:\\.0+)?|-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*",
+    "-?(?:6(?%!6,0)|[17](?%!6,0,1)|[28](?%!6,0,2)|[39](?%!6,0,3)|4(?%!6,0,4)|5(?%!6,0,5))(?:\\.0+)?|-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*",
+    "-?(?:7(?%!7,0)|[18](?%!7,0,1)|[29](?%!7,0,2)|3(?%!7,0,3)|4(?%!7,0,4)|5(?%!7,0,5)|6(?%!7,0,6))(?:\\.0+)?|-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*",
+};
+
+/// One byte of each class a number grammar with residue runs has: the digits apart, '.', '-'
+/// and one byte for the rest.
+const number_representatives = [_]u8{ '-', '.', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'x' };
+
+/// The intersection of `patterns` parsed in the order of `order` (so that the members' ids,
+/// and the order of the intersection's members, follow it).
+fn intersectionInOrder(set: *ExprSet, patterns: []const []const u8, order: []const usize) !ExprId {
+    var members: [8]ExprId = undefined;
+    for (order) |k| members[k] = try parseTest(set, patterns[k]);
+    return set.andAll(members[0..patterns.len]);
+}
+
+test "best-first search: a residue-run conjunction is shown non-empty along its word, whatever the term ids" {
+    // Breadth first, this search visited every residue combination of fewer digits than the
+    // first word: 2,700,000 fuel units (60 ms) for allany7's first row, or 0.1 ms when the
+    // same patterns were rebuilt from the pattern cache in another id order (the witness walk
+    // then happened to succeed).
+    const forward = [_]usize{ 0, 1, 2, 3, 4 };
+    const backward = [_]usize{ 4, 3, 2, 1, 0 };
+    var spent: [2]u64 = undefined; // terms expanded
+    for ([_][]const usize{ &forward, &backward }, 0..) |order, run| {
+        var set = try ExprSet.init(std.testing.allocator, .{});
+        defer set.deinit();
+        const e = try intersectionInOrder(&set, &allany7_members, order);
+        try std.testing.expect(set.tag(e) == .and_);
+        const before = set.fuel_spent;
+        try std.testing.expect(!try set.isEmptySearch(e, &number_representatives));
+        try std.testing.expect(set.fuel_spent - before < 20_000);
+        spent[run] = set.search_expanded;
+        // The oracle: 429 is a multiple of 429 and of none of 8, 6 and 7.
+        try std.testing.expect(429 % 429 == 0 and 429 % 8 != 0 and 429 % 6 != 0 and 429 % 7 != 0);
+        try std.testing.expect(try matches(&set, e, "429"));
+        try std.testing.expect(!try matches(&set, e, "858")); // 858 = 2·429 = 6·143
+        // The path to the word found is remembered: the lexer's next states are decided.
+        try std.testing.expectEqual(false, set.empty_cache.get((try set.deriv(e, '4')).index()).?);
+    }
+    // The terms visited depend on lengths and bytes only, not on which member came first.
+    try std.testing.expectEqual(spent[0], spent[1]);
+}
+
+/// Is `e` empty? The slow, obviously exact answer: breadth first over its derivatives by every
+/// byte of `alphabet` (a byte outside it must have no word), with no caches, witnesses or
+/// shortcuts.
+fn referenceEmpty(set: *ExprSet, e: ExprId, alphabet: []const u8) !bool {
+    var seen: IntMap(u32, void) = .empty;
+    defer seen.deinit(set.gpa);
+    var queue: std.ArrayList(ExprId) = .empty;
+    defer queue.deinit(set.gpa);
+    try queue.append(set.gpa, e);
+    try seen.put(set.gpa, e.index(), {});
+    var head: usize = 0;
+    while (head < queue.items.len) : (head += 1) {
+        const x = queue.items[head];
+        if (set.nullable(x)) return false;
+        for (alphabet) |b| {
+            const y = try set.deriv(x, b);
+            if (y == .nothing or seen.contains(y.index())) continue;
+            try seen.put(set.gpa, y.index(), {});
+            try queue.append(set.gpa, y);
+        }
+    }
+    return true;
+}
+
+test "the best-first search and the pair check agree with a plain breadth-first search (random intersections of three over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0xa11a);
+    const random = prng.random();
+    const representatives = [_]u8{ 'a', 'b', 'c' };
+    var empty: u32 = 0;
+    var non_empty: u32 = 0;
+    for (0..600) |_| {
+        var members: [3]ExprId = undefined;
+        for (&members) |*m| {
+            m.* = try randomTerm(&set, random, 3, counters_clamped);
+            if (random.boolean()) m.* = try set.not(m.*);
+        }
+        const e = try set.andAll(&members);
+        if (!set.isBoolean(e)) continue;
+        const expected = try referenceEmpty(&set, e, &representatives);
+        // A fresh answer each time: what other terms' searches remembered is not reused.
+        set.empty_cache.clearRetainingCapacity();
+        try std.testing.expectEqual(expected, try set.isEmpty(e, &representatives));
+        // And the exact search alone (no witness walk), with its pair check.
+        set.empty_cache.clearRetainingCapacity();
+        try std.testing.expectEqual(expected, try set.isEmptySearch(e, &representatives));
+        if (expected) empty += 1 else non_empty += 1;
+    }
+    try std.testing.expect(empty > 30 and non_empty > 30);
+}
+
+test "an intersection whose two members exclude each other is shown empty by the pair" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // Handwritten---allany16's contradiction: exactly four characters (`^....$`) against at
+    // least ten (`minLength`), characters of up to four bytes, so lengths in bytes meet;
+    // beside them, searches that multiply the states of the whole intersection.
+    const four = try parseTest(&set, "\"(?:[a-z]|\\u{10000}){4}\"");
+    const ten = try parseTest(&set, "\"(?:[a-z]|\\u{10000}){10,20}\"");
+    const ab = try parseTest(&set, "\"(?:[a-z]|\\u{10000})*ab(?:[a-z]|\\u{10000})*\"");
+    const cd = try parseTest(&set, "\"(?:[a-z]|\\u{10000})*c(?:[a-z]|\\u{10000})*d(?:[a-z]|\\u{10000})*\"");
+    const e = try set.andAll(&.{ four, ten, ab, cd });
+    try std.testing.expect(set.isBoolean(e) and !set.lengthsOf(e).isEmpty());
+    const representatives = [_]u8{ '"', 'a', 'b', 'c', 'd', 'e', 0xF0, 0x90, 0x80, 0 };
+    try std.testing.expect(try set.emptyPair(e, &representatives));
+    // The pair's answer is remembered for the next intersection holding both members.
+    try std.testing.expectEqual(true, set.empty_cache.get((try set.andAll(&.{ four, ten })).index()).?);
+    try std.testing.expect(try set.isEmpty(e, &representatives));
+    try std.testing.expect(try referenceEmpty(&set, e, &representatives));
+    // Without the contradiction the same members have a word.
+    const three = try parseTest(&set, "\"(?:[a-z]|\\u{10000}){3,12}\"");
+    const f = try set.andAll(&.{ three, ten, ab, cd });
+    try std.testing.expect(!try set.emptyPair(f, &representatives));
+    try std.testing.expect(!try set.isEmpty(f, &representatives));
+    try std.testing.expect(try matches(&set, f, "\"abcdzzzzzz\""));
 }
