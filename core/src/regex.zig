@@ -45,12 +45,12 @@
 //!   excluded pattern, at construction, with no search.
 //! Only when neither interval arithmetic, a witness nor inclusion decides does the exact
 //! search run. It is best first (A*): the term with the least bytes read plus shortest word
-//! left goes first, so a non-empty intersection is shown by about its shortest word's path,
-//! where breadth first visited every term of fewer bytes (the product of all members' states;
-//! and the order it found a word in depended on term ids through the witness walk before
-//! it). An empty one is searched whole; before that, its pairs of members are searched on
-//! their own, since a contradiction between two members (`^....$` against `minLength` 10) has
-//! a far smaller product. The search keeps each term's derivatives by every byte class as
+//! left goes first, so a non-empty intersection is shown along about its shortest word's
+//! path, where breadth first visited every term of fewer bytes (the product of all members'
+//! states); which terms it visits depends on lengths and bytes, not on term ids. An empty one
+//! is searched whole; before that, its pairs of members are searched on their own, since a
+//! contradiction between two members (`^....$` against `minLength` 10) has a far smaller
+//! product. The search keeps each term's derivatives by every byte class as
 //! one row, so a search repeated by every call (one that runs out of fuel) reads rows instead
 //! of deriving again.
 //!
@@ -1469,7 +1469,7 @@ pub const ExprSet = struct {
     /// 3. otherwise a best-first search over derivatives by one byte of each class in
     ///    `representatives` looks for a nullable term (`Search`), bounded by fuel; when it
     ///    does not end within `search_expansions_first` terms, an intersection of three or
-    ///    more members whose two members already exclude each other is empty (`emptyPair`).
+    ///    more members two of which already exclude each other is empty (`emptyPair`).
     pub fn isEmpty(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         if (e == .nothing) return true;
         if (!self.isBoolean(e)) return false;
