@@ -99,17 +99,7 @@ NUMBER_CASES = {
 }
 
 
-# allany11's front-end output has a branch with the range alone (lexeme `number(-300,0)`
-# without its residue runs), so it accepts -1: a front-end bug outside the core, kept here
-# as a strict expected failure so that its fix shows.
-KNOWN_WRONG = {"allany11": "a DNF branch of the front-end lost its multipleOf runs"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_WRONG[n], strict=True)) if n in KNOWN_WRONG else n
-     for n in sorted(NUMBER_CASES)],
-)
+@pytest.mark.parametrize("name", sorted(NUMBER_CASES))
 def test_residue_run_conjunctions_agree_with_jsonschema(handwritten: dict[str, Any], name: str) -> None:
     schema = handwritten[name]
     rng = random.Random(name)

@@ -140,8 +140,8 @@ from .logic import Unexpressible, clause_alternatives, negate, presence_clauses,
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
-    _FRACTION_ZERO, _alt, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex, multiple_of_regex,
-    multiple_of_regexes, not_multiple_of_regex, number_range_regex,
+    _FRACTION_ZERO, _alt, _bounded_multiples, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex,
+    multiple_of_regex, multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
     FORMAT_REGEXES, REPEAT_COUNT_MAX, STRING_CHAR, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
@@ -2569,7 +2569,15 @@ class _Compiler:
         if multiple is not None and not (t == "integer" and multiple == 1):
             regexes = multiple_of_regexes(multiple)
             if regexes is None:
-                self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
+                # Too large a divisor for a residue term: between two bounds its multiples are
+                # few, and then they are the values, listed.
+                listed = _bounded_multiples(multiple, lo, lo_open, hi, hi_open)
+                if listed == []:
+                    return self.contradiction(f"no multiple of {multiple} lies within the bounds", pointer)
+                if listed is None:
+                    self.warn(f"multipleOf {multiple} is ignored (its divisibility automaton is too large)", f"{pointer}/multipleOf")
+                else:
+                    ands.append(_alt([_number_spelling_regex(v) for v in listed]))
             else:
                 ands.extend(regexes)
         for excluded in d.get("_not_multiple_of", []):
@@ -2579,7 +2587,11 @@ class _Compiler:
                 continue
             rx = multiple_of_regex(excluded)
             if rx is None:
-                self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)
+                listed = _bounded_multiples(excluded, lo, lo_open, hi, hi_open) if _is_number(excluded) else None
+                if listed is None:
+                    self.unsupported(f"not multipleOf {excluded}: its divisibility automaton is too large", pointer)
+                else:
+                    nots.extend(_number_spelling_regex(v) for v in listed)
             else:
                 nots.append(rx)
         if d.get("_non_integer"):

@@ -499,8 +499,39 @@ def _divisibility_regex(c: int, j: int) -> str | None:
     return None if body is None else "-?" + _group(body)
 
 
-def _number_spelling_regex(value: int | float) -> str:
-    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`)."""
+BOUNDED_MULTIPLES_MAX = 256  # multiples of a too-large multipleOf listed between two bounds
+
+
+def _bounded_multiples(multiple: Any, lo: Any, lo_open: bool, hi: Any, hi_open: bool) -> list[Any] | None:
+    """The multiples of `multiple` between the bounds (each an int, or a Decimal when not
+    integral), for a `multipleOf` no residue term or automaton can express: few of them lie
+    between two bounds when the divisor is large. None when a bound is missing, the divisor is
+    not positive, or there are more than `BOUNDED_MULTIPLES_MAX`."""
+    from decimal import Decimal, localcontext
+    from fractions import Fraction
+
+    if lo is None or hi is None or not _is_number(multiple) or multiple <= 0:
+        return None
+    exact = [Fraction(str(v)) if isinstance(v, float) else Fraction(v) for v in (multiple, lo, hi)]
+    step, low, high = exact
+    first, last = math.ceil(low / step), math.floor(high / step)
+    if lo_open and first * step == low:
+        first += 1
+    if hi_open and last * step == high:
+        last -= 1
+    if last - first + 1 > BOUNDED_MULTIPLES_MAX:
+        return None
+    if step.denominator == 1:
+        return [int(step) * k for k in range(first, last + 1)]
+    written = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    with localcontext() as context:
+        context.prec = len(written.as_tuple().digits) + len(str(max(abs(first), abs(last)))) + 2
+        return [written * k for k in range(first, last + 1)]
+
+
+def _number_spelling_regex(value: Any) -> str:
+    """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`): an
+    int, a float (read by its shortest repr) or a Decimal."""
     from decimal import Decimal
 
     dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
