@@ -137,6 +137,7 @@ from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, presence_clauses, value_schema
+from . import presence
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
@@ -2385,39 +2386,34 @@ class _Compiler:
         self, rest: dict[str, Any], alternatives: Sequence[Any], at: str = "", *, one_of: bool = False
     ) -> dict[str, Any] | None:
         """`rest` AND any one of `alternatives`, when the alternatives only say which keys an
-        object has (`_presence_terms`): `rest` with them as one more `_presence` constraint,
-        which `compile_object` follows in its member states. Expanded instead, each
-        alternative made a whole object, and so did each of its combinations with the other
-        clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
-        `required` on one 20-member object compiled into 480 objects). None when an
-        alternative says more, under property_order="any", or beside `unevaluated*` (which
-        reads what the passing alternatives evaluate). An alternative that merges parts (an
-        `if` and its `then`: `allOf`) is looked at flattened (`at` its pointer); with
-        `one_of`, exactly one alternative must hold (`_exactly_one`)."""
-        if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest:
+        object has and which class of value each takes (`presence.formula`: `required`,
+        `false` properties, properties whose schema is `const`/`enum`/`type`, combined by
+        `allOf`/`anyOf`/`oneOf`/`not`/`if`): `rest` with them as one more `_presence`
+        constraint, which `compile_object` follows in its member states. Expanded instead,
+        each alternative made a whole object, and so did each of its combinations with the
+        other clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
+        `required` on one 20-member object compiled into 480 objects; o90971: three `if`s
+        on which of three keys is non-null, 239). None when an alternative says more, under
+        property_order="any", or beside `unevaluated*` (which reads what the passing
+        alternatives evaluate); with `one_of`, exactly one alternative must hold. `at` is
+        unused (kept for the callers)."""
+        if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest or not alternatives:
             return None
-        found = _presence_terms(alternatives)
-        if found is None and not one_of and all(_names_keys_only(a, 0) for a in alternatives):
-            flats = [self.flatten(a, at) for a in alternatives]
-            found = _presence_terms([f for f in flats if f is not None])
-        if found is None:
+        try:
+            options = [presence.formula(a, ANNOTATIONS) for a in alternatives]
+            terms, others = presence.exactly_one(options) if one_of else functools.reduce(presence.f_or, options)
+        except presence.NotPresence:
             return None
-        terms, object_only = found
-        if one_of:
-            exact = _exactly_one(terms)
-            if not exact:
-                return None
-            # A non-object passes exactly the options without `type: object`: it is valid when
-            # that is one of them.
-            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in _OBJECT_ONLY))
-            terms, object_only = exact, untyped != 1
         out = dict(rest)
-        if object_only:
+        if not others:
+            if not terms:
+                return None  # objects only, and none valid: expanded, for the contradiction's place
             types = _intersect_types(rest.get("type", ALL_TYPES), ["object"])
             if not types:
                 return None
             out["type"] = types
-        out["_presence"] = [*rest.get("_presence", ()), terms]
+        if {} not in terms:
+            out["_presence"] = [*rest.get("_presence", ()), [presence.term_json(t) for t in terms]]
         return out
 
     def compile_presence(self, constrained: dict[str, Any] | None, pointer: str, why: str, where: str) -> Sym | None | object:
@@ -2721,6 +2717,7 @@ class _Compiler:
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         member_keys: list[str] = []
+        member_schemas: list[tuple[Any, str]] = []  # what `object_body_presence` splits by value class
         taken = list(properties) + [k for k in required if k not in properties]
         any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
@@ -2743,6 +2740,7 @@ class _Compiler:
                 continue
             members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
             member_keys.append(key)
+            member_schemas.append((schema, where))
             if witnesses:
                 variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
@@ -2762,10 +2760,10 @@ class _Compiler:
         if "_presence" in d:
             # Keys a constraint names must stand where the members do: one the extras could
             # also spell would be in the text where the states do not see it.
-            named = {k for terms in d["_presence"] for term in terms for k in (*term[0], *term[1])}
+            named = set().union(*(presence.keys_named(terms) for terms in d["_presence"]))
             body = _NOT_EXACT
             if not (witnesses or self.any_order or low or high is not None or (regions and not named.issubset(taken))):
-                body = self.object_body_presence(members, member_keys, d["_presence"], pair, pointer)
+                body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer)
             if body is _NOT_EXACT:
                 return self.compile_flat(dict(self.presence_expanded(d), type=["object"]), pointer)
             return body  # type: ignore[return-value]
@@ -3074,70 +3072,126 @@ class _Compiler:
         return out
 
     def object_body_presence(
-        self, members: list[tuple[Sym, Sym, bool]], keys: list[str], constraints: list[Any], pair: int | None, pointer: str
+        self, members: list[tuple[Sym, Sym, bool]], keys: list[str], schemas: list[tuple[Any, str]],
+        constraints: list[Any], pair: int | None, pointer: str,
     ) -> Sym | None | object:
         """`{ members, extras }` where every `_presence` constraint holds: some term of each
-        has all its required keys written and none of its absent keys (no count bounds).
+        has every key it names in a status it allows (absent, or present with a value in a
+        set; `presence.py`), no count bounds.
 
-        State (i, c, P): members i.. remain, c says whether a property came before (a comma
-        leads), and P is what the constraints still ask of the members left: per constraint,
-        its terms the members written and skipped so far leave possible, each cut down to the
-        keys it still names (required ones not yet written, absent ones not yet passed); a
-        constraint with a term that names nothing more is met for good and leaves P, and P is
-        a set, so constraints asking the same merge (eleven `dependencies` on one later key
-        are one "that key is required" once their own keys are written). Writing member i
-        drops the terms that want it absent, skipping it those that require it; a constraint
-        left without terms is a dead state. Only the states reachable from the first are
-        built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands the
-        constraints as clauses). Keys a term names that are not members can never be written
-        (the caller makes sure the extras cannot spell them either)."""
+        A member's value is split into the *classes* the constraints' value sets on its key
+        tell apart (`presence.atoms`: `if {properties: {kind: {const: "a"}}}` splits `kind`
+        into "a" and the rest), each its own value symbol, so that writing it says which class
+        it took; a key no value set names has one class. State (i, c, P): members i.. remain,
+        c says whether a property came before (a comma leads), and P is what the constraints
+        still ask of the members left: per constraint, its terms the members written and
+        skipped so far leave possible, each cut down to the keys it still names; a constraint
+        with a term that names nothing more is met for good and leaves P, and P is a set, so
+        constraints asking the same merge (eleven `dependencies` on one later key are one
+        "that key is required" once their own keys are written). Writing member i in class j
+        drops the terms that do not allow j for it, skipping it those that want it present;
+        a constraint left without terms is a dead state. Only the states reachable from the
+        first are built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller
+        expands the constraints as clauses). Keys a term names that are not members can
+        never be written (the caller makes sure the extras cannot spell them either)."""
         n = len(members)
-        present = set(keys)
-        Need = frozenset[tuple[frozenset[str], frozenset[str]]]
-        first: set[Need] = set()
-        for terms in constraints:
-            alive = frozenset(
-                (frozenset(required), frozenset(k for k in absent if k in present))
-                for required, absent in terms
-                if present.issuperset(required)
-            )
-            if not alive:
-                return None  # no term can hold: no object is valid
-            if (frozenset(), frozenset()) not in alive:
-                first.add(alive)
+        index = {k: i for i, k in enumerate(keys)}
+        parsed = [presence.terms_from_json(terms) for terms in constraints]
+        value_sets: dict[str, list[Any]] = {}
+        for terms in parsed:
+            for term in terms:
+                for key, (_, vs) in term.items():
+                    if key in index and vs != presence.ALL and vs not in value_sets.setdefault(key, []):
+                        value_sets[key].append(vs)
+        classes = {key: presence.atoms(sets) for key, sets in value_sets.items()}
+        # Per member: the value symbol of each class (None: no value of the class is valid).
+        values: list[list[Sym | None]] = []
+        for i, key in enumerate(keys):
+            parts = classes.get(key)
+            if parts is None or len(parts) == 1:
+                values.append([members[i][1]])
+                continue
+            schema, where = schemas[i]
+            values.append([self.compile({"allOf": [schema, presence.value_schema(part)]}, where) for part in parts])
 
-        def step(needs: frozenset[Need], key: str, written: bool) -> frozenset[Need] | None:
-            out = set()
-            for need in needs:
-                if written:
-                    terms = frozenset((r - {key}, a) for r, a in need if key not in a)
-                else:
-                    terms = frozenset((r, a - {key}) for r, a in need if key not in r)
-                if not terms:
-                    return None
-                if (frozenset(), frozenset()) not in terms:
-                    out.add(terms)
+        Term = frozenset[tuple[str, frozenset[int]]]
+        Need = frozenset[Term]
+
+        def allowed(key: str, ks: Any) -> frozenset[int]:
+            absent_ok, vs = ks
+            parts = classes.get(key, [presence.ALL])
+            out = {j for j, part in enumerate(parts) if presence.subset(part, vs)}
+            if absent_ok:
+                out.add(-1)
             return frozenset(out)
 
-        start = (0, 0, frozenset(first))
-        # Forward: the reachable states, layer by layer, with their two moves.
-        layers: list[dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]]] = []
+        first: set[Need] = set()
+        for terms in parsed:
+            alive: set[Term] = set()
+            for term in terms:
+                entries = []
+                for key, ks in term.items():
+                    statuses = allowed(key, ks)
+                    if key not in index:
+                        if -1 not in statuses:
+                            break  # a key that is never written must be present: the term fails
+                        continue
+                    if len(statuses) < len(values[index[key]]) + 1:
+                        entries.append((key, statuses))
+                else:
+                    alive.add(frozenset(entries))
+            if not alive:
+                return None  # no term can hold: no object is valid
+            if frozenset() not in alive:
+                first.add(frozenset(alive))
+
+        def step(needs: frozenset[Need], key: str, status: int) -> frozenset[Need] | None:
+            out = set()
+            for need in needs:
+                terms = set()
+                for term in need:
+                    hit = next((entry for entry in term if entry[0] == key), None)
+                    if hit is None:
+                        terms.add(term)
+                    elif status in hit[1]:
+                        left = term - {hit}
+                        if not left:
+                            break  # met for good
+                        terms.add(left)
+                else:
+                    if not terms:
+                        return None
+                    out.add(frozenset(terms))
+            return frozenset(out)
+
+        State = tuple[int, int, frozenset[Need]]
+        start: State = (0, 0, frozenset(first))
+        # Forward: the reachable states, layer by layer, with their moves: the next state per
+        # class written (grouped), and the skip.
+        layers: list[dict[State, tuple[dict[State, list[int]], State | None]]] = []
         current = {start}
         total = 1
         for i in range(n):
             key, required = keys[i], members[i][2]
-            moves: dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]] = {}
-            nxt: set[tuple[int, int, frozenset[Need]]] = set()
+            moves: dict[State, tuple[dict[State, list[int]], State | None]] = {}
+            nxt: set[State] = set()
             for state in current:
                 _, c, needs = state
-                after = step(needs, key, True)
-                write = None if after is None else (i + 1, 1, after)
+                writes: dict[State, list[int]] = {}
+                for j, sym in enumerate(values[i]):
+                    if sym is None:
+                        continue
+                    after = step(needs, key, j)
+                    if after is not None:
+                        writes.setdefault((i + 1, 1, after), []).append(j)
                 skip = None
                 if not required:
-                    after = step(needs, key, False)
+                    after = step(needs, key, -1)
                     skip = None if after is None else (i + 1, c, after)
-                moves[state] = (write, skip)
-                nxt.update(x for x in (write, skip) if x is not None)
+                moves[state] = (writes, skip)
+                nxt.update(writes)
+                if skip is not None:
+                    nxt.add(skip)
             total += len(nxt)
             if total > PRESENCE_STATE_COUNT_MAX:
                 return _NOT_EXACT
@@ -3145,26 +3199,40 @@ class _Compiler:
             current = nxt
         name = pointer or "/"
         unit = None if pair is None else (self.comma, Sym.n(pair))
-        table: dict[tuple[int, int, frozenset[Need]], list[list[Sym]] | None] = {}
+        table: dict[State, list[list[Sym]] | None] = {}
         for state in current:  # members all passed: every constraint is met (P is empty)
             table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
-        seqs: dict[tuple[int, int, frozenset[Need]], list[Sym] | None] = {}
+        seqs: dict[State, list[Sym] | None] = {}
 
-        def seq(state: tuple[int, int, frozenset[Need]] | None) -> list[Sym] | None:
+        def seq(state: State | None) -> list[Sym] | None:
             if state is None:
                 return None
             return self.state_sequence(table, seqs, state, f"{name}:presence{state[0]}.{state[1]}")
 
+        grouped: dict[tuple[int, tuple[int, ...]], Sym] = {}
+
+        def value_of(i: int, group: list[int]) -> Sym:
+            syms = values[i]
+            if len(syms) == 1 or all(j in group for j, s in enumerate(syms) if s is not None):
+                return members[i][1]  # every class: the value as it is
+            if len(group) == 1:
+                return syms[group[0]]  # type: ignore[return-value]
+            known = grouped.get((i, tuple(group)))
+            if known is None:
+                label = f"{name}:presence.{keys[i]}"
+                known = grouped[(i, tuple(group))] = Sym.n(self.nonterminal(label, [[syms[j]] for j in group]))  # type: ignore[list-item]
+            return known
+
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
-            key_sym, value_sym, _ = members[i]
-            member_first = [key_sym, colon, value_sym]
-            member_later = [comma, key_sym, colon, value_sym]
-            for state, (write, skip) in layers[i].items():
+            key_sym = members[i][0]
+            for state, (writes, skip) in layers[i].items():
                 alts = []
-                rest = seq(write)
-                if rest is not None:
-                    alts.append((member_later if state[1] else member_first) + rest)
+                for after, group in writes.items():
+                    rest = seq(after)
+                    if rest is not None:
+                        value = value_of(i, group)
+                        alts.append(([comma, key_sym, colon, value] if state[1] else [key_sym, colon, value]) + rest)
                 rest = seq(skip)
                 if rest is not None:
                     alts.append(rest)
