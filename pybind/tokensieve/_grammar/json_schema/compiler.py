@@ -194,6 +194,7 @@ ONE_OF_NEGATED_PATTERNS_MAX = 3  # patterns/formats an exact oneOf option may ex
 ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 PRESENCE_STATE_COUNT_MAX = 4096  # (property, comma, terms left) states of one object with `_presence` (else expanded)
+PRESENCE_FRONT_KEYS_MAX = 6  # members an object with `_presence` may also take first, in any order (else expanded)
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
@@ -1128,6 +1129,7 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
+        self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
@@ -1775,6 +1777,7 @@ class _Compiler:
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
+        self.presence_declined.clear()
         self.listed_values.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
@@ -2181,10 +2184,11 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of:
+        declined = id(d[key]) in self.presence_declined
+        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of and not declined:
             rest = {k: v for k, v in d.items() if k != key}
             result = self.compile_presence(
-                self.presence_constraint(rest, d[key], one_of=True), pointer,
+                self.presence_constraint(rest, d[key], {"kind": "oneOf", "options": d[key]}, one_of=True), pointer,
                 "no value is valid under exactly one of the oneOf options (with the keywords beside it)", f"{pointer}/oneOf",
             )
             if result is not _NOT_EXACT:
@@ -2196,9 +2200,9 @@ class _Compiler:
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
-        if key == "anyOf":
+        if key == "anyOf" and not declined:
             result = self.compile_presence(
-                self.presence_constraint(rest, d[key]), pointer,
+                self.presence_constraint(rest, d[key], {"kind": "anyOf", "options": d[key]}), pointer,
                 "no value is valid under any of the anyOf options (with the keywords beside it)", f"{pointer}/anyOf",
             )
             if result is not _NOT_EXACT:
@@ -2360,7 +2364,7 @@ class _Compiler:
         if "_expand" not in clause:
             kind = "not" if "not" in clause else "if/then/else" if "if" in clause else "dependency"
             result = self.compile_presence(
-                self.presence_constraint(rest, alternatives, at), pointer,
+                self.presence_constraint(rest, alternatives, {"clause": dict(clause, _expand=True)}), pointer,
                 f"no value is valid under this {kind} and the keywords beside it", at,
             )
             if result is not _NOT_EXACT:
@@ -2383,7 +2387,7 @@ class _Compiler:
         return result
 
     def presence_constraint(
-        self, rest: dict[str, Any], alternatives: Sequence[Any], at: str = "", *, one_of: bool = False
+        self, rest: dict[str, Any], alternatives: Sequence[Any], source: dict[str, Any], *, one_of: bool = False
     ) -> dict[str, Any] | None:
         """`rest` AND any one of `alternatives`, when the alternatives only say which keys an
         object has and which class of value each takes (`presence.formula`: `required`,
@@ -2395,8 +2399,14 @@ class _Compiler:
         `required` on one 20-member object compiled into 480 objects; o90971: three `if`s
         on which of three keys is non-null, 239). None when an alternative says more, under
         property_order="any", or beside `unevaluated*` (which reads what the passing
-        alternatives evaluate); with `one_of`, exactly one alternative must hold. `at` is
-        unused (kept for the callers)."""
+        alternatives evaluate); with `one_of`, exactly one alternative must hold.
+
+        The constraint also keeps the keys the alternatives would have brought to the front of
+        the object (`presence.fronts`), so that the orders an expansion accepts stay
+        accepted, and then also where it came from (`source`: `{"clause": ...}` with
+        `_expand`, or `{"kind": "anyOf"/"oneOf", "options": [...]}`) so that where the object
+        cannot follow it, `presence_expanded` expands exactly what would have been expanded
+        (its terms as `anyOf` options put the keys in another order)."""
         if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest or not alternatives:
             return None
         try:
@@ -2404,6 +2414,7 @@ class _Compiler:
             terms, others = presence.exactly_one(options) if one_of else functools.reduce(presence.f_or, options)
         except presence.NotPresence:
             return None
+        fronts = presence.fronts(list(alternatives))
         out = dict(rest)
         if not others:
             if not terms:
@@ -2413,7 +2424,10 @@ class _Compiler:
                 return None
             out["type"] = types
         if {} not in terms:
-            out["_presence"] = [*rest.get("_presence", ()), [presence.term_json(t) for t in terms]]
+            entry = {"terms": [presence.term_json(t) for t in terms], "fronts": fronts}
+            if fronts:
+                entry.update(source)
+            out["_presence"] = [*rest.get("_presence", ()), entry]
         return out
 
     def compile_presence(self, constrained: dict[str, Any] | None, pointer: str, why: str, where: str) -> Sym | None | object:
@@ -2433,7 +2447,18 @@ class _Compiler:
         """`d` with its `_presence` constraints as the clauses they stand for, to be expanded
         into alternatives (where an object cannot follow them in its states)."""
         out = {k: v for k, v in d.items() if k != "_presence"}
-        out["_clauses"] = [*presence_clauses(d["_presence"]), *d.get("_clauses", ())]
+        entries = []
+        for entry in d["_presence"]:
+            kind = entry.get("kind")
+            if kind is not None and kind not in out:
+                # The anyOf/oneOf as it was, not taken back as a constraint (compile_options).
+                out[kind] = entry["options"]
+                self.presence_declined[id(entry["options"])] = entry["options"]
+            else:
+                entries.append(entry)
+        out["_clauses"] = [*presence_clauses(entries), *d.get("_clauses", ())]
+        if not out["_clauses"]:
+            del out["_clauses"]
         return out
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
@@ -2761,7 +2786,7 @@ class _Compiler:
             # Keys a constraint names must stand where the members do: one the extras could
             # also spell would be in the text where the states do not see it.
             named = set().union(*(presence.keys_named(terms) for terms in d["_presence"]))
-            body = _NOT_EXACT
+            body: Any = _NOT_EXACT
             if not (witnesses or self.any_order or low or high is not None or (regions and not named.issubset(taken))):
                 body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer)
             if body is _NOT_EXACT:
@@ -3082,21 +3107,31 @@ class _Compiler:
         A member's value is split into the *classes* the constraints' value sets on its key
         tell apart (`presence.atoms`: `if {properties: {kind: {const: "a"}}}` splits `kind`
         into "a" and the rest), each its own value symbol, so that writing it says which class
-        it took; a key no value set names has one class. State (i, c, P): members i.. remain,
-        c says whether a property came before (a comma leads), and P is what the constraints
-        still ask of the members left: per constraint, its terms the members written and
+        it took; a key no value set names has one class. The state is what the constraints
+        still ask of the members left (P): per constraint, its terms the members written and
         skipped so far leave possible, each cut down to the keys it still names; a constraint
         with a term that names nothing more is met for good and leaves P, and P is a set, so
         constraints asking the same merge (eleven `dependencies` on one later key are one
-        "that key is required" once their own keys are written). Writing member i in class j
-        drops the terms that do not allow j for it, skipping it those that want it present;
-        a constraint left without terms is a dead state. Only the states reachable from the
-        first are built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller
-        expands the constraints as clauses). Keys a term names that are not members can
-        never be written (the caller makes sure the extras cannot spell them either)."""
+        "that key is required" once their own keys are written). Writing a member in class j
+        drops the terms that do not allow j for it, skipping it those that want it present; a
+        constraint left without terms is a dead state.
+
+        Order: the members the constraints' alternatives list in `properties` (their
+        *fronts*, `presence.fronts`) may also come first, in any order, each at most once,
+        and the rest follow in schema order: an expansion accepted each alternative merged
+        with its siblings in both orders (`compile_alternatives`), which puts such keys
+        first. So the states are (front, W, c, P) while front members are written (W the set
+        written; c whether a property came before, so a comma leads), then (i, c, P, W) over
+        the members in order, skipping those in W. Only the states reachable from the first
+        are built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands
+        the constraints as clauses). Keys a term names that are not members can never be
+        written (the caller makes sure the extras cannot spell them either)."""
         n = len(members)
         index = {k: i for i, k in enumerate(keys)}
-        parsed = [presence.terms_from_json(terms) for terms in constraints]
+        parsed = [presence.terms_from_json(entry["terms"]) for entry in constraints]
+        front_keys = sorted({k for entry in constraints for k in entry.get("fronts", ()) if k in index}, key=index.__getitem__)
+        if len(front_keys) > PRESENCE_FRONT_KEYS_MAX:
+            return _NOT_EXACT
         value_sets: dict[str, list[Any]] = {}
         for terms in parsed:
             for term in terms:
@@ -3164,79 +3199,110 @@ class _Compiler:
                     out.add(frozenset(terms))
             return frozenset(out)
 
-        State = tuple[int, int, frozenset[Need]]
-        start: State = (0, 0, frozenset(first))
-        # Forward: the reachable states, layer by layer, with their moves: the next state per
-        # class written (grouped), and the skip.
-        layers: list[dict[State, tuple[dict[State, list[int]], State | None]]] = []
-        current = {start}
-        total = 1
-        for i in range(n):
-            key, required = keys[i], members[i][2]
-            moves: dict[State, tuple[dict[State, list[int]], State | None]] = {}
-            nxt: set[State] = set()
-            for state in current:
-                _, c, needs = state
-                writes: dict[State, list[int]] = {}
-                for j, sym in enumerate(values[i]):
-                    if sym is None:
-                        continue
-                    after = step(needs, key, j)
+        # States: ("f", W, c, P) in the front phase, (i, c, P, W) after it (W cut down to the
+        # members not passed yet). Moves: (symbols or None for an empty move, next state).
+        State = tuple[Any, ...]
+        Move = tuple[int, int, State]  # (member, class group index into `groups`, next); member -1: no symbols
+        moves: dict[State, list[Move]] = {}
+        groups: list[list[int]] = []
+        group_ids: dict[tuple[int, ...], int] = {}
+
+        def writes(i: int, needs: frozenset[Need]) -> dict[frozenset[Need], int]:
+            by_next: dict[frozenset[Need], list[int]] = {}
+            for j, sym in enumerate(values[i]):
+                if sym is not None:
+                    after = step(needs, keys[i], j)
                     if after is not None:
-                        writes.setdefault((i + 1, 1, after), []).append(j)
-                skip = None
-                if not required:
-                    after = step(needs, key, -1)
-                    skip = None if after is None else (i + 1, c, after)
-                moves[state] = (writes, skip)
-                nxt.update(writes)
-                if skip is not None:
-                    nxt.add(skip)
-            total += len(nxt)
-            if total > PRESENCE_STATE_COUNT_MAX:
-                return _NOT_EXACT
-            layers.append(moves)
-            current = nxt
+                        by_next.setdefault(after, []).append(j)
+            out = {}
+            for after, js in by_next.items():
+                g = group_ids.get(tuple(js))
+                if g is None:
+                    g = group_ids[tuple(js)] = len(groups)
+                    groups.append(js)
+                out[after] = g
+            return out
+
+        def base_state(i: int, c: int, needs: frozenset[Need], written: frozenset[str]) -> State:
+            return (i, c, needs, frozenset(k for k in written if index[k] >= i))
+
+        start: State = ("f", frozenset(), 0, frozenset(first)) if front_keys else (0, 0, frozenset(first), frozenset())
+        order: list[State] = []
+        todo = [start]
+        seen = {start}
+        while todo:
+            state = todo.pop()
+            order.append(state)
+            out: list[Move] = []
+            if state[0] == "f":
+                _, written, c, needs = state
+                for key in front_keys:
+                    if key not in written:
+                        i = index[key]
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, ("f", written | {key}, 1, after)))
+                out.append((-1, 0, base_state(0, c, needs, written)))
+            else:
+                i, c, needs, written = state
+                if i < n:
+                    key = keys[i]
+                    if key in written:
+                        out.append((-1, 0, base_state(i + 1, c, needs, written)))
+                    else:
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, base_state(i + 1, 1, after, written)))
+                        if not members[i][2]:
+                            after = step(needs, key, -1)
+                            if after is not None:
+                                out.append((-1, 0, base_state(i + 1, c, after, written)))
+            moves[state] = out
+            for move in out:
+                if move[2] not in seen:
+                    seen.add(move[2])
+                    todo.append(move[2])
+                    if len(seen) > PRESENCE_STATE_COUNT_MAX:
+                        return _NOT_EXACT
+
         name = pointer or "/"
         unit = None if pair is None else (self.comma, Sym.n(pair))
         table: dict[State, list[list[Sym]] | None] = {}
-        for state in current:  # members all passed: every constraint is met (P is empty)
-            table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
         seqs: dict[State, list[Sym] | None] = {}
+        grouped: dict[tuple[int, int], Sym] = {}
 
-        def seq(state: State | None) -> list[Sym] | None:
-            if state is None:
-                return None
-            return self.state_sequence(table, seqs, state, f"{name}:presence{state[0]}.{state[1]}")
-
-        grouped: dict[tuple[int, tuple[int, ...]], Sym] = {}
-
-        def value_of(i: int, group: list[int]) -> Sym:
-            syms = values[i]
+        def value_of(i: int, g: int) -> Sym:
+            group, syms = groups[g], values[i]
             if len(syms) == 1 or all(j in group for j, s in enumerate(syms) if s is not None):
                 return members[i][1]  # every class: the value as it is
             if len(group) == 1:
                 return syms[group[0]]  # type: ignore[return-value]
-            known = grouped.get((i, tuple(group)))
+            known = grouped.get((i, g))
             if known is None:
                 label = f"{name}:presence.{keys[i]}"
-                known = grouped[(i, tuple(group))] = Sym.n(self.nonterminal(label, [[syms[j]] for j in group]))  # type: ignore[list-item]
+                known = grouped[(i, g)] = Sym.n(self.nonterminal(label, [[syms[j]] for j in group]))  # type: ignore[list-item]
             return known
 
+        def rank(state: State) -> tuple[int, int]:
+            # Build the later states first: members in order after the front phase, and in
+            # the front phase the larger sets first.
+            return (0, -state[0]) if state[0] != "f" else (1, -len(state[1]))
+
         comma, colon = self.comma, self.colon
-        for i in range(n - 1, -1, -1):
-            key_sym = members[i][0]
-            for state, (writes, skip) in layers[i].items():
-                alts = []
-                for after, group in writes.items():
-                    rest = seq(after)
-                    if rest is not None:
-                        value = value_of(i, group)
-                        alts.append(([comma, key_sym, colon, value] if state[1] else [key_sym, colon, value]) + rest)
-                rest = seq(skip)
-                if rest is not None:
+        for state in sorted(order, key=rank):
+            if state[0] != "f" and state[0] == n:
+                table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
+                continue
+            c = state[2] if state[0] == "f" else state[1]
+            alts = []
+            for i, g, after in moves[state]:
+                rest = self.state_sequence(table, seqs, after, f"{name}:presence")
+                if rest is None:
+                    continue
+                if i < 0:
                     alts.append(rest)
-                table[state] = alts or None
+                else:
+                    value = value_of(i, g)
+                    alts.append(([comma, members[i][0], colon, value] if c else [members[i][0], colon, value]) + rest)
+            table[state] = alts or None
         top = table[start]
         if top is None:
             return None

@@ -285,16 +285,19 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
 
 
 def presence_clauses(constraints: Sequence[Any]) -> list[dict[str, Any]]:
-    """The compiler's `_presence` constraints as the clauses they stand for: an `anyOf` per
-    constraint, of one schema per term (`presence.term_schema`: its required keys, and its
-    keys' value sets as `properties`, `false` for a key that must be absent), marked
-    `_expand` so the compiler expands them as clauses rather than taking them back as
-    constraints (`_Compiler.presence_constraint`)."""
+    """The compiler's `_presence` constraints as the clauses they stand for, marked `_expand`
+    so the compiler expands them as clauses rather than taking them back as constraints
+    (`_Compiler.presence_constraint`): the clause each came from (so that the expansion is
+    the one it would have been), else an `anyOf` of one schema per term
+    (`presence.term_schema`)."""
     out = []
-    for terms in constraints:
+    for entry in constraints:
+        if "clause" in entry:
+            out.append(entry["clause"])
+            continue
         # No term: no object is valid (non-objects are: a constraint only ever names objects).
-        options = [term_schema(term) for term in terms_from_json(terms)] or [{"type": ["null", "boolean", "string", "number", "array"]}]
-        out.append({"anyOf": options, "_expand": True})
+        options = [term_schema(term) for term in terms_from_json(entry["terms"])]
+        out.append({"anyOf": options or [{"type": ["null", "boolean", "string", "number", "array"]}], "_expand": True})
     return out
 
 

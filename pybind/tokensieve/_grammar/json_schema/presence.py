@@ -308,8 +308,8 @@ def formula(schema: Any, ignored: frozenset[str], depth: int = 0) -> Formula:
                 part = f_and(part, f_or(([{name: (True, NONE)}], True), f_and(([{name: PRESENT}], True), then)))
         elif key == "_presence" and type(value) is list:
             part = TRUE
-            for terms in value:
-                part = f_and(part, (terms_from_json(terms), True))
+            for entry in value:
+                part = f_and(part, (terms_from_json(entry["terms"]), True))
         else:
             raise NotPresence
         out = f_and(out, part)
@@ -353,9 +353,37 @@ def terms_from_json(terms: list[Any]) -> list[Term]:
     return out
 
 
-def keys_named(terms: list[Any]) -> set[str]:
-    """The keys the JSON terms of a `_presence` constraint name."""
-    return {entry[0] for term in terms for entry in term}
+def keys_named(entry: dict[str, Any]) -> set[str]:
+    """The keys the terms of a `_presence` entry name."""
+    return {part[0] for term in entry["terms"] for part in term}
+
+
+def fronts(alternatives: list[Any]) -> list[str]:
+    """The keys the alternatives' `properties` would bring to the front of the object had
+    they been expanded (`compile_alternatives` accepts an alternative merged with its
+    siblings in both orders, siblings first and alternative first, and nested clauses do the
+    same again inside): every key such a `properties` lists, at any depth, whose schema is
+    not `false`, sorted."""
+    out: set[str] = set()
+
+    def walk(schema: Any, depth: int) -> None:
+        if type(schema) is not dict or depth > _DEPTH_MAX:
+            return
+        for key, value in schema.items():
+            if key == "properties" and type(value) is dict:
+                out.update(k for k, v in value.items() if v is not False)
+            elif key in ("allOf", "anyOf", "oneOf", "_clauses") and type(value) is list:
+                for part in value:
+                    walk(part, depth + 1)
+            elif key in ("not", "if", "then", "else"):
+                walk(value, depth + 1)
+            elif key == "dependentSchemas" and type(value) is dict:
+                for part in value.values():
+                    walk(part, depth + 1)
+
+    for alternative in alternatives:
+        walk(alternative, 0)
+    return sorted(out)
 
 
 def value_schema(vs: ValueSet) -> Any:
@@ -428,6 +456,6 @@ def subset(a: ValueSet, b: ValueSet) -> bool:
 
 __all__ = [
     "NotPresence", "formula", "f_or", "exactly_one", "term_json", "terms_from_json", "keys_named",
-    "term_schema", "value_schema", "atoms", "subset", "PRESENCE_TERMS_MAX", "ALL",
+    "term_schema", "value_schema", "atoms", "subset", "fronts", "PRESENCE_TERMS_MAX", "ALL",
 ]
 _ = (itertools, math)
