@@ -114,6 +114,23 @@ def test_value_classes_agree_with_jsonschema(name: str) -> None:
     assert verdicts == {True, False}
 
 
+LOOSE = {  # `z` is named by the clauses but listed nowhere: the extras spell it, anywhere among them
+    "type": "object", "properties": {"a": {"enum": VALUES}, "b": {"enum": VALUES}},
+    "additionalProperties": {"enum": VALUES[:4]},
+    "allOf": [
+        {"if": {"properties": {"a": {"const": "x"}}}, "then": {"required": ["z"], "properties": {"z": {"type": "boolean"}}}},
+        {"if": {"not": {"properties": {"z": {"const": None}}}}, "then": {"properties": {"b": {"const": None}}}},
+    ],
+}
+
+
+@pytest.mark.parametrize("keys", [["a", "b", "q", "z"], ["a", "b", "z", "q"], ["z", "a", "b", "q"]])
+def test_loose_keys_agree_with_jsonschema(keys: list[str]) -> None:
+    wrong, verdicts = disagreements(LOOSE, keys)
+    assert not wrong, f"{len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])
+    assert verdicts == {True, False}
+
+
 def test_if_on_values_is_one_object() -> None:
     """o90971's three `if`s on which key is non-null, over a 12-member object: expanded, one
     object per combination of their alternatives and property orders (~240 objects there);
@@ -201,10 +218,13 @@ _object_cond = st.recursive(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_object_cond, st.booleans())
-def test_random_value_clauses_agree_with_jsonschema(clause: dict[str, Any], typed: bool) -> None:
+@given(_object_cond, st.booleans(), st.booleans())
+def test_random_value_clauses_agree_with_jsonschema(clause: dict[str, Any], typed: bool, loose: bool) -> None:
     schema = closed(KEYS3, allOf=[clause])
     if not typed:
         del schema["type"]
+    if loose:  # `c` only through the extras
+        schema["properties"] = {k: {"enum": VALUES} for k in KEYS3[:2]}
+        schema["additionalProperties"] = {"enum": VALUES}
     wrong, _ = disagreements(schema, KEYS3)
     assert not wrong, f"{schema}: {len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])

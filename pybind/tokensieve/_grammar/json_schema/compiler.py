@@ -2787,8 +2787,28 @@ class _Compiler:
             # also spell would be in the text where the states do not see it.
             named = set().union(*(presence.keys_named(terms) for terms in d["_presence"]))
             body: Any = _NOT_EXACT
-            if not (witnesses or self.any_order or low or high is not None or (regions and not named.issubset(taken))):
-                body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer)
+            if not (witnesses or self.any_order or low or high is not None):
+                loose: list[tuple[str, Sym, Sym, Any, str]] = []
+                if regions and not named.issubset(taken):
+                    # Named keys only the extras can spell: their own pairs among the extras.
+                    missing = sorted(named.difference(taken))
+                    for key in missing:
+                        matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
+                        parts = matching or [d.get("additionalProperties", self.additional_default)]
+                        schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+                        where = f"{pointer}/additionalProperties" if not matching else f"{pointer}/patternProperties"
+                        sym = self.compile(schema, where) if any_name or self.name_allowed(key, names, pointer) else None
+                        if sym is not None:
+                            loose.append((key, Sym.t(add_lexeme(_json_string_lexeme(key))), sym, schema, where))
+                    others = self.key_regions(d, [*taken, *missing], key_parts, pointer)
+                    pair = None
+                    if others:
+                        pair = self.memo.get(("pair", *others))
+                        if pair is None:
+                            pair = self.memo[("pair", *others)] = self.nonterminal(
+                                f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in others]
+                            )
+                body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer, loose)
             if body is _NOT_EXACT:
                 return self.compile_flat(dict(self.presence_expanded(d), type=["object"]), pointer)
             return body  # type: ignore[return-value]
@@ -3098,7 +3118,7 @@ class _Compiler:
 
     def object_body_presence(
         self, members: list[tuple[Sym, Sym, bool]], keys: list[str], schemas: list[tuple[Any, str]],
-        constraints: list[Any], pair: int | None, pointer: str,
+        constraints: list[Any], pair: int | None, pointer: str, loose: Sequence[tuple[str, Sym, Sym, Any, str]] = (),
     ) -> Sym | None | object:
         """`{ members, extras }` where every `_presence` constraint holds: some term of each
         has every key it names in a status it allows (absent, or present with a value in a
@@ -3124,9 +3144,18 @@ class _Compiler:
         written; c whether a property came before, so a comma leads), then (i, c, P, W) over
         the members in order, skipping those in W. Only the states reachable from the first
         are built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands
-        the constraints as clauses). Keys a term names that are not members can never be
-        written (the caller makes sure the extras cannot spell them either)."""
+        the constraints as clauses).
+
+        Keys a term names that are not members are absent, unless the extras can spell them
+        (`loose`: key, key symbol, value symbol, value schema and its pointer; `pair` then
+        spells every other extra key): such a key is then an extra pair of its own, anywhere
+        among the extras (states ("e", c, P), which loop on the other pairs), and the object
+        closes once P holds with the loose keys not written absent."""
         n = len(members)
+        if loose:
+            members = [*members, *((key_sym, value_sym, False) for _, key_sym, value_sym, _, _ in loose)]
+            keys = [*keys, *(key for key, *_ in loose)]
+            schemas = [*schemas, *((schema, where) for *_, schema, where in loose)]
         index = {k: i for i, k in enumerate(keys)}
         parsed = [presence.terms_from_json(entry["terms"]) for entry in constraints]
         front_keys = sorted({k for entry in constraints for k in entry.get("fronts", ()) if k in index}, key=index.__getitem__)
@@ -3224,7 +3253,7 @@ class _Compiler:
             return out
 
         def base_state(i: int, c: int, needs: frozenset[Need], written: frozenset[str]) -> State:
-            return (i, c, needs, frozenset(k for k in written if index[k] >= i))
+            return (i, c, needs, frozenset(k for k in written if i <= index[k] < n))
 
         start: State = ("f", frozenset(), 0, frozenset(first)) if front_keys else (0, 0, frozenset(first), frozenset())
         order: list[State] = []
@@ -3242,9 +3271,19 @@ class _Compiler:
                         for after, g in writes(i, needs).items():
                             out.append((i, g, ("f", written | {key}, 1, after)))
                 out.append((-1, 0, base_state(0, c, needs, written)))
+            elif state[0] == "e":
+                _, c, needs = state
+                if needs:
+                    for i in range(n, len(keys)):
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, ("e", 1, after)))
+                    if pair is not None:
+                        out.append((-2, 0, ("e", 1, needs)))
             else:
                 i, c, needs, written = state
-                if i < n:
+                if i == n and loose:
+                    out.append((-1, 0, ("e", c, needs)))
+                elif i < n:
                     key = keys[i]
                     if key in written:
                         out.append((-1, 0, base_state(i + 1, c, needs, written)))
@@ -3282,13 +3321,17 @@ class _Compiler:
             return known
 
         def rank(state: State) -> tuple[int, int]:
-            # Build the later states first: members in order after the front phase, and in
-            # the front phase the larger sets first.
-            return (0, -state[0]) if state[0] != "f" else (1, -len(state[1]))
+            # Build the later states first: the extras, then members in order after the front
+            # phase, and in the front phase the larger sets first.
+            return (-1, 0) if state[0] == "e" else (0, -state[0]) if state[0] != "f" else (1, -len(state[1]))
 
         comma, colon = self.comma, self.colon
+        if loose:
+            self.presence_extras(table, seqs, moves, [s for s in order if s[0] == "e"], members, n, value_of, pair, name)
         for state in sorted(order, key=rank):
-            if state[0] != "f" and state[0] == n:
+            if state[0] == "e":
+                continue
+            if state[0] != "f" and state[0] == n and not loose:
                 table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
                 continue
             c = state[2] if state[0] == "f" else state[1]
@@ -3307,6 +3350,56 @@ class _Compiler:
         if top is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top])
+
+    def presence_extras(self, table: dict[Any, Any], seqs: dict[Any, Any], moves: dict[Any, Any], states: list[Any],
+                        members: list[tuple[Sym, Sym, bool]], n: int, value_of: Callable[[int, int], Sym],
+                        pair: int | None, name: str) -> None:
+        """The extras of `object_body_presence` with loose keys (members n.. of `members`):
+        for each state ("e", c, P) its symbols in `seqs` (None where the object can never
+        close). Once P is empty, the extras as `object_extras` makes them, a pair being any
+        other key (`pair`) or a loose key; before, a nonterminal per state that may close once
+        P holds with the loose keys left absent, loops on the other pairs (move -2), and moves
+        on with a loose key's class."""
+        comma, colon = self.comma, self.colon
+
+        def closes(needs: Any) -> bool:
+            # Every key left is absent: some term of each constraint allows that for all its keys.
+            return all(any(all(-1 in statuses for _, statuses in term) for term in need) for need in needs)
+
+        live = {s for s in states if not s[2] or closes(s[2])}
+        changed = True
+        while changed:
+            changed = False
+            for state in states:
+                if state not in live and any(after in live for _, _, after in moves[state]):
+                    live.add(state)
+                    changed = True
+        ids: dict[Any, int] = {}
+        for state in states:
+            if state not in live:
+                seqs[state] = None
+            elif not state[2]:
+                whole: list[list[Sym]] = [] if pair is None else [[Sym.n(pair)]]
+                whole += [[key_sym, colon, value_sym] for key_sym, value_sym, _ in members[n:]]
+                unit_pair = self.choice(f"{name}:extra", whole)
+                unit = None if unit_pair is None else (comma, unit_pair)
+                table[state] = self.object_extras(name, unit, state[1], 0, None)
+                self.state_sequence(table, seqs, state, f"{name}:presence.extras")
+            else:
+                ids[state] = self.ir.add_nonterminal(f"{name}:presence.extras")
+                seqs[state] = [Sym.n(ids[state])]
+        for state, nt in ids.items():
+            lead = [comma] if state[1] else []
+            if closes(state[2]):
+                self.rule(nt, [])
+            for i, g, after in moves[state]:
+                rest = seqs.get(after)
+                if rest is None:
+                    continue
+                if i == -2:
+                    self.rule(nt, [*lead, Sym.n(pair), *rest])  # type: ignore[arg-type]
+                else:
+                    self.rule(nt, [*lead, members[i][0], colon, value_of(i, g), *rest])
 
     def object_body_witness(
         self,
