@@ -195,6 +195,7 @@ ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside 
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 PRESENCE_STATE_COUNT_MAX = 4096  # (property, comma, terms left) states of one object with `_presence` (else expanded)
 PRESENCE_FRONT_KEYS_MAX = 6  # members an object with `_presence` may also take first, in any order (else expanded)
+PRESENCE_LOOSE_KEYS_MAX = 2  # keys a constraint names that only an open object's extras spell (else expanded)
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
@@ -2415,6 +2416,14 @@ class _Compiler:
         except presence.NotPresence:
             return None
         fronts = presence.fronts(list(alternatives))
+        if rest.get("additionalProperties", self.additional_default) is not False or rest.get("patternProperties"):
+            # Keys only the extras could spell are followed among them (`presence_extras`);
+            # many such keys are whole objects in the alternatives, which compile better as
+            # they are (MaskBench o17591: a oneOf of four objects on a discriminator).
+            listed = {*rest.get("properties", ()), *rest.get("required", ())}
+            named = {k for term in terms for k in term}.union(fronts)
+            if len(named.difference(listed)) > PRESENCE_LOOSE_KEYS_MAX:
+                return None
         out = dict(rest)
         if not others:
             if not terms:
