@@ -30,8 +30,6 @@ and merges treat it as any other keyword.
 
 from __future__ import annotations
 
-import itertools
-import math
 from typing import Any, Callable
 
 KINDS = frozenset({"null", "boolean", "string", "number", "array", "object"})
@@ -458,4 +456,3 @@ __all__ = [
     "NotPresence", "formula", "f_or", "exactly_one", "term_json", "terms_from_json", "keys_named",
     "term_schema", "value_schema", "atoms", "subset", "fronts", "PRESENCE_TERMS_MAX", "ALL",
 ]
-_ = (itertools, math)
