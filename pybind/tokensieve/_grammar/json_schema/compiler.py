@@ -1057,6 +1057,7 @@ class _Compiler:
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
+        self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
@@ -1705,6 +1706,7 @@ class _Compiler:
         self.results.clear()
         self.enum_unions.clear()
         self.presence_declined.clear()
+        self.presence_formulas.clear()
         self.listed_values.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
@@ -2337,7 +2339,7 @@ class _Compiler:
         if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest or not alternatives:
             return None
         try:
-            options = [presence.formula(a, ANNOTATIONS) for a in alternatives]
+            options = [presence.formula(a, ANNOTATIONS, 0, self.presence_formulas) for a in alternatives]
             terms, others = presence.exactly_one(options) if one_of else functools.reduce(presence.f_or, options)
         except presence.NotPresence:
             return None

@@ -236,13 +236,30 @@ TRUE: Formula = ([{}], True)
 FALSE: Formula = ([], False)
 
 
-def formula(schema: Any, ignored: frozenset[str], depth: int = 0) -> Formula:
+def formula(schema: Any, ignored: frozenset[str], depth: int = 0, cache: dict[int, Any] | None = None) -> Formula:
     """The presence formula of a raw or flattened object schema (see the module docstring).
+    `cache` keeps the formulas (or None: not one) of the schemas seen, by identity (the
+    compiler never changes a schema it was given; the caller keeps them alive).
 
     Raises:
         NotPresence: the schema says anything else (a `$ref`, `additionalProperties`, a
             property value this algebra cannot split, ...).
     """
+    if cache is not None and type(schema) is dict:
+        known = cache.get(id(schema))
+        if known is None:
+            try:
+                found: Formula | None = _formula(schema, ignored, depth, cache)
+            except NotPresence:
+                found = None
+            known = cache[id(schema)] = (schema, found)
+        if known[1] is None:
+            raise NotPresence
+        return known[1]  # type: ignore[no-any-return]
+    return _formula(schema, ignored, depth, cache)
+
+
+def _formula(schema: Any, ignored: frozenset[str], depth: int, cache: dict[int, Any] | None) -> Formula:
     if schema is True:
         return TRUE
     if schema is False:
@@ -272,37 +289,37 @@ def formula(schema: Any, ignored: frozenset[str], depth: int = 0) -> Formula:
         elif key == "allOf" and type(value) is list:
             part = TRUE
             for sub in value:
-                part = f_and(part, formula(sub, ignored, depth + 1))
+                part = f_and(part, formula(sub, ignored, depth + 1, cache))
         elif key == "anyOf" and type(value) is list:
             part = FALSE
             for sub in value:
-                part = f_or(part, formula(sub, ignored, depth + 1))
+                part = f_or(part, formula(sub, ignored, depth + 1, cache))
         elif key == "oneOf" and type(value) is list:
-            part = exactly_one([formula(sub, ignored, depth + 1) for sub in value])
+            part = exactly_one([formula(sub, ignored, depth + 1, cache) for sub in value])
         elif key == "not":
-            part = f_not(formula(value, ignored, depth + 1))
+            part = f_not(formula(value, ignored, depth + 1, cache))
         elif key == "if":
             part = if_then_else(
-                formula(value, ignored, depth + 1),
-                formula(schema.get("then", True), ignored, depth + 1),
-                formula(schema.get("else", True), ignored, depth + 1),
+                formula(value, ignored, depth + 1, cache),
+                formula(schema.get("then", True), ignored, depth + 1, cache),
+                formula(schema.get("else", True), ignored, depth + 1, cache),
             )
         elif key == "_clauses" and type(value) is list:
             part = TRUE
             for clause in value:
-                part = f_and(part, formula(clause, ignored, depth + 1))
+                part = f_and(part, formula(clause, ignored, depth + 1, cache))
         elif key in ("dependentRequired", "dependencies") and type(value) is dict:
             part = TRUE
             for name, names in value.items():
                 if type(names) is list:
                     then = formula({"required": names}, ignored, depth + 1)
                 else:
-                    then = formula(names, ignored, depth + 1)
+                    then = formula(names, ignored, depth + 1, cache)
                 part = f_and(part, f_or(([{name: (True, NONE)}], True), f_and(([{name: PRESENT}], True), then)))
         elif key == "dependentSchemas" and type(value) is dict:
             part = TRUE
             for name, sub in value.items():
-                then = formula(sub, ignored, depth + 1)
+                then = formula(sub, ignored, depth + 1, cache)
                 part = f_and(part, f_or(([{name: (True, NONE)}], True), f_and(([{name: PRESENT}], True), then)))
         elif key == "_presence" and type(value) is list:
             part = TRUE
