@@ -438,8 +438,10 @@ def test_a_shared_subschema_repeats_its_warnings_at_each_place() -> None:
 def test_a_shared_subschema_still_counts_toward_the_clause_budget() -> None:
     # 5 dependencies expand into 2 + 4 + 8 + 16 + 32 = 62 alternatives (each level doubles the
     # last; a forbidden key's place in the merged properties makes no second order); 67 copies
-    # pass CLAUSE_ALTERNATIVE_COUNT_MAX (as they did before sub-schemas were shared).
-    one = {"type": "object", "dependentRequired": {f"k{i}": [f"r{i}"] for i in range(5)}}
+    # pass CLAUSE_ALTERNATIVE_COUNT_MAX (as they did before sub-schemas were shared). The
+    # minProperties keeps them expanded (an object follows presence constraints in its states
+    # only without count bounds).
+    one = {"type": "object", "minProperties": 1, "dependentRequired": {f"k{i}": [f"r{i}"] for i in range(5)}}
     json_schema_to_ir({"type": "object", "properties": {f"p{j}": one for j in range(66)}})
     with pytest.raises(GrammarError) as info:
         json_schema_to_ir({"type": "object", "properties": {f"p{j}": one for j in range(67)}})

@@ -137,6 +137,7 @@ from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, presence_clauses, value_schema
+from . import presence
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
@@ -193,6 +194,8 @@ ONE_OF_NEGATED_PATTERNS_MAX = 3  # patterns/formats an exact oneOf option may ex
 ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 PRESENCE_STATE_COUNT_MAX = 4096  # (property, comma, terms left) states of one object with `_presence` (else expanded)
+PRESENCE_FRONT_KEYS_MAX = 6  # members an object with `_presence` may also take first, in any order (else expanded)
+PRESENCE_LOOSE_KEYS_MAX = 2  # keys a constraint names that only an open object's extras spell (else expanded)
 ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objects this small (exact)
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
@@ -584,80 +587,6 @@ def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]
             if values is not None and not values:
                 return key
     return None
-
-
-_OBJECT_ONLY = ("object", ["object"])  # a `type` that says "an object" and nothing else
-
-
-def _presence_terms(alternatives: Sequence[Any]) -> tuple[list[list[list[str]]], bool] | None:
-    """Alternatives that only say which keys an object has, as `_presence` terms: each
-    (required names, absent names), from its `required` and its `false` properties (what
-    `dependentRequired`, a `not` of `required` and an `anyOf` of `required` lists give),
-    and whether every alternative also says `type: object` (a negated `required` does: a
-    non-object then fails them all; one without it lets every non-object pass). None when an
-    alternative says anything else, or there are none."""
-    if not alternatives:
-        return None
-    terms: list[list[list[str]]] = []
-    typed = 0
-    for alternative in alternatives:
-        if type(alternative) is not dict:
-            return None
-        required: list[str] = []
-        absent: list[str] = []
-        for key, value in alternative.items():
-            if key in ANNOTATIONS:
-                continue
-            if key == "required" and type(value) is list and all(type(k) is str for k in value):
-                required = list(dict.fromkeys(value))
-            elif key == "properties" and type(value) is dict and all(v is False for v in value.values()):
-                absent = list(value)
-            elif key == "type" and value in _OBJECT_ONLY:
-                typed += 1
-            else:
-                return None
-        terms.append([required, absent])
-    return terms, typed == len(alternatives)
-
-
-def _names_keys_only(schema: Any, depth: int) -> bool:
-    """Whether a raw schema can only say which keys an object has: `false`, or `required`,
-    `false` properties, `type: object` and annotations, with `allOf` parts of the same kind
-    (an `if` and its `then` as `clause_alternatives` joins them). Checked before flattening
-    them (a flatten of every `if`'s alternatives cost a quarter of ui5.yaml's front-end)."""
-    if schema is False:
-        return True
-    if type(schema) is not dict or depth > 8:
-        return False
-    for key, value in schema.items():
-        if key in ANNOTATIONS or key == "required" or (key == "type" and value in _OBJECT_ONLY):
-            continue
-        if key == "properties" and type(value) is dict and all(v is False for v in value.values()):
-            continue
-        if key == "allOf" and type(value) is list and all(_names_keys_only(part, depth + 1) for part in value):
-            continue
-        return False
-    return True
-
-
-PRESENCE_ONE_OF_TERMS_MAX = 64  # terms of "exactly one of these key sets" (a product over the other options)
-
-
-def _exactly_one(options: list[list[list[str]]]) -> list[list[list[str]]] | None:
-    """The terms of "exactly one option holds" for options that are presence terms: option
-    i holds, and every other fails (one of its required keys absent, or one of its absent
-    keys present). None past `PRESENCE_ONE_OF_TERMS_MAX` terms."""
-    ways = [[(k, False) for k in required] + [(k, True) for k in absent] for required, absent in options]
-    if math.prod(len(w) or 1 for w in ways) * len(options) > PRESENCE_ONE_OF_TERMS_MAX:
-        return None
-    out = []
-    for i, (required, absent) in enumerate(options):
-        for combo in itertools.product(*(w for j, w in enumerate(ways) if j != i)):
-            need = list(dict.fromkeys([*required, *(k for k, present in combo if present)]))
-            gone = list(dict.fromkeys([*absent, *(k for k, present in combo if not present)]))
-            if not set(need) & set(gone):
-                out.append([need, gone])
-    return out
 
 
 _LISTED_VALUES_DEPTH_MAX = 16
@@ -1127,6 +1056,8 @@ class _Compiler:
         self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
         self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
+        self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
+        self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
@@ -1774,6 +1705,8 @@ class _Compiler:
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
+        self.presence_declined.clear()
+        self.presence_formulas.clear()
         self.listed_values.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
@@ -2180,10 +2113,11 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of:
+        declined = id(d[key]) in self.presence_declined
+        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of and not declined:
             rest = {k: v for k, v in d.items() if k != key}
             result = self.compile_presence(
-                self.presence_constraint(rest, d[key], one_of=True), pointer,
+                self.presence_constraint(rest, d[key], {"kind": "oneOf", "options": d[key]}, one_of=True), pointer,
                 "no value is valid under exactly one of the oneOf options (with the keywords beside it)", f"{pointer}/oneOf",
             )
             if result is not _NOT_EXACT:
@@ -2195,9 +2129,9 @@ class _Compiler:
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
         rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
-        if key == "anyOf":
+        if key == "anyOf" and not declined:
             result = self.compile_presence(
-                self.presence_constraint(rest, d[key]), pointer,
+                self.presence_constraint(rest, d[key], {"kind": "anyOf", "options": d[key]}), pointer,
                 "no value is valid under any of the anyOf options (with the keywords beside it)", f"{pointer}/anyOf",
             )
             if result is not _NOT_EXACT:
@@ -2359,7 +2293,7 @@ class _Compiler:
         if "_expand" not in clause:
             kind = "not" if "not" in clause else "if/then/else" if "if" in clause else "dependency"
             result = self.compile_presence(
-                self.presence_constraint(rest, alternatives, at), pointer,
+                self.presence_constraint(rest, alternatives, {"clause": dict(clause, _expand=True)}), pointer,
                 f"no value is valid under this {kind} and the keywords beside it", at,
             )
             if result is not _NOT_EXACT:
@@ -2382,42 +2316,55 @@ class _Compiler:
         return result
 
     def presence_constraint(
-        self, rest: dict[str, Any], alternatives: Sequence[Any], at: str = "", *, one_of: bool = False
+        self, rest: dict[str, Any], alternatives: Sequence[Any], source: dict[str, Any], *, one_of: bool = False
     ) -> dict[str, Any] | None:
         """`rest` AND any one of `alternatives`, when the alternatives only say which keys an
-        object has (`_presence_terms`): `rest` with them as one more `_presence` constraint,
-        which `compile_object` follows in its member states. Expanded instead, each
-        alternative made a whole object, and so did each of its combinations with the other
-        clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
-        `required` on one 20-member object compiled into 480 objects). None when an
-        alternative says more, under property_order="any", or beside `unevaluated*` (which
-        reads what the passing alternatives evaluate). An alternative that merges parts (an
-        `if` and its `then`: `allOf`) is looked at flattened (`at` its pointer); with
-        `one_of`, exactly one alternative must hold (`_exactly_one`)."""
-        if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest:
+        object has and which class of value each takes (`presence.formula`: `required`,
+        `false` properties, properties whose schema is `const`/`enum`/`type`, combined by
+        `allOf`/`anyOf`/`oneOf`/`not`/`if`): `rest` with them as one more `_presence`
+        constraint, which `compile_object` follows in its member states. Expanded instead,
+        each alternative made a whole object, and so did each of its combinations with the
+        other clauses (MaskBench Github_hard o37789: five `dependencies` and two `anyOf`s of
+        `required` on one 20-member object compiled into 480 objects; o90971: three `if`s
+        on which of three keys is non-null, 239). None when an alternative says more, under
+        property_order="any", or beside `unevaluated*` (which reads what the passing
+        alternatives evaluate); with `one_of`, exactly one alternative must hold.
+
+        The constraint also keeps the keys the alternatives would have brought to the front of
+        the object (`presence.fronts`), so that the orders an expansion accepts stay
+        accepted, and then also where it came from (`source`: `{"clause": ...}` with
+        `_expand`, or `{"kind": "anyOf"/"oneOf", "options": [...]}`) so that where the object
+        cannot follow it, `presence_expanded` expands exactly what would have been expanded
+        (its terms as `anyOf` options put the keys in another order)."""
+        if self.any_order or "_unevaluatedProperties" in rest or "_unevaluatedItems" in rest or not alternatives:
             return None
-        found = _presence_terms(alternatives)
-        if found is None and not one_of and all(_names_keys_only(a, 0) for a in alternatives):
-            flats = [self.flatten(a, at) for a in alternatives]
-            found = _presence_terms([f for f in flats if f is not None])
-        if found is None:
+        try:
+            options = [presence.formula(a, ANNOTATIONS, 0, self.presence_formulas) for a in alternatives]
+            terms, others = presence.exactly_one(options) if one_of else functools.reduce(presence.f_or, options)
+        except presence.NotPresence:
             return None
-        terms, object_only = found
-        if one_of:
-            exact = _exactly_one(terms)
-            if not exact:
+        fronts = presence.fronts(list(alternatives))
+        if rest.get("additionalProperties", self.additional_default) is not False or rest.get("patternProperties"):
+            # Keys only the extras could spell are followed among them (`presence_extras`);
+            # many such keys are whole objects in the alternatives, which compile better as
+            # they are (MaskBench o17591: a oneOf of four objects on a discriminator).
+            listed = {*rest.get("properties", ()), *rest.get("required", ())}
+            named = {k for term in terms for k in term}.union(fronts)
+            if len(named.difference(listed)) > PRESENCE_LOOSE_KEYS_MAX:
                 return None
-            # A non-object passes exactly the options without `type: object`: it is valid when
-            # that is one of them.
-            untyped = sum(1 for a in alternatives if not (type(a) is dict and a.get("type") in _OBJECT_ONLY))
-            terms, object_only = exact, untyped != 1
         out = dict(rest)
-        if object_only:
+        if not others:
+            if not terms:
+                return None  # objects only, and none valid: expanded, for the contradiction's place
             types = _intersect_types(rest.get("type", ALL_TYPES), ["object"])
             if not types:
                 return None
             out["type"] = types
-        out["_presence"] = [*rest.get("_presence", ()), terms]
+        if {} not in terms:
+            entry = {"terms": [presence.term_json(t) for t in terms], "fronts": fronts}
+            if fronts:
+                entry.update(source)
+            out["_presence"] = [*rest.get("_presence", ()), entry]
         return out
 
     def compile_presence(self, constrained: dict[str, Any] | None, pointer: str, why: str, where: str) -> Sym | None | object:
@@ -2437,7 +2384,18 @@ class _Compiler:
         """`d` with its `_presence` constraints as the clauses they stand for, to be expanded
         into alternatives (where an object cannot follow them in its states)."""
         out = {k: v for k, v in d.items() if k != "_presence"}
-        out["_clauses"] = [*presence_clauses(d["_presence"]), *d.get("_clauses", ())]
+        entries = []
+        for entry in d["_presence"]:
+            kind = entry.get("kind")
+            if kind is not None and kind not in out:
+                # The anyOf/oneOf as it was, not taken back as a constraint (compile_options).
+                out[kind] = entry["options"]
+                self.presence_declined[id(entry["options"])] = entry["options"]
+            else:
+                entries.append(entry)
+        out["_clauses"] = [*presence_clauses(entries), *d.get("_clauses", ())]
+        if not out["_clauses"]:
+            del out["_clauses"]
         return out
 
     def compile_enum(self, d: dict[str, Any], pointer: str) -> Sym | None:
@@ -2733,6 +2691,7 @@ class _Compiler:
         members: list[tuple[Sym, Sym, bool]] = []
         variants: list[list[tuple[Sym, int]]] = []  # per member: (value symbol, witnesses it meets)
         member_keys: list[str] = []
+        member_schemas: list[tuple[Any, str]] = []  # what `object_body_presence` splits by value class
         taken = list(properties) + [k for k in required if k not in properties]
         any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
@@ -2755,6 +2714,7 @@ class _Compiler:
                 continue
             members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
             member_keys.append(key)
+            member_schemas.append((schema, where))
             if witnesses:
                 variants.append([(sym, 0), *self.witness_values(key, schema, witnesses, where)])
         regions = [] if key_parts is None else self.key_regions(d, taken, key_parts, pointer)
@@ -2774,10 +2734,30 @@ class _Compiler:
         if "_presence" in d:
             # Keys a constraint names must stand where the members do: one the extras could
             # also spell would be in the text where the states do not see it.
-            named = {k for terms in d["_presence"] for term in terms for k in (*term[0], *term[1])}
-            body = _NOT_EXACT
-            if not (witnesses or self.any_order or low or high is not None or (regions and not named.issubset(taken))):
-                body = self.object_body_presence(members, member_keys, d["_presence"], pair, pointer)
+            named = set().union(*(presence.keys_named(terms) for terms in d["_presence"]))
+            body: Any = _NOT_EXACT
+            if not (witnesses or self.any_order or low or high is not None):
+                loose: list[tuple[str, Sym, Sym, Any, str]] = []
+                if regions and not named.issubset(taken):
+                    # Named keys only the extras can spell: their own pairs among the extras.
+                    missing = sorted(named.difference(taken))
+                    for key in missing:
+                        matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
+                        parts = matching or [d.get("additionalProperties", self.additional_default)]
+                        schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+                        where = f"{pointer}/additionalProperties" if not matching else f"{pointer}/patternProperties"
+                        sym = self.compile(schema, where) if any_name or self.name_allowed(key, names, pointer) else None
+                        if sym is not None:
+                            loose.append((key, Sym.t(add_lexeme(_json_string_lexeme(key))), sym, schema, where))
+                    others = self.key_regions(d, [*taken, *missing], key_parts, pointer)
+                    pair = None
+                    if others:
+                        pair = self.memo.get(("pair", *others))
+                        if pair is None:
+                            pair = self.memo[("pair", *others)] = self.nonterminal(
+                                f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in others]
+                            )
+                body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer, loose)
             if body is _NOT_EXACT:
                 return self.compile_flat(dict(self.presence_expanded(d), type=["object"]), pointer)
             return body  # type: ignore[return-value]
@@ -3086,105 +3066,289 @@ class _Compiler:
         return out
 
     def object_body_presence(
-        self, members: list[tuple[Sym, Sym, bool]], keys: list[str], constraints: list[Any], pair: int | None, pointer: str
+        self, members: list[tuple[Sym, Sym, bool]], keys: list[str], schemas: list[tuple[Any, str]],
+        constraints: list[Any], pair: int | None, pointer: str, loose: Sequence[tuple[str, Sym, Sym, Any, str]] = (),
     ) -> Sym | None | object:
         """`{ members, extras }` where every `_presence` constraint holds: some term of each
-        has all its required keys written and none of its absent keys (no count bounds).
+        has every key it names in a status it allows (absent, or present with a value in a
+        set; `presence.py`), no count bounds.
 
-        State (i, c, P): members i.. remain, c says whether a property came before (a comma
-        leads), and P is what the constraints still ask of the members left: per constraint,
-        its terms the members written and skipped so far leave possible, each cut down to the
-        keys it still names (required ones not yet written, absent ones not yet passed); a
-        constraint with a term that names nothing more is met for good and leaves P, and P is
-        a set, so constraints asking the same merge (eleven `dependencies` on one later key
-        are one "that key is required" once their own keys are written). Writing member i
-        drops the terms that want it absent, skipping it those that require it; a constraint
-        left without terms is a dead state. Only the states reachable from the first are
-        built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands the
-        constraints as clauses). Keys a term names that are not members can never be written
-        (the caller makes sure the extras cannot spell them either)."""
+        A member's value is split into the *classes* the constraints' value sets on its key
+        tell apart (`presence.atoms`: `if {properties: {kind: {const: "a"}}}` splits `kind`
+        into "a" and the rest), each its own value symbol, so that writing it says which class
+        it took; a key no value set names has one class. The state is what the constraints
+        still ask of the members left (P): per constraint, its terms the members written and
+        skipped so far leave possible, each cut down to the keys it still names; a constraint
+        with a term that names nothing more is met for good and leaves P, and P is a set, so
+        constraints asking the same merge (eleven `dependencies` on one later key are one
+        "that key is required" once their own keys are written). Writing a member in class j
+        drops the terms that do not allow j for it, skipping it those that want it present; a
+        constraint left without terms is a dead state.
+
+        Order: the members the constraints' alternatives list in `properties` (their
+        *fronts*, `presence.fronts`) may also come first, in any order, each at most once,
+        and the rest follow in schema order: an expansion accepted each alternative merged
+        with its siblings in both orders (`compile_alternatives`), which puts such keys
+        first. So the states are (front, W, c, P) while front members are written (W the set
+        written; c whether a property came before, so a comma leads), then (i, c, P, W) over
+        the members in order, skipping those in W. Only the states reachable from the first
+        are built, at most `PRESENCE_STATE_COUNT_MAX` (else `_NOT_EXACT`: the caller expands
+        the constraints as clauses).
+
+        Keys a term names that are not members are absent, unless the extras can spell them
+        (`loose`: key, key symbol, value symbol, value schema and its pointer; `pair` then
+        spells every other extra key): such a key is then an extra pair of its own, anywhere
+        among the extras (states ("e", c, P), which loop on the other pairs), and the object
+        closes once P holds with the loose keys not written absent."""
         n = len(members)
-        present = set(keys)
-        Need = frozenset[tuple[frozenset[str], frozenset[str]]]
-        first: set[Need] = set()
-        for terms in constraints:
-            alive = frozenset(
-                (frozenset(required), frozenset(k for k in absent if k in present))
-                for required, absent in terms
-                if present.issuperset(required)
-            )
-            if not alive:
-                return None  # no term can hold: no object is valid
-            if (frozenset(), frozenset()) not in alive:
-                first.add(alive)
+        if loose:
+            members = [*members, *((key_sym, value_sym, False) for _, key_sym, value_sym, _, _ in loose)]
+            keys = [*keys, *(key for key, *_ in loose)]
+            schemas = [*schemas, *((schema, where) for *_, schema, where in loose)]
+        index = {k: i for i, k in enumerate(keys)}
+        parsed = [presence.terms_from_json(entry["terms"]) for entry in constraints]
+        front_keys = sorted({k for entry in constraints for k in entry.get("fronts", ()) if k in index}, key=index.__getitem__)
+        if len(front_keys) > PRESENCE_FRONT_KEYS_MAX:
+            return _NOT_EXACT
+        value_sets: dict[str, list[Any]] = {}
+        for terms in parsed:
+            for term in terms:
+                for key, (_, vs) in term.items():
+                    if key in index and vs != presence.ALL and vs not in value_sets.setdefault(key, []):
+                        value_sets[key].append(vs)
+        classes = {key: presence.atoms(sets) for key, sets in value_sets.items()}
+        # Per member: the value symbol of each class (None: no value of the class is valid).
+        values: list[list[Sym | None]] = []
+        for i, key in enumerate(keys):
+            parts = classes.get(key)
+            if parts is None or len(parts) == 1:
+                values.append([members[i][1]])
+                continue
+            schema, where = schemas[i]
+            values.append([self.compile({"allOf": [schema, presence.value_schema(part)]}, where) for part in parts])
 
-        def step(needs: frozenset[Need], key: str, written: bool) -> frozenset[Need] | None:
-            out = set()
-            for need in needs:
-                if written:
-                    terms = frozenset((r - {key}, a) for r, a in need if key not in a)
-                else:
-                    terms = frozenset((r, a - {key}) for r, a in need if key not in r)
-                if not terms:
-                    return None
-                if (frozenset(), frozenset()) not in terms:
-                    out.add(terms)
+        Term = frozenset[tuple[str, frozenset[int]]]
+        Need = frozenset[Term]
+
+        def allowed(key: str, ks: Any) -> frozenset[int]:
+            absent_ok, vs = ks
+            parts = classes.get(key, [presence.ALL])
+            out = {j for j, part in enumerate(parts) if presence.subset(part, vs)}
+            if absent_ok:
+                out.add(-1)
             return frozenset(out)
 
-        start = (0, 0, frozenset(first))
-        # Forward: the reachable states, layer by layer, with their two moves.
-        layers: list[dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]]] = []
-        current = {start}
-        total = 1
-        for i in range(n):
-            key, required = keys[i], members[i][2]
-            moves: dict[tuple[int, int, frozenset[Need]], tuple[Any, Any]] = {}
-            nxt: set[tuple[int, int, frozenset[Need]]] = set()
-            for state in current:
+        first: set[Need] = set()
+        for terms in parsed:
+            alive: set[Term] = set()
+            for term in terms:
+                entries = []
+                for key, ks in term.items():
+                    statuses = allowed(key, ks)
+                    if key not in index:
+                        if -1 not in statuses:
+                            break  # a key that is never written must be present: the term fails
+                        continue
+                    if len(statuses) < len(values[index[key]]) + 1:
+                        entries.append((key, statuses))
+                else:
+                    alive.add(frozenset(entries))
+            if not alive:
+                return None  # no term can hold: no object is valid
+            if frozenset() not in alive:
+                first.add(frozenset(alive))
+
+        def step(needs: frozenset[Need], key: str, status: int) -> frozenset[Need] | None:
+            out = set()
+            for need in needs:
+                terms = set()
+                for term in need:
+                    hit = next((entry for entry in term if entry[0] == key), None)
+                    if hit is None:
+                        terms.add(term)
+                    elif status in hit[1]:
+                        left = term - {hit}
+                        if not left:
+                            break  # met for good
+                        terms.add(left)
+                else:
+                    if not terms:
+                        return None
+                    out.add(frozenset(terms))
+            return frozenset(out)
+
+        # States: ("f", W, c, P) in the front phase, (i, c, P, W) after it (W cut down to the
+        # members not passed yet). Moves: (symbols or None for an empty move, next state).
+        State = tuple[Any, ...]
+        Move = tuple[int, int, State]  # (member, class group index into `groups`, next); member -1: no symbols
+        moves: dict[State, list[Move]] = {}
+        groups: list[list[int]] = []
+        group_ids: dict[tuple[int, ...], int] = {}
+
+        def writes(i: int, needs: frozenset[Need]) -> dict[frozenset[Need], int]:
+            by_next: dict[frozenset[Need], list[int]] = {}
+            for j, sym in enumerate(values[i]):
+                if sym is not None:
+                    after = step(needs, keys[i], j)
+                    if after is not None:
+                        by_next.setdefault(after, []).append(j)
+            out = {}
+            for after, js in by_next.items():
+                g = group_ids.get(tuple(js))
+                if g is None:
+                    g = group_ids[tuple(js)] = len(groups)
+                    groups.append(js)
+                out[after] = g
+            return out
+
+        def base_state(i: int, c: int, needs: frozenset[Need], written: frozenset[str]) -> State:
+            return (i, c, needs, frozenset(k for k in written if i <= index[k] < n))
+
+        start: State = ("f", frozenset(), 0, frozenset(first)) if front_keys else (0, 0, frozenset(first), frozenset())
+        order: list[State] = []
+        todo = [start]
+        seen = {start}
+        while todo:
+            state = todo.pop()
+            order.append(state)
+            out: list[Move] = []
+            if state[0] == "f":
+                _, written, c, needs = state
+                for key in front_keys:
+                    if key not in written:
+                        i = index[key]
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, ("f", written | {key}, 1, after)))
+                out.append((-1, 0, base_state(0, c, needs, written)))
+            elif state[0] == "e":
                 _, c, needs = state
-                after = step(needs, key, True)
-                write = None if after is None else (i + 1, 1, after)
-                skip = None
-                if not required:
-                    after = step(needs, key, False)
-                    skip = None if after is None else (i + 1, c, after)
-                moves[state] = (write, skip)
-                nxt.update(x for x in (write, skip) if x is not None)
-            total += len(nxt)
-            if total > PRESENCE_STATE_COUNT_MAX:
-                return _NOT_EXACT
-            layers.append(moves)
-            current = nxt
+                if needs:
+                    for i in range(n, len(keys)):
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, ("e", 1, after)))
+                    if pair is not None:
+                        out.append((-2, 0, ("e", 1, needs)))
+            else:
+                i, c, needs, written = state
+                if i == n and loose:
+                    out.append((-1, 0, ("e", c, needs)))
+                elif i < n:
+                    key = keys[i]
+                    if key in written:
+                        out.append((-1, 0, base_state(i + 1, c, needs, written)))
+                    else:
+                        for after, g in writes(i, needs).items():
+                            out.append((i, g, base_state(i + 1, 1, after, written)))
+                        if not members[i][2]:
+                            after = step(needs, key, -1)
+                            if after is not None:
+                                out.append((-1, 0, base_state(i + 1, c, after, written)))
+            moves[state] = out
+            for move in out:
+                if move[2] not in seen:
+                    seen.add(move[2])
+                    todo.append(move[2])
+                    if len(seen) > PRESENCE_STATE_COUNT_MAX:
+                        return _NOT_EXACT
+
         name = pointer or "/"
         unit = None if pair is None else (self.comma, Sym.n(pair))
-        table: dict[tuple[int, int, frozenset[Need]], list[list[Sym]] | None] = {}
-        for state in current:  # members all passed: every constraint is met (P is empty)
-            table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
-        seqs: dict[tuple[int, int, frozenset[Need]], list[Sym] | None] = {}
+        table: dict[State, list[list[Sym]] | None] = {}
+        seqs: dict[State, list[Sym] | None] = {}
+        grouped: dict[tuple[int, int], Sym] = {}
 
-        def seq(state: tuple[int, int, frozenset[Need]] | None) -> list[Sym] | None:
-            if state is None:
-                return None
-            return self.state_sequence(table, seqs, state, f"{name}:presence{state[0]}.{state[1]}")
+        def value_of(i: int, g: int) -> Sym:
+            group, syms = groups[g], values[i]
+            if len(syms) == 1 or all(j in group for j, s in enumerate(syms) if s is not None):
+                return members[i][1]  # every class: the value as it is
+            if len(group) == 1:
+                return syms[group[0]]  # type: ignore[return-value]
+            known = grouped.get((i, g))
+            if known is None:
+                label = f"{name}:presence.{keys[i]}"
+                known = grouped[(i, g)] = Sym.n(self.nonterminal(label, [[syms[j]] for j in group]))  # type: ignore[list-item]
+            return known
+
+        def rank(state: State) -> tuple[int, int]:
+            # Build the later states first: the extras, then members in order after the front
+            # phase, and in the front phase the larger sets first.
+            return (-1, 0) if state[0] == "e" else (0, -state[0]) if state[0] != "f" else (1, -len(state[1]))
 
         comma, colon = self.comma, self.colon
-        for i in range(n - 1, -1, -1):
-            key_sym, value_sym, _ = members[i]
-            member_first = [key_sym, colon, value_sym]
-            member_later = [comma, key_sym, colon, value_sym]
-            for state, (write, skip) in layers[i].items():
-                alts = []
-                rest = seq(write)
-                if rest is not None:
-                    alts.append((member_later if state[1] else member_first) + rest)
-                rest = seq(skip)
-                if rest is not None:
+        if loose:
+            self.presence_extras(table, seqs, moves, [s for s in order if s[0] == "e"], members, n, value_of, pair, name)
+        for state in sorted(order, key=rank):
+            if state[0] == "e":
+                continue
+            if state[0] != "f" and state[0] == n and not loose:
+                table[state] = None if state[2] else self.object_extras(name, unit, state[1], 0, None)
+                continue
+            c = state[2] if state[0] == "f" else state[1]
+            alts = []
+            for i, g, after in moves[state]:
+                rest = self.state_sequence(table, seqs, after, f"{name}:presence")
+                if rest is None:
+                    continue
+                if i < 0:
                     alts.append(rest)
-                table[state] = alts or None
+                else:
+                    value = value_of(i, g)
+                    alts.append(([comma, members[i][0], colon, value] if c else [members[i][0], colon, value]) + rest)
+            table[state] = alts or None
         top = table[start]
         if top is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top])
+
+    def presence_extras(self, table: dict[Any, Any], seqs: dict[Any, Any], moves: dict[Any, Any], states: list[Any],
+                        members: list[tuple[Sym, Sym, bool]], n: int, value_of: Callable[[int, int], Sym],
+                        pair: int | None, name: str) -> None:
+        """The extras of `object_body_presence` with loose keys (members n.. of `members`):
+        for each state ("e", c, P) its symbols in `seqs` (None where the object can never
+        close). Once P is empty, the extras as `object_extras` makes them, a pair being any
+        other key (`pair`) or a loose key; before, a nonterminal per state that may close once
+        P holds with the loose keys left absent, loops on the other pairs (move -2), and moves
+        on with a loose key's class."""
+        comma, colon = self.comma, self.colon
+
+        def closes(needs: Any) -> bool:
+            # Every key left is absent: some term of each constraint allows that for all its keys.
+            return all(any(all(-1 in statuses for _, statuses in term) for term in need) for need in needs)
+
+        live = {s for s in states if not s[2] or closes(s[2])}
+        changed = True
+        while changed:
+            changed = False
+            for state in states:
+                if state not in live and any(after in live for _, _, after in moves[state]):
+                    live.add(state)
+                    changed = True
+        ids: dict[Any, int] = {}
+        for state in states:
+            if state not in live:
+                seqs[state] = None
+            elif not state[2]:
+                whole: list[list[Sym]] = [] if pair is None else [[Sym.n(pair)]]
+                whole += [[key_sym, colon, value_sym] for key_sym, value_sym, _ in members[n:]]
+                unit_pair = self.choice(f"{name}:extra", whole)
+                unit = None if unit_pair is None else (comma, unit_pair)
+                table[state] = self.object_extras(name, unit, state[1], 0, None)
+                self.state_sequence(table, seqs, state, f"{name}:presence.extras")
+            else:
+                ids[state] = self.ir.add_nonterminal(f"{name}:presence.extras")
+                seqs[state] = [Sym.n(ids[state])]
+        for state, nt in ids.items():
+            lead = [comma] if state[1] else []
+            if closes(state[2]):
+                self.rule(nt, [])
+            for i, g, after in moves[state]:
+                rest = seqs.get(after)
+                if rest is None:
+                    continue
+                if i == -2:
+                    self.rule(nt, [*lead, Sym.n(pair), *rest])  # type: ignore[arg-type]
+                else:
+                    self.rule(nt, [*lead, members[i][0], colon, value_of(i, g), *rest])
 
     def object_body_witness(
         self,

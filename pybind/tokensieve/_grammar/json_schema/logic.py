@@ -43,6 +43,7 @@ import math
 from typing import Any, Callable, Protocol, Sequence
 
 from ..._errors import GrammarError
+from .presence import term_schema, terms_from_json
 
 __all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "presence_clauses", "ALL_TYPES"]
 
@@ -283,22 +284,20 @@ def negate(schema: Any, at: str, ctx: Context) -> list[Any]:
     return alts
 
 
-def presence_clauses(constraints: Sequence[Sequence[Sequence[Sequence[str]]]]) -> list[dict[str, Any]]:
-    """The compiler's `_presence` constraints as the clauses they stand for: an `anyOf` per
-    constraint, of one schema per (required, absent) term (its `required`, and its absent
-    names as `false` properties), marked `_expand` so the compiler expands them as clauses
-    rather than taking them back as constraints (`_Compiler.presence_constraint`)."""
+def presence_clauses(constraints: Sequence[Any]) -> list[dict[str, Any]]:
+    """The compiler's `_presence` constraints as the clauses they stand for, marked `_expand`
+    so the compiler expands them as clauses rather than taking them back as constraints
+    (`_Compiler.presence_constraint`): the clause each came from (so that the expansion is
+    the one it would have been), else an `anyOf` of one schema per term
+    (`presence.term_schema`)."""
     out = []
-    for terms in constraints:
-        options = []
-        for required, absent in terms:
-            option: dict[str, Any] = {}
-            if required:
-                option["required"] = list(required)
-            if absent:
-                option["properties"] = {k: False for k in absent}
-            options.append(option)
-        out.append({"anyOf": options, "_expand": True})
+    for entry in constraints:
+        if "clause" in entry:
+            out.append(entry["clause"])
+            continue
+        # No term: no object is valid (non-objects are: a constraint only ever names objects).
+        options = [term_schema(term) for term in terms_from_json(entry["terms"])]
+        out.append({"anyOf": options or [{"type": ["null", "boolean", "string", "number", "array"]}], "_expand": True})
     return out
 
 
