@@ -184,14 +184,24 @@ pub const Grammar = struct {
         errdefer gpa.destroy(self);
         self.limits = limits;
         self.ref_count = 1;
-        self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
-        errdefer self.exprs.deinit();
-        self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         // A median MaskBench IR of 420 words builds about 180 terms (its first row some more).
         // Only small grammars, where the growth steps are a visible part of the compile: a
         // large one's blocks, taken in another order, reused freed memory less well
         // (test_large_alternations: a second compile of 10,000 words grew linear memory).
-        if (words.len <= reserve_ir_words_max) try self.exprs.reserve(@intCast(words.len / 2 + 64));
+        const reserve_terms: u32 = if (words.len <= reserve_ir_words_max) @intCast(words.len / 2 + 64) else 0;
+        const expr_limits: regex.Limits = .{ .expr_count_max = limits.expr_count_max };
+        // With the instance's cache, the set starts as a copy of its base set (the hottest
+        // patterns' terms, `pattern_cache.zig`).
+        self.exprs = if (patterns) |cache|
+            try cache.startSet(gpa, expr_limits, reserve_terms)
+        else blk: {
+            var set = try regex.ExprSet.init(gpa, expr_limits);
+            errdefer set.deinit();
+            try set.reserve(reserve_terms);
+            break :blk set;
+        };
+        errdefer self.exprs.deinit();
+        self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         self.compiled = try ir_reader.compileShared(gpa, &self.exprs, words, patterns, diag);
         errdefer self.compiled.deinit(gpa);
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{

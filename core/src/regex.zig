@@ -477,6 +477,18 @@ pub const ExprSet = struct {
     /// Current nesting of `factorHeads` (an alternation factored inside the factoring of
     /// another).
     factor_depth: u32 = 0,
+    /// Terms below this id are a copy of the instance's base set (`initFrom`,
+    /// `pattern_cache.zig`): the hottest patterns' terms, which a grammar then finds by id
+    /// instead of interning them again. 0 in a set of its own.
+    base_count: u32 = 0,
+    /// The base set's generation when it was copied (the cache's ids are valid in this set
+    /// only when it matches).
+    base_generation: u32 = 0,
+    /// One bit per base term this set *used*: met by interning, or one of the byte sets of a
+    /// base pattern it was given (`markBase`). `forEachByteSet` visits only these of the
+    /// base terms, so the byte classes are those of the terms the grammar built, as in a set
+    /// of its own.
+    base_marks: []u64 = &.{},
 
     pub fn init(gpa: Allocator, limits: Limits) Error!ExprSet {
         var set: ExprSet = .{ .gpa = gpa, .limits = limits };
@@ -485,6 +497,46 @@ pub const ExprSet = struct {
         const epsilon = try set.intern(&.{@backingInt(Tag.epsilon) | flag_nullable});
         assert(nothing == .nothing and epsilon == .epsilon);
         return set;
+    }
+
+    /// A set that starts as a copy of `base` (a set of its own, at most `base_terms_max`
+    /// terms), with room for `term_count` more terms (`reserve`). Its terms are `base`'s, with
+    /// their ids, none of them marked used: a term the owner builds that `base` has gets
+    /// `base`'s id, and marks it. The copy is the arrays' memory and one table insertion per
+    /// base term (by its stored hash); nothing is derived or checked.
+    pub fn initFrom(gpa: Allocator, limits: Limits, base: *const ExprSet, generation: u32, term_count: u32) Error!ExprSet {
+        assert(base.base_count == 0);
+        const n = base.count();
+        var set: ExprSet = .{ .gpa = gpa, .limits = limits };
+        errdefer set.deinit();
+        const total = n + term_count;
+        try set.words.ensureTotalCapacity(gpa, base.words.items.len + 4 * @as(usize, term_count));
+        set.words.appendSliceAssumeCapacity(base.words.items);
+        try set.spans.ensureTotalCapacity(gpa, total);
+        set.spans.appendSliceAssumeCapacity(base.spans.items);
+        try set.lengths.ensureTotalCapacity(gpa, total);
+        set.lengths.appendSliceAssumeCapacity(base.lengths.items);
+        try set.hashes.ensureTotalCapacity(gpa, total);
+        set.hashes.appendSliceAssumeCapacity(base.hashes.items);
+        try set.completion_max.ensureTotalCapacity(gpa, total);
+        set.completion_max.appendSliceAssumeCapacity(base.completion_max.items);
+        try set.table.ensureTotalCapacityContext(gpa, total, .{ .set = &set });
+        for (0..n) |id| set.table.putAssumeCapacityNoClobberContext(@intCast(id), {}, .{ .set = &set });
+        set.base_marks = try gpa.alloc(u64, (n + 63) / 64);
+        @memset(set.base_marks, 0);
+        set.base_count = n;
+        set.base_generation = generation;
+        return set;
+    }
+
+    /// Notes that this set uses base term `id` (see `base_marks`).
+    pub fn markBase(self: *ExprSet, id: u32) void {
+        assert(id < self.base_count);
+        self.base_marks[id >> 6] |= @as(u64, 1) << @as(u6, @truncate(id));
+    }
+
+    fn baseMarked(self: *const ExprSet, id: u32) bool {
+        return self.base_marks[id >> 6] & (@as(u64, 1) << @as(u6, @truncate(id))) != 0;
     }
 
     /// Room for `term_count` more terms of about four words each, taken at once: the tables
@@ -513,6 +565,7 @@ pub const ExprSet = struct {
         self.completion_max.deinit(self.gpa);
         self.clamp_cache.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
+        self.gpa.free(self.base_marks);
         self.* = undefined;
     }
 
@@ -668,7 +721,11 @@ pub const ExprSet = struct {
             RunContext{ .set = self, .hash32 = hash32 },
             IdContext{ .set = self },
         );
-        if (gop.found_existing) return @fromBackingInt(@intCast(gop.key_ptr.*));
+        if (gop.found_existing) {
+            const found = gop.key_ptr.*;
+            if (found < self.base_count) self.markBase(found);
+            return @fromBackingInt(@intCast(found));
+        }
         // Ids stay below 2^31 whatever the limit says: the search's rows use bit 31.
         if (self.spans.items.len >= @min(self.limits.expr_count_max, row_boolean_bit - 1)) {
             self.table.removeByPtr(gop.key_ptr);
@@ -1833,6 +1890,28 @@ pub const ExprSet = struct {
         }
     }
 
+    /// Appends to `out` the ids of the terms under `e` (itself included) that `forEachByteSet`
+    /// reads: byte sets and `digits_mod` terms. Each once; an explicit stack.
+    pub fn classTerms(self: *const ExprSet, gpa: Allocator, e: ExprId, out: *std.ArrayList(u32)) Allocator.Error!void {
+        var seen: IntMap(u32, void) = .empty;
+        defer seen.deinit(gpa);
+        var stack: std.ArrayList(u32) = .empty;
+        defer stack.deinit(gpa);
+        try stack.append(gpa, e.index());
+        while (stack.pop()) |id| {
+            if ((try seen.getOrPut(gpa, id)).found_existing) continue;
+            const run = self.runOf(id);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+            switch (t) {
+                .byte_set, .digits_mod => try out.append(gpa, id),
+                else => {},
+            }
+            for (run[1..], 0..) |arg, i| {
+                if (isChildArg(t, i)) try stack.append(gpa, arg);
+            }
+        }
+    }
+
     /// The term a recipe of `exportTerm` describes, interned in this set: the same term the
     /// smart constructors would have built here, since every normal-form rule but the order
     /// of alternation and intersection members is independent of ids, and those are sorted
@@ -1867,7 +1946,9 @@ pub const ExprSet = struct {
         return @fromBackingInt(@intCast(ids.items[ids.items.len - 1]));
     }
 
-    /// Every byte set that occurs in the set, for alphabet compression.
+    /// Every byte set that occurs in the set, for alphabet compression: of the terms copied
+    /// from a base set (`initFrom`), only those the set used (`base_marks`), so that the
+    /// classes are those of a set that built the same terms on its own.
     /// A `digits_mod` term counts as the ten one-digit sets (every digit moves it
     /// differently), and as `.` when it reads points. Its derivatives are `digits_mod` terms
     /// of the same modulus and kind, so the classes computed from the terms a grammar
@@ -1877,6 +1958,7 @@ pub const ExprSet = struct {
         var point_seen = false;
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
+            if (id < self.base_count and !self.baseMarked(id)) continue;
             const e: ExprId = @fromBackingInt(@intCast(id));
             switch (self.tag(e)) {
                 .byte_set => visit(context, self.byteSetOf(e)),
