@@ -363,3 +363,85 @@ test "pattern cache: memory stays within its bound, and what it answers stays ri
     try std.testing.expect(cache.hits > 200);
     try std.testing.expect(cache.clears > 0); // the bound was reached
 }
+
+/// What `ir_reader.ParseMemo` does with a pattern: the cache's term, or a parse it offers.
+fn testTerm(cache: *PatternCache, exprs: *regex.ExprSet, pattern: []const u8) !regex.ExprId {
+    if (try cache.lookup(exprs, pattern, .{})) |id| return id;
+    const id = try parseFresh(exprs, pattern, .{});
+    cache.offer(std.testing.allocator, exprs, pattern, .{}, id);
+    return id;
+}
+
+test "pattern cache: the base set holds the patterns a window's grammars share, and answers them by id" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    const common = test_patterns[0..3];
+    var unique_buffer: [32]u8 = undefined;
+    var grammar: u32 = 0;
+    while (grammar < 100) : (grammar += 1) {
+        var exprs = try cache.startSet(gpa, .{}, 16);
+        defer exprs.deinit();
+        const from_base = exprs.base_count > 0;
+        // Every grammar uses the common patterns, every third one a pattern of its own (met
+        // again by the next grammar, so that it is cached but rare).
+        for (common) |p| {
+            exprs.refuel(1_000_000, .compile_fuel);
+            const id = try testTerm(&cache, &exprs, p);
+            const spent = exprs.fuel_spent;
+            // The oracle: the pattern parsed in the same set (hash-consed: the same id).
+            try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), id);
+            if (from_base) {
+                try std.testing.expect(id.index() < exprs.base_count);
+                // The fuel a recipe import spends, in a set of its own.
+                var alone = try regex.ExprSet.init(gpa, .{});
+                defer alone.deinit();
+                alone.refuel(1_000_000, .compile_fuel);
+                const entry = cache.entries.get(PatternCache.key(p, .{})).?;
+                _ = try alone.importTerm(cache.recipes.items[entry.recipe_start..][0..entry.recipe_len]);
+                try std.testing.expectEqual(alone.fuel_spent, spent);
+            }
+        }
+        if (grammar % 3 == 0) {
+            const p = try std.fmt.bufPrint(&unique_buffer, "[a-f]{{{d}}}z", .{grammar / 6 + 1});
+            const id = try testTerm(&cache, &exprs, p);
+            try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), id);
+        }
+        try std.testing.expectEqual(from_base, grammar + 1 >= base_window_min); // the 16th starts from it
+        if (cache.base) |*b| try std.testing.expect(b.count() <= base_terms_max);
+    }
+    try std.testing.expect(cache.base_hits >= 3 * (100 - base_window_min));
+    // The rare patterns (a sixth of the grammars each) are not in the base.
+    const rare = cache.entries.get(PatternCache.key("[a-f]{2}z", .{})).?;
+    try std.testing.expectEqual(PatternCache.no_base, rare.base_id);
+    // A set copied before the cache is emptied gets recipes afterwards, not stale ids.
+    var old = try cache.startSet(gpa, .{}, 16);
+    defer old.deinit();
+    try std.testing.expect(old.base_count > 0);
+    cache.clear(gpa);
+    for (0..2) |_| {
+        var other = try regex.ExprSet.init(gpa, .{}); // a second sight stores the pattern
+        defer other.deinit();
+        _ = try testTerm(&cache, &other, common[0]);
+    }
+    const id = (try cache.lookup(&old, common[0], .{})).?;
+    try std.testing.expectEqual(try parseFresh(&old, common[0], .{}), id);
+}
+
+test "pattern cache: a tight expression limit starts from an empty set" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    for (0..base_window_min + 1) |_| {
+        var exprs = try cache.startSet(gpa, .{}, 0);
+        defer exprs.deinit();
+        _ = try testTerm(&cache, &exprs, test_patterns[0]);
+    }
+    try std.testing.expect(cache.base != null);
+    var tight = try cache.startSet(gpa, .{ .expr_count_max = base_terms_max * base_limit_factor - 1 }, 0);
+    defer tight.deinit();
+    try std.testing.expectEqual(@as(u32, 2), tight.count());
+    var roomy = try cache.startSet(gpa, .{ .expr_count_max = base_terms_max * base_limit_factor }, 0);
+    defer roomy.deinit();
+    try std.testing.expect(roomy.base_count > 2);
+}

@@ -2711,3 +2711,105 @@ test "digits_mod: derivatives are the residues, interned once; the lexer splits 
     const rebuilt = try other.importTerm(recipe.items);
     try std.testing.expectEqual(try other.concat(try other.byte('-'), try other.digitsMod(7, 5, 0, 0)), rebuilt);
 }
+
+/// The byte partition the sets `forEachByteSet` visits induce, by pairs: `same[a][b]` when no
+/// visited set holds one of a, b and not the other (the oracle the refinement must match).
+fn testSamePartition(set: *const ExprSet) ![256][256]bool {
+    var sets: std.ArrayList(ByteSet) = .empty;
+    defer sets.deinit(std.testing.allocator);
+    const Collect = struct {
+        list: *std.ArrayList(ByteSet),
+        failed: *bool,
+        fn visit(c: @This(), s: ByteSet) void {
+            c.list.append(std.testing.allocator, s) catch {
+                c.failed.* = true;
+            };
+        }
+    };
+    var failed = false;
+    set.forEachByteSet(Collect{ .list = &sets, .failed = &failed }, Collect.visit);
+    if (failed) return error.OutOfMemory;
+    var same: [256][256]bool = undefined;
+    for (0..256) |a| {
+        for (0..256) |b| {
+            same[a][b] = for (sets.items) |s| {
+                if (s.contains(@intCast(a)) != s.contains(@intCast(b))) break false;
+            } else true;
+        }
+    }
+    return same;
+}
+
+test "a set started from a base set builds the same terms, with the byte classes of the terms it used" {
+    const gpa = std.testing.allocator;
+    const used = [_][]const u8{ "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt])*\"", "-?(?:0|[1-9][0-9]*)" };
+    const unused = [_][]const u8{ "[q-z]+%[A-F]{2}", "\\d{3}x" };
+    const own = [_][]const u8{ "ab|[a-f]+", "true|false" };
+    var base = try ExprSet.init(gpa, .{});
+    defer base.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    for (used ++ unused) |p| _ = try regex_syntax.parse(&base, p, .{}, &diag);
+    // The reference: a set of its own that builds the used and own patterns.
+    var alone = try ExprSet.init(gpa, .{});
+    defer alone.deinit();
+    var alone_ids: [used.len + own.len]ExprId = undefined;
+    for (used ++ own, 0..) |p, i| alone_ids[i] = try regex_syntax.parse(&alone, p, .{}, &diag);
+    // The copy builds the same patterns: the used ones are found in the base, by id.
+    var copy = try ExprSet.initFrom(gpa, .{}, &base, 7, 16);
+    defer copy.deinit();
+    try std.testing.expectEqual(base.count(), copy.base_count);
+    try std.testing.expectEqual(@as(u32, 7), copy.base_generation);
+    var copy_ids: [used.len + own.len]ExprId = undefined;
+    for (used ++ own, 0..) |p, i| copy_ids[i] = try regex_syntax.parse(&copy, p, .{}, &diag);
+    for (0..used.len) |i| {
+        try std.testing.expect(copy_ids[i].index() < copy.base_count);
+        try std.testing.expectEqual(try regex_syntax.parse(&base, used[i], .{}, &diag), copy_ids[i]);
+    }
+    // Same terms: both rebuilt in a third set are one id each.
+    var third = try ExprSet.init(gpa, .{});
+    defer third.deinit();
+    for (alone_ids, copy_ids) |a, c| {
+        var ra: std.ArrayList(u32) = .empty;
+        defer ra.deinit(gpa);
+        var rc: std.ArrayList(u32) = .empty;
+        defer rc.deinit(gpa);
+        try alone.exportTerm(gpa, a, &ra);
+        try copy.exportTerm(gpa, c, &rc);
+        try std.testing.expectEqual(try third.importTerm(ra.items), try third.importTerm(rc.items));
+    }
+    // The classes are the reference's: the unused base patterns' sets ([q-z], %, [A-F], \d)
+    // cut nothing, which they would if every base term counted.
+    const want = try testSamePartition(&alone);
+    const got = try testSamePartition(&copy);
+    for (0..256) |a| {
+        for (0..256) |b| try std.testing.expectEqual(want[a][b], got[a][b]);
+    }
+    try std.testing.expect(want['p']['q']);
+    // Marking the base's [q-z] (as interning it would) makes it count: p and q part.
+    var q_z: ByteSet = .{};
+    q_z.addRange('q', 'z');
+    const q_z_id = try base.byteSet(q_z);
+    try std.testing.expect(q_z_id.index() < copy.base_count);
+    copy.markBase(q_z_id.index());
+    const after = try testSamePartition(&copy);
+    try std.testing.expect(!after['p']['q'] and after['w']['y']);
+}
+
+test "classTerms lists each byte set and digits term under a term once" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const e = try regex_syntax.parse(&set, "(?:ab|[a-c]x)+a", .{}, &diag);
+    const d = try set.concat(e, try set.digitsMod(7, 0, 0, 0));
+    var out: std.ArrayList(u32) = .empty;
+    defer out.deinit(gpa);
+    try set.classTerms(gpa, d, &out);
+    // a, b, [a-c], x and the digits term: each once.
+    try std.testing.expectEqual(@as(usize, 5), out.items.len);
+    for (out.items, 0..) |id, i| {
+        const t = set.tag(@fromBackingInt(id));
+        try std.testing.expect(t == .byte_set or t == .digits_mod);
+        for (out.items[0..i]) |other| try std.testing.expect(other != id);
+    }
+}
