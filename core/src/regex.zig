@@ -785,13 +785,18 @@ pub const ExprSet = struct {
         return id;
     }
 
-    /// The literal byte string `bytes`.
+    /// The literal byte string `bytes`: what `concat(byte(b), …)` from the last byte builds,
+    /// and the fuel it spends, without `concat`'s cases (a byte head is not a concatenation,
+    /// not a repeat, not nullable, and the tail is plain): JSON Schema key lexemes exclude
+    /// their object's property names as literals, many bytes a grammar.
     pub fn literal(self: *ExprSet, bytes: []const u8) Error!ExprId {
         var result: ExprId = .epsilon;
         var i = bytes.len;
         while (i > 0) {
             i -= 1;
-            result = try self.concat(try self.byte(bytes[i]), result);
+            const head = try self.byte(bytes[i]);
+            try self.spend(1); // `concat`'s own unit
+            result = if (result == .epsilon) head else try self.intern(&.{ @backingInt(Tag.concat), head.index(), result.index() });
         }
         return result;
     }
@@ -2811,5 +2816,35 @@ test "classTerms lists each byte set and digits term under a term once" {
         const t = set.tag(@fromBackingInt(id));
         try std.testing.expect(t == .byte_set or t == .digits_mod);
         for (out.items[0..i]) |other| try std.testing.expect(other != id);
+    }
+}
+
+test "literal builds the term and spends the fuel of concatenating its bytes" {
+    const gpa = std.testing.allocator;
+    var prng = std.Random.DefaultPrng.init(0x11e7a1);
+    const random = prng.random();
+    var fast = try ExprSet.init(gpa, .{});
+    defer fast.deinit();
+    var reference = try ExprSet.init(gpa, .{});
+    defer reference.deinit();
+    var text: [24]u8 = undefined;
+    for (0..300) |_| {
+        const len = random.uintAtMost(usize, text.len);
+        // Few distinct bytes, so that terms recur (hits) as well as being new.
+        for (text[0..len]) |*b| b.* = "ab\"\\\x00\xff"[random.uintLessThan(usize, 6)];
+        fast.refuel(1_000_000, .compile_fuel);
+        reference.refuel(1_000_000, .compile_fuel);
+        var want: ExprId = .epsilon;
+        var i = len;
+        while (i > 0) {
+            i -= 1;
+            want = try reference.concat(try reference.byte(text[i]), want);
+        }
+        const got = try fast.literal(text[0..len]);
+        // The two sets build the same terms in the same order: the same ids.
+        try std.testing.expectEqual(want, got);
+        try std.testing.expectEqual(reference.count(), fast.count());
+        try std.testing.expectEqual(reference.fuel_spent, fast.fuel_spent);
+        if (len > 0) try std.testing.expect(fast.accepts(got, text[0..len]) catch unreachable);
     }
 }
