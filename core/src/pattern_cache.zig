@@ -9,6 +9,12 @@
 //! position), and a grammar that meets the text again rebuilds the term from the recipe
 //! (`ExprSet.importTerm`: one intern a node, no parsing, no UTF-8 splitting).
 //!
+//! Importing still interns every node of a recipe (about 120 terms a median grammar), so the
+//! patterns most grammars use also go into a *base set* (`base`), which every grammar's set
+//! starts as a copy of (`startSet`, `ExprSet.initFrom`): a lookup of one of them is its id in
+//! the copy. The copy's terms a grammar does not use do not count for its byte classes
+//! (`ExprSet.base_marks`), so its lexer is the one a set of its own would get.
+//!
 //! Invariants and bounds:
 //! - A recipe holds only the term's own nodes, so the rebuilt term is the one parsing would
 //!   have built (see `importTerm`), and the grammar's set gets no other terms: its byte
@@ -17,9 +23,14 @@
 //!   costs one hash insertion, not an export.
 //! - Memory is bounded by `bytes_max` (texts, recipes and both tables); past it the cache is
 //!   emptied and starts over. The seen-once table is emptied past `seen_count_max` entries.
+//! - The base set is rebuilt at the end of each window of grammars from the patterns an
+//!   eighth of them used, and holds at most `base_terms_max` terms (its bytes count in
+//!   `bytes_max`). Ids from it are used only in a copy of the same base (`generation`); a base
+//!   lookup spends the fuel a recipe import would, and grammars with a tight expression limit
+//!   start empty, so limits run out where they did without it.
 //! - It is per instance (a global of the module, `abi.zig`); nothing in it refers to a
-//!   grammar, so freeing grammars never touches it. Failures to remember (out of memory) are
-//!   ignored: the cache only ever saves work.
+//!   grammar, so freeing grammars (or one failing) never touches it. Failures to remember
+//!   (out of memory) are ignored: the cache only ever saves work.
 
 const std = @import("std");
 const assert = std.debug.assert;
