@@ -354,7 +354,10 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
         const len = try r.word();
         const pattern = try r.bytes(len);
         diag.lexeme = header.lexeme_count;
-        lexemes.exprs[header.lexeme_count] = try regex_syntax.parse(exprs, pattern, .{}, &diag.regex);
+        // Through the memo and the instance's cache like the lexemes' patterns: a JSON
+        // Schema's whitespace is every grammar's skip, and parsing it was a tenth of a median
+        // compile in wasmtime with masks between compiles (the parser's code had gone cold).
+        lexemes.exprs[header.lexeme_count] = try memo.parse(exprs, pattern, .{}, &diag.regex);
     }
     const no_skip = try gpa.alloc(bool, header.nt_count + 1);
     defer gpa.free(no_skip);

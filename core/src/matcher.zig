@@ -184,14 +184,24 @@ pub const Grammar = struct {
         errdefer gpa.destroy(self);
         self.limits = limits;
         self.ref_count = 1;
-        self.exprs = try regex.ExprSet.init(gpa, .{ .expr_count_max = limits.expr_count_max });
-        errdefer self.exprs.deinit();
-        self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         // A median MaskBench IR of 420 words builds about 180 terms (its first row some more).
         // Only small grammars, where the growth steps are a visible part of the compile: a
         // large one's blocks, taken in another order, reused freed memory less well
         // (test_large_alternations: a second compile of 10,000 words grew linear memory).
-        if (words.len <= reserve_ir_words_max) try self.exprs.reserve(@intCast(words.len / 2 + 64));
+        const reserve_terms: u32 = if (words.len <= reserve_ir_words_max) @intCast(words.len / 2 + 64) else 0;
+        const expr_limits: regex.Limits = .{ .expr_count_max = limits.expr_count_max };
+        // With the instance's cache, the set starts as a copy of its base set (the hottest
+        // patterns' terms, `pattern_cache.zig`).
+        self.exprs = if (patterns) |cache|
+            try cache.startSet(gpa, expr_limits, reserve_terms)
+        else blk: {
+            var set = try regex.ExprSet.init(gpa, expr_limits);
+            errdefer set.deinit();
+            try set.reserve(reserve_terms);
+            break :blk set;
+        };
+        errdefer self.exprs.deinit();
+        self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         self.compiled = try ir_reader.compileShared(gpa, &self.exprs, words, patterns, diag);
         errdefer self.compiled.deinit(gpa);
         self.lexer = try Lexer.initWithLazy(gpa, &self.exprs, self.compiled.lexeme_exprs, self.compiled.lazy, .{
@@ -1605,4 +1615,45 @@ test "a walk whose parser steps move the table onto its second page gives the ri
         }
     }
     try std.testing.expect(t.allowed(id)); // EOS: the empty string matches
+}
+
+test "grammars started from the pattern cache's base set have the classes and masks of grammars compiled alone" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    const vocab = [_][]const u8{ "\"", "\"a", "\"id\"", "\"name", "e\"", "\\u00e9", "\\", "x", "1", "\"\\n\"", "q\"", "<eos>" };
+    const json_string = "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*\"";
+    const names = [_][]const u8{ "\"id\"", "\"name\"", "\"q\"", "\"x1\"" };
+    var based: u32 = 0;
+    for (0..40) |round| {
+        // A key lexeme as the JSON Schema front-end writes it: the JSON string without this
+        // object's property names (which differ from grammar to grammar).
+        const excluded = names[0 .. round % names.len + 1];
+        var words = try booleanIr(gpa, json_string, excluded);
+        defer words.deinit(gpa);
+        var diag: ir_reader.CompileDiagnostic = .{};
+        const shared = try Grammar.create(gpa, words.items, .{}, &cache, &diag);
+        defer shared.release(gpa);
+        const alone = try Grammar.create(gpa, words.items, .{}, null, &diag);
+        defer alone.release(gpa);
+        if (shared.exprs.base_count > 0) based += 1;
+        try std.testing.expectEqual(alone.lexer.class_count, shared.lexer.class_count);
+        try std.testing.expectEqualSlices(u8, &alone.lexer.class_of, &shared.lexer.class_of);
+        // The masks along a text, from each grammar.
+        const tokenizer = try TestSetup.testTokenizer(gpa, &vocab);
+        defer tokenizer.release(gpa);
+        const m_shared = try Matcher.create(gpa, tokenizer, shared);
+        defer m_shared.destroy();
+        const m_alone = try Matcher.create(gpa, tokenizer, alone);
+        defer m_alone.destroy();
+        for ([_]u32{ 1, 7, 5, 4 }) |token| {
+            try m_shared.computeMask();
+            try m_alone.computeMask();
+            try std.testing.expectEqualSlices(u32, m_alone.mask, m_shared.mask);
+            const n_shared = try m_shared.consume(&.{.fromIndex(token)}, .commit);
+            try std.testing.expectEqual(try m_alone.consume(&.{.fromIndex(token)}, .commit), n_shared);
+            if (n_shared == 0) break;
+        }
+    }
+    try std.testing.expect(based > 20);
 }

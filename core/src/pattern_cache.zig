@@ -9,6 +9,12 @@
 //! position), and a grammar that meets the text again rebuilds the term from the recipe
 //! (`ExprSet.importTerm`: one intern a node, no parsing, no UTF-8 splitting).
 //!
+//! Importing still interns every node of a recipe (about 120 terms a median grammar), so the
+//! patterns most grammars use also go into a *base set* (`base`), which every grammar's set
+//! starts as a copy of (`startSet`, `ExprSet.initFrom`): a lookup of one of them is its id in
+//! the copy. The copy's terms a grammar does not use do not count for its byte classes
+//! (`ExprSet.base_marks`), so its lexer is the one a set of its own would get.
+//!
 //! Invariants and bounds:
 //! - A recipe holds only the term's own nodes, so the rebuilt term is the one parsing would
 //!   have built (see `importTerm`), and the grammar's set gets no other terms: its byte
@@ -17,15 +23,34 @@
 //!   costs one hash insertion, not an export.
 //! - Memory is bounded by `bytes_max` (texts, recipes and both tables); past it the cache is
 //!   emptied and starts over. The seen-once table is emptied past `seen_count_max` entries.
+//! - The base set is rebuilt at the end of each window of grammars from the patterns an
+//!   eighth of them used, and holds at most `base_terms_max` terms (its bytes count in
+//!   `bytes_max`). Ids from it are used only in a copy of the same base (`generation`); a base
+//!   lookup spends the fuel a recipe import would, and grammars with a tight expression limit
+//!   start empty, so limits run out where they did without it.
 //! - It is per instance (a global of the module, `abi.zig`); nothing in it refers to a
-//!   grammar, so freeing grammars never touches it. Failures to remember (out of memory) are
-//!   ignored: the cache only ever saves work.
+//!   grammar, so freeing grammars (or one failing) never touches it. Failures to remember
+//!   (out of memory) are ignored: the cache only ever saves work.
 
 const std = @import("std");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const regex = @import("regex.zig");
 const regex_syntax = @import("regex_syntax.zig");
+
+/// The base set (see `PatternCache.base`) is rebuilt after this many grammars started from
+/// the cache, and then every `base_window_max` (the first rebuilds come sooner: 16, 32, …),
+/// from the patterns that at least one grammar in `base_share` of the window looked up.
+pub const base_window_max: u32 = 256;
+pub const base_window_min: u32 = 16;
+pub const base_share: u32 = 8;
+/// The base set's bound: every grammar's set starts as a copy of it, so it holds only what
+/// most grammars use (on MaskBench the JSON string, number, integer and boolean are about
+/// 120 terms, a copy of about 8 kB).
+pub const base_terms_max: u32 = 256;
+/// Grammars whose expression limit is below this many times the base's bound do not start
+/// from the base (a tight limit counts only the grammar's own terms, as without the base).
+pub const base_limit_factor: u32 = 64;
 
 /// The cache's memory bound. The 150 MaskBench schemas of the leak test keep 1.7 MB (with
 /// the tables' growth by doubling): at 1 MiB the cache emptied and refilled every pass.
@@ -39,11 +64,28 @@ pub const PatternCache = struct {
     texts: std.ArrayList(u8) = .empty,
     recipes: std.ArrayList(u32) = .empty,
     bytes_max: usize = default_bytes_max,
-    /// Lookups answered from the cache, texts remembered, and times it started over (tests,
-    /// measurements).
+    /// The terms of the patterns most grammars look up (`rebuildBase`), at most
+    /// `base_terms_max`: a grammar's set starts as a copy of it (`startSet`), and a lookup of
+    /// one of these patterns is then its id in the copy, with nothing interned. Null until
+    /// the first window ends, or when no pattern qualifies; emptied with the cache.
+    base: ?regex.ExprSet = null,
+    /// Changes whenever the base set is dropped (rebuilt, or the cache cleared): a set copied
+    /// from an older base gets recipes, not ids.
+    generation: u32 = 1,
+    /// The byte-set terms of each base pattern (`ExprSet.classTerms`), which a lookup marks
+    /// used in the grammar's set (`Entry.marks_start`).
+    base_class_terms: std.ArrayList(u32) = .empty,
+    /// Lookups answered from the cache (by recipe or from the base), answered from the base,
+    /// texts remembered, and times it started over (tests, measurements).
     hits: u64 = 0,
+    base_hits: u64 = 0,
+    /// Grammars started since the base was last rebuilt, and how many end the window.
+    window_starts: u32 = 0,
+    window: u32 = base_window_min,
     stored: u64 = 0,
     clears: u64 = 0,
+
+    const no_base: u32 = std.math.maxInt(u32);
 
     const Entry = struct {
         flags: u8,
@@ -51,6 +93,15 @@ pub const PatternCache = struct {
         text_len: u32,
         recipe_start: u32,
         recipe_len: u32,
+        /// Lookups in the current window (saturating).
+        hits: u32 = 0,
+        /// The term's id in `base`, or `no_base`.
+        base_id: u32 = no_base,
+        /// The fuel `importTerm` spends on the recipe: a lookup answered from the base
+        /// spends it too, so that compile budgets run out where they did without the base.
+        base_fuel: u32 = 0,
+        marks_start: u32 = 0,
+        marks_len: u32 = 0,
     };
 
     pub fn deinit(self: *PatternCache, gpa: Allocator) void {
@@ -58,6 +109,8 @@ pub const PatternCache = struct {
         self.seen.deinit(gpa);
         self.texts.deinit(gpa);
         self.recipes.deinit(gpa);
+        if (self.base) |*b| b.deinit();
+        self.base_class_terms.deinit(gpa);
         self.* = undefined;
     }
 
@@ -68,23 +121,117 @@ pub const PatternCache = struct {
         self.seen.clearAndFree(gpa);
         self.texts.clearAndFree(gpa);
         self.recipes.clearAndFree(gpa);
+        self.dropBase(gpa);
+    }
+
+    fn dropBase(self: *PatternCache, gpa: Allocator) void {
+        if (self.base) |*b| b.deinit();
+        self.base = null;
+        self.base_class_terms.clearAndFree(gpa);
+        self.generation +%= 1;
     }
 
     /// Bytes the cache holds now (what `bytes_max` bounds).
     pub fn sizeBytes(self: *const PatternCache) usize {
         return self.texts.capacity + 4 * self.recipes.capacity +
             (@sizeOf(u64) + @sizeOf(Entry) + 1) * self.entries.capacity() +
-            (@sizeOf(u64) + 1) * self.seen.capacity();
+            (@sizeOf(u64) + 1) * self.seen.capacity() + self.baseBytes();
     }
 
-    /// The term `pattern` with `flags` parses to, built in `exprs` from its recipe if the
-    /// cache has one; null otherwise.
+    /// Bytes of the base set and its class terms (within `sizeBytes`).
+    pub fn baseBytes(self: *const PatternCache) usize {
+        const b = if (self.base) |*b| b else return 4 * self.base_class_terms.capacity;
+        return 4 * self.base_class_terms.capacity + 4 * b.words.capacity +
+            (@sizeOf(regex.Lengths) + 8 + 4 + 4) * b.spans.capacity + 5 * b.table.capacity();
+    }
+
+    /// A grammar's expression set: a copy of the base set when there is one and the grammar's
+    /// expression limit leaves room for it (`base_limit_factor`), else an empty set; with room
+    /// for `term_count` more terms. Rebuilds the base set at the end of a window.
+    pub fn startSet(self: *PatternCache, gpa: Allocator, limits: regex.Limits, term_count: u32) regex.Error!regex.ExprSet {
+        self.window_starts += 1;
+        if (self.window_starts >= self.window) self.rebuildBase(gpa);
+        if (self.base) |*b| {
+            if (limits.expr_count_max / base_limit_factor >= base_terms_max) {
+                return regex.ExprSet.initFrom(gpa, limits, b, self.generation, term_count);
+            }
+        }
+        var set = try regex.ExprSet.init(gpa, limits);
+        errdefer set.deinit();
+        try set.reserve(term_count);
+        return set;
+    }
+
+    /// The term `pattern` with `flags` parses to, in `exprs`, if the cache has it: its id
+    /// when `exprs` is a copy of the base set that holds it, else built from its recipe;
+    /// null otherwise.
     pub fn lookup(self: *PatternCache, exprs: *regex.ExprSet, pattern: []const u8, flags: regex_syntax.Flags) regex.Error!?regex.ExprId {
-        const entry = self.entries.get(key(pattern, flags)) orelse return null;
+        const entry = self.entries.getPtr(key(pattern, flags)) orelse return null;
         if (entry.flags != flagsByte(flags)) return null;
         if (!regex.bytesEqual(self.texts.items[entry.text_start..][0..entry.text_len], pattern)) return null;
         self.hits += 1;
+        entry.hits +|= 1;
+        if (entry.base_id != no_base and exprs.base_generation == self.generation and entry.base_id < exprs.base_count) {
+            try exprs.spend(entry.base_fuel);
+            for (self.base_class_terms.items[entry.marks_start..][0..entry.marks_len]) |id| exprs.markBase(id);
+            self.base_hits += 1;
+            return @fromBackingInt(entry.base_id);
+        }
         return try exprs.importTerm(self.recipes.items[entry.recipe_start..][0..entry.recipe_len]);
+    }
+
+    /// Builds the base set anew from the patterns of the window that ends (the most looked up
+    /// first, while they fit), and starts the next window. Failing (out of memory) leaves no
+    /// base set: grammars then import every pattern.
+    fn rebuildBase(self: *PatternCache, gpa: Allocator) void {
+        const window = self.window;
+        self.window = @min(window * 2, base_window_max);
+        self.window_starts = 0;
+        self.dropBase(gpa);
+        self.fillBase(gpa, window) catch self.dropBase(gpa);
+        var it = self.entries.valueIterator();
+        while (it.next()) |entry| entry.hits = 0;
+    }
+
+    fn fillBase(self: *PatternCache, gpa: Allocator, window: u32) Allocator.Error!void {
+        var chosen: std.ArrayList(u64) = .empty; // (hits, key) of each candidate
+        defer chosen.deinit(gpa);
+        var it = self.entries.iterator();
+        while (it.next()) |kv| {
+            const entry = kv.value_ptr;
+            entry.base_id = no_base;
+            if (@as(u64, entry.hits) * base_share < window) continue;
+            try chosen.append(gpa, kv.key_ptr.*);
+        }
+        if (chosen.items.len == 0) return;
+        const Order = struct {
+            entries: *const regex.IntMap(u64, Entry),
+            fn before(o: @This(), a: u64, b: u64) bool {
+                const ha = o.entries.get(a).?.hits;
+                const hb = o.entries.get(b).?.hits;
+                return ha > hb or (ha == hb and a < b);
+            }
+        };
+        std.mem.sortUnstable(u64, chosen.items, Order{ .entries = &self.entries }, Order.before);
+        self.base = regex.ExprSet.init(gpa, .{}) catch return error.OutOfMemory; // no limits
+        const b = &self.base.?;
+        for (chosen.items) |k| {
+            const entry = self.entries.getPtr(k).?;
+            const recipe = self.recipes.items[entry.recipe_start..][0..entry.recipe_len];
+            var node_count: u32 = 0;
+            var at: usize = 0;
+            while (at < recipe.len) : (node_count += 1) at += 2 + recipe[at + 1];
+            if (b.count() + node_count > base_terms_max) continue;
+            const fuel_before = b.fuel_spent;
+            const id = b.importTerm(recipe) catch return error.OutOfMemory; // the base has no limits
+            const marks_start = self.base_class_terms.items.len;
+            try b.classTerms(gpa, id, &self.base_class_terms);
+            entry.base_fuel = @intCast(b.fuel_spent - fuel_before);
+            entry.marks_start = @intCast(marks_start);
+            entry.marks_len = @intCast(self.base_class_terms.items.len - marks_start);
+            entry.base_id = id.index();
+        }
+        if (self.sizeBytes() > self.bytes_max) return error.OutOfMemory;
     }
 
     /// `pattern` with `flags` was parsed into `exprs` as `e`: remember its recipe if the text
@@ -226,4 +373,86 @@ test "pattern cache: memory stays within its bound, and what it answers stays ri
     }
     try std.testing.expect(cache.hits > 200);
     try std.testing.expect(cache.clears > 0); // the bound was reached
+}
+
+/// What `ir_reader.ParseMemo` does with a pattern: the cache's term, or a parse it offers.
+fn testTerm(cache: *PatternCache, exprs: *regex.ExprSet, pattern: []const u8) !regex.ExprId {
+    if (try cache.lookup(exprs, pattern, .{})) |id| return id;
+    const id = try parseFresh(exprs, pattern, .{});
+    cache.offer(std.testing.allocator, exprs, pattern, .{}, id);
+    return id;
+}
+
+test "pattern cache: the base set holds the patterns a window's grammars share, and answers them by id" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    const common = test_patterns[0..3];
+    var unique_buffer: [32]u8 = undefined;
+    var grammar: u32 = 0;
+    while (grammar < 100) : (grammar += 1) {
+        var exprs = try cache.startSet(gpa, .{}, 16);
+        defer exprs.deinit();
+        const from_base = exprs.base_count > 0;
+        // Every grammar uses the common patterns, every third one a pattern of its own (met
+        // again by the next grammar, so that it is cached but rare).
+        for (common) |p| {
+            exprs.refuel(1_000_000, .compile_fuel);
+            const id = try testTerm(&cache, &exprs, p);
+            const spent = exprs.fuel_spent;
+            // The oracle: the pattern parsed in the same set (hash-consed: the same id).
+            try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), id);
+            if (from_base) {
+                try std.testing.expect(id.index() < exprs.base_count);
+                // The fuel a recipe import spends, in a set of its own.
+                var alone = try regex.ExprSet.init(gpa, .{});
+                defer alone.deinit();
+                alone.refuel(1_000_000, .compile_fuel);
+                const entry = cache.entries.get(PatternCache.key(p, .{})).?;
+                _ = try alone.importTerm(cache.recipes.items[entry.recipe_start..][0..entry.recipe_len]);
+                try std.testing.expectEqual(alone.fuel_spent, spent);
+            }
+        }
+        if (grammar % 3 == 0) {
+            const p = try std.fmt.bufPrint(&unique_buffer, "[a-f]{{{d}}}z", .{grammar / 6 + 1});
+            const id = try testTerm(&cache, &exprs, p);
+            try std.testing.expectEqual(try parseFresh(&exprs, p, .{}), id);
+        }
+        try std.testing.expectEqual(from_base, grammar + 1 >= base_window_min); // the 16th starts from it
+        if (cache.base) |*b| try std.testing.expect(b.count() <= base_terms_max);
+    }
+    try std.testing.expect(cache.base_hits >= 3 * (100 - base_window_min));
+    // The rare patterns (a sixth of the grammars each) are not in the base.
+    const rare = cache.entries.get(PatternCache.key("[a-f]{2}z", .{})).?;
+    try std.testing.expectEqual(PatternCache.no_base, rare.base_id);
+    // A set copied before the cache is emptied gets recipes afterwards, not stale ids.
+    var old = try cache.startSet(gpa, .{}, 16);
+    defer old.deinit();
+    try std.testing.expect(old.base_count > 0);
+    cache.clear(gpa);
+    for (0..2) |_| {
+        var other = try regex.ExprSet.init(gpa, .{}); // a second sight stores the pattern
+        defer other.deinit();
+        _ = try testTerm(&cache, &other, common[0]);
+    }
+    const id = (try cache.lookup(&old, common[0], .{})).?;
+    try std.testing.expectEqual(try parseFresh(&old, common[0], .{}), id);
+}
+
+test "pattern cache: a tight expression limit starts from an empty set" {
+    const gpa = std.testing.allocator;
+    var cache: PatternCache = .{};
+    defer cache.deinit(gpa);
+    for (0..base_window_min + 1) |_| {
+        var exprs = try cache.startSet(gpa, .{}, 0);
+        defer exprs.deinit();
+        _ = try testTerm(&cache, &exprs, test_patterns[0]);
+    }
+    try std.testing.expect(cache.base != null);
+    var tight = try cache.startSet(gpa, .{ .expr_count_max = base_terms_max * base_limit_factor - 1 }, 0);
+    defer tight.deinit();
+    try std.testing.expectEqual(@as(u32, 2), tight.count());
+    var roomy = try cache.startSet(gpa, .{ .expr_count_max = base_terms_max * base_limit_factor }, 0);
+    defer roomy.deinit();
+    try std.testing.expect(roomy.base_count > 2);
 }

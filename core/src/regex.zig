@@ -491,6 +491,18 @@ pub const ExprSet = struct {
     /// Current nesting of `factorHeads` (an alternation factored inside the factoring of
     /// another).
     factor_depth: u32 = 0,
+    /// Terms below this id are a copy of the instance's base set (`initFrom`,
+    /// `pattern_cache.zig`): the hottest patterns' terms, which a grammar then finds by id
+    /// instead of interning them again. 0 in a set of its own.
+    base_count: u32 = 0,
+    /// The base set's generation when it was copied (the cache's ids are valid in this set
+    /// only when it matches).
+    base_generation: u32 = 0,
+    /// One bit per base term this set *used*: met by interning, or one of the byte sets of a
+    /// base pattern it was given (`markBase`). `forEachByteSet` visits only these of the
+    /// base terms, so the byte classes are those of the terms the grammar built, as in a set
+    /// of its own.
+    base_marks: []u64 = &.{},
 
     pub fn init(gpa: Allocator, limits: Limits) Error!ExprSet {
         var set: ExprSet = .{ .gpa = gpa, .limits = limits };
@@ -499,6 +511,46 @@ pub const ExprSet = struct {
         const epsilon = try set.intern(&.{@backingInt(Tag.epsilon) | flag_nullable});
         assert(nothing == .nothing and epsilon == .epsilon);
         return set;
+    }
+
+    /// A set that starts as a copy of `base` (a set of its own, at most `base_terms_max`
+    /// terms), with room for `term_count` more terms (`reserve`). Its terms are `base`'s, with
+    /// their ids, none of them marked used: a term the owner builds that `base` has gets
+    /// `base`'s id, and marks it. The copy is the arrays' memory and one table insertion per
+    /// base term (by its stored hash); nothing is derived or checked.
+    pub fn initFrom(gpa: Allocator, limits: Limits, base: *const ExprSet, generation: u32, term_count: u32) Error!ExprSet {
+        assert(base.base_count == 0);
+        const n = base.count();
+        var set: ExprSet = .{ .gpa = gpa, .limits = limits };
+        errdefer set.deinit();
+        const total = n + term_count;
+        try set.words.ensureTotalCapacity(gpa, base.words.items.len + 4 * @as(usize, term_count));
+        set.words.appendSliceAssumeCapacity(base.words.items);
+        try set.spans.ensureTotalCapacity(gpa, total);
+        set.spans.appendSliceAssumeCapacity(base.spans.items);
+        try set.lengths.ensureTotalCapacity(gpa, total);
+        set.lengths.appendSliceAssumeCapacity(base.lengths.items);
+        try set.hashes.ensureTotalCapacity(gpa, total);
+        set.hashes.appendSliceAssumeCapacity(base.hashes.items);
+        try set.completion_max.ensureTotalCapacity(gpa, total);
+        set.completion_max.appendSliceAssumeCapacity(base.completion_max.items);
+        try set.table.ensureTotalCapacityContext(gpa, total, .{ .set = &set });
+        for (0..n) |id| set.table.putAssumeCapacityNoClobberContext(@intCast(id), {}, .{ .set = &set });
+        set.base_marks = try gpa.alloc(u64, (n + 63) / 64);
+        @memset(set.base_marks, 0);
+        set.base_count = n;
+        set.base_generation = generation;
+        return set;
+    }
+
+    /// Notes that this set uses base term `id` (see `base_marks`).
+    pub fn markBase(self: *ExprSet, id: u32) void {
+        assert(id < self.base_count);
+        self.base_marks[id >> 6] |= @as(u64, 1) << @as(u6, @truncate(id));
+    }
+
+    fn baseMarked(self: *const ExprSet, id: u32) bool {
+        return self.base_marks[id >> 6] & (@as(u64, 1) << @as(u6, @truncate(id))) != 0;
     }
 
     /// Room for `term_count` more terms of about four words each, taken at once: the tables
@@ -527,6 +579,7 @@ pub const ExprSet = struct {
         self.completion_max.deinit(self.gpa);
         self.clamp_cache.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
+        self.gpa.free(self.base_marks);
         self.* = undefined;
     }
 
@@ -682,7 +735,11 @@ pub const ExprSet = struct {
             RunContext{ .set = self, .hash32 = hash32 },
             IdContext{ .set = self },
         );
-        if (gop.found_existing) return @fromBackingInt(@intCast(gop.key_ptr.*));
+        if (gop.found_existing) {
+            const found = gop.key_ptr.*;
+            if (found < self.base_count) self.markBase(found);
+            return @fromBackingInt(@intCast(found));
+        }
         // Ids stay below 2^31 whatever the limit says: the search's rows use bit 31.
         if (self.spans.items.len >= @min(self.limits.expr_count_max, row_boolean_bit - 1)) {
             self.table.removeByPtr(gop.key_ptr);
@@ -742,13 +799,18 @@ pub const ExprSet = struct {
         return id;
     }
 
-    /// The literal byte string `bytes`.
+    /// The literal byte string `bytes`: what `concat(byte(b), …)` from the last byte builds,
+    /// and the fuel it spends, without `concat`'s cases (a byte head is not a concatenation,
+    /// not a repeat, not nullable, and the tail is plain): JSON Schema key lexemes exclude
+    /// their object's property names as literals, many bytes a grammar.
     pub fn literal(self: *ExprSet, bytes: []const u8) Error!ExprId {
         var result: ExprId = .epsilon;
         var i = bytes.len;
         while (i > 0) {
             i -= 1;
-            result = try self.concat(try self.byte(bytes[i]), result);
+            const head = try self.byte(bytes[i]);
+            try self.spend(1); // `concat`'s own unit
+            result = if (result == .epsilon) head else try self.intern(&.{ @backingInt(Tag.concat), head.index(), result.index() });
         }
         return result;
     }
@@ -1854,6 +1916,28 @@ pub const ExprSet = struct {
         }
     }
 
+    /// Appends to `out` the ids of the terms under `e` (itself included) that `forEachByteSet`
+    /// reads: byte sets and `digits_mod` terms. Each once; an explicit stack.
+    pub fn classTerms(self: *const ExprSet, gpa: Allocator, e: ExprId, out: *std.ArrayList(u32)) Allocator.Error!void {
+        var seen: IntMap(u32, void) = .empty;
+        defer seen.deinit(gpa);
+        var stack: std.ArrayList(u32) = .empty;
+        defer stack.deinit(gpa);
+        try stack.append(gpa, e.index());
+        while (stack.pop()) |id| {
+            if ((try seen.getOrPut(gpa, id)).found_existing) continue;
+            const run = self.runOf(id);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+            switch (t) {
+                .byte_set, .digits_mod => try out.append(gpa, id),
+                else => {},
+            }
+            for (run[1..], 0..) |arg, i| {
+                if (isChildArg(t, i)) try stack.append(gpa, arg);
+            }
+        }
+    }
+
     /// The term a recipe of `exportTerm` describes, interned in this set: the same term the
     /// smart constructors would have built here, since every normal-form rule but the order
     /// of alternation and intersection members is independent of ids, and those are sorted
@@ -1888,7 +1972,9 @@ pub const ExprSet = struct {
         return @fromBackingInt(@intCast(ids.items[ids.items.len - 1]));
     }
 
-    /// Every byte set that occurs in the set, for alphabet compression.
+    /// Every byte set that occurs in the set, for alphabet compression: of the terms copied
+    /// from a base set (`initFrom`), only those the set used (`base_marks`), so that the
+    /// classes are those of a set that built the same terms on its own.
     /// A `digits_mod` term counts as the ten one-digit sets (every digit moves it
     /// differently), and as `.` when it reads points. Its derivatives are `digits_mod` terms
     /// of the same modulus and kind, so the classes computed from the terms a grammar
@@ -1898,6 +1984,7 @@ pub const ExprSet = struct {
         var point_seen = false;
         var id: u32 = 0;
         while (id < self.count()) : (id += 1) {
+            if (id < self.base_count and !self.baseMarked(id)) continue;
             const e: ExprId = @fromBackingInt(@intCast(id));
             switch (self.tag(e)) {
                 .byte_set => visit(context, self.byteSetOf(e)),
@@ -2880,4 +2967,136 @@ test "an intersection whose two members exclude each other is shown empty by the
     try std.testing.expect(!try set.emptyPair(f, &representatives));
     try std.testing.expect(!try set.isEmpty(f, &representatives));
     try std.testing.expect(try matches(&set, f, "\"abcdzzzzzz\""));
+}
+
+/// The byte partition the sets `forEachByteSet` visits induce, by pairs: `same[a][b]` when no
+/// visited set holds one of a, b and not the other (the oracle the refinement must match).
+fn testSamePartition(set: *const ExprSet) ![256][256]bool {
+    var sets: std.ArrayList(ByteSet) = .empty;
+    defer sets.deinit(std.testing.allocator);
+    const Collect = struct {
+        list: *std.ArrayList(ByteSet),
+        failed: *bool,
+        fn visit(c: @This(), s: ByteSet) void {
+            c.list.append(std.testing.allocator, s) catch {
+                c.failed.* = true;
+            };
+        }
+    };
+    var failed = false;
+    set.forEachByteSet(Collect{ .list = &sets, .failed = &failed }, Collect.visit);
+    if (failed) return error.OutOfMemory;
+    var same: [256][256]bool = undefined;
+    for (0..256) |a| {
+        for (0..256) |b| {
+            same[a][b] = for (sets.items) |s| {
+                if (s.contains(@intCast(a)) != s.contains(@intCast(b))) break false;
+            } else true;
+        }
+    }
+    return same;
+}
+
+test "a set started from a base set builds the same terms, with the byte classes of the terms it used" {
+    const gpa = std.testing.allocator;
+    const used = [_][]const u8{ "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt])*\"", "-?(?:0|[1-9][0-9]*)" };
+    const unused = [_][]const u8{ "[q-z]+%[A-F]{2}", "\\d{3}x" };
+    const own = [_][]const u8{ "ab|[a-f]+", "true|false" };
+    var base = try ExprSet.init(gpa, .{});
+    defer base.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    for (used ++ unused) |p| _ = try regex_syntax.parse(&base, p, .{}, &diag);
+    // The reference: a set of its own that builds the used and own patterns.
+    var alone = try ExprSet.init(gpa, .{});
+    defer alone.deinit();
+    var alone_ids: [used.len + own.len]ExprId = undefined;
+    for (used ++ own, 0..) |p, i| alone_ids[i] = try regex_syntax.parse(&alone, p, .{}, &diag);
+    // The copy builds the same patterns: the used ones are found in the base, by id.
+    var copy = try ExprSet.initFrom(gpa, .{}, &base, 7, 16);
+    defer copy.deinit();
+    try std.testing.expectEqual(base.count(), copy.base_count);
+    try std.testing.expectEqual(@as(u32, 7), copy.base_generation);
+    var copy_ids: [used.len + own.len]ExprId = undefined;
+    for (used ++ own, 0..) |p, i| copy_ids[i] = try regex_syntax.parse(&copy, p, .{}, &diag);
+    for (0..used.len) |i| {
+        try std.testing.expect(copy_ids[i].index() < copy.base_count);
+        try std.testing.expectEqual(try regex_syntax.parse(&base, used[i], .{}, &diag), copy_ids[i]);
+    }
+    // Same terms: both rebuilt in a third set are one id each.
+    var third = try ExprSet.init(gpa, .{});
+    defer third.deinit();
+    for (alone_ids, copy_ids) |a, c| {
+        var ra: std.ArrayList(u32) = .empty;
+        defer ra.deinit(gpa);
+        var rc: std.ArrayList(u32) = .empty;
+        defer rc.deinit(gpa);
+        try alone.exportTerm(gpa, a, &ra);
+        try copy.exportTerm(gpa, c, &rc);
+        try std.testing.expectEqual(try third.importTerm(ra.items), try third.importTerm(rc.items));
+    }
+    // The classes are the reference's: the unused base patterns' sets ([q-z], %, [A-F], \d)
+    // cut nothing, which they would if every base term counted.
+    const want = try testSamePartition(&alone);
+    const got = try testSamePartition(&copy);
+    for (0..256) |a| {
+        for (0..256) |b| try std.testing.expectEqual(want[a][b], got[a][b]);
+    }
+    try std.testing.expect(want['p']['q']);
+    // Marking the base's [q-z] (as interning it would) makes it count: p and q part.
+    var q_z: ByteSet = .{};
+    q_z.addRange('q', 'z');
+    const q_z_id = try base.byteSet(q_z);
+    try std.testing.expect(q_z_id.index() < copy.base_count);
+    copy.markBase(q_z_id.index());
+    const after = try testSamePartition(&copy);
+    try std.testing.expect(!after['p']['q'] and after['w']['y']);
+}
+
+test "classTerms lists each byte set and digits term under a term once" {
+    const gpa = std.testing.allocator;
+    var set = try ExprSet.init(gpa, .{});
+    defer set.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    const e = try regex_syntax.parse(&set, "(?:ab|[a-c]x)+a", .{}, &diag);
+    const d = try set.concat(e, try set.digitsMod(7, 0, 0, 0));
+    var out: std.ArrayList(u32) = .empty;
+    defer out.deinit(gpa);
+    try set.classTerms(gpa, d, &out);
+    // a, b, [a-c], x and the digits term: each once.
+    try std.testing.expectEqual(@as(usize, 5), out.items.len);
+    for (out.items, 0..) |id, i| {
+        const t = set.tag(@fromBackingInt(id));
+        try std.testing.expect(t == .byte_set or t == .digits_mod);
+        for (out.items[0..i]) |other| try std.testing.expect(other != id);
+    }
+}
+
+test "literal builds the term and spends the fuel of concatenating its bytes" {
+    const gpa = std.testing.allocator;
+    var prng = std.Random.DefaultPrng.init(0x11e7a1);
+    const random = prng.random();
+    var fast = try ExprSet.init(gpa, .{});
+    defer fast.deinit();
+    var reference = try ExprSet.init(gpa, .{});
+    defer reference.deinit();
+    var text: [24]u8 = undefined;
+    for (0..300) |_| {
+        const len = random.uintAtMost(usize, text.len);
+        // Few distinct bytes, so that terms recur (hits) as well as being new.
+        for (text[0..len]) |*b| b.* = "ab\"\\\x00\xff"[random.uintLessThan(usize, 6)];
+        fast.refuel(1_000_000, .compile_fuel);
+        reference.refuel(1_000_000, .compile_fuel);
+        var want: ExprId = .epsilon;
+        var i = len;
+        while (i > 0) {
+            i -= 1;
+            want = try reference.concat(try reference.byte(text[i]), want);
+        }
+        const got = try fast.literal(text[0..len]);
+        // The two sets build the same terms in the same order: the same ids.
+        try std.testing.expectEqual(want, got);
+        try std.testing.expectEqual(reference.count(), fast.count());
+        try std.testing.expectEqual(reference.fuel_spent, fast.fuel_spent);
+        if (len > 0) try std.testing.expect(fast.accepts(got, text[0..len]) catch unreachable);
+    }
 }
