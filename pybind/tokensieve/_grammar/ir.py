@@ -212,6 +212,10 @@ class GrammarIR:
         # a 128-tool grammar adds ~6,000 rules).
         self.rules.append(_new_tuple(Rule, (lhs, tuple(rhs))))
 
+    def add_rules(self, lhs: int, alternatives: Sequence[Sequence[Sym]]) -> None:
+        """`add_rule(lhs, rhs)` for each of `alternatives`, in order."""
+        self.rules += [_new_tuple(Rule, (lhs, tuple(rhs))) for rhs in alternatives]
+
 
 # The core's regex metacharacters (docs/lexer.md), `-` and `/` included so a literal is safe in
 # any position, and control characters as `\xHH`.

@@ -1171,12 +1171,15 @@ class _Compiler:
     def rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
         self.symbol_count += len(rhs) + 1
         if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
-            raise GrammarError(
-                f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
-                "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
-                json_pointer="",
-            )
+            raise self.too_large()
         self.ir.add_rule(lhs, rhs)
+
+    def too_large(self) -> GrammarError:
+        return GrammarError(
+            f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
+            "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
+            json_pointer="",
+        )
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
         if extra:
@@ -1191,8 +1194,11 @@ class _Compiler:
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
-        for alt in alternatives:
-            self.rule(nt, alt)
+        # `rule` for each alternative, in C-level passes (a large schema makes ~10,000 rules).
+        self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        self.ir.add_rules(nt, alternatives)
         return nt
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
@@ -3015,8 +3021,22 @@ class _Compiler:
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
+        nonterminal = self.nonterminal
+
         def seq(i: int, c: int) -> list[Sym] | None:
-            return self.state_sequence(table, seqs, (suffix[i], c), f"{name}:after{i}.{c}")
+            # `state_sequence`, inline, the label made only for a new nonterminal (~4,500
+            # states in MaskBench o48661).
+            state = (suffix[i], c)
+            out = seqs.get(state, seqs)
+            if out is not seqs:
+                return out  # type: ignore[return-value]
+            alts = table[state]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(nonterminal(f"{name}:after{i}.{c}", alts))]
+            seqs[state] = out
+            return out
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
