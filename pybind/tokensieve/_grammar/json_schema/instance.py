@@ -106,7 +106,7 @@ class InstanceChecker:
         self.resolve = resolve
         self.pattern_parts = pattern_parts
         self.format_regexes = format_regexes
-        self.compiled: dict[str, re.Pattern[str]] = {}
+        self.compiled: dict[str, re.Pattern[str] | _LiteralBody] = {}
         self.parts: dict[str, tuple[Sequence[str], Sequence[str]]] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
         # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
@@ -193,16 +193,20 @@ class InstanceChecker:
                 break
             if type(regex) is str:
                 raise Undecidable(regex)
-            found = map(regex.fullmatch, bodies)
+            found = map(regex.text.__eq__, bodies) if type(regex) is _LiteralBody else map(regex.fullmatch, bodies)
             keep = list(found) if wanted else list(map(operator.not_, found))  # a match is truthy
             texts, bodies = list(compress(texts, keep)), list(compress(bodies, keep))
         return set(texts)
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _regex(self, body: str) -> re.Pattern[str]:
+    def _regex(self, body: str) -> re.Pattern[str] | _LiteralBody:
         compiled = self.compiled.get(body)
         if compiled is None:
+            text = _literal_text(body)
+            if text is not None:
+                compiled = self.compiled[body] = _LiteralBody(text)
+                return compiled
             try:
                 compiled = self.compiled[body] = re.compile(body)
             except re.error as err:
@@ -350,7 +354,7 @@ class InstanceChecker:
         self.string_checks[id(schema)] = (schema, check)
         return check
 
-    def _string_parts(self, schema: dict[str, Any]) -> tuple[float, float, list[re.Pattern[str] | str], list[re.Pattern[str] | str]]:
+    def _string_parts(self, schema: dict[str, Any]) -> tuple[float, float, list[re.Pattern[str] | _LiteralBody | str], list[re.Pattern[str] | _LiteralBody | str]]:
         """(length bounds, regexes a string's body must match, regexes it must not) of
         `schema`'s string keywords, each regex found once; a regex that cannot be had is the
         message of its Undecidable in its place. Kept per schema (by identity)."""
@@ -359,7 +363,7 @@ class InstanceChecker:
             return known[1]
         low, high = _size_bound(schema, "minLength", 0), _size_bound(schema, "maxLength", math.inf)
         patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
-        musts: list[re.Pattern[str] | str] = []
+        musts: list[re.Pattern[str] | _LiteralBody | str] = []
         nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
         for pattern in patterns:
             try:
@@ -376,7 +380,7 @@ class InstanceChecker:
         self.string_parts_of[id(schema)] = (schema, parts)
         return parts
 
-    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | str:
+    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | _LiteralBody | str:
         """`_regex(body_of(text))`, or why it cannot be had (the message of its Undecidable)."""
         try:
             return self._regex(body_of(text))
@@ -474,3 +478,43 @@ def _size_bound(schema: dict[str, Any], key: str, default: float) -> float:
     if not _is_number(value):
         raise Undecidable(f"{key} is not a number: {value!r}")
     return value  # type: ignore[no-any-return]
+
+
+# Python's `re` metacharacters: a body regex without them (but for `\` before punctuation)
+# matches one text.
+_RE_SPECIAL = frozenset(".^$*+?{}[]|()")
+
+
+class _LiteralBody:
+    """A body regex that matches exactly one text, compared rather than compiled: Python's
+    `re` takes ~100 µs to compile a pattern, and `^PowerShell@1$` beside 238 task names is
+    238 of them (MaskBench service-schema). Answers `fullmatch` as a compiled one would, but
+    for the match object (True)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def fullmatch(self, body: str) -> bool | None:
+        return True if body == self.text else None
+
+
+def _literal_text(body: str) -> str | None:
+    """The one text a body regex matches when it is a literal under Python's `re` (plain
+    characters, a backslash before ASCII punctuation), else None."""
+    if "\\" not in body and _RE_SPECIAL.isdisjoint(body):
+        return body
+    out = []
+    chars = iter(body)
+    for c in chars:
+        if c == "\\":
+            nxt = next(chars, "")
+            if not (nxt and nxt.isascii() and not nxt.isalnum() and nxt.isprintable()):
+                return None  # a class (`\d`), an escape (`\n`), a trailing backslash
+            out.append(nxt)
+        elif c in _RE_SPECIAL:
+            return None
+        else:
+            out.append(c)
+    return "".join(out)
