@@ -53,7 +53,7 @@ _NONTERMINALS: dict[int, Sym] = {}
 
 def _shared(table: dict[int, Sym], terminal: bool, index: int) -> Sym:
     """A new symbol, kept in `table` when its index is small enough to share."""
-    sym = Sym(terminal, index)
+    sym = tuple.__new__(Sym, (terminal, index))  # not Sym(...): its __new__ is Python code
     return table.setdefault(index, sym) if 0 <= index < _SHARED_INDEX_MAX else sym
 
 
