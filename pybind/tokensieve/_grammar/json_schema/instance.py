@@ -28,7 +28,7 @@ import operator
 import re
 from fractions import Fraction
 from itertools import compress
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Union
 
 __all__ = ["Undecidable", "InstanceChecker", "json_equal", "json_type"]
 
@@ -157,7 +157,9 @@ class InstanceChecker:
                     out.append(v)
         return out
 
-    def _valid_values_in_order(self, values: list[Any], schema: dict[str, Any], pointer: str, strings: bool) -> list[Any]:
+    def _valid_values_in_order(
+        self, values: list[Any], schema: dict[str, Any], pointer: str, strings: bool
+    ) -> list[Any]:
         """`valid_values` one value at a time (what the string filter falls back to)."""
         out = []
         string = None
@@ -354,7 +356,7 @@ class InstanceChecker:
         self.string_checks[id(schema)] = (schema, check)
         return check
 
-    def _string_parts(self, schema: dict[str, Any]) -> tuple[float, float, list[re.Pattern[str] | _LiteralBody | str], list[re.Pattern[str] | _LiteralBody | str]]:
+    def _string_parts(self, schema: dict[str, Any]) -> tuple[float, float, list[_BodyCheck], list[_BodyCheck]]:
         """(length bounds, regexes a string's body must match, regexes it must not) of
         `schema`'s string keywords, each regex found once; a regex that cannot be had is the
         message of its Undecidable in its place. Kept per schema (by identity)."""
@@ -363,7 +365,7 @@ class InstanceChecker:
             return known[1]
         low, high = _size_bound(schema, "minLength", 0), _size_bound(schema, "maxLength", math.inf)
         patterns = ([schema["pattern"]] if "pattern" in schema else []) + list(schema.get("_patterns", ()))
-        musts: list[re.Pattern[str] | _LiteralBody | str] = []
+        musts: list[_BodyCheck] = []
         nots = [self._regex_or_reason(str, body) for body in schema.get("_not_bodies", ())]
         for pattern in patterns:
             try:
@@ -479,6 +481,9 @@ def _size_bound(schema: dict[str, Any], key: str, default: float) -> float:
         raise Undecidable(f"{key} is not a number: {value!r}")
     return value  # type: ignore[no-any-return]
 
+
+# A body regex as the checks hold it: compiled, a literal, or why it cannot be had.
+_BodyCheck = Union["re.Pattern[str]", "_LiteralBody", str]
 
 # Python's `re` metacharacters: a body regex without them (but for `\` before punctuation)
 # matches one text.
