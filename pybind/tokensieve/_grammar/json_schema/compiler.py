@@ -270,7 +270,7 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     while stack:
         value = stack.pop()
         steps += 1
-        if steps > 1_000_000:
+        if steps > _WALK_STEPS_MAX:
             return True  # the translation has its own size limits
         kind = type(value)
         if kind is str:
@@ -309,9 +309,14 @@ _REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
 _LONE_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
 _REWRITE_CANDIDATE = re.compile(rb"u(?:\x04\0\0\0\$ref|\x03\0\0\0\$id|\x02\0\0\0id)u.{4}(?!#)", re.DOTALL)
 _DYNAMIC_KEY = re.compile(rb"\$dynamicRef|\$recursiveRef")  # (a regex: 4x faster than two `in`)
+# The walks' budget: past it they stop and ask for the rewrite (the translation has its own
+# size limits).
+_WALK_STEPS_MAX = 2_000_000
 # Bytes; the walk takes at most 1.5 steps per byte (a dict entry with a None key and value: 3
-# steps, 2 bytes), so it would not run out of its 1,000,000 steps on a form this long.
-_SETTLED_SIZE_MAX = 600_000
+# steps, 2 bytes), so it would not run out of its steps on a form this long. (At 600,000 with
+# a budget of 1,000,000 steps, Kubernetes kb_1161's 960 kB form, mostly descriptions, went to
+# the walk: 26,000 steps, 6-10 ms.)
+_SETTLED_SIZE_MAX = 1_300_000
 
 
 def _settled_at_once(schema: Any) -> bool:
@@ -361,7 +366,7 @@ def _lone_surrogate_walk(schema: Any) -> bool:
     while stack:
         value, pointer = stack.pop()
         steps += 1
-        if steps > 1_000_000:
+        if steps > _WALK_STEPS_MAX:
             return True  # the translation has its own size limits
         if isinstance(value, dict) and not rewrite:
             rewrite = _needs_rewrite(value, root=not pointer)
@@ -1031,6 +1036,7 @@ class _Compiler:
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
         self.plain_symbols: dict[tuple[str, str, str], Sym] = {}  # `lexeme` without extras
+        self.key_symbols: dict[str, Sym] = {}  # `key_symbol`
         self.string_symbol: Sym | None = None
         self.checker = InstanceChecker(
             lambda ref, pointer: self.lookup(self.ref_pointer(ref, pointer)), pattern_parts, FORMAT_REGEXES
@@ -1102,12 +1108,15 @@ class _Compiler:
     def rule(self, lhs: int, rhs: Sequence[Sym]) -> None:
         self.symbol_count += len(rhs) + 1
         if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
-            raise GrammarError(
-                f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
-                "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
-                json_pointer="",
-            )
+            raise self.too_large()
         self.ir.add_rule(lhs, rhs)
+
+    def too_large(self) -> GrammarError:
+        return GrammarError(
+            f"the schema's grammar is larger than {GRAMMAR_SYMBOL_COUNT_MAX} symbols; simplify the schema "
+            "(large maxItems/enum lists or allOf of several anyOf multiply its size)",
+            json_pointer="",
+        )
 
     def lexeme(self, name: str, kind: str, value: str, **extra: Any) -> Sym:
         if extra:
@@ -1120,10 +1129,22 @@ class _Compiler:
             sym = self.plain_symbols[key] = Sym.t(self.ir.add_lexeme(_plain_lexeme(name, kind, value)))
         return sym
 
+    def key_symbol(self, key: str) -> Sym:
+        """The lexeme of property name `key` (the JSON string), kept per name: a name recurs
+        in object after object (MaskBench kb_1161: 3,006 members, 1,412 names), and adding
+        its lexeme again hashes the whole `Lexeme` in Python."""
+        sym = self.key_symbols.get(key)
+        if sym is None:
+            sym = self.key_symbols[key] = Sym.t(self.ir.add_lexeme(_json_string_lexeme(key)))
+        return sym
+
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
-        for alt in alternatives:
-            self.rule(nt, alt)
+        # `rule` for each alternative, in C-level passes (a large schema makes ~10,000 rules).
+        self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        self.ir.add_rules(nt, alternatives)
         return nt
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
@@ -2610,7 +2631,7 @@ class _Compiler:
             for key, item in value.items():
                 syms = self.value_syms(item, pointer, depth + 1)
                 sym = self.choice(f"{pointer or '/'}:value", [syms])
-                members.append((Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), sym, True))
+                members.append((self.key_symbol(key), sym, True))
             body = self.object_body_any_order(members, None, 0, None, pointer)
             assert body is not None  # every member is a value: satisfiable
             return [body]
@@ -2618,7 +2639,7 @@ class _Compiler:
             out = [self.lbrace]
             for i, (key, item) in enumerate(value.items()):
                 out += [self.comma] if i else []
-                out += [Sym.t(self.ir.add_lexeme(_json_string_lexeme(key))), self.colon]
+                out += [self.key_symbol(key), self.colon]
                 out += self.value_syms(item, pointer, depth + 1)
             return out + [self.rbrace]
         if value is None or isinstance(value, bool):
@@ -2695,7 +2716,7 @@ class _Compiler:
         taken = list(properties) + [k for k in required if k not in properties]
         any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
-        add_lexeme = self.ir.add_lexeme
+        key_symbols = self.key_symbols
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}" if listed else f"{pointer}/required"
@@ -2712,7 +2733,7 @@ class _Compiler:
                     why = "accepts no value" if allowed else "is not allowed by propertyNames"
                     return self.contradiction(f"the required property {key!r} {why}", where)
                 continue
-            members.append((Sym.t(add_lexeme(_json_string_lexeme(key))), sym, key in needed))
+            members.append((key_symbols.get(key) or self.key_symbol(key), sym, key in needed))
             member_keys.append(key)
             member_schemas.append((schema, where))
             if witnesses:
@@ -3003,12 +3024,34 @@ class _Compiler:
             suffix[i] = suffix_ids.setdefault((members[i], suffix[i + 1]), len(suffix_ids))
         # Only c <= i is reachable at state (i, c) (c counts members before i): a bound of
         # 10,000 over a few members made 10,000 tails of 10,000 repeats (MaskBench tokenlist).
-        for c in range(min(top, n) + 1):
+        # Nor is c below the required members before i (`floor[i]`, at most `top`): after a
+        # required first member, the states with nothing written before (c = 0) were half of
+        # an object's, built but never reached (MaskBench service-schema: 238 such objects of
+        # 10 members). A state another object reaches is built by that object's loop: its
+        # floor is its own, and every state a reachable one leads to is reachable.
+        floor = [0] * (n + 1)
+        for i in range(n):
+            floor[i + 1] = min(top, floor[i] + 1) if members[i][2] else floor[i]
+        for c in range(floor[n], min(top, n) + 1):
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
+        nonterminal = self.nonterminal
+
         def seq(i: int, c: int) -> list[Sym] | None:
-            return self.state_sequence(table, seqs, (suffix[i], c), f"{name}:after{i}.{c}")
+            # `state_sequence`, inline, the label made only for a new nonterminal (~4,500
+            # states in MaskBench o48661).
+            state = (suffix[i], c)
+            out = seqs.get(state, seqs)
+            if out is not seqs:
+                return out  # type: ignore[return-value]
+            alts = table[state]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(nonterminal(f"{name}:after{i}.{c}", alts))]
+            seqs[state] = out
+            return out
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
@@ -3016,7 +3059,7 @@ class _Compiler:
             first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
             later = [comma, key_sym, colon, value_sym]
             here = suffix[i]
-            for c in range(min(top, i) + 1):
+            for c in range(floor[i], min(top, i) + 1):
                 state = (here, c)
                 if state in table:
                     continue
