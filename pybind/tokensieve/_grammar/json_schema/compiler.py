@@ -2769,7 +2769,7 @@ class _Compiler:
                         where = f"{pointer}/additionalProperties" if not matching else f"{pointer}/patternProperties"
                         sym = self.compile(schema, where) if any_name or self.name_allowed(key, names, pointer) else None
                         if sym is not None:
-                            loose.append((key, Sym.t(add_lexeme(_json_string_lexeme(key))), sym, schema, where))
+                            loose.append((key, self.key_symbol(key), sym, schema, where))
                     others = self.key_regions(d, [*taken, *missing], key_parts, pointer)
                     pair = None
                     if others:
