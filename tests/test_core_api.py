@@ -302,3 +302,32 @@ def test_malformed_ir_is_an_error_not_a_trap(corrupt, wasm_variant):
     assert not isinstance(caught.value, CoreTrap) and not core.poisoned
     assert "IR" in str(caught.value)
     assert Matcher(Tokenizer.default(), Grammar.regex("[a-z]+")).consume_token(Tokenizer.default().encode("abc")[0])
+
+
+def test_prepare_builds_the_trie_in_every_instance_before_the_first_matcher(monkeypatch):
+    """`Tokenizer.prepare(pool)` builds the tokenizer in each of the pool's instances (counted
+    at the core call that builds it), so matchers placed on any of them afterwards build
+    nothing; the instances it made are the pool's own."""
+    from tokensieve._core.binding import Core
+    from tokensieve._core.pool import CoreOptions, CorePool
+
+    built: list[int] = []
+    original = Core.tokenizer_new
+
+    def counted(self, *args, **kwargs):
+        built.append(id(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Core, "tokenizer_new", counted)
+    pool = CorePool(CoreOptions(instances=2))
+    tok = Tokenizer.default().with_vocab_size(Tokenizer.default().vocab_size + 3)  # a tokenizer no test built
+    assert tok.prepare(pool) is tok
+    cores = pool.cores()
+    assert len(cores) == 2 and sorted(built) == sorted(id(core) for core in cores)
+    grammar = Grammar.regex("[ab]+")
+    matchers = [Matcher(tok, grammar, pool=pool) for _ in range(4)]
+    assert {id(m._core) for m in matchers} == {id(core) for core in cores}  # both instances used
+    assert len(built) == 2
+    a = tok.encode("a")[0]
+    for m in matchers:
+        assert a in allowed_ids(m, tok.vocab_size)

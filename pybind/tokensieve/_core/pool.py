@@ -127,6 +127,12 @@ class CorePool:
         with self._lock:
             return [c for c in self._slots if c is not None and not c.poisoned]
 
+    def instances(self) -> list[Core]:
+        """Every slot's healthy instance, made now where a slot is empty or its instance dead
+        (what `Tokenizer.prepare` builds in)."""
+        with self._lock:
+            return [self._slot_core(index) for index in range(len(self._slots))]
+
     def _slot_core(self, index: int) -> Core:
         """The healthy instance in slot `index`, made or remade if needed (pool lock held)."""
         core = self._slots[index]

@@ -117,7 +117,7 @@ class TokensieveGrammarBackend(BaseGrammarBackend):
         ts_tokenizer = Tokenizer.from_hf(tokenizer, vocab_size=max(vocab_size, len(tokenizer)))
         if eos_token_ids:
             ts_tokenizer = ts_tokenizer.with_eos_token_ids(sorted(eos_token_ids))
-        self.ts_tokenizer = ts_tokenizer
+        self.ts_tokenizer = ts_tokenizer.prepare()  # the tries and encoder now, not in the first requests
         self.whitespace = whitespace
 
     def _compile(self, kind: str, key_string: str) -> BaseGrammarObject:

@@ -75,7 +75,7 @@ class TokensieveBackend(StructuredOutputBackend):
     def __post_init__(self) -> None:
         config = self.vllm_config.structured_outputs_config
         self.whitespace = "compact" if config.disable_any_whitespace else "flexible"
-        self.ts_tokenizer = tokensieve_tokenizer(self.tokenizer, self.vocab_size)
+        self.ts_tokenizer = tokensieve_tokenizer(self.tokenizer, self.vocab_size).prepare()
         self.vocab_size = self.ts_tokenizer.vocab_size
 
     def compile_grammar(
