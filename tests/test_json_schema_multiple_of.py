@@ -164,6 +164,42 @@ def test_multiple_above_the_residue_bound_keeps_the_warning() -> None:
     assert any("multipleOf 10001 is ignored" in w for w in ir.options["warnings"])
 
 
+@pytest.mark.parametrize("c,lo,hi,lo_open,hi_open", [
+    (10_001, -50_003, 40_004, False, False),   # above the residue bound: the multiples listed
+    (41_200, -41_200, 82_400, True, False),    # allany11's lcm; an open bound at a multiple
+    (123_457, 0, 123_457 * 256, False, True),  # 256 multiples, the most listed
+])
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_large_multiple_between_bounds_is_exact(c: int, lo: int, hi: int, lo_open: bool, hi_open: bool, kind: str) -> None:
+    schema: dict[str, Any] = {"type": kind, "multipleOf": c,
+                              "exclusiveMinimum" if lo_open else "minimum": lo,
+                              "exclusiveMaximum" if hi_open else "maximum": hi}
+    texts = _texts(c, random.Random(c), (lo, hi))
+    _check(schema, texts, lambda t: _expected(t, c, kind == "integer", lo, hi, lo_open, hi_open))
+
+
+def test_large_multiple_with_none_between_the_bounds_is_a_contradiction() -> None:
+    with pytest.raises(GrammarError, match="no multiple of 41200 lies within the bounds"):
+        Grammar.json_schema({"type": "number", "multipleOf": 41_200, "exclusiveMinimum": -300, "exclusiveMaximum": 0})
+    # Beside another branch, only that branch is dropped.
+    schema = {"anyOf": [{"type": "number", "multipleOf": 41_200, "exclusiveMinimum": -300, "exclusiveMaximum": 0},
+                        {"type": "integer", "multipleOf": 7}]}
+    _check(schema, _texts(7, random.Random(3)), lambda t: _expected(t, 7, True))
+
+
+def test_not_large_multiple_between_bounds_is_exact() -> None:
+    c, lo, hi = 10_007, -30_021, 30_021
+    schema = {"type": "integer", "not": {"multipleOf": c}, "minimum": lo, "maximum": hi}
+
+    def expected(text: str) -> bool:
+        if not _JSON_NUMBER.fullmatch(text) or "e" in text.lower() or "." in text:
+            return False
+        x = Decimal(text)
+        return lo <= x <= hi and _remainder(text, c) != 0 and not (text.startswith("-") and x == 0)
+
+    _check(schema, _texts(c, random.Random(c), (lo, hi)), expected)
+
+
 @pytest.mark.parametrize("multiple", [0.01, 2.5, 0.25, 1.5, 0.1, 2.4, 9.5, 6.75, 13.5, 2.125, 6.5, 1.4, 0.0077])
 def test_non_integer_multiples_stay_exact(multiple: float) -> None:
     step = Decimal(repr(multiple))
