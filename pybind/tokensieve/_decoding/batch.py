@@ -84,7 +84,6 @@ _calls = 0
 _thread_time: Callable[[], float] = getattr(time, "thread_time", time.perf_counter)
 
 
-
 class _Group:
     """One instance's part of a batch fill: its locked (matcher, row) pairs, their handles,
     row views and pending tokens (-1: none; see `Matcher.consume_token`), their places in the

@@ -2134,35 +2134,30 @@ class _Compiler:
         return self.choice(f"{pointer or '/'}:unevaluated", alternatives)
 
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
-        declined = id(d[key]) in self.presence_declined
-        if key == "oneOf" and len(d[key]) >= 2 and not self.coerce_one_of and not declined:
-            rest = {k: v for k, v in d.items() if k != key}
+        rest = {k: v for k, v in d.items() if k != key}
+        one_of = key == "oneOf"
+        # A presence constraint first (not for a oneOf read as anyOf under coerce_one_of, nor
+        # for options `presence_expanded` put back).
+        if (len(d[key]) >= 2 or not one_of) and not (one_of and self.coerce_one_of) and id(d[key]) not in self.presence_declined:
             result = self.compile_presence(
-                self.presence_constraint(rest, d[key], {"kind": "oneOf", "options": d[key]}, one_of=True), pointer,
-                "no value is valid under exactly one of the oneOf options (with the keywords beside it)", f"{pointer}/oneOf",
+                self.presence_constraint(rest, d[key], {"kind": key, "options": d[key]}, one_of=one_of), pointer,
+                f"no value is valid under {'exactly one' if one_of else 'any'} of the {key} options (with the keywords beside it)",
+                f"{pointer}/{key}",
             )
             if result is not _NOT_EXACT:
                 return result  # type: ignore[return-value]
-        if key == "oneOf" and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
+        if one_of and not self.one_of_disjoint(d[key], f"{pointer}/oneOf", d.get("type")):
             exact = self.compile_one_of_exactly(d, pointer)
             if exact is not _NOT_EXACT:
                 return exact  # type: ignore[return-value]
             self.warn("oneOf is treated as anyOf (an instance valid under several options is accepted)", pointer)
-        rest = {k: v for k, v in d.items() if k != key}
         unevaluated = "_unevaluatedProperties" in d or "_unevaluatedItems" in d
-        if key == "anyOf" and not declined:
-            result = self.compile_presence(
-                self.presence_constraint(rest, d[key], {"kind": "anyOf", "options": d[key]}), pointer,
-                "no value is valid under any of the anyOf options (with the keywords beside it)", f"{pointer}/anyOf",
-            )
-            if result is not _NOT_EXACT:
-                return result  # type: ignore[return-value]
         if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
             union = self.enum_union(d[key], f"{pointer}/{key}/0")
             if union is not None:
                 return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}")
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
-        if key == "anyOf" and ("_unevaluatedProperties" in d or "_unevaluatedItems" in d) and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
+        if key == "anyOf" and unevaluated and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
             # Every option that passes adds its evaluated keys: one alternative per non-empty
             # set of options, all of them passing (a larger passing set only evaluates more).
             n = len(options)
@@ -2717,15 +2712,19 @@ class _Compiler:
         any_name = _trivial_schema(names)
         needed = set(required) if len(required) > 8 else required
         key_symbols = self.key_symbols
+
+        def value_schema_of(key: str, listed: bool) -> tuple[Any, bool]:
+            """The schema of key's value (its `properties` entry when listed, and the
+            `patternProperties` it matches, else `additionalProperties`), and whether a
+            pattern matched."""
+            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
+            parts = [properties[key], *matching] if listed else matching or [d.get("additionalProperties", self.additional_default)]
+            return (parts[0] if len(parts) == 1 else {"allOf": parts}), bool(matching)
+
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}" if listed else f"{pointer}/required"
-            matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
-            if listed:
-                parts = [properties[key], *matching]
-            else:
-                parts = matching or [d.get("additionalProperties", self.additional_default)]
-            schema = parts[0] if len(parts) == 1 else {"allOf": parts}
+            schema, _ = value_schema_of(key, listed)
             allowed = any_name or self.name_allowed(key, names, pointer)
             sym = self.compile(schema, where) if allowed else None
             if sym is None:
@@ -2742,16 +2741,7 @@ class _Compiler:
         possible = self.possible_key_count(d, members, regions, names, pointer)
         if possible is not None and possible < low:
             return self.contradiction(f"minProperties {low} but only {possible} property names are possible", pointer)
-        pair = None
-        if regions:
-            # One nonterminal per set of regions in the whole schema (their key lexemes are shared
-            # whatever their names): objects alike in their other keys then share their extras
-            # and the states after their last members too.
-            pair = self.memo.get(("pair", *regions))
-            if pair is None:
-                pair = self.memo[("pair", *regions)] = self.nonterminal(
-                    f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions]
-                )
+        pair = self.pair_nonterminal(regions, pointer) if regions else None
         if "_presence" in d:
             # Keys a constraint names must stand where the members do: one the extras could
             # also spell would be in the text where the states do not see it.
@@ -2763,21 +2753,13 @@ class _Compiler:
                     # Named keys only the extras can spell: their own pairs among the extras.
                     missing = sorted(named.difference(taken))
                     for key in missing:
-                        matching = [s for p, s in patterns.items() if self.key_matches(p, key, pointer)] if patterns else []
-                        parts = matching or [d.get("additionalProperties", self.additional_default)]
-                        schema = parts[0] if len(parts) == 1 else {"allOf": parts}
-                        where = f"{pointer}/additionalProperties" if not matching else f"{pointer}/patternProperties"
+                        schema, matched = value_schema_of(key, False)
+                        where = f"{pointer}/patternProperties" if matched else f"{pointer}/additionalProperties"
                         sym = self.compile(schema, where) if any_name or self.name_allowed(key, names, pointer) else None
                         if sym is not None:
                             loose.append((key, self.key_symbol(key), sym, schema, where))
                     others = self.key_regions(d, [*taken, *missing], key_parts, pointer)
-                    pair = None
-                    if others:
-                        pair = self.memo.get(("pair", *others))
-                        if pair is None:
-                            pair = self.memo[("pair", *others)] = self.nonterminal(
-                                f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in others]
-                            )
+                    pair = self.pair_nonterminal(others, pointer) if others else None
                 body = self.object_body_presence(members, member_keys, member_schemas, d["_presence"], pair, pointer, loose)
             if body is _NOT_EXACT:
                 return self.compile_flat(dict(self.presence_expanded(d), type=["object"]), pointer)
@@ -2791,6 +2773,18 @@ class _Compiler:
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
         return self.object_body(members, pair, low, high, pointer)
+
+    def pair_nonterminal(self, regions: list[tuple[Sym, Sym]], pointer: str) -> int:
+        """The `key: value` pairs of an object's key regions: one nonterminal per set of
+        regions in the whole schema (their key lexemes are shared whatever their names), so
+        objects alike in their other keys also share their extras and the states after their
+        last members."""
+        pair = self.memo.get(("pair", *regions))
+        if pair is None:
+            pair = self.memo[("pair", *regions)] = self.nonterminal(
+                f"{pointer or '/'}:pair", [[k, self.colon, v] for k, v in regions]
+            )
+        return pair
 
     def witness_values(self, key: str, schema: Any, witnesses: list[dict[str, Any]], where: str) -> list[tuple[Sym, int]]:
         """The value symbols of listed property `key` that meet witnesses: one per non-empty
@@ -3036,22 +3030,16 @@ class _Compiler:
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
-        nonterminal = self.nonterminal
+        state_sequence = self.state_sequence
 
         def seq(i: int, c: int) -> list[Sym] | None:
-            # `state_sequence`, inline, the label made only for a new nonterminal (~4,500
-            # states in MaskBench o48661).
+            # A state met before is looked up before its label is formatted (~4,500 states in
+            # MaskBench o48661, each met several times).
             state = (suffix[i], c)
             out = seqs.get(state, seqs)
             if out is not seqs:
                 return out  # type: ignore[return-value]
-            alts = table[state]
-            if alts is None or len(alts) == 1:
-                out = None if alts is None else alts[0]
-            else:
-                out = [Sym.n(nonterminal(f"{name}:after{i}.{c}", alts))]
-            seqs[state] = out
-            return out
+            return state_sequence(table, seqs, state, f"{name}:after{i}.{c}")
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):

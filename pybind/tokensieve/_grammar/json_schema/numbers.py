@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..automata import _dfa_regex, _group, _minimize
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 
 def _is_number(value: Any) -> bool:
@@ -19,6 +22,14 @@ def _is_number(value: Any) -> bool:
 # =============================================================================================
 # Regex building blocks
 # =============================================================================================
+
+
+def _decimal(value: Any) -> Decimal:
+    """A JSON number as the decimal it is written as (a float by its shortest repr: 0.1 is
+    1/10)."""
+    from decimal import Decimal
+
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
 
 
 def _alt(parts: Sequence[str]) -> str:
@@ -171,9 +182,7 @@ DECIMAL_BOUND_DIGITS_MAX = 40  # fraction digits of a non-integer bound made exa
 def _fraction_digits(value: Any) -> tuple[int, list[int]] | None:
     """(integer part, fraction digits without trailing zeros) of a non-negative number, as
     written in decimal (floats by their shortest repr); None past `DECIMAL_BOUND_DIGITS_MAX`."""
-    from decimal import Decimal
-
-    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    dec = _decimal(value)
     whole, _, fraction = format(dec, "f").partition(".")
     fraction = fraction.rstrip("0")
     if len(fraction) > DECIMAL_BOUND_DIGITS_MAX:
@@ -414,11 +423,9 @@ def _point_residue_regexes(c: int, j: int) -> tuple[str, ...] | None:
 
 def _multiple_parts(multiple: int | float) -> tuple[int, int] | None:
     """(c, j) with multiple = c·10^-j, c an integer; None for a non-positive multiple."""
-    from decimal import Decimal
-
     if not _is_number(multiple) or multiple <= 0:
         return None
-    dec = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    dec = _decimal(multiple)
     sign, digits, exponent = dec.normalize().as_tuple()
     c = int("".join(map(str, digits))) * (10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1)
     j = max(0, -exponent) if isinstance(exponent, int) else 0
@@ -507,13 +514,12 @@ def _bounded_multiples(multiple: Any, lo: Any, lo_open: bool, hi: Any, hi_open: 
     integral), for a `multipleOf` no residue term or automaton can express: few of them lie
     between two bounds when the divisor is large. None when a bound is missing, the divisor is
     not positive, or there are more than `BOUNDED_MULTIPLES_MAX`."""
-    from decimal import Decimal, localcontext
+    from decimal import localcontext
     from fractions import Fraction
 
     if lo is None or hi is None or not _is_number(multiple) or multiple <= 0:
         return None
-    exact = [Fraction(str(v)) if isinstance(v, float) else Fraction(v) for v in (multiple, lo, hi)]
-    step, low, high = exact
+    step, low, high = (Fraction(_decimal(v)) for v in (multiple, lo, hi))
     first, last = math.ceil(low / step), math.floor(high / step)
     if lo_open and first * step == low:
         first += 1
@@ -523,7 +529,7 @@ def _bounded_multiples(multiple: Any, lo: Any, lo_open: bool, hi: Any, hi_open: 
         return None
     if step.denominator == 1:
         return [int(step) * k for k in range(first, last + 1)]
-    written = Decimal(repr(multiple)) if isinstance(multiple, float) else Decimal(multiple)
+    written = _decimal(multiple)
     with localcontext() as context:
         context.prec = len(written.as_tuple().digits) + len(str(max(abs(first), abs(last)))) + 2
         return [written * k for k in range(first, last + 1)]
@@ -532,9 +538,7 @@ def _bounded_multiples(multiple: Any, lo: Any, lo_open: bool, hi: Any, hi_open: 
 def _number_spelling_regex(value: Any) -> str:
     """A regex for the exponent-free JSON spellings of one number (`2` → `2(?:\\.0+)?`): an
     int, a float (read by its shortest repr) or a Decimal."""
-    from decimal import Decimal
-
-    dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    dec = _decimal(value)
     text = format(abs(dec), "f")
     whole, _, fraction = text.partition(".")
     whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")

@@ -68,10 +68,6 @@ def key_value(key: Any) -> Any:
     return None if key[0] == "null" else key[1]
 
 
-def _kind(key: Any) -> str:
-    return key[0]
-
-
 def _member(vs: ValueSet, key: Any) -> bool:
     return (key[0] in vs[0]) != (key in vs[1])
 
@@ -282,7 +278,7 @@ def _formula(schema: Any, ignored: frozenset[str], depth: int, cache: dict[int, 
         elif key == "type":
             if value == "object" or value == ["object"]:
                 part = ([{}], False)
-            elif type(value) is list and {"object", "null", "boolean", "string", "number", "array"} <= set(value):
+            elif type(value) is list and KINDS <= set(value):
                 part = TRUE
             else:
                 raise NotPresence
