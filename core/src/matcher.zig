@@ -194,12 +194,8 @@ pub const Grammar = struct {
         // patterns' terms, `pattern_cache.zig`).
         self.exprs = if (patterns) |cache|
             try cache.startSet(gpa, expr_limits, reserve_terms)
-        else blk: {
-            var set = try regex.ExprSet.init(gpa, expr_limits);
-            errdefer set.deinit();
-            try set.reserve(reserve_terms);
-            break :blk set;
-        };
+        else
+            try regex.ExprSet.initCapacity(gpa, expr_limits, reserve_terms);
         errdefer self.exprs.deinit();
         self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         self.compiled = try ir_reader.compileShared(gpa, &self.exprs, words, patterns, diag);

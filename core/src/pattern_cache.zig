@@ -156,10 +156,7 @@ pub const PatternCache = struct {
                 return regex.ExprSet.initFrom(gpa, limits, b, self.generation, term_count);
             }
         }
-        var set = try regex.ExprSet.init(gpa, limits);
-        errdefer set.deinit();
-        try set.reserve(term_count);
-        return set;
+        return regex.ExprSet.initCapacity(gpa, limits, term_count);
     }
 
     /// The term `pattern` with `flags` parses to, in `exprs`, if the cache has it: its id
