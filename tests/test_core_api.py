@@ -304,6 +304,42 @@ def test_malformed_ir_is_an_error_not_a_trap(corrupt, wasm_variant):
     assert Matcher(Tokenizer.default(), Grammar.regex("[a-z]+")).consume_token(Tokenizer.default().encode("abc")[0])
 
 
+def test_eos_variants_share_the_trie_and_mask_like_a_tokenizer_built_alone(monkeypatch):
+    """A tokenizer with other EOS ids (`with_eos_token_ids`: vLLM's and SGLang's stop tokens)
+    shares its base's trie in each instance (`ts_tokenizer_with_eos`, counted at the binding)
+    instead of building one (~10 MB and 0.1 s each on a 128k vocabulary), and its masks equal
+    those of a tokenizer of the same tables and EOS ids built alone, step by step, a text
+    token among the stop ids."""
+    from tokensieve._core.binding import Core
+    from tokensieve._core.pool import CoreOptions, CorePool
+
+    calls: list[str] = []
+    for name in ("tokenizer_new", "tokenizer_with_eos"):
+        original = getattr(Core, name)
+        monkeypatch.setattr(Core, name, lambda self, *a, _f=original, _n=name: calls.append(_n) or _f(self, *a))
+    pool = CorePool(CoreOptions(instances=1))
+    base = Tokenizer.default().with_vocab_size(Tokenizer.default().vocab_size + 5)  # built by no other test
+    newline = base.encode("\n")[0]
+    eos = tuple(sorted({newline, *base.eos_token_ids}))
+    variant = base.with_eos_token_ids(eos)
+    alone = Tokenizer(base._token_bytes, base._kinds, vocab_size=base.vocab_size, eos_token_ids=eos, source=None)
+    base.prepare(pool)
+    (core,) = pool.cores()
+    live_kib = core.live_kib()
+    grammar = Grammar.json_schema({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    shared, built = Matcher(variant, grammar, pool=pool), Matcher(alone, grammar, pool=pool)
+    assert calls == ["tokenizer_new", "tokenizer_with_eos", "tokenizer_new"]
+    for text in ['{"n"', ":", "12", "}"]:
+        assert allowed_ids(shared, variant.vocab_size) == allowed_ids(built, alone.vocab_size)
+        for token in variant.encode(text):
+            assert shared.consume_token(token) and built.consume_token(token)
+    assert allowed_ids(shared, variant.vocab_size) == set(eos)
+    del shared
+    # The variant's part of the instance is its EOS ids; the one built alone holds a trie.
+    assert Matcher(variant, grammar, pool=pool) and len(calls) == 3
+    assert core.live_kib() - live_kib > 1024 and calls.count("tokenizer_with_eos") == 1
+
+
 def test_prepare_builds_the_trie_in_every_instance_before_the_first_matcher(monkeypatch):
     """`Tokenizer.prepare(pool)` builds the tokenizer in each of the pool's instances (counted
     at the core call that builds it), so matchers placed on any of them afterwards build

@@ -28,7 +28,7 @@ const Grammar = matcher_mod.Grammar;
 const Matcher = matcher_mod.Matcher;
 const TokenId = trie_mod.TokenId;
 
-pub const abi_version: i32 = 8;
+pub const abi_version: i32 = 9;
 
 /// Append-only: a code keeps its number forever.
 pub const Status = enum(i32) {
@@ -303,6 +303,27 @@ export fn ts_tokenizer_new(
         error.InvalidTokens => fail(.invalid_argument, -1, "token tables are inconsistent (offsets must be non-decreasing and within the blob; kinds 0..2)", .{}),
         error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{n_ids}),
         error.LimitExceeded => failLimit(.vocabulary, "building the token trie"),
+    };
+    const handle = tokenizers.add(gpa, tokenizer) catch |err| {
+        tokenizer.release(gpa);
+        return failHandles("tokenizer", err);
+    };
+    if (!writeOut(out_handle, handle)) {
+        _ = tokenizers.remove(handle);
+        tokenizer.release(gpa);
+        return fail(.invalid_argument, -1, "bad out-pointer", .{});
+    }
+    return ok();
+}
+
+/// Creates a tokenizer with the vocabulary of tokenizer `base` and `eos_count` other EOS ids
+/// (u32), sharing its trie and tables; `base` may be freed first.
+export fn ts_tokenizer_with_eos(base: i32, eos_ptr: u32, eos_count: u32, out_handle: u32) i32 {
+    const owner = tokenizers.get(base) orelse return invalidHandle("tokenizer", base);
+    const eos = slice(TokenId, eos_ptr, eos_count) orelse return fail(.invalid_argument, -1, "bad EOS pointer", .{});
+    const tokenizer = Tokenizer.withEos(gpa, owner, eos) catch |err| return switch (err) {
+        error.OutOfMemory => fail(.out_of_memory, -1, "out of memory copying the EOS ids", .{}),
+        error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{owner.vocabSize()}),
     };
     const handle = tokenizers.add(gpa, tokenizer) catch |err| {
         tokenizer.release(gpa);

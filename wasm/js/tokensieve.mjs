@@ -23,7 +23,7 @@
 // - `fillBitmask(out)` writes into the caller's array; `maskView()` is the zero-copy path: a
 //   view of the core's own mask buffer, valid until the next call on the core.
 
-export const ABI_VERSION = 8;
+export const ABI_VERSION = 9;
 const IR_MAGIC = 0x31475354;
 const FORCED_CAPACITY = 1024; // the core computes at most this many forced bytes per call
 const utf8 = new TextEncoder();

@@ -46,7 +46,7 @@ from typing import Any, Callable, Final
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
 from .runtime import Runtime
 
-ABI_VERSION: Final = 8
+ABI_VERSION: Final = 9
 
 # The statuses the binding acts on, by their manifest names (their numbers come from the
 # module's manifest, generated from `Status` in core/src/abi.zig).
@@ -71,7 +71,7 @@ _EXPORTS: Final = (
     "ts_abi_version", "ts_manifest_ptr", "ts_manifest_len",
     "ts_error_message_ptr", "ts_error_message_len", "ts_error_position", "ts_error_limit",
     "ts_error_lexeme", "ts_alloc", "ts_free", "ts_handles_free",
-    "ts_tokenizer_new", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
+    "ts_tokenizer_new", "ts_tokenizer_with_eos", "ts_tokenizer_free", "ts_tokenizer_node_count", "ts_tokenizer_has_extension",
     "ts_tokenizer_heal_position",
     "ts_grammar_new_ir", "ts_grammar_free",
     "ts_matcher_new", "ts_matcher_free", "ts_matcher_fork", "ts_matcher_reset",
@@ -321,6 +321,14 @@ class Core:
             finally:
                 for ptr, size in pointers:
                     self._free(ptr, size)
+
+    def tokenizer_with_eos(self, base: int, eos_ids: Sequence[int]) -> int:
+        """A tokenizer sharing tokenizer `base`'s trie with other EOS ids; returns its handle."""
+        with self.lock:
+            if self._pending_frees:
+                self._drain()
+            ptr = self._put_ids(eos_ids)
+            return self._call_out("ts_tokenizer_with_eos", base, ptr, len(eos_ids))
 
     def tokenizer_free(self, handle: int) -> None:
         self._locked("ts_tokenizer_free", handle)

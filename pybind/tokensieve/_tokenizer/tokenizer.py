@@ -75,6 +75,7 @@ class Tokenizer:
         "_space",
         "_widened",
         "_core_handles",
+        "_trie_owner",
         "_lock",
         "__weakref__",
     )
@@ -113,6 +114,8 @@ class Tokenizer:
         # Widened copies by width (`with_vocab_size`), and the trie's handle per core instance.
         self._widened: dict[tuple[int, tuple[int, ...]], Tokenizer] = {}
         self._core_handles: Any = None
+        # The tokenizer of the same width whose trie this one shares in the core (EOS variants).
+        self._trie_owner: Tokenizer | None = None
         self._lock = threading.Lock()
 
     # -- construction ------------------------------------------------------------------
@@ -572,6 +575,9 @@ class Tokenizer:
         return self
 
     def _build_in(self, core: Core) -> int:
+        owner = self._trie_owner
+        if owner is not None:  # microseconds: the owner's trie, built or reused in that instance
+            return core.tokenizer_with_eos(owner.core_handle(core), self.eos_token_ids)
         blob, offsets, kinds = self.core_tables()
         return core.tokenizer_new(blob, offsets, kinds, self.eos_token_ids)
 
@@ -620,15 +626,20 @@ class Tokenizer:
     def _variant(self, size: int, eos: tuple[int, ...]) -> Tokenizer:
         """This vocabulary at another width or with other EOS ids. One object per variant: its
         trie is built once per core instance and shared by every matcher of that variant (each
-        new matcher used to rebuild it, 0.1 s each)."""
+        new matcher used to rebuild it, 0.1 s each). A variant of the same width shares this
+        tokenizer's trie and tables in the core too (`ts_tokenizer_with_eos`): a request's stop
+        tokens cost microseconds, not another trie of ~10-20 MB per instance."""
         if size == self._vocab_size and eos == self._eos_token_ids:
             return self
         key = (size, eos)
         with self._lock:
             found = self._widened.get(key)
             if found is None:
-                kinds = bytearray(self._kinds[: len(self._token_bytes)])
-                kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
+                if size == self._vocab_size:
+                    kinds = self._kinds  # read-only once made
+                else:
+                    kinds = bytearray(self._kinds[: len(self._token_bytes)])
+                    kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
                 found = Tokenizer(
                     self._token_bytes,
                     kinds,
@@ -638,6 +649,8 @@ class Tokenizer:
                     space=self._space,
                 )
                 found._encoders = self._encoders  # the same text gives the same ids
+                if size == self._vocab_size:
+                    found._trie_owner = self._trie_owner or self
                 self._widened[key] = found
         return found
 
