@@ -22,6 +22,7 @@ import os
 import random
 import re
 import time
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,82 @@ def test_int_range_regex_large_bounds() -> None:
         assert compiled.fullmatch(str(n))
     for n in (lo - 1, hi + 1, 10**19, -(10**19)):
         assert not compiled.fullmatch(str(n))
+
+
+def _nesting(pattern: str) -> int:
+    depth = deepest = 0
+    escaped = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
+def _near(value: int, rng: random.Random) -> list[int]:
+    """Integers at and around `value`, and ones that differ from it in one digit."""
+    out = [value - 1, value, value + 1]
+    text = str(abs(value))
+    for _ in range(6):
+        i = rng.randrange(len(text))
+        for digit in "09" + str(rng.randrange(10)):
+            changed = int(text[:i] + digit + text[i + 1 :]) * (-1 if value < 0 else 1)
+            out.append(changed)
+    return out
+
+
+def test_int_range_regex_wide_bounds_nest_shallowly_and_are_exact() -> None:
+    """Bounds of 65 to 400 digits (double's largest value has 309) are ranged block by block
+    (the core refuses patterns nested over 100 deep); membership is checked against integer
+    comparison at, around and one digit away from each bound, and for random integers."""
+    rng = random.Random(7)
+    double_max = int(Decimal(repr(1.7976931348623157e308)))
+    # Heads (first block: 11 digits at 101 digits) two apart: the one between is the middle alternative.
+    cases = [(0, double_max), (-double_max, double_max), (10**64, 10**65 - 1), (10**64 + 1, 10**300),
+             (10**100 + 3, (10**10 + 2) * 10**90 + 5)]
+    for _ in range(40):
+        a = rng.randrange(10 ** rng.randrange(60, 400))
+        b = a + rng.choice([0, 1, 10 ** rng.randrange(1, 300), rng.randrange(10 ** rng.randrange(1, 400))])
+        if rng.random() < 0.3:  # equal heads, zeros and nines in the tails
+            b = int(str(a)[: len(str(a)) // 2] + "9" * (len(str(a)) - len(str(a)) // 2))
+        cases.append((min(a, b), max(a, b)) if rng.random() < 0.8 else (-max(a, b), min(a, b)))
+    for lo, hi in cases:
+        rx = int_range_regex(lo, hi)
+        assert rx is not None and _nesting(rx) <= 60, (lo, hi, _nesting(rx or ""))
+        compiled = re.compile(rx)
+        probes = _near(lo, rng) + _near(hi, rng) + [rng.randint(lo, hi) for _ in range(20)]
+        probes += [rng.randrange(-(10**401), 10**401) for _ in range(20)]
+        for n in probes:
+            assert bool(compiled.fullmatch(str(n))) == (lo <= n <= hi), (lo, hi, n)
+
+
+def test_double_range_bounds_compile_and_match_like_jsonschema() -> None:
+    """`minimum`/`maximum` of ±1.7976931348623157e308 (.NET's and Java's double bounds) used
+    to be refused ("groups nested too deeply"); now decided like `jsonschema` on numbers near
+    the bounds and inside."""
+    import jsonschema
+
+    from tokensieve import Matcher, Tokenizer
+
+    schema = {"type": "number", "minimum": -1.7976931348623157e308, "maximum": 1.7976931348623157e308}
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    tok = Tokenizer.default()
+    top = str(int(Decimal(repr(1.7976931348623157e308))))
+    texts = ["0", "-1.5", "12345.678", top, "-" + top, top + ".0", top[:-1] + "9", "1" + top, top + ".5"]
+    verdicts = set()
+    for text in texts:
+        expected = jsonschema.Draft202012Validator(schema).is_valid(Decimal(text))
+        matcher = Matcher(tok, grammar)
+        got = matcher.consume_tokens(tok.encode(text)) and matcher.is_accepting()
+        assert got == expected, text
+        verdicts.add(expected)
+    assert verdicts == {True, False}
 
 
 def _decimal_strings() -> list[str]:

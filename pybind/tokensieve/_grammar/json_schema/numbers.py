@@ -62,8 +62,17 @@ def _repeat(atom: str, count: int) -> str:
     return atom if count == 1 else f"{atom}{{{count}}}"
 
 
+# Digit strings wider than this are ranged block by block (`_blocked_range`): digit by digit,
+# the regex nests a group per digit, and the core refuses patterns nested over 100 deep
+# (`regex_syntax.nesting_depth_max`), while generated schemas bound numbers by double's
+# largest value, 1.7976931348623157e308: 309 digits.
+_DIGITWISE_WIDTH_MAX = 64
+
+
 def _fixed_width_range(lo: Sequence[int], hi: Sequence[int], base: int) -> str:
     """A regex for the digit strings of one width whose value lies in [lo, hi] (digit lists)."""
+    if len(lo) > _DIGITWISE_WIDTH_MAX:
+        return _blocked_range(lo, hi, base, math.isqrt(len(lo)) + 1)
     if not lo:
         return ""
     rest = len(lo) - 1
@@ -77,6 +86,39 @@ def _fixed_width_range(lo: Sequence[int], hi: Sequence[int], base: int) -> str:
         alts.append(_digit_class(lo[0] + 1, hi[0] - 1, base) + _repeat(_digit_class(0, top, base), rest))
     alts.append(_digit_class(hi[0], hi[0], base) + _fixed_width_range([0] * rest, hi[1:], base))
     return _alt(alts)
+
+
+def _blocked_range(lo: Sequence[int], hi: Sequence[int], base: int, block: int) -> str:
+    """`_fixed_width_range` split at the first `block` digits instead of the first digit: the
+    regex nests a group per block, plus the digit-by-digit range of the last block, so a width
+    of n digits nests about 2·sqrt(n) deep (309 digits: 35) instead of n."""
+    if len(lo) <= block:
+        return _fixed_width_range(lo, hi, base)
+    top = base - 1
+    rest = len(lo) - block
+    lo_head, hi_head = list(lo[:block]), list(hi[:block])
+    any_tail = _repeat(_digit_class(0, top, base), rest)
+    if all(d == 0 for d in lo[block:]) and all(d == top for d in hi[block:]):
+        return _fixed_width_range(lo_head, hi_head, base) + any_tail
+    if lo_head == hi_head:
+        return _spelled(lo_head, base) + _blocked_range(lo[block:], hi[block:], base, block)
+    alts = [_spelled(lo_head, base) + _blocked_range(lo[block:], [top] * rest, base, block)]
+    above, below = _value(lo_head, base) + 1, _value(hi_head, base) - 1
+    if above <= below:
+        alts.append(_fixed_width_range(_digits(above, block, base), _digits(below, block, base), base) + any_tail)
+    alts.append(_spelled(hi_head, base) + _blocked_range([0] * rest, hi[block:], base, block))
+    return _alt(alts)
+
+
+def _spelled(digits: Sequence[int], base: int) -> str:
+    return "".join(_digit_class(d, d, base) for d in digits)
+
+
+def _value(digits: Sequence[int], base: int) -> int:
+    value = 0
+    for d in digits:
+        value = value * base + d
+    return value
 
 
 def _digits(value: int, width: int, base: int) -> list[int]:
