@@ -367,3 +367,39 @@ def test_prepare_builds_the_trie_in_every_instance_before_the_first_matcher(monk
     a = tok.encode("a")[0]
     for m in matchers:
         assert a in allowed_ids(m, tok.vocab_size)
+
+
+def test_plain_lexeme_records_match_the_field_by_field_record():
+    """`_lexeme_words` writes a lexeme without flags (no and/not patterns, not lazy, no
+    dot_all/ignore_case/max_tokens, not special) from a header made once per kind; its record
+    must be the general `_lexeme_record`'s and the ABI's layout (kind, flags 0, byte length,
+    UTF-8, zero padding to a word), written out here by hand. The lexemes are those of
+    schemas' grammars (which take the short path) and a few of every kind and length mod 4;
+    lexemes with a flag take the general path and must still give its record."""
+    import struct
+
+    from tokensieve._grammar.ir import Lexeme, _lexeme_record, _lexeme_words
+    from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
+
+    def by_hand(kind: int, text: str) -> bytes:
+        data = text.encode("utf-8")
+        return struct.pack("<3I", kind, 0, len(data)) + data + b"\0" * (-len(data) % 4)
+
+    schema = {"type": "object", "properties": {"naïve": {"type": "integer"}, "b": {"enum": ["x", 1, None]},
+                                               "c": {"type": "array", "items": {"type": "boolean"}}}}
+    lexemes = list(json_schema_to_ir(schema).lexemes)
+    lexemes += [Lexeme(f"l{n}", kind, "é" * n) for kind in ("regex", "literal") for n in range(6)]
+    plain = [lexeme for lexeme in lexemes if not (lexeme.and_patterns or lexeme.not_patterns)]
+    assert len(plain) >= 15
+    for index, lexeme in enumerate(plain):
+        fresh = Lexeme(*[getattr(lexeme, f) for f in ("name", "kind", "value")])  # no record kept yet
+        expected = by_hand({"regex": 0, "literal": 1}[fresh.kind], fresh.value)
+        assert _lexeme_words(fresh, index) == _lexeme_record(fresh, index) == expected
+        assert fresh.__dict__["_ir_words"] == expected
+    flagged = [Lexeme("a", "regex", "a+", lazy=True), Lexeme("b", "regex", "b", not_patterns=("bb",)),
+               Lexeme("c", "regex", "c", ignore_case=True), Lexeme("d", "regex", "d", max_tokens=3),
+               Lexeme("e", "special", token_ids=(1, 2))]
+    for index, lexeme in enumerate(flagged):
+        record = _lexeme_words(lexeme, index)
+        assert record == _lexeme_record(lexeme, index)
+        assert struct.unpack_from("<I", record, 4)[0] != 0 or lexeme.kind == "special"

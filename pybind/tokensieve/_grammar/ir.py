@@ -337,6 +337,10 @@ class _SymbolWords(dict[Sym, int]):
 _SYMBOL_WORDS = _SymbolWords()
 
 
+# A lexeme record's first two words (kind, flags) when there are no flags (`_lexeme_words`).
+_PLAIN_RECORD_HEADS = {kind: struct.pack("<2I", code, 0) for kind, code in _KIND_CODES.items()}
+
+
 def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
     """A lexeme's record in the IR (kind, flags, pattern or token ids, and/not patterns,
     token budget), kept in the lexeme itself (`_ir_words`, not a field: equality, hashing and
@@ -348,6 +352,22 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
     Raises:
         GrammarError: a pattern is not valid Unicode.
     """
+    fields = lexeme.__dict__
+    kind = fields["kind"]
+    if not (fields["and_patterns"] or fields["not_patterns"] or fields["lazy"] or fields["dot_all"]
+            or fields["ignore_case"] or fields["max_tokens"] or kind == "special"):
+        # The commonest record (no flags, a pattern or literal; most lexemes of a median schema):
+        # `_lexeme_record`'s words with flags 0, from a header made once per kind
+        # (tests/test_ir.py compares the two).
+        record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)
+    else:
+        record = _lexeme_record(lexeme, index)
+    fields["_ir_words"] = record
+    return record
+
+
+def _lexeme_record(lexeme: Lexeme, index: int) -> bytes:
+    """`_lexeme_words`'s record of any lexeme, field by field (not kept in the lexeme)."""
     boolean = bool(lexeme.and_patterns or lexeme.not_patterns)
     flags = (
         (1 if lexeme.lazy else 0)
@@ -368,8 +388,7 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
             out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
     if lexeme.max_tokens:
         out.append(struct.pack("<I", lexeme.max_tokens))
-    record = lexeme.__dict__["_ir_words"] = b"".join(out)
-    return record
+    return b"".join(out)
 
 
 def encode_ir(ir: GrammarIR) -> bytes:
@@ -390,11 +409,7 @@ def encode_ir(ir: GrammarIR) -> bytes:
         out.append(struct.pack(f"<{len(ir.no_skip) + 1}I", len(ir.no_skip), *sorted(ir.no_skip)))
     if ir.distinct:
         out.append(struct.pack(f"<{len(ir.distinct) + 1}I", len(ir.distinct), *sorted(ir.distinct)))
-    for index, lexeme in enumerate(ir.lexemes):
-        record = lexeme.__dict__.get("_ir_words")
-        if record is None:
-            record = _lexeme_words(lexeme, index)
-        out.append(record)
+    out += [lexeme.__dict__.get("_ir_words") or _lexeme_words(lexeme, index) for index, lexeme in enumerate(ir.lexemes)]
     words = array("I")  # the rules, one flat run of words (a struct.pack per rule cost 5x more)
     append, extend, word_of = words.append, words.extend, _SYMBOL_WORDS.__getitem__
     for lhs, rhs in ir.rules:

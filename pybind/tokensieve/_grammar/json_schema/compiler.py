@@ -1007,6 +1007,10 @@ _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `conten
 class _TooDeep(Exception):
     """`content_id_nested` went past `_CONTENT_ID_DEPTH_MAX` (or met a cycle)."""
 _NOT_EXACT = object()  # compile_one_of_exactly: no exact translation
+_DRAFT_BEFORE_7 = re.compile(r"draft-0[346]/")  # a `$schema` of drafts 3, 4 and 6
+# The keywords `normalize` checks are arrays, and objects (a schema without any skips the loop).
+_ARRAY_KEYWORDS = frozenset({"required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"})
+_OBJECT_KEYWORDS = frozenset({"properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"})
 
 
 class _Compiler:
@@ -1074,7 +1078,7 @@ class _Compiler:
         self.depth_high = 0  # the deepest pointer (segments) checked so far in the current memo frame
         self.compile_depth_high = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
-        self.draft_before_7 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4, 6))
+        self.draft_before_7 = isinstance(dialect, str) and _DRAFT_BEFORE_7.search(dialect) is not None
         self.colon = Sym.t(self.ir.add_lexeme(key_separator))
         self.comma = Sym.t(self.ir.add_lexeme(item_separator))
         self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
@@ -1140,12 +1144,16 @@ class _Compiler:
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
         nt = self.ir.add_nonterminal(name)
-        # `rule` for each alternative, in C-level passes (a large schema makes ~10,000 rules).
+        self.rules(nt, alternatives)
+        return nt
+
+    def rules(self, lhs: int, alternatives: Sequence[Sequence[Sym]]) -> None:
+        """`rule(lhs, rhs)` for each alternative, in C-level passes (a large schema makes
+        ~10,000 rules)."""
         self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
         if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
             raise self.too_large()
-        self.ir.add_rules(nt, alternatives)
-        return nt
+        self.ir.add_rules(lhs, alternatives)
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
         """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
@@ -1280,12 +1288,13 @@ class _Compiler:
     def normalize(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
         """A copy with draft-4 forms rewritten: boolean exclusive bounds, `items` lists."""
         d = dict(schema)
-        for excl, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-            value = d.get(excl)
-            if isinstance(value, bool):
-                del d[excl]
-                if value and bound in d:
-                    d[excl] = d.pop(bound)
+        if "exclusiveMinimum" in d or "exclusiveMaximum" in d:
+            for excl, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+                value = d.get(excl)
+                if isinstance(value, bool):
+                    del d[excl]
+                    if value and bound in d:
+                        d[excl] = d.pop(bound)
         items = d.get("items")
         if isinstance(items, list):
             d["prefixItems"] = items
@@ -1295,9 +1304,10 @@ class _Compiler:
                 del d["items"]
         else:
             d.pop("additionalItems", None)
-        for key in ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"):
-            if key in d and not isinstance(d[key], list):
-                raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
+        if not _ARRAY_KEYWORDS.isdisjoint(d):
+            for key in ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"):
+                if key in d and not isinstance(d[key], list):
+                    raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
         if "const" in d:
             const = d.pop("const")
             d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
@@ -1307,9 +1317,10 @@ class _Compiler:
                 if t not in TYPES:
                     raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
             d["type"] = list(types)
-        for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
-            if key in d and not isinstance(d[key], dict):
-                raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
+        if not _OBJECT_KEYWORDS.isdisjoint(d):
+            for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
+                if key in d and not isinstance(d[key], dict):
+                    raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
         if not _CLAUSE_KEYWORD_SET.isdisjoint(d):
             clauses = self.clauses(d, pointer)
             if clauses:
@@ -2663,23 +2674,17 @@ class _Compiler:
         arr = self.ir.add_nonterminal("any:array")
         items = self.ir.add_nonterminal("any:items")
         string = self.string()
-        for lexeme in (
-            string,
-            self.lexeme("number", "regex", NUMBER_REGEX),
-            self.lexeme("boolean", "regex", "true|false"),
-            self.lexeme("null", "literal", "null"),
-        ):
-            self.rule(value, [lexeme])
-        self.rule(value, [Sym.n(obj)])
-        self.rule(value, [Sym.n(arr)])
-        self.rule(obj, [self.lbrace, self.rbrace])
-        self.rule(obj, [self.lbrace, Sym.n(members), self.rbrace])
-        self.rule(members, [string, self.colon, Sym.n(value)])
-        self.rule(members, [Sym.n(members), self.comma, string, self.colon, Sym.n(value)])
-        self.rule(arr, [self.lbracket, self.rbracket])
-        self.rule(arr, [self.lbracket, Sym.n(items), self.rbracket])
-        self.rule(items, [Sym.n(value)])
-        self.rule(items, [Sym.n(items), self.comma, Sym.n(value)])
+        number = self.lexeme("number", "regex", NUMBER_REGEX)
+        boolean = self.lexeme("boolean", "regex", "true|false")
+        null = self.lexeme("null", "literal", "null")
+        v, o, m, a, i = Sym.n(value), Sym.n(obj), Sym.n(members), Sym.n(arr), Sym.n(items)
+        # Each nonterminal's rules in one `rules` call (one count and one extension of the
+        # rules each, not 14 `rule` calls).
+        self.rules(value, [[string], [number], [boolean], [null], [o], [a]])
+        self.rules(obj, [[self.lbrace, self.rbrace], [self.lbrace, m, self.rbrace]])
+        self.rules(members, [[string, self.colon, v], [m, self.comma, string, self.colon, v]])
+        self.rules(arr, [[self.lbracket, self.rbracket], [self.lbracket, i, self.rbracket]])
+        self.rules(items, [[v], [i, self.comma, v]])
         return value
 
     # ---- objects -----------------------------------------------------------------------------
@@ -2724,7 +2729,8 @@ class _Compiler:
         for key in taken:
             listed = key in properties
             where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}" if listed else f"{pointer}/required"
-            schema, _ = value_schema_of(key, listed)
+            # (value_schema_of's answer for a listed key when there are no patterns, without the call)
+            schema = properties[key] if listed and not patterns else value_schema_of(key, listed)[0]
             allowed = any_name or self.name_allowed(key, names, pointer)
             sym = self.compile(schema, where) if allowed else None
             if sym is None:
@@ -4095,8 +4101,7 @@ class _Compiler:
             key = ("star", unit)
             if key not in self.memo:
                 star = self.memo[key] = self.ir.add_nonterminal(f"{name}*")
-                self.rule(star, [])
-                self.rule(star, [Sym.n(star), *unit])
+                self.rules(star, [[], [Sym.n(star), *unit]])
             return out + [Sym.n(self.memo[key])]
         return out + self.up_to(name, unit, hi - lo)
 
