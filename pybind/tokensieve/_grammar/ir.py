@@ -358,7 +358,7 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
             or fields["ignore_case"] or fields["max_tokens"] or kind == "special"):
         # The commonest record (no flags, a pattern or literal; most lexemes of a median schema):
         # `_lexeme_record`'s words with flags 0, from a header made once per kind
-        # (tests/test_ir.py compares the two).
+        # (tests/test_core_api.py compares the two).
         record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)
     else:
         record = _lexeme_record(lexeme, index)
