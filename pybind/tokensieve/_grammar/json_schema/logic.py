@@ -289,11 +289,16 @@ def presence_clauses(constraints: Sequence[Any]) -> list[dict[str, Any]]:
     so the compiler expands them as clauses rather than taking them back as constraints
     (`_Compiler.presence_constraint`): the clause each came from (so that the expansion is
     the one it would have been), else an `anyOf` of one schema per term
-    (`presence.term_schema`)."""
+    (`presence.term_schema`). An entry of `_Compiler.compile_cells` (no term to meet, the
+    property orders of a cell) is an `anyOf` of one option per order listing its keys, which
+    merged first puts them in that order (and merged after, in the schema's own)."""
     out = []
     for entry in constraints:
         if "clause" in entry:
             out.append(entry["clause"])
+            continue
+        if "orders" in entry:
+            out.append({"anyOf": [{"properties": dict.fromkeys(order, True)} for order in entry["orders"]], "_expand": True})
             continue
         # No term: no object is valid (non-objects are: a constraint only ever names objects).
         options = [term_schema(term) for term in terms_from_json(entry["terms"])]
