@@ -2491,8 +2491,10 @@ class _Compiler:
         seen = {tuple(k for k in o if properties.get(k, False) is not False) for o in orders}
         fronts: set[str] = set()
         for order in seen:
+            # The shortest head after which the order is the cell's own; all of it when none
+            # is (more fronts only allow more orders of the same members, each as valid).
             k = 0
-            while list(order[k:]) != [x for x in own if x not in order[:k]]:
+            while k < len(order) and list(order[k:]) != [x for x in own if x not in order[:k]]:
                 k += 1
             fronts.update(order[:k])
         if not fronts:
