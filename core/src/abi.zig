@@ -304,6 +304,11 @@ export fn ts_tokenizer_new(
         error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{n_ids}),
         error.LimitExceeded => failLimit(.vocabulary, "building the token trie"),
     };
+    return addTokenizer(tokenizer, out_handle);
+}
+
+/// Gives `tokenizer` a handle, written at `out_handle`; on failure it is released.
+fn addTokenizer(tokenizer: *Tokenizer, out_handle: u32) i32 {
     const handle = tokenizers.add(gpa, tokenizer) catch |err| {
         tokenizer.release(gpa);
         return failHandles("tokenizer", err);
@@ -325,16 +330,7 @@ export fn ts_tokenizer_with_eos(base: i32, eos_ptr: u32, eos_count: u32, out_han
         error.OutOfMemory => fail(.out_of_memory, -1, "out of memory copying the EOS ids", .{}),
         error.InvalidEos => fail(.invalid_argument, -1, "an EOS id is not below the vocabulary size {d}", .{owner.vocabSize()}),
     };
-    const handle = tokenizers.add(gpa, tokenizer) catch |err| {
-        tokenizer.release(gpa);
-        return failHandles("tokenizer", err);
-    };
-    if (!writeOut(out_handle, handle)) {
-        _ = tokenizers.remove(handle);
-        tokenizer.release(gpa);
-        return fail(.invalid_argument, -1, "bad out-pointer", .{});
-    }
-    return ok();
+    return addTokenizer(tokenizer, out_handle);
 }
 
 export fn ts_tokenizer_free(handle: i32) i32 {

@@ -1241,6 +1241,11 @@ const TestSetup = struct {
 
     /// A tokenizer of `tokens`, the last one `<eos>`.
     fn testTokenizer(gpa: Allocator, tokens: []const []const u8) !*Tokenizer {
+        return testTokenizerEos(gpa, tokens, &.{.fromIndex(@intCast(tokens.len - 1))});
+    }
+
+    /// A tokenizer of `tokens` (those that begin with `<` special) with these EOS ids.
+    fn testTokenizerEos(gpa: Allocator, tokens: []const []const u8, eos: []const TokenId) !*Tokenizer {
         var blob: std.ArrayList(u8) = .empty;
         defer blob.deinit(gpa);
         var offsets: std.ArrayList(u32) = .empty;
@@ -1251,10 +1256,9 @@ const TestSetup = struct {
         for (tokens) |t| {
             try blob.appendSlice(gpa, t);
             try offsets.append(gpa, @intCast(blob.items.len));
-            try kinds.append(gpa, if (std.mem.eql(u8, t, "<eos>")) 1 else 0);
+            try kinds.append(gpa, if (t.len > 1 and t[0] == '<') 1 else 0);
         }
-        const eos: u32 = @intCast(tokens.len - 1);
-        return Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &.{.fromIndex(eos)});
+        return Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, eos);
     }
 
     /// A grammar from IR words and its matcher, over a tokenizer that the setup then owns.
@@ -1317,22 +1321,10 @@ test "mask, consume, rollback and EOS over a tiny vocabulary" {
 test "a tokenizer with other EOS ids shares its base's tables and masks like one built alone" {
     const gpa = std.testing.allocator;
     const tokens = [_][]const u8{ "1", "12", "123", "a", "2", "<eos>", "<stop>" };
-    var blob: std.ArrayList(u8) = .empty;
-    defer blob.deinit(gpa);
-    var offsets: std.ArrayList(u32) = .empty;
-    defer offsets.deinit(gpa);
-    var kinds: std.ArrayList(u8) = .empty;
-    defer kinds.deinit(gpa);
-    try offsets.append(gpa, 0);
-    for (tokens) |t| {
-        try blob.appendSlice(gpa, t);
-        try offsets.append(gpa, @intCast(blob.items.len));
-        try kinds.append(gpa, if (t[0] == '<') 1 else 0);
-    }
     const eos = [_]TokenId{.fromIndex(5)};
     const stop = [_]TokenId{ .fromIndex(6), .fromIndex(4) }; // a text token may stop too
-    const base = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &eos);
-    const alone = try Tokenizer.create(gpa, blob.items, offsets.items, kinds.items, &stop);
+    const base = try TestSetup.testTokenizerEos(gpa, &tokens, &eos);
+    const alone = try TestSetup.testTokenizerEos(gpa, &tokens, &stop);
     defer alone.release(gpa);
     const variant = try Tokenizer.withEos(gpa, base, &stop);
     defer variant.release(gpa);

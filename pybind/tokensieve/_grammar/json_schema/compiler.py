@@ -1921,6 +1921,18 @@ class _Compiler:
                 json_pointer=pointer,
             )
 
+    def check_compile_depth(self, depth: int, pointer: str) -> None:
+        """Count `depth` nested compilations (clauses and $refs with siblings expand in place,
+        so the pointer alone does not bound the recursion) against `COMPILE_DEPTH_MAX`."""
+        if depth > self.compile_depth_high:
+            self.compile_depth_high = depth
+        if depth > COMPILE_DEPTH_MAX:
+            raise GrammarError(
+                f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
+                f"expanded (at {pointer[:200]})",
+                json_pointer=pointer,
+            )
+
     def check_keywords(self, d: dict[str, Any], pointer: str) -> None:
         if DYNAMIC_UNION in d:
             where = d[DYNAMIC_UNION]
@@ -2094,14 +2106,7 @@ class _Compiler:
         # the recursion (a schema can reach itself through them).
         self.compile_depth += 1
         try:
-            if self.compile_depth > self.compile_depth_high:
-                self.compile_depth_high = self.compile_depth
-            if self.compile_depth > COMPILE_DEPTH_MAX:
-                raise GrammarError(
-                    f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
-                    f"expanded (at {pointer[:200]})",
-                    json_pointer=pointer,
-                )
+            self.check_compile_depth(self.compile_depth, pointer)
             result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
@@ -2394,14 +2399,7 @@ class _Compiler:
                 cur, where, orders, first, given, depth = stack.pop()
                 # The levels the expansion's nested compile_flat calls counted (a clause can
                 # reach itself through a $ref): the same limit, the same error.
-                if depth > self.compile_depth_high:
-                    self.compile_depth_high = depth
-                if depth > COMPILE_DEPTH_MAX:
-                    raise GrammarError(
-                        f"the schema nests deeper than {COMPILE_DEPTH_MAX} levels once not/if/$ref with siblings are "
-                        f"expanded (at {where[:200]})",
-                        json_pointer=where,
-                    )
+                self.check_compile_depth(depth, where)
                 node = self.cell_node(cur, where, orders, first, given)
                 for merged, at, merged_orders in reversed(node):
                     if "_clauses" in merged:
