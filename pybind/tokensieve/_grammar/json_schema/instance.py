@@ -525,10 +525,10 @@ _INLINE_FLAGS = re.compile(r"\(\?[aiLmsux-]")
 
 def _cheap_classes(body: str) -> str:
     """`body` with each class that covers more than `CLASS_SPAN_CHEAP` BMP code points above
-    U+00FF written as the negation of its complement: the same characters, but Python's `re`
-    fills a class's table one code point at a time, and the front-end's class for `.` in a
-    string body (~60,000 of them) cost 3.5 ms a regex (MaskBench vega: two, 8 ms of a 95 ms
-    first compile). `body` unchanged when a class is not in the forms `class_regex` writes
+    U+00FF written as the negation of its complement (when that covers fewer): the same
+    characters, but Python's `re` fills a class's table one code point at a time, and the
+    front-end's class for `.` in a string body (~60,000 of them) cost 3.5 ms a regex
+    (MaskBench vega: two, 8 ms of a 95 ms first compile). `body` unchanged when a class is not in the forms `class_regex` writes
     (plain characters, a backslash before ASCII punctuation, `\\xHH`, ranges), is negated, or
     the regex sets flags."""
     if "[" not in body or _INLINE_FLAGS.search(body):
@@ -548,10 +548,9 @@ def _cheap_classes(body: str) -> str:
             ranges, end = _class_ranges(body, i)
             if ranges is None:
                 return body
-            span = sum(max(0, min(hi, 0xFFFF) - max(lo, 0x100) + 1) for lo, hi in ranges)
-            if span > CLASS_SPAN_CHEAP:
+            if _bmp_span(ranges) > CLASS_SPAN_CHEAP:
                 rest = _complement(ranges)
-                if rest:
+                if rest and _bmp_span(rest) < _bmp_span(ranges):
                     out += (body[done:i], "[^", *(_class_part(lo, hi) for lo, hi in rest), "]")
                     done = end
             i = end
@@ -610,6 +609,11 @@ def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     if next_lo <= CODE_POINT_MAX:
         out.append((next_lo, CODE_POINT_MAX))
     return out
+
+
+def _bmp_span(ranges: list[tuple[int, int]]) -> int:
+    """The code points U+0100-U+FFFF in `ranges` (what `re` walks one by one)."""
+    return sum(max(0, min(hi, 0xFFFF) - max(lo, 0x100) + 1) for lo, hi in ranges)
 
 
 def _class_part(lo: int, hi: int) -> str:
