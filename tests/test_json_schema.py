@@ -663,6 +663,45 @@ def test_checking_many_values_agrees_with_jsonschema_and_the_general_check() -> 
         assert checker.valid_values(values, schema) == [v for v in values if checker.valid(v, schema)], schema
 
 
+
+def test_wide_classes_compiled_as_negations_keep_every_character() -> None:
+    # InstanceChecker compiles a body regex whose classes cover most of Unicode as negations
+    # of their complements (`_cheap_classes`: Python's `re` fills a wide class's table one code
+    # point at a time). Each rewritten class must match exactly the code points the original
+    # does (surrogates included), and the checks beside enums must still agree with jsonschema.
+    import jsonschema
+
+    from tokensieve._grammar.json_schema.compiler import _Compiler, _plain_lexeme
+    from tokensieve._grammar.json_schema.instance import _cheap_classes
+    from tokensieve._grammar.json_schema.strings import pattern_to_json_regex
+
+    # (pattern, a text before the class): every code point after the prefix, each way
+    cases = [("^.*$", ""), ("^(date|utc):.*$", "date:"), ("^[^a-z]+$", ""), ("^\\S+$", ""), ("^[\u0100-\uffff]*$", "")]
+    # the BMP whole (the surrogates, U+2028/9, every class edge), astral code points sampled
+    everything = [chr(c) for c in [*range(0x10000), *range(0x10000, 0x110000, 97), 0x10FFFE, 0x10FFFF]]
+    for pattern, prefix in cases:
+        body = pattern_to_json_regex(pattern)
+        cheap = _cheap_classes(body)
+        assert cheap != body and "[^" in cheap, pattern  # the rewrite happens
+        old, new = re.compile(body), re.compile(cheap)
+        assert old.groups == new.groups
+        differ = [c for c in everything if bool(old.fullmatch(prefix + c)) != bool(new.fullmatch(prefix + c))]
+        assert differ == [], (pattern, differ[:5])
+    raw = "x\\\\[a-z\u0100-\uffff]"  # a wide class after an escaped backslash, surrogates inside
+    assert _cheap_classes(raw) != raw
+    assert [c for c in everything if bool(re.fullmatch(raw, "x\\" + c)) != bool(re.fullmatch(_cheap_classes(raw), "x\\" + c))] == []
+
+    checker = _Compiler(
+        {}, lenient=False, additional_properties_default=True,
+        key_separator=_plain_lexeme("':'", "literal", ":"), item_separator=_plain_lexeme("','", "literal", ","),
+    ).checker
+    values = ["date:x", "utc:", "date:\U0001f600é", 'date:"\\', "date:\x00\t", "dat:x", "ABC", "AbC", "A\U0001f600",
+              "é\u0100", "\uffff", "a b", "ab", ""]
+    for pattern in ("^(date|utc):.*$", "^[^a-z]+$", "^\\S+$", "^[\u0100-\uffff]*$"):
+        validator = jsonschema.Draft202012Validator({"pattern": pattern})
+        assert checker.valid_values(values, {"pattern": pattern}) == [v for v in values if validator.is_valid(v)], pattern
+
+
 # -- the property order of merged schemas, beside llguidance --------------------------------
 
 _MERGED_PARTS = {
