@@ -2252,8 +2252,8 @@ class _Compiler:
         self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str, *, cells: bool = False
     ) -> Sym | None:
         """`rest` AND any one of the options (schemas, each with its JSON pointer). With
-        `cells` (`anyOf`/`oneOf` options), an option whose merge is a plain schema is one
-        object taking both orders (`option_cell`)."""
+        `cells` (`anyOf`/`oneOf` options), an option whose merge is plain is merged once and
+        compiled once, one body per order (`option_cell`)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
@@ -2330,6 +2330,14 @@ class _Compiler:
             for order in (_keys_after(keys, flat_keys), _keys_after(flat_keys, keys))
         ]
         if orders[0] != orders[1]:
+            # The required keys not listed follow in each merge's `required` order (the
+            # expansion compiled the second merge only when the listed keys' order differed).
+            required, flat_required = rest.get("required", []), flat.get("required", [])
+            if all(type(k) is str for k in (*required, *flat_required)):  # else compile_object names the error
+                orders = [
+                    order + [k for k in _keys_after(tuple(first), tuple(then)) if k not in properties]
+                    for order, (first, then) in zip(orders, ((required, flat_required), (flat_required, required)))
+                ]
             merged = dict(merged, _orders=orders)
         sym = self.compile_flat(merged, where)
         return [sym] if sym is not None else None
