@@ -1013,6 +1013,9 @@ _ARRAY_KEYWORDS = frozenset({"required", "enum", "anyOf", "oneOf", "allOf", "pre
 _OBJECT_KEYWORDS = frozenset({"properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"})
 
 
+_NO_ALTERNATIVE = object()  # option_cell: the merge failed, no alternative (as the expansion's `continue`)
+
+
 class _CellsDeclined(Exception):
     """`compile_cells` cannot stand for the expansion here (see there)."""
 
@@ -2183,7 +2186,7 @@ class _Compiler:
         if len(d[key]) >= 2 and _has_constraints(rest) and not unevaluated:
             union = self.enum_union(d[key], f"{pointer}/{key}/0")
             if union is not None:
-                return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}")
+                return self.compile_alternatives(rest, [union], f"{pointer or '/'}:{key}", cells=True)
         options = [(option, f"{pointer}/{key}/{i}") for i, option in enumerate(d[key])]
         if key == "anyOf" and unevaluated and 1 < len(options) <= UNEVALUATED_ANY_OF_MAX:
             # Every option that passes adds its evaluated keys: one alternative per non-empty
@@ -2193,7 +2196,7 @@ class _Compiler:
                 ({"allOf": [options[i][0] for i in range(n) if mask >> i & 1]}, options[(mask & -mask).bit_length() - 1][1])
                 for mask in range(1, 1 << n)
             ]
-        return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}")
+        return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}", cells=True)
 
     def compile_one_of_exactly(self, d: dict[str, Any], pointer: str) -> Sym | None | object:
         """`oneOf` whose options may overlap, as the alternatives "option i and not any other"
@@ -2250,14 +2253,24 @@ class _Compiler:
             self.contradiction("no value is valid under exactly one of the oneOf options (with the keywords beside it)", at)
         return result
 
-    def compile_alternatives(self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str) -> Sym | None:
-        """`rest` AND any one of the options (schemas, each with its JSON pointer)."""
+    def compile_alternatives(
+        self, rest: dict[str, Any], options: list[tuple[Any, str]], name: str, *, cells: bool = False
+    ) -> Sym | None:
+        """`rest` AND any one of the options (schemas, each with its JSON pointer). With
+        `cells` (`anyOf`/`oneOf` options), an option whose merge is plain is merged once and
+        compiled once, one body per order (`option_cell`)."""
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
         for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
+                if cells and flat is not None and not self.any_order:
+                    cell = self.option_cell(rest, flat, where)
+                    if cell is not _NOT_EXACT:
+                        if cell is not _NO_ALTERNATIVE:
+                            alternatives.append(cell)  # type: ignore[arg-type]
+                        continue
                 # Under property_order="any" both orders are the same language: one is enough.
                 orders = [] if flat is None else [(rest, flat)] if self.any_order else [(rest, flat), (flat, rest)]
                 seen_orders: list[list[str]] = []
@@ -2284,6 +2297,55 @@ class _Compiler:
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
         return self.choice(name, alternatives)
+
+    def option_cell(self, rest: dict[str, Any], flat: dict[str, Any], where: str) -> list[Sym] | None | object:
+        """`rest` AND the (flattened) anyOf/oneOf option `flat` as `compile_alternatives`
+        makes it, from one merge (the rest first) and one compile: the expansion merged the
+        two in both orders and compiled each order that differed as an object of its own,
+        the same members; here the merge carries both key orders (`_orders`) and
+        `compile_object` makes one body per order over the members it compiled once. The
+        same language, fewer merges, memo keys and member lists (MaskBench service-schema:
+        238 task objects of 10 members, each merged and compiled twice).
+
+        As `compile_alternatives`' entry: `[sym]`, None (empty), `_NO_ALTERNATIVE` (no
+        merge), or `_NOT_EXACT` where the merge still has something read before its object
+        or merged again (`_clauses`, an `anyOf`/`oneOf`, an `enum`, a pending
+        `unevaluated*`, an excluded object or array value), a `_presence` constraint or a
+        witness (their objects are built otherwise): the caller then expands both orders as
+        before."""
+        merged = self.merge(rest, flat, where)
+        if merged is None:
+            return _NO_ALTERNATIVE
+        if (
+            "_clauses" in merged or "anyOf" in merged or "oneOf" in merged or "enum" in merged
+            or "_unevaluatedProperties" in merged or "_unevaluatedItems" in merged
+            or "_presence" in merged or "_witness" in merged
+            or any(isinstance(v, (list, dict)) for v in merged.get("_not_enum", ()))
+        ):
+            return _NOT_EXACT
+        empty = _required_without_value(merged, self.listed_values)
+        if empty is not None:
+            self.contradiction(f"the required property {empty!r} accepts no value", where)
+            return None
+        properties = merged.get("properties", {})
+        keys, flat_keys = tuple(rest.get("properties", ())), tuple(flat.get("properties", ()))
+        # The expansion's two orders, as it told them apart (keys whose schema is `false` make no member).
+        orders = [
+            [k for k in order if properties.get(k, False) is not False]
+            for order in (_keys_after(keys, flat_keys), _keys_after(flat_keys, keys))
+        ]
+        if orders[0] != orders[1]:
+            # The required keys not listed follow in each merge's `required` order (the
+            # expansion compiled the second merge only when the listed keys' order differed).
+            required, flat_required = rest.get("required", []), flat.get("required", [])
+            if all(type(k) is str for k in (*required, *flat_required)):  # else compile_object names the error
+                orders = [
+                    order + [k for k in _keys_after(tuple(first), tuple(then)) if k not in properties]
+                    for order, (first, then) in zip(orders, ((required, flat_required), (flat_required, required)))
+                ]
+            merged = dict(merged, _orders=orders)
+        sym = self.compile_flat(merged, where)
+        return [sym] if sym is not None else None
 
     def enum_union(self, options: list[Any], pointer: str) -> tuple[dict[str, Any], str] | None:
         """anyOf/oneOf options that are all plain value lists (`enum`/`const` beside annotations
@@ -2939,6 +3001,16 @@ class _Compiler:
             return self.object_body_witness(members, variants, pairs, len(witnesses), low, high, pointer)
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
+        if "_orders" in d:
+            # An anyOf/oneOf option's merge in the expansion's key orders (`option_cell`): one
+            # body per order over the same members (required keys not listed stay last).
+            bodies = []
+            for order in d["_orders"]:
+                rank = {k: j for j, k in enumerate(order)}
+                ranked = sorted(range(len(members)), key=lambda i: rank.get(member_keys[i], len(order) + i))
+                body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
+                bodies.append([body] if body is not None else None)
+            return self.choice(f"{pointer or '/'}:orders", bodies)
         return self.object_body(members, pair, low, high, pointer)
 
     def pair_nonterminal(self, regions: list[tuple[Sym, Sym]], pointer: str) -> int:
