@@ -414,6 +414,40 @@ def test_hand_written_tags_match_xgrammar(llama3, index: int) -> None:
         assert _accepts(ours.fork(), llama3, text) == _is_grammar_accept_string(theirs, text), text
 
 
+# Found by `tokensieve fuzz --seed 1128` (tag inputs 3721, 4266): free text with nothing banned
+# (an `any_text` without excludes or end, beside a sibling whose literal shares its first
+# character) made the spelled form without its start state, a KeyError instead of a grammar.
+FREE_TEXT_WITH_NOTHING_BANNED = [
+    {"type": "or", "elements": [
+        {"type": "any_text", "excludes": []},
+        {"type": "star", "content": {"type": "tag", "begin": "</think>", "content": {"type": "const_string", "value": "]"},
+                                     "end": "0\U0001F642b0"}},
+        {"type": "const_string", "value": "</t>"},
+        {"type": "const_string", "value": "<|endoftext|>"},
+    ]},
+    {"type": "optional", "content": {"type": "sequence", "elements": [
+        {"type": "plus", "content": {"type": "const_string", "value": "</think>"}},
+        {"type": "repeat", "content": {"type": "const_string", "value": "<f"}, "min": 0, "max": -1},
+        {"type": "any_text"},
+    ]}},
+]
+NOTHING_BANNED_TEXTS = [
+    "", "abc", "</think>", "</think>abc", "</think></think><f<fxyz", "</think>]0\U0001F642b0", "</t>",
+    "<|endoftext|>", "x</think>]0\U0001F642b0y", "</think>]0\U0001F642b0</think>]0\U0001F642b0",
+]
+
+
+@pytest.mark.parametrize("index", range(len(FREE_TEXT_WITH_NOTHING_BANNED)))
+def test_free_text_with_nothing_banned_matches_xgrammar(llama3, index: int) -> None:
+    ours, theirs = _engines({"type": "structural_tag", "format": FREE_TEXT_WITH_NOTHING_BANNED[index]}, llama3)
+    verdicts = set()
+    for text in NOTHING_BANNED_TEXTS:
+        expected = _is_grammar_accept_string(theirs, text)
+        assert _accepts(ours.fork(), llama3, text) == expected, text
+        verdicts.add(expected)
+    assert index == 0 or verdicts == {True, False}
+
+
 FREE_TEXT_BOUNDARIES = [
     ([{"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "</think>"}, {"type": "const_string", "value": "x"}],
      ["a</think>x", "a</think>b</think>x", "a</think>xb</think>x"]),

@@ -358,7 +358,8 @@ class _Compiler:
         if free.spelled is not None:
             return free.spelled
         banned = free.banned
-        starts = sorted({b[:i] for b in banned for i in range(len(b))}, key=lambda t: (len(t), t))
+        # "" is the state with nothing read toward a banned string, there when nothing is banned.
+        starts = sorted({""} | {b[:i] for b in banned for i in range(len(b))}, key=lambda t: (len(t), t))
         alphabet = sorted({c for b in banned for c in b})
         states = {start: self.nonterminal(free.name + " spelled") for start in starts}
         end = self.nonterminal(free.name + " spelled end")
