@@ -748,3 +748,25 @@ def test_merged_properties_come_in_the_order_of_their_keywords_as_in_llguidance(
             accepted.append("".join(names))
     assert accepted == [expected]
 
+
+
+def test_witness_tail_with_a_large_count_bound_compiles_and_matches_jsonschema() -> None:
+    """An object that must meet a witness (`not additionalProperties`: some value is not an
+    integer) under `minProperties: 1200`: the counted tail recursed two Python frames a count
+    (RecursionError; found by `tokensieve fuzz --seed 1129`, tag input 2104). Now built on an
+    explicit stack; decided like `jsonschema` at the bound."""
+    import jsonschema
+
+    from tokensieve import Matcher, Tokenizer
+
+    schema = {"type": "object", "minProperties": 1200, "not": {"additionalProperties": {"type": "integer"}}}
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    tok = Tokenizer.default()
+    verdicts = set()
+    for count, last in ((1200, '"s"'), (1200, "1"), (1199, '"s"')):
+        text = "{" + ",".join(f'"k{i}":1' for i in range(count - 1)) + f',"k{count}":{last}' + "}"
+        matcher = Matcher(tok, grammar)
+        expected = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        assert (matcher.consume_tokens(tok.encode(text)) and matcher.is_accepting()) == expected, (count, last)
+        verdicts.add(expected)
+    assert verdicts == {True, False}

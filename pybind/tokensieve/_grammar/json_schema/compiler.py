@@ -3742,10 +3742,32 @@ class _Compiler:
                     alts.append([*([self.comma] if lead(c) else []), unit, *rest])
             return alts or None
 
+        def needed(c: int, f: int) -> list[tuple[int, int]]:
+            """The tails `alternatives(c, f)` asks for, in its order."""
+            if f == full or (high is not None and high - c <= 0):
+                return []
+            if high is None and c >= top:
+                return [(c, f | bits) for _, bits in units if bits & ~f]
+            after = min(c + 1, top) if high is None else c + 1
+            return [(after, f | bits) for _, bits in units if bits == 0 or bits & ~f]
+
         def tail(c: int, f: int) -> list[Sym] | None:
-            if (c, f) not in memo:
-                alts = alternatives(c, f)
-                memo[(c, f)] = None if alts is None else self.inline(f"{name}@{c}.{f}", alts, {}, 0)
+            # Depth first on an explicit stack, each state after the tails it asks for, as the
+            # recursion did: a count bound of 1,000 (`minProperties`) made 2,000 Python frames.
+            # Every tail asked for has a larger count or, at the cap, more witnesses: no cycle.
+            stack = [(c, f)]
+            while stack:
+                key = stack[-1]
+                if key in memo:
+                    stack.pop()
+                    continue
+                missing = [k for k in needed(*key) if k not in memo]
+                if missing:
+                    stack += reversed(missing)
+                    continue
+                stack.pop()
+                alts = alternatives(*key)
+                memo[key] = None if alts is None else self.inline(f"{name}@{key[0]}.{key[1]}", alts, {}, 0)
             return memo[(c, f)]
 
         return tail
