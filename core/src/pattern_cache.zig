@@ -191,34 +191,31 @@ pub const PatternCache = struct {
     }
 
     fn fillBase(self: *PatternCache, gpa: Allocator, window: u32) Allocator.Error!void {
-        var chosen: std.ArrayList(u64) = .empty; // (hits, key) of each candidate
+        const Candidate = struct {
+            hits: u32,
+            key: u64,
+            entry: *Entry,
+            fn before(_: void, a: @This(), b: @This()) bool {
+                return a.hits > b.hits or (a.hits == b.hits and a.key < b.key);
+            }
+        };
+        var chosen: std.ArrayList(Candidate) = .empty;
         defer chosen.deinit(gpa);
         var it = self.entries.iterator();
         while (it.next()) |kv| {
             const entry = kv.value_ptr;
             entry.base_id = no_base;
             if (@as(u64, entry.hits) * base_share < window) continue;
-            try chosen.append(gpa, kv.key_ptr.*);
+            try chosen.append(gpa, .{ .hits = entry.hits, .key = kv.key_ptr.*, .entry = entry });
         }
         if (chosen.items.len == 0) return;
-        const Order = struct {
-            entries: *const regex.IntMap(u64, Entry),
-            fn before(o: @This(), a: u64, b: u64) bool {
-                const ha = o.entries.get(a).?.hits;
-                const hb = o.entries.get(b).?.hits;
-                return ha > hb or (ha == hb and a < b);
-            }
-        };
-        std.mem.sortUnstable(u64, chosen.items, Order{ .entries = &self.entries }, Order.before);
+        std.mem.sortUnstable(Candidate, chosen.items, {}, Candidate.before);
         self.base = regex.ExprSet.init(gpa, .{}) catch return error.OutOfMemory; // no limits
         const b = &self.base.?;
-        for (chosen.items) |k| {
-            const entry = self.entries.getPtr(k).?;
+        for (chosen.items) |candidate| {
+            const entry = candidate.entry;
             const recipe = self.recipes.items[entry.recipe_start..][0..entry.recipe_len];
-            var node_count: u32 = 0;
-            var at: usize = 0;
-            while (at < recipe.len) : (node_count += 1) at += 2 + recipe[at + 1];
-            if (b.count() + node_count > base_terms_max) continue;
+            if (b.count() + regex.ExprSet.recipeNodeCount(recipe) > base_terms_max) continue;
             const fuel_before = b.fuel_spent;
             const id = b.importTerm(recipe) catch return error.OutOfMemory; // the base has no limits
             const marks_start = self.base_class_terms.items.len;

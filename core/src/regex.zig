@@ -1935,6 +1935,14 @@ pub const ExprSet = struct {
         }
     }
 
+    /// The nodes of a recipe of `exportTerm` (the terms `importTerm` interns at most).
+    pub fn recipeNodeCount(recipe: []const u32) u32 {
+        var nodes: u32 = 0;
+        var at: usize = 0;
+        while (at < recipe.len) : (nodes += 1) at += 2 + recipe[at + 1];
+        return nodes;
+    }
+
     /// The term a recipe of `exportTerm` describes, interned in this set: the same term the
     /// smart constructors would have built here, since every normal-form rule but the order
     /// of alternation and intersection members is independent of ids, and those are sorted
@@ -3004,23 +3012,22 @@ test "a set started from a base set builds the same terms, with the byte classes
     const own = [_][]const u8{ "ab|[a-f]+", "true|false" };
     var base = try ExprSet.init(gpa, .{});
     defer base.deinit();
-    var diag: regex_syntax.Diagnostic = .{};
-    for (used ++ unused) |p| _ = try regex_syntax.parse(&base, p, .{}, &diag);
+    for (used ++ unused) |p| _ = try parseTest(&base, p);
     // The reference: a set of its own that builds the used and own patterns.
     var alone = try ExprSet.init(gpa, .{});
     defer alone.deinit();
     var alone_ids: [used.len + own.len]ExprId = undefined;
-    for (used ++ own, 0..) |p, i| alone_ids[i] = try regex_syntax.parse(&alone, p, .{}, &diag);
+    for (used ++ own, 0..) |p, i| alone_ids[i] = try parseTest(&alone, p);
     // The copy builds the same patterns: the used ones are found in the base, by id.
     var copy = try ExprSet.initFrom(gpa, .{}, &base, 7, 16);
     defer copy.deinit();
     try std.testing.expectEqual(base.count(), copy.base_count);
     try std.testing.expectEqual(@as(u32, 7), copy.base_generation);
     var copy_ids: [used.len + own.len]ExprId = undefined;
-    for (used ++ own, 0..) |p, i| copy_ids[i] = try regex_syntax.parse(&copy, p, .{}, &diag);
+    for (used ++ own, 0..) |p, i| copy_ids[i] = try parseTest(&copy, p);
     for (0..used.len) |i| {
         try std.testing.expect(copy_ids[i].index() < copy.base_count);
-        try std.testing.expectEqual(try regex_syntax.parse(&base, used[i], .{}, &diag), copy_ids[i]);
+        try std.testing.expectEqual(try parseTest(&base, used[i]), copy_ids[i]);
     }
     // Same terms: both rebuilt in a third set are one id each.
     var third = try ExprSet.init(gpa, .{});
@@ -3056,8 +3063,7 @@ test "classTerms lists each byte set and digits term under a term once" {
     const gpa = std.testing.allocator;
     var set = try ExprSet.init(gpa, .{});
     defer set.deinit();
-    var diag: regex_syntax.Diagnostic = .{};
-    const e = try regex_syntax.parse(&set, "(?:ab|[a-c]x)+a", .{}, &diag);
+    const e = try parseTest(&set, "(?:ab|[a-c]x)+a");
     const d = try set.concat(e, try set.digitsMod(7, 0, 0, 0));
     var out: std.ArrayList(u32) = .empty;
     defer out.deinit(gpa);

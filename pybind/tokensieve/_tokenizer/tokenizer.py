@@ -635,7 +635,8 @@ class Tokenizer:
         with self._lock:
             found = self._widened.get(key)
             if found is None:
-                if size == self._vocab_size:
+                same_width = size == self._vocab_size
+                if same_width:
                     kinds = self._kinds  # read-only once made
                 else:
                     kinds = bytearray(self._kinds[: len(self._token_bytes)])
@@ -649,7 +650,7 @@ class Tokenizer:
                     space=self._space,
                 )
                 found._encoders = self._encoders  # the same text gives the same ids
-                if size == self._vocab_size:
+                if same_width:
                     found._trie_owner = self._trie_owner or self
                 self._widened[key] = found
         return found

@@ -1008,9 +1008,12 @@ class _TooDeep(Exception):
     """`content_id_nested` went past `_CONTENT_ID_DEPTH_MAX` (or met a cycle)."""
 _NOT_EXACT = object()  # compile_one_of_exactly: no exact translation
 _DRAFT_BEFORE_7 = re.compile(r"draft-0[346]/")  # a `$schema` of drafts 3, 4 and 6
-# The keywords `normalize` checks are arrays, and objects (a schema without any skips the loop).
-_ARRAY_KEYWORDS = frozenset({"required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"})
-_OBJECT_KEYWORDS = frozenset({"properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"})
+# The keywords `normalize` checks are arrays, and objects, in the order it reports them (a
+# schema with none of them skips the loop).
+_ARRAY_KEYWORDS = ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems")
+_OBJECT_KEYWORDS = ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas")
+_ARRAY_KEYWORD_SET = frozenset(_ARRAY_KEYWORDS)
+_OBJECT_KEYWORD_SET = frozenset(_OBJECT_KEYWORDS)
 
 
 _NO_ALTERNATIVE = object()  # option_cell: the merge failed, no alternative (as the expansion's `continue`)
@@ -1021,6 +1024,15 @@ class _CellsDeclined(Exception):
 
 
 _CELL_ORDERS_MAX = 64  # property orders one cell of `compile_cells` keeps (else: expanded as before)
+
+
+def _checked_before_object(d: dict[str, Any]) -> bool:
+    """Does `compile_flat_checked` still have something to check in `d` before its object
+    (an `enum`, a pending `unevaluated*`, an excluded object or array value)? Then
+    `compile_cells` and `option_cell` leave `d` to the expansion."""
+    return "enum" in d or "_unevaluatedProperties" in d or "_unevaluatedItems" in d or any(
+        isinstance(v, (list, dict)) for v in d.get("_not_enum", ())
+    )
 
 
 def _keys_after(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
@@ -1319,8 +1331,8 @@ class _Compiler:
                 del d["items"]
         else:
             d.pop("additionalItems", None)
-        if not _ARRAY_KEYWORDS.isdisjoint(d):
-            for key in ("required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"):
+        if not _ARRAY_KEYWORD_SET.isdisjoint(d):
+            for key in _ARRAY_KEYWORDS:
                 if key in d and not isinstance(d[key], list):
                     raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
         if "const" in d:
@@ -1332,8 +1344,8 @@ class _Compiler:
                 if t not in TYPES:
                     raise self.fail(f"unknown type {t!r} (expected one of {', '.join(TYPES)})", f"{pointer}/type")
             d["type"] = list(types)
-        if not _OBJECT_KEYWORDS.isdisjoint(d):
-            for key in ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas"):
+        if not _OBJECT_KEYWORD_SET.isdisjoint(d):
+            for key in _OBJECT_KEYWORDS:
                 if key in d and not isinstance(d[key], dict):
                     raise self.fail(f"{key} must be an object", f"{pointer}/{key}")
         if not _CLAUSE_KEYWORD_SET.isdisjoint(d):
@@ -2285,10 +2297,8 @@ class _Compiler:
                     if key_order in seen_orders:
                         continue
                     seen_orders.append(key_order)
-                    empty = _required_without_value(merged, self.listed_values)
-                    if empty is not None:
+                    if self.required_unmet(merged, where):
                         # Nothing to expand: the alternative is empty however its clauses go.
-                        self.contradiction(f"the required property {empty!r} accepts no value", where)
                         alternatives.append(None)
                         continue
                     sym = self.compile_flat(merged, where)
@@ -2297,6 +2307,15 @@ class _Compiler:
             sym = self.compile(option, where)
             alternatives.append([sym] if sym is not None else None)
         return self.choice(name, alternatives)
+
+    def required_unmet(self, merged: dict[str, Any], where: str) -> bool:
+        """Whether a merge (objects only) leaves a required property no value
+        (`_required_without_value`); the contradiction is noted."""
+        empty = _required_without_value(merged, self.listed_values)
+        if empty is None:
+            return False
+        self.contradiction(f"the required property {empty!r} accepts no value", where)
+        return True
 
     def option_cell(self, rest: dict[str, Any], flat: dict[str, Any], where: str) -> list[Sym] | None | object:
         """`rest` AND the (flattened) anyOf/oneOf option `flat` as `compile_alternatives`
@@ -2317,15 +2336,11 @@ class _Compiler:
         if merged is None:
             return _NO_ALTERNATIVE
         if (
-            "_clauses" in merged or "anyOf" in merged or "oneOf" in merged or "enum" in merged
-            or "_unevaluatedProperties" in merged or "_unevaluatedItems" in merged
-            or "_presence" in merged or "_witness" in merged
-            or any(isinstance(v, (list, dict)) for v in merged.get("_not_enum", ()))
+            "_clauses" in merged or "anyOf" in merged or "oneOf" in merged or "_presence" in merged
+            or "_witness" in merged or _checked_before_object(merged)
         ):
             return _NOT_EXACT
-        empty = _required_without_value(merged, self.listed_values)
-        if empty is not None:
-            self.contradiction(f"the required property {empty!r} accepts no value", where)
+        if self.required_unmet(merged, where):
             return None
         properties = merged.get("properties", {})
         keys, flat_keys = tuple(rest.get("properties", ())), tuple(flat.get("properties", ()))
@@ -2494,9 +2509,7 @@ class _Compiler:
         expands it (a presence constraint, else its alternatives each merged after the rest),
         as (schema, its pointer, its orders) for each live alternative. `clause` and
         `alternatives` are given for the first step (whose presence attempt was made)."""
-        if "enum" in cur or "_unevaluatedProperties" in cur or "_unevaluatedItems" in cur or any(
-            isinstance(v, (list, dict)) for v in cur.get("_not_enum", ())
-        ):
+        if _checked_before_object(cur):
             raise _CellsDeclined
         first, *others = cur["_clauses"]
         rest = {k: v for k, v in cur.items() if k != "_clauses"}
@@ -2529,11 +2542,7 @@ class _Compiler:
             if others and "_clauses" in flat:
                 raise _CellsDeclined
             merged = self.merge(rest, flat, at)
-            if merged is None:
-                continue
-            empty = _required_without_value(merged, self.listed_values)
-            if empty is not None:
-                self.contradiction(f"the required property {empty!r} accepts no value", at)
+            if merged is None or self.required_unmet(merged, at):
                 continue
             keys = tuple(flat.get("properties", ()))
             both = {_keys_after(o, keys) for o in orders} | {_keys_after(keys, o) for o in orders}
@@ -3725,31 +3734,26 @@ class _Compiler:
                     more = None if high_left is None else high_left - 1
                     alts.append([plain, *self.repeat(name, (self.comma, plain), max(low_left - 1, 0), more)])
                 return alts or None
-            alts = []
             if high_left is not None and high_left <= 0:
                 return None
             if high is None and c >= top:
                 star = [] if plain is None else self.repeat(name, (self.comma, plain), 0, None)
-                for unit, bits in units:
-                    rest = tail(c, f | bits) if bits & ~f else None
-                    if rest is not None:
-                        alts.append([*star, self.comma, unit, *rest])
-                return alts or None
-            after = min(c + 1, top) if high is None else c + 1
-            for unit, bits in units:
-                rest = tail(after, f | bits) if bits == 0 or bits & ~f else None
-                if rest is not None:
-                    alts.append([*([self.comma] if lead(c) else []), unit, *rest])
+                head = [*star, self.comma]
+            else:
+                head = [self.comma] if lead(c) else []
+            alts = [[*head, unit, *rest] for unit, key in steps(c, f) if (rest := memo[key]) is not None]
             return alts or None
 
-        def needed(c: int, f: int) -> list[tuple[int, int]]:
-            """The tails `alternatives(c, f)` asks for, in its order."""
+        def steps(c: int, f: int) -> list[tuple[Sym, tuple[int, int]]]:
+            """(unit, the state after it) for each unit `alternatives(c, f)` may write next:
+            none once f is full or the count at its bound; at the cap, only units that meet a
+            witness not met yet."""
             if f == full or (high is not None and high - c <= 0):
                 return []
             if high is None and c >= top:
-                return [(c, f | bits) for _, bits in units if bits & ~f]
+                return [(unit, (c, f | bits)) for unit, bits in units if bits & ~f]
             after = min(c + 1, top) if high is None else c + 1
-            return [(after, f | bits) for _, bits in units if bits == 0 or bits & ~f]
+            return [(unit, (after, f | bits)) for unit, bits in units if bits == 0 or bits & ~f]
 
         def tail(c: int, f: int) -> list[Sym] | None:
             # Depth first on an explicit stack, each state after the tails it asks for, as the
@@ -3761,7 +3765,7 @@ class _Compiler:
                 if key in memo:
                     stack.pop()
                     continue
-                missing = [k for k in needed(*key) if k not in memo]
+                missing = [k for _, k in steps(*key) if k not in memo]
                 if missing:
                     stack += reversed(missing)
                     continue
