@@ -452,3 +452,54 @@ def test_item_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, n
     assert not json_schema_to_ir(schema).options["warnings"], schema
     for value in arrays:
         assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+# Values that json_equal tells apart or not: 1 == 1.0, but true != 1, "1" != 1, [1] != 1. (Not
+# -0.0: a listed zero is spelled 0, 0.0, ..., never with a minus sign.)
+LISTED = [None, True, False, 0, 0.0, 1, 1.0, 2, 2.5, "", "1", "a", "b", [1], [1.0], [True], {"a": 1}, {"a": True}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(LISTED), min_size=1, max_size=8), st.lists(st.sampled_from(LISTED), min_size=1, max_size=8),
+       st.sampled_from(["oneOf", "anyOf", "not"]))
+def test_enums_checked_against_enums_agree_with_jsonschema(first: list[Any], second: list[Any], how: str) -> None:
+    """An enum checked value by value against another schema's enum (the instance checker's
+    lists, looked up by key when all are finite scalars): jsonschema's verdict on every listed
+    value and the pool's scalars."""
+    if how == "not":
+        schema: Any = {"enum": first, "not": {"enum": second}}
+    else:
+        schema = {how: [{"enum": first}, {"enum": second, "type": ["number", "string", "boolean", "null", "array", "object"]}]}
+    validator = oracle(schema)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError:
+        assert not any(validator.is_valid(v) for v in first + second), schema
+        return
+    for value in first + second + SCALARS:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+def test_integers_past_double_range_in_values_and_bounds_compile() -> None:
+    """Integers of 400 digits in an enum, a const and bounds (`float(value)` overflowed: an
+    OverflowError instead of a grammar); jsonschema decides every text, and a count of that
+    size is refused with its place."""
+    big = 10**400
+    cases = [
+        {"enum": [big, 1, "x"], "not": {"const": 1}},
+        {"enum": [big, 2.5, 10], "multipleOf": 5},
+        {"const": big},
+        {"type": "integer", "minimum": -big, "maximum": big},
+        {"oneOf": [{"enum": [big, 3]}, {"enum": [big + 1, 3]}]},
+    ]
+    texts = [str(big), str(big + 1), str(-big), str(big * 10), "1", "3", "10", "2.5", '"x"', "0"]
+    for schema in cases:
+        grammar = Grammar.json_schema(schema)
+        validator = oracle(schema)
+        verdicts = {validator.is_valid(json.loads(text)) for text in texts}
+        assert verdicts == {True, False}, schema
+        for text in texts:
+            assert accepts(grammar, text) == validator.is_valid(json.loads(text)), (schema, text)
+    with pytest.raises(GrammarError) as info:
+        Grammar.json_schema({"type": "string", "minLength": big})
+    assert info.value.json_pointer == "/minLength"

@@ -135,13 +135,14 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
+from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, presence_clauses, value_schema
 from . import presence
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
-    _FRACTION_ZERO, _alt, _bounded_multiples, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex,
+    _FRACTION_ZERO, _alt, _bounded_multiples, _is_integral, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex,
     multiple_of_regex, multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
@@ -503,19 +504,6 @@ def _type_allows(types: Sequence[str], value: Any) -> bool:
     return t in types or (t == "integer" and "number" in types)
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values (1 == 1.0, but true != 1)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) or _is_number(b):
-        return _is_number(a) and _is_number(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
 def _common_values(va: list[Any], vb: list[Any]) -> list[Any]:
     """The values of `va` that `_json_equal` one of `vb`, in order: by set keys when `vb` is
     all finite scalars (`_value_keys`), pair by pair otherwise (two enums of 500 names were
@@ -651,31 +639,6 @@ def _listed_parts_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[
             if listed:
                 excluded = excluded | listed
     return values, excluded
-
-
-def _value_key(value: Any) -> Any:
-    """A JSON scalar as a set member, equal to another's exactly when `_json_equal` says so (1
-    and 1.0 are one member, `true` and 1 two); None for an array, an object or a non-finite
-    number."""
-    kind = type(value)
-    if kind is str:
-        return ("s", value)
-    if kind is bool or value is None:
-        return ("b", value)
-    if (kind is int or kind is float) and math.isfinite(value):
-        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0): one member
-    return None
-
-
-def _value_keys(values: list[Any]) -> set[Any] | None:
-    """The `_value_key`s of JSON scalars; None when one is not a scalar or not finite."""
-    keys: set[Any] = set()
-    for value in values:
-        key = _value_key(value)
-        if key is None:
-            return None
-        keys.add(key)
-    return keys
 
 
 # The keys of a schema that only lists values (with annotations): `not` of it excludes them.
@@ -2708,7 +2671,7 @@ class _Compiler:
         value = d.get(key, default)
         if value is None or value == default:
             return value
-        if not _is_number(value) or value < 0 or not float(value).is_integer():
+        if not _is_number(value) or value < 0 or not _is_integral(value):
             raise self.fail(f"{key} must be a non-negative integer, not {value!r}", f"{pointer}/{key}")
         return int(value)
 
@@ -2884,7 +2847,7 @@ class _Compiler:
             text = json.dumps(value)
             return [self.lexeme(text, "literal", text)]
         if _is_number(value):
-            if float(value).is_integer() and abs(value) < 1e16:
+            if _is_integral(value) and abs(value) < 10**16:
                 text = str(int(value))
                 return [self.lexeme(text, "regex", text + _FRACTION_ZERO)]
             text = json.dumps(value)
