@@ -481,18 +481,25 @@ def test_enums_checked_against_enums_agree_with_jsonschema(first: list[Any], sec
 
 
 def test_integers_past_double_range_in_values_and_bounds_compile() -> None:
-    """Integers of 400 digits in an enum, a const and bounds (`float(value)` overflowed: an
-    OverflowError instead of a grammar); jsonschema decides every text, and a count of that
-    size is refused with its place."""
+    """Integers of 400 digits (and 1e308) in an enum, a const, bounds and counts (`float(value)`
+    overflowed, and a count's doubling rules recursed once per bit: an OverflowError or a
+    RecursionError instead of a grammar); jsonschema decides every text, and a string length
+    of that size is refused with its place."""
     big = 10**400
     cases = [
         {"enum": [big, 1, "x"], "not": {"const": 1}},
         {"enum": [big, 2.5, 10], "multipleOf": 5},
         {"const": big},
         {"type": "integer", "minimum": -big, "maximum": big},
+        {"type": "number", "minimum": -big, "exclusiveMaximum": big},
         {"oneOf": [{"enum": [big, 3]}, {"enum": [big + 1, 3]}]},
+        {"maxItems": big, "items": {"type": "integer"}},
+        {"not": {"minProperties": 1e308}},
+        {"minProperties": 1e308},
+        {"minItems": big},
     ]
-    texts = [str(big), str(big + 1), str(-big), str(big * 10), "1", "3", "10", "2.5", '"x"', "0"]
+    texts = [str(big), str(big + 1), str(-big), str(big * 10), "1", "3", "10", "2.5", '"x"', "0", "[]", "[1,2]", '["a"]',
+             "{}", '{"a":1}']
     for schema in cases:
         grammar = Grammar.json_schema(schema)
         validator = oracle(schema)

@@ -2787,7 +2787,7 @@ class _Compiler:
             name = "number"
             base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
         else:
-            integral = all(b is None or float(b).is_integer() for b in (lo, hi))
+            integral = all(b is None or _is_integral(b) for b in (lo, hi))
             decimal = False if integral else decimal_range_regex(lo, lo_open, hi, hi_open)
             if decimal is not False:  # non-integer bounds, digit by digit (None: an empty interval)
                 base = decimal
@@ -4328,29 +4328,54 @@ class _Compiler:
         return out + self.up_to(name, unit, hi - lo)
 
     def power(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
-        """unit^count, by doubling rules when count is large."""
+        """unit^count, by doubling rules when count is large: unit^count -> unit^(count/2)
+        unit^(count/2) [unit], the halves built first, without recursion (a count of 1e308
+        is 1,023 halvings)."""
         if count <= 4:
             return list(unit) * count
-        key = ("pow", unit, count)
-        if key not in self.memo:
-            half = self.power(name, unit, count // 2)
+        memo = self.memo
+        halvings = []
+        while count > 4 and ("pow", unit, count) not in memo:
+            halvings.append(count)
+            count //= 2
+        for count in reversed(halvings):
+            half = list(unit) * (count // 2) if count // 2 <= 4 else [Sym.n(memo[("pow", unit, count // 2)])]
             rhs = half + half + (list(unit) if count % 2 else [])
-            self.memo[key] = self.nonterminal(f"{name}^{count}", [rhs])
-        return [Sym.n(self.memo[key])]
+            memo[("pow", unit, count)] = self.nonterminal(f"{name}^{count}", [rhs])
+        return [Sym.n(memo[("pow", unit, count)])]
 
     def up_to(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
-        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules."""
-        if count == 0:
-            return []
-        key = ("upto", unit, count)
-        if key not in self.memo:
-            nt = self.ir.add_nonterminal(f"{name}{{0,{count}}}")
-            self.memo[key] = nt
-            if count == 1:
-                self.rule(nt, [])
-                self.rule(nt, list(unit))
+        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules:
+        unit^{0,n} -> unit^{0,h-1} | unit^h unit^{0,n-h}, h the largest power of two <= n. On an
+        explicit stack (each entry: its count, nonterminal, then the first part of its second
+        rule), in the order a recursion would build them."""
+        memo = self.memo
+        result: list[Sym] = []
+        stack: list[list[Any]] = [[count, None, None]]
+        while stack:
+            entry = stack[-1]
+            n, nt, first = entry
+            if nt is None:
+                key = ("upto", unit, n)
+                if n == 0 or key in memo:
+                    result = [Sym.n(memo[key])] if n else []
+                    stack.pop()
+                    continue
+                nt = entry[1] = memo[key] = self.ir.add_nonterminal(f"{name}{{0,{n}}}")
+                if n == 1:
+                    self.rule(nt, [])
+                    self.rule(nt, list(unit))
+                    result = [Sym.n(nt)]
+                    stack.pop()
+                    continue
+                stack.append([(1 << (n.bit_length() - 1)) - 1, None, None])  # unit^{0,h-1}
+            elif first is None:
+                self.rule(nt, result)
+                high = 1 << (n.bit_length() - 1)  # largest power of two <= n
+                entry[2] = self.power(name, unit, high)
+                stack.append([n - high, None, None])  # unit^{0,n-h}
             else:
-                high = 1 << (count.bit_length() - 1)  # largest power of two <= count
-                self.rule(nt, self.up_to(name, unit, high - 1))
-                self.rule(nt, self.power(name, unit, high) + self.up_to(name, unit, count - high))
-        return [Sym.n(self.memo[key])]
+                self.rule(nt, first + result)
+                result = [Sym.n(nt)]
+                stack.pop()
+        return result
