@@ -1026,6 +1026,7 @@ class _Compiler:
         self.symbol_count = 0
         self.ref_nonterminals: dict[str, int] = {}
         self.pending: list[tuple[int, str]] = []
+        self.ref_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
         self.anchors: dict[str, str] | None = None
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
@@ -1271,7 +1272,24 @@ class _Compiler:
         if nt is None:
             nt = self.ref_nonterminals[target] = self.ir.add_nonterminal(f"#{target}")
             self.pending.append((nt, target))
+            self.ref_targets[nt] = target
         return nt
+
+    def ref_target_symbol(self, sym: Sym) -> Sym:
+        """`sym`, or, for the nonterminal of a plain `$ref` whose target `run` has not compiled
+        yet (it has no rule), the target compiled now (chains followed; its nonterminal gets
+        its rule later as usual): what a caller that looks into the symbol's rules needs."""
+        seen: set[int] = set()
+        while not sym.terminal and sym.index not in seen and not self.rules_of(sym.index):
+            seen.add(sym.index)
+            target = self.ref_targets.get(sym.index)
+            if target is None:
+                break
+            resolved = self.compile(self.lookup(target), target)
+            if resolved is None:
+                break
+            sym = resolved
+        return sym
 
     # ---- normalization and merging ----------------------------------------------------------
 
@@ -4148,7 +4166,8 @@ class _Compiler:
         if max_items is not None and max_items > DISTINCT_ITEMS_BOUNDED_MAX:
             return NotImplemented
         item = self.compile(d.get("items", True), f"{pointer}/items")
-        alternatives = None if item is None else self.open_scalars(item)
+        # Items by `$ref` (a definition shared by arrays): the target's own symbol.
+        alternatives = None if item is None else self.open_scalars(self.ref_target_symbol(item))
         if alternatives is None:
             return NotImplemented
         name = pointer or "/"
