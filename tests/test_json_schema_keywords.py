@@ -510,3 +510,32 @@ def test_integers_past_double_range_in_values_and_bounds_compile() -> None:
     with pytest.raises(GrammarError) as info:
         Grammar.json_schema({"type": "string", "minLength": big})
     assert info.value.json_pointer == "/minLength"
+
+
+@pytest.mark.parametrize("schema,texts", [
+    ({"type": "string", "pattern": "^2024", "format": "date"}, ["2024-01-02", "2024-13-01", "2023-01-02", "2024-02-30", "2024x"]),
+    ({"type": "string", "pattern": "^10\\.", "format": "ipv4"}, ["10.0.0.1", "10.0.0.256", "11.0.0.1", "10.1", "10.255.255.255"]),
+    ({"type": "string", "pattern": "^[0-9a-f-]+$", "format": "uuid"},
+     ["123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000", "123e4567e89b12d3a456426614174000"]),
+    ({"type": "string", "pattern": "^https://", "format": "iri", "maxLength": 30},
+     ["https://ex.com/é", "https://ex.com/a b", "http://ex.com/é", "https://ex.com/" + "é" * 20, "https://"]),
+])
+def test_a_format_beside_a_pattern_is_asserted_too(schema: Any, texts: list[str]) -> None:
+    """Both hold (the format was ignored beside a pattern, a warning): jsonschema, formats
+    asserted, decides each text; both verdicts occur."""
+    grammar = Grammar.json_schema(schema)
+    assert not json_schema_to_ir(schema).options["warnings"]
+    validator = oracle(schema)
+    verdicts = set()
+    for text in texts:
+        expected = validator.is_valid(text)
+        verdicts.add(expected)
+        assert accepts(grammar, json.dumps(text, ensure_ascii=False)) == expected, (schema, text)
+    assert verdicts == {True, False}
+
+
+def test_email_beside_a_pattern_is_left_out_with_a_warning() -> None:
+    # Intersected, "[ab]@" and the mailbox regex ran out of step fuel within a short address.
+    schema = {"type": "string", "pattern": "[ab]@", "format": "email"}
+    assert any("format 'email' is ignored" in w for w in json_schema_to_ir(schema).options["warnings"])
+    assert accepts(Grammar.json_schema(schema), '"x[ab]@ not an address"'.replace("[ab]", "a"))
