@@ -319,7 +319,7 @@ class InstanceChecker:
         """Whether `value` is `json_equal` to one of `values`: a set lookup when they are all
         finite scalars (their keys made once per list), else pair by pair. An enum checked
         against another's values was |A| x |B| comparisons (MaskBench o9918: a oneOf of two
-        enums of ~200 names, 12,420 comparisons, 13 ms)."""
+        enums of ~200 names: 12,420 comparisons, two thirds of its 6.3 ms first compile)."""
         if type(values) is not list:
             return any(json_equal(value, v) for v in values)
         known = self.listed_keys.get(id(values))
