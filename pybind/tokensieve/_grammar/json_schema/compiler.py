@@ -3319,34 +3319,36 @@ class _Compiler:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
         state_sequence = self.state_sequence
-
-        def seq(i: int, c: int) -> list[Sym] | None:
-            # A state met before is looked up before its label is formatted (~4,500 states in
-            # MaskBench o48661, each met several times).
-            state = (suffix[i], c)
-            out = seqs.get(state, seqs)
-            if out is not seqs:
-                return out  # type: ignore[return-value]
-            return state_sequence(table, seqs, state, f"{name}:after{i}.{c}")
-
         comma, colon = self.comma, self.colon
+        # What stands for the state after member i (`state_sequence`) is looked up inline,
+        # its label formatted only when it is new: objects share most of their states
+        # (~4,500 states in MaskBench o48661, each met several times), and the lookups are
+        # most of an object's work.
         for i in range(n - 1, -1, -1):
-            key_sym, value_sym, is_required = members[i]
-            first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
-            later = [comma, key_sym, colon, value_sym]
-            here = suffix[i]
+            here, following = suffix[i], suffix[i + 1]
+            first = later = None
             for c in range(floor[i], min(top, i) + 1):
                 state = (here, c)
                 if state in table:
                     continue
+                if first is None:
+                    key_sym, value_sym, is_required = members[i]
+                    first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
+                    later = [comma, key_sym, colon, value_sym]
                 alts = []
                 after = c + 1 if high is not None or c < top else top
-                rest = seq(i + 1, after) if after <= top else None
-                if rest is not None:
-                    alts.append((later if c > 0 else first) + rest)
-                skip = None if is_required else seq(i + 1, c)
-                if skip is not None:
-                    alts.append(skip)
+                if after <= top:
+                    rest = seqs.get((following, after), seqs)
+                    if rest is seqs:
+                        rest = state_sequence(table, seqs, (following, after), f"{name}:after{i + 1}.{after}")
+                    if rest is not None:
+                        alts.append((later if c > 0 else first) + rest)
+                if not is_required:
+                    skip = seqs.get((following, c), seqs)
+                    if skip is seqs:
+                        skip = state_sequence(table, seqs, (following, c), f"{name}:after{i + 1}.{c}")
+                    if skip is not None:
+                        alts.append(skip)
                 table[state] = alts or None
         top_alts = table[(suffix[0], 0)]
         if top_alts is None:
