@@ -258,11 +258,14 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
     starting with `#`, a dynamic reference): the same walk finds out, at no extra pass.
 
-    Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; the others,
+    Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; those
+    whose form has no lone surrogate but a candidate reference (`required: ["id", "name"]`
+    looks like one) by a walk of their objects and arrays alone (`_rewrite_walk`); the others,
     by a walk that builds no pointers: it gathers the strings and encodes them at once, and
     only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
-    if _settled_at_once(schema):
-        return False
+    settled = _settled_at_once(schema)
+    if settled is not None:
+        return False if settled else _rewrite_walk(schema)
     strings: list[str] = []
     stack: list[Any] = [schema]
     steps = 0
@@ -320,30 +323,57 @@ _WALK_STEPS_MAX = 2_000_000
 _SETTLED_SIZE_MAX = 1_300_000
 
 
-def _settled_at_once(schema: Any) -> bool:
+def _settled_at_once(schema: Any) -> bool | None:
     """Whether `_reject_lone_surrogates` has nothing to refuse and no rewrite to ask for, as
-    the schema's `marshal` form (made at C speed) shows: no lone surrogate in it, and no
-    reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as there). It
-    holds every string and object the walk visits (and annotations too), so what it clears
-    the walk would clear; anything else (a type marshal refuses such as a subclass, a cycle,
-    a lone surrogate even in an annotation, a candidate reference, a form longer than the
-    walk's budget) is left to the walk."""
+    the schema's `marshal` form (made at C speed) shows: True when there is no lone surrogate
+    in it and no reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as
+    there); False when there is no lone surrogate but a candidate reference (the rewrite is
+    then for `_rewrite_walk` to tell). The form holds every string and object the walk visits
+    (and annotations too), so what it clears the walk would clear; anything else (a type
+    marshal refuses such as a subclass, a cycle, a lone surrogate even in an annotation, a
+    form longer than the walk's budget) is left to the walk: None."""
     if type(schema) is not dict:
-        return False
+        return None
     if "$id" in schema or "id" in schema:
         root_ids = {key: schema[key] for key in ("$id", "id") if key in schema}
         if any(type(value) is not str or _LONE_SURROGATE_UTF8.search(value.encode("utf-8", "surrogatepass"))
                for value in root_ids.values()):
-            return False
+            return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
     try:
         data = marshal.dumps(schema, 2)
     except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
-        return False
-    return (
-        len(data) <= _SETTLED_SIZE_MAX and _LONE_SURROGATE_UTF8.search(data) is None
-        and _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
-    )
+        return None
+    if len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
+        return None
+    return _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
+
+
+def _rewrite_walk(schema: dict[str, Any]) -> bool:
+    """`_reject_lone_surrogates`'s answer for a schema whose marshal form has no lone
+    surrogate (`_settled_at_once` False): whether some object it visits needs the rewrite,
+    found by a walk of the objects and arrays alone (the strings need no encoding, nor their
+    gathering: service-schema 6.5 -> 2.6 ms; the 1,229 MaskBench schemas that take it 87 -> 36
+    ms in all). The form succeeded, so there are no subclasses; its length bounds the steps
+    below the walk's budget."""
+    stack: list[Any] = [schema]
+    root = True
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            if not _REWRITE_KEYS.isdisjoint(value) and _needs_rewrite(value, root=root):
+                return True
+            for key, item in value.items():
+                kind = type(item)
+                if (kind is dict or kind is list) and key not in _ANNOTATIONS:
+                    stack.append(item)
+        else:
+            for item in value:
+                kind = type(item)
+                if kind is dict or kind is list:
+                    stack.append(item)
+        root = False
+    return False
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
