@@ -1125,8 +1125,8 @@ class _Compiler:
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
         self.object_suffixes: dict[tuple[Any, ...], int] = {}
-        self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
-        self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
+        self.object_alternatives: dict[tuple[int, int], list[tuple[Sym, ...]] | None] = {}
+        self.object_sequences: dict[tuple[int, int], Sequence[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
@@ -3346,7 +3346,8 @@ class _Compiler:
             floor[i + 1] = min(top, floor[i] + 1) if members[i][2] else floor[i]
         for c in range(floor[n], min(top, n) + 1):
             if (suffix[n], c) not in table:
-                table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
+                extras = self.object_extras(name, unit, c, low, high)
+                table[(suffix[n], c)] = None if extras is None else [tuple(alt) for alt in extras]
 
         state_sequence = self.state_sequence
         comma, colon = self.comma, self.colon
@@ -3362,9 +3363,11 @@ class _Compiler:
                 if state in table:
                     continue
                 if first is None:
+                    # Tuples, as the sequences in `table` are: the IR's rules take them as they
+                    # are (no copy per rule, and nothing for `release` to free but the lists).
                     key_sym, value_sym, is_required = members[i]
-                    first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
-                    later = [comma, key_sym, colon, value_sym]
+                    first = (key_sym, colon, value_sym)  # the member when none came before (c = 0)
+                    later = (comma, key_sym, colon, value_sym)
                 alts = []
                 after = c + 1 if high is not None or c < top else top
                 if after <= top:
@@ -3401,18 +3404,19 @@ class _Compiler:
             alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
         return alts or None
 
-    def state_sequence(self, table: dict[Any, list[list[Sym]] | None], seqs: dict[Any, list[Sym] | None], state: Any,
-                       label: str) -> list[Sym] | None:
+    def state_sequence(self, table: dict[Any, Any], seqs: dict[Any, Sequence[Sym] | None], state: Any,
+                       label: str) -> Sequence[Sym] | None:
         """What stands for `state` of an object's member states (`object_body`,
         `object_body_presence`) in a rule: None when `table` says it accepts nothing, its one
-        alternative, or a nonterminal (named `label`) of its alternatives, made once (`seqs`)."""
+        alternative, or a nonterminal (named `label`) of its alternatives (as a tuple), made
+        once (`seqs`)."""
         if state in seqs:
             return seqs[state]
         alts = table[state]
         if alts is None or len(alts) == 1:
             out = None if alts is None else alts[0]
         else:
-            out = [Sym.n(self.nonterminal(label, alts))]
+            out = (Sym.n(self.nonterminal(label, alts)),)
         seqs[state] = out
         return out
 
@@ -3605,7 +3609,7 @@ class _Compiler:
         name = pointer or "/"
         unit = None if pair is None else (self.comma, Sym.n(pair))
         table: dict[State, list[list[Sym]] | None] = {}
-        seqs: dict[State, list[Sym] | None] = {}
+        seqs: dict[State, Sequence[Sym] | None] = {}
         grouped: dict[tuple[int, int], Sym] = {}
 
         def value_of(i: int, g: int) -> Sym:
@@ -3644,7 +3648,7 @@ class _Compiler:
                     alts.append(rest)
                 else:
                     value = value_of(i, g)
-                    alts.append(([comma, members[i][0], colon, value] if c else [members[i][0], colon, value]) + rest)
+                    alts.append([comma, members[i][0], colon, value, *rest] if c else [members[i][0], colon, value, *rest])
             table[state] = alts or None
         top = table[start]
         if top is None:
