@@ -15,6 +15,7 @@ in tests/data/json_schema/ (formats in tests/data/README.md), which the Pyodide 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import json
@@ -32,6 +33,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from json_text import accepts
 from reference_cfg import ReferenceRecognizer
 from tokensieve import Grammar
 from tokensieve._errors import GrammarError
@@ -334,6 +336,31 @@ def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
         matcher = Matcher(tok, grammar)
         accepted = matcher.consume_tokens(list(json.dumps(text, ensure_ascii=False).encode())) and matcher.is_accepting()
         assert accepted == (text in good), (fmt, text)
+
+
+# Pieces of IRIs: delimiters, percent escapes (one malformed), ASCII that IRIs take or refuse,
+# ucschar (é, ☃, 例), iprivate (U+E000, only in a query), and code points neither allows
+# (U+FDD0, U+FFFE). Basic plane only and no brackets: the oracle, rfc3987-syntax 1.1, refuses
+# every IPv6 literal with "::" and ucschar beyond U+FFFF, both of which RFC 3987 allows (the
+# RFC's own examples in formats.json cover them).
+_IRI_PIECES = ["http", "a", "Z9", ":", "//", "/", "?", "#", "@", ".", "-", "~", "%41", "%e9", "%g1", "!", "$", "'",
+               "=", ";", ",", " ", "<", "\"", "{", "é", "☃", "例", "\ue000", "\ufdd0", "\ufffe", "80", "x+y"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_IRI_PIECES), max_size=9), st.sampled_from(["iri", "iri-reference"]))
+def test_iri_formats_agree_with_rfc3987_syntax(pieces: list[str], fmt: str) -> None:
+    import rfc3987_syntax
+
+    text = "".join(pieces)
+    expected = rfc3987_syntax.is_valid_syntax(fmt.replace("-", "_"), text)
+    assert bool(regex.fullmatch(FORMAT_REGEXES[fmt], text)) == expected, (fmt, text)
+    assert accepts(_format_grammar(fmt), json.dumps(text, ensure_ascii=False)) == expected, (fmt, text)
+
+
+@functools.lru_cache(maxsize=None)
+def _format_grammar(fmt: str) -> Grammar:
+    return Grammar.json_schema({"type": "string", "format": fmt})
 
 
 def test_date_format_knows_the_calendar() -> None:

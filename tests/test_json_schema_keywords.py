@@ -452,3 +452,90 @@ def test_item_witnesses_in_random_contexts_agree_with_jsonschema(context: Any, n
     assert not json_schema_to_ir(schema).options["warnings"], schema
     for value in arrays:
         assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+# Values that json_equal tells apart or not: 1 == 1.0, but true != 1, "1" != 1, [1] != 1. (Not
+# -0.0: a listed zero is spelled 0, 0.0, ..., never with a minus sign.)
+LISTED = [None, True, False, 0, 0.0, 1, 1.0, 2, 2.5, "", "1", "a", "b", [1], [1.0], [True], {"a": 1}, {"a": True}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(LISTED), min_size=1, max_size=8), st.lists(st.sampled_from(LISTED), min_size=1, max_size=8),
+       st.sampled_from(["oneOf", "anyOf", "not"]))
+def test_enums_checked_against_enums_agree_with_jsonschema(first: list[Any], second: list[Any], how: str) -> None:
+    """An enum checked value by value against another schema's enum (the instance checker's
+    lists, looked up by key when all are finite scalars): jsonschema's verdict on every listed
+    value and the pool's scalars."""
+    if how == "not":
+        schema: Any = {"enum": first, "not": {"enum": second}}
+    else:
+        schema = {how: [{"enum": first}, {"enum": second, "type": ["number", "string", "boolean", "null", "array", "object"]}]}
+    validator = oracle(schema)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError:
+        assert not any(validator.is_valid(v) for v in first + second), schema
+        return
+    for value in first + second + SCALARS:
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, compact(value))
+
+
+def test_integers_past_double_range_in_values_and_bounds_compile() -> None:
+    """Integers of 400 digits (and 1e308) in an enum, a const, bounds and counts (`float(value)`
+    overflowed, and a count's doubling rules recursed once per bit: an OverflowError or a
+    RecursionError instead of a grammar); jsonschema decides every text, and a string length
+    of that size is refused with its place."""
+    big = 10**400
+    cases = [
+        {"enum": [big, 1, "x"], "not": {"const": 1}},
+        {"enum": [big, 2.5, 10], "multipleOf": 5},
+        {"const": big},
+        {"type": "integer", "minimum": -big, "maximum": big},
+        {"type": "number", "minimum": -big, "exclusiveMaximum": big},
+        {"oneOf": [{"enum": [big, 3]}, {"enum": [big + 1, 3]}]},
+        {"maxItems": big, "items": {"type": "integer"}},
+        {"not": {"minProperties": 1e308}},
+        {"minProperties": 1e308},
+        {"minItems": big},
+    ]
+    texts = [str(big), str(big + 1), str(-big), str(big * 10), "1", "3", "10", "2.5", '"x"', "0", "[]", "[1,2]", '["a"]',
+             "{}", '{"a":1}']
+    for schema in cases:
+        grammar = Grammar.json_schema(schema)
+        validator = oracle(schema)
+        verdicts = {validator.is_valid(json.loads(text)) for text in texts}
+        assert verdicts == {True, False}, schema
+        for text in texts:
+            assert accepts(grammar, text) == validator.is_valid(json.loads(text)), (schema, text)
+    with pytest.raises(GrammarError) as info:
+        Grammar.json_schema({"type": "string", "minLength": big})
+    assert info.value.json_pointer == "/minLength"
+
+
+@pytest.mark.parametrize("schema,texts", [
+    ({"type": "string", "pattern": "^2024", "format": "date"}, ["2024-01-02", "2024-13-01", "2023-01-02", "2024-02-30", "2024x"]),
+    ({"type": "string", "pattern": "^10\\.", "format": "ipv4"}, ["10.0.0.1", "10.0.0.256", "11.0.0.1", "10.1", "10.255.255.255"]),
+    ({"type": "string", "pattern": "^[0-9a-f-]+$", "format": "uuid"},
+     ["123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000", "123e4567e89b12d3a456426614174000"]),
+    ({"type": "string", "pattern": "^https://", "format": "iri", "maxLength": 30},
+     ["https://ex.com/é", "https://ex.com/a b", "http://ex.com/é", "https://ex.com/" + "é" * 20, "https://"]),
+])
+def test_a_format_beside_a_pattern_is_asserted_too(schema: Any, texts: list[str]) -> None:
+    """Both hold (the format was ignored beside a pattern, a warning): jsonschema, formats
+    asserted, decides each text; both verdicts occur."""
+    grammar = Grammar.json_schema(schema)
+    assert not json_schema_to_ir(schema).options["warnings"]
+    validator = oracle(schema)
+    verdicts = set()
+    for text in texts:
+        expected = validator.is_valid(text)
+        verdicts.add(expected)
+        assert accepts(grammar, json.dumps(text, ensure_ascii=False)) == expected, (schema, text)
+    assert verdicts == {True, False}
+
+
+def test_email_beside_a_pattern_is_left_out_with_a_warning() -> None:
+    # Intersected, "[ab]@" and the mailbox regex ran out of step fuel within a short address.
+    schema = {"type": "string", "pattern": "[ab]@", "format": "email"}
+    assert any("format 'email' is ignored" in w for w in json_schema_to_ir(schema).options["warnings"])
+    assert accepts(Grammar.json_schema(schema), '"x[ab]@ not an address"'.replace("[ab]", "a"))

@@ -32,6 +32,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "nested": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
                                                          "uniqueItems": True}},
                "required": ["tags"], "additionalProperties": False},
+    # Items by a chain of `$ref`s to a shared definition (compiled after the array).
+    "by_ref": {"type": "array", "items": {"$ref": "#/$defs/tag"}, "uniqueItems": True,
+               "$defs": {"tag": {"$ref": "#/$defs/text"}, "text": {"type": "string", "minLength": 1}}},
 }
 
 
@@ -96,7 +99,7 @@ _NUMBER_VALUES = st.tuples(st.integers(-30, 30), st.integers(0, 2))
 @st.composite
 def _item(draw: Any, kind: str) -> tuple[Any, str]:
     """A value and one spelling of it."""
-    if kind == "strings" or kind == "bounded" or kind == "nested" or (kind == "mixed" and draw(st.booleans())):
+    if kind in ("strings", "bounded", "nested", "by_ref") or (kind == "mixed" and draw(st.booleans())):
         value = draw(_STRING_VALUES)
         escape, upper = draw(st.booleans()), draw(st.booleans())
         return value, '"' + "".join(_spell_char(c, escape and draw(st.booleans()), upper) for c in value) + '"'

@@ -400,7 +400,7 @@ _FORMATS = ("date", "date-time", "time", "email", "uri", "uuid", "ipv4", "ipv6",
 
 
 def _json_number(r: random.Random) -> Any:
-    return _pick(r, (0, 1, -1, 2, 3, 7, 10, 0.5, -2.5, 1e-9, 1e308, -1e308, 2**53 + 1, 10**30, 0.1, 100, 1000))
+    return _pick(r, (0, 1, -1, 2, 3, 7, 10, 0.5, -2.5, 1e-9, 1e308, -1e308, 2**53 + 1, 10**30, 0.1, 100, 1000, 10**400, -(10**400)))
 
 
 def _json_value(r: random.Random, depth: int = 2) -> Any:
@@ -458,7 +458,9 @@ def gen_json_schema_obj(r: random.Random, depth: int = 3) -> Any:
         elif k == 12 and depth > 0:
             schema["prefixItems"] = [gen_json_schema_obj(r, depth - 1) for _ in range(r.randint(0, 3))]
         elif k == 13:
-            schema[_pick(r, ("minItems", "maxItems", "minProperties", "maxProperties"))] = _count(r)
+            # Past a double's range too (1e308 counted its doubling rules by recursion).
+            count = _pick(r, (1e308, 10**400)) if r.random() < 0.05 else _count(r)
+            schema[_pick(r, ("minItems", "maxItems", "minProperties", "maxProperties"))] = count
         elif k == 14 and depth > 0:
             schema[_pick(r, ("anyOf", "oneOf", "allOf"))] = [
                 gen_json_schema_obj(r, depth - 1) for _ in range(r.randint(0, 3))

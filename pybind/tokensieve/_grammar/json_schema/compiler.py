@@ -135,13 +135,14 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
+from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
 from .logic import Unexpressible, clause_alternatives, negate, presence_clauses, value_schema
 from . import presence
 from .metaschema import embed_meta_schema
 from .refs import DYNAMIC_UNION, resolve_references
 from .numbers import (
-    _FRACTION_ZERO, _alt, _bounded_multiples, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex,
+    _FRACTION_ZERO, _alt, _bounded_multiples, _is_integral, _is_number, _number_spelling_regex, decimal_range_regex, int_range_regex,
     multiple_of_regex, multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
@@ -200,6 +201,11 @@ ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objec
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
 CONTAINS_COUNTED_MAX = 4  # contains with counts merged on one array (2^n item classes; more: the first counted)
+# Formats left out beside a pattern (a superset, a warning): `email` intersected with a
+# search pattern such as "[ab]@" ran out of step fuel within a 13-character address, byte by
+# byte; every other format beside the search and anchored patterns tried took under 0.3 ms a
+# step (docs/json_schema.md).
+_FORMATS_APART_FROM_PATTERNS = frozenset({"email"})
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 DISTINCT_ITEMS_BOUNDED_MAX = 256  # maxItems of a uniqueItems array the core checks (a list nonterminal per count)
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
@@ -534,19 +540,6 @@ def _type_allows(types: Sequence[str], value: Any) -> bool:
     return t in types or (t == "integer" and "number" in types)
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values (1 == 1.0, but true != 1)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) or _is_number(b):
-        return _is_number(a) and _is_number(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
 def _common_values(va: list[Any], vb: list[Any]) -> list[Any]:
     """The values of `va` that `_json_equal` one of `vb`, in order: by set keys when `vb` is
     all finite scalars (`_value_keys`), pair by pair otherwise (two enums of 500 names were
@@ -682,31 +675,6 @@ def _listed_parts_of(schema: dict[str, Any], depth: int, cache: dict[int, tuple[
             if listed:
                 excluded = excluded | listed
     return values, excluded
-
-
-def _value_key(value: Any) -> Any:
-    """A JSON scalar as a set member, equal to another's exactly when `_json_equal` says so (1
-    and 1.0 are one member, `true` and 1 two); None for an array, an object or a non-finite
-    number."""
-    kind = type(value)
-    if kind is str:
-        return ("s", value)
-    if kind is bool or value is None:
-        return ("b", value)
-    if (kind is int or kind is float) and math.isfinite(value):
-        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0): one member
-    return None
-
-
-def _value_keys(values: list[Any]) -> set[Any] | None:
-    """The `_value_key`s of JSON scalars; None when one is not a scalar or not finite."""
-    keys: set[Any] = set()
-    for value in values:
-        key = _value_key(value)
-        if key is None:
-            return None
-        keys.add(key)
-    return keys
 
 
 # The keys of a schema that only lists values (with annotations): `not` of it excludes them.
@@ -1094,6 +1062,7 @@ class _Compiler:
         self.symbol_count = 0
         self.ref_nonterminals: dict[str, int] = {}
         self.pending: list[tuple[int, str]] = []
+        self.ref_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
         self.anchors: dict[str, str] | None = None
         # `$ref` string → its target's pointer, and pointer → node, once found (the root is
         # not mutated; failures are not kept, so that they raise where they stand).
@@ -1356,7 +1325,24 @@ class _Compiler:
         if nt is None:
             nt = self.ref_nonterminals[target] = self.ir.add_nonterminal(f"#{target}")
             self.pending.append((nt, target))
+            self.ref_targets[nt] = target
         return nt
+
+    def ref_target_symbol(self, sym: Sym) -> Sym:
+        """`sym`, or, for the nonterminal of a plain `$ref` whose target `run` has not compiled
+        yet (it has no rule), the target compiled now (chains followed; its nonterminal gets
+        its rule later as usual): what a caller that looks into the symbol's rules needs."""
+        seen: set[int] = set()
+        while not sym.terminal and sym.index not in seen and not self.rules_of(sym.index):
+            seen.add(sym.index)
+            target = self.ref_targets.get(sym.index)
+            if target is None:
+                break
+            resolved = self.compile(self.lookup(target), target)
+            if resolved is None:
+                break
+            sym = resolved
+        return sym
 
     # ---- normalization and merging ----------------------------------------------------------
 
@@ -2778,7 +2764,7 @@ class _Compiler:
         value = d.get(key, default)
         if value is None or value == default:
             return value
-        if not _is_number(value) or value < 0 or not float(value).is_integer():
+        if not _is_number(value) or value < 0 or not _is_integral(value):
             raise self.fail(f"{key} must be a non-negative integer, not {value!r}", f"{pointer}/{key}")
         return int(value)
 
@@ -2803,10 +2789,10 @@ class _Compiler:
         fmt = d.get("format")
         if fmt is not None and fmt not in FORMAT_REGEXES:
             self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
-        elif fmt is not None and bodies:
+        elif fmt is not None and bodies and fmt in _FORMATS_APART_FROM_PATTERNS:
             self.warn(f"format {fmt!r} is ignored because a pattern is given", f"{pointer}/format")
         elif fmt is not None:
-            bodies.append('"' + FORMAT_REGEXES[fmt] + '"')
+            bodies.append('"' + FORMAT_REGEXES[fmt] + '"')  # beside patterns: intersected with them
         try:
             length = string_regex(min_length, max_length)
         except GrammarError as err:
@@ -2894,7 +2880,7 @@ class _Compiler:
             name = "number"
             base = NUMBER_REGEX_NO_EXPONENT if ands or nots else NUMBER_REGEX
         else:
-            integral = all(b is None or float(b).is_integer() for b in (lo, hi))
+            integral = all(b is None or _is_integral(b) for b in (lo, hi))
             decimal = False if integral else decimal_range_regex(lo, lo_open, hi, hi_open)
             if decimal is not False:  # non-integer bounds, digit by digit (None: an empty interval)
                 base = decimal
@@ -2954,7 +2940,7 @@ class _Compiler:
             text = json.dumps(value)
             return [self.lexeme(text, "literal", text)]
         if _is_number(value):
-            if float(value).is_integer() and abs(value) < 1e16:
+            if _is_integral(value) and abs(value) < 10**16:
                 text = str(int(value))
                 return [self.lexeme(text, "regex", text + _FRACTION_ZERO)]
             text = json.dumps(value)
@@ -4261,7 +4247,8 @@ class _Compiler:
         if max_items is not None and max_items > DISTINCT_ITEMS_BOUNDED_MAX:
             return NotImplemented
         item = self.compile(d.get("items", True), f"{pointer}/items")
-        alternatives = None if item is None else self.open_scalars(item)
+        # Items by `$ref` (a definition shared by arrays): the target's own symbol.
+        alternatives = None if item is None else self.open_scalars(self.ref_target_symbol(item))
         if alternatives is None:
             return NotImplemented
         name = pointer or "/"
@@ -4441,29 +4428,54 @@ class _Compiler:
         return out + self.up_to(name, unit, hi - lo)
 
     def power(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
-        """unit^count, by doubling rules when count is large."""
+        """unit^count, by doubling rules when count is large: unit^count -> unit^(count/2)
+        unit^(count/2) [unit], the halves built first, without recursion (a count of 1e308
+        is 1,023 halvings)."""
         if count <= 4:
             return list(unit) * count
-        key = ("pow", unit, count)
-        if key not in self.memo:
-            half = self.power(name, unit, count // 2)
+        memo = self.memo
+        halvings = []
+        while count > 4 and ("pow", unit, count) not in memo:
+            halvings.append(count)
+            count //= 2
+        for count in reversed(halvings):
+            half = list(unit) * (count // 2) if count // 2 <= 4 else [Sym.n(memo[("pow", unit, count // 2)])]
             rhs = half + half + (list(unit) if count % 2 else [])
-            self.memo[key] = self.nonterminal(f"{name}^{count}", [rhs])
-        return [Sym.n(self.memo[key])]
+            memo[("pow", unit, count)] = self.nonterminal(f"{name}^{count}", [rhs])
+        return [Sym.n(memo[("pow", unit, count)])]
 
     def up_to(self, name: str, unit: tuple[Sym, ...], count: int) -> list[Sym]:
-        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules."""
-        if count == 0:
-            return []
-        key = ("upto", unit, count)
-        if key not in self.memo:
-            nt = self.ir.add_nonterminal(f"{name}{{0,{count}}}")
-            self.memo[key] = nt
-            if count == 1:
-                self.rule(nt, [])
-                self.rule(nt, list(unit))
+        """unit^c for 0 <= c <= count, unambiguously, in O(log count) rules:
+        unit^{0,n} -> unit^{0,h-1} | unit^h unit^{0,n-h}, h the largest power of two <= n. On an
+        explicit stack (each entry: its count, nonterminal, then the first part of its second
+        rule), in the order a recursion would build them."""
+        memo = self.memo
+        result: list[Sym] = []
+        stack: list[list[Any]] = [[count, None, None]]
+        while stack:
+            entry = stack[-1]
+            n, nt, first = entry
+            if nt is None:
+                key = ("upto", unit, n)
+                if n == 0 or key in memo:
+                    result = [Sym.n(memo[key])] if n else []
+                    stack.pop()
+                    continue
+                nt = entry[1] = memo[key] = self.ir.add_nonterminal(f"{name}{{0,{n}}}")
+                if n == 1:
+                    self.rule(nt, [])
+                    self.rule(nt, list(unit))
+                    result = [Sym.n(nt)]
+                    stack.pop()
+                    continue
+                stack.append([(1 << (n.bit_length() - 1)) - 1, None, None])  # unit^{0,h-1}
+            elif first is None:
+                self.rule(nt, result)
+                high = 1 << (n.bit_length() - 1)  # largest power of two <= n
+                entry[2] = self.power(name, unit, high)
+                stack.append([n - high, None, None])  # unit^{0,n-h}
             else:
-                high = 1 << (count.bit_length() - 1)  # largest power of two <= count
-                self.rule(nt, self.up_to(name, unit, high - 1))
-                self.rule(nt, self.power(name, unit, high) + self.up_to(name, unit, count - high))
-        return [Sym.n(self.memo[key])]
+                self.rule(nt, first + result)
+                result = [Sym.n(nt)]
+                stack.pop()
+        return result

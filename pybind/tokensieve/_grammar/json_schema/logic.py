@@ -39,10 +39,10 @@ and keywords whose meaning waits for the merge (a pending `unevaluatedProperties
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Protocol, Sequence
 
 from ..._errors import GrammarError
+from .numbers import _is_integral, _is_number
 from .presence import term_schema, terms_from_json
 
 __all__ = ["Unexpressible", "negate", "clause_alternatives", "value_schema", "presence_clauses", "ALL_TYPES"]
@@ -159,8 +159,8 @@ _NUMBER_KEYWORDS = frozenset({"minimum", "exclusiveMinimum", "maximum", "exclusi
 def _checked_value(key: str, value: Any, at: str) -> Any:
     """`value` of keyword `key`, refused with its JSON pointer when it has the wrong type (the
     negations below do arithmetic on it)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if key in _COUNT_KEYWORDS and not (number and value >= 0 and float(value).is_integer()):
+    number = _is_number(value)
+    if key in _COUNT_KEYWORDS and not (number and value >= 0 and _is_integral(value)):
         pointer = f"{at}/{key}"
         raise GrammarError(f"{key} must be a non-negative integer, not {value!r} (at {pointer})", json_pointer=pointer)
     if key in _NUMBER_KEYWORDS and not number:

@@ -16,7 +16,16 @@ if TYPE_CHECKING:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number: an int (not a bool; any size) or a finite float."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _is_integral(value: Any) -> bool:
+    """Whether a JSON number (`_is_number`) has an integer value (an int of any size, 2.0);
+    `float(value)` overflows on ints past 1e308."""
+    return isinstance(value, int) or value.is_integer()
 
 
 # =============================================================================================

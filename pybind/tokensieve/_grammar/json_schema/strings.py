@@ -818,22 +818,43 @@ _IPV6 = "(?:" + "|".join(
     ]
 ) + ")"
 # RFC 3986, section 3 and appendix A; an IPv6 literal host is any bracketed hex digits, colons and
-# dots with a colon (a superset: the exact IPv6 regex made URI masks twice as slow).
+# dots with a colon (a superset: the exact IPv6 regex made URI masks twice as slow). RFC 3987's
+# IRIs are the same forms with more characters: `ucs` (ucschar) beside the unreserved ones and
+# `private` (iprivate) in the query.
 _URI_PCT = r"%[0-9A-Fa-f]{2}"
-_URI_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_URI_PCT})"
-_URI_QUERY = rf"(?:{_URI_PCHAR}|[/?])*"
-_URI_AUTHORITY = (
-    rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_URI_PCT})*@)?"
-    rf"(?:\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]|\[v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+\]|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_URI_PCT})*)"
-    r"(?::[0-9]*)?"
-)
-_URI_ABEMPTY = rf"(?:/{_URI_PCHAR}*)*"
-_URI_TAIL = rf"(?:\?{_URI_QUERY})?(?:#{_URI_QUERY})?"
-# hier-part and relative-part share "//authority path-abempty" and path-absolute; they differ
-# in the rootless path (a relative reference's first segment has no colon).
-_URI_ROOTED = rf"//{_URI_AUTHORITY}{_URI_ABEMPTY}|/(?:{_URI_PCHAR}+{_URI_ABEMPTY})?"
-_URI = rf"[A-Za-z][A-Za-z0-9+.\-]*:(?:{_URI_ROOTED}|{_URI_PCHAR}+{_URI_ABEMPTY})?{_URI_TAIL}"
-_URI_RELATIVE = rf"(?:{_URI_ROOTED}|(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_URI_PCT})+{_URI_ABEMPTY})?{_URI_TAIL}"
+
+
+def _uri_forms(ucs: str = "", private: str = "") -> tuple[str, str]:
+    """(absolute, relative reference): RFC 3986's `URI` and `relative-ref`, or RFC 3987's
+    `IRI` and `irelative-ref` with the non-ASCII classes `ucs` and `private` (regex text
+    inside a class; empty for URIs)."""
+    pchar = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@{ucs}]|{_URI_PCT})"
+    query = rf"(?:{pchar}|[/?{private}])*"
+    fragment = rf"(?:{pchar}|[/?])*"
+    authority = (
+        rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:{ucs}]|{_URI_PCT})*@)?"
+        rf"(?:\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]|\[v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+\]|(?:[A-Za-z0-9\-._~!$&'()*+,;={ucs}]|{_URI_PCT})*)"
+        r"(?::[0-9]*)?"
+    )
+    abempty = rf"(?:/{pchar}*)*"
+    tail = rf"(?:\?{query})?(?:#{fragment})?"
+    # hier-part and relative-part share "//authority path-abempty" and path-absolute; they
+    # differ in the rootless path (a relative reference's first segment has no colon).
+    rooted = rf"//{authority}{abempty}|/(?:{pchar}+{abempty})?"
+    absolute = rf"[A-Za-z][A-Za-z0-9+.\-]*:(?:{rooted}|{pchar}+{abempty})?{tail}"
+    relative = rf"(?:{rooted}|(?:[A-Za-z0-9\-._~!$&'()*+,;=@{ucs}]|{_URI_PCT})+{abempty})?{tail}"
+    return absolute, relative
+
+
+_URI, _URI_RELATIVE = _uri_forms()
+# RFC 3987, section 2.2: ucschar and iprivate (the planes' last two code points left out).
+_UCSCHAR = class_regex(
+    ((0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF))
+    + tuple((plane << 16, (plane << 16) + 0xFFFD) for plane in range(1, 14))
+    + ((0xE1000, 0xEFFFD),)
+)[1:-1]
+_IPRIVATE = class_regex(((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)))[1:-1]
+_IRI, _IRI_RELATIVE = _uri_forms(_UCSCHAR, _IPRIVATE)
 # RFC 5321 mailbox: a dot-atom local part (quoted local parts are not accepted: a subset), a
 # host name or an address literal.
 _EMAIL_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
@@ -858,6 +879,8 @@ FORMAT_REGEXES: dict[str, str] = {
     "uri": _URI,
     "uri-reference": rf"(?:{_URI}|{_URI_RELATIVE})",
     "uri-template": _URI_TEMPLATE,
+    "iri": _IRI,
+    "iri-reference": rf"(?:{_IRI}|{_IRI_RELATIVE})",
 }
 
 
