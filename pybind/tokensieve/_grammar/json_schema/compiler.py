@@ -254,6 +254,7 @@ _PLAIN_TYPES = {
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
+_REF_AND_ANNOTATIONS = ANNOTATIONS | {"$ref"}  # those of a schema `compile` takes as its reference
 
 
 def _reject_lone_surrogates(schema: Any) -> bool:
@@ -263,11 +264,14 @@ def _reject_lone_surrogates(schema: Any) -> bool:
     Returns whether the references need `resolve_references` (a nested `$id`, a `$ref` not
     starting with `#`, a dynamic reference): the same walk finds out, at no extra pass.
 
-    Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; the others,
+    Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; those
+    whose form has no lone surrogate but a candidate reference (`required: ["id", "name"]`
+    looks like one) by a walk of their objects and arrays alone (`_rewrite_walk`); the others,
     by a walk that builds no pointers: it gathers the strings and encodes them at once, and
     only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
-    if _settled_at_once(schema):
-        return False
+    settled = _settled_at_once(schema)
+    if settled is not None:
+        return False if settled else _rewrite_walk(schema)
     strings: list[str] = []
     stack: list[Any] = [schema]
     steps = 0
@@ -325,30 +329,57 @@ _WALK_STEPS_MAX = 2_000_000
 _SETTLED_SIZE_MAX = 1_300_000
 
 
-def _settled_at_once(schema: Any) -> bool:
+def _settled_at_once(schema: Any) -> bool | None:
     """Whether `_reject_lone_surrogates` has nothing to refuse and no rewrite to ask for, as
-    the schema's `marshal` form (made at C speed) shows: no lone surrogate in it, and no
-    reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as there). It
-    holds every string and object the walk visits (and annotations too), so what it clears
-    the walk would clear; anything else (a type marshal refuses such as a subclass, a cycle,
-    a lone surrogate even in an annotation, a candidate reference, a form longer than the
-    walk's budget) is left to the walk."""
+    the schema's `marshal` form (made at C speed) shows: True when there is no lone surrogate
+    in it and no reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as
+    there); False when there is no lone surrogate but a candidate reference (the rewrite is
+    then for `_rewrite_walk` to tell). The form holds every string and object the walk visits
+    (and annotations too), so what it clears the walk would clear; anything else (a type
+    marshal refuses such as a subclass, a cycle, a lone surrogate even in an annotation, a
+    form longer than the walk's budget) is left to the walk: None."""
     if type(schema) is not dict:
-        return False
+        return None
     if "$id" in schema or "id" in schema:
         root_ids = {key: schema[key] for key in ("$id", "id") if key in schema}
         if any(type(value) is not str or _LONE_SURROGATE_UTF8.search(value.encode("utf-8", "surrogatepass"))
                for value in root_ids.values()):
-            return False
+            return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
     try:
         data = marshal.dumps(schema, 2)
     except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
-        return False
-    return (
-        len(data) <= _SETTLED_SIZE_MAX and _LONE_SURROGATE_UTF8.search(data) is None
-        and _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
-    )
+        return None
+    if len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
+        return None
+    return _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
+
+
+def _rewrite_walk(schema: dict[str, Any]) -> bool:
+    """`_reject_lone_surrogates`'s answer for a schema whose marshal form has no lone
+    surrogate (`_settled_at_once` False): whether some object it visits needs the rewrite,
+    found by a walk of the objects and arrays alone (the strings need no encoding, nor their
+    gathering: service-schema 6.5 -> 2.6 ms; the 1,229 MaskBench schemas that take it 87 -> 36
+    ms in all). The form succeeded, so there are no subclasses; its length bounds the steps
+    below the walk's budget."""
+    stack: list[Any] = [schema]
+    root = True
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            if not _REWRITE_KEYS.isdisjoint(value) and _needs_rewrite(value, root=root):
+                return True
+            for key, item in value.items():
+                kind = type(item)
+                if (kind is dict or kind is list) and key not in _ANNOTATIONS:
+                    stack.append(item)
+        else:
+            for item in value:
+                kind = type(item)
+                if kind is dict or kind is list:
+                    stack.append(item)
+        root = False
+    return False
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -1033,6 +1064,10 @@ class _Compiler:
         self.pending: list[tuple[int, str]] = []
         self.ref_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
         self.anchors: dict[str, str] | None = None
+        # `$ref` string → its target's pointer, and pointer → node, once found (the root is
+        # not mutated; failures are not kept, so that they raise where they stand).
+        self.ref_targets: dict[str, str] = {}
+        self.lookups: dict[str, Any] = {}
         self.memo: dict[Any, int] = {}
         self.any_value: int | None = None
         self.plain_symbols: dict[tuple[str, str, str], Sym] = {}  # `lexeme` without extras
@@ -1059,8 +1094,8 @@ class _Compiler:
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
         self.object_suffixes: dict[tuple[Any, ...], int] = {}
-        self.object_alternatives: dict[tuple[int, int], list[list[Sym]] | None] = {}
-        self.object_sequences: dict[tuple[int, int], list[Sym] | None] = {}
+        self.object_alternatives: dict[tuple[int, int], list[tuple[Sym, ...]] | None] = {}
+        self.object_sequences: dict[tuple[int, int], Sequence[Sym] | None] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
@@ -1211,7 +1246,16 @@ class _Compiler:
     # ---- references --------------------------------------------------------------------------
 
     def ref_pointer(self, ref: Any, pointer: str) -> str:
-        """The canonical JSON pointer (into the root) of a local `$ref`."""
+        """The canonical JSON pointer (into the root) of a local `$ref` (kept per string:
+        Kubernetes kb_1161 has 1,531 `$ref`s)."""
+        target = self.ref_targets.get(ref) if type(ref) is str else None
+        if target is not None:
+            return target
+        target = self.find_ref_pointer(ref, pointer)
+        self.ref_targets[ref] = target
+        return target
+
+    def find_ref_pointer(self, ref: Any, pointer: str) -> str:
         if not isinstance(ref, str):
             raise self.fail("$ref must be a string", pointer + "/$ref")
         fragment: str | None = None
@@ -1253,7 +1297,10 @@ class _Compiler:
         return self.anchors
 
     def lookup(self, pointer: str, ref_at: str | None = None) -> Any:
-        node: Any = self.root
+        node: Any = self.lookups.get(pointer, self.lookups)
+        if node is not self.lookups:
+            return node
+        node = self.root
         if pointer == "":
             return node
         for raw in pointer[1:].split("/"):
@@ -1265,6 +1312,7 @@ class _Compiler:
             else:
                 where = pointer if ref_at is None else ref_at
                 raise self.fail(f"$ref target #{pointer} does not exist", where + "/$ref")
+        self.lookups[pointer] = node
         return node
 
     def ref_symbol(self, ref: Any, pointer: str) -> Sym:
@@ -2044,9 +2092,7 @@ class _Compiler:
                 if kind == "string":
                     return self.string()
                 return self.lexeme(*_PLAIN_TYPES[kind])
-        if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
-            {k: v for k, v in schema.items() if k != "$ref"}
-        ):
+        if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
         if not isinstance(schema, dict):
             d = self.flatten(schema, pointer)
@@ -2393,7 +2439,7 @@ class _Compiler:
             rest["_clauses"] = others
         at = clause.get("_at", pointer)
         try:
-            alternatives = clause_alternatives(clause, self)
+            alternatives = self.clause_alternatives(clause)
         except Unexpressible as err:
             self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
             return self.compile_flat(rest, pointer)
@@ -2423,6 +2469,29 @@ class _Compiler:
             # What made the negation's alternatives empty is the construction's doing: name the `not`.
             del self.empty_reasons[reasons:]
             self.contradiction("no value is valid under this not and the keywords beside it", at)
+        return result
+
+    def clause_alternatives(self, clause: dict[str, Any]) -> list[Any]:
+        """`logic.clause_alternatives`, memoised like `flatten` by the clause's content (its
+        `_at`, the only pointer its expansion reads, included): a clause expansion meets the
+        same clause once per cell that carries it (MaskBench jfrog-pipelines: 518 steps over 49
+        clauses), and the negations it made anew each time were new dicts, so their `flatten`
+        walked them for content ids again. The list is shared: callers must not mutate it.
+
+        Raises:
+            Unexpressible: as `logic.clause_alternatives` (never memoised).
+        """
+        key = self.memo_key("alternatives", clause)
+        pointer = clause.get("_at", "")
+        memo = self.reuse(key, pointer)
+        if memo is not None:
+            return memo.value  # type: ignore[no-any-return]
+        frame = self.enter(pointer)
+        try:
+            result = clause_alternatives(clause, self)
+        finally:
+            frame = self.leave(frame)
+        self.remember(key, pointer, frame, result)
         return result
 
     def compile_cells(self, d: dict[str, Any], clause: dict[str, Any], alternatives: list[Any], pointer: str) -> Sym | None | object:
@@ -2506,7 +2575,7 @@ class _Compiler:
             if "_expand" in first:
                 raise _CellsDeclined
             try:
-                alternatives = clause_alternatives(first, self)
+                alternatives = self.clause_alternatives(first)
             except Unexpressible as err:
                 self.unsupported(f"{err} cannot be expressed as a grammar", at if err.pointer is None else err.pointer)
                 return [(rest, pointer, orders)]
@@ -2648,9 +2717,10 @@ class _Compiler:
         if "_conflicts" in d:
             self.check_keywords(d, pointer)
         rest = {k: v for k, v in d.items() if k != "enum"}
-        if all(k == "type" or k in ANNOTATIONS for k in rest):
-            # The commonest enum (`type` and annotations beside it): the checker would check
-            # the type alone, at ~1 µs a value (a 128-tool grammar has hundreds of enums).
+        if all(k == "type" or k in ANNOTATIONS or (k[:1] not in "_$" and k not in _ASSERTING) for k in rest):
+            # The commonest enum (`type` and annotations, or keys that are no keyword, beside
+            # it): the checker would check the type alone, at ~1 µs a value (a 128-tool grammar
+            # has hundreds of enums; service-schema 271 beside azure's `ignoreCase`).
             types = rest.get("type")
             types = TYPES if types is None else types if isinstance(types, list) else [types]
             values = [v for v in d["enum"] if _type_allows(types, v)]
@@ -3262,37 +3332,42 @@ class _Compiler:
             floor[i + 1] = min(top, floor[i] + 1) if members[i][2] else floor[i]
         for c in range(floor[n], min(top, n) + 1):
             if (suffix[n], c) not in table:
-                table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
+                extras = self.object_extras(name, unit, c, low, high)
+                table[(suffix[n], c)] = None if extras is None else [tuple(alt) for alt in extras]
 
         state_sequence = self.state_sequence
-
-        def seq(i: int, c: int) -> list[Sym] | None:
-            # A state met before is looked up before its label is formatted (~4,500 states in
-            # MaskBench o48661, each met several times).
-            state = (suffix[i], c)
-            out = seqs.get(state, seqs)
-            if out is not seqs:
-                return out  # type: ignore[return-value]
-            return state_sequence(table, seqs, state, f"{name}:after{i}.{c}")
-
         comma, colon = self.comma, self.colon
+        # What stands for the state after member i (`state_sequence`) is looked up inline,
+        # its label formatted only when it is new: objects share most of their states
+        # (~4,500 states in MaskBench o48661, each met several times), and the lookups are
+        # most of an object's work.
         for i in range(n - 1, -1, -1):
-            key_sym, value_sym, is_required = members[i]
-            first = [key_sym, colon, value_sym]  # the member when none came before (c = 0)
-            later = [comma, key_sym, colon, value_sym]
-            here = suffix[i]
+            here, following = suffix[i], suffix[i + 1]
+            first = later = None
             for c in range(floor[i], min(top, i) + 1):
                 state = (here, c)
                 if state in table:
                     continue
+                if first is None:
+                    # Tuples, as the sequences in `table` are: the IR's rules take them as they
+                    # are (no copy per rule, and nothing for `release` to free but the lists).
+                    key_sym, value_sym, is_required = members[i]
+                    first = (key_sym, colon, value_sym)  # the member when none came before (c = 0)
+                    later = (comma, key_sym, colon, value_sym)
                 alts = []
                 after = c + 1 if high is not None or c < top else top
-                rest = seq(i + 1, after) if after <= top else None
-                if rest is not None:
-                    alts.append((later if c > 0 else first) + rest)
-                skip = None if is_required else seq(i + 1, c)
-                if skip is not None:
-                    alts.append(skip)
+                if after <= top:
+                    rest = seqs.get((following, after), seqs)
+                    if rest is seqs:
+                        rest = state_sequence(table, seqs, (following, after), f"{name}:after{i + 1}.{after}")
+                    if rest is not None:
+                        alts.append((later if c > 0 else first) + rest)
+                if not is_required:
+                    skip = seqs.get((following, c), seqs)
+                    if skip is seqs:
+                        skip = state_sequence(table, seqs, (following, c), f"{name}:after{i + 1}.{c}")
+                    if skip is not None:
+                        alts.append(skip)
                 table[state] = alts or None
         top_alts = table[(suffix[0], 0)]
         if top_alts is None:
@@ -3315,18 +3390,19 @@ class _Compiler:
             alts.append([unit[1], *self.repeat(f"{name}:extras", unit, max(low_left - 1, 0), more_high)])
         return alts or None
 
-    def state_sequence(self, table: dict[Any, list[list[Sym]] | None], seqs: dict[Any, list[Sym] | None], state: Any,
-                       label: str) -> list[Sym] | None:
+    def state_sequence(self, table: dict[Any, Any], seqs: dict[Any, Sequence[Sym] | None], state: Any,
+                       label: str) -> Sequence[Sym] | None:
         """What stands for `state` of an object's member states (`object_body`,
         `object_body_presence`) in a rule: None when `table` says it accepts nothing, its one
-        alternative, or a nonterminal (named `label`) of its alternatives, made once (`seqs`)."""
+        alternative, or a nonterminal (named `label`) of its alternatives (as a tuple), made
+        once (`seqs`)."""
         if state in seqs:
             return seqs[state]
         alts = table[state]
         if alts is None or len(alts) == 1:
             out = None if alts is None else alts[0]
         else:
-            out = [Sym.n(self.nonterminal(label, alts))]
+            out = (Sym.n(self.nonterminal(label, alts)),)
         seqs[state] = out
         return out
 
@@ -3519,7 +3595,7 @@ class _Compiler:
         name = pointer or "/"
         unit = None if pair is None else (self.comma, Sym.n(pair))
         table: dict[State, list[list[Sym]] | None] = {}
-        seqs: dict[State, list[Sym] | None] = {}
+        seqs: dict[State, Sequence[Sym] | None] = {}
         grouped: dict[tuple[int, int], Sym] = {}
 
         def value_of(i: int, g: int) -> Sym:
@@ -3558,7 +3634,7 @@ class _Compiler:
                     alts.append(rest)
                 else:
                     value = value_of(i, g)
-                    alts.append(([comma, members[i][0], colon, value] if c else [members[i][0], colon, value]) + rest)
+                    alts.append([comma, members[i][0], colon, value, *rest] if c else [members[i][0], colon, value, *rest])
             table[state] = alts or None
         top = table[start]
         if top is None:
