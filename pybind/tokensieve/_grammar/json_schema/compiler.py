@@ -972,6 +972,28 @@ _FLATTEN_KEYS = frozenset(
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 
 
+# A schema whose `marshal` form is at most this long (bytes) gets its content ids from the
+# forms of its values (`_content_by_marshal`).
+_CONTENT_MARSHAL_SIZE_MAX = 1 << 16
+
+
+def _content_by_marshal(root: Any) -> bool:
+    """Whether `_Compiler.content_id` takes a container's `marshal` form (version 2: no
+    references, so the bytes are a function of the value alone) as its id: for a schema whose
+    form is short. The form is made at C speed but again for each value asked about, a
+    subtree's bytes inside its parent's, so its cost grows with the schema's size times its
+    depth; the interning walk (`content_id_nested`), linear but in Python, takes the larger
+    schemas. Within one translation the ids are all of one kind, so equal values get equal
+    ids either way. The form tells apart what the walk's ids tell apart (types, key order) and
+    -0.0 from 0.0 too (fewer reuses, each still sound)."""
+    if type(root) is not dict:
+        return False
+    try:
+        return len(marshal.dumps(root, 2)) <= _CONTENT_MARSHAL_SIZE_MAX
+    except ValueError:  # a subclass, a cycle, nested too deep
+        return False
+
+
 class _TooDeep(Exception):
     """`content_id_nested` went past `_CONTENT_ID_DEPTH_MAX` (or met a cycle)."""
 _NOT_EXACT = object()  # compile_one_of_exactly: no exact translation
@@ -1053,8 +1075,9 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
+        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, content id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
+        self.content_by_marshal = _content_by_marshal(root)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1777,6 +1800,13 @@ class _Compiler:
         known = self.content_ids.get(id(value))
         if known is not None:
             return known[1]
+        if self.content_by_marshal:
+            try:
+                cid: Any = marshal.dumps(value, 2)
+            except ValueError:  # a subclass, a cycle, nested too deep: not plain JSON
+                cid = None
+            self.content_ids[id(value)] = (value, cid)
+            return cid
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
