@@ -57,12 +57,17 @@ def test_special_texts_split_as_the_scan_does(text: str) -> None:
     assert _first_piece_uncached(text, specials) == expected[0]
 
 
-def _compiler() -> Any:
+def _compiler(by_marshal: bool = True) -> Any:
+    """A compiler of `{}`, its content ids from `marshal` forms (a small schema's) or, with
+    `by_marshal=False`, from the interning walk (a large schema's)."""
     lexeme = schema_compiler._plain_lexeme
-    return schema_compiler._Compiler(
+    compiler = schema_compiler._Compiler(
         {}, lenient=False, additional_properties_default=True,
         key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
     )
+    assert compiler.content_by_marshal
+    compiler.content_by_marshal = by_marshal
+    return compiler
 
 
 def _typed_text(value: Any) -> str:
@@ -83,28 +88,45 @@ _values = st.recursive(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_values, min_size=2, max_size=6))
-def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any]) -> None:
-    compiler = _compiler()
+@given(st.lists(_values, min_size=2, max_size=6), st.booleans())
+def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any], by_marshal: bool) -> None:
+    compiler = _compiler(by_marshal)
     ids = [compiler.content_id(v) for v in values]
     for i, a in enumerate(values):
         for j, b in enumerate(values):
             assert (ids[i] == ids[j]) == (_typed_text(a) == _typed_text(b))
 
 
-def test_content_ids_past_the_recursion_depth_and_of_cycles() -> None:
+@pytest.mark.parametrize("by_marshal", [True, False])
+def test_content_ids_past_the_recursion_depth_and_of_cycles(by_marshal: bool) -> None:
     deep: Any = 1
     twin: Any = 1
     for _ in range(3 * schema_compiler._CONTENT_ID_DEPTH_MAX):
         deep, twin = [deep], [twin]
-    compiler = _compiler()
+    compiler = _compiler(by_marshal)
     assert compiler.content_id(deep) is not None
     assert compiler.content_id(deep) == compiler.content_id(twin) != compiler.content_id([twin])
     cyclic: dict[str, Any] = {"a": 1}
     cyclic["self"] = cyclic
     assert compiler.content_id(cyclic) is None
     assert compiler.content_id([{"b": cyclic}]) is None
-    assert compiler.content_id({"a": {1, 2}}) is None
+    if not by_marshal:  # (a set has a marshal form: its id then stands for that set only)
+        assert compiler.content_id({"a": {1, 2}}) is None
+    assert compiler.content_id({"a": {1, 2}}) != compiler.content_id({"a": [1, 2]})
+
+
+def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
+    lexeme = schema_compiler._plain_lexeme
+    small = {"type": "object", "description": "x" * 1000}
+    large = {"type": "object", "description": "x" * (schema_compiler._CONTENT_MARSHAL_SIZE_MAX + 1)}
+    kinds = []
+    for root in (small, large):
+        compiler = schema_compiler._Compiler(
+            root, lenient=False, additional_properties_default=True,
+            key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+        )
+        kinds.append(compiler.content_by_marshal)
+    assert kinds == [True, False]
 
 
 def test_the_collector_runs_again_after_a_translation() -> None:
@@ -141,7 +163,7 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
 def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[tuple[int, list[tuple[bool, int]]]]]) -> None:
     # Against a plain fixpoint of passes (every order of rules: the two-pass shortcut must fall
     # back to the worklist when references come before their rules).
-    from tokensieve._grammar.ir import GrammarIR, Sym, productive_nonterminals
+    from tokensieve._grammar.ir import GrammarIR, Sym, _first_rules_productive, productive_nonterminals
 
     n, rules = grammar
     ir = GrammarIR()
@@ -158,6 +180,22 @@ def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[
                 expected.add(rule.lhs)
                 changed = True
     assert productive_nonterminals(ir) == [i in expected for i in range(n)]
+    # The rules again by left-hand side (a lower one first, as front-ends order what is used
+    # before its user), where `_first_rules_productive` more often answers at once.
+    for ordered in (ir, GrammarIR(nonterminals=list(ir.nonterminals), rules=sorted(ir.rules, key=lambda r: r.lhs))):
+        if _first_rules_productive(ordered):
+            assert expected == set(range(n))
+        assert productive_nonterminals(ordered) == [i in expected for i in range(n)]
+
+
+def test_first_rules_decide_the_common_grammars_at_once() -> None:
+    from tokensieve._grammar.ir import _first_rules_productive
+
+    ir = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}).ir
+    assert _first_rules_productive(ir)  # rules after what they use; `any` recurses through its first rules
+    ir = Grammar.json_schema({"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}}},
+                              "$ref": "#/$defs/t"}).ir
+    assert not _first_rules_productive(ir)  # a reference's rule comes after its uses
 
 
 _listed = st.lists(

@@ -19,8 +19,8 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass, field, fields
-from itertools import chain
-from operator import add, itemgetter
+from itertools import chain, compress, repeat
+from operator import add, gt, itemgetter, not_
 from typing import Literal, NamedTuple, Sequence
 
 from .._errors import GrammarError
@@ -253,7 +253,12 @@ def productive_nonterminals(ir: GrammarIR) -> list[bool]:
     productive, so when that is all of them it is the answer. Otherwise the worklist runs
     over the rules of the nonterminals still unmarked only (the others' marks stand, and a
     rule counts only its unmarked nonterminals as missing): one unmarked nonterminal in
-    8,751 rules (MaskBench kb_1161) cost a worklist over all of them, 10 ms."""
+    8,751 rules (MaskBench kb_1161) cost a worklist over all of them, 10 ms.
+
+    Before them, `_first_rules_productive`, at C speed, proves all of them productive in
+    most grammars."""
+    if _first_rules_productive(ir):
+        return [True] * len(ir.nonterminals)
     productive = [False] * len(ir.nonterminals)
     rules = ir.rules
     for _ in range(2):
@@ -290,6 +295,33 @@ def productive_nonterminals(ir: GrammarIR) -> list[bool]:
             if missing[r] == 0:
                 queue.append(r)
     return productive
+
+
+def _first_rules_productive(ir: GrammarIR) -> bool:
+    """Whether every nonterminal has rules and its first rule (in list order) uses only
+    nonterminals whose own first rules come earlier; then all are productive (by induction on
+    that order: a first rule's nonterminals are productive, so it derives lexemes). Front-ends
+    add a nonterminal's rules after those of what it uses, so this holds in most grammars (not
+    where a reference's rule comes last). C-level iterators only: the passes of
+    `productive_nonterminals` cost ~27 bytecodes a rule, 5% of a median schema's front-end.
+    A rule whose right-hand side is not a tuple makes it answer False."""
+    rules = ir.rules
+    count = len(ir.nonterminals)
+    # Each left-hand side's first rule index (the reversed pairs: a later write is an earlier rule).
+    first = dict(zip(map(itemgetter(0), reversed(rules)), range(len(rules) - 1, -1, -1)))
+    if len(first) != count or (count and (min(first) != 0 or max(first) != count - 1)):
+        return False  # a nonterminal without rules (or a left-hand side out of range)
+    owners = list(first.values())
+    rhss = list(map(itemgetter(1), map(rules.__getitem__, owners)))
+    try:
+        used = list(map(not_, map(itemgetter(0), chain.from_iterable(rhss))))  # the nonterminal symbols
+        return all(map(
+            gt,
+            compress(chain.from_iterable(map(repeat, owners, map(len, rhss))), used),
+            map(first.__getitem__, map(itemgetter(1), compress(chain.from_iterable(rhss), used))),
+        ))
+    except (KeyError, TypeError):  # a nonterminal out of range; a symbol that is not a pair
+        return False
 
 
 IR_MAGIC = 0x31475354
