@@ -163,7 +163,7 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
 def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[tuple[int, list[tuple[bool, int]]]]]) -> None:
     # Against a plain fixpoint of passes (every order of rules: the two-pass shortcut must fall
     # back to the worklist when references come before their rules).
-    from tokensieve._grammar.ir import GrammarIR, Sym, _first_rules_productive, productive_nonterminals
+    from tokensieve._grammar.ir import GrammarIR, Sym, productive_nonterminals
 
     n, rules = grammar
     ir = GrammarIR()
@@ -180,22 +180,6 @@ def test_productive_nonterminals_is_the_least_fixpoint(grammar: tuple[int, list[
                 expected.add(rule.lhs)
                 changed = True
     assert productive_nonterminals(ir) == [i in expected for i in range(n)]
-    # The rules again by left-hand side (a lower one first, as front-ends order what is used
-    # before its user), where `_first_rules_productive` more often answers at once.
-    for ordered in (ir, GrammarIR(nonterminals=list(ir.nonterminals), rules=sorted(ir.rules, key=lambda r: r.lhs))):
-        if _first_rules_productive(ordered):
-            assert expected == set(range(n))
-        assert productive_nonterminals(ordered) == [i in expected for i in range(n)]
-
-
-def test_first_rules_decide_the_common_grammars_at_once() -> None:
-    from tokensieve._grammar.ir import _first_rules_productive
-
-    ir = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}).ir
-    assert _first_rules_productive(ir)  # rules after what they use; `any` recurses through its first rules
-    ir = Grammar.json_schema({"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}}},
-                              "$ref": "#/$defs/t"}).ir
-    assert not _first_rules_productive(ir)  # a reference's rule comes after its uses
 
 
 _listed = st.lists(

@@ -19,8 +19,6 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass, field, fields
-from itertools import chain, compress, repeat
-from operator import add, gt, itemgetter, not_
 from typing import Literal, NamedTuple, Sequence
 
 from .._errors import GrammarError
@@ -253,12 +251,7 @@ def productive_nonterminals(ir: GrammarIR) -> list[bool]:
     productive, so when that is all of them it is the answer. Otherwise the worklist runs
     over the rules of the nonterminals still unmarked only (the others' marks stand, and a
     rule counts only its unmarked nonterminals as missing): one unmarked nonterminal in
-    8,751 rules (MaskBench kb_1161) cost a worklist over all of them, 10 ms.
-
-    Before them, `_first_rules_productive`, at C speed, proves all of them productive in
-    most grammars."""
-    if _first_rules_productive(ir):
-        return [True] * len(ir.nonterminals)
+    8,751 rules (MaskBench kb_1161) cost a worklist over all of them, 10 ms."""
     productive = [False] * len(ir.nonterminals)
     rules = ir.rules
     for _ in range(2):
@@ -297,33 +290,6 @@ def productive_nonterminals(ir: GrammarIR) -> list[bool]:
     return productive
 
 
-def _first_rules_productive(ir: GrammarIR) -> bool:
-    """Whether every nonterminal has rules and its first rule (in list order) uses only
-    nonterminals whose own first rules come earlier; then all are productive (by induction on
-    that order: a first rule's nonterminals are productive, so it derives lexemes). Front-ends
-    add a nonterminal's rules after those of what it uses, so this holds in most grammars (not
-    where a reference's rule comes last). C-level iterators only: the passes of
-    `productive_nonterminals` cost ~27 bytecodes a rule, 5% of a median schema's front-end.
-    A rule whose right-hand side is not a tuple makes it answer False."""
-    rules = ir.rules
-    count = len(ir.nonterminals)
-    # Each left-hand side's first rule index (the reversed pairs: a later write is an earlier rule).
-    first = dict(zip(map(itemgetter(0), reversed(rules)), range(len(rules) - 1, -1, -1)))
-    if len(first) != count or (count and (min(first) != 0 or max(first) != count - 1)):
-        return False  # a nonterminal without rules (or a left-hand side out of range)
-    owners = list(first.values())
-    rhss = list(map(itemgetter(1), map(rules.__getitem__, owners)))
-    try:
-        used = list(map(not_, map(itemgetter(0), chain.from_iterable(rhss))))  # the nonterminal symbols
-        return all(map(
-            gt,
-            compress(chain.from_iterable(map(repeat, owners, map(len, rhss))), used),
-            map(first.__getitem__, map(itemgetter(1), compress(chain.from_iterable(rhss), used))),
-        ))
-    except (KeyError, TypeError):  # a nonterminal out of range; a symbol that is not a pair
-        return False
-
-
 IR_MAGIC = 0x31475354
 _NONTERMINAL_FLAG = 1 << 31
 _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
@@ -360,12 +326,9 @@ class _SymbolWords(dict[Sym, int]):
     for the shared symbols' index range (`Sym.t`/`Sym.n`): the lookup runs in C, a third fewer
     instructions for the rules than a comprehension per rule."""
 
-    def __missing__(self, sym: Sym | int) -> int:
-        if type(sym) is int:  # a rule's left-hand side or length (`encode_ir`): its own word
-            index = word = sym
-        else:
-            terminal, index = sym
-            word = index if terminal else _NONTERMINAL_FLAG | index
+    def __missing__(self, sym: Sym) -> int:
+        terminal, index = sym
+        word = index if terminal else _NONTERMINAL_FLAG | index
         if 0 <= index < _SHARED_INDEX_MAX:
             self[sym] = word
         return word
@@ -447,22 +410,12 @@ def encode_ir(ir: GrammarIR) -> bytes:
     if ir.distinct:
         out.append(struct.pack(f"<{len(ir.distinct) + 1}I", len(ir.distinct), *sorted(ir.distinct)))
     out += [lexeme.__dict__.get("_ir_words") or _lexeme_words(lexeme, index) for index, lexeme in enumerate(ir.lexemes)]
-    rules = ir.rules
-    try:
-        # The rules, one flat run of words made by C-level iterators only: each rule as the
-        # tuple (lhs, length, *rhs) (a concatenation), then every item through the word table
-        # (an int is its own word). A loop of three calls per rule cost a median schema's
-        # encoding half its bytecodes (a struct.pack per rule, 5x more again).
-        words = array("I", map(_SYMBOL_WORDS.__getitem__, chain.from_iterable(map(
-            add, zip(map(itemgetter(0), rules), map(len, map(itemgetter(1), rules))), map(itemgetter(1), rules)
-        ))))
-    except TypeError:  # a right-hand side that is not a tuple (a list): the same words, rule by rule
-        words = array("I")
-        append, extend, word_of = words.append, words.extend, _SYMBOL_WORDS.__getitem__
-        for lhs, rhs in rules:
-            append(lhs)
-            append(len(rhs))
-            extend(map(word_of, rhs))
+    words = array("I")  # the rules, one flat run of words (a struct.pack per rule cost 5x more)
+    append, extend, word_of = words.append, words.extend, _SYMBOL_WORDS.__getitem__
+    for lhs, rhs in ir.rules:
+        append(lhs)
+        append(len(rhs))
+        extend(map(word_of, rhs))
     if sys.byteorder != "little":
         words.byteswap()
     out.append(words.tobytes())
