@@ -256,7 +256,7 @@ _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
-def _reject_lone_surrogates(schema: Any) -> bool:
+def _reject_lone_surrogates(schema: Any, form: bytes | None = None) -> bool:
     """Refuse a string holding a lone surrogate (JSON's `"\\ud800"`) wherever it could reach a
     pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may.
 
@@ -265,8 +265,9 @@ def _reject_lone_surrogates(schema: Any) -> bool:
 
     Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; the others,
     by a walk that builds no pointers: it gathers the strings and encodes them at once, and
-    only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
-    if _settled_at_once(schema):
+    only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place.
+    `form`, when given, is `_marshal_form(schema)`, made once for this and the compiler."""
+    if _settled_at_once(schema, form):
         return False
     strings: list[str] = []
     stack: list[Any] = [schema]
@@ -325,14 +326,23 @@ _WALK_STEPS_MAX = 2_000_000
 _SETTLED_SIZE_MAX = 1_300_000
 
 
-def _settled_at_once(schema: Any) -> bool:
+def _marshal_form(schema: Any) -> bytes | None:
+    """`marshal.dumps(schema, 2)` (no references: the bytes are a function of the value alone),
+    or None when marshal refuses it (a subclass, a cycle, nested too deep)."""
+    try:
+        return marshal.dumps(schema, 2)
+    except ValueError:
+        return None
+
+
+def _settled_at_once(schema: Any, form: bytes | None = None) -> bool:
     """Whether `_reject_lone_surrogates` has nothing to refuse and no rewrite to ask for, as
     the schema's `marshal` form (made at C speed) shows: no lone surrogate in it, and no
     reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as there). It
     holds every string and object the walk visits (and annotations too), so what it clears
     the walk would clear; anything else (a type marshal refuses such as a subclass, a cycle,
     a lone surrogate even in an annotation, a candidate reference, a form longer than the
-    walk's budget) is left to the walk."""
+    walk's budget) is left to the walk. `form`: the schema's `_marshal_form`, if made already."""
     if type(schema) is not dict:
         return False
     if "$id" in schema or "id" in schema:
@@ -340,10 +350,10 @@ def _settled_at_once(schema: Any) -> bool:
         if any(type(value) is not str or _LONE_SURROGATE_UTF8.search(value.encode("utf-8", "surrogatepass"))
                for value in root_ids.values()):
             return False
-        schema = {key: value for key, value in schema.items() if key not in root_ids}
-    try:
-        data = marshal.dumps(schema, 2)
-    except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
+        data = _marshal_form({key: value for key, value in schema.items() if key not in root_ids})
+    else:
+        data = _marshal_form(schema) if form is None else form
+    if data is None:
         return False
     return (
         len(data) <= _SETTLED_SIZE_MAX and _LONE_SURROGATE_UTF8.search(data) is None
@@ -457,7 +467,9 @@ def json_schema_to_ir(
             key_lexeme = Lexeme(f"/{x_guidance.key_separator}/", "regex", x_guidance.key_separator)
         if x_guidance.item_separator is not None:
             item_lexeme = Lexeme(f"/{x_guidance.item_separator}/", "regex", x_guidance.item_separator)
-    if _reject_lone_surrogates(schema):  # true for a $ref by URI, such as the meta-schema's
+    form = _marshal_form(schema)  # for the check below and the compiler's content ids
+    if _reject_lone_surrogates(schema, form):  # true for a $ref by URI, such as the meta-schema's
+        form = None  # (of the schema rewritten below: the compiler makes it again)
         schema = embed_meta_schema(schema)
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
         draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
@@ -480,6 +492,7 @@ def json_schema_to_ir(
         item_separator=item_lexeme,
         property_order=property_order,
         coerce_one_of=x_guidance is not None and bool(x_guidance.coerce_one_of),
+        form=form,
     )
     try:
         ir = compiler.run()
@@ -972,26 +985,14 @@ _FLATTEN_KEYS = frozenset(
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 
 
-# A schema whose `marshal` form is at most this long (bytes) gets its content ids from the
-# forms of its values (`_content_by_marshal`).
+# A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
+# ids from the forms of its values: made at C speed, but again for each value asked about (a
+# subtree's bytes inside its parent's), so their cost grows with the schema's size times its
+# depth; the interning walk (`content_id_nested`), linear but in Python, takes the larger
+# schemas. Within one translation the ids are all of one kind, so equal values get equal ids
+# either way. The form tells apart what the walk's ids tell apart (types, key order), and
+# -0.0 from 0.0 too (fewer reuses, each still sound).
 _CONTENT_MARSHAL_SIZE_MAX = 1 << 16
-
-
-def _content_by_marshal(root: Any) -> bool:
-    """Whether `_Compiler.content_id` takes a container's `marshal` form (version 2: no
-    references, so the bytes are a function of the value alone) as its id: for a schema whose
-    form is short. The form is made at C speed but again for each value asked about, a
-    subtree's bytes inside its parent's, so its cost grows with the schema's size times its
-    depth; the interning walk (`content_id_nested`), linear but in Python, takes the larger
-    schemas. Within one translation the ids are all of one kind, so equal values get equal
-    ids either way. The form tells apart what the walk's ids tell apart (types, key order) and
-    -0.0 from 0.0 too (fewer reuses, each still sound)."""
-    if type(root) is not dict:
-        return False
-    try:
-        return len(marshal.dumps(root, 2)) <= _CONTENT_MARSHAL_SIZE_MAX
-    except ValueError:  # a subclass, a cycle, nested too deep
-        return False
 
 
 class _TooDeep(Exception):
@@ -1043,7 +1044,9 @@ class _Compiler:
         item_separator: Lexeme,
         property_order: str = "schema",
         coerce_one_of: bool = False,
+        form: bytes | None = None,
     ) -> None:
+        """`form`: the root's `_marshal_form`, if the caller made it (else made here)."""
         self.root = root
         self.any_order = property_order == "any"
         self.lenient = lenient
@@ -1077,7 +1080,13 @@ class _Compiler:
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
         self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, content id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
-        self.content_by_marshal = _content_by_marshal(root)
+        self.content_by_marshal = False
+        if type(root) is dict:
+            if form is None:
+                form = _marshal_form(root)
+            if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
+                self.content_by_marshal = True
+                self.content_ids[id(root)] = (root, form)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1785,9 +1794,11 @@ class _Compiler:
     def content_id(self, value: Any) -> Any:
         """A hashable id that two JSON values share exactly when they are equal as JSON texts
         with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
-        and `{"b":2,"a":1}`, whose property orders make different grammars). Containers are
-        interned once (by identity, kept alive here), so the cost is linear in the new parts.
-        None when the value is not plain JSON (a cycle, a set): such values are not memoised.
+        and `{"b":2,"a":1}`, whose property orders make different grammars). A container's id
+        is its `marshal` form in a schema whose form is short (`content_by_marshal`), else an
+        int from the interning walk, whose cost is linear in the new parts; either is kept by
+        identity (the container kept alive here). None when the value is not plain JSON (a
+        cycle; for the walk, a set too): such values are not memoised.
 
         The compiler never mutates a container after it is first passed to `memoised`, which
         is what makes the identity cache sound.
