@@ -129,6 +129,15 @@ def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
     assert kinds == [True, False]
 
 
+def test_the_symbol_count_counts_every_rule() -> None:
+    # What the size limit reads: each rule's symbols and one, also for the rules `any` writes out.
+    compiler = _compiler()
+    compiler.root = {"type": "object", "properties": {"a": {"type": "array"}}}
+    ir = compiler.run()
+    assert compiler.any_value is not None
+    assert compiler.symbol_count == sum(len(rule.rhs) + 1 for rule in ir.rules)
+
+
 def test_the_collector_runs_again_after_a_translation() -> None:
     assert gc.isenabled()
     Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})

@@ -129,7 +129,21 @@ class Lexeme:
         # (`add_lexeme`), and equal lexemes still hash equal. The pattern lists are among them:
         # a JSON Schema's key lexemes differ in them alone (the names already taken), and 256
         # alike in the rest made `add_lexeme` compare 33,000 pairs (MaskBench tmlanguage).
-        return hash((self.name, self.kind, self.value, self.and_patterns, self.not_patterns))
+        # Kept in the lexeme (`_hash`, not a field, like `_ir_words`): the shared ones
+        # (punctuation, types, property names) are added to grammar after grammar.
+        fields = self.__dict__
+        value = fields.get("_hash")
+        if value is None:
+            value = fields["_hash"] = hash(
+                (fields["name"], fields["kind"], fields["value"], fields["and_patterns"], fields["not_patterns"])
+            )
+        return value
+
+    def __getstate__(self) -> dict[str, object]:
+        # Without `_hash`: a str's hash differs from process to process.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
 
 assert [f.name for f in fields(Lexeme)] == list(inspect.signature(Lexeme.__init__).parameters)[1:], (

@@ -133,7 +133,7 @@ from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
-from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
+from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
@@ -995,6 +995,12 @@ _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `conten
 _CONTENT_MARSHAL_SIZE_MAX = 1 << 16
 
 
+# `_Compiler.any`'s nonterminals, and the symbol count of its rules (`rules`: each rule's
+# length and one).
+_ANY_NAMES = ("any", "any:object", "any:members", "any:array", "any:items")
+_ANY_SYMBOL_COUNT = 42  # 14 rules of 31 symbols
+
+
 class _TooDeep(Exception):
     """`content_id_nested` went past `_CONTENT_ID_DEPTH_MAX` (or met a cycle)."""
 _NOT_EXACT = object()  # compile_one_of_exactly: no exact translation
@@ -1029,6 +1035,12 @@ def _checked_before_object(d: dict[str, Any]) -> bool:
 def _keys_after(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
     """The property order of a merge: `first`'s keys, then `then`'s others."""
     return first + tuple(k for k in then if k not in first)
+
+
+# `_Compiler`'s first lexemes by (key separator, item separator): (lexemes, the IR's index of
+# them, `plain_symbols`, the six symbols); a few pairs per process (x-guidance may set others).
+_PUNCTUATION: dict[tuple[Lexeme, Lexeme], tuple[list[Lexeme], dict[Lexeme, int], dict[Any, Sym], tuple[Sym, ...]]] = {}
+_PUNCTUATION_KEPT_MAX = 64
 
 
 class _Compiler:
@@ -1107,13 +1119,28 @@ class _Compiler:
         self.compile_depth_high = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft_before_7 = isinstance(dialect, str) and _DRAFT_BEFORE_7.search(dialect) is not None
-        self.colon = Sym.t(self.ir.add_lexeme(key_separator))
-        self.comma = Sym.t(self.ir.add_lexeme(item_separator))
-        self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
-        self.lbrace = self.lexeme("'{'", "literal", "{")
-        self.rbrace = self.lexeme("'}'", "literal", "}")
-        self.lbracket = self.lexeme("'['", "literal", "[")
-        self.rbracket = self.lexeme("']'", "literal", "]")
+        # The punctuation lexemes every translation starts with, copied from the first
+        # translation's with these separators (`_PUNCTUATION`): six lexemes added one by one
+        # were half of this constructor's time.
+        ir = self.ir
+        punctuation = _PUNCTUATION.get((key_separator, item_separator))
+        if punctuation is None:
+            self.colon = Sym.t(ir.add_lexeme(key_separator))
+            self.comma = Sym.t(ir.add_lexeme(item_separator))
+            self.lbrace = self.lexeme("'{'", "literal", "{")
+            self.rbrace = self.lexeme("'}'", "literal", "}")
+            self.lbracket = self.lexeme("'['", "literal", "[")
+            self.rbracket = self.lexeme("']'", "literal", "]")
+            if len(_PUNCTUATION) < _PUNCTUATION_KEPT_MAX:
+                _PUNCTUATION[(key_separator, item_separator)] = (
+                    list(ir.lexemes), dict(ir._lexeme_index), dict(self.plain_symbols),
+                    (self.colon, self.comma, self.lbrace, self.rbrace, self.lbracket, self.rbracket),
+                )
+        else:
+            lexemes, index, plain, symbols = punctuation
+            ir.lexemes, ir._lexeme_index, self.plain_symbols = list(lexemes), dict(index), dict(plain)
+            self.colon, self.comma, self.lbrace, self.rbrace, self.lbracket, self.rbracket = symbols
+        ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
 
     # ---- output helpers ----------------------------------------------------------------------
 
@@ -2927,23 +2954,30 @@ class _Compiler:
         """The nonterminal of any JSON value (built once)."""
         if self.any_value is not None:
             return self.any_value
-        value = self.any_value = self.ir.add_nonterminal("any")
-        obj = self.ir.add_nonterminal("any:object")
-        members = self.ir.add_nonterminal("any:members")
-        arr = self.ir.add_nonterminal("any:array")
-        items = self.ir.add_nonterminal("any:items")
+        nonterminals = self.ir.nonterminals
+        value = self.any_value = len(nonterminals)
+        obj, members, arr, items = value + 1, value + 2, value + 3, value + 4
+        nonterminals += _ANY_NAMES
         string = self.string()
         number = self.lexeme("number", "regex", NUMBER_REGEX)
         boolean = self.lexeme("boolean", "regex", "true|false")
         null = self.lexeme("null", "literal", "null")
         v, o, m, a, i = Sym.n(value), Sym.n(obj), Sym.n(members), Sym.n(arr), Sym.n(items)
-        # Each nonterminal's rules in one `rules` call (one count and one extension of the
-        # rules each, not 14 `rule` calls).
-        self.rules(value, [[string], [number], [boolean], [null], [o], [a]])
-        self.rules(obj, [[self.lbrace, self.rbrace], [self.lbrace, m, self.rbrace]])
-        self.rules(members, [[string, self.colon, v], [m, self.comma, string, self.colon, v]])
-        self.rules(arr, [[self.lbracket, self.rbracket], [self.lbracket, i, self.rbracket]])
-        self.rules(items, [[v], [i, self.comma, v]])
+        lbrace, rbrace, lbracket, rbracket, colon, comma = (
+            self.lbrace, self.rbrace, self.lbracket, self.rbracket, self.colon, self.comma
+        )
+        # The 14 rules as `rules` would add them, written out (five `rules` calls were half
+        # of this method's time, and it runs for nearly every schema).
+        self.symbol_count += _ANY_SYMBOL_COUNT
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        self.ir.rules += [_new_tuple(Rule, rule) for rule in (
+            (value, (string,)), (value, (number,)), (value, (boolean,)), (value, (null,)), (value, (o,)), (value, (a,)),
+            (obj, (lbrace, rbrace)), (obj, (lbrace, m, rbrace)),
+            (members, (string, colon, v)), (members, (m, comma, string, colon, v)),
+            (arr, (lbracket, rbracket)), (arr, (lbracket, i, rbracket)),
+            (items, (v,)), (items, (i, comma, v)),
+        )]
         return value
 
     # ---- objects -----------------------------------------------------------------------------
