@@ -1198,17 +1198,24 @@ class _Compiler:
         return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
-        nt = self.ir.add_nonterminal(name)
-        self.rules(nt, alternatives)
+        """A new nonterminal with `alternatives` as its rules (`add_nonterminal` and `rules`,
+        written out: a median schema makes ~17, and the three calls were most of the cost)."""
+        self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        ir = self.ir
+        nt = len(ir.nonterminals)
+        ir.nonterminals.append(name)
+        ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
         return nt
 
     def rules(self, lhs: int, alternatives: Sequence[Sequence[Sym]]) -> None:
         """`rule(lhs, rhs)` for each alternative, in C-level passes (a large schema makes
-        ~10,000 rules)."""
+        ~10,000 rules): `GrammarIR.add_rules`, written out."""
         self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
         if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
             raise self.too_large()
-        self.ir.add_rules(lhs, alternatives)
+        self.ir.rules += [_new_tuple(Rule, (lhs, tuple(rhs))) for rhs in alternatives]
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
         """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
