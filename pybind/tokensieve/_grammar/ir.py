@@ -26,6 +26,32 @@ from .._errors import GrammarError
 LexemeKind = Literal["regex", "literal", "special"]
 
 
+# `Sym(...)` and `Rule(...)` go through the named tuple's Python-level __new__; the symbols and
+# rules a front-end makes are made with this instead (1.6x faster).
+_new_tuple = tuple.__new__
+_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
+
+
+class _SharedSymbols(dict[int, "Sym"]):
+    """The shared symbols of one kind by index (`Sym.t`, `Sym.n`): a lookup is the dict's own
+    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`
+    and kept when its index is below `_SHARED_INDEX_MAX`."""
+
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def __missing__(self, index: int) -> Sym:
+        sym: Sym = _new_tuple(Sym, (self.terminal, index))
+        if 0 <= index < _SHARED_INDEX_MAX:
+            self[index] = sym
+        return sym
+
+
+_TERMINALS = _SharedSymbols(True)
+_NONTERMINALS = _SharedSymbols(False)
+
+
 class Sym(NamedTuple):
     """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index.
 
@@ -37,29 +63,8 @@ class Sym(NamedTuple):
     terminal: bool
     index: int
 
-    @staticmethod
-    def t(index: int) -> Sym:
-        return _TERMINALS.get(index) or _shared(_TERMINALS, True, index)
-
-    @staticmethod
-    def n(index: int) -> Sym:
-        return _NONTERMINALS.get(index) or _shared(_NONTERMINALS, False, index)
-
-
-_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
-_TERMINALS: dict[int, Sym] = {}
-_NONTERMINALS: dict[int, Sym] = {}
-
-
-# `Sym(...)` and `Rule(...)` go through the named tuple's Python-level __new__; the symbols and
-# rules a front-end makes are made with this instead (1.6x faster).
-_new_tuple = tuple.__new__
-
-
-def _shared(table: dict[int, Sym], terminal: bool, index: int) -> Sym:
-    """A new symbol, kept in `table` when its index is small enough to share."""
-    sym = _new_tuple(Sym, (terminal, index))
-    return table.setdefault(index, sym) if 0 <= index < _SHARED_INDEX_MAX else sym
+    t = staticmethod(_TERMINALS.__getitem__)  # Sym.t(index) -> Sym
+    n = staticmethod(_NONTERMINALS.__getitem__)  # Sym.n(index) -> Sym
 
 
 @dataclass(frozen=True)
@@ -383,7 +388,11 @@ def _lexeme_record(lexeme: Lexeme, index: int) -> bytes:
         out.append(_text_words(lexeme.value, index))
     if boolean:
         for patterns in (lexeme.and_patterns, lexeme.not_patterns):
-            out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
+            try:
+                texts = b"".join(map(_utf8_words, patterns))  # (a key lexeme excludes every name listed)
+            except UnicodeEncodeError:
+                texts = b"".join(_text_words(p, index) for p in patterns)  # raises, naming the lexeme
+            out.append(struct.pack("<I", len(patterns)) + texts)
     if lexeme.max_tokens:
         out.append(struct.pack("<I", lexeme.max_tokens))
     return b"".join(out)

@@ -2127,20 +2127,29 @@ class _Compiler:
             d = self.flatten(schema, pointer)
             return None if d is None else self.compile_flat(d, pointer)
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
-        # COMPILE_DEPTH_MAX).
-        key = self.memo_key("compile", schema)
-        memo = self.reuse(key, pointer)
-        if memo is not None:
-            return memo.value  # type: ignore[no-any-return]
-        if key is not None and key in self.compiling:
-            # The same content again inside itself (merged recursive $refs, level after level,
-            # come back to the same allOf): a nonterminal for it, given its rule below.
-            if self.compiling[key] is None:
-                self.compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
-            return Sym.n(self.compiling[key])  # type: ignore[arg-type]
+        # COMPILE_DEPTH_MAX), and so are `memo_key` and `enter` (with the calls below them, a
+        # sixth of a median schema's Python calls).
+        known = self.content_ids.get(id(schema))
+        cid = known[1] if known is not None else self.content_id(schema)
+        key = None if cid is None else ("compile", cid)
         if key is not None:
-            self.compiling[key] = None
-        frame = self.enter(pointer)
+            if key in self.results:
+                memo = self.reuse(key, pointer)
+                if memo is not None:
+                    return memo.value  # type: ignore[no-any-return]
+            compiling = self.compiling
+            if key in compiling:
+                # The same content again inside itself (merged recursive $refs, level after
+                # level, come back to the same allOf): a nonterminal for it, given its rule below.
+                if compiling[key] is None:
+                    compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
+                return Sym.n(compiling[key])  # type: ignore[arg-type]
+            compiling[key] = None
+        frame = (  # `enter(pointer)`
+            self.depth_high, self.compile_depth_high, len(self.warning_log), self.clause_alternative_count,
+            depth, self.compile_depth,
+        )
+        self.depth_high, self.compile_depth_high = depth, self.compile_depth
         remembered = len(self.results)
         try:
             # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
@@ -2160,11 +2169,12 @@ class _Compiler:
         if again is not None and result is not None:
             self.rule(again, [result])
             result = Sym.n(again)
-        self.remember(key, pointer, frame, result)
+        if key is not None:
+            self.remember(key, pointer, frame, result)
         return result
 
     def compile_flat(self, d: dict[str, Any], pointer: str, *, memoise: bool = True) -> Sym | None:
-        if not _has_constraints(d):
+        if ANNOTATIONS.issuperset(d):  # `not _has_constraints(d)`, inline
             return Sym.n(self.any())
         if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
@@ -2180,9 +2190,12 @@ class _Compiler:
         reasons = len(self.empty_reasons)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
-        self.compile_depth += 1
+        depth = self.compile_depth = self.compile_depth + 1
         try:
-            self.check_compile_depth(self.compile_depth, pointer)
+            if depth > self.compile_depth_high:  # `check_compile_depth`, inline (the high mark is
+                self.compile_depth_high = depth  # never past the limit, which raises)
+                if depth > COMPILE_DEPTH_MAX:
+                    self.check_compile_depth(depth, pointer)  # raises
             result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
