@@ -127,6 +127,7 @@ import itertools
 import json
 import marshal
 import math
+import operator
 import re
 import urllib.parse
 from fractions import Fraction
@@ -977,6 +978,7 @@ class _Memo(NamedTuple):
 
 _SCALARS = (str, int, float, bool, type(None))
 _new_tuple = tuple.__new__
+_THIRD = operator.itemgetter(2)
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
@@ -3316,7 +3318,7 @@ class _Compiler:
         come last, as a left-recursive repetition bounded by what the count leaves.
         """
         n = len(members)
-        required_count = sum(1 for m in members if m[2])
+        required_count = sum(map(_THIRD, members))  # (C-level: members are (key, value, required))
         if high is not None and required_count > high:
             return None
         if low <= required_count:
@@ -3359,16 +3361,21 @@ class _Compiler:
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
-        state_sequence = self.state_sequence
-
         def seq(i: int, c: int) -> list[Sym] | None:
-            # A state met before is looked up before its label is formatted (~4,500 states in
-            # MaskBench o48661, each met several times).
+            # `state_sequence`, inline: a state met before is looked up first (~4,500 states in
+            # MaskBench o48661, each met several times), and the label is formatted only for a
+            # nonterminal (most states have one alternative or none).
             state = (suffix[i], c)
             out = seqs.get(state, seqs)
             if out is not seqs:
                 return out  # type: ignore[return-value]
-            return state_sequence(table, seqs, state, f"{name}:after{i}.{c}")
+            alts = table[state]
+            if alts is None or len(alts) == 1:
+                out = None if alts is None else alts[0]
+            else:
+                out = [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
+            seqs[state] = out
+            return out  # type: ignore[return-value]
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
@@ -3883,7 +3890,7 @@ class _Compiler:
         `object_body_witness`) adds the set f of witnesses met to the state, (S, c, f).
         """
         n = len(members)
-        required_count = sum(1 for m in members if m[2])
+        required_count = sum(map(_THIRD, members))  # (C-level: members are (key, value, required))
         if high is not None and required_count > high:
             return None
         if required_count > ANY_ORDER_REQUIRED_MAX:
