@@ -2129,8 +2129,8 @@ class _Compiler:
             d = self.flatten(schema, pointer)
             return None if d is None else self.compile_flat(d, pointer)
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
-        # COMPILE_DEPTH_MAX), and so are `memo_key` and `enter` (with the calls below them, a
-        # sixth of a median schema's Python calls).
+        # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
+        # them, a sixth of a median schema's Python calls).
         known = self.content_ids.get(id(schema))
         cid = known[1] if known is not None else self.content_id(schema)
         key = None if cid is None else ("compile", cid)
@@ -2166,7 +2166,13 @@ class _Compiler:
                     del self.results[inner]
             raise
         finally:
-            frame = self.leave(frame)
+            # `leave(frame)`, inline
+            inner = (self.depth_high, self.compile_depth_high)
+            if frame[0] > inner[0]:
+                self.depth_high = frame[0]
+            if frame[1] > inner[1]:
+                self.compile_depth_high = frame[1]
+            frame += inner
             again = None if key is None else self.compiling.pop(key)
         if again is not None and result is not None:
             self.rule(again, [result])
@@ -2222,7 +2228,8 @@ class _Compiler:
                 self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
-        self.check_keywords(d, pointer)
+        if DYNAMIC_UNION in d or not _CHECKED_KEYWORDS.isdisjoint(d):  # (the commonest case without the call)
+            self.check_keywords(d, pointer)
         structured = [v for v in d["_not_enum"] if isinstance(v, (list, dict))] if "_not_enum" in d else None
         if structured:
             # An object or array value excluded: the negation of a schema pinning it down.
@@ -2236,6 +2243,8 @@ class _Compiler:
         types = d.get("type", ALL_TYPES)
         if "number" in types:
             types = [t for t in types if t != "integer"]
+        if len(types) == 1:
+            return self.compile_type(types[0], d, pointer)  # what `choice` makes of its one alternative
         alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
