@@ -362,7 +362,10 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
         # The commonest record (no flags, a pattern or literal; most lexemes of a median schema):
         # `_lexeme_record`'s words with flags 0, from a header made once per kind
         # (tests/test_core_api.py compares the two).
-        record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)
+        try:
+            record = _PLAIN_RECORD_HEADS[kind] + _utf8_words(fields["value"])  # (cached; `_text_words` on failure)
+        except UnicodeEncodeError:
+            record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)  # raises, naming the lexeme
     else:
         record = _lexeme_record(lexeme, index)
     fields["_ir_words"] = record

@@ -1208,7 +1208,10 @@ class _Compiler:
         ir = self.ir
         nt = len(ir.nonterminals)
         ir.nonterminals.append(name)
-        ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
+        if len(alternatives) == 1:  # (most nonterminals: without the comprehension's frame)
+            ir.rules.append(_new_tuple(Rule, (nt, tuple(alternatives[0]))))
+        else:
+            ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
         return nt
 
     def rules(self, lhs: int, alternatives: Sequence[Sequence[Sym]]) -> None:
@@ -2119,7 +2122,7 @@ class _Compiler:
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
                 if kind == "string":
-                    return self.string()
+                    return self.string_symbol or self.string()
                 return self.lexeme(*_PLAIN_TYPES[kind])
         if isinstance(schema, dict) and "$ref" in schema and not _has_constraints(
             {k: v for k, v in schema.items() if k != "$ref"}
@@ -2798,8 +2801,8 @@ class _Compiler:
         return int(value)
 
     def compile_string(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_length = self.int_keyword(d, "minLength", 0, pointer) or 0
-        max_length = self.int_keyword(d, "maxLength", None, pointer)
+        min_length = (self.int_keyword(d, "minLength", 0, pointer) or 0) if "minLength" in d else 0
+        max_length = self.int_keyword(d, "maxLength", None, pointer) if "maxLength" in d else None
         if max_length is not None and min_length > max_length:
             return self.contradiction(f"minLength {min_length} exceeds maxLength {max_length}", pointer)
         patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
@@ -3023,8 +3026,8 @@ class _Compiler:
                 raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
         patterns: dict[str, Any] = d.get("patternProperties", {})
         names = d.get("propertyNames", True)
-        low = self.int_keyword(d, "minProperties", 0, pointer) or 0
-        high = self.int_keyword(d, "maxProperties", None, pointer)
+        low = (self.int_keyword(d, "minProperties", 0, pointer) or 0) if "minProperties" in d else 0
+        high = self.int_keyword(d, "maxProperties", None, pointer) if "maxProperties" in d else None
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
         key_parts = ((), ()) if names is True else self.key_constraint(names, pointer)
@@ -4010,8 +4013,8 @@ class _Compiler:
     # ---- arrays ------------------------------------------------------------------------------
 
     def compile_array(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_items = self.int_keyword(d, "minItems", 0, pointer) or 0
-        max_items = self.int_keyword(d, "maxItems", None, pointer)
+        min_items = (self.int_keyword(d, "minItems", 0, pointer) or 0) if "minItems" in d else 0
+        max_items = self.int_keyword(d, "maxItems", None, pointer) if "maxItems" in d else None
         if max_items is not None and min_items > max_items:
             return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
         if "_item_witness" in d:
@@ -4453,7 +4456,7 @@ class _Compiler:
 
     def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
         """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""
-        out = self.power(name, unit, lo)
+        out = list(unit) * lo if lo <= 4 else self.power(name, unit, lo)  # (`power`'s small case inline)
         if hi is None:
             key = ("star", unit)
             if key not in self.memo:
