@@ -257,7 +257,7 @@ _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 
 
-def _reject_lone_surrogates(schema: Any, form: bytes | None = None) -> bool:
+def _reject_lone_surrogates(schema: Any) -> bool:
     """Refuse a string holding a lone surrogate (JSON's `"\\ud800"`) wherever it could reach a
     pattern or literal, naming it by JSON pointer: it has no UTF-8 form. Annotations may.
 
@@ -266,9 +266,8 @@ def _reject_lone_surrogates(schema: Any, form: bytes | None = None) -> bool:
 
     Most schemas are settled by their marshal form (`_settled_at_once`) at C speed; the others,
     by a walk that builds no pointers: it gathers the strings and encodes them at once, and
-    only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place.
-    `form`, when given, is `_marshal_form(schema)`, made once for this and the compiler."""
-    if _settled_at_once(schema, form):
+    only when that fails walks again with pointers (`_lone_surrogate_walk`) to name the place."""
+    if _settled_at_once(schema):
         return False
     strings: list[str] = []
     stack: list[Any] = [schema]
@@ -327,23 +326,14 @@ _WALK_STEPS_MAX = 2_000_000
 _SETTLED_SIZE_MAX = 1_300_000
 
 
-def _marshal_form(schema: Any) -> bytes | None:
-    """`marshal.dumps(schema, 2)` (no references: the bytes are a function of the value alone),
-    or None when marshal refuses it (a subclass, a cycle, nested too deep)."""
-    try:
-        return marshal.dumps(schema, 2)
-    except ValueError:
-        return None
-
-
-def _settled_at_once(schema: Any, form: bytes | None = None) -> bool:
+def _settled_at_once(schema: Any) -> bool:
     """Whether `_reject_lone_surrogates` has nothing to refuse and no rewrite to ask for, as
     the schema's `marshal` form (made at C speed) shows: no lone surrogate in it, and no
     reference that `_needs_rewrite` takes (the root's own `$id`/`id` left out, as there). It
     holds every string and object the walk visits (and annotations too), so what it clears
     the walk would clear; anything else (a type marshal refuses such as a subclass, a cycle,
     a lone surrogate even in an annotation, a candidate reference, a form longer than the
-    walk's budget) is left to the walk. `form`: the schema's `_marshal_form`, if made already."""
+    walk's budget) is left to the walk."""
     if type(schema) is not dict:
         return False
     if "$id" in schema or "id" in schema:
@@ -351,15 +341,24 @@ def _settled_at_once(schema: Any, form: bytes | None = None) -> bool:
         if any(type(value) is not str or _LONE_SURROGATE_UTF8.search(value.encode("utf-8", "surrogatepass"))
                for value in root_ids.values()):
             return False
-        data = _marshal_form({key: value for key, value in schema.items() if key not in root_ids})
-    else:
-        data = _marshal_form(schema) if form is None else form
-    if data is None:
+        schema = {key: value for key, value in schema.items() if key not in root_ids}
+    try:
+        data = marshal.dumps(schema, 2)
+    except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
         return False
     return (
         len(data) <= _SETTLED_SIZE_MAX and _LONE_SURROGATE_UTF8.search(data) is None
         and _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
     )
+
+
+def _marshal_form(schema: Any) -> bytes | None:
+    """`marshal.dumps(schema, 2)` (no references: the bytes are a function of the value alone),
+    or None when marshal refuses it (a subclass, a cycle, nested too deep)."""
+    try:
+        return marshal.dumps(schema, 2)
+    except ValueError:
+        return None
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -468,9 +467,7 @@ def json_schema_to_ir(
             key_lexeme = Lexeme(f"/{x_guidance.key_separator}/", "regex", x_guidance.key_separator)
         if x_guidance.item_separator is not None:
             item_lexeme = Lexeme(f"/{x_guidance.item_separator}/", "regex", x_guidance.item_separator)
-    form = _marshal_form(schema)  # for the check below and the compiler's content ids
-    if _reject_lone_surrogates(schema, form):  # true for a $ref by URI, such as the meta-schema's
-        form = None  # (of the schema rewritten below: the compiler makes it again)
+    if _reject_lone_surrogates(schema):  # true for a $ref by URI, such as the meta-schema's
         schema = embed_meta_schema(schema)
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
         draft4 = isinstance(dialect, str) and any(f"draft-0{n}/" in dialect for n in (3, 4))
@@ -493,7 +490,6 @@ def json_schema_to_ir(
         item_separator=item_lexeme,
         property_order=property_order,
         coerce_one_of=x_guidance is not None and bool(x_guidance.coerce_one_of),
-        form=form,
     )
     try:
         ir = compiler.run()
@@ -1058,9 +1054,7 @@ class _Compiler:
         item_separator: Lexeme,
         property_order: str = "schema",
         coerce_one_of: bool = False,
-        form: bytes | None = None,
     ) -> None:
-        """`form`: the root's `_marshal_form`, if the caller made it (else made here)."""
         self.root = root
         self.any_order = property_order == "any"
         self.lenient = lenient
@@ -1096,8 +1090,7 @@ class _Compiler:
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
         if type(root) is dict:
-            if form is None:
-                form = _marshal_form(root)
+            form = _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
                 self.content_ids[id(root)] = (root, form)
@@ -3373,21 +3366,16 @@ class _Compiler:
             if (suffix[n], c) not in table:
                 table[(suffix[n], c)] = self.object_extras(name, unit, c, low, high)
 
+        state_sequence = self.state_sequence
+
         def seq(i: int, c: int) -> list[Sym] | None:
-            # `state_sequence`, inline: a state met before is looked up first (~4,500 states in
-            # MaskBench o48661, each met several times), and the label is formatted only for a
-            # nonterminal (most states have one alternative or none).
+            # A state met before is looked up before its label is formatted (~4,500 states in
+            # MaskBench o48661, each met several times).
             state = (suffix[i], c)
             out = seqs.get(state, seqs)
             if out is not seqs:
                 return out  # type: ignore[return-value]
-            alts = table[state]
-            if alts is None or len(alts) == 1:
-                out = None if alts is None else alts[0]
-            else:
-                out = [Sym.n(self.nonterminal(f"{name}:after{i}.{c}", alts))]
-            seqs[state] = out
-            return out  # type: ignore[return-value]
+            return state_sequence(table, seqs, state, f"{name}:after{i}.{c}")
 
         comma, colon = self.comma, self.colon
         for i in range(n - 1, -1, -1):
