@@ -138,6 +138,32 @@ def test_the_symbol_count_counts_every_rule() -> None:
     assert compiler.symbol_count == sum(len(rule.rhs) + 1 for rule in ir.rules)
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string"}}},  # skipped (no reference, no bounded repetition)
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}, "maxItems": 5}}},
+    {"anyOf": [{"type": "integer"}, {"type": "object", "patternProperties": {"^x": {"enum": [1, "a"]}}}]},
+    {"type": "array", "uniqueItems": True, "items": {"enum": ["a", "b", "c"]}, "contains": {"const": "a"}},
+    {"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"},
+    {"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "required": ["a"], "minProperties": 2},
+    {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"if": {"required": ["a"]}, "then": {"required": ["b"]}}]},
+])
+def test_the_prune_is_skipped_only_where_every_nonterminal_is_productive(schema: Any) -> None:
+    from tokensieve._grammar.ir import productive_nonterminals
+
+    compiler = _compiler()
+    compiler.root = schema
+    ir = compiler.run()
+    if compiler.productive_made == len(ir.nonterminals):
+        assert all(productive_nonterminals(ir))
+
+
+def test_a_recursion_without_a_way_out_is_still_refused() -> None:
+    schema = {"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}, "required": ["next"]}},
+              "$ref": "#/$defs/t"}
+    with pytest.raises(GrammarError, match="no finite value"):
+        Grammar.json_schema(schema)
+
+
 def test_the_collector_runs_again_after_a_translation() -> None:
     assert gc.isenabled()
     Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
