@@ -164,6 +164,20 @@ def test_a_recursion_without_a_way_out_is_still_refused() -> None:
         Grammar.json_schema(schema)
 
 
+def test_a_pickled_lexeme_leaves_its_hash_behind() -> None:
+    # A str's hash is per process: the hash a lexeme keeps must not travel with it.
+    import pickle
+
+    from tokensieve._grammar.ir import Lexeme
+
+    lexeme = Lexeme("'x'", "literal", "x", not_patterns=("y",))
+    hash(lexeme)
+    assert "_hash" in lexeme.__dict__
+    copy = pickle.loads(pickle.dumps(lexeme))
+    assert "_hash" not in copy.__dict__
+    assert copy == lexeme and hash(copy) == hash(lexeme) and {lexeme: 1}[copy] == 1
+
+
 def test_the_collector_runs_again_after_a_translation() -> None:
     assert gc.isenabled()
     Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
