@@ -57,12 +57,17 @@ def test_special_texts_split_as_the_scan_does(text: str) -> None:
     assert _first_piece_uncached(text, specials) == expected[0]
 
 
-def _compiler() -> Any:
+def _compiler(by_marshal: bool = True) -> Any:
+    """A compiler of `{}`, its content ids from `marshal` forms (a small schema's) or, with
+    `by_marshal=False`, from the interning walk (a large schema's)."""
     lexeme = schema_compiler._plain_lexeme
-    return schema_compiler._Compiler(
+    compiler = schema_compiler._Compiler(
         {}, lenient=False, additional_properties_default=True,
         key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
     )
+    assert compiler.content_by_marshal
+    compiler.content_by_marshal = by_marshal
+    return compiler
 
 
 def _typed_text(value: Any) -> str:
@@ -83,28 +88,94 @@ _values = st.recursive(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_values, min_size=2, max_size=6))
-def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any]) -> None:
-    compiler = _compiler()
+@given(st.lists(_values, min_size=2, max_size=6), st.booleans())
+def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any], by_marshal: bool) -> None:
+    compiler = _compiler(by_marshal)
     ids = [compiler.content_id(v) for v in values]
     for i, a in enumerate(values):
         for j, b in enumerate(values):
             assert (ids[i] == ids[j]) == (_typed_text(a) == _typed_text(b))
 
 
-def test_content_ids_past_the_recursion_depth_and_of_cycles() -> None:
+@pytest.mark.parametrize("by_marshal", [True, False])
+def test_content_ids_past_the_recursion_depth_and_of_cycles(by_marshal: bool) -> None:
     deep: Any = 1
     twin: Any = 1
     for _ in range(3 * schema_compiler._CONTENT_ID_DEPTH_MAX):
         deep, twin = [deep], [twin]
-    compiler = _compiler()
+    compiler = _compiler(by_marshal)
     assert compiler.content_id(deep) is not None
     assert compiler.content_id(deep) == compiler.content_id(twin) != compiler.content_id([twin])
     cyclic: dict[str, Any] = {"a": 1}
     cyclic["self"] = cyclic
     assert compiler.content_id(cyclic) is None
     assert compiler.content_id([{"b": cyclic}]) is None
-    assert compiler.content_id({"a": {1, 2}}) is None
+    if not by_marshal:  # (a set has a marshal form: its id then stands for that set only)
+        assert compiler.content_id({"a": {1, 2}}) is None
+    assert compiler.content_id({"a": {1, 2}}) != compiler.content_id({"a": [1, 2]})
+
+
+def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
+    lexeme = schema_compiler._plain_lexeme
+    small = {"type": "object", "description": "x" * 1000}
+    large = {"type": "object", "description": "x" * (schema_compiler._CONTENT_MARSHAL_SIZE_MAX + 1)}
+    kinds = []
+    for root in (small, large):
+        compiler = schema_compiler._Compiler(
+            root, lenient=False, additional_properties_default=True,
+            key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+        )
+        kinds.append(compiler.content_by_marshal)
+    assert kinds == [True, False]
+
+
+def test_the_symbol_count_counts_every_rule() -> None:
+    # What the size limit reads: each rule's symbols and one, also for the rules `any` writes out.
+    compiler = _compiler()
+    compiler.root = {"type": "object", "properties": {"a": {"type": "array"}}}
+    ir = compiler.run()
+    assert compiler.any_value is not None
+    assert compiler.symbol_count == sum(len(rule.rhs) + 1 for rule in ir.rules)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string"}}},  # skipped (no reference, no bounded repetition)
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}, "maxItems": 5}}},
+    {"anyOf": [{"type": "integer"}, {"type": "object", "patternProperties": {"^x": {"enum": [1, "a"]}}}]},
+    {"type": "array", "uniqueItems": True, "items": {"enum": ["a", "b", "c"]}, "contains": {"const": "a"}},
+    {"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"},
+    {"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "required": ["a"], "minProperties": 2},
+    {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"if": {"required": ["a"]}, "then": {"required": ["b"]}}]},
+])
+def test_the_prune_is_skipped_only_where_every_nonterminal_is_productive(schema: Any) -> None:
+    from tokensieve._grammar.ir import productive_nonterminals
+
+    compiler = _compiler()
+    compiler.root = schema
+    ir = compiler.run()
+    if compiler.productive_made == len(ir.nonterminals):
+        assert all(productive_nonterminals(ir))
+
+
+def test_a_recursion_without_a_way_out_is_still_refused() -> None:
+    schema = {"$defs": {"t": {"type": "object", "properties": {"next": {"$ref": "#/$defs/t"}}, "required": ["next"]}},
+              "$ref": "#/$defs/t"}
+    with pytest.raises(GrammarError, match="no finite value"):
+        Grammar.json_schema(schema)
+
+
+def test_a_pickled_lexeme_leaves_its_hash_behind() -> None:
+    # A str's hash is per process: the hash a lexeme keeps must not travel with it.
+    import pickle
+
+    from tokensieve._grammar.ir import Lexeme
+
+    lexeme = Lexeme("'x'", "literal", "x", not_patterns=("y",))
+    hash(lexeme)
+    assert "_hash" in lexeme.__dict__
+    copy = pickle.loads(pickle.dumps(lexeme))
+    assert "_hash" not in copy.__dict__
+    assert copy == lexeme and hash(copy) == hash(lexeme) and {lexeme: 1}[copy] == 1
 
 
 def test_the_collector_runs_again_after_a_translation() -> None:

@@ -26,6 +26,32 @@ from .._errors import GrammarError
 LexemeKind = Literal["regex", "literal", "special"]
 
 
+# `Sym(...)` and `Rule(...)` go through the named tuple's Python-level __new__; the symbols and
+# rules a front-end makes are made with this instead (1.6x faster).
+_new_tuple = tuple.__new__
+_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
+
+
+class _SharedSymbols(dict[int, "Sym"]):
+    """The shared symbols of one kind by index (`Sym.t`, `Sym.n`): a lookup is the dict's own
+    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`
+    and kept when its index is below `_SHARED_INDEX_MAX`."""
+
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def __missing__(self, index: int) -> Sym:
+        sym: Sym = _new_tuple(Sym, (self.terminal, index))
+        if 0 <= index < _SHARED_INDEX_MAX:
+            self[index] = sym
+        return sym
+
+
+_TERMINALS = _SharedSymbols(True)
+_NONTERMINALS = _SharedSymbols(False)
+
+
 class Sym(NamedTuple):
     """A symbol on a right-hand side: a lexeme (`terminal=True`) or a nonterminal, by index.
 
@@ -37,29 +63,8 @@ class Sym(NamedTuple):
     terminal: bool
     index: int
 
-    @staticmethod
-    def t(index: int) -> Sym:
-        return _TERMINALS.get(index) or _shared(_TERMINALS, True, index)
-
-    @staticmethod
-    def n(index: int) -> Sym:
-        return _NONTERMINALS.get(index) or _shared(_NONTERMINALS, False, index)
-
-
-_SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
-_TERMINALS: dict[int, Sym] = {}
-_NONTERMINALS: dict[int, Sym] = {}
-
-
-# `Sym(...)` and `Rule(...)` go through the named tuple's Python-level __new__; the symbols and
-# rules a front-end makes are made with this instead (1.6x faster).
-_new_tuple = tuple.__new__
-
-
-def _shared(table: dict[int, Sym], terminal: bool, index: int) -> Sym:
-    """A new symbol, kept in `table` when its index is small enough to share."""
-    sym = _new_tuple(Sym, (terminal, index))
-    return table.setdefault(index, sym) if 0 <= index < _SHARED_INDEX_MAX else sym
+    t = staticmethod(_TERMINALS.__getitem__)  # Sym.t(index) -> Sym
+    n = staticmethod(_NONTERMINALS.__getitem__)  # Sym.n(index) -> Sym
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,21 @@ class Lexeme:
         # (`add_lexeme`), and equal lexemes still hash equal. The pattern lists are among them:
         # a JSON Schema's key lexemes differ in them alone (the names already taken), and 256
         # alike in the rest made `add_lexeme` compare 33,000 pairs (MaskBench tmlanguage).
-        return hash((self.name, self.kind, self.value, self.and_patterns, self.not_patterns))
+        # Kept in the lexeme (`_hash`, not a field, like `_ir_words`): the shared ones
+        # (punctuation, types, property names) are added to grammar after grammar.
+        fields = self.__dict__
+        value = fields.get("_hash")
+        if value is None:
+            value = fields["_hash"] = hash(
+                (fields["name"], fields["kind"], fields["value"], fields["and_patterns"], fields["not_patterns"])
+            )
+        return value
+
+    def __getstate__(self) -> dict[str, object]:
+        # Without `_hash`: a str's hash differs from process to process.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
 
 assert [f.name for f in fields(Lexeme)] == list(inspect.signature(Lexeme.__init__).parameters)[1:], (
@@ -321,22 +340,6 @@ def _utf8_words(text: str) -> bytes:
     return struct.pack("<I", len(data)) + data + b"\0" * (-len(data) % 4)
 
 
-class _SymbolWords(dict[Sym, int]):
-    """A symbol's word in the IR's rules (a nonterminal's index with `_NONTERMINAL_FLAG`), kept
-    for the shared symbols' index range (`Sym.t`/`Sym.n`): the lookup runs in C, a third fewer
-    instructions for the rules than a comprehension per rule."""
-
-    def __missing__(self, sym: Sym) -> int:
-        terminal, index = sym
-        word = index if terminal else _NONTERMINAL_FLAG | index
-        if 0 <= index < _SHARED_INDEX_MAX:
-            self[sym] = word
-        return word
-
-
-_SYMBOL_WORDS = _SymbolWords()
-
-
 # A lexeme record's first two words (kind, flags) when there are no flags (`_lexeme_words`).
 _PLAIN_RECORD_HEADS = {kind: struct.pack("<2I", code, 0) for kind, code in _KIND_CODES.items()}
 
@@ -359,7 +362,10 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
         # The commonest record (no flags, a pattern or literal; most lexemes of a median schema):
         # `_lexeme_record`'s words with flags 0, from a header made once per kind
         # (tests/test_core_api.py compares the two).
-        record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)
+        try:
+            record = _PLAIN_RECORD_HEADS[kind] + _utf8_words(fields["value"])  # (cached; `_text_words` on failure)
+        except UnicodeEncodeError:
+            record = _PLAIN_RECORD_HEADS[kind] + _text_words(fields["value"], index)  # raises, naming the lexeme
     else:
         record = _lexeme_record(lexeme, index)
     fields["_ir_words"] = record
@@ -385,7 +391,11 @@ def _lexeme_record(lexeme: Lexeme, index: int) -> bytes:
         out.append(_text_words(lexeme.value, index))
     if boolean:
         for patterns in (lexeme.and_patterns, lexeme.not_patterns):
-            out.append(struct.pack("<I", len(patterns)) + b"".join(_text_words(p, index) for p in patterns))
+            try:
+                texts = b"".join(map(_utf8_words, patterns))  # (a key lexeme excludes every name listed)
+            except UnicodeEncodeError:
+                texts = b"".join(_text_words(p, index) for p in patterns)  # raises, naming the lexeme
+            out.append(struct.pack("<I", len(patterns)) + texts)
     if lexeme.max_tokens:
         out.append(struct.pack("<I", lexeme.max_tokens))
     return b"".join(out)
@@ -410,12 +420,18 @@ def encode_ir(ir: GrammarIR) -> bytes:
     if ir.distinct:
         out.append(struct.pack(f"<{len(ir.distinct) + 1}I", len(ir.distinct), *sorted(ir.distinct)))
     out += [lexeme.__dict__.get("_ir_words") or _lexeme_words(lexeme, index) for index, lexeme in enumerate(ir.lexemes)]
-    words = array("I")  # the rules, one flat run of words (a struct.pack per rule cost 5x more)
-    append, extend, word_of = words.append, words.extend, _SYMBOL_WORDS.__getitem__
+    # The rules, one flat run of words (a struct.pack per rule cost 5x more), each symbol's
+    # word by arithmetic: as fast as a table of the words warm, and faster once the CPU's
+    # caches have been flushed (the table is a large dict of tuples; a median schema's first
+    # encoding after a run of masks was 9% faster without it).
+    listed: list[int] = []
+    append = listed.append
     for lhs, rhs in ir.rules:
         append(lhs)
         append(len(rhs))
-        extend(map(word_of, rhs))
+        for terminal, index in rhs:
+            append(index if terminal else _NONTERMINAL_FLAG | index)
+    words = array("I", listed)
     if sys.byteorder != "little":
         words.byteswap()
     out.append(words.tobytes())

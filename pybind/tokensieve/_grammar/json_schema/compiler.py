@@ -127,13 +127,14 @@ import itertools
 import json
 import marshal
 import math
+import operator
 import re
 import urllib.parse
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
-from ..ir import GrammarIR, Lexeme, Sym, productive_nonterminals
+from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
@@ -380,6 +381,15 @@ def _rewrite_walk(schema: dict[str, Any]) -> bool:
                     stack.append(item)
         root = False
     return False
+
+
+def _marshal_form(schema: Any) -> bytes | None:
+    """`marshal.dumps(schema, 2)` (no references: the bytes are a function of the value alone),
+    or None when marshal refuses it (a subclass, a cycle, nested too deep)."""
+    try:
+        return marshal.dumps(schema, 2)
+    except ValueError:
+        return None
 
 
 def _needs_rewrite(node: dict[str, Any], *, root: bool = False) -> bool:
@@ -995,12 +1005,29 @@ class _Memo(NamedTuple):
 
 _SCALARS = (str, int, float, bool, type(None))
 _new_tuple = tuple.__new__
+_THIRD = operator.itemgetter(2)
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
+
+
+# A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
+# ids from the forms of its values: made at C speed, but again for each value asked about (a
+# subtree's bytes inside its parent's), so their cost grows with the schema's size times its
+# depth; the interning walk (`content_id_nested`), linear but in Python, takes the larger
+# schemas. Within one translation the ids are all of one kind, so equal values get equal ids
+# either way. The form tells apart what the walk's ids tell apart (types, key order), and
+# -0.0 from 0.0 too (fewer reuses, each still sound).
+_CONTENT_MARSHAL_SIZE_MAX = 1 << 16
+
+
+# `_Compiler.any`'s nonterminals, and the symbol count of its rules (`rules`: each rule's
+# length and one).
+_ANY_NAMES = ("any", "any:object", "any:members", "any:array", "any:items")
+_ANY_SYMBOL_COUNT = 42  # 14 rules of 31 symbols
 
 
 class _TooDeep(Exception):
@@ -1039,6 +1066,12 @@ def _keys_after(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...
     return first + tuple(k for k in then if k not in first)
 
 
+# `_Compiler`'s first lexemes by (key separator, item separator): (lexemes, the IR's index of
+# them, `plain_symbols`, the six symbols); a few pairs per process (x-guidance may set others).
+_PUNCTUATION: dict[tuple[Lexeme, Lexeme], tuple[list[Lexeme], dict[Lexeme, int], dict[Any, Sym], tuple[Sym, ...]]] = {}
+_PUNCTUATION_KEPT_MAX = 64
+
+
 class _Compiler:
     """Schema → IR. One instance per call; see the module docstring for the translation."""
 
@@ -1060,6 +1093,11 @@ class _Compiler:
         self.ir = GrammarIR()
         self.warnings: list[str] = []
         self.symbol_count = 0
+        # Nonterminals made with a rule whose nonterminals were made before them (`nonterminal`
+        # with alternatives: their symbols exist already), or with a rule of lexemes (`any`,
+        # a `*` repetition, the start): when that is all of them, `prune` has nothing to do.
+        # The others (references, presence and any-order states, ...) make it run.
+        self.productive_made = 0
         self.ref_nonterminals: dict[str, int] = {}
         self.pending: list[tuple[int, str]] = []
         self.ref_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
@@ -1088,8 +1126,14 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, int]] = {}  # id(container) → (container, content id)
+        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, content id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
+        self.content_by_marshal = False
+        if type(root) is dict:
+            form = _marshal_form(root)
+            if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
+                self.content_by_marshal = True
+                self.content_ids[id(root)] = (root, form)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1110,13 +1154,28 @@ class _Compiler:
         self.compile_depth_high = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft_before_7 = isinstance(dialect, str) and _DRAFT_BEFORE_7.search(dialect) is not None
-        self.colon = Sym.t(self.ir.add_lexeme(key_separator))
-        self.comma = Sym.t(self.ir.add_lexeme(item_separator))
-        self.ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
-        self.lbrace = self.lexeme("'{'", "literal", "{")
-        self.rbrace = self.lexeme("'}'", "literal", "}")
-        self.lbracket = self.lexeme("'['", "literal", "[")
-        self.rbracket = self.lexeme("']'", "literal", "]")
+        # The punctuation lexemes every translation starts with, copied from the first
+        # translation's with these separators (`_PUNCTUATION`): six lexemes added one by one
+        # were half of this constructor's time.
+        ir = self.ir
+        punctuation = _PUNCTUATION.get((key_separator, item_separator))
+        if punctuation is None:
+            self.colon = Sym.t(ir.add_lexeme(key_separator))
+            self.comma = Sym.t(ir.add_lexeme(item_separator))
+            self.lbrace = self.lexeme("'{'", "literal", "{")
+            self.rbrace = self.lexeme("'}'", "literal", "}")
+            self.lbracket = self.lexeme("'['", "literal", "[")
+            self.rbracket = self.lexeme("']'", "literal", "]")
+            if len(_PUNCTUATION) < _PUNCTUATION_KEPT_MAX:
+                _PUNCTUATION[(key_separator, item_separator)] = (
+                    list(ir.lexemes), dict(ir._lexeme_index), dict(self.plain_symbols),
+                    (self.colon, self.comma, self.lbrace, self.rbrace, self.lbracket, self.rbracket),
+                )
+        else:
+            lexemes, index, plain, symbols = punctuation
+            ir.lexemes, ir._lexeme_index, self.plain_symbols = list(lexemes), dict(index), dict(plain)
+            self.colon, self.comma, self.lbrace, self.rbrace, self.lbracket, self.rbracket = symbols
+        ir.options["separator_lexemes"] = (self.colon.index, self.comma.index)  # for merge_ir
 
     # ---- output helpers ----------------------------------------------------------------------
 
@@ -1174,17 +1233,29 @@ class _Compiler:
         return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
-        nt = self.ir.add_nonterminal(name)
-        self.rules(nt, alternatives)
+        """A new nonterminal with `alternatives` as its rules (`add_nonterminal` and `rules`,
+        written out: a median schema makes ~17, and the three calls were most of the cost)."""
+        self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        ir = self.ir
+        nt = len(ir.nonterminals)
+        ir.nonterminals.append(name)
+        if alternatives:
+            self.productive_made += 1  # (its symbols were made before it: see `prune`)
+        if len(alternatives) == 1:  # (most nonterminals: without the comprehension's frame)
+            ir.rules.append(_new_tuple(Rule, (nt, tuple(alternatives[0]))))
+        else:
+            ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
         return nt
 
     def rules(self, lhs: int, alternatives: Sequence[Sequence[Sym]]) -> None:
         """`rule(lhs, rhs)` for each alternative, in C-level passes (a large schema makes
-        ~10,000 rules)."""
+        ~10,000 rules): `GrammarIR.add_rules`, written out."""
         self.symbol_count += sum(map(len, alternatives)) + len(alternatives)
         if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
             raise self.too_large()
-        self.ir.add_rules(lhs, alternatives)
+        self.ir.rules += [_new_tuple(Rule, (lhs, tuple(rhs))) for rhs in alternatives]
 
     def choice(self, name: str, alternatives: Sequence[Sequence[Sym] | None]) -> Sym | None:
         """One symbol deriving any of the (satisfiable) alternatives, or None if there is none."""
@@ -1215,6 +1286,7 @@ class _Compiler:
 
     def run(self) -> GrammarIR:
         start = self.ir.add_nonterminal("start")
+        self.productive_made += 1  # its one rule, below, is the root's symbol
         top = self.compile(self.root, "")
         if top is None:
             if self.empty_reasons:
@@ -1236,7 +1308,12 @@ class _Compiler:
     def prune(self, start: int) -> None:
         """Drop rules that use nonterminals deriving nothing (e.g. unsatisfiable recursion).
 
-        Linear (a worklist): a fixpoint of passes was quadratic in a chain of 2,000 `$ref`s (2.7 s)."""
+        Linear (a worklist): a fixpoint of passes was quadratic in a chain of 2,000 `$ref`s (2.7 s).
+        Skipped when every nonterminal is one `productive_made` counts: each was made with
+        rules whose nonterminals were made before it, all of them productive by induction on
+        that order (a median schema's case: the passes were 3% of its translation)."""
+        if self.productive_made == len(self.ir.nonterminals):
+            return
         productive = productive_nonterminals(self.ir)
         if not productive[start]:
             raise GrammarError("the schema accepts no finite value (unsatisfiable recursion)", json_pointer="")
@@ -1810,9 +1887,11 @@ class _Compiler:
     def content_id(self, value: Any) -> Any:
         """A hashable id that two JSON values share exactly when they are equal as JSON texts
         with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
-        and `{"b":2,"a":1}`, whose property orders make different grammars). Containers are
-        interned once (by identity, kept alive here), so the cost is linear in the new parts.
-        None when the value is not plain JSON (a cycle, a set): such values are not memoised.
+        and `{"b":2,"a":1}`, whose property orders make different grammars). A container's id
+        is its `marshal` form in a schema whose form is short (`content_by_marshal`), else an
+        int from the interning walk, whose cost is linear in the new parts; either is kept by
+        identity (the container kept alive here). None when the value is not plain JSON (a
+        cycle; for the walk, a set too): such values are not memoised.
 
         The compiler never mutates a container after it is first passed to `memoised`, which
         is what makes the identity cache sound.
@@ -1825,6 +1904,13 @@ class _Compiler:
         known = self.content_ids.get(id(value))
         if known is not None:
             return known[1]
+        if self.content_by_marshal:
+            try:
+                cid: Any = marshal.dumps(value, 2)
+            except ValueError:  # a subclass, a cycle, nested too deep: not plain JSON
+                cid = None
+            self.content_ids[id(value)] = (value, cid)
+            return cid
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
@@ -2090,7 +2176,7 @@ class _Compiler:
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
                 if kind == "string":
-                    return self.string()
+                    return self.string_symbol or self.string()
                 return self.lexeme(*_PLAIN_TYPES[kind])
         if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
@@ -2098,20 +2184,29 @@ class _Compiler:
             d = self.flatten(schema, pointer)
             return None if d is None else self.compile_flat(d, pointer)
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
-        # COMPILE_DEPTH_MAX).
-        key = self.memo_key("compile", schema)
-        memo = self.reuse(key, pointer)
-        if memo is not None:
-            return memo.value  # type: ignore[no-any-return]
-        if key is not None and key in self.compiling:
-            # The same content again inside itself (merged recursive $refs, level after level,
-            # come back to the same allOf): a nonterminal for it, given its rule below.
-            if self.compiling[key] is None:
-                self.compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
-            return Sym.n(self.compiling[key])  # type: ignore[arg-type]
+        # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
+        # them, a sixth of a median schema's Python calls).
+        known = self.content_ids.get(id(schema))
+        cid = known[1] if known is not None else self.content_id(schema)
+        key = None if cid is None else ("compile", cid)
         if key is not None:
-            self.compiling[key] = None
-        frame = self.enter(pointer)
+            if key in self.results:
+                memo = self.reuse(key, pointer)
+                if memo is not None:
+                    return memo.value  # type: ignore[no-any-return]
+            compiling = self.compiling
+            if key in compiling:
+                # The same content again inside itself (merged recursive $refs, level after
+                # level, come back to the same allOf): a nonterminal for it, given its rule below.
+                if compiling[key] is None:
+                    compiling[key] = self.ir.add_nonterminal(f"{pointer or '/'}:again")
+                return Sym.n(compiling[key])  # type: ignore[arg-type]
+            compiling[key] = None
+        frame = (  # `enter(pointer)`
+            self.depth_high, self.compile_depth_high, len(self.warning_log), self.clause_alternative_count,
+            depth, self.compile_depth,
+        )
+        self.depth_high, self.compile_depth_high = depth, self.compile_depth
         remembered = len(self.results)
         try:
             # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
@@ -2126,16 +2221,23 @@ class _Compiler:
                     del self.results[inner]
             raise
         finally:
-            frame = self.leave(frame)
+            # `leave(frame)`, inline
+            inner = (self.depth_high, self.compile_depth_high)
+            if frame[0] > inner[0]:
+                self.depth_high = frame[0]
+            if frame[1] > inner[1]:
+                self.compile_depth_high = frame[1]
+            frame += inner
             again = None if key is None else self.compiling.pop(key)
         if again is not None and result is not None:
             self.rule(again, [result])
             result = Sym.n(again)
-        self.remember(key, pointer, frame, result)
+        if key is not None:
+            self.remember(key, pointer, frame, result)
         return result
 
     def compile_flat(self, d: dict[str, Any], pointer: str, *, memoise: bool = True) -> Sym | None:
-        if not _has_constraints(d):
+        if ANNOTATIONS.issuperset(d):  # `not _has_constraints(d)`, inline
             return Sym.n(self.any())
         if "enum" in d and not d["enum"] and "_conflicts" not in d and self.compile_depth < COMPILE_DEPTH_MAX:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
@@ -2151,9 +2253,12 @@ class _Compiler:
         reasons = len(self.empty_reasons)
         # Clauses and $refs with siblings expand in place, so the pointer alone does not bound
         # the recursion (a schema can reach itself through them).
-        self.compile_depth += 1
+        depth = self.compile_depth = self.compile_depth + 1
         try:
-            self.check_compile_depth(self.compile_depth, pointer)
+            if depth > self.compile_depth_high:  # `check_compile_depth`, inline (the high mark is
+                self.compile_depth_high = depth  # never past the limit, which raises)
+                if depth > COMPILE_DEPTH_MAX:
+                    self.check_compile_depth(depth, pointer)  # raises
             result = self.compile_flat_checked(d, pointer)
         finally:
             self.compile_depth -= 1
@@ -2178,7 +2283,8 @@ class _Compiler:
                 self.warn_unevaluated(d, pointer)
         if "enum" in d:
             return self.compile_enum(d, pointer)
-        self.check_keywords(d, pointer)
+        if DYNAMIC_UNION in d or not _CHECKED_KEYWORDS.isdisjoint(d):  # (the commonest case without the call)
+            self.check_keywords(d, pointer)
         structured = [v for v in d["_not_enum"] if isinstance(v, (list, dict))] if "_not_enum" in d else None
         if structured:
             # An object or array value excluded: the negation of a schema pinning it down.
@@ -2192,6 +2298,8 @@ class _Compiler:
         types = d.get("type", ALL_TYPES)
         if "number" in types:
             types = [t for t in types if t != "integer"]
+        if len(types) == 1:
+            return self.compile_type(types[0], d, pointer)  # what `choice` makes of its one alternative
         alternatives = [[sym] if (sym := self.compile_type(t, d, pointer)) else None for t in types]
         return self.choice(f"{pointer or '/'}:types", alternatives)
 
@@ -2769,8 +2877,8 @@ class _Compiler:
         return int(value)
 
     def compile_string(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_length = self.int_keyword(d, "minLength", 0, pointer) or 0
-        max_length = self.int_keyword(d, "maxLength", None, pointer)
+        min_length = (self.int_keyword(d, "minLength", 0, pointer) or 0) if "minLength" in d else 0
+        max_length = self.int_keyword(d, "maxLength", None, pointer) if "maxLength" in d else None
         if max_length is not None and min_length > max_length:
             return self.contradiction(f"minLength {min_length} exceeds maxLength {max_length}", pointer)
         patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
@@ -2956,23 +3064,31 @@ class _Compiler:
         """The nonterminal of any JSON value (built once)."""
         if self.any_value is not None:
             return self.any_value
-        value = self.any_value = self.ir.add_nonterminal("any")
-        obj = self.ir.add_nonterminal("any:object")
-        members = self.ir.add_nonterminal("any:members")
-        arr = self.ir.add_nonterminal("any:array")
-        items = self.ir.add_nonterminal("any:items")
+        nonterminals = self.ir.nonterminals
+        value = self.any_value = len(nonterminals)
+        obj, members, arr, items = value + 1, value + 2, value + 3, value + 4
+        nonterminals += _ANY_NAMES
+        self.productive_made += len(_ANY_NAMES)  # (`any` has rules of lexemes, the others rules of those and `any`)
         string = self.string()
         number = self.lexeme("number", "regex", NUMBER_REGEX)
         boolean = self.lexeme("boolean", "regex", "true|false")
         null = self.lexeme("null", "literal", "null")
         v, o, m, a, i = Sym.n(value), Sym.n(obj), Sym.n(members), Sym.n(arr), Sym.n(items)
-        # Each nonterminal's rules in one `rules` call (one count and one extension of the
-        # rules each, not 14 `rule` calls).
-        self.rules(value, [[string], [number], [boolean], [null], [o], [a]])
-        self.rules(obj, [[self.lbrace, self.rbrace], [self.lbrace, m, self.rbrace]])
-        self.rules(members, [[string, self.colon, v], [m, self.comma, string, self.colon, v]])
-        self.rules(arr, [[self.lbracket, self.rbracket], [self.lbracket, i, self.rbracket]])
-        self.rules(items, [[v], [i, self.comma, v]])
+        lbrace, rbrace, lbracket, rbracket, colon, comma = (
+            self.lbrace, self.rbrace, self.lbracket, self.rbracket, self.colon, self.comma
+        )
+        # The 14 rules as `rules` would add them, written out (five `rules` calls were half
+        # of this method's time, and it runs for nearly every schema).
+        self.symbol_count += _ANY_SYMBOL_COUNT
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        self.ir.rules += [_new_tuple(Rule, rule) for rule in (
+            (value, (string,)), (value, (number,)), (value, (boolean,)), (value, (null,)), (value, (o,)), (value, (a,)),
+            (obj, (lbrace, rbrace)), (obj, (lbrace, m, rbrace)),
+            (members, (string, colon, v)), (members, (m, comma, string, colon, v)),
+            (arr, (lbracket, rbracket)), (arr, (lbracket, i, rbracket)),
+            (items, (v,)), (items, (i, comma, v)),
+        )]
         return value
 
     # ---- objects -----------------------------------------------------------------------------
@@ -2987,8 +3103,8 @@ class _Compiler:
                 raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
         patterns: dict[str, Any] = d.get("patternProperties", {})
         names = d.get("propertyNames", True)
-        low = self.int_keyword(d, "minProperties", 0, pointer) or 0
-        high = self.int_keyword(d, "maxProperties", None, pointer)
+        low = (self.int_keyword(d, "minProperties", 0, pointer) or 0) if "minProperties" in d else 0
+        high = self.int_keyword(d, "maxProperties", None, pointer) if "maxProperties" in d else None
         if high is not None and low > high:
             return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
         key_parts = ((), ()) if names is True else self.key_constraint(names, pointer)
@@ -3291,7 +3407,7 @@ class _Compiler:
         come last, as a left-recursive repetition bounded by what the count leaves.
         """
         n = len(members)
-        required_count = sum(1 for m in members if m[2])
+        required_count = sum(map(_THIRD, members))  # (C-level: members are (key, value, required))
         if high is not None and required_count > high:
             return None
         if low <= required_count:
@@ -3864,7 +3980,7 @@ class _Compiler:
         `object_body_witness`) adds the set f of witnesses met to the state, (S, c, f).
         """
         n = len(members)
-        required_count = sum(1 for m in members if m[2])
+        required_count = sum(map(_THIRD, members))  # (C-level: members are (key, value, required))
         if high is not None and required_count > high:
             return None
         if required_count > ANY_ORDER_REQUIRED_MAX:
@@ -3975,8 +4091,8 @@ class _Compiler:
     # ---- arrays ------------------------------------------------------------------------------
 
     def compile_array(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_items = self.int_keyword(d, "minItems", 0, pointer) or 0
-        max_items = self.int_keyword(d, "maxItems", None, pointer)
+        min_items = (self.int_keyword(d, "minItems", 0, pointer) or 0) if "minItems" in d else 0
+        max_items = self.int_keyword(d, "maxItems", None, pointer) if "maxItems" in d else None
         if max_items is not None and min_items > max_items:
             return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
         if "_item_witness" in d:
@@ -4418,12 +4534,13 @@ class _Compiler:
 
     def repeat(self, name: str, unit: tuple[Sym, ...], lo: int, hi: int | None) -> list[Sym]:
         """A sequence deriving unit^c for lo <= c <= hi (hi None = unbounded)."""
-        out = self.power(name, unit, lo)
+        out = list(unit) * lo if lo <= 4 else self.power(name, unit, lo)  # (`power`'s small case inline)
         if hi is None:
             key = ("star", unit)
             if key not in self.memo:
                 star = self.memo[key] = self.ir.add_nonterminal(f"{name}*")
                 self.rules(star, [[], [Sym.n(star), *unit]])
+                self.productive_made += 1  # (an empty rule)
             return out + [Sym.n(self.memo[key])]
         return out + self.up_to(name, unit, hi - lo)
 
