@@ -417,27 +417,30 @@ pub fn IntMap(comptime K: type, comptime V: type) type {
 }
 
 /// The hash-consing table: term ids by the hash of their run, open addressing with linear
-/// probing over a power-of-two array of ids. A probe compares the stored hash of the id it
-/// meets (`ExprSet.hashes`, a small array that interning keeps hot) and the run only when the
-/// hashes match; growing the table, or copying a base set's (`ExprSet.initFrom`), re-places
-/// the ids in id order by their stored hashes without reading a run: growing past about
-/// 100,000 terms, a rehash that read the runs added 6-8 ms to one call (MaskBench
-/// Github_easy---o21053). `std.HashMapUnmanaged` with contexts did the same work in about
-/// twice the instructions per lookup, and copying a base set's table was one insertion
-/// through it per term (a twentieth of a median MaskBench compile). A slot is 4 bytes and
-/// only the slots are cleared when the table is made: a grammar's compile touches as little
-/// fresh memory as the std table's metadata and keys (with cold caches, which is how a
-/// server compiles between its other work, fresh memory is most of the cost).
+/// probing over a power-of-two array. Each slot keeps the run's 32-bit hash beside the id, so
+/// a probe compares a run only when the hashes match and reads nothing else, and growing the
+/// table (or copying a base set's, `ExprSet.initFrom`) moves slots without reading any run:
+/// growing past about 100,000 terms, a rehash that read the runs added 6-8 ms to one call
+/// (MaskBench Github_easy---o21053). `std.HashMapUnmanaged` with contexts did the same work
+/// in about twice the instructions per lookup, and copying a base set's table was one
+/// insertion through it per term (a twentieth of a median MaskBench compile). Slots of ids
+/// alone, probed through the `hashes` array, saved memory but made a median grammar's first
+/// mask 20% slower natively (a random read per probe while the derivatives intern).
 ///
-/// Invariants: `slots.len` is 0 or a power of two at least `capacity_min`; at most seven
-/// eighths of the slots are used; nothing is ever removed (a failed intern checks everything
+/// Invariants: `slots.len` is 0 or a power of two at least `capacity_min`; at most three
+/// quarters of the slots are used; nothing is ever removed (a failed intern checks everything
 /// before it inserts), so a probe ends at the first empty slot.
 const TermTable = struct {
-    slots: []u32 = &.{},
+    slots: []Slot = &.{},
     count: u32 = 0,
 
-    const empty: u32 = std.math.maxInt(u32);
+    const Slot = struct { hash: u32, id: u32 };
+    const empty_id: u32 = std.math.maxInt(u32);
     const capacity_min: usize = 16;
+
+    comptime {
+        assert(@sizeOf(Slot) == 8);
+    }
 
     fn deinit(self: *TermTable, gpa: Allocator) void {
         gpa.free(self.slots);
@@ -445,63 +448,62 @@ const TermTable = struct {
     }
 
     pub fn sizeBytes(self: *const TermTable) usize {
-        return @sizeOf(u32) * self.slots.len;
+        return @sizeOf(Slot) * self.slots.len;
     }
 
-    /// Slots for `count` terms at most seven eighths full.
+    /// Slots for `count` terms at most three quarters full.
     fn slotsFor(count: usize) usize {
-        return std.math.ceilPowerOfTwoAssert(usize, @max(capacity_min, count + count / 7 + 1));
+        return std.math.ceilPowerOfTwoAssert(usize, @max(capacity_min, count + count / 3 + 1));
     }
 
-    /// Room for `total` terms without growing; `hashes` are the stored hashes of the ids in
-    /// the table (ids `0..count`).
-    fn ensureTotalCapacity(self: *TermTable, gpa: Allocator, hashes: []const u32, total: usize) Allocator.Error!void {
-        if (8 * total <= 7 * self.slots.len) return;
-        const slots = try gpa.alloc(u32, slotsFor(total));
+    /// Room for `total` terms without growing.
+    fn ensureTotalCapacity(self: *TermTable, gpa: Allocator, total: usize) Allocator.Error!void {
+        if (4 * total <= 3 * self.slots.len) return;
+        const slots = try gpa.alloc(Slot, slotsFor(total));
+        @memset(slots, .{ .hash = 0, .id = empty_id });
+        for (self.slots) |slot| {
+            if (slot.id != empty_id) insertInto(slots, slot);
+        }
         gpa.free(self.slots);
         self.slots = slots;
-        self.place(hashes[0..self.count]);
     }
 
-    /// Clears the slots and puts ids `0..hashes.len` in them by their hashes.
-    fn place(self: *TermTable, hashes: []const u32) void {
-        assert(8 * hashes.len <= 7 * self.slots.len);
-        @memset(self.slots, empty);
-        const mask = self.slots.len - 1;
-        for (hashes, 0..) |h, id| {
-            var i: usize = h & mask;
-            while (self.slots[i] != empty) i = (i + 1) & mask;
-            self.slots[i] = @intCast(id);
-        }
-        self.count = @intCast(hashes.len);
+    /// Puts `slot` in the first empty slot of its probe sequence (its id is not there yet).
+    fn insertInto(slots: []Slot, slot: Slot) void {
+        const mask = slots.len - 1;
+        var i: usize = slot.hash & mask;
+        while (slots[i].id != empty_id) i = (i + 1) & mask;
+        slots[i] = slot;
     }
 
-    /// The id of the term whose run is `run` (hash `hash32`), or null and the slot where it
-    /// goes. There must be an empty slot (`ensureTotalCapacity`).
+    /// The id of the term whose run is `run` (hash `hash32`), or the slot where it goes.
+    /// There must be an empty slot (`ensureTotalCapacity`).
     fn find(self: *const TermTable, set: *const ExprSet, run: []const u32, hash32: u32) union(enum) { found: u32, vacant: usize } {
         assert(self.count < self.slots.len);
-        const hashes = set.hashes.items;
         const mask = self.slots.len - 1;
         var i: usize = hash32 & mask;
         while (true) : (i = (i + 1) & mask) {
-            const id = self.slots[i];
-            if (id == empty) return .{ .vacant = i };
-            if (hashes[id] == hash32 and wordsEqual(run, set.runOf(id))) return .{ .found = id };
+            const slot = self.slots[i];
+            if (slot.id == empty_id) return .{ .vacant = i };
+            if (slot.hash == hash32 and wordsEqual(run, set.runOf(slot.id))) return .{ .found = slot.id };
         }
     }
 
-    /// A copy of `base`'s table (ids `0..hashes.len`, with those stored hashes) with room for
-    /// `total` terms: its slots as they are when the sizes agree, else the ids placed again.
-    fn copyFrom(self: *TermTable, gpa: Allocator, base: *const TermTable, hashes: []const u32, total: usize) Allocator.Error!void {
-        assert(self.count == 0 and self.slots.len == 0 and base.count == hashes.len);
+    /// A copy of `base`'s table with room for `total` terms: its slots as they are when the
+    /// sizes agree, else each moved by its stored hash.
+    fn copyFrom(self: *TermTable, gpa: Allocator, base: *const TermTable, total: usize) Allocator.Error!void {
+        assert(self.count == 0 and self.slots.len == 0);
         const len = @max(slotsFor(total), base.slots.len);
-        self.slots = try gpa.alloc(u32, len);
+        self.slots = try gpa.alloc(Slot, len);
         if (len == base.slots.len) {
             @memcpy(self.slots, base.slots);
-            self.count = base.count;
         } else {
-            self.place(hashes);
+            @memset(self.slots, .{ .hash = 0, .id = empty_id });
+            for (base.slots) |slot| {
+                if (slot.id != empty_id) insertInto(self.slots, slot);
+            }
         }
+        self.count = base.count;
     }
 };
 
@@ -599,7 +601,7 @@ pub const ExprSet = struct {
         set.hashes.appendSliceAssumeCapacity(base.hashes.items);
         try set.completion_max.ensureTotalCapacity(gpa, total);
         set.completion_max.appendSliceAssumeCapacity(base.completion_max.items);
-        try set.table.copyFrom(gpa, &base.table, set.hashes.items, total);
+        try set.table.copyFrom(gpa, &base.table, total);
         assert(set.table.count == n);
         set.base_marks = try gpa.alloc(u64, (n + 63) / 64);
         @memset(set.base_marks, 0);
@@ -623,7 +625,7 @@ pub const ExprSet = struct {
     /// (a twentieth of a median MaskBench compile). Only a hint: interning still grows them.
     pub fn reserve(self: *ExprSet, term_count: u32) Allocator.Error!void {
         const total = self.count() + term_count;
-        try self.table.ensureTotalCapacity(self.gpa, self.hashes.items, total);
+        try self.table.ensureTotalCapacity(self.gpa, total);
         try self.spans.ensureTotalCapacity(self.gpa, total);
         try self.lengths.ensureTotalCapacity(self.gpa, total);
         try self.hashes.ensureTotalCapacity(self.gpa, total);
@@ -794,7 +796,7 @@ pub const ExprSet = struct {
         // Hashing and comparing the run is linear in its length.
         try self.spend(run.len);
         const hash32 = hashWords32(run);
-        try self.table.ensureTotalCapacity(self.gpa, self.hashes.items, self.table.count + 1);
+        try self.table.ensureTotalCapacity(self.gpa, self.table.count + 1);
         const slot = switch (self.table.find(self, run, hash32)) {
             .found => |found| {
                 if (found < self.base_count) self.markBase(found);
@@ -823,7 +825,7 @@ pub const ExprSet = struct {
         assert(self.completion_max.items.len == self.spans.items.len);
         // Nothing failed: the table gets the id only now, so it never holds a term that is
         // not in the arrays.
-        self.table.slots[slot] = id;
+        self.table.slots[slot] = .{ .hash = hash32, .id = id };
         self.table.count += 1;
         return @fromBackingInt(@intCast(id));
     }
