@@ -423,12 +423,15 @@ pub fn IntMap(comptime K: type, comptime V: type) type {
 /// growing past about 100,000 terms, a rehash that read the runs added 6-8 ms to one call
 /// (MaskBench Github_easy---o21053). `std.HashMapUnmanaged` with contexts did the same work
 /// in about twice the instructions per lookup, and copying a base set's table was one
-/// insertion through it per term (a twentieth of a median MaskBench compile). Slots of ids
-/// alone, probed through the `hashes` array, saved memory but made a median grammar's first
-/// mask 20% slower natively (a random read per probe while the derivatives intern).
+/// insertion through it per term (a twentieth of a median MaskBench compile).
 ///
-/// Invariants: `slots.len` is 0 or a power of two at least `capacity_min`; at most three
-/// quarters of the slots are used; nothing is ever removed (a failed intern checks everything
+/// At most four fifths full: at seven eighths the probe runs made a median grammar's first
+/// mask 20% slower natively; at three quarters the table's blocks (8 bytes a slot) changed
+/// how a 10,000-word grammar's compile reused freed memory, and a second compile grew linear
+/// memory (`test_large_alternations`).
+///
+/// Invariants: `slots.len` is 0 or a power of two at least `capacity_min`; at most four
+/// fifths of the slots are used; nothing is ever removed (a failed intern checks everything
 /// before it inserts), so a probe ends at the first empty slot.
 const TermTable = struct {
     slots: []Slot = &.{},
@@ -451,14 +454,14 @@ const TermTable = struct {
         return @sizeOf(Slot) * self.slots.len;
     }
 
-    /// Slots for `count` terms at most three quarters full.
+    /// Slots for `count` terms at most four fifths full.
     fn slotsFor(count: usize) usize {
-        return std.math.ceilPowerOfTwoAssert(usize, @max(capacity_min, count + count / 3 + 1));
+        return std.math.ceilPowerOfTwoAssert(usize, @max(capacity_min, count + count / 4 + 1));
     }
 
     /// Room for `total` terms without growing.
     fn ensureTotalCapacity(self: *TermTable, gpa: Allocator, total: usize) Allocator.Error!void {
-        if (4 * total <= 3 * self.slots.len) return;
+        if (5 * total <= 4 * self.slots.len) return;
         const slots = try gpa.alloc(Slot, slotsFor(total));
         @memset(slots, .{ .hash = 0, .id = empty_id });
         for (self.slots) |slot| {
