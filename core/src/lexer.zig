@@ -332,47 +332,27 @@ pub const Lexer = struct {
     }
 
     /// The byte classes: bytes that every byte set of the expressions either contains or
-    /// misses together. Partition refinement over 256-bit sets: each byte set splits the
-    /// classes it cuts, two vector ANDs a class (a grammar has tens of classes and hundreds of
-    /// byte sets; a pass over all 256 bytes per set was a third of a median MaskBench compile).
-    /// Classes are then numbered in the order of their smallest byte, and a class's
-    /// representative is its smallest byte.
+    /// misses together. Partition refinement over 256-bit sets, keeping each byte's current
+    /// class (`index`): a set of at most `small_set_bytes_max` bytes (a literal's byte, `[eE]`:
+    /// two thirds of a median MaskBench grammar's sets) splits only the classes of its own
+    /// bytes, found by lookup; a larger one is tested against every class, two vector ANDs a
+    /// class (a pass over all 256 bytes per set had been a third of a median compile; the
+    /// scan of every class for every set, a fifth once the rest shrank). A split gives the new
+    /// index to the smaller part, so relabelling bytes costs O(256 log 256) over all splits.
+    /// The partition does not depend on the order of the sets; classes are then numbered in
+    /// the order of their smallest byte, and a class's representative is its smallest byte.
     fn computeClasses(self: *Lexer) void {
-        var classes: [256]ByteSetBits = undefined;
-        classes[0] = @splat(0xFFFF_FFFF);
-        var count: u32 = 1;
-        const Refiner = struct {
-            classes: *[256]ByteSetBits,
-            count: *u32,
-            fn visit(r: @This(), set: regex.ByteSet) void {
-                const s: ByteSetBits = set.bits;
-                const n = r.count.*;
-                // Classes appended here lie inside `set`: it cuts none of them.
-                for (r.classes[0..n]) |*class| {
-                    const inside = class.* & s;
-                    const outside = class.* & ~s;
-                    if (@reduce(.Or, inside) == 0 or @reduce(.Or, outside) == 0) continue;
-                    class.* = outside;
-                    r.classes[r.count.*] = inside;
-                    r.count.* += 1;
-                }
-            }
-        };
-        self.exprs.forEachByteSet(Refiner{ .classes = &classes, .count = &count }, Refiner.visit);
+        // Field by field: a default-initialized `Refiner` is copied from a constant, 8 KiB of
+        // classes included.
+        var refiner: Refiner = undefined;
+        refiner.count = 1;
+        refiner.index = @splat(0);
+        refiner.classes[0] = @splat(0xFFFF_FFFF);
+        self.exprs.forEachByteSet(&refiner, Refiner.visit);
         var order: [256]u8 = undefined; // refinement's class index -> its number
         var numbered: [256]bool = @splat(false);
-        var class_index: [256]u8 = undefined; // per byte
-        for (classes[0..count], 0..) |class, index| {
-            const words: [8]u32 = class;
-            for (words, 0..) |word, w| {
-                var bits = word;
-                while (bits != 0) : (bits &= bits - 1) {
-                    class_index[w * 32 + @ctz(bits)] = @intCast(index);
-                }
-            }
-        }
         var number: u32 = 0;
-        for (class_index, 0..) |index, b| {
+        for (refiner.index, 0..) |index, b| {
             if (!numbered[index]) {
                 numbered[index] = true;
                 order[index] = @intCast(number);
@@ -383,10 +363,66 @@ pub const Lexer = struct {
             self.class_of[b] = class;
             self.class_size[class] += 1;
         }
-        assert(number == count);
-        self.class_count = count;
+        assert(number == refiner.count);
+        self.class_count = refiner.count;
         assert(self.class_count >= 1 and self.class_count <= 256);
     }
+
+    /// Sets of at most this many bytes refine by looking up their bytes' classes.
+    const small_set_bytes_max = 8;
+
+    const Refiner = struct {
+        /// The classes found so far, `count` of them.
+        classes: [256]ByteSetBits,
+        count: u32,
+        /// Per byte: the index of its class in `classes`.
+        index: [256]u8,
+
+        fn visit(r: *Refiner, set: regex.ByteSet) void {
+            const s: ByteSetBits = set.bits;
+            var size: u32 = 0;
+            for (set.bits) |word| size += @popCount(word);
+            if (size <= small_set_bytes_max) {
+                // Only the classes of the set's bytes can be cut. Once one is split, its
+                // other bytes in the set are in the inside part, which the set does not cut.
+                for (set.bits, 0..) |word, w| {
+                    var bits = word;
+                    while (bits != 0) : (bits &= bits - 1) {
+                        const b = w * 32 + @ctz(bits);
+                        r.split(r.index[b], s);
+                    }
+                }
+                return;
+            }
+            // Classes appended here lie inside or outside `set`: it cuts none of them.
+            const n = r.count;
+            for (0..n) |c| r.split(@intCast(c), s);
+        }
+
+        /// Splits class `c` by `s` if `s` cuts it; the smaller part gets a new index.
+        fn split(r: *Refiner, c: u8, s: ByteSetBits) void {
+            const class = r.classes[c];
+            const inside = class & s;
+            const outside = class & ~s;
+            if (@reduce(.Or, inside) == 0 or @reduce(.Or, outside) == 0) return;
+            const inside_words: [8]u32 = inside;
+            const outside_words: [8]u32 = outside;
+            var inside_size: u32 = 0;
+            var outside_size: u32 = 0;
+            for (inside_words, outside_words) |i, o| {
+                inside_size += @popCount(i);
+                outside_size += @popCount(o);
+            }
+            const moved: [8]u32 = if (inside_size <= outside_size) inside_words else outside_words;
+            r.classes[c] = if (inside_size <= outside_size) outside else inside;
+            r.classes[r.count] = moved;
+            for (moved, 0..) |word, w| {
+                var bits = word;
+                while (bits != 0) : (bits &= bits - 1) r.index[w * 32 + @ctz(bits)] = @intCast(r.count);
+            }
+            r.count += 1;
+        }
+    };
 
     const ByteSetBits = @Vector(8, u32);
 

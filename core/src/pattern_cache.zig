@@ -142,7 +142,7 @@ pub const PatternCache = struct {
     pub fn baseBytes(self: *const PatternCache) usize {
         const b = if (self.base) |*b| b else return 4 * self.base_class_terms.capacity;
         return 4 * self.base_class_terms.capacity + 4 * b.words.capacity +
-            (@sizeOf(regex.Lengths) + 8 + 4 + 4) * b.spans.capacity + 5 * b.table.capacity();
+            (@sizeOf(regex.Lengths) + 8 + 4 + 4) * b.spans.capacity + b.table.sizeBytes();
     }
 
     /// A grammar's expression set: a copy of the base set when there is one and the grammar's

@@ -416,35 +416,97 @@ pub fn IntMap(comptime K: type, comptime V: type) type {
     return std.HashMapUnmanaged(K, V, IntContext(K), std.hash_map.default_max_load_percentage);
 }
 
-/// Hash-table context: keys are ids, compared by the content of their runs in the arena and
-/// hashed by the hash stored when they were interned, so that growing the table (which
-/// rehashes every key) reads one word per term instead of its run: growing past about 100,000
-/// terms, a rehash that read the runs added 6-8 ms to one call (MaskBench Github_easy---o21053).
-const IdContext = struct {
-    set: *const ExprSet,
+/// The hash-consing table: term ids by the hash of their run, open addressing with linear
+/// probing over a power-of-two array. Each slot keeps the run's 32-bit hash beside the id, so
+/// a probe compares a run only when the hashes match and reads nothing else, and growing the
+/// table (or copying a base set's, `ExprSet.initFrom`) moves slots without reading any run:
+/// growing past about 100,000 terms, a rehash that read the runs added 6-8 ms to one call
+/// (MaskBench Github_easy---o21053). `std.HashMapUnmanaged` with contexts did the same work
+/// in about twice the instructions per lookup, and copying a base set's table was one
+/// insertion through it per term (a twentieth of a median MaskBench compile).
+///
+/// At most four fifths full: at seven eighths the probe runs made a median grammar's first
+/// mask 20% slower natively; at three quarters the table's blocks (8 bytes a slot) changed
+/// how a 10,000-word grammar's compile reused freed memory, and a second compile grew linear
+/// memory (`test_large_alternations`).
+///
+/// Invariants: `slots.len` is 0 or a power of two at least `capacity_min`; at most four
+/// fifths of the slots are used; nothing is ever removed (a failed intern checks everything
+/// before it inserts), so a probe ends at the first empty slot.
+const TermTable = struct {
+    slots: []Slot = &.{},
+    count: u32 = 0,
 
-    pub fn hash(self: IdContext, id: u32) u64 {
-        return spreadHash32(self.set.hashes.items[id]);
+    const Slot = struct { hash: u32, id: u32 };
+    const empty_id: u32 = std.math.maxInt(u32);
+    const capacity_min: usize = 16;
+
+    comptime {
+        assert(@sizeOf(Slot) == 8);
     }
 
-    pub fn eql(self: IdContext, a: u32, b: u32) bool {
-        return wordsEqual(self.set.runOf(a), self.set.runOf(b));
-    }
-};
-
-/// Lookup context: a candidate run (not yet in the arena) against stored ids; `hash32` is
-/// `hashWords32(run)`, computed once by the caller, which also stores it.
-const RunContext = struct {
-    set: *const ExprSet,
-    hash32: u32,
-
-    pub fn hash(self: RunContext, run: []const u32) u64 {
-        assert(self.hash32 == hashWords32(run));
-        return spreadHash32(self.hash32);
+    fn deinit(self: *TermTable, gpa: Allocator) void {
+        gpa.free(self.slots);
+        self.* = undefined;
     }
 
-    pub fn eql(self: RunContext, run: []const u32, b: u32) bool {
-        return wordsEqual(run, self.set.runOf(b));
+    pub fn sizeBytes(self: *const TermTable) usize {
+        return @sizeOf(Slot) * self.slots.len;
+    }
+
+    /// Slots for `count` terms at most four fifths full.
+    fn slotsFor(count: usize) usize {
+        return std.math.ceilPowerOfTwoAssert(usize, @max(capacity_min, count + count / 4 + 1));
+    }
+
+    /// Room for `total` terms without growing.
+    fn ensureTotalCapacity(self: *TermTable, gpa: Allocator, total: usize) Allocator.Error!void {
+        if (5 * total <= 4 * self.slots.len) return;
+        const slots = try gpa.alloc(Slot, slotsFor(total));
+        @memset(slots, .{ .hash = 0, .id = empty_id });
+        for (self.slots) |slot| {
+            if (slot.id != empty_id) insertInto(slots, slot);
+        }
+        gpa.free(self.slots);
+        self.slots = slots;
+    }
+
+    /// Puts `slot` in the first empty slot of its probe sequence (its id is not there yet).
+    fn insertInto(slots: []Slot, slot: Slot) void {
+        const mask = slots.len - 1;
+        var i: usize = slot.hash & mask;
+        while (slots[i].id != empty_id) i = (i + 1) & mask;
+        slots[i] = slot;
+    }
+
+    /// The id of the term whose run is `run` (hash `hash32`), or the slot where it goes.
+    /// There must be an empty slot (`ensureTotalCapacity`).
+    fn find(self: *const TermTable, set: *const ExprSet, run: []const u32, hash32: u32) union(enum) { found: u32, vacant: usize } {
+        assert(self.count < self.slots.len);
+        const mask = self.slots.len - 1;
+        var i: usize = hash32 & mask;
+        while (true) : (i = (i + 1) & mask) {
+            const slot = self.slots[i];
+            if (slot.id == empty_id) return .{ .vacant = i };
+            if (slot.hash == hash32 and wordsEqual(run, set.runOf(slot.id))) return .{ .found = slot.id };
+        }
+    }
+
+    /// A copy of `base`'s table with room for `total` terms: its slots as they are when the
+    /// sizes agree, else each moved by its stored hash.
+    fn copyFrom(self: *TermTable, gpa: Allocator, base: *const TermTable, total: usize) Allocator.Error!void {
+        assert(self.count == 0 and self.slots.len == 0);
+        const len = @max(slotsFor(total), base.slots.len);
+        self.slots = try gpa.alloc(Slot, len);
+        if (len == base.slots.len) {
+            @memcpy(self.slots, base.slots);
+        } else {
+            @memset(self.slots, .{ .hash = 0, .id = empty_id });
+            for (base.slots) |slot| {
+                if (slot.id != empty_id) insertInto(self.slots, slot);
+            }
+        }
+        self.count = base.count;
     }
 };
 
@@ -452,7 +514,7 @@ pub const ExprSet = struct {
     gpa: Allocator,
     words: std.ArrayList(u32) = .empty,
     spans: std.ArrayList(Span) = .empty,
-    table: std.HashMapUnmanaged(u32, void, IdContext, 80) = .empty,
+    table: TermTable = .{},
     deriv_cache: IntMap(u64, ExprId) = .empty,
     empty_cache: IntMap(u32, bool) = .empty,
     /// Terms the exact emptiness search has expanded in this set's life (a diagnostic).
@@ -542,8 +604,8 @@ pub const ExprSet = struct {
         set.hashes.appendSliceAssumeCapacity(base.hashes.items);
         try set.completion_max.ensureTotalCapacity(gpa, total);
         set.completion_max.appendSliceAssumeCapacity(base.completion_max.items);
-        try set.table.ensureTotalCapacityContext(gpa, total, .{ .set = &set });
-        for (0..n) |id| set.table.putAssumeCapacityNoClobberContext(@intCast(id), {}, .{ .set = &set });
+        try set.table.copyFrom(gpa, &base.table, total);
+        assert(set.table.count == n);
         set.base_marks = try gpa.alloc(u64, (n + 63) / 64);
         @memset(set.base_marks, 0);
         set.base_count = n;
@@ -566,7 +628,7 @@ pub const ExprSet = struct {
     /// (a twentieth of a median MaskBench compile). Only a hint: interning still grows them.
     pub fn reserve(self: *ExprSet, term_count: u32) Allocator.Error!void {
         const total = self.count() + term_count;
-        try self.table.ensureTotalCapacityContext(self.gpa, total, .{ .set = self });
+        try self.table.ensureTotalCapacity(self.gpa, total);
         try self.spans.ensureTotalCapacity(self.gpa, total);
         try self.lengths.ensureTotalCapacity(self.gpa, total);
         try self.hashes.ensureTotalCapacity(self.gpa, total);
@@ -737,43 +799,26 @@ pub const ExprSet = struct {
         // Hashing and comparing the run is linear in its length.
         try self.spend(run.len);
         const hash32 = hashWords32(run);
-        const gop = try self.table.getOrPutContextAdapted(
-            self.gpa,
-            run,
-            RunContext{ .set = self, .hash32 = hash32 },
-            IdContext{ .set = self },
-        );
-        if (gop.found_existing) {
-            const found = gop.key_ptr.*;
-            if (found < self.base_count) self.markBase(found);
-            return @fromBackingInt(@intCast(found));
-        }
+        try self.table.ensureTotalCapacity(self.gpa, self.table.count + 1);
+        const slot = switch (self.table.find(self, run, hash32)) {
+            .found => |found| {
+                if (found < self.base_count) self.markBase(found);
+                return @fromBackingInt(@intCast(found));
+            },
+            .vacant => |slot| slot,
+        };
         // Ids stay below 2^31 whatever the limit says: the search's rows use bit 31.
         if (self.spans.items.len >= @min(self.limits.expr_count_max, row_boolean_bit - 1)) {
-            self.table.removeByPtr(gop.key_ptr);
             return limit_error.exceeded(.expressions);
         }
         const id: u32 = @intCast(self.spans.items.len);
         const start: u32 = @intCast(self.words.items.len);
-        self.lengths.ensureUnusedCapacity(self.gpa, 1) catch |err| {
-            self.table.removeByPtr(gop.key_ptr);
-            return err;
-        };
-        self.hashes.ensureUnusedCapacity(self.gpa, 1) catch |err| {
-            self.table.removeByPtr(gop.key_ptr);
-            return err;
-        };
-        self.completion_max.ensureUnusedCapacity(self.gpa, 1) catch |err| {
-            self.table.removeByPtr(gop.key_ptr);
-            return err;
-        };
-        self.words.appendSlice(self.gpa, run) catch |err| {
-            self.table.removeByPtr(gop.key_ptr);
-            return err;
-        };
+        try self.lengths.ensureUnusedCapacity(self.gpa, 1);
+        try self.hashes.ensureUnusedCapacity(self.gpa, 1);
+        try self.completion_max.ensureUnusedCapacity(self.gpa, 1);
+        try self.words.appendSlice(self.gpa, run);
         self.spans.append(self.gpa, .{ .start = start, .len = @intCast(run.len) }) catch |err| {
             self.words.shrinkRetainingCapacity(start);
-            self.table.removeByPtr(gop.key_ptr);
             return err;
         };
         self.lengths.appendAssumeCapacity(self.runLengths(run));
@@ -781,7 +826,10 @@ pub const ExprSet = struct {
         self.completion_max.appendAssumeCapacity(self.runCompletionMax(run));
         assert(self.lengths.items.len == self.spans.items.len and self.hashes.items.len == self.spans.items.len);
         assert(self.completion_max.items.len == self.spans.items.len);
-        gop.key_ptr.* = id;
+        // Nothing failed: the table gets the id only now, so it never holds a term that is
+        // not in the arrays.
+        self.table.slots[slot] = .{ .hash = hash32, .id = id };
+        self.table.count += 1;
         return @fromBackingInt(@intCast(id));
     }
 
@@ -2239,6 +2287,30 @@ test "terms stay hash-consed across the table's growth (stored hashes)" {
         try std.testing.expectEqual(id, try set.concat(try set.byte(@intCast(i % 256)), try set.byte(@intCast(i / 256))));
     }
     try std.testing.expectEqual(count, set.count());
+}
+
+test "a copy of a base set's table finds every base term by its id, slots copied or placed again" {
+    const gpa = std.testing.allocator;
+    var base = try ExprSet.init(gpa, .{});
+    defer base.deinit();
+    var ids: [300]ExprId = undefined;
+    for (&ids, 0..) |*id, i| id.* = try base.concat(try base.byte(@intCast(i % 64)), try base.byte(@intCast(i / 64)));
+    // No room asked: the base's slots are copied as they are; room for 5,000 more: the ids
+    // are placed again in a larger table.
+    for ([_]u32{ 0, 5000 }, [_]bool{ true, false }) |room, same_size| {
+        var copy = try ExprSet.initFrom(gpa, .{}, &base, 1, room);
+        defer copy.deinit();
+        try std.testing.expectEqual(same_size, copy.table.slots.len == base.table.slots.len);
+        for (ids, 0..) |id, i| {
+            try std.testing.expectEqual(id, try copy.concat(try copy.byte(@intCast(i % 64)), try copy.byte(@intCast(i / 64))));
+        }
+        try std.testing.expectEqual(base.count(), copy.count());
+        // A new term gets the next id, and is found again after the table grows.
+        const fresh = try copy.literal("not in the base");
+        try std.testing.expect(fresh.index() >= base.count());
+        for (0..2000) |i| _ = try copy.concat(try copy.byte(@intCast(i % 256)), try copy.byte(@intCast(200 + i / 256)));
+        try std.testing.expectEqual(fresh, try copy.literal("not in the base"));
+    }
 }
 
 test "intersection and complement, with an exact emptiness check" {
