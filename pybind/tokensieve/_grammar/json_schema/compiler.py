@@ -1100,7 +1100,7 @@ class _Compiler:
         self.productive_made = 0
         self.ref_nonterminals: dict[str, int] = {}
         self.pending: list[tuple[int, str]] = []
-        self.ref_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
+        self.ref_nonterminal_targets: dict[int, str] = {}  # a `$ref`'s nonterminal -> its target's pointer
         self.anchors: dict[str, str] | None = None
         # `$ref` string → its target's pointer, and pointer → node, once found (the root is
         # not mutated; failures are not kept, so that they raise where they stand).
@@ -1402,7 +1402,7 @@ class _Compiler:
         if nt is None:
             nt = self.ref_nonterminals[target] = self.ir.add_nonterminal(f"#{target}")
             self.pending.append((nt, target))
-            self.ref_targets[nt] = target
+            self.ref_nonterminal_targets[nt] = target
         return nt
 
     def ref_target_symbol(self, sym: Sym) -> Sym:
@@ -1412,7 +1412,7 @@ class _Compiler:
         seen: set[int] = set()
         while not sym.terminal and sym.index not in seen and not self.rules_of(sym.index):
             seen.add(sym.index)
-            target = self.ref_targets.get(sym.index)
+            target = self.ref_nonterminal_targets.get(sym.index)
             if target is None:
                 break
             resolved = self.compile(self.lookup(target), target)
