@@ -380,9 +380,7 @@ pub const Lexer = struct {
 
         fn visit(r: *Refiner, set: regex.ByteSet) void {
             const s: ByteSetBits = set.bits;
-            var size: u32 = 0;
-            for (set.bits) |word| size += @popCount(word);
-            if (size <= small_set_bytes_max) {
+            if (set.count() <= small_set_bytes_max) {
                 // Only the classes of the set's bytes can be cut. Once one is split, its
                 // other bytes in the set are in the inside part, which the set does not cut.
                 for (set.bits, 0..) |word, w| {
@@ -405,16 +403,10 @@ pub const Lexer = struct {
             const inside = class & s;
             const outside = class & ~s;
             if (@reduce(.Or, inside) == 0 or @reduce(.Or, outside) == 0) return;
-            const inside_words: [8]u32 = inside;
-            const outside_words: [8]u32 = outside;
-            var inside_size: u32 = 0;
-            var outside_size: u32 = 0;
-            for (inside_words, outside_words) |i, o| {
-                inside_size += @popCount(i);
-                outside_size += @popCount(o);
-            }
-            const moved: [8]u32 = if (inside_size <= outside_size) inside_words else outside_words;
-            r.classes[c] = if (inside_size <= outside_size) outside else inside;
+            const inside_set: regex.ByteSet = .{ .bits = inside };
+            const smaller_inside = inside_set.count() <= (regex.ByteSet{ .bits = outside }).count();
+            const moved: [8]u32 = if (smaller_inside) inside else outside;
+            r.classes[c] = if (smaller_inside) outside else inside;
             r.classes[r.count] = moved;
             for (moved, 0..) |word, w| {
                 var bits = word;

@@ -463,12 +463,17 @@ const TermTable = struct {
     fn ensureTotalCapacity(self: *TermTable, gpa: Allocator, total: usize) Allocator.Error!void {
         if (5 * total <= 4 * self.slots.len) return;
         const slots = try gpa.alloc(Slot, slotsFor(total));
-        @memset(slots, .{ .hash = 0, .id = empty_id });
-        for (self.slots) |slot| {
-            if (slot.id != empty_id) insertInto(slots, slot);
-        }
+        placeAll(slots, self.slots);
         gpa.free(self.slots);
         self.slots = slots;
+    }
+
+    /// Empties `slots` and puts the used ones of `from` in them, each by its stored hash.
+    fn placeAll(slots: []Slot, from: []const Slot) void {
+        @memset(slots, .{ .hash = 0, .id = empty_id });
+        for (from) |slot| {
+            if (slot.id != empty_id) insertInto(slots, slot);
+        }
     }
 
     /// Puts `slot` in the first empty slot of its probe sequence (its id is not there yet).
@@ -501,10 +506,7 @@ const TermTable = struct {
         if (len == base.slots.len) {
             @memcpy(self.slots, base.slots);
         } else {
-            @memset(self.slots, .{ .hash = 0, .id = empty_id });
-            for (base.slots) |slot| {
-                if (slot.id != empty_id) insertInto(self.slots, slot);
-            }
+            placeAll(self.slots, base.slots);
         }
         self.count = base.count;
     }
