@@ -538,4 +538,4 @@ def test_email_beside_a_pattern_is_left_out_with_a_warning() -> None:
     # Intersected, "[ab]@" and the mailbox regex ran out of step fuel within a short address.
     schema = {"type": "string", "pattern": "[ab]@", "format": "email"}
     assert any("format 'email' is ignored" in w for w in json_schema_to_ir(schema).options["warnings"])
-    assert accepts(Grammar.json_schema(schema), '"x[ab]@ not an address"'.replace("[ab]", "a"))
+    assert accepts(Grammar.json_schema(schema), '"xa@ not an address"')

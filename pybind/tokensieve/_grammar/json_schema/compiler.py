@@ -347,11 +347,8 @@ def _settled_at_once(schema: Any) -> bool | None:
                for value in root_ids.values()):
             return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
-    try:
-        data = marshal.dumps(schema, 2)
-    except ValueError:  # unmarshallable (a subclass, a cycle, nested too deep)
-        return None
-    if len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
+    data = _marshal_form(schema)
+    if data is None or len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
         return None
     return _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
 
@@ -1905,10 +1902,7 @@ class _Compiler:
         if known is not None:
             return known[1]
         if self.content_by_marshal:
-            try:
-                cid: Any = marshal.dumps(value, 2)
-            except ValueError:  # a subclass, a cycle, nested too deep: not plain JSON
-                cid = None
+            cid = _marshal_form(value)  # None: not plain JSON
             self.content_ids[id(value)] = (value, cid)
             return cid
         try:
@@ -2876,11 +2870,21 @@ class _Compiler:
             raise self.fail(f"{key} must be a non-negative integer, not {value!r}", f"{pointer}/{key}")
         return int(value)
 
+    def count_bounds(self, d: dict[str, Any], low_key: str, high_key: str, pointer: str) -> tuple[int, int | None] | None:
+        """(least, most) of a pair of count keywords (`minItems`/`maxItems`, ...); an absent one
+        is its default (0, None) without `int_keyword`'s call. None, noted as a contradiction,
+        when they cross."""
+        low = (self.int_keyword(d, low_key, 0, pointer) or 0) if low_key in d else 0
+        high = self.int_keyword(d, high_key, None, pointer) if high_key in d else None
+        if high is not None and low > high:
+            return self.contradiction(f"{low_key} {low} exceeds {high_key} {high}", pointer)
+        return low, high
+
     def compile_string(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_length = (self.int_keyword(d, "minLength", 0, pointer) or 0) if "minLength" in d else 0
-        max_length = self.int_keyword(d, "maxLength", None, pointer) if "maxLength" in d else None
-        if max_length is not None and min_length > max_length:
-            return self.contradiction(f"minLength {min_length} exceeds maxLength {max_length}", pointer)
+        bounds = self.count_bounds(d, "minLength", "maxLength", pointer)
+        if bounds is None:
+            return None
+        min_length, max_length = bounds
         patterns = list(dict.fromkeys(([d["pattern"]] if "pattern" in d else []) + d.get("_patterns", [])))
         bodies: list[str] = []
         lookahead_nots: list[str] = []
@@ -3103,10 +3107,10 @@ class _Compiler:
                 raise self.fail(f"required lists a non-string {key!r}", f"{pointer}/required")
         patterns: dict[str, Any] = d.get("patternProperties", {})
         names = d.get("propertyNames", True)
-        low = (self.int_keyword(d, "minProperties", 0, pointer) or 0) if "minProperties" in d else 0
-        high = self.int_keyword(d, "maxProperties", None, pointer) if "maxProperties" in d else None
-        if high is not None and low > high:
-            return self.contradiction(f"minProperties {low} exceeds maxProperties {high}", pointer)
+        bounds = self.count_bounds(d, "minProperties", "maxProperties", pointer)
+        if bounds is None:
+            return None
+        low, high = bounds
         key_parts = ((), ()) if names is True else self.key_constraint(names, pointer)
         witnesses = (
             self.kept_witnesses(d["_witness"], "patternProperties/propertyNames/additionalProperties on one object", pointer)
@@ -4091,10 +4095,10 @@ class _Compiler:
     # ---- arrays ------------------------------------------------------------------------------
 
     def compile_array(self, d: dict[str, Any], pointer: str) -> Sym | None:
-        min_items = (self.int_keyword(d, "minItems", 0, pointer) or 0) if "minItems" in d else 0
-        max_items = self.int_keyword(d, "maxItems", None, pointer) if "maxItems" in d else None
-        if max_items is not None and min_items > max_items:
-            return self.contradiction(f"minItems {min_items} exceeds maxItems {max_items}", pointer)
+        bounds = self.count_bounds(d, "minItems", "maxItems", pointer)
+        if bounds is None:
+            return None
+        min_items, max_items = bounds
         if "_item_witness" in d:
             return self.array_witness(d, min_items, max_items, pointer)
         if d.get("_duplicate") is True:

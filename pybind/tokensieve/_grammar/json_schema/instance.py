@@ -344,7 +344,7 @@ class InstanceChecker:
         if type(values) is not list:
             return any(json_equal(value, v) for v in values)
         known = self.listed_keys.get(id(values))
-        if known is None or known[0] is not values:
+        if known is None:
             known = self.listed_keys[id(values)] = (values, value_keys(values))  # the list kept: its id stays its own
         keys = known[1]
         if keys is None:
