@@ -210,6 +210,28 @@ pub const ByteSet = struct {
     }
 };
 
+/// What is known of the bytes of a term's words: every byte of every word is in `alphabet`
+/// (a superset), and every word holds each byte of `required` (a subset). See
+/// `ExprSet.bytesContradict`.
+pub const ByteFacts = struct {
+    alphabet: ByteSet,
+    required: ByteSet,
+
+    const unknown: ByteFacts = .{ .alphabet = .{ .bits = @splat(std.math.maxInt(u32)) }, .required = .{} };
+};
+
+fn byteSetIntersect(a: ByteSet, b: ByteSet) ByteSet {
+    var out = a;
+    for (&out.bits, b.bits) |*x, y| x.* &= y;
+    return out;
+}
+
+fn byteSetUnion(a: ByteSet, b: ByteSet) ByteSet {
+    var out = a;
+    out.unionWith(b);
+    return out;
+}
+
 fn byteSetWithin(inner: ByteSet, outer: ByteSet) bool {
     for (inner.bits, outer.bits) |a, b| if (a & ~b != 0) return false;
     return true;
@@ -529,6 +551,11 @@ pub const ExprSet = struct {
     completion_max: std.ArrayList(u32) = .empty,
     /// `clampCounts` results, keyed by (byte bound, term); emptied like `deriv_cache`.
     clamp_cache: IntMap(u64, ExprId) = .empty,
+    /// `byteFacts` per term, emptied like `deriv_cache`.
+    byte_facts_cache: IntMap(u32, ByteFacts) = .empty,
+    /// `excludesItself`'s answers per (member, excluded term, budget), emptied like
+    /// `deriv_cache` (see `includesMemo`).
+    include_cache: IntMap(u64, bool) = .empty,
     scratch: std.ArrayList(u32) = .empty,
     /// Units of work left (see the file comment); `deriv`, the constructors and `isEmpty`
     /// spend it. Whoever sets it names the budget in `fuel_limit`.
@@ -650,6 +677,8 @@ pub const ExprSet = struct {
         self.hashes.deinit(self.gpa);
         self.completion_max.deinit(self.gpa);
         self.clamp_cache.deinit(self.gpa);
+        self.include_cache.deinit(self.gpa);
+        self.byte_facts_cache.deinit(self.gpa);
         self.scratch.deinit(self.gpa);
         self.gpa.free(self.base_marks);
         self.* = undefined;
@@ -977,10 +1006,13 @@ pub const ExprSet = struct {
                 const a = self.args(y);
                 const c = self.argId(y, 0);
                 if (a[1] == 0 and a[2] == repeat_unbounded) {
-                    // y = c*: every piece of x must be in c* (c* c* = c*).
+                    // y = c*: every piece of x must be in c* (c* c* = c*), or x itself in c
+                    // (a JSON string's escape `\u0041` is a word of c, none of its pieces is;
+                    // tried only when x's lengths fit c's, which every word of c has).
                     switch (tx) {
-                        .concat => return self.includes(self.argId(x, 0), y, budget) and
-                            self.includes(self.argId(x, 1), y, budget),
+                        .concat => return (self.lengthsWithin(x, c) and self.includes(x, c, budget)) or
+                            (self.includes(self.argId(x, 0), y, budget) and
+                                self.includes(self.argId(x, 1), y, budget)),
                         .repeat => return self.includes(self.argId(x, 0), y, budget),
                         else => return self.includes(x, c, budget),
                     }
@@ -989,7 +1021,7 @@ pub const ExprSet = struct {
                     const b = self.args(x);
                     return b[1] >= a[1] and b[2] <= a[2] and self.includes(self.argId(x, 0), c, budget);
                 }
-                return a[1] <= 1 and a[2] >= 1 and self.includes(x, c, budget);
+                return self.includesCopies(x, c, a[1], a[2], budget);
             },
             .concat => {
                 const h2 = self.argId(y, 0);
@@ -1008,6 +1040,54 @@ pub const ExprSet = struct {
             // Only itself (x == y above) is shown.
             .and_, .not_, .digits_mod => return false,
         }
+    }
+
+    /// Are the lengths of the plain term x within those of the plain term c (which x ⊆ c needs)?
+    fn lengthsWithin(self: *const ExprSet, x: ExprId, c: ExprId) bool {
+        const lx = self.lengthsOf(x);
+        const lc = self.lengthsOf(c);
+        return lx.min >= lc.min and lx.max <= lc.max;
+    }
+
+    /// `includes` for y = c{lo,hi}, x not a repetition: x's pieces (the parts of its
+    /// concatenation) counted as copies of c, a piece included in c as one copy, a piece
+    /// p{a,b} with p included in c as a to b copies; every count they add up to must lie in
+    /// [lo, hi]; an alternation left at the end is counted member by member. A piece may be
+    /// empty only when c is nullable (it is in c), so counting it as a
+    /// copy is sound. Why: the JSON string's `\uXXXX` escapes are spelled `[fF][0-9a-fA-F]
+    /// [0-9a-fA-F]` by one translation and `[1-9a-fA-F][0-9a-fA-F]{2}` by another, and a
+    /// pattern's characters are included in the plain JSON character only through them (a
+    /// lookahead's exclusion beside `maxLength`: MaskBench JsonSchemaStore---webhook).
+    fn includesCopies(self: *const ExprSet, x: ExprId, c: ExprId, lo: u32, hi: u32, budget: *u32) bool {
+        var rest = x;
+        var lo_left = lo;
+        var hi_left = hi;
+        while (rest != .epsilon) {
+            if (budget.* == 0) return false;
+            budget.* -= 1;
+            if (self.tag(rest) == .alt) {
+                // The last piece an alternation (`0(1X|0X|2[0-7])`): each member in what is left.
+                for (0..self.args(rest).len) |i| {
+                    if (!self.includesCopies(self.argId(rest, i), c, lo_left, hi_left, budget)) return false;
+                }
+                return true;
+            }
+            const is_concat = self.tag(rest) == .concat;
+            const piece = if (is_concat) self.argId(rest, 0) else rest;
+            var copies_min: u32 = 1;
+            var copies_max: u32 = 1;
+            if (self.tag(piece) == .repeat and self.includes(self.argId(piece, 0), c, budget)) {
+                copies_min = self.args(piece)[1];
+                copies_max = self.args(piece)[2];
+            } else if (!self.includes(piece, c, budget)) return false;
+            if (hi_left != repeat_unbounded) {
+                if (copies_max == repeat_unbounded or copies_max > hi_left) return false;
+                hi_left -= copies_max;
+            }
+            lo_left -|= copies_min;
+            rest = if (is_concat) self.argId(rest, 1) else .epsilon;
+        }
+        return lo_left == 0;
     }
 
     /// Argument `i` of `e` (a concatenation's parts, a repetition's body) as a term id.
@@ -1279,13 +1359,34 @@ pub const ExprSet = struct {
             for (members) |m_raw| {
                 const m: ExprId = @fromBackingInt(@intCast(m_raw));
                 if (m == n or self.isBoolean(m)) continue;
-                var budget = budget_per_pair;
-                const shown = self.includes(m, excluded, &budget);
-                try self.spend(1 + budget_per_pair - budget);
-                if (shown) return true;
+                if (try self.includesMemo(m, excluded, budget_per_pair)) return true;
             }
         }
         return false;
+    }
+
+    /// `includes(x, y)` within `budget` steps, remembered: the members of a lexeme's
+    /// intersection recur from state to state while one of them changes at every byte (a
+    /// pattern's rest and its exclusion's beside a `maxLength` counter), and every state's
+    /// intersection asks the same pairs again. Without it each new lexer state of MaskBench
+    /// JsonSchemaStore---webhook's `^((?!clyde).)*$` with `maxLength` 80 paid the whole
+    /// construction budget twice (the pattern's rest is included in the exclusion's only
+    /// through 400 steps). A hit costs one unit.
+    fn includesMemo(self: *ExprSet, x: ExprId, y: ExprId, budget: u32) Error!bool {
+        assert(budget == exclusion_budget_construct or budget == exclusion_budget_empty);
+        assert(x.index() < 1 << 31);
+        const wide: u64 = if (budget == exclusion_budget_empty) 1 << 63 else 0;
+        const key = wide | @as(u64, x.index()) << 32 | y.index();
+        if (self.include_cache.get(key)) |shown| {
+            try self.spend(1);
+            return shown;
+        }
+        var left = budget;
+        const shown = self.includes(x, y, &left);
+        try self.spend(1 + budget - left);
+        if (self.cacheFull(self.include_cache)) self.include_cache.clearRetainingCapacity();
+        try self.include_cache.put(self.gpa, key, shown);
+        return shown;
     }
 
     /// Is `e` the complement of ∅ (every byte string)?
@@ -1606,6 +1707,11 @@ pub const ExprSet = struct {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
         }
+        if (self.tag(e) == .and_ and try self.bytesContradict(e)) {
+            // Before the witness walk, which for an empty term wanders until its bounds.
+            try self.empty_cache.put(self.gpa, e.index(), true);
+            return true;
+        }
         if (try self.hasWitness(e, representatives)) {
             try self.empty_cache.put(self.gpa, e.index(), false);
             return false;
@@ -1645,6 +1751,70 @@ pub const ExprSet = struct {
         // Unbounded: P has words of every length beyond some point (a plain term with no longest word).
         if (p.max > excluded.max) return true;
         return p.min < excluded.min;
+    }
+
+    /// Part of `isEmpty`: does one member of the intersection `e` require a byte (every word
+    /// of it holds the byte) that another member's words never hold? Then `e` is empty. A
+    /// JSON Schema search pattern `[ab]@` beside `format: email` is `"C*[ab]@C*"` ∩ the
+    /// address: once the text's `@` follows another letter, the address's rest (a host) has no
+    /// `@` while the pattern's rest needs one; the exact search had to exhaust every state of
+    /// the host (counted labels, IPv6 groups) to show it, 300,000 units of fuel and more.
+    fn bytesContradict(self: *ExprSet, e: ExprId) Error!bool {
+        const facts = try self.byteFacts(e, 0);
+        return !byteSetWithin(facts.required, facts.alphabet);
+    }
+
+    /// The `ByteFacts` of `e`, built from its children's (memoised per term; a unit of fuel per
+    /// term computed). Deeper than `clamp_depth_max`, nothing is known (every byte may occur,
+    /// none is required), which keeps both sets sound.
+    pub fn byteFacts(self: *ExprSet, e: ExprId, depth: u32) Error!ByteFacts {
+        if (depth >= clamp_depth_max) return .unknown;
+        if (self.byte_facts_cache.get(e.index())) |cached| return cached;
+        try self.spend(1);
+        const everything = ByteFacts.unknown.alphabet;
+        const facts: ByteFacts = switch (self.tag(e)) {
+            // No word at all: every statement about its words holds.
+            .nothing => .{ .alphabet = .{}, .required = everything },
+            .epsilon => .{ .alphabet = .{}, .required = .{} },
+            .byte_set => set: {
+                const bytes = self.byteSetOf(e);
+                break :set .{ .alphabet = bytes, .required = if (bytes.count() == 1) bytes else .{} };
+            },
+            .concat => concat: {
+                const head = try self.byteFacts(self.argId(e, 0), depth + 1);
+                const tail = try self.byteFacts(self.argId(e, 1), depth + 1);
+                break :concat .{ .alphabet = byteSetUnion(head.alphabet, tail.alphabet), .required = byteSetUnion(head.required, tail.required) };
+            },
+            .alt => alt: {
+                var facts: ByteFacts = .{ .alphabet = .{}, .required = everything };
+                for (0..self.args(e).len) |i| {
+                    const member = try self.byteFacts(self.argId(e, i), depth + 1);
+                    facts.alphabet.unionWith(member.alphabet);
+                    facts.required = byteSetIntersect(facts.required, member.required);
+                }
+                break :alt facts;
+            },
+            .repeat => repeat: {
+                const child = try self.byteFacts(self.argId(e, 0), depth + 1);
+                const a = self.args(e);
+                if (a[2] == 0) break :repeat .{ .alphabet = .{}, .required = .{} };
+                break :repeat .{ .alphabet = child.alphabet, .required = if (a[1] >= 1) child.required else .{} };
+            },
+            .and_ => and_: {
+                var facts: ByteFacts = .{ .alphabet = everything, .required = .{} };
+                for (0..self.args(e).len) |i| {
+                    const member = try self.byteFacts(self.argId(e, i), depth + 1);
+                    facts.alphabet = byteSetIntersect(facts.alphabet, member.alphabet);
+                    facts.required.unionWith(member.required);
+                }
+                break :and_ facts;
+            },
+            .not_ => .unknown,
+            .digits_mod => .{ .alphabet = digitBytes(self.args(e)[3] & digits_mod_point != 0), .required = .{} },
+        };
+        if (self.cacheFull(self.byte_facts_cache)) self.byte_facts_cache.clearRetainingCapacity();
+        try self.byte_facts_cache.put(self.gpa, e.index(), facts);
+        return facts;
     }
 
     /// Step 3 of `isEmpty`: every term expanded costs two units per byte class. With
@@ -2588,6 +2758,124 @@ test "includes never claims an inclusion that a word refutes (random terms over 
         }
     };
     try std.testing.expect(shown > 64); // more than x ⊆ x: the test exercises the rules
+}
+
+test "includes counts pieces as copies of a counted member, and finds a whole word in a star's member" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    const shown = struct {
+        fn check(s: *ExprSet, x_text: []const u8, y_text: []const u8) !bool {
+            const x = try parseTest(s, x_text);
+            const y = try parseTest(s, y_text);
+            var budget: u32 = 4096;
+            return s.includes(x, y, &budget);
+        }
+    }.check;
+    // A `\uXXXX` escape spelled by two translations of a JSON string's character.
+    try std.testing.expect(try shown(&set, "[fF][0-9a-f][0-9a-f]", "[1-9a-fA-F][0-9a-f]{2}"));
+    try std.testing.expect(!try shown(&set, "[fF][0-9a-f][0-9a-f]", "[1-9a-f][0-9a-f]{2}"));
+    try std.testing.expect(try shown(&set, "20(?:0[0-9]|1[0-9]|2[0-7])", "[0-9a-f]{4}"));
+    try std.testing.expect(try shown(&set, "[0-9]{2}[a-f]", "[0-9a-f]{1,3}"));
+    try std.testing.expect(!try shown(&set, "[0-9][0-9][0-9]", "[0-9]{2}"));
+    try std.testing.expect(!try shown(&set, "[0-9]", "[0-9]{2}"));
+    try std.testing.expect(!try shown(&set, "[0-9][0-9]x", "[0-9]{3}"));
+    // A word of the star's member none of whose pieces is in it.
+    try std.testing.expect(try shown(&set, "(?:a|\\\\u0041)*\"", "(?:[a-z]|\\\\u[0-9A-F]{4})*\""));
+    try std.testing.expect(!try shown(&set, "(?:a|\\\\u004)*\"", "(?:[a-z]|\\\\u[0-9A-F]{4})*\""));
+    // Each verdict agrees with the languages (every word of x up to 8 bytes over x's bytes).
+    const cases = [_][2][]const u8{
+        .{ "[fF][0-9a-f][0-9a-f]", "[1-9a-fA-F][0-9a-f]{2}" },
+        .{ "20(?:0[0-9]|1[0-9]|2[0-7])", "[0-9a-f]{4}" },
+        .{ "(?:a|\\\\u0041)*\"", "(?:[a-z]|\\\\u[0-9A-F]{4})*\"" },
+    };
+    for (cases) |c| {
+        const x = try parseTest(&set, c[0]);
+        const y = try parseTest(&set, c[1]);
+        var buf: [16]u8 = undefined;
+        const w = (try set.shortestWord(x, &buf)).?;
+        try std.testing.expect(try matches(&set, y, w));
+    }
+}
+
+test "includes with counted copies never claims an inclusion a word refutes (random terms over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0xc0b1e5);
+    const random = prng.random();
+    var words = try allWords(std.testing.allocator, "ab", 9);
+    defer freeWords(std.testing.allocator, &words);
+    var shown: u32 = 0;
+    for (0..4000) |_| {
+        // x a concatenation, y a counted or starred term, so that the new rules are reached.
+        const x = try set.concat(try randomTerm(&set, random, 2, counters_small), try randomTerm(&set, random, 2, counters_small));
+        const child = try randomTerm(&set, random, 2, counters_small);
+        const min = random.uintLessThan(u32, 3);
+        const max = if (random.boolean()) repeat_unbounded else min + random.uintLessThan(u32, 4);
+        const y = try set.repeat(child, min, @max(min, max));
+        var budget: u32 = 4096;
+        if (!set.includes(x, y, &budget) or x == y) continue;
+        shown += 1;
+        for (words.items) |w| {
+            if (try matches(&set, x, w)) try std.testing.expect(try matches(&set, y, w));
+        }
+    }
+    try std.testing.expect(shown > 100);
+}
+
+test "byte facts: every word's bytes lie in the alphabet and hold the required bytes (random terms)" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0xb17e5);
+    const random = prng.random();
+    var words = try allWords(std.testing.allocator, "abc", 6);
+    defer freeWords(std.testing.allocator, &words);
+    var contradictions: u32 = 0;
+    var non_empty: u32 = 0;
+    for (0..400) |_| {
+        var members: [3]ExprId = undefined;
+        for (&members) |*m| {
+            m.* = try randomTerm(&set, random, 3, counters_small);
+            if (random.uintLessThan(u32, 4) == 0) m.* = try set.concat(try set.byte('c'), m.*);
+            if (random.uintLessThan(u32, 5) == 0) m.* = try set.not(m.*);
+        }
+        const e = try set.andAll(&members);
+        for (members ++ [1]ExprId{e}) |t| {
+            const facts = try set.byteFacts(t, 0);
+            for (words.items) |w| {
+                if (!try matches(&set, t, w)) continue;
+                var in_word: ByteSet = .{};
+                for (w) |b| {
+                    try std.testing.expect(facts.alphabet.contains(b));
+                    in_word.add(b);
+                }
+                try std.testing.expect(byteSetWithin(facts.required, in_word));
+            }
+        }
+        if (set.tag(e) != .and_) continue;
+        if (try set.bytesContradict(e)) {
+            contradictions += 1;
+            try std.testing.expect(try referenceEmpty(&set, e, "abc"));
+        } else if (!try referenceEmpty(&set, e, "abc")) non_empty += 1;
+    }
+    try std.testing.expect(contradictions > 20 and non_empty > 20);
+}
+
+test "a member that needs a byte another never has: ∅ without the search (a search pattern beside email)" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // `[ab]@` as a JSON Schema search, beside an address whose host has counted labels and an
+    // IPv6-like literal: many states for an exhaustive search.
+    const search = try parseTest(&set, "\"[a-z.@\\[\\]:]*[ab]@[a-z.@\\[\\]:]*\"");
+    const address = try parseTest(&set, "\"[a-z]+(?:\\.[a-z]+)*@(?:[a-z](?:[a-z-]{0,61}[a-z])?(?:\\.[a-z](?:[a-z-]{0,61}[a-z])?)*|\\[(?:[0-9a-f]{1,4}:){1,7}[0-9a-f]{1,4}\\])\"");
+    var e = try set.andAll(&.{ search, address });
+    var representatives: [256]u8 = undefined;
+    for (&representatives, 0..) |*r, i| r.* = @intCast(i);
+    for ("\"xa@b") |b| e = try set.deriv(e, b);
+    try std.testing.expect(!try set.isEmpty(e, &representatives));
+    e = try set.andAll(&.{ search, address });
+    for ("\"xy@b") |b| e = try set.deriv(e, b);
+    set.refuel(2_000, .step_fuel);
+    try std.testing.expect(try set.isEmpty(e, &representatives));
 }
 
 test "x ∩ ¬y shown non-empty by lengths agrees with the exact search (random terms over {a, b})" {
