@@ -171,3 +171,41 @@ def test_two_pattern_properties_with_lookaheads_are_refused_naming_the_second() 
     with pytest.raises(GrammarError, match="one pattern with lookaheads") as info:
         Grammar.json_schema(schema)
     assert "/patternProperties/^(?!c)d" in str(info.value)
+
+
+@pytest.mark.parametrize("pattern", ["^((?!(c|C)(l|L)(y|Y)(d|D)(e|E)).)*$", "^((?!c).)*$"])
+def test_tempered_loop_beside_max_length_masks_within_step_fuel(pattern: str) -> None:
+    """MaskBench JsonSchemaStore---webhook's username: a tempered loop beside `maxLength` is
+    the pattern ∩ the length bound ∩ ¬(the excluded text), a lexer state per character. Every
+    mask over Llama-3 (a walk of the whole vocabulary from each state) used to run out of step
+    fuel: each state past the excluded text was shown empty by the exact search. Each text is
+    fed token by token with a mask before each token; the mask allows the token exactly when
+    the text's prefix can still be completed, and the end verdict is `re`'s (and the length)."""
+    from conftest import load_shared_tokenizer
+
+    import numpy as np
+
+    from tokensieve import Matcher
+
+    tok = load_shared_tokenizer("llama3")
+    grammar = Grammar.json_schema({"type": "string", "pattern": pattern, "maxLength": 80})
+    buf = np.zeros((1, (tok.vocab_size + 31) // 32), dtype=np.int32)
+    texts = ["Test Bot", "hello there clyd wo", "my friend Clyde", "cLYDE", "c" * 80, "ab" * 40 + "a",
+             "x\u00e9y", "x\ny", "Hello, world! A test message of some length, but not too long."]
+    verdicts = set()
+    for text in texts:
+        expected = _ecma_search(pattern, text) and len(text) <= 80
+        verdicts.add(expected)
+        m = Matcher(tok, grammar)
+        ids = tok.encode(json.dumps(text, ensure_ascii=False))
+        for t in ids:
+            m.fill_bitmask(buf)  # raises LimitError when a mask runs out of step fuel
+            allowed = bool((int(buf[0, t >> 5]) >> (t & 31)) & 1)
+            assert allowed == m.consume_tokens((t,)), (pattern, text)
+            if not allowed:
+                break
+        else:
+            assert m.is_accepting() == expected, (pattern, text)
+            continue
+        assert not expected, (pattern, text)
+    assert verdicts == {True, False}

@@ -202,11 +202,6 @@ ANY_ORDER_TRACKED_MAX = 4  # property_order="any" tracks every property of objec
 ANY_ORDER_REQUIRED_MAX = 6  # ... else only the required ones, up to this many (2^n states either way)
 ARRAY_STATE_COUNT_MAX = 20_000  # (item count, match count) states of one array with contains
 CONTAINS_COUNTED_MAX = 4  # contains with counts merged on one array (2^n item classes; more: the first counted)
-# Formats left out beside a pattern (a superset, a warning): `email` intersected with a
-# search pattern such as "[ab]@" ran out of step fuel within a 13-character address, byte by
-# byte; every other format beside the search and anchored patterns tried took under 0.3 ms a
-# step (docs/json_schema.md).
-_FORMATS_APART_FROM_PATTERNS = frozenset({"email"})
 UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an exact uniqueItems
 DISTINCT_ITEMS_BOUNDED_MAX = 256  # maxItems of a uniqueItems array the core checks (a list nonterminal per count)
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
@@ -2901,8 +2896,6 @@ class _Compiler:
         fmt = d.get("format")
         if fmt is not None and fmt not in FORMAT_REGEXES:
             self.warn(f"unknown format {fmt!r}: any string is accepted", f"{pointer}/format")
-        elif fmt is not None and bodies and fmt in _FORMATS_APART_FROM_PATTERNS:
-            self.warn(f"format {fmt!r} is ignored because a pattern is given", f"{pointer}/format")
         elif fmt is not None:
             bodies.append('"' + FORMAT_REGEXES[fmt] + '"')  # beside patterns: intersected with them
         try:
