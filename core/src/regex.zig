@@ -314,6 +314,10 @@ pub const search_expansions_pair: u32 = 512;
 pub const exclusion_budget_construct: u32 = 64;
 pub const exclusion_budget_empty: u32 = 4096;
 
+/// Terms whose `ByteFacts` are remembered before the memo is emptied (68 bytes an entry,
+/// about 2 MB at most with the table's slack): facts are cheap to rebuild, a unit per term.
+pub const byte_facts_count_max: u32 = 1 << 14;
+
 /// Entries the emptiness search's row cache may hold (4 bytes each) before it is cleared.
 pub const row_words_max: usize = 4 << 20;
 const row_boolean_bit: u32 = 1 << 31;
@@ -551,7 +555,7 @@ pub const ExprSet = struct {
     completion_max: std.ArrayList(u32) = .empty,
     /// `clampCounts` results, keyed by (byte bound, term); emptied like `deriv_cache`.
     clamp_cache: IntMap(u64, ExprId) = .empty,
-    /// `byteFacts` per term, emptied like `deriv_cache`.
+    /// `byteFacts` per term, emptied past `byte_facts_count_max` terms.
     byte_facts_cache: IntMap(u32, ByteFacts) = .empty,
     /// `excludesItself`'s answers per (member, excluded term, budget), emptied like
     /// `deriv_cache` (see `includesMemo`).
@@ -1812,7 +1816,7 @@ pub const ExprSet = struct {
             .not_ => .unknown,
             .digits_mod => .{ .alphabet = digitBytes(self.args(e)[3] & digits_mod_point != 0), .required = .{} },
         };
-        if (self.cacheFull(self.byte_facts_cache)) self.byte_facts_cache.clearRetainingCapacity();
+        if (self.byte_facts_cache.count() >= byte_facts_count_max) self.byte_facts_cache.clearRetainingCapacity();
         try self.byte_facts_cache.put(self.gpa, e.index(), facts);
         return facts;
     }
