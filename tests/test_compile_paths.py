@@ -413,6 +413,45 @@ def test_merged_value_lists_tell_booleans_from_numbers(schema: dict[str, Any]) -
         assert rec.full_match(json.dumps(value, separators=(",", ":"))) == validator.is_valid(value), value
 
 
+
+@pytest.mark.parametrize("pair", [(1, True), (True, 1), (0, False), (1.0, True)])
+def test_failed_ifs_on_a_number_and_a_boolean_exclude_both(pair: tuple[Any, Any]) -> None:
+    """Two `if`s on one member, one on a number and one on the boolean Python's `==` takes for
+    it: where both fail, the member excludes both values (merging the two exclusions kept one
+    of them: `{"t": true}` passed without the `then` of `t = true`). Every instance in every
+    order against `jsonschema`: accepted ones are valid, and each valid one is accepted in
+    some order."""
+    import itertools
+
+    import jsonschema
+
+    from reference_cfg import ReferenceRecognizer
+
+    first, second = pair
+    schema = {
+        "type": "object",
+        "properties": {"t": {}},
+        "required": ["t"],
+        "allOf": [
+            {"if": {"properties": {"t": {"const": first}}}, "then": {"required": ["p"]}},
+            {"if": {"properties": {"t": {"const": second}}}, "then": {"required": ["q"]}},
+        ],
+    }
+    rec = ReferenceRecognizer(schema_compiler.json_schema_to_ir(schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = []
+    for t in [1, True, 0, False, 2, "a"]:
+        for extra in ([], ["p"], ["q"], ["p", "q"]):
+            value = {"t": t, **dict.fromkeys(extra, 1)}
+            valid = validator.is_valid(value)
+            texts = [json.dumps({k: value[k] for k in keys}, separators=(",", ":")) for keys in itertools.permutations(value)]
+            accepted = [text for text in texts if rec.full_match(text)]
+            assert valid or not accepted, accepted
+            assert not valid or accepted, value
+            verdicts.append(valid)
+    assert verdicts.count(False) >= 2 and verdicts.count(True) >= 10, verdicts
+
+
 # A jfrog-pipelines-like chain (MaskBench JsonSchemaStore---jfrog-pipelines: 28 `if type is X
 # then <X's object>` on steps): the discriminator required, each `then` a closed object.
 _STEP_KINDS = [f"k{i}" for i in range(10)]

@@ -1832,7 +1832,9 @@ class _Compiler:
                 ]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness",
                          "_pattern_sides", "_presence"):
-                out[key] = list(va) + [v for v in vb if v not in va]
+                # The other side's entries that are not already there as JSON (`in` alone took
+                # `true` for `1`: two failed `if`s on `t` being 1 and true excluded 1 only).
+                out[key] = list(va) + [v for v in vb if v not in va or not any(_same_json(v, w) for w in va)]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
             elif key == "_non_integer" or key == "uniqueItems":
