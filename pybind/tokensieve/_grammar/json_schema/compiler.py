@@ -1053,6 +1053,39 @@ def _checked_before_object(d: dict[str, Any]) -> bool:
     )
 
 
+# What two merged schemas may share for `_quiet_merge`: `merge` neither warns nor raises on them.
+_QUIET_SHARED = ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
+
+
+def _quiet_merge(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether `merge(a, b)` can neither warn, raise nor note a conflict (`_conflicts`), nor
+    leave the result other than an object schema where `a` is one: the keys both have are
+    types, listed members, required names and `additionalProperties`, neither side has
+    `patternProperties` (whose names the merge would match against the other's members) or
+    a `contains`, and `b` allows objects."""
+    return (
+        _QUIET_SHARED.issuperset(a.keys() & b.keys()) and "_conflicts" not in b and "object" in b.get("type", ("object",))
+        and not a.get("patternProperties") and not b.get("patternProperties")
+        and "_contains" not in a and "_contains" not in b and "contains" not in a and "contains" not in b
+    )
+
+
+def _only_negated(flat: dict[str, Any], key: str, sub: Any) -> bool:
+    """Whether `flat` is `negate`'s "an object with member `key`, whose value fails `sub`":
+    an object schema requiring `key` and listing it alone, as one `not` of `sub`."""
+    if not (
+        flat.keys() <= {"type", "required", "properties"} and flat.get("type") == ["object"]
+        and flat.get("required") == [key] and list(flat.get("properties", ())) == [key]
+    ):
+        return False
+    value = flat["properties"][key]
+    clauses = value.get("_clauses") if type(value) is dict else None
+    return (
+        value.keys() == {"_clauses"} and type(clauses) is list and len(clauses) == 1
+        and type(clauses[0]) is dict and clauses[0].keys() <= {"not", "_at"} and _same_json(clauses[0].get("not"), sub)
+    )
+
+
 def _keys_after(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
     """The property order of a merge: `first`'s keys, then `then`'s others."""
     return first + tuple(k for k in then if k not in first)
@@ -1794,7 +1827,9 @@ class _Compiler:
                 ]
             elif key in ("_clauses", "_not_enum", "_not_bodies", "_conflicts", "_not_multiple_of", "_witness", "_item_witness",
                          "_pattern_sides", "_presence"):
-                out[key] = list(va) + [v for v in vb if v not in va]
+                # The other side's entries that are not already there as JSON (`in` alone took
+                # `true` for `1`: two failed `if`s on `t` being 1 and true excluded 1 only).
+                out[key] = list(va) + [v for v in vb if v not in va or not any(_same_json(v, w) for w in va)]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
             elif key == "_non_integer" or key == "uniqueItems":
@@ -2679,6 +2714,9 @@ class _Compiler:
             constrained = self.presence_constraint(rest, alternatives, {"clause": dict(first, _expand=True)})
             if constrained is not None:
                 return [(constrained, pointer, orders)]
+            decided = self.failed_if(rest, first, alternatives)
+        else:
+            decided = None
         self.clause_alternative_count += len(alternatives)
         if self.clause_alternative_count > self.clause_alternative_budget:
             raise self.fail(
@@ -2687,13 +2725,24 @@ class _Compiler:
                 at,
             )
         out = []
-        for alternative in alternatives:
+        for index, alternative in enumerate(alternatives):
             flat = self.flatten(alternative, at)
             if flat is None:
                 continue
             if others and "_clauses" in flat:
                 raise _CellsDeclined
-            merged = self.merge(rest, flat, at)
+            if decided is not None and index == 0 and _quiet_merge(rest, flat):
+                # `if` and `then`: the `if` fails on every instance of `rest` (`failed_if`), so
+                # the merge is dead, by `decided` (its note the one the merge would leave).
+                self.contradiction(f"the required property {decided!r} accepts no value", at)
+                continue
+            if decided is not None and index == 1 and _only_negated(flat, decided, first["if"]["properties"][decided]):
+                # The `if` negated: what `rest` holds already, so the merge is `rest` (the same
+                # language; its member `decided` without the redundant exclusion).
+                merged = {k: v for k, v in rest.items() if k not in _MERGE_DROPPED}
+                merged["required"] = list(dict.fromkeys(merged["required"]))
+            else:
+                merged = self.merge(rest, flat, at)
             if merged is None or self.required_unmet(merged, at):
                 continue
             keys = tuple(flat.get("properties", ()))
@@ -2702,6 +2751,38 @@ class _Compiler:
                 raise _CellsDeclined
             out.append((merged, at, both))
         return out
+
+    def failed_if(self, rest: dict[str, Any], clause: dict[str, Any], alternatives: list[Any]) -> str | None:
+        """The property by which every instance of `rest` fails the `if` of `clause` (an
+        if/then with no `else`), or None when there is none to be seen: the `if` asks only that
+        property `p` take one of the values it lists, and `rest` is an object schema that
+        requires `p` and whose member `p` lists values, none of them those. Then the clause's
+        alternatives (`if` and `then`; the `if` negated) are a dead one and one that only
+        repeats what `rest` holds, and `cell_node` skips both merges.
+
+        An `if`/`then` chain on a discriminator (MaskBench jfrog-pipelines: `Step`, 28 clauses
+        `if type is X then ...`) expands as a cell per `then` chosen, each going on through the
+        clauses after it: 406 cell nodes of two merges each, the one merge the `then` of
+        another type (dead), the other adding `type is not Y` to a member `type` that grew one
+        `allOf` level per clause (so each cell's object then flattened 27 levels of it)."""
+        if len(alternatives) != 2 or clause.get("else", True) not in (True, {}) or rest.get("type") != ["object"]:
+            return None
+        condition = clause.get("if")
+        members = condition.get("properties") if type(condition) is dict else None
+        if type(members) is not dict or len(members) != 1 or not ANNOTATIONS.issuperset(condition.keys() - {"properties"}):
+            return None
+        ((key, sub),) = members.items()
+        required, listed = rest.get("required"), rest.get("properties")
+        if (
+            type(sub) is not dict or not _VALUE_LIST_KEYS.issuperset(sub) or "_conflicts" in rest
+            or type(required) is not list or key not in required or type(listed) is not dict or key not in listed
+        ):
+            return None
+        values = _listed_values(sub, 0, self.listed_values)
+        have = _listed_values(listed[key], 0, self.listed_values)
+        if values is None or not have or not have.isdisjoint(values):
+            return None
+        return key  # type: ignore[no-any-return]
 
     def compile_cell(self, d: dict[str, Any], pointer: str, orders: set[tuple[str, ...]]) -> Sym | None:
         """A cell of `compile_cells` (clauses all expanded) in every order of `orders`: the
