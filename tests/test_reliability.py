@@ -23,8 +23,12 @@ def llama3() -> Any:
 
 
 def assert_mask_matches_oracle(tokenizer: Any, matcher: Matcher, pattern: str, prefix: bytes = b"") -> None:
+    assert_row_matches_oracle(tokenizer, matcher.compute_bitmask(), pattern, prefix)
+
+
+def assert_row_matches_oracle(tokenizer: Any, row: Any, pattern: str, prefix: bytes = b"") -> None:
     oracle = RegexOracle(pattern)
-    bits = np.unpackbits(matcher.compute_bitmask().view(np.uint8), bitorder="little")
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
     wrong = [
         t
         for t in range(tokenizer.vocab_size)
@@ -265,6 +269,100 @@ def test_a_trap_and_a_deadline_spare_the_bystanders(llama3):
         assert not m._core.poisoned and m._core.options.deadline_s == 0.5
     hostile.reset()
     assert hostile.consume_token(llama3.encode("ab")[0])
+
+
+@pytest.mark.parametrize("when", ["before its matcher is made", "before the replay"])
+def test_a_bystander_whose_replacement_is_retired_in_turn_moves_again(llama3, when, monkeypatch):
+    """Another thread's failure can retire the fresh instance a bystander is moving to (found by
+    threads trapping instances at random while others filled batches: the bystander raised
+    CoreTrap). Its move goes on to the next replacement and its masks stay the oracle's."""
+    from tokensieve import CoreTrap
+
+    pool = CorePool(CoreOptions(instances=1))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    bystander = Matcher(llama3, Grammar.regex(pattern), pool=pool)
+    assert bystander.consume_tokens(llama3.encode(text))
+    with pytest.raises(CoreTrap):
+        Matcher(llama3, Grammar.regex("[0-9]+"), pool=pool)._core.debug_trap()
+
+    retired = []
+    replacement = pool.replacement
+
+    def retire(core):
+        retired.append(core)
+        with pytest.raises(CoreTrap):
+            core.debug_trap()  # as another request's failing call would
+
+    def replaced_then_retired(dead):
+        core = replacement(dead)
+        if not retired:
+            if when == "before its matcher is made":
+                retire(core)
+            else:
+                made = core.matcher_new
+                monkeypatch.setattr(core, "matcher_new", lambda *args: (made(*args), retire(core))[0])
+        return core
+
+    monkeypatch.setattr(pool, "replacement", replaced_then_retired)
+    assert_mask_matches_oracle(llama3, bystander, pattern, text)
+    assert len(retired) == 1 and retired[0].poisoned
+    assert bystander._core is not retired[0] and not bystander._core.poisoned
+    assert pool.replaced == 2
+
+
+def test_a_matcher_whose_instance_is_retired_as_it_is_created_goes_to_another(llama3, monkeypatch):
+    """The instance the pool chose for a new matcher can be retired by another thread's failure
+    before the matcher is made there: the new request must not fail for it."""
+    from tokensieve import CoreTrap
+
+    pool = CorePool(CoreOptions(instances=1))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    grammar = Grammar.regex(pattern)
+    Matcher(llama3, grammar, pool=pool)  # the instance exists, with the tokenizer and grammar
+    place = pool.place
+    retired = []
+
+    def placed_then_retired(prefer: Any = None) -> Any:
+        core = place(prefer)
+        if not retired:
+            retired.append(core)
+            with pytest.raises(CoreTrap):
+                core.debug_trap()  # as another request's failing call would
+        return core
+
+    monkeypatch.setattr(pool, "place", placed_then_retired)
+    m = Matcher(llama3, grammar, pool=pool)
+    assert retired[0].poisoned and m._core is not retired[0]
+    assert m.consume_tokens(llama3.encode(text))
+    assert_mask_matches_oracle(llama3, m, pattern, text)
+
+def test_a_batch_whose_instance_is_retired_as_its_call_is_prepared_fills_every_row(llama3, monkeypatch):
+    """Another thread's failure can retire an instance after the batch fill checked it and before
+    it prepared that instance's call (found as for the test above: `fill_bitmasks` raised
+    CoreTrap). That instance's matchers move and are filled on their own; every row is the
+    oracle's."""
+    from tokensieve import CoreTrap, fill_bitmasks
+
+    pool = CorePool(CoreOptions(instances=2))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    matchers = [Matcher(llama3, Grammar.regex(pattern), pool=pool) for _ in range(20)]
+    for m in matchers:
+        assert m.consume_tokens(llama3.encode(text))
+    doomed = matchers[0]._core
+    assert len({m._core for m in matchers}) == 2
+    begin = doomed.batch_begin
+
+    def retired_first(*args: Any, **kwargs: Any) -> Any:
+        with pytest.raises(CoreTrap):
+            doomed.debug_trap()  # as another request's failing call would
+        return begin(*args, **kwargs)
+
+    monkeypatch.setattr(doomed, "batch_begin", retired_first)
+    bitmask = np.zeros((len(matchers), matchers[0].mask_words), dtype=np.int32)
+    fill_bitmasks(matchers, bitmask)
+    assert doomed.poisoned and not any(m._core.poisoned for m in matchers)
+    assert (bitmask == bitmask[0]).all()  # one pattern and prefix: one mask, checked once
+    assert_row_matches_oracle(llama3, bitmask[0], pattern, text)
 
 
 # -- exit --------------------------------------------------------------------------------------

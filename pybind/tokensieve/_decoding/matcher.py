@@ -24,6 +24,10 @@ from .._tokenizer.tokenizer import Tokenizer
 
 _T = TypeVar("_T")
 
+# Moves of a matcher whose replacement instance another thread's failure retired in turn
+# (`Matcher._migrate`): each retirement needs a failing call, so a few is plenty.
+_MIGRATE_ATTEMPTS = 4
+
 
 def _release(core: Core, handle: int) -> None:
     core.matcher_count -= 1
@@ -93,12 +97,24 @@ class Matcher:
         self._finalizer: weakref.finalize | None = None
         self._core: Core
         self._handle: int
-        self._attach(*self._create(self._pool.place(grammar.built_in)))
+        self._attach(*self._place())
 
     def __repr__(self) -> str:
         return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"
 
     # -- placement and failure scope -------------------------------------------------------
+
+    def _place(self) -> tuple[Core, int]:
+        """A fresh core matcher on the instance the pool chooses; on the next one when another
+        thread's failure retires the chosen instance first (a call refused with
+        `instance_retired`), at most `_MIGRATE_ATTEMPTS` times."""
+        for attempt in range(_MIGRATE_ATTEMPTS):
+            try:
+                return self._create(self._pool.place(self.grammar.built_in))
+            except (CoreTrap, LimitError) as err:
+                if not getattr(err, "instance_retired", False) or attempt + 1 == _MIGRATE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def _create(self, core: Core) -> tuple[Core, int]:
         """A fresh core matcher for this tokenizer and grammar in `core`."""
@@ -114,17 +130,36 @@ class Matcher:
 
     def _migrate(self) -> None:
         """Re-create this matcher on a healthy instance and replay its tokens (its instance was
-        retired because of another matcher's failure)."""
-        core, handle = self._create(self._pool.replacement(self._core))
-        try:
-            if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
-                raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
-        except BaseException:
-            core.free_later("matcher", handle)
-            raise
-        self._attach(core, handle)
-        self._pending = -1  # replayed with the others
-        self._mask_here = False
+        retired because of another matcher's failure).
+
+        The replacement may itself be retired by another thread's failure before or while
+        this matcher moves there (a call refused with `instance_retired`); the move is then
+        made again to the next replacement, at most `_MIGRATE_ATTEMPTS` times. A failure of
+        this matcher's own replay (a trap, the deadline) fails the matcher, as a failing call
+        does: it is not tried again on instance after instance.
+        """
+        dead = self._core
+        for attempt in range(_MIGRATE_ATTEMPTS):
+            core = self._pool.replacement(dead)
+            handle = None
+            try:
+                core, handle = self._create(core)
+                if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
+                    raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
+            except BaseException as err:
+                if handle is not None:
+                    core.free_later("matcher", handle)
+                if not isinstance(err, (CoreTrap, LimitError)):
+                    raise
+                if getattr(err, "instance_retired", False) and attempt + 1 < _MIGRATE_ATTEMPTS:
+                    dead = core  # another thread's failure retired the replacement: the next one
+                    continue
+                self._failed(core, err)
+                raise
+            self._attach(core, handle)
+            self._pending = -1  # replayed with the others
+            self._mask_here = False
+            return
 
     def _live_core(self) -> Core:
         """The healthy instance this matcher lives in (moving it there first if needed)."""
@@ -142,7 +177,7 @@ class Matcher:
             if self._failure is not None:
                 raise self._failure()
             self._mask_here = False
-            for attempt in range(2):
+            for attempt in range(_MIGRATE_ATTEMPTS):
                 if self._core.poisoned:
                     self._migrate()
                 core = self._core
@@ -151,7 +186,7 @@ class Matcher:
                         self._apply_pending(core)
                     return call(core, self._handle)
                 except (CoreTrap, LimitError) as err:
-                    if not self._failed(core, err) and attempt == 0:
+                    if not self._failed(core, err) and attempt + 1 < _MIGRATE_ATTEMPTS:
                         continue
                     raise
             raise AssertionError("unreachable")
@@ -436,7 +471,7 @@ class Matcher:
                 self._tokens.clear()
                 self._pending = -1
                 self._mask_here = False
-                self._attach(*self._create(self._pool.replacement(self._core)))
+                self._migrate()  # with no tokens: a fresh core matcher on a healthy instance
                 return
 
             def call(core: Core, handle: int) -> None:
