@@ -190,6 +190,90 @@ def test_threads_hammering_matchers_see_the_single_threaded_masks():
     assert together == alone
 
 
+def _batch_script_run(tok, grammar, seed, pool, steps=30, count=18):
+    """A deterministic decoding loop over a batch in `pool`: fill every row (`fill_bitmasks`),
+    then each request consumes an allowed token, rolls back, or is replaced by a fork or a new
+    matcher; returns a digest of every row it saw."""
+    import hashlib
+    import random
+
+    from tokensieve import fill_bitmasks
+
+    rng = random.Random(seed)
+    digest = hashlib.sha256()
+    live = [Matcher(tok, grammar, pool=pool) for _ in range(count)]
+    bitmask = np.zeros((count, live[0].mask_words), dtype=np.int32)
+    for _ in range(steps):
+        fill_bitmasks(live, bitmask)
+        digest.update(bitmask.tobytes())
+        for i, m in enumerate(live):
+            allowed = np.flatnonzero(np.unpackbits(bitmask[i].view(np.uint8), bitorder="little")[: tok.vocab_size])
+            allowed = allowed[~np.isin(allowed, list(tok.eos_token_ids))]  # a finished row allows EOS again
+            action = rng.random()
+            if action < 0.75 and len(allowed):
+                assert m.consume_token(int(allowed[rng.randrange(len(allowed))]))
+            elif action < 0.85 and m.token_count:
+                m.rollback(1)
+            elif action < 0.93:
+                live[i] = m.fork()
+            else:
+                live[i] = Matcher(tok, grammar, pool=pool)
+    return digest.hexdigest()
+
+
+def test_batches_on_threads_keep_their_masks_while_instances_are_retired():
+    """Decoding loops on threads, each filling its batch with `fill_bitmasks`, while another
+    thread retires instances of the same pool over and over (traps, and calls past the
+    deadline): every row each loop sees is the row it sees alone in a quiet pool. Randomized
+    threads found three places where a retirement between a check and a call reached a
+    bystander as CoreTrap (the tests above pin each one)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokensieve import CoreTrap, LimitError, Tokenizer
+
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string", "maxLength": 5}}}})
+    seeds = list(range(4))
+    alone = [_batch_script_run(tok, grammar, seed, CorePool(CoreOptions(instances=2))) for seed in seeds]
+
+    pool = CorePool(CoreOptions(instances=2, deadline_s=0.2))
+    done = threading.Event()
+    retired = {"traps": 0, "deadlines": 0}
+
+    def retire() -> None:
+        # Every 50 ms one instance is retired: by a trap, or every fourth time by a call that
+        # runs past the deadline (a new instance needs ~20 ms to build the trie and grammar).
+        victim = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+        while not done.wait(0.05):
+            if retired["traps"] % 4 == 3:
+                try:
+                    victim._run(lambda core, handle: core.debug_spin(10_000_000))
+                except LimitError:
+                    retired["deadlines"] += 1
+                victim = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+            cores = pool.cores()
+            if cores:
+                try:
+                    cores[retired["traps"] % len(cores)].debug_trap()
+                except CoreTrap:
+                    retired["traps"] += 1
+
+    disruptor = threading.Thread(target=retire)
+    disruptor.start()
+    try:
+        with ThreadPoolExecutor(max_workers=len(seeds)) as threads:
+            for _ in range(10):  # until enough retirements happened during the loops
+                together = list(threads.map(lambda seed: _batch_script_run(tok, grammar, seed, pool), seeds))
+                assert together == alone
+                if retired["traps"] >= 5 and retired["deadlines"] >= 1:
+                    break
+    finally:
+        done.set()
+        disruptor.join()
+    assert retired["traps"] >= 5 and retired["deadlines"] >= 1 and pool.replaced >= retired["traps"] + retired["deadlines"]
+
+
 def test_one_matcher_shared_by_threads_stays_consistent():
     import threading
 
