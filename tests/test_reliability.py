@@ -7,7 +7,8 @@ own earlier output.
 from __future__ import annotations
 
 import gc
-from typing import Any
+import os
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -190,7 +191,7 @@ def test_threads_hammering_matchers_see_the_single_threaded_masks():
     assert together == alone
 
 
-def _batch_script_run(tok, grammar, seed, pool, steps=30, count=18):
+def _batch_script_run(tok, grammar, seed, pool, steps=30, count=18, filled=None):
     """A deterministic decoding loop over a batch in `pool`: fill every row (`fill_bitmasks`),
     then each request consumes an allowed token, rolls back, or is replaced by a fork or a new
     matcher; returns a digest of every row it saw."""
@@ -205,6 +206,8 @@ def _batch_script_run(tok, grammar, seed, pool, steps=30, count=18):
     bitmask = np.zeros((count, live[0].mask_words), dtype=np.int32)
     for _ in range(steps):
         fill_bitmasks(live, bitmask)
+        if filled is not None:
+            filled.release()
         digest.update(bitmask.tobytes())
         for i, m in enumerate(live):
             allowed = np.flatnonzero(np.unpackbits(bitmask[i].view(np.uint8), bitorder="little")[: tok.vocab_size])
@@ -241,11 +244,16 @@ def test_batches_on_threads_keep_their_masks_while_instances_are_retired():
     done = threading.Event()
     retired = {"traps": 0, "deadlines": 0}
 
+    filled = threading.Semaphore(0)
+
     def retire() -> None:
-        # Every 50 ms one instance is retired: by a trap, or every fourth time by a call that
-        # runs past the deadline (a new instance needs ~20 ms to build the trie and grammar).
+        # An instance is retired every 20 ms at most, and only after the loops filled four
+        # batches since the last one (so they progress on a loaded machine too): by a trap,
+        # or every fourth time by a call that runs past the deadline.
         victim = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
-        while not done.wait(0.05):
+        while not done.wait(0.02):
+            if not all(filled.acquire(timeout=0.5) for _ in range(4)):
+                continue
             if retired["traps"] % 4 == 3:
                 try:
                     victim._run(lambda core, handle: core.debug_spin(10_000_000))
@@ -264,7 +272,7 @@ def test_batches_on_threads_keep_their_masks_while_instances_are_retired():
     try:
         with ThreadPoolExecutor(max_workers=len(seeds)) as threads:
             for _ in range(10):  # until enough retirements happened during the loops
-                together = list(threads.map(lambda seed: _batch_script_run(tok, grammar, seed, pool), seeds))
+                together = list(threads.map(lambda seed: _batch_script_run(tok, grammar, seed, pool, filled=filled), seeds))
                 assert together == alone
                 if retired["traps"] >= 5 and retired["deadlines"] >= 1:
                     break
@@ -377,6 +385,145 @@ def test_retired_instances_are_freed_while_their_tokenizer_and_grammar_live(llam
     gc.collect()
     assert [ref() for ref in retired] == [None, None, None]
     assert_mask_matches_oracle(llama3, m, pattern, text)
+
+
+def _in_forked_child(check: Callable[[], None], timeout_s: float = 60) -> None:
+    """Fork; run `check()` in the child; fail here with the child's error, or if it hangs."""
+    import signal
+    import time
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        report = "ok"
+        try:
+            signal.alarm(int(timeout_s))
+            check()
+        except BaseException as err:  # noqa: BLE001 - reported to the parent
+            report = f"{type(err).__name__}: {err}"
+        os.write(write, report.encode()[:4000])
+        os._exit(0)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung")
+            time.sleep(0.05)
+        report = os.read(read, 4000).decode()
+    finally:
+        os.close(read)
+    assert status == 0 and report == "ok", (status, report)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_keeps_its_deadlines_and_gets_past_calls_in_flight():
+    """The child of `os.fork` has only the forking thread. Before, it had no epoch ticker (no
+    call there ever reached its deadline), and an instance or matcher that another thread was
+    using at the fork stayed locked forever (the child hung on its next use). Now the tickers
+    start again; the instance that was mid-call is retired (its other matchers move and
+    compute the oracle's masks); the matcher that was mid-call fails with a clear error."""
+    import threading
+    import time
+
+    from tokensieve import CoreTrap, LimitError, Tokenizer
+
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=2, deadline_s=0.3))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    bystander = Matcher(tok, Grammar.regex(pattern), pool=pool)
+    assert bystander.consume_tokens(tok.encode(text))
+    busy = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+    while busy._core is not bystander._core:
+        busy = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+    spinning = threading.Event()
+
+    def spin() -> None:
+        def call(core: Any, handle: int) -> int:
+            spinning.set()
+            return core.debug_spin(50_000_000)
+
+        with pytest.raises(LimitError):  # the parent's deadline ends it
+            busy._run(call)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    assert spinning.wait(10)
+    time.sleep(0.05)  # inside the call
+    def child() -> None:
+        assert bystander._core.poisoned, "the instance that was mid-call is not retired"
+        assert_mask_matches_oracle(tok, bystander, pattern, text)
+        assert not bystander._core.poisoned
+        with pytest.raises(CoreTrap, match="in use by another thread when the process forked"):
+            busy.compute_bitmask()
+        busy.reset()
+        assert busy.consume_tokens(tok.encode("12"))
+        started = time.monotonic()
+        with pytest.raises(LimitError) as info:
+            bystander._run(lambda core, handle: core.debug_spin(50_000_000))
+        assert info.value.limit == "deadline" and time.monotonic() - started < 5
+
+    try:
+        _in_forked_child(child)
+    finally:
+        thread.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_builds_again_what_another_thread_was_building(monkeypatch):
+    """A thread building a tokenizer's trie, and one translating a JSON Schema (the collector
+    paused), when the process forks: in the child the tokenizer's lock was held forever (its
+    first matcher hung) and the collector stayed paused. Both are renewed there."""
+    import threading
+
+    import tokensieve._grammar.json_schema.compiler as compiler
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=1))
+    building, translating, release = threading.Event(), threading.Event(), threading.Event()
+    build_in = Tokenizer._build_in
+    translate = compiler.json_schema_to_ir
+
+    def slow_build(self: Any, core: Any) -> int:
+        building.set()
+        release.wait(10)
+        return build_in(self, core)
+
+    def slow_translate(*args: Any, **kwargs: Any) -> Any:
+        translating.set()
+        release.wait(10)
+        return translate(*args, **kwargs)
+
+    monkeypatch.setattr(Tokenizer, "_build_in", slow_build)
+    monkeypatch.setattr(compiler, "json_schema_to_ir", slow_translate)
+    threads = [
+        threading.Thread(target=lambda: Matcher(tok, Grammar.regex("[a-z]+"), pool=pool)),
+        threading.Thread(target=lambda: Grammar.json_schema({"type": "integer"})),
+    ]
+    for thread in threads:
+        thread.start()
+    assert building.wait(10) and translating.wait(10)
+    assert not gc.isenabled()
+
+    def child() -> None:
+        monkeypatch.undo()
+        assert gc.isenabled(), "the collector stays paused"
+        m = Matcher(tok, Grammar.regex("[a-z]+"), pool=pool)
+        assert_mask_matches_oracle(tok, m, "[a-z]+")
+
+    try:
+        _in_forked_child(child)
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("when", ["before its matcher is made", "before the replay"])

@@ -15,6 +15,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._errors import ArgumentError
+from .fork import renew_lock_after_fork
 
 if TYPE_CHECKING:
     from . import Core
@@ -29,6 +30,9 @@ class CoreHandles:
         self.kind = kind
         self._by_core: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        # A build another thread was running when the process forked did not finish in the
+        # child (its instance is retired there): the handle is made again on next use.
+        renew_lock_after_fork(self)
 
     def built_in(self, core: Core) -> bool:
         """Has the object a handle in `core`?"""
