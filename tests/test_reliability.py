@@ -363,6 +363,38 @@ def test_a_trap_and_a_deadline_spare_the_bystanders(llama3):
     assert hostile.consume_token(llama3.encode("ab")[0])
 
 
+def test_a_long_history_moves_in_calls_of_bounded_size(monkeypatch):
+    """A bystander's move replays its whole history; in one call, a long output (thousands of
+    tokens on a fresh instance) could pass one call's deadline and fail the bystander for
+    another request's trap (seen in a thread stress run under load). The replay is cut into
+    calls of at most 64 tokens, and the masks after it are a fresh matcher's."""
+    import json
+
+    from tokensieve import CoreTrap, Tokenizer
+    from tokensieve._core.binding import Core
+
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema({"type": "array", "items": {"type": "integer"}})
+    ids = tok.encode(json.dumps(list(range(300))))[:-1]
+    m = Matcher(tok, grammar, pool=CorePool(CoreOptions(instances=1)))
+    assert m.consume_tokens(ids) and len(ids) > 500
+    with pytest.raises(CoreTrap):
+        m._core.debug_trap()
+    calls: list[int] = []
+    consume_tokens = Core.matcher_consume_tokens
+
+    def counted(self: Any, handle: int, tokens: Any) -> int:
+        calls.append(len(tokens))
+        return consume_tokens(self, handle, tokens)
+
+    monkeypatch.setattr(Core, "matcher_consume_tokens", counted)
+    moved = m.compute_bitmask()
+    assert sum(calls) == len(ids) and max(calls) <= 64
+    fresh = Matcher(tok, grammar, pool=CorePool(CoreOptions(instances=1)))
+    assert fresh.consume_tokens(ids)
+    assert (moved == fresh.compute_bitmask()).all()
+
+
 def test_retired_instances_are_freed_while_their_tokenizer_and_grammar_live(llama3):
     """A tokenizer's and a grammar's handles in an instance held the instance (a finalizer's
     bound method): every retired instance stayed alive, linear memory and Llama-3 trie, as long

@@ -28,6 +28,9 @@ _T = TypeVar("_T")
 # Moves of a matcher whose replacement instance another thread's failure retired in turn
 # (`Matcher._migrate`): each retirement needs a failing call, so a few is plenty.
 _MIGRATE_ATTEMPTS = 8
+# Tokens replayed per call when a matcher moves: each call stays within one call's deadline,
+# however long the matcher's history (a 4,000-token output replayed in one call could pass it).
+_REPLAY_CHUNK = 64
 
 # Every live matcher, for the child of a fork (`_after_fork_in_child`).
 _live: weakref.WeakSet[Matcher] = weakref.WeakSet()
@@ -167,8 +170,11 @@ class Matcher:
             handle = None
             try:
                 core, handle = self._create(core)
-                if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
-                    raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
+                tokens = self._tokens
+                for start in range(0, len(tokens), _REPLAY_CHUNK):
+                    chunk = tokens[start : start + _REPLAY_CHUNK]
+                    if core.matcher_consume_tokens(handle, chunk) != len(chunk):
+                        raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
             except BaseException as err:
                 if handle is not None:
                     core.free_later("matcher", handle)
