@@ -7,7 +7,8 @@ own earlier output.
 from __future__ import annotations
 
 import gc
-from typing import Any
+import os
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -23,8 +24,12 @@ def llama3() -> Any:
 
 
 def assert_mask_matches_oracle(tokenizer: Any, matcher: Matcher, pattern: str, prefix: bytes = b"") -> None:
+    assert_row_matches_oracle(tokenizer, matcher.compute_bitmask(), pattern, prefix)
+
+
+def assert_row_matches_oracle(tokenizer: Any, row: Any, pattern: str, prefix: bytes = b"") -> None:
     oracle = RegexOracle(pattern)
-    bits = np.unpackbits(matcher.compute_bitmask().view(np.uint8), bitorder="little")
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
     wrong = [
         t
         for t in range(tokenizer.vocab_size)
@@ -186,6 +191,97 @@ def test_threads_hammering_matchers_see_the_single_threaded_masks():
     assert together == alone
 
 
+def _batch_script_run(tok, grammar, seed, pool, steps=30, count=18, filled=None):
+    """A deterministic decoding loop over a batch in `pool`: fill every row (`fill_bitmasks`),
+    then each request consumes an allowed token, rolls back, or is replaced by a fork or a new
+    matcher; returns a digest of every row it saw."""
+    import hashlib
+    import random
+
+    from tokensieve import fill_bitmasks
+
+    rng = random.Random(seed)
+    digest = hashlib.sha256()
+    live = [Matcher(tok, grammar, pool=pool) for _ in range(count)]
+    bitmask = np.zeros((count, live[0].mask_words), dtype=np.int32)
+    for _ in range(steps):
+        fill_bitmasks(live, bitmask)
+        if filled is not None:
+            filled.release()
+        digest.update(bitmask.tobytes())
+        for i, m in enumerate(live):
+            allowed = np.flatnonzero(np.unpackbits(bitmask[i].view(np.uint8), bitorder="little")[: tok.vocab_size])
+            allowed = allowed[~np.isin(allowed, list(tok.eos_token_ids))]  # a finished row allows EOS again
+            action = rng.random()
+            if action < 0.75 and len(allowed):
+                assert m.consume_token(int(allowed[rng.randrange(len(allowed))]))
+            elif action < 0.85 and m.token_count:
+                m.rollback(1)
+            elif action < 0.93:
+                live[i] = m.fork()
+            else:
+                live[i] = Matcher(tok, grammar, pool=pool)
+    return digest.hexdigest()
+
+
+def test_batches_on_threads_keep_their_masks_while_instances_are_retired():
+    """Decoding loops on threads, each filling its batch with `fill_bitmasks`, while another
+    thread retires instances of the same pool over and over (traps, and calls past the
+    deadline): every row each loop sees is the row it sees alone in a quiet pool. Randomized
+    threads found three places where a retirement between a check and a call reached a
+    bystander as CoreTrap (the tests above pin each one)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokensieve import CoreTrap, LimitError, Tokenizer
+
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string", "maxLength": 5}}}})
+    seeds = list(range(4))
+    alone = [_batch_script_run(tok, grammar, seed, CorePool(CoreOptions(instances=2))) for seed in seeds]
+
+    pool = CorePool(CoreOptions(instances=2, deadline_s=0.2))
+    done = threading.Event()
+    retired = {"traps": 0, "deadlines": 0}
+
+    filled = threading.Semaphore(0)
+
+    def retire() -> None:
+        # An instance is retired every 20 ms at most, and only after the loops filled four
+        # batches since the last one (so they progress on a loaded machine too): by a trap,
+        # or every fourth time by a call that runs past the deadline.
+        victim = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+        while not done.wait(0.02):
+            if not all(filled.acquire(timeout=0.5) for _ in range(4)):
+                continue
+            if retired["traps"] % 4 == 3:
+                try:
+                    victim._run(lambda core, handle: core.debug_spin(10_000_000))
+                except LimitError:
+                    retired["deadlines"] += 1
+                victim = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+            cores = pool.cores()
+            if cores:
+                try:
+                    cores[retired["traps"] % len(cores)].debug_trap()
+                except CoreTrap:
+                    retired["traps"] += 1
+
+    disruptor = threading.Thread(target=retire)
+    disruptor.start()
+    try:
+        with ThreadPoolExecutor(max_workers=len(seeds)) as threads:
+            for _ in range(10):  # until enough retirements happened during the loops
+                together = list(threads.map(lambda seed: _batch_script_run(tok, grammar, seed, pool, filled=filled), seeds))
+                assert together == alone
+                if retired["traps"] >= 5 and retired["deadlines"] >= 1:
+                    break
+    finally:
+        done.set()
+        disruptor.join()
+    assert retired["traps"] >= 5 and retired["deadlines"] >= 1 and pool.replaced >= retired["traps"] + retired["deadlines"]
+
+
 def test_one_matcher_shared_by_threads_stays_consistent():
     import threading
 
@@ -265,6 +361,295 @@ def test_a_trap_and_a_deadline_spare_the_bystanders(llama3):
         assert not m._core.poisoned and m._core.options.deadline_s == 0.5
     hostile.reset()
     assert hostile.consume_token(llama3.encode("ab")[0])
+
+
+def test_a_long_history_moves_in_calls_of_bounded_size(monkeypatch):
+    """A bystander's move replays its whole history; in one call, a long output (thousands of
+    tokens on a fresh instance) could pass one call's deadline and fail the bystander for
+    another request's trap (seen in a thread stress run under load). The replay is cut into
+    calls of at most 64 tokens, and the masks after it are a fresh matcher's."""
+    import json
+
+    from tokensieve import CoreTrap, Tokenizer
+    from tokensieve._core.binding import Core
+
+    tok = Tokenizer.default()
+    grammar = Grammar.json_schema({"type": "array", "items": {"type": "integer"}})
+    ids = tok.encode(json.dumps(list(range(300))))[:-1]
+    m = Matcher(tok, grammar, pool=CorePool(CoreOptions(instances=1)))
+    assert m.consume_tokens(ids) and len(ids) > 500
+    with pytest.raises(CoreTrap):
+        m._core.debug_trap()
+    calls: list[int] = []
+    consume_tokens = Core.matcher_consume_tokens
+
+    def counted(self: Any, handle: int, tokens: Any) -> int:
+        calls.append(len(tokens))
+        return consume_tokens(self, handle, tokens)
+
+    monkeypatch.setattr(Core, "matcher_consume_tokens", counted)
+    moved = m.compute_bitmask()
+    assert sum(calls) == len(ids) and max(calls) <= 64
+    fresh = Matcher(tok, grammar, pool=CorePool(CoreOptions(instances=1)))
+    assert fresh.consume_tokens(ids)
+    assert (moved == fresh.compute_bitmask()).all()
+
+
+def test_retired_instances_are_freed_while_their_tokenizer_and_grammar_live(llama3):
+    """A tokenizer's and a grammar's handles in an instance held the instance (a finalizer's
+    bound method): every retired instance stayed alive, linear memory and Llama-3 trie, as long
+    as the tokenizer, so a server whose requests trapped or ran past the deadline grew by
+    ~13 MB per retirement (100 traps: 144 -> 1,467 MB RSS; now 140 -> 150)."""
+    import weakref
+
+    from tokensieve import CoreTrap
+
+    pool = CorePool(CoreOptions(instances=1))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    m = Matcher(llama3, Grammar.regex(pattern), pool=pool)
+    assert m.consume_tokens(llama3.encode(text))
+    retired = []
+    for _ in range(3):
+        retired.append(weakref.ref(m._core))
+        with pytest.raises(CoreTrap):
+            m._core.debug_trap()
+        m.compute_bitmask()  # moves to a fresh instance
+    gc.collect()
+    assert [ref() for ref in retired] == [None, None, None]
+    assert_mask_matches_oracle(llama3, m, pattern, text)
+
+
+def _in_forked_child(check: Callable[[], None], timeout_s: float = 60) -> None:
+    """Fork; run `check()` in the child; fail here with the child's error, or if it hangs."""
+    import signal
+    import time
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        report = "ok"
+        try:
+            signal.alarm(int(timeout_s))
+            check()
+        except BaseException as err:  # noqa: BLE001 - reported to the parent
+            report = f"{type(err).__name__}: {err}"
+        os.write(write, report.encode()[:4000])
+        os._exit(0)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung")
+            time.sleep(0.05)
+        report = os.read(read, 4000).decode()
+    finally:
+        os.close(read)
+    assert status == 0 and report == "ok", (status, report)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_keeps_its_deadlines_and_gets_past_calls_in_flight():
+    """The child of `os.fork` has only the forking thread. Before, it had no epoch ticker (no
+    call there ever reached its deadline), and an instance or matcher that another thread was
+    using at the fork stayed locked forever (the child hung on its next use). Now the tickers
+    start again; the instance that was mid-call is retired (its other matchers move and
+    compute the oracle's masks); the matcher that was mid-call fails with a clear error."""
+    import threading
+    import time
+
+    from tokensieve import CoreTrap, LimitError, Tokenizer
+
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=2, deadline_s=0.3))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    bystander = Matcher(tok, Grammar.regex(pattern), pool=pool)
+    assert bystander.consume_tokens(tok.encode(text))
+    busy = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+    while busy._core is not bystander._core:
+        busy = Matcher(tok, Grammar.regex("[0-9]+"), pool=pool)
+    spinning = threading.Event()
+
+    def spin() -> None:
+        def call(core: Any, handle: int) -> int:
+            spinning.set()
+            return core.debug_spin(50_000_000)
+
+        with pytest.raises(LimitError):  # the parent's deadline ends it
+            busy._run(call)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    assert spinning.wait(10)
+    time.sleep(0.05)  # inside the call
+    def child() -> None:
+        assert bystander._core.poisoned, "the instance that was mid-call is not retired"
+        assert_mask_matches_oracle(tok, bystander, pattern, text)
+        assert not bystander._core.poisoned
+        with pytest.raises(CoreTrap, match="in use by another thread when the process forked"):
+            busy.compute_bitmask()
+        busy.reset()
+        assert busy.consume_tokens(tok.encode("12"))
+        started = time.monotonic()
+        with pytest.raises(LimitError) as info:
+            bystander._run(lambda core, handle: core.debug_spin(50_000_000))
+        assert info.value.limit == "deadline" and time.monotonic() - started < 5
+
+    try:
+        _in_forked_child(child)
+    finally:
+        thread.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_builds_again_what_another_thread_was_building(monkeypatch):
+    """A thread building a tokenizer's trie, and one translating a JSON Schema (the collector
+    paused), when the process forks: in the child the tokenizer's lock was held forever (its
+    first matcher hung) and the collector stayed paused. Both are renewed there."""
+    import threading
+
+    import tokensieve._grammar.json_schema.compiler as compiler
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=1))
+    building, translating, release = threading.Event(), threading.Event(), threading.Event()
+    build_in = Tokenizer._build_in
+    translate = compiler.json_schema_to_ir
+
+    def slow_build(self: Any, core: Any) -> int:
+        building.set()
+        release.wait(10)
+        return build_in(self, core)
+
+    def slow_translate(*args: Any, **kwargs: Any) -> Any:
+        translating.set()
+        release.wait(10)
+        return translate(*args, **kwargs)
+
+    monkeypatch.setattr(Tokenizer, "_build_in", slow_build)
+    monkeypatch.setattr(compiler, "json_schema_to_ir", slow_translate)
+    threads = [
+        threading.Thread(target=lambda: Matcher(tok, Grammar.regex("[a-z]+"), pool=pool)),
+        threading.Thread(target=lambda: Grammar.json_schema({"type": "integer"})),
+    ]
+    for thread in threads:
+        thread.start()
+    assert building.wait(10) and translating.wait(10)
+    assert not gc.isenabled()
+
+    def child() -> None:
+        monkeypatch.undo()
+        assert gc.isenabled(), "the collector stays paused"
+        m = Matcher(tok, Grammar.regex("[a-z]+"), pool=pool)
+        assert_mask_matches_oracle(tok, m, "[a-z]+")
+
+    try:
+        _in_forked_child(child)
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("when", ["before its matcher is made", "before the replay"])
+def test_a_bystander_whose_replacement_is_retired_in_turn_moves_again(llama3, when, monkeypatch):
+    """Another thread's failure can retire the fresh instance a bystander is moving to (found by
+    threads trapping instances at random while others filled batches: the bystander raised
+    CoreTrap). Its move goes on to the next replacement and its masks stay the oracle's."""
+    from tokensieve import CoreTrap
+
+    pool = CorePool(CoreOptions(instances=1))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    bystander = Matcher(llama3, Grammar.regex(pattern), pool=pool)
+    assert bystander.consume_tokens(llama3.encode(text))
+    with pytest.raises(CoreTrap):
+        Matcher(llama3, Grammar.regex("[0-9]+"), pool=pool)._core.debug_trap()
+
+    retired = []
+    replacement = pool.replacement
+
+    def retire(core):
+        retired.append(core)
+        with pytest.raises(CoreTrap):
+            core.debug_trap()  # as another request's failing call would
+
+    def replaced_then_retired(dead):
+        core = replacement(dead)
+        if not retired:
+            if when == "before its matcher is made":
+                retire(core)
+            else:
+                made = core.matcher_new
+                monkeypatch.setattr(core, "matcher_new", lambda *args: (made(*args), retire(core))[0])
+        return core
+
+    monkeypatch.setattr(pool, "replacement", replaced_then_retired)
+    assert_mask_matches_oracle(llama3, bystander, pattern, text)
+    assert len(retired) == 1 and retired[0].poisoned
+    assert bystander._core is not retired[0] and not bystander._core.poisoned
+    assert pool.replaced == 2
+
+
+def test_a_matcher_whose_instance_is_retired_as_it_is_created_goes_to_another(llama3, monkeypatch):
+    """The instance the pool chose for a new matcher can be retired by another thread's failure
+    before the matcher is made there: the new request must not fail for it."""
+    from tokensieve import CoreTrap
+
+    pool = CorePool(CoreOptions(instances=1))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    grammar = Grammar.regex(pattern)
+    Matcher(llama3, grammar, pool=pool)  # the instance exists, with the tokenizer and grammar
+    place = pool.place
+    retired = []
+
+    def placed_then_retired(prefer: Any = None) -> Any:
+        core = place(prefer)
+        if not retired:
+            retired.append(core)
+            with pytest.raises(CoreTrap):
+                core.debug_trap()  # as another request's failing call would
+        return core
+
+    monkeypatch.setattr(pool, "place", placed_then_retired)
+    m = Matcher(llama3, grammar, pool=pool)
+    assert retired[0].poisoned and m._core is not retired[0]
+    assert m.consume_tokens(llama3.encode(text))
+    assert_mask_matches_oracle(llama3, m, pattern, text)
+
+def test_a_batch_whose_instance_is_retired_as_its_call_is_prepared_fills_every_row(llama3, monkeypatch):
+    """Another thread's failure can retire an instance after the batch fill checked it and before
+    it prepared that instance's call (found as for the test above: `fill_bitmasks` raised
+    CoreTrap). That instance's matchers move and are filled on their own; every row is the
+    oracle's."""
+    from tokensieve import CoreTrap, fill_bitmasks
+
+    pool = CorePool(CoreOptions(instances=2))
+    pattern, text = "[a-z]+( [a-z]+)*", b"hello wor"
+    matchers = [Matcher(llama3, Grammar.regex(pattern), pool=pool) for _ in range(20)]
+    for m in matchers:
+        assert m.consume_tokens(llama3.encode(text))
+    doomed = matchers[0]._core
+    assert len({m._core for m in matchers}) == 2
+    begin = doomed.batch_begin
+
+    def retired_first(*args: Any, **kwargs: Any) -> Any:
+        with pytest.raises(CoreTrap):
+            doomed.debug_trap()  # as another request's failing call would
+        return begin(*args, **kwargs)
+
+    monkeypatch.setattr(doomed, "batch_begin", retired_first)
+    bitmask = np.zeros((len(matchers), matchers[0].mask_words), dtype=np.int32)
+    fill_bitmasks(matchers, bitmask)
+    assert doomed.poisoned and not any(m._core.poisoned for m in matchers)
+    assert (bitmask == bitmask[0]).all()  # one pattern and prefix: one mask, checked once
+    assert_row_matches_oracle(llama3, bitmask[0], pattern, text)
 
 
 # -- exit --------------------------------------------------------------------------------------

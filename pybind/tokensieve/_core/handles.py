@@ -3,7 +3,8 @@ core instance.
 
 A tokenizer or grammar is built in an instance the first time a matcher there needs it, and
 shared by every matcher of that instance. The handle is freed when the Python object dies
-(queued to the instance, see `Core.free_later`), or with the instance when it is retired.
+(queued to the instance, see `Core.free_later`), or with the instance when it is retired: a
+handle never keeps its instance alive.
 Finalizers do not run at interpreter exit: the instances go away then anyway.
 """
 
@@ -14,6 +15,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._errors import ArgumentError
+from .fork import renew_lock_after_fork
 
 if TYPE_CHECKING:
     from . import Core
@@ -28,6 +30,9 @@ class CoreHandles:
         self.kind = kind
         self._by_core: weakref.WeakKeyDictionary[Core, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        # A build another thread was running when the process forked did not finish in the
+        # child (its instance is retired there): the handle is made again on next use.
+        renew_lock_after_fork(self)
 
     def built_in(self, core: Core) -> bool:
         """Has the object a handle in `core`?"""
@@ -43,9 +48,19 @@ class CoreHandles:
             if handle is None:
                 handle = build(core)
                 self._by_core[core] = handle
-                finalizer = weakref.finalize(owner, core.free_later, self.kind, handle)
+                # The finalizer holds the instance weakly: a retired instance (and its linear
+                # memory, a trie of several MB) must not live as long as a tokenizer or grammar
+                # that was built in it.
+                finalizer = weakref.finalize(owner, _free_later, weakref.ref(core), self.kind, handle)
                 finalizer.atexit = False
         return handle
+
+
+def _free_later(core_ref: weakref.ref[Core], kind: str, handle: int) -> None:
+    """Queue `handle` for freeing in its instance, if the instance still exists."""
+    core = core_ref()
+    if core is not None:
+        core.free_later(kind, handle)
 
 
 def token_has_extension(tokenizer: Any, data: bytes) -> bool:

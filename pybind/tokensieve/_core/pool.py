@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Final
 
 from .binding import Core
+from .fork import after_fork, renew_lock_after_fork, renewed
 from .runtime import default_variant
 
 _DEADLINE_DEFAULT_S: Final = 1.0
@@ -118,6 +119,7 @@ class CorePool:
         self._slots: list[Core | None] = [None] * self.options.instance_count()
         self._lock = threading.Lock()
         self.replaced = 0
+        renew_lock_after_fork(self)
 
     def __repr__(self) -> str:
         return f"<CorePool {len(self._slots)} slots, {self.options}>"
@@ -186,6 +188,14 @@ class CorePool:
 _default_options = CoreOptions()
 _default_pools: dict[str, CorePool] = {}
 _default_lock = threading.Lock()
+
+
+def _renew_default_lock() -> None:
+    global _default_lock
+    _default_lock = renewed(_default_lock)
+
+
+after_fork(_renew_default_lock)
 
 
 def default_pool() -> CorePool:

@@ -58,7 +58,7 @@ from typing import Any
 
 from .._core import Core
 from .._core.binding import BatchCall
-from .._errors import ArgumentError, TokensieveError
+from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
 from .matcher import Matcher, batch_pending, batch_settle, batch_take, row_view, whole_view
 
 _THREADS_MAX = 8
@@ -223,7 +223,13 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
             home = (len(groups) - 1 - index) % threads
             tokens = group.tokens
             pending = tokens if tokens.count(-1) != len(tokens) else None
-            call = core.batch_begin(group.handles, words, group.dests, pending, group.sources)
+            try:
+                call = core.batch_begin(group.handles, words, group.dests, pending, group.sources)
+            except (CoreTrap, LimitError):
+                # Another thread's failure retired the instance since the check above (or
+                # preparing the call failed): its matchers move on, or fail, on their own.
+                later.extend(group.pairs)
+                continue
             if made is not None:
                 made.groups[index].sources = call.sources
             run.add(core, call, group.pairs, home)

@@ -18,11 +18,40 @@ import weakref
 from typing import Any, Callable, Container, Sequence, TypeVar
 
 from .._core import Core, CorePool, default_pool
+from .._core.fork import after_fork, renewed
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
 from .._grammar.grammar import Grammar
 from .._tokenizer.tokenizer import Tokenizer
 
 _T = TypeVar("_T")
+
+# Moves of a matcher whose replacement instance another thread's failure retired in turn
+# (`Matcher._migrate`): each retirement needs a failing call, so a few is plenty.
+_MIGRATE_ATTEMPTS = 8
+# Tokens replayed per call when a matcher moves: each call stays within one call's deadline,
+# however long the matcher's history (a 4,000-token output replayed in one call could pass it).
+_REPLAY_CHUNK = 64
+
+# Every live matcher, for the child of a fork (`_after_fork_in_child`).
+_live: weakref.WeakSet[Matcher] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """In the child of `os.fork` only the forking thread exists: a matcher whose lock another
+    thread held was in the middle of a method (its tokens, its pending token half updated),
+    so it fails with a clear error until `reset()`, instead of waiting forever for its lock."""
+    for matcher in list(_live):
+        lock = renewed(matcher._lock)
+        if lock is matcher._lock:
+            continue
+        matcher._lock = lock
+        matcher._acquire, matcher._release = lock.acquire, lock.release
+        matcher._failure = lambda: CoreTrap(
+            "this matcher was in use by another thread when the process forked; reset() it or create a new one"
+        )
+
+
+after_fork(_after_fork_in_child)
 
 
 def _release(core: Core, handle: int) -> None:
@@ -91,14 +120,27 @@ class Matcher:
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
         self._finalizer: weakref.finalize | None = None
+        _live.add(self)
         self._core: Core
         self._handle: int
-        self._attach(*self._create(self._pool.place(grammar.built_in)))
+        self._attach(*self._place())
 
     def __repr__(self) -> str:
         return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"
 
     # -- placement and failure scope -------------------------------------------------------
+
+    def _place(self) -> tuple[Core, int]:
+        """A fresh core matcher on the instance the pool chooses; on the next one when another
+        thread's failure retires the chosen instance first (a call refused with
+        `instance_retired`), at most `_MIGRATE_ATTEMPTS` times."""
+        for attempt in range(_MIGRATE_ATTEMPTS):
+            try:
+                return self._create(self._pool.place(self.grammar.built_in))
+            except (CoreTrap, LimitError) as err:
+                if not getattr(err, "instance_retired", False) or attempt + 1 == _MIGRATE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def _create(self, core: Core) -> tuple[Core, int]:
         """A fresh core matcher for this tokenizer and grammar in `core`."""
@@ -114,17 +156,39 @@ class Matcher:
 
     def _migrate(self) -> None:
         """Re-create this matcher on a healthy instance and replay its tokens (its instance was
-        retired because of another matcher's failure)."""
-        core, handle = self._create(self._pool.replacement(self._core))
-        try:
-            if self._tokens and core.matcher_consume_tokens(handle, self._tokens) != len(self._tokens):
-                raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
-        except BaseException:
-            core.free_later("matcher", handle)
-            raise
-        self._attach(core, handle)
-        self._pending = -1  # replayed with the others
-        self._mask_here = False
+        retired because of another matcher's failure).
+
+        The replacement may itself be retired by another thread's failure before or while
+        this matcher moves there (a call refused with `instance_retired`); the move is then
+        made again to the next replacement, at most `_MIGRATE_ATTEMPTS` times. A failure of
+        this matcher's own replay (a trap, the deadline) fails the matcher, as a failing call
+        does: it is not tried again on instance after instance.
+        """
+        dead = self._core
+        for attempt in range(_MIGRATE_ATTEMPTS):
+            core = self._pool.replacement(dead)
+            handle = None
+            try:
+                core, handle = self._create(core)
+                tokens = self._tokens
+                for start in range(0, len(tokens), _REPLAY_CHUNK):
+                    chunk = tokens[start : start + _REPLAY_CHUNK]
+                    if core.matcher_consume_tokens(handle, chunk) != len(chunk):
+                        raise TokensieveError("internal: replaying a matcher's tokens on a new core instance failed")
+            except BaseException as err:
+                if handle is not None:
+                    core.free_later("matcher", handle)
+                if not isinstance(err, (CoreTrap, LimitError)):
+                    raise
+                if getattr(err, "instance_retired", False) and attempt + 1 < _MIGRATE_ATTEMPTS:
+                    dead = core  # another thread's failure retired the replacement: the next one
+                    continue
+                self._failed(core, err)
+                raise
+            self._attach(core, handle)
+            self._pending = -1  # replayed with the others
+            self._mask_here = False
+            return
 
     def _live_core(self) -> Core:
         """The healthy instance this matcher lives in (moving it there first if needed)."""
@@ -142,7 +206,7 @@ class Matcher:
             if self._failure is not None:
                 raise self._failure()
             self._mask_here = False
-            for attempt in range(2):
+            for attempt in range(_MIGRATE_ATTEMPTS):
                 if self._core.poisoned:
                     self._migrate()
                 core = self._core
@@ -151,7 +215,7 @@ class Matcher:
                         self._apply_pending(core)
                     return call(core, self._handle)
                 except (CoreTrap, LimitError) as err:
-                    if not self._failed(core, err) and attempt == 0:
+                    if not self._failed(core, err) and attempt + 1 < _MIGRATE_ATTEMPTS:
                         continue
                     raise
             raise AssertionError("unreachable")
@@ -436,7 +500,7 @@ class Matcher:
                 self._tokens.clear()
                 self._pending = -1
                 self._mask_here = False
-                self._attach(*self._create(self._pool.replacement(self._core)))
+                self._migrate()  # with no tokens: a fresh core matcher on a healthy instance
                 return
 
             def call(core: Core, handle: int) -> None:
@@ -466,6 +530,7 @@ class Matcher:
             copy._last_dest = None
             copy._last_rows = None
             copy._finalizer = None
+            _live.add(copy)
             copy._attach(self._core, handle)
             return copy
 

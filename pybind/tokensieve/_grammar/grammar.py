@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from .._errors import ArgumentError, GrammarError
 from .._core import default_pool
+from .._core.fork import after_fork, renew_lock_after_fork, renewed
 from .._core.handles import CoreHandles
 from .ir import encode_ir
 
@@ -117,6 +118,15 @@ class _CollectorPause:
             if counts[0] > thresholds[0]:
                 gc.collect(1 if counts[1] >= thresholds[1] else 0)
 
+    def after_fork_in_child(self) -> None:
+        """A translation another thread was running when the process forked never ends in the
+        child: resume the collector if that translation had paused it."""
+        self._lock = renewed(self._lock)
+        if self._depth:
+            self._depth = 0
+            if self._resume:
+                gc.enable()
+
     def __call__(self, function: _F) -> _F:
         @functools.wraps(function)
         def paused(*args: Any, **kwargs: Any) -> Any:
@@ -127,6 +137,7 @@ class _CollectorPause:
 
 
 _collector_paused = _CollectorPause()
+after_fork(_collector_paused.after_fork_in_child)
 
 
 class Grammar:
@@ -484,6 +495,7 @@ class _GrammarCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        renew_lock_after_fork(self)
         self._by_tokenizer: weakref.WeakKeyDictionary[Any, OrderedDict[Any, Grammar]] = weakref.WeakKeyDictionary()
         self._untokenized: OrderedDict[Any, Grammar] = OrderedDict()
 

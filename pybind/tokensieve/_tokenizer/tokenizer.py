@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from .._core.fork import renew_lock_after_fork
 from .._errors import TokenizerError
 from .encoders import _Encoder, _GreedyEncoder, _HfEncoder, _JsonSource, _make_byte_exact, _pipeline_copy
 from .pybpe import _PyEncoder
@@ -117,6 +118,7 @@ class Tokenizer:
         # The tokenizer of the same width whose trie this one shares in the core (EOS variants).
         self._trie_owner: Tokenizer | None = None
         self._lock = threading.Lock()
+        renew_lock_after_fork(self)
 
     # -- construction ------------------------------------------------------------------
 

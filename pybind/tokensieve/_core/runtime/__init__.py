@@ -73,6 +73,11 @@ class Runtime(Protocol):
         """True once the module trapped; every later call raises `CoreTrap`."""
         ...
 
+    def retire(self, reason: str) -> None:
+        """Poison the instance from outside (its state can no longer be trusted): every later
+        call raises `CoreTrap` naming `reason`; reads and writes of memory still work."""
+        ...
+
     def func(self, name: str, *, slow: bool = False, trusted: bool = False) -> Callable[..., int]:
         """Return a fast callable for the export `name`.
 

@@ -193,6 +193,13 @@ class PyodideRuntime:
         """True once a call trapped; every later call raises `CoreTrap`."""
         return self._state.poisoned
 
+    def retire(self, reason: str) -> None:
+        """Poison the instance from outside; later calls raise `CoreTrap` naming `reason`."""
+        state = self._state
+        if not state.poisoned:
+            state.poison_reason = reason
+            state.poisoned = True
+
     # --- calls ------------------------------------------------------------------
 
     def func(self, name: str, *, slow: bool = False, trusted: bool = False) -> Callable[..., int]:

@@ -55,6 +55,8 @@ from typing import Any, Callable, Final, NoReturn
 import wasmtime
 from wasmtime import _ffi as ffi
 
+from ..fork import after_fork, renewed
+
 from ..._errors import CoreTrap, LimitError, TokensieveError
 
 __all__ = [
@@ -185,6 +187,30 @@ def _close_at_exit() -> None:
         engine.close()
 _compile_lock = threading.Lock()
 _engine_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """Make the child of `os.fork` safe to use: only the forking thread exists there.
+
+    The epoch tickers are started again (else no deadline fires in the child). A store whose
+    lock another thread held when the process forked was in the middle of a call: its copy here
+    is mid-call, so it is retired (its matchers move, as after a trap), and its lock replaced,
+    since nobody will release it. Module locks are new, for the same reason.
+    """
+    global _compile_lock, _engine_lock
+    _compile_lock = renewed(_compile_lock)
+    _engine_lock = renewed(_engine_lock)
+    for state in list(_states):
+        lock = renewed(state.lock)
+        if lock is not state.lock:
+            state.lock = lock
+            if not state.poisoned:
+                state.poison_reason = "a call was running in another thread when the process forked"
+                state.poisoned = True
+    _EpochTicker.after_fork_in_child()
+
+
+after_fork(_after_fork_in_child)
 
 
 def _engine(options: _EngineOptions) -> wasmtime.Engine:
@@ -356,10 +382,21 @@ class _EpochTicker:
     def __init__(self, engine: wasmtime.Engine) -> None:
         self._engine = engine
         self.ticks = 0
+        self._start()
+
+    def _start(self) -> None:
         thread = threading.Thread(
             target=self._run, name="tokensieve-epoch-ticker", daemon=True
         )
         thread.start()
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        """A forked child has only the thread that forked: without its tickers no deadline
+        would ever fire there. Start them again."""
+        cls._lock = renewed(cls._lock)
+        for ticker in cls._tickers.values():
+            ticker._start()
 
     def _run(self) -> None:
         while not _exiting:
@@ -615,6 +652,13 @@ class WasmtimeRuntime:
     def poisoned(self) -> bool:
         """True once a call trapped (or ran out of fuel or time)."""
         return self._state.poisoned
+
+    def retire(self, reason: str) -> None:
+        """Poison the instance from outside; later calls raise `CoreTrap` naming `reason`."""
+        state = self._state
+        if not state.poisoned:
+            state.poison_reason = reason
+            state.poisoned = True
 
     def _initial_memory_bytes(self) -> int:
         """Return the sum of the module's memories' minimum sizes, in bytes."""
