@@ -130,6 +130,12 @@ import math
 import operator
 import re
 import urllib.parse
+
+try:  # Python's own regex parser (`_open_pattern_string`); sre_parse before 3.11
+    from re import _constants as _re_constants, _parser as _re_parser  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _re_constants  # type: ignore[no-redef]
+    import sre_parse as _re_parser  # type: ignore[no-redef]
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -970,11 +976,67 @@ _OPEN_STRING = re.compile(re.escape('"' + STRING_CHAR) + r'(?:\*|\+|\{[0-9]+,\})
 
 def _open_scalar_lexeme(lexeme: Lexeme) -> bool:
     """An item lexeme whose text in progress has infinitely many completions of distinct
-    values (`distinct_array`): a string with at most a minimum length, a number or an integer
+    values (`distinct_array`): a string with at most a minimum length, or one whose pattern
+    ends in an unbounded run of a class (`_open_pattern_string`), a number or an integer
     without bounds."""
     if lexeme.kind != "regex" or lexeme.and_patterns or lexeme.not_patterns or lexeme.lazy or lexeme.max_tokens:
         return False
-    return lexeme.value in (NUMBER_REGEX, INTEGER_REGEX) or _OPEN_STRING.fullmatch(lexeme.value) is not None
+    value = lexeme.value
+    return (
+        value in (NUMBER_REGEX, INTEGER_REGEX) or _OPEN_STRING.fullmatch(value) is not None
+        or _open_pattern_string(value)
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _open_pattern_string(value: str) -> bool:
+    """Is `value`, a string lexeme's regex, `"P C+"` (or `C*`, `C{n,}`): any P, then an
+    unbounded run of one character or class C that holds neither the quote nor the backslash,
+    at the top level of the regex? Every text in progress of such a string, wherever it stands
+    in P or in the run, can still be finished in infinitely many ways (finish P, then any
+    number of C), so it is open as a plain string is (patterns `^[0-9]+$`, `^[a-z][a-z0-9_]*$`;
+    not `^[0-9]+x$`, whose `"12x` has one completion). Read with Python's regex parser, which
+    reads the front-end's regexes as the core does in what matters here (the top-level
+    sequence, repeats, classes); a regex it cannot read, or a class it cannot list (`\\d`,
+    `\\w`), is not open."""
+    if not (value.startswith('"') and value.endswith('"')):
+        return False
+    try:
+        parsed = list(_re_parser.parse(value))
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    quote = (_re_constants.LITERAL, ord('"'))
+    if len(parsed) < 3 or parsed[0] != quote or parsed[-1] != quote:
+        return False
+    op, argument = parsed[-2]
+    if op not in _RE_REPEATS or argument[1] != _re_constants.MAXREPEAT:
+        return False
+    body = list(argument[2])
+    if len(body) != 1:
+        return False
+    kind, item = body[0]
+    if kind == _re_constants.LITERAL:
+        return item not in _QUOTE_AND_BACKSLASH
+    if kind != _re_constants.IN:
+        return False
+    negated, codes = False, []
+    for op, av in item:
+        if op == _re_constants.NEGATE:
+            negated = True
+        elif op == _re_constants.LITERAL:
+            codes.append((av, av))
+        elif op == _re_constants.RANGE:
+            codes.append(av)
+        else:
+            return False  # a category (\\d, \\s, …): not listed here
+    held = [any(lo <= code <= hi for lo, hi in codes) != negated for code in _QUOTE_AND_BACKSLASH]
+    return bool(codes or negated) and not any(held)
+
+
+_RE_REPEATS = tuple(
+    getattr(_re_constants, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_re_constants, name)
+)
+_QUOTE_AND_BACKSLASH = (ord('"'), ord("\\"))
 
 
 @functools.lru_cache(maxsize=1024)
