@@ -700,3 +700,42 @@ def test_processes_with_torch_transformers_or_xgrammar_exit_cleanly(before, afte
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
     assert "Exception ignored" not in result.stderr, result.stderr[-2000:]
+
+
+_EXIT_IN_A_CALL_SCRIPT = """
+import threading
+import numpy as np
+from tokensieve import Tokenizer, Grammar, Matcher, fill_bitmasks
+tok = Tokenizer.default()
+grammar = Grammar.json_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+batch = [Matcher(tok, grammar) for _ in range(32)]
+bitmask = np.zeros((32, batch[0].mask_words), dtype=np.int32)
+inside = threading.Event()
+def spin(core, handle):
+    inside.set()
+    return core.debug_spin(ROUNDS)
+def serve():  # a server's worker thread: batch fills and long calls until the process ends
+    while True:
+        fill_bitmasks(batch, bitmask)
+        batch[0]._run(spin)
+threading.Thread(target=serve, daemon=True).start()
+inside.wait(60)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("rounds", [20_000, 200_000])
+def test_a_process_exits_cleanly_while_a_daemon_thread_is_inside_a_call(rounds, tmp_path):
+    """The exit hook closed every store, also the one a daemon thread was calling into with
+    the GIL released: every such process died with a segmentation fault (status 139). The
+    stores are now left to the operating system."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_in_a_call.py"
+    script.write_text(_EXIT_IN_A_CALL_SCRIPT.replace("ROUNDS", str(rounds)))
+    for _ in range(3):
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+        assert result.stdout.strip() == "ok"
+        assert "Exception ignored" not in result.stderr, result.stderr[-2000:]

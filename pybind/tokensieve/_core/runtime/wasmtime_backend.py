@@ -163,28 +163,31 @@ _exiting = False
 
 @atexit.register
 def _close_at_exit() -> None:
-    """Free wasmtime objects before interpreter teardown.
-
-    wasmtime-py frees its objects in `__del__`, which fails noisily once the interpreter has
-    started tearing down modules; closing stores, then modules, then engines here, while
-    everything still works, leaves nothing for `__del__` to do.
+    """Leave the wasmtime objects to the operating system at interpreter exit.
 
     Every runtime is marked closed first, so a finalizer that runs after this hook (atexit
     hooks run in reverse order of registration, and importing torch registers
     `weakref.finalize`'s hook before this one) finds a poisoned runtime and skips its call
-    instead of entering a closed store, which crashed the process at exit.
+    instead of entering a store during teardown, which crashed the process at exit.
+
+    The stores, modules and engines are then kept alive for good (a reference nobody drops),
+    not closed: a daemon thread (a batch helper, a server's worker) may be inside a call on any
+    store with the GIL released, and closing that store under it crashed every such process
+    at exit (status 139); module teardown would have deleted them just as well, and
+    wasmtime-py's `__del__` fails noisily then. The process's memory goes with the process.
     """
     global _exiting
     _exiting = True
     for state in list(_states):
         state.poisoned = True
         state.poison_reason = "the interpreter is exiting"
-    for store in list(_stores):
-        store.close()
-    for module in _modules.values():
-        module.close()
-    for engine in _engines.values():
-        engine.close()
+    for kept in (*list(_stores), *_modules.values(), *_engines.values()):
+        _keep_forever(kept)
+
+
+_keep_forever = ctypes.pythonapi.Py_IncRef
+_keep_forever.argtypes = [ctypes.py_object]
+_keep_forever.restype = None
 _compile_lock = threading.Lock()
 _engine_lock = threading.Lock()
 
