@@ -48,6 +48,33 @@ def test_batch_fill_equals_single_fills_over_several_instances(llama3):
         fill_bitmasks(matchers, bitmask, [0])
 
 
+
+def test_a_matcher_listed_twice_in_a_batch_consumes_its_pending_token_once():
+    """A batch may list one matcher in two rows. Its lock is reentrant, so the batch took it
+    twice and its call consumed the matcher's pending token twice: the core was one token
+    ahead of `consumed_tokens` (a rollback then left it in the wrong place). Both rows now get
+    its mask, the token is consumed once, and the states agree with a matcher fed the same
+    tokens on its own."""
+    from tokensieve import Tokenizer
+
+    tok = Tokenizer.default()
+    grammar = Grammar.regex("[a-z]{0,12}x")  # how many letters came decides the next mask
+    batch = [Matcher(tok, grammar) for _ in range(20)]
+    alone = Matcher(tok, grammar)
+    bitmask = np.zeros((21, alone.mask_words), dtype=np.int32)
+    fill_bitmasks(batch + [batch[0]], bitmask)
+    for token in tok.encode("hello"):
+        for m in batch + [alone]:
+            assert m.consume_token(token)  # the last one pending: consumed by the next fill
+    fill_bitmasks(batch + [batch[0]], bitmask)
+    expected = alone.compute_bitmask()
+    assert (bitmask[0] == expected).all() and (bitmask[20] == expected).all()
+    seven = tok.encode("abcdefg")  # 5 + 7 letters still fit; 10 + 7 would not
+    assert batch[0].validate_tokens(seven) == alone.validate_tokens(seven) == len(seven)
+    batch[0].rollback(1)
+    alone.rollback(1)
+    assert (batch[0].compute_bitmask() == alone.compute_bitmask()).all()
+
 def test_a_grammar_is_compiled_once_where_its_matcher_goes():
     """Grammars compiled one after another, each with a live matcher, on a 2-instance pool:
     each grammar is compiled in one instance only, the one its matcher went to, and the

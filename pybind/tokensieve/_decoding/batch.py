@@ -347,8 +347,15 @@ def _lock_groups(
     row_bytes = 4 * words
     groups: dict[Core, _Group] = {}
     get_group = groups.get
+    listed: set[int] = set()
     for index, (matcher, row) in enumerate(zip(matchers, rows)):
         row = _checked_row(matcher, row, words, rows_total)
+        # A matcher listed twice is filled once in the batch (its lock is reentrant: taken a
+        # second time, the call would consume its pending token twice), again on its own after.
+        if id(matcher) in listed:
+            later.append((matcher, row))
+            continue
+        listed.add(id(matcher))
         taken = batch_take(matcher)
         if taken is None:
             later.append((matcher, row))
