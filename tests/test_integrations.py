@@ -347,6 +347,8 @@ def _refuses_bad_batches(llama3, pool, matchers, bitmask):
     with pytest.raises(ValueError, match="width"):
         wide = Matcher(llama3, Grammar.regex("a"), vocab_size=llama3.vocab_size + 64, pool=pool)
         fill_bitmasks(matchers[:-1] + [wide], bitmask)
+    with pytest.raises(TypeError, match=f"item {count - 1} is a str"):  # was an AttributeError
+        fill_bitmasks(matchers[:-1] + ["m"], bitmask)
     assert not bitmask.any()
     assert all(not m._lock._is_owned() for m in matchers)
 

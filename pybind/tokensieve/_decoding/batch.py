@@ -125,15 +125,22 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, rows: Sequence[int]
         rows = range(count)
     elif len(rows) != count:
         raise ArgumentError(f"fill_bitmasks got {count} matchers and {len(rows)} rows")
-    if count == 1:
-        matchers[0].fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
-        return
-    if count < _BATCH_MIN and count * _cost_us_mean() < _PARALLEL_WORK_MIN_US:
-        words = matchers[0].mask_words
-        rows_total, _ = _layout(bitmask, words)
-        _fill_alone([(m, _checked_row(m, row, words, rows_total)) for m, row in zip(matchers, rows)], bitmask)
-        return
-    _fill_alone(_fill_groups(matchers, rows, bitmask), bitmask)
+    try:
+        if count == 1:
+            matchers[0].fill_bitmask(bitmask, _row_index(rows[0]))  # checks the array and the row
+            return
+        if count < _BATCH_MIN and count * _cost_us_mean() < _PARALLEL_WORK_MIN_US:
+            words = matchers[0].mask_words
+            rows_total, _ = _layout(bitmask, words)
+            _fill_alone([(m, _checked_row(m, row, words, rows_total)) for m, row in zip(matchers, rows)], bitmask)
+            return
+        _fill_alone(_fill_groups(matchers, rows, bitmask), bitmask)
+    except AttributeError:
+        # Checked only here, so that a batch of matchers pays nothing for it.
+        for index, matcher in enumerate(matchers):
+            if not isinstance(matcher, Matcher):
+                raise ArgumentError(f"fill_bitmasks needs Matchers: item {index} is a {type(matcher).__name__}") from None
+        raise
 
 
 def _cost_us_mean() -> float:
