@@ -39,7 +39,7 @@ SPECIAL_WORDS = [
 # JSON allows other spellings (`\u00e9`, `\"`) of these: the oracle below knows only one.
 JSON_PLAIN = [w for w in SPECIAL_WORDS if all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in w)]
 
-FORMS = ("regex", "choice", "lark", "json_enum", "ir_literals")
+FORMS = ("regex", "choice", "lark", "gbnf", "json_enum", "ir_literals")
 
 
 def _regex_escape(word: str) -> str:
@@ -58,6 +58,9 @@ def build(form: str, words: list[str], limits: Limits | None = None) -> Grammar:
         return Grammar.choice(words, limits=limits)
     if form == "lark":
         return Grammar.lark("start: " + " | ".join(json.dumps(w) for w in words) + "\n", limits=limits)
+    if form == "gbnf":  # was a LimitError (gbnf_analysis) after 0.7 s: one lexeme per word
+        quoted = ('"' + w.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t") + '"' for w in words)
+        return Grammar.gbnf("root ::= " + " | ".join(quoted) + "\n", limits=limits)
     if form == "json_enum":
         return Grammar.json_schema({"enum": words}, whitespace="compact", limits=limits)
     ir = GrammarIR()

@@ -83,9 +83,9 @@ llama.cpp JSON-schema grammar with an `additionalProperties` key trie in 0.5 s.
 from __future__ import annotations
 
 
-from ..ir import GrammarIR, Lexeme, Sym
+from ..ir import GrammarIR, Lexeme, Sym, alternation_regex
 from .builder import _NT, _SPECIAL, Symbol, _Builder, _Cfg
-from .refine import _Refiner
+from .refine import _Refiner, _word_list
 from .syntax import _check_references, parse_gbnf
 
 
@@ -114,6 +114,9 @@ def _emit(cfg: _Cfg, root: int) -> GrammarIR:
                 text = pool.fixed_text(value)
                 if text is not None:
                     lex = Lexeme(_quote(text), "literal", text)
+                elif _word_list(pool, value):  # in the form the other front-ends give word lists
+                    words = [pool.fixed_text(item) for item in pool.items[value]]
+                    lex = Lexeme(f"one of {len(words)} words", "regex", alternation_regex(words))  # type: ignore[arg-type]
                 else:
                     pattern = pool.pattern(value)
                     lex = Lexeme(_short(f"/{pattern}/"), "regex", pattern)

@@ -12,7 +12,7 @@ from ..charset import (
     Ranges, intersects, union,
 )
 from ..._errors import GrammarError, LimitError
-from ..automata import _UNLIMITED, _Budget, _OverBudget, _can_extend, _share_text
+from ..automata import _ALT, _UNLIMITED, _Budget, _OverBudget, _Pool, _can_extend, _share_text
 from .builder import _NT, _SPECIAL, _TERM, Symbol, _Cfg
 from .syntax import (
     ANALYSIS_WORK_MAX, CONTEXT_DEPTHS, LEXEME_DEPTH_MAX, LEXEME_SIZE_MAX, REFINE_ROUND_COUNT_MAX,
@@ -251,7 +251,10 @@ class _Refiner:
         raise GrammarError("the GBNF grammar needs too many lexeme refinements; simplify it")
 
     def too_large(self, occ: _Occurrences) -> set[int]:
-        """Terms the core could not take as one pattern (too deep or too long)."""
+        """Terms the core could not take as one pattern (too deep or too long). A list of
+        literal words is never too long: the core reads any number of them as one lexeme
+        (docs/lexer.md, "Large alternations"), where split into one lexeme a word, a list of
+        10,000 words ran the refinement's pairwise checks past their budget."""
         pool = self.pool
         return {
             x
@@ -259,6 +262,7 @@ class _Refiner:
             if kind == _TERM
             and not pool.is_single_char(x)
             and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
+            and not _word_list(pool, x)
         }
 
     def conflicts(self, occ: _Occurrences) -> set[int]:
@@ -367,3 +371,6 @@ class _Refiner:
         return found
 
 
+def _word_list(pool: _Pool, x: int) -> bool:
+    """Is x an alternation of literal texts (a list of words)?"""
+    return pool.kind[x] == _ALT and all(pool.fixed_text(item) is not None for item in pool.items[x])
