@@ -128,6 +128,9 @@ class _Builder:
         self.rule_nt: dict[str, int] = {}
         self._pending: list[str] = []  # rules with a nonterminal but no productions yet
         self._regular: dict[int, bool] = {}
+        # The regex of each regular rule body, made once: a body too large to inline (a list of
+        # 10,000 words) was built again for its own productions.
+        self._body_regex: dict[int, int] = {}
 
     # ---- which rules are regular --------------------------------------------------------------
 
@@ -140,7 +143,7 @@ class _Builder:
                 continue
             if any(isinstance(n, SpecialToken) for n in _walk(rule.body)):
                 continue
-            x = self.regex(rule.body)
+            x = self._body_regex[id(rule.body)] = self.regex(rule.body)
             if self.pool.size[x] <= INLINE_SIZE_MAX and self.pool.depth[x] <= LEXEME_DEPTH_MAX // 2:
                 self.rule_regex[name] = x
 
@@ -204,7 +207,8 @@ class _Builder:
 
     def alternatives(self, owner: str, choice: Choice) -> list[tuple[Symbol, ...]]:
         if self.is_regular(choice):
-            return [tuple(self.cfg.chunk(self.regex(choice)))]
+            x = self._body_regex.get(id(choice))
+            return [tuple(self.cfg.chunk(self.regex(choice) if x is None else x))]
         return [tuple(self.sequence(owner, alt.items)) for alt in choice.alternatives]
 
     def sequence(self, owner: str, items: Sequence[Node]) -> list[Symbol]:

@@ -5,6 +5,7 @@ could run into the text of another that the grammar expects next, the lexeme is 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -372,5 +373,15 @@ class _Refiner:
 
 
 def _word_list(pool: _Pool, x: int) -> bool:
-    """Is x an alternation of literal texts (a list of words)?"""
-    return pool.kind[x] == _ALT and all(pool.fixed_text(item) is not None for item in pool.items[x])
+    """Is x an alternation of literal texts (a list of words)? Remembered per term (asked at
+    every refinement round and at emission)."""
+    known = _word_lists.get(pool)
+    if known is None:
+        known = _word_lists[pool] = {}
+    found = known.get(x)
+    if found is None:
+        found = known[x] = pool.kind[x] == _ALT and all(pool.fixed_text(item) is not None for item in pool.items[x])
+    return found
+
+
+_word_lists: weakref.WeakKeyDictionary[_Pool, dict[int, bool]] = weakref.WeakKeyDictionary()
