@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import re
+import zlib
 
 import pytest
 import regex
@@ -67,7 +68,7 @@ def _values(seed: int, count: int) -> list[str]:
 def test_lookahead_parts_agree_with_search_on_the_decoded_string(pattern: str) -> None:
     musts, nots = pattern_lookahead_parts(pattern)
     agree = [0, 0]
-    for value in _values(hash(pattern) & 0xFFFF, 2500):
+    for value in _values(zlib.crc32(pattern.encode()) & 0xFFFF, 2500):  # str hash() changes per process
         expected = _ecma_search(pattern, value)
         agree[expected] += 1
         for ascii_only in (True, False):
