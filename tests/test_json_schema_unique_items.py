@@ -39,10 +39,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "digits": {"type": "array", "items": {"$ref": "#/$defs/id"}, "uniqueItems": True,
                "$defs": {"id": {"type": "string", "pattern": "^\\d+$"}}},
     "slugs": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}, "uniqueItems": True},
+    "search": {"type": "array", "items": {"type": "string", "pattern": "[0-9]"}, "uniqueItems": True},
 }
 # Their items are written as the pattern's characters (no escapes: a pattern's string is
 # spelled plainly, docs/json_schema.md), drawn from these, a few of which the pattern refuses.
-_PATTERN_CHARS = {"digits": "1209a", "slugs": "ab1_-"}
+_PATTERN_CHARS = {"digits": "1209a", "slugs": "ab1_-", "search": "a1b"}
 
 
 def _grammar(schema: dict[str, Any]) -> Grammar:
@@ -190,7 +191,7 @@ def _completable(kind: str, prefix: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("kind", ["strings", "numbers", "integers", "mixed", "digits"])
+@pytest.mark.parametrize("kind", ["strings", "numbers", "integers", "mixed", "digits", "search"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_masks_agree_with_completions_valid_for_jsonschema(kind: str, data: Any) -> None:
@@ -199,6 +200,8 @@ def test_masks_agree_with_completions_valid_for_jsonschema(kind: str, data: Any)
                               min_size=1, max_size=5))
     if kind == "digits":
         items = [p for p in pool if p.startswith('"') and p[1:-1].isdigit()]
+    elif kind == "search":
+        items = [p for p in pool if p.startswith('"') and any(c.isdigit() for c in p)]
     else:
         items = [p for p in pool if (p.startswith('"') == (kind == "strings")) or kind == "mixed"]
     if kind == "integers":

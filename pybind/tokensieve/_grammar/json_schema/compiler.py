@@ -994,8 +994,9 @@ def _open_pattern_string(value: str) -> bool:
     unbounded run of one character or class C that holds neither the quote nor the backslash,
     at the top level of the regex? Every text in progress of such a string, wherever it stands
     in P or in the run, can still be finished in infinitely many ways (finish P, then any
-    number of C), so it is open as a plain string is (patterns `^[0-9]+$`, `^[a-z][a-z0-9_]*$`;
-    not `^[0-9]+x$`, whose `"12x` has one completion). Read with Python's regex parser, which
+    number of C), so it is open as a plain string is (patterns `^[0-9]+$`, `^[a-z][a-z0-9_]*$`,
+    and a search pattern such as `[0-9]`, whose run is of any string character; not
+    `^[0-9]+x$`, whose `"12x` has one completion). Read with Python's regex parser, which
     reads the front-end's regexes as the core does in what matters here (the top-level
     sequence, repeats, classes); a regex it cannot read, or a class it cannot list (`\\d`,
     `\\w`), is not open."""
@@ -1011,6 +1012,8 @@ def _open_pattern_string(value: str) -> bool:
     op, argument = parsed[-2]
     if op not in _RE_REPEATS or argument[1] != _re_constants.MAXREPEAT:
         return False
+    if _STRING_RUN_AT_END.search(value):
+        return True  # the run is of any JSON string character: a search pattern's tail
     body = list(argument[2])
     if len(body) != 1:
         return False
@@ -1037,6 +1040,9 @@ _RE_REPEATS = tuple(
     getattr(_re_constants, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_re_constants, name)
 )
 _QUOTE_AND_BACKSLASH = (ord('"'), ord("\\"))
+# The unbounded run of any string character (escapes too) that ends a search pattern's string
+# (`[0-9]` is `"C*[0-9]C*"`), just before the closing quote.
+_STRING_RUN_AT_END = re.compile(re.escape(STRING_CHAR) + r'(?:\*|\+|\{[0-9]+,\})"\Z')
 
 
 @functools.lru_cache(maxsize=1024)
