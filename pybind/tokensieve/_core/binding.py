@@ -40,12 +40,11 @@ import json
 from collections import deque
 import struct
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any, Callable, Final
 
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
-from .fork import after_fork, renewed
+from .fork import renew_lock_after_fork
 from .runtime import Runtime
 
 ABI_VERSION: Final = 9
@@ -100,24 +99,14 @@ _SCRATCH_IR_BYTES_MAX: Final = 16 * 1024
 _FREE_KINDS: Final = {"ts_tokenizer_free": 0, "ts_grammar_free": 1, "ts_matcher_free": 2}
 _FF_CHUNK_BYTES: Final = 1024  # the core computes at most this many forced bytes per call
 _serial = itertools.count(1)
-# Every live instance, for the child of a fork (`_after_fork_in_child`).
-_live_cores: weakref.WeakSet[Core] = weakref.WeakSet()
 
 
-def _after_fork_in_child() -> None:
-    """In the child of `os.fork` only the forking thread exists: an instance whose lock another
-    thread held was in the middle of a method (its memory, or this object's tables, half
-    updated), so it is retired, as after a trap: its matchers move to a fresh instance on their
-    next call. Its lock is replaced, since nobody will release it."""
-    for core in list(_live_cores):
-        lock = renewed(core.lock)
-        if lock is not core.lock:
-            core.runtime.retire("a call was running in another thread when the process forked")
-            core.lock = lock
-            core._acquire, core._release = lock.acquire, lock.release
-
-
-after_fork(_after_fork_in_child)
+def _retire_after_fork(core: Core) -> None:
+    """In the child of `os.fork`, an instance whose lock another thread held (`fork.py`) was in
+    the middle of a method (its memory, or this object's tables, half updated): it is retired,
+    as after a trap, and its matchers move to a fresh instance on their next call."""
+    core.runtime.retire("a call was running in another thread when the process forked")
+    core._acquire, core._release = core.lock.acquire, core.lock.release
 
 
 class BatchCall:
@@ -161,7 +150,7 @@ class Core:
         self.lock = threading.Lock()
         self._acquire, self._release = self.lock.acquire, self.lock.release
         self.matcher_count = 0
-        _live_cores.add(self)
+        renew_lock_after_fork(self, "lock", _retire_after_fork)
         self._pending_frees: deque[tuple[str, int]] = deque()
         f = {name: runtime.func(name, slow=name in _SLOW_EXPORTS) for name in _EXPORTS}
         self._f = f

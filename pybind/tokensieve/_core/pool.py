@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Final
 
 from .binding import Core
-from .fork import after_fork, renew_lock_after_fork, renewed
+from .fork import renew_global_lock_after_fork, renew_lock_after_fork
 from .runtime import default_variant
 
 _DEADLINE_DEFAULT_S: Final = 1.0
@@ -188,14 +188,7 @@ class CorePool:
 _default_options = CoreOptions()
 _default_pools: dict[str, CorePool] = {}
 _default_lock = threading.Lock()
-
-
-def _renew_default_lock() -> None:
-    global _default_lock
-    _default_lock = renewed(_default_lock)
-
-
-after_fork(_renew_default_lock)
+renew_global_lock_after_fork(globals(), "_default_lock")
 
 
 def default_pool() -> CorePool:

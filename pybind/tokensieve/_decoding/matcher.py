@@ -18,7 +18,7 @@ import weakref
 from typing import Any, Callable, Container, Sequence, TypeVar
 
 from .._core import Core, CorePool, default_pool
-from .._core.fork import after_fork, renewed
+from .._core.fork import renew_lock_after_fork
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
 from .._grammar.grammar import Grammar
 from .._tokenizer.tokenizer import Tokenizer
@@ -32,26 +32,16 @@ _MIGRATE_ATTEMPTS = 8
 # however long the matcher's history (a 4,000-token output replayed in one call could pass it).
 _REPLAY_CHUNK = 64
 
-# Every live matcher, for the child of a fork (`_after_fork_in_child`).
-_live: weakref.WeakSet[Matcher] = weakref.WeakSet()
 
 
-def _after_fork_in_child() -> None:
-    """In the child of `os.fork` only the forking thread exists: a matcher whose lock another
-    thread held was in the middle of a method (its tokens, its pending token half updated),
-    so it fails with a clear error until `reset()`, instead of waiting forever for its lock."""
-    for matcher in list(_live):
-        lock = renewed(matcher._lock)
-        if lock is matcher._lock:
-            continue
-        matcher._lock = lock
-        matcher._acquire, matcher._release = lock.acquire, lock.release
-        matcher._failure = lambda: CoreTrap(
-            "this matcher was in use by another thread when the process forked; reset() it or create a new one"
-        )
-
-
-after_fork(_after_fork_in_child)
+def _fail_after_fork(matcher: Matcher) -> None:
+    """In the child of `os.fork`, a matcher whose lock another thread held (`fork.py`) was in
+    the middle of a method (its tokens, its pending token half updated): it fails with a clear
+    error until `reset()`, instead of waiting forever for its lock."""
+    matcher._acquire, matcher._release = matcher._lock.acquire, matcher._lock.release
+    matcher._failure = lambda: CoreTrap(
+        "this matcher was in use by another thread when the process forked; reset() it or create a new one"
+    )
 
 
 def _release(core: Core, handle: int) -> None:
@@ -120,7 +110,7 @@ class Matcher:
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
         self._finalizer: weakref.finalize | None = None
-        _live.add(self)
+        renew_lock_after_fork(self, "_lock", _fail_after_fork)
         self._core: Core
         self._handle: int
         self._attach(*self._place())
@@ -530,7 +520,7 @@ class Matcher:
             copy._last_dest = None
             copy._last_rows = None
             copy._finalizer = None
-            _live.add(copy)
+            renew_lock_after_fork(copy, "_lock", _fail_after_fork)
             copy._attach(self._core, handle)
             return copy
 

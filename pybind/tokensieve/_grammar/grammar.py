@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from .._errors import ArgumentError, GrammarError
 from .._core import default_pool
-from .._core.fork import after_fork, renew_lock_after_fork, renewed
+from .._core.fork import after_fork, renew_lock_after_fork
 from .._core.handles import CoreHandles
 from .ir import encode_ir
 
@@ -121,7 +121,6 @@ class _CollectorPause:
     def after_fork_in_child(self) -> None:
         """A translation another thread was running when the process forked never ends in the
         child: resume the collector if that translation had paused it."""
-        self._lock = renewed(self._lock)
         if self._depth:
             self._depth = 0
             if self._resume:
@@ -137,6 +136,7 @@ class _CollectorPause:
 
 
 _collector_paused = _CollectorPause()
+renew_lock_after_fork(_collector_paused)
 after_fork(_collector_paused.after_fork_in_child)
 
 

@@ -37,7 +37,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
-from .._core.fork import after_fork, renewed
+from .._core.fork import renew_global_lock_after_fork
 from .._errors import GrammarError
 from .ir import GrammarIR, Lexeme, Rule, Sym
 from .json_schema.compiler import json_schema_to_ir
@@ -131,14 +131,7 @@ class _FreeHead:
 _SCHEMA_IR_COUNT_MAX = 4096
 _schema_irs: dict[str | bytes, GrammarIR] = {}
 _schema_irs_lock = threading.Lock()
-
-
-def _renew_schema_irs_lock() -> None:
-    global _schema_irs_lock
-    _schema_irs_lock = renewed(_schema_irs_lock)
-
-
-after_fork(_renew_schema_irs_lock)
+renew_global_lock_after_fork(globals(), "_schema_irs_lock")
 
 
 def _schema_key(schema: Any) -> str | bytes:

@@ -12,21 +12,14 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .._core.fork import after_fork, renewed
+from .._core.fork import renew_global_lock_after_fork
 from .._errors import GrammarError
 from .._grammar.grammar import Grammar
 
 _CACHE_ENTRIES_MAX = 1024
 _cache: OrderedDict[tuple[Any, ...], tuple[Any, Grammar]] = OrderedDict()
 _lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = renewed(_lock)
-
-
-after_fork(_renew_lock)
+renew_global_lock_after_fork(globals(), "_lock")
 
 KINDS = ("json", "json_object", "regex", "grammar", "lark", "gbnf", "ebnf", "choice", "structural_tag")
 

@@ -55,8 +55,7 @@ from typing import Any, Callable, Final, NoReturn
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from ..fork import after_fork, renewed
-
+from ..fork import after_fork, renew_global_lock_after_fork, renew_lock_after_fork
 from ..._errors import CoreTrap, LimitError, TokensieveError
 
 __all__ = [
@@ -188,32 +187,13 @@ def _close_at_exit() -> None:
 _keep_forever = ctypes.pythonapi.Py_IncRef
 _keep_forever.argtypes = [ctypes.py_object]
 _keep_forever.restype = None
+
+# In the child of `os.fork` (`fork.py`), a lock another thread held is replaced; a store whose
+# lock was held was mid-call and is retired (`_StoreState.retire_after_fork`).
 _compile_lock = threading.Lock()
 _engine_lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    """Make the child of `os.fork` safe to use: only the forking thread exists there.
-
-    The epoch tickers are started again (else no deadline fires in the child). A store whose
-    lock another thread held when the process forked was in the middle of a call: its copy here
-    is mid-call, so it is retired (its matchers move, as after a trap), and its lock replaced,
-    since nobody will release it. Module locks are new, for the same reason.
-    """
-    global _compile_lock, _engine_lock
-    _compile_lock = renewed(_compile_lock)
-    _engine_lock = renewed(_engine_lock)
-    for state in list(_states):
-        lock = renewed(state.lock)
-        if lock is not state.lock:
-            state.lock = lock
-            if not state.poisoned:
-                state.poison_reason = "a call was running in another thread when the process forked"
-                state.poisoned = True
-    _EpochTicker.after_fork_in_child()
-
-
-after_fork(_after_fork_in_child)
+renew_global_lock_after_fork(globals(), "_compile_lock")
+renew_global_lock_after_fork(globals(), "_engine_lock")
 
 
 def _engine(options: _EngineOptions) -> wasmtime.Engine:
@@ -397,7 +377,6 @@ class _EpochTicker:
     def after_fork_in_child(cls) -> None:
         """A forked child has only the thread that forked: without its tickers no deadline
         would ever fire there. Start them again."""
-        cls._lock = renewed(cls._lock)
         for ticker in cls._tickers.values():
             ticker._start()
 
@@ -409,6 +388,10 @@ class _EpochTicker:
             except Exception:  # noqa: BLE001 - the engine was closed at exit
                 return
             self.ticks += 1
+
+
+renew_lock_after_fork(_EpochTicker)
+after_fork(_EpochTicker.after_fork_in_child)
 
 
 # --- the runtime --------------------------------------------------------------------
@@ -450,6 +433,7 @@ class _StoreState:
         self.lock = threading.Lock()
         self.poisoned = False
         self.poison_reason = ""
+        renew_lock_after_fork(self, "lock", _StoreState.retire_after_fork)
         self.prepare_call: Callable[[], None] | None = None
         self.prepare_slow_call: Callable[[], None] | None = None
         # With fuel every call sets it; with a deadline alone `prepare_call` has work only once
@@ -517,6 +501,16 @@ class _StoreState:
         """Mark the store unusable after a failed call."""
         self.poisoned = True
         self.poison_reason = f"{name}: {_trap_summary(message)}"
+
+    def retire(self, reason: str) -> None:
+        """Poison the store from outside; later calls raise `CoreTrap` naming `reason`."""
+        if not self.poisoned:
+            self.poison_reason = reason
+            self.poisoned = True
+
+    def retire_after_fork(self) -> None:
+        """In the child of `os.fork`, a store whose lock another thread held was mid-call."""
+        self.retire("a call was running in another thread when the process forked")
 
     def poisoned_error(self, name: str) -> CoreTrap:
         """Build the error for a call on a poisoned runtime."""
@@ -658,10 +652,7 @@ class WasmtimeRuntime:
 
     def retire(self, reason: str) -> None:
         """Poison the instance from outside; later calls raise `CoreTrap` naming `reason`."""
-        state = self._state
-        if not state.poisoned:
-            state.poison_reason = reason
-            state.poisoned = True
+        self._state.retire(reason)
 
     def _initial_memory_bytes(self) -> int:
         """Return the sum of the module's memories' minimum sizes, in bytes."""
