@@ -173,6 +173,7 @@ class _Pool:
         self._first_classes: dict[int, frozenset[Ranges]] = {}
         self._points: dict[int, frozenset[int]] = {}
         self._patterns: dict[int, str] = {}
+        self._words: dict[int, list[str] | None] = {}
         # Work budget of the lexeme refinement while it runs (`_Refiner` sets it): every term
         # built or looked up costs a unit plus one per child, every derivative a unit.
         self.budget = _Budget(_UNLIMITED)
@@ -373,6 +374,13 @@ class _Pool:
                 return None
             out.append(chr(ranges[0][0]))
         return "".join(out) if out else None
+
+    def words(self, x: int) -> list[str] | None:
+        """The texts of x when it is an alternation of plain literals (a list of words)."""
+        if x not in self._words:
+            texts = [self.fixed_text(item) for item in self.items[x]] if self.kind[x] == _ALT else [None]
+            self._words[x] = None if None in texts else texts  # type: ignore[assignment]
+        return self._words[x]
 
     def pattern(self, x: int) -> str:
         """x in the regex syntax of docs/lexer.md (recursion bounded by the term's depth)."""

@@ -85,7 +85,7 @@ from __future__ import annotations
 
 from ..ir import GrammarIR, Lexeme, Sym, alternation_regex
 from .builder import _NT, _SPECIAL, Symbol, _Builder, _Cfg
-from .refine import _Refiner, _word_list
+from .refine import _Refiner
 from .syntax import _check_references, parse_gbnf
 
 
@@ -114,9 +114,8 @@ def _emit(cfg: _Cfg, root: int) -> GrammarIR:
                 text = pool.fixed_text(value)
                 if text is not None:
                     lex = Lexeme(_quote(text), "literal", text)
-                elif _word_list(pool, value):  # in the form the other front-ends give word lists
-                    words = [pool.fixed_text(item) for item in pool.items[value]]
-                    lex = Lexeme(f"one of {len(words)} words", "regex", alternation_regex(words))  # type: ignore[arg-type]
+                elif (words := pool.words(value)) is not None:  # as the other front-ends give word lists
+                    lex = Lexeme(f"one of {len(words)} words", "regex", alternation_regex(words))
                 else:
                     pattern = pool.pattern(value)
                     lex = Lexeme(_short(f"/{pattern}/"), "regex", pattern)

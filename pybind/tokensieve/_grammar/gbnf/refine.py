@@ -5,7 +5,6 @@ could run into the text of another that the grammar expects next, the lexeme is 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -13,7 +12,7 @@ from ..charset import (
     Ranges, intersects, union,
 )
 from ..._errors import GrammarError, LimitError
-from ..automata import _ALT, _UNLIMITED, _Budget, _OverBudget, _Pool, _can_extend, _share_text
+from ..automata import _UNLIMITED, _Budget, _OverBudget, _can_extend, _share_text
 from .builder import _NT, _SPECIAL, _TERM, Symbol, _Cfg
 from .syntax import (
     ANALYSIS_WORK_MAX, CONTEXT_DEPTHS, LEXEME_DEPTH_MAX, LEXEME_SIZE_MAX, REFINE_ROUND_COUNT_MAX,
@@ -263,7 +262,7 @@ class _Refiner:
             if kind == _TERM
             and not pool.is_single_char(x)
             and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
-            and not _word_list(pool, x)
+            and pool.words(x) is None
         }
 
     def conflicts(self, occ: _Occurrences) -> set[int]:
@@ -370,18 +369,3 @@ class _Refiner:
         if found is None:
             found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other, self.budget)
         return found
-
-
-def _word_list(pool: _Pool, x: int) -> bool:
-    """Is x an alternation of literal texts (a list of words)? Remembered per term (asked at
-    every refinement round and at emission)."""
-    known = _word_lists.get(pool)
-    if known is None:
-        known = _word_lists[pool] = {}
-    found = known.get(x)
-    if found is None:
-        found = known[x] = pool.kind[x] == _ALT and all(pool.fixed_text(item) is not None for item in pool.items[x])
-    return found
-
-
-_word_lists: weakref.WeakKeyDictionary[_Pool, dict[int, bool]] = weakref.WeakKeyDictionary()
