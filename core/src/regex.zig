@@ -198,6 +198,10 @@ pub const ByteSet = struct {
         for (&self.bits, other.bits) |*a, b| a.* |= b;
     }
 
+    pub fn intersectWith(self: *ByteSet, other: ByteSet) void {
+        for (&self.bits, other.bits) |*a, b| a.* &= b;
+    }
+
     pub fn isEmpty(self: ByteSet) bool {
         for (self.bits) |w| if (w != 0) return false;
         return true;
@@ -219,18 +223,6 @@ pub const ByteFacts = struct {
 
     const unknown: ByteFacts = .{ .alphabet = .{ .bits = @splat(std.math.maxInt(u32)) }, .required = .{} };
 };
-
-fn byteSetIntersect(a: ByteSet, b: ByteSet) ByteSet {
-    var out = a;
-    for (&out.bits, b.bits) |*x, y| x.* &= y;
-    return out;
-}
-
-fn byteSetUnion(a: ByteSet, b: ByteSet) ByteSet {
-    var out = a;
-    out.unionWith(b);
-    return out;
-}
 
 fn byteSetWithin(inner: ByteSet, outer: ByteSet) bool {
     for (inner.bits, outer.bits) |a, b| if (a & ~b != 0) return false;
@@ -1785,16 +1777,18 @@ pub const ExprSet = struct {
                 break :set .{ .alphabet = bytes, .required = if (bytes.count() == 1) bytes else .{} };
             },
             .concat => concat: {
-                const head = try self.byteFacts(self.argId(e, 0), depth + 1);
+                var facts = try self.byteFacts(self.argId(e, 0), depth + 1);
                 const tail = try self.byteFacts(self.argId(e, 1), depth + 1);
-                break :concat .{ .alphabet = byteSetUnion(head.alphabet, tail.alphabet), .required = byteSetUnion(head.required, tail.required) };
+                facts.alphabet.unionWith(tail.alphabet);
+                facts.required.unionWith(tail.required);
+                break :concat facts;
             },
             .alt => alt: {
                 var facts: ByteFacts = .{ .alphabet = .{}, .required = everything };
                 for (0..self.args(e).len) |i| {
                     const member = try self.byteFacts(self.argId(e, i), depth + 1);
                     facts.alphabet.unionWith(member.alphabet);
-                    facts.required = byteSetIntersect(facts.required, member.required);
+                    facts.required.intersectWith(member.required);
                 }
                 break :alt facts;
             },
@@ -1808,7 +1802,7 @@ pub const ExprSet = struct {
                 var facts: ByteFacts = .{ .alphabet = everything, .required = .{} };
                 for (0..self.args(e).len) |i| {
                     const member = try self.byteFacts(self.argId(e, i), depth + 1);
-                    facts.alphabet = byteSetIntersect(facts.alphabet, member.alphabet);
+                    facts.alphabet.intersectWith(member.alphabet);
                     facts.required.unionWith(member.required);
                 }
                 break :and_ facts;
