@@ -155,6 +155,40 @@ def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
     assert (tensor.numpy() == bitmask).all()
 
 
+def test_batch_caller_waits_inside_the_module_until_its_helpers_bump_the_word(llama3):
+    """`Core.spin_until`, how a batch fill's caller waits for its helper threads: it returns
+    once another thread has raised the word to the target (not before), and gives up after
+    its reads when nobody does."""
+    import threading
+
+    matcher = Matcher(llama3, Grammar.regex("[a-z]+"), pool=CorePool(CoreOptions(instances=1)))
+    core = matcher._core
+    word = core.spin_word()
+    if word is None:
+        pytest.skip("linear memory may move on this host: the caller waits on locks instead")
+    word[0] = 0
+
+    def bump_twice() -> None:
+        time.sleep(0.01)
+        word[0] += 1
+        time.sleep(0.01)
+        word[0] += 1
+
+    helper = threading.Thread(target=bump_twice)
+    with core.lock:
+        started = time.perf_counter()
+        helper.start()
+        # ~1.5 reads a ns here: 2e8 reads is over 0.1 s, short of the 1 s call deadline.
+        reached = core.spin_until(2, 200_000_000, 1_000)
+        waited = time.perf_counter() - started
+        helper.join()
+        assert reached and word[0] == 2
+        assert waited >= 0.019  # it saw the second bump, not the first
+        assert not core.spin_until(3, 100_000, 0)  # nobody bumps it a third time
+    assert not core.poisoned
+    assert (matcher.compute_bitmask() != 0).any()  # the instance is still usable
+
+
 def _oracle_mask(llama3, pattern: str, prefix: bytes) -> np.ndarray:
     """The mask the regex oracle allows after `prefix` (text tokens only; EOS where it may end)."""
     from oracle import RegexOracle

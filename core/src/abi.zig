@@ -550,6 +550,23 @@ fn consumeThenFill(handle: i32, token: *u32, out_ptr: u32, out_words: u32) i32 {
 
 const no_token: u32 = 0xFFFF_FFFF;
 
+/// Waits without leaving the module (so the host thread keeps its CPU and holds no host lock)
+/// until the u32 at `flag_ptr`, which another host thread writes, reaches `target`: at most
+/// `reads` reads of it, then `linger` more once it has. Returns 1 when it reached `target`, 0
+/// when the reads ran out, negative on a bad pointer. A batch fill's caller waits here for
+/// its helper threads: blocked in the host instead, it was woken ~40 µs after them on a VM.
+export fn ts_spin_until(flag_ptr: u32, target: u32, reads: u32, linger: u32) i32 {
+    const words = slice(u32, flag_ptr, 1) orelse return fail(.invalid_argument, -1, "flag pointer must be non-null and 4-byte aligned", .{});
+    const flag: *volatile u32 = &words[0];
+    var left = reads;
+    while (left > 0) : (left -= 1) {
+        if (flag.* >= target) break;
+    } else return 0;
+    var extra = linger;
+    while (extra > 0) : (extra -= 1) std.mem.doNotOptimizeAway(flag.*);
+    return 1;
+}
+
 /// Consumes one token: 1 accepted, 0 refused (state unchanged), negative on error.
 export fn ts_matcher_consume_token(handle: i32, token: u32) i32 {
     const m = switch (getLive(handle)) {

@@ -80,7 +80,7 @@ _EXPORTS: Final = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_pattern_cache_kib", "ts_debug_spin", "ts_debug_clamp",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_pattern_cache_kib", "ts_debug_spin", "ts_debug_clamp", "ts_spin_until",
     "ts_debug_pattern_cache", "ts_debug_slices", "ts_debug_trap",
 )
 
@@ -187,6 +187,9 @@ class Core:
         self._consume = runtime.func("ts_matcher_consume_token", trusted=True)
         self._consume_fill = runtime.func_copy("ts_matcher_consume_and_fill", copy_from_status=1)
         self._fill_many = runtime.func("ts_matcher_fill_bitmasks", trusted=True)
+        self._spin_until = runtime.func("ts_spin_until", trusted=True)
+        self._spin_ptr = 0
+        self._spin_word: Any = None  # see `spin_word`; False where memory may move
 
     def __repr__(self) -> str:
         state = "poisoned" if self.poisoned else "live"
@@ -560,6 +563,32 @@ class Core:
             self._batch_ptr = self._alloc(capacity)
             self._batch_bytes = capacity
         return self._batch_ptr
+
+    def spin_word(self) -> Any:
+        """A u32 of this instance's linear memory that other threads write while `spin_until`
+        waits for it: a memoryview of one unsigned int, or None where linear memory may move
+        (the view would not stay valid). Made once; any thread may write it without the lock
+        (it lives as long as the instance's store, which stays open while this object lives).
+
+        Raises:
+            CoreTrap, LimitError: making it failed (a poisoned instance, no memory left).
+        """
+        word = self._spin_word
+        if word is None:
+            with self.lock:
+                if self._spin_word is None:
+                    ptr = self._alloc(4)
+                    view = self.runtime.source_for(ptr, 4)
+                    self._spin_ptr = ptr
+                    self._spin_word = view.cast("I") if type(view) is memoryview else False
+                word = self._spin_word
+        return word or None
+
+    def spin_until(self, target: int, reads: int, linger: int) -> bool:
+        """Wait inside the module, the GIL released, until `spin_word` holds at least
+        `target`: at most `reads` reads of it, then `linger` more (`ts_spin_until`). True when
+        it got there (lock held, `spin_word` made)."""
+        return self._spin_until(self._spin_ptr, target, reads, linger) == 1
 
     def matcher_consume_token(self, handle: int, token: int) -> bool:
         with self.lock:
