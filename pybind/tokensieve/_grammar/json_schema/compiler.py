@@ -1233,6 +1233,9 @@ class _Compiler:
         self.object_suffixes: dict[tuple[Any, ...], int] = {}
         self.object_alternatives: dict[tuple[int, int], list[tuple[Sym, ...]] | None] = {}
         self.object_sequences: dict[tuple[int, int], Sequence[Sym] | None] = {}
+        # object_body_open's tails by suffix id, and its optional members by (key, value).
+        self.open_tails: dict[int, tuple[Sym, ...]] = {}
+        self.open_optional: dict[tuple[Sym, Sym], Sym] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
@@ -1976,6 +1979,8 @@ class _Compiler:
         self.object_suffixes.clear()
         self.object_alternatives.clear()
         self.object_sequences.clear()
+        self.open_tails.clear()
+        self.open_optional.clear()
         self.warning_log.clear()
         self.checker = None  # type: ignore[assignment]
 
@@ -3560,6 +3565,8 @@ class _Compiler:
             low = 0
         if high is not None and pair is None and high >= n:
             high = None
+        if low == 0 and high is None:
+            return self.object_body_open(members, pair, pointer)
         top = max(low, 1) if high is None else high
         name = pointer or "/"
         low_states = min(top, n) + 1  # the states (i, c <= i) built below: i + 1 for i < top, top + 1 after
@@ -3635,6 +3642,83 @@ class _Compiler:
         if top_alts is None:
             return None
         return self.choice(f"{name}:object", [[self.lbrace, *alt, self.rbrace] for alt in top_alts])
+
+    def object_body_open(self, members: list[tuple[Sym, Sym, bool]], pair: int | None, pointer: str) -> Sym | None:
+        """`{ members, extras }` without count bounds, in about two rules per member where
+        `object_body`'s states (i, c) took four.
+
+        After a first property every later one has its comma, so the body from member i on
+        (`T[i]`) is the flat sequence `X[i] … X[n-1] E`: X[j] is `, key: value` for a
+        required member and, for an optional one, a nullable nonterminal `O[j] → ε | , key:
+        value` made once per (key, value) in the schema; E is the extras `(, pair)*`. Before
+        it the object holds nothing but `{`, so the body is `m[j] T[j+1]` for the member j
+        written first, any of the optional members before the first required one r and r
+        itself (or, with no required member, none: the extras or nothing). `T[i] → X[i]
+        T[i+1]` for i <= r, one rule each and shared by every object with the same members
+        from i on; `T[r+1]` is the flat rest. The same language as the states: (i, 1) is
+        `X[i] (i+1, 1)`, and (0, 0) unrolls to the first member written.
+        """
+        n = len(members)
+        name = pointer or "/"
+        comma, colon = self.comma, self.colon
+        tails, optional = self.open_tails, self.open_optional
+        r = next((i for i in range(n) if members[i][2]), n)  # the first required member
+        unit = None if pair is None else (comma, Sym.n(pair))
+        # Tail ids: a member and the id of what follows it, or the extras; equal ids are equal
+        # tails (by the members' symbols, compared as tuples, not by hashes).
+        ids = [0] * (n + 1)
+        ids[n] = self.object_suffixes.setdefault(("open", unit), len(self.object_suffixes))
+        for i in range(n - 1, r, -1):
+            ids[i] = self.object_suffixes.setdefault((members[i], ids[i + 1]), len(self.object_suffixes))
+        tail = tails.get(ids[r + 1] if r < n else ids[n])
+        if tail is None:
+            # The flat rest after the first required member (or the extras alone).
+            seq: list[Sym] = []
+            for i in range(r + 1, n):
+                key_sym, value_sym, is_required = members[i]
+                if is_required:
+                    seq += (comma, key_sym, colon, value_sym)
+                else:
+                    member = (key_sym, value_sym)
+                    o = optional.get(member)
+                    if o is None:
+                        o = optional[member] = Sym.n(self.nonterminal(f"{name}:opt{i}", [(), (comma, key_sym, colon, value_sym)]))
+                    seq.append(o)
+            if unit is not None:
+                seq += self.repeat(f"{name}:extras", unit, 0, None)
+            tail = tuple(seq) if len(seq) <= 1 else (Sym.n(self.nonterminal(f"{name}:rest{r + 1}", [seq])),)
+            tails[ids[r + 1] if r < n else ids[n]] = tail
+        # T[i] for i = r down to 1: what follows a first member i - 1.
+        follow: list[tuple[Sym, ...]] = [()] * (n + 1)
+        if r < n:
+            follow[r + 1] = tail
+        else:
+            follow[n] = tail
+        for i in range(min(r, n - 1), 0, -1):
+            ids[i] = self.object_suffixes.setdefault((members[i], ids[i + 1]), len(self.object_suffixes))
+            seq_i = tails.get(ids[i])
+            if seq_i is None:
+                key_sym, value_sym, is_required = members[i]
+                if is_required:
+                    head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
+                else:
+                    member = (key_sym, value_sym)
+                    o = optional.get(member)
+                    if o is None:
+                        o = optional[member] = Sym.n(self.nonterminal(f"{name}:opt{i}", [(), (comma, key_sym, colon, value_sym)]))
+                    head = (o,)
+                seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
+            follow[i] = seq_i
+        alts: list[list[Sym]] = []
+        lbrace, rbrace = self.lbrace, self.rbrace
+        for j in range(min(r + 1, n)):
+            key_sym, value_sym, _ = members[j]
+            alts.append([lbrace, key_sym, colon, value_sym, *follow[j + 1], rbrace])
+        if r == n:
+            alts.append([lbrace, rbrace])
+            if unit is not None:
+                alts.append([lbrace, unit[1], *tail, rbrace])
+        return self.choice(f"{name}:object", alts)
 
     def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
         """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
