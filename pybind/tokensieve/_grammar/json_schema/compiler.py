@@ -3679,11 +3679,7 @@ class _Compiler:
                 if is_required:
                     seq += (comma, key_sym, colon, value_sym)
                 else:
-                    member = (key_sym, value_sym)
-                    o = optional.get(member)
-                    if o is None:
-                        o = optional[member] = Sym.n(self.nonterminal(f"{name}:opt{i}", [(), (comma, key_sym, colon, value_sym)]))
-                    seq.append(o)
+                    seq.append(optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"))
             if unit is not None:
                 seq += self.repeat(f"{name}:extras", unit, 0, None)
             tail = tuple(seq) if len(seq) <= 1 else (Sym.n(self.nonterminal(f"{name}:rest{r + 1}", [seq])),)
@@ -3702,11 +3698,7 @@ class _Compiler:
                 if is_required:
                     head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
                 else:
-                    member = (key_sym, value_sym)
-                    o = optional.get(member)
-                    if o is None:
-                        o = optional[member] = Sym.n(self.nonterminal(f"{name}:opt{i}", [(), (comma, key_sym, colon, value_sym)]))
-                    head = (o,)
+                    head = (optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"),)
                 seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
             follow[i] = seq_i
         alts: list[list[Sym]] = []
@@ -3719,6 +3711,14 @@ class _Compiler:
             if unit is not None:
                 alts.append([lbrace, unit[1], *tail, rbrace])
         return self.choice(f"{name}:object", alts)
+
+    def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
+        """`O → ε | , key: value`, an optional member after a first property
+        (`object_body_open`), made once per (key, value) in the schema."""
+        sym = self.open_optional[(key_sym, value_sym)] = Sym.n(
+            self.nonterminal(label, [(), (self.comma, key_sym, self.colon, value_sym)])
+        )
+        return sym
 
     def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
         """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
