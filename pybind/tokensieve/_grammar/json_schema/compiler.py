@@ -3701,16 +3701,15 @@ class _Compiler:
                     head = (optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"),)
                 seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
             follow[i] = seq_i
-        alts: list[list[Sym]] = []
+        # The alternatives differ in their first key (or are `{}` and the extras alone), so
+        # they are the nonterminal's rules as they are (`choice` would compare them).
         lbrace, rbrace = self.lbrace, self.rbrace
-        for j in range(min(r + 1, n)):
-            key_sym, value_sym, _ = members[j]
-            alts.append([lbrace, key_sym, colon, value_sym, *follow[j + 1], rbrace])
+        alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
         if r == n:
-            alts.append([lbrace, rbrace])
+            alts.append((lbrace, rbrace))
             if unit is not None:
-                alts.append([lbrace, unit[1], *tail, rbrace])
-        return self.choice(f"{name}:object", alts)
+                alts.append((lbrace, unit[1], *tail, rbrace))
+        return Sym.n(self.nonterminal(f"{name}:object", alts))
 
     def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
         """`O → ε | , key: value`, an optional member after a first property
