@@ -131,9 +131,11 @@ def _batch_of(llama3, pool, count):
     return matchers
 
 
-def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch):
+@pytest.mark.parametrize("spin_reads", [400_000, 1], ids=["caller-waits-in-its-instance", "caller-gives-up-and-blocks"])
+def test_batch_fill_on_threads_equals_single_fills(llama3, monkeypatch, spin_reads):
     from tokensieve._decoding import batch as _batch
 
+    monkeypatch.setattr(_batch, "_SPIN_READS", spin_reads)
     monkeypatch.setattr(_batch, "_PARALLEL_WORK_MIN_US", 0.0)  # threads whatever the work
     monkeypatch.setattr(_batch, "_GAIN_MIN", 0.0)  # and whatever they gained on a busy machine
     monkeypatch.setattr(_batch, "_gain", _batch._Gain())  # nor what earlier tests' batches gained
