@@ -1197,6 +1197,7 @@ class _Compiler:
         self.additional_default = additional_properties_default
         self.ir = GrammarIR()
         self.warnings: list[str] = []
+        self.warning_texts: set[str] = set()  # the same texts, for `warn`'s test (a reuse can replay thousands)
         self.symbol_count = 0
         # Nonterminals made with a rule whose nonterminals were made before them (`nonterminal`
         # with alternatives: their symbols exist already), or with a rule of lexemes (`any`,
@@ -1290,8 +1291,14 @@ class _Compiler:
     def warn(self, message: str, pointer: str) -> None:
         self.warning_log.append((message, pointer))
         text = f"{pointer or '/'}: {message}"
-        if text not in self.warnings:
+        if text not in self.warning_texts:
+            self.warning_texts.add(text)
             self.warnings.append(text)
+
+    def drop_warnings(self, start: int) -> None:
+        """Take back the warnings from `start` on (an attempt that is not kept)."""
+        self.warning_texts.difference_update(self.warnings[start:])
+        del self.warnings[start:]
 
     def contradiction(self, why: str, pointer: str) -> None:
         """Note that the schema at `pointer` accepts nothing, and why (the error names the first
@@ -1754,7 +1761,8 @@ class _Compiler:
             self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
             for part, where in _unevaluated_parts(d, pointer):
                 self.compile(part, where)
-            del self.warnings[saved[0] :], self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
+            self.drop_warnings(saved[0])
+            del self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
         branches: list[tuple[dict[str, Any] | None, list[dict[str, Any]], str]] = []
         uncovered: list[list[dict[str, Any]]] = []
         if "_clauses" in d:
@@ -1997,6 +2005,7 @@ class _Compiler:
         self.open_tails.clear()
         self.open_optional.clear()
         self.warning_log.clear()
+        self.warning_texts.clear()
         self.checker = None  # type: ignore[assignment]
 
     def content_id(self, value: Any) -> Any:
@@ -2503,7 +2512,7 @@ class _Compiler:
         try:
             result = self.compile_alternatives(rest, exclusive, f"{pointer or '/'}:oneOf")
         except GrammarError:
-            del self.warnings[saved[0] :]
+            self.drop_warnings(saved[0])
             del self.warning_log[saved[1] :]
             del self.empty_reasons[reasons:]
             return _NOT_EXACT
@@ -2759,7 +2768,7 @@ class _Compiler:
                     else:
                         leaves.append((merged, at, merged_orders))
         except _CellsDeclined:
-            del self.warnings[saved[0]:]
+            self.drop_warnings(saved[0])
             del self.warning_log[saved[1]:]
             self.clause_alternative_count = saved[2]
             del self.empty_reasons[saved[3]:]
