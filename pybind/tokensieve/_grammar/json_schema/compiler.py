@@ -1082,6 +1082,28 @@ _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
+# What `schema_id_nested` reads of a schema: the annotations no translation reads (left out of
+# its id, so sub-schemas that differ only in them share their translation), and the keywords
+# whose values are schemas, lists of schemas or maps from names to schemas (walked as schemas
+# in turn). Every other value (`enum`, `const`, unknown and internal keys) is data, whose id
+# is its exact content (`content_id_nested`).
+_UNREAD = ("unread",)  # `schema_id_nested`'s part for a value no translation reads
+_UNREAD_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "example", "default"})
+# By keyword, how `schema_id_nested` reads its value: an object as a schema (1) or as a map
+# from names to schemas (2), an array as a list of schemas (4; the clauses of a merged schema,
+# whose `not`/`if`/`then`/`else` are schemas, too); other values of keywords and of internal
+# keys are data. Objects and arrays under other keys (`x-...`, unknown names) are read by no
+# translation (`merge` drops them), so the id has `_UNREAD` in their place.
+_SCHEMA_ID_MODES = {
+    **dict.fromkeys(
+        ("not", "if", "then", "else", "additionalItems", "additionalProperties", "propertyNames", "contains",
+         "unevaluatedItems", "unevaluatedProperties"),
+        1,
+    ),
+    "items": 1 | 4,  # a schema, or a list of them (drafts before 2020-12)
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems", "_clauses"), 4),
+    **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
+}
 
 
 # A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
@@ -1232,14 +1254,16 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, content id)
+        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, exact content id)
+        self.schema_ids: dict[int, tuple[Any, Any]] = {}  # id(schema) → (schema, `content_id`)
+        self.schema_list_ids: dict[int, tuple[Any, Any]] = {}  # id(list or map of schemas) → (it, id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
         if type(root) is dict:
             form = root_form if root_form is not None else _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
-                self.content_ids[id(root)] = (root, form)
+                self.schema_ids[id(root)] = (root, form)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1993,6 +2017,8 @@ class _Compiler:
         for the cyclic garbage collector, and make its full collections slower (MaskBench
         compile times had 50-100 ms collections in their tail)."""
         self.content_ids.clear()
+        self.schema_ids.clear()
+        self.schema_list_ids.clear()
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
@@ -2009,13 +2035,15 @@ class _Compiler:
         self.checker = None  # type: ignore[assignment]
 
     def content_id(self, value: Any) -> Any:
-        """A hashable id that two JSON values share exactly when they are equal as JSON texts
-        with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
-        and `{"b":2,"a":1}`, whose property orders make different grammars). A container's id
-        is its `marshal` form in a schema whose form is short (`content_by_marshal`), else an
-        int from the interning walk, whose cost is linear in the new parts; either is kept by
-        identity (the container kept alive here). None when the value is not plain JSON (a
-        cycle; for the walk, a set too): such values are not memoised.
+        """A hashable id of a schema (or clause) that two share only when they are equal as JSON
+        texts with keys in the same order (so `1`, `1.0` and `true` differ, and so do
+        `{"a":1,"b":2}` and `{"b":2,"a":1}`, whose property orders make different grammars),
+        but for the annotations no translation reads. A container's id is its `marshal` form
+        in a schema whose form is short (`content_by_marshal`: exact, annotations included),
+        else an int from the interning walk (`schema_id_nested`, annotations left out; exact
+        past its depth), whose cost is linear in the new parts; either is kept by identity
+        (the container kept alive here). None when the value is not plain JSON (a cycle; for
+        the walk, a set too): such values are not memoised.
 
         The compiler never mutates a container after it is first passed to `memoised`, which
         is what makes the identity cache sound.
@@ -2025,17 +2053,112 @@ class _Compiler:
             if kind is str or value is None:
                 return value
             return (kind, value) if kind in _SCALARS else None
-        known = self.content_ids.get(id(value))
+        known = self.schema_ids.get(id(value))
         if known is not None:
             return known[1]
         if self.content_by_marshal:
             cid = _marshal_form(value)  # None: not plain JSON
-            self.content_ids[id(value)] = (value, cid)
-            return cid
+        elif kind is dict:
+            try:
+                cid = self.schema_id_nested(value, 0)
+            except (_TooDeep, RecursionError):
+                cid = self.exact_content_id(value)
+        else:
+            cid = self.exact_content_id(value)
+        self.schema_ids[id(value)] = (value, cid)
+        return cid
+
+    def exact_content_id(self, value: dict[str, Any] | list[Any]) -> Any:
+        """The id of a container's exact content (annotations included): `content_id_nested`,
+        else `content_id_deep` past its depth."""
+        known = self.content_ids.get(id(value))
+        if known is not None:
+            return known[1]
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
             return self.content_id_deep(value)
+
+    def schema_id_nested(self, schema: dict[str, Any], depth: int) -> Any:
+        """`content_id` of a schema not interned yet, read as a schema: its annotations that
+        no translation reads (`_UNREAD_ANNOTATIONS`) left out, its sub-schemas by their own
+        such ids, its data by exact content. The key is tagged ("s", ...), so it never equals
+        an exact content's key (their ids are told apart although both count in
+        `content_keys`). Raises _TooDeep past `_CONTENT_ID_DEPTH_MAX` levels."""
+        if depth >= _CONTENT_ID_DEPTH_MAX:
+            raise _TooDeep
+        if _UNREAD_ANNOTATIONS.isdisjoint(schema):
+            names = tuple(schema)
+            items: Any = schema.items()
+        else:
+            items = [(name, child) for name, child in schema.items() if name not in _UNREAD_ANNOTATIONS]
+            names = tuple([name for name, _ in items])
+        parts: list[Any] = []
+        append = parts.append
+        for name, child in items:
+            kind = type(child)
+            if kind is str or child is None:
+                append(child)
+            elif kind is dict or kind is list:
+                mode = _SCHEMA_ID_MODES.get(name)
+                if mode is None:
+                    if name not in _ASSERTING and name[:1] not in "_$":
+                        append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
+                        continue
+                    mode = 0
+                mode &= 3 if kind is dict else 4
+                if mode == 0:
+                    known = self.content_ids.get(id(child))
+                    inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                elif mode == 1:
+                    known = self.schema_ids.get(id(child))
+                    inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                else:
+                    known = self.schema_list_ids.get(id(child))
+                    inner = known[1] if known is not None else self.schemas_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                append(inner)
+            elif kind in _SCALARS:
+                append((kind, child))
+            else:
+                return None
+        keys = self.content_keys
+        cid = keys.setdefault(("s", names, tuple(parts)), len(keys))
+        self.schema_ids[id(schema)] = (schema, cid)
+        return cid
+
+    def schemas_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
+        """The id of a list of schemas, or of a map from names to schemas (`schema_id_nested`
+        for the schemas among its values, exact content for the rest), tagged ("m", ...)."""
+        if depth >= _CONTENT_ID_DEPTH_MAX:
+            raise _TooDeep
+        schema_ids, content_ids = self.schema_ids, self.content_ids
+        parts: list[Any] = []
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is str or child is None:
+                parts.append(child)
+            elif kind is dict:
+                known = schema_ids.get(id(child))
+                inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                parts.append(inner)
+            elif kind is list:
+                known = content_ids.get(id(child))
+                inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                parts.append(inner)
+            elif kind in _SCALARS:
+                parts.append((kind, child))
+            else:
+                return None
+        keys = self.content_keys
+        cid = keys.setdefault(("m", tuple(node) if type(node) is dict else None, tuple(parts)), len(keys))
+        self.schema_list_ids[id(node)] = (node, cid)
+        return cid
 
     def content_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
         """`content_id` of a container not interned yet, by recursion: twice as fast as the
@@ -2307,7 +2430,7 @@ class _Compiler:
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
         # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
         # them, a sixth of a median schema's Python calls).
-        known = self.content_ids.get(id(schema))
+        known = self.schema_ids.get(id(schema))
         cid = known[1] if known is not None else self.content_id(schema)
         key = None if cid is None else ("compile", cid)
         if key is not None:
