@@ -1104,6 +1104,7 @@ _SCHEMA_ID_MODES = {
     **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems", "_clauses"), 4),
     **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
 }
+_SCHEMA_ID_MODES = {**dict.fromkeys(_ASSERTING, 0), **_SCHEMA_ID_MODES}  # (other keywords: data)
 
 
 # A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
@@ -2102,11 +2103,12 @@ class _Compiler:
             elif kind is dict or kind is list:
                 mode = _SCHEMA_ID_MODES.get(name)
                 if mode is None:
-                    if name not in _ASSERTING and name[:1] not in "_$":
+                    if name[:1] not in "_$":
                         append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
                         continue
                     mode = 0
-                mode &= 3 if kind is dict else 4
+                elif mode:
+                    mode &= 3 if kind is dict else 4
                 if mode == 0:
                     known = self.content_ids.get(id(child))
                     inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
