@@ -1105,6 +1105,8 @@ _SCHEMA_ID_MODES = {
     **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
 }
 _SCHEMA_ID_MODES = {**dict.fromkeys(_ASSERTING, 0), **_SCHEMA_ID_MODES}  # (other keywords: data)
+_OBJECT_ID_MODES = {name: mode & 3 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 1 schema, 2 map
+_ARRAY_ID_MODES = {name: mode & 4 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 4 list
 
 
 # A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
@@ -2101,15 +2103,11 @@ class _Compiler:
             if kind is str or child is None:
                 append(child)
             elif kind is dict or kind is list:
-                mode = _SCHEMA_ID_MODES.get(name)
-                if mode is None:
-                    if name[:1] not in "_$":
-                        append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
-                        continue
-                    mode = 0
-                elif mode:
-                    mode &= 3 if kind is dict else 4
-                if mode == 0:
+                mode = (_OBJECT_ID_MODES if kind is dict else _ARRAY_ID_MODES).get(name)
+                if mode is None and name[:1] not in "_$":
+                    append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
+                    continue
+                if not mode:
                     known = self.content_ids.get(id(child))
                     inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
                 elif mode == 1:
