@@ -1650,13 +1650,25 @@ class _Compiler:
             return None
         if not isinstance(schema, dict):
             raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
-        self.check_depth(pointer)
-        cid = self.content_id(schema)
-        key = None if cid is None else ("flatten", (cid, expanding))
-        memo = self.reuse(key, pointer)
-        if memo is None and key is not None:
-            key_here = ("flatten", (cid, expanding, pointer))
-            memo = self.reuse(key_here, pointer)
+        depth = pointer.count("/")  # `check_depth`, inline (as in `compile`)
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
+            self.check_depth(pointer)  # raises
+        known = self.schema_ids.get(id(schema))
+        cid = known[1] if known is not None else self.content_id(schema)
+        key = key_here = None
+        memo = None
+        if cid is not None:
+            # (`reuse` called only for a key the table holds: most lookups miss)
+            results = self.results
+            key = ("flatten", (cid, expanding))
+            if key in results:
+                memo = self.reuse(key, pointer)
+            if memo is None:
+                key_here = ("flatten", (cid, expanding, pointer))
+                if key_here in results:
+                    memo = self.reuse(key_here, pointer)
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
@@ -2487,7 +2499,7 @@ class _Compiler:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
         if memoise:
             key = self.memo_key("compile_flat", d)
-            memo = self.reuse(key, pointer)
+            memo = self.reuse(key, pointer) if key in self.results else None
             if memo is not None:
                 return memo.value  # type: ignore[no-any-return]
             frame = self.enter(pointer)
@@ -2835,7 +2847,7 @@ class _Compiler:
         """
         key = self.memo_key("alternatives", clause)
         pointer = clause.get("_at", "")
-        memo = self.reuse(key, pointer)
+        memo = self.reuse(key, pointer) if key in self.results else None
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
