@@ -605,8 +605,8 @@ def _literals(schema: Any) -> list[Any] | None:
 def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) -> bool:
     """Whether no value is valid under both flattened schemas (of types `ta`, `tb`), by types or
     listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
-    if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
-        return True
+    if ta.isdisjoint(tb) and not ("integer" in ta and "number" in tb or "number" in ta and "integer" in tb):
+        return True  # no type in common (integers are numbers)
     if "enum" in a and "enum" in b and not _common_values(a["enum"], b["enum"]):
         return True
     return False
@@ -2394,9 +2394,12 @@ class _Compiler:
         property), the common shape of `oneOf` options such as `{"required": ["http"],
         "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
         so the objects alone decide nothing while another type is shared.)"""
-        common = {t for t in ta for u in tb if t == u or {t, u} == {"integer", "number"}}
+        # The types of `ta` that meet one of `tb` (and of `types`): equal, or integer and number.
+        common = {t for t in ta if t in tb or t == "integer" and "number" in tb or t == "number" and "integer" in tb}
         if types is not None:
-            common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
+            common = {
+                t for t in common if t in types or t == "integer" and "number" in types or t == "number" and "integer" in types
+            }
         if common - {"object"}:
             return False
         for key in set(a.get("required", [])) & set(b.get("required", [])):
