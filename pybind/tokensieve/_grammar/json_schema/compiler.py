@@ -2102,15 +2102,13 @@ class _Compiler:
         `content_keys`). Raises _TooDeep past `_CONTENT_ID_DEPTH_MAX` levels."""
         if depth >= _CONTENT_ID_DEPTH_MAX:
             raise _TooDeep
-        if _UNREAD_ANNOTATIONS.isdisjoint(schema):
-            names = tuple(schema)
-            items: Any = schema.items()
-        else:
-            items = [(name, child) for name, child in schema.items() if name not in _UNREAD_ANNOTATIONS]
-            names = tuple([name for name, _ in items])
+        names: list[str] = []
         parts: list[Any] = []
         append = parts.append
-        for name, child in items:
+        for name, child in schema.items():
+            if name in _UNREAD_ANNOTATIONS:
+                continue
+            names.append(name)
             kind = type(child)
             if kind is str or child is None:
                 append(child)
@@ -2136,7 +2134,7 @@ class _Compiler:
             else:
                 return None
         keys = self.content_keys
-        cid = keys.setdefault(("s", names, tuple(parts)), len(keys))
+        cid = keys.setdefault(("s", tuple(names), tuple(parts)), len(keys))
         self.schema_ids[id(schema)] = (schema, cid)
         return cid
 
