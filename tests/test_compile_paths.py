@@ -200,6 +200,20 @@ def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
     assert kinds == [True, False]
 
 
+def test_warnings_taken_back_can_come_again() -> None:
+    # `warn` keeps its texts in a set beside the list: a dropped attempt takes them out of both.
+    compiler = _compiler()
+    compiler.warn("first", "/a")
+    kept = len(compiler.warnings)
+    compiler.warn("second", "/b")
+    compiler.warn("first", "/a")  # a repeat: listed once
+    assert compiler.warnings == ["/a: first", "/b: second"]
+    compiler.drop_warnings(kept)
+    assert compiler.warnings == ["/a: first"]
+    compiler.warn("second", "/b")
+    assert compiler.warnings == ["/a: first", "/b: second"]
+
+
 def test_the_symbol_count_counts_every_rule() -> None:
     # What the size limit reads: each rule's symbols and one, also for the rules `any` writes out.
     compiler = _compiler()
