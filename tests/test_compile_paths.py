@@ -2,8 +2,10 @@
 
 - Special-token texts in a structural tag's literals: the regex split against a scan that tries
   every special text at every position (leftmost, then longest).
-- JSON Schema content ids: two values share one exactly when their JSON texts are equal with
-  the types of their scalars (1, 1.0 and true differ), at any depth, and cycles have none.
+- JSON Schema content ids: two values share an exact one exactly when their JSON texts are equal
+  with the types of their scalars (1, 1.0 and true differ), at any depth, and cycles have none;
+  two schemas share a schema id (a large schema's memo key) exactly when their texts are equal
+  once what no translation reads is left out (a reference that writes the text so).
 - The collector paused while a front-end translates: back on afterwards (also after an error,
   and with nested translations), and left off when the caller had turned it off.
 - JSON Schema value lists: the values common to two lists, by set keys, against comparing
@@ -87,11 +89,18 @@ _values = st.recursive(
 )
 
 
+def _exact_id(compiler: Any, value: Any) -> Any:
+    """A small schema's content id (its marshal form, exact), else the walk's exact id."""
+    if compiler.content_by_marshal or not isinstance(value, (dict, list)):
+        return compiler.content_id(value)
+    return compiler.exact_content_id(value)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_values, min_size=2, max_size=6), st.booleans())
 def test_content_ids_are_equal_exactly_for_equal_json(values: list[Any], by_marshal: bool) -> None:
     compiler = _compiler(by_marshal)
-    ids = [compiler.content_id(v) for v in values]
+    ids = [_exact_id(compiler, v) for v in values]
     for i, a in enumerate(values):
         for j, b in enumerate(values):
             assert (ids[i] == ids[j]) == (_typed_text(a) == _typed_text(b))
@@ -107,12 +116,74 @@ def test_content_ids_past_the_recursion_depth_and_of_cycles(by_marshal: bool) ->
     assert compiler.content_id(deep) is not None
     assert compiler.content_id(deep) == compiler.content_id(twin) != compiler.content_id([twin])
     cyclic: dict[str, Any] = {"a": 1}
-    cyclic["self"] = cyclic
+    cyclic["not"] = cyclic  # (through a keyword the translation reads: a schema walk meets it)
     assert compiler.content_id(cyclic) is None
     assert compiler.content_id([{"b": cyclic}]) is None
     if not by_marshal:  # (a set has a marshal form: its id then stands for that set only)
-        assert compiler.content_id({"a": {1, 2}}) is None
-    assert compiler.content_id({"a": {1, 2}}) != compiler.content_id({"a": [1, 2]})
+        assert compiler.content_id({"enum": {1, 2}}) is None
+    assert compiler.content_id({"enum": {1, 2}}) != compiler.content_id({"enum": [1, 2]})
+    deep_schema: Any = {"type": "string"}
+    deep_twin: Any = {"type": "string", "description": "d"}
+    for _ in range(3 * schema_compiler._CONTENT_ID_DEPTH_MAX):
+        deep_schema, deep_twin = {"not": deep_schema}, {"not": deep_twin}
+    assert compiler.content_id(deep_schema) is not None  # (exact past the depth: no sharing there)
+    assert compiler.content_id(deep_schema) != compiler.content_id({"not": deep_schema})
+
+
+# The schema ids' reference: the keywords `_schema_values` draws, by how the walk reads them.
+_ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "example", "default"}
+_KEYWORD_KINDS = {"not": "schema", "items": "schema or list", "anyOf": "list", "properties": "map", "enum": "data"}
+
+
+def _schema_text(value: Any) -> str:
+    """The typed text of a schema as the translation reads it: annotations left out, and objects
+    and arrays under unknown keywords written `unread`; internal keys (`_...`) are data."""
+    if not isinstance(value, dict):
+        return _typed_text(value)
+    members = []
+    for key, child in value.items():
+        if key in _ANNOTATION_KEYS:
+            continue
+        kind = _KEYWORD_KINDS.get(key, "data" if key[:1] in "_$" else "unread")
+        if not isinstance(child, (dict, list)):
+            text = _typed_text(child)
+        elif isinstance(child, dict) and kind in ("schema", "schema or list"):
+            text = "schema " + _schema_text(child)
+        elif isinstance(child, dict) and kind == "map":
+            text = "map {" + ",".join(json.dumps(k) + ":" + _each_text(v) for k, v in child.items()) + "}"
+        elif isinstance(child, list) and kind in ("list", "schema or list"):
+            text = "list [" + ",".join(_each_text(v) for v in child) + "]"
+        elif kind == "unread":
+            text = "unread"
+        else:
+            text = _typed_text(child)
+        members.append(json.dumps(key) + ":" + text)
+    return "{" + ",".join(members) + "}"
+
+
+def _each_text(value: Any) -> str:
+    return "schema " + _schema_text(value) if isinstance(value, dict) else _typed_text(value)
+
+
+_schema_keys = st.sampled_from([*_KEYWORD_KINDS, "description", "default", "x-a", "_p"])
+_schema_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_schema_keys, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(_schema_keys, _schema_values, max_size=4), min_size=2, max_size=6))
+@example([{"properties": {"description": 1}}, {"properties": {}}])  # a member named like an annotation
+@example([{"enum": [{"description": 1}]}, {"enum": [{"description": 2}]}])  # data, read exactly
+@example([{"x-a": {"not": 1}, "description": "a"}, {"x-a": [2]}])  # read by nothing
+def test_schema_ids_are_equal_exactly_for_schemas_read_alike(schemas: list[dict[str, Any]]) -> None:
+    compiler = _compiler(by_marshal=False)
+    ids = [compiler.content_id(s) for s in schemas]
+    for i, a in enumerate(schemas):
+        for j, b in enumerate(schemas):
+            assert (ids[i] == ids[j]) == (_schema_text(a) == _schema_text(b)), (a, b)
 
 
 def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
@@ -127,6 +198,20 @@ def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
         )
         kinds.append(compiler.content_by_marshal)
     assert kinds == [True, False]
+
+
+def test_warnings_taken_back_can_come_again() -> None:
+    # `warn` keeps its texts in a set beside the list: a dropped attempt takes them out of both.
+    compiler = _compiler()
+    compiler.warn("first", "/a")
+    kept = len(compiler.warnings)
+    compiler.warn("second", "/b")
+    compiler.warn("first", "/a")  # a repeat: listed once
+    assert compiler.warnings == ["/a: first", "/b: second"]
+    compiler.drop_warnings(kept)
+    assert compiler.warnings == ["/a: first"]
+    compiler.warn("second", "/b")
+    assert compiler.warnings == ["/a: first", "/b: second"]
 
 
 def test_the_symbol_count_counts_every_rule() -> None:

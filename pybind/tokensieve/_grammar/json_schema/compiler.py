@@ -605,8 +605,8 @@ def _literals(schema: Any) -> list[Any] | None:
 def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) -> bool:
     """Whether no value is valid under both flattened schemas (of types `ta`, `tb`), by types or
     listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
-    if not any(x == y or {x, y} == {"integer", "number"} for x in ta for y in tb):
-        return True
+    if ta.isdisjoint(tb) and not ("integer" in ta and "number" in tb or "number" in ta and "integer" in tb):
+        return True  # no type in common (integers are numbers)
     if "enum" in a and "enum" in b and not _common_values(a["enum"], b["enum"]):
         return True
     return False
@@ -1082,6 +1082,31 @@ _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
+# What `schema_id_nested` reads of a schema: the annotations no translation reads (left out of
+# its id, so sub-schemas that differ only in them share their translation), and the keywords
+# whose values are schemas, lists of schemas or maps from names to schemas (walked as schemas
+# in turn). Every other value (`enum`, `const`, unknown and internal keys) is data, whose id
+# is its exact content (`content_id_nested`).
+_UNREAD = ("unread",)  # `schema_id_nested`'s part for a value no translation reads
+_UNREAD_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "example", "default"})
+# By keyword, how `schema_id_nested` reads its value: an object as a schema (1) or as a map
+# from names to schemas (2), an array as a list of schemas (4; the clauses of a merged schema,
+# whose `not`/`if`/`then`/`else` are schemas, too); other values of keywords and of internal
+# keys are data. Objects and arrays under other keys (`x-...`, unknown names) are read by no
+# translation (`merge` drops them), so the id has `_UNREAD` in their place.
+_SCHEMA_ID_MODES = {
+    **dict.fromkeys(
+        ("not", "if", "then", "else", "additionalItems", "additionalProperties", "propertyNames", "contains",
+         "unevaluatedItems", "unevaluatedProperties"),
+        1,
+    ),
+    "items": 1 | 4,  # a schema, or a list of them (drafts before 2020-12)
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems", "_clauses"), 4),
+    **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
+}
+_SCHEMA_ID_MODES = {**dict.fromkeys(_ASSERTING, 0), **_SCHEMA_ID_MODES}  # (other keywords: data)
+_OBJECT_ID_MODES = {name: mode & 3 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 1 schema, 2 map
+_ARRAY_ID_MODES = {name: mode & 4 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 4 list
 
 
 # A schema whose `marshal` form (`_marshal_form`) is at most this long (bytes) gets its content
@@ -1197,6 +1222,7 @@ class _Compiler:
         self.additional_default = additional_properties_default
         self.ir = GrammarIR()
         self.warnings: list[str] = []
+        self.warning_texts: set[str] = set()  # the same texts, for `warn`'s test (a reuse can replay thousands)
         self.symbol_count = 0
         # Nonterminals made with a rule whose nonterminals were made before them (`nonterminal`
         # with alternatives: their symbols exist already), or with a rule of lexemes (`any`,
@@ -1231,14 +1257,16 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, content id)
+        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, exact content id)
+        self.schema_ids: dict[int, tuple[Any, Any]] = {}  # id(schema) → (schema, `content_id`)
+        self.schema_list_ids: dict[int, tuple[Any, Any]] = {}  # id(list or map of schemas) → (it, id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
         if type(root) is dict:
             form = root_form if root_form is not None else _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
-                self.content_ids[id(root)] = (root, form)
+                self.schema_ids[id(root)] = (root, form)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1290,8 +1318,14 @@ class _Compiler:
     def warn(self, message: str, pointer: str) -> None:
         self.warning_log.append((message, pointer))
         text = f"{pointer or '/'}: {message}"
-        if text not in self.warnings:
+        if text not in self.warning_texts:
+            self.warning_texts.add(text)
             self.warnings.append(text)
+
+    def drop_warnings(self, start: int) -> None:
+        """Take back the warnings from `start` on (an attempt that is not kept)."""
+        self.warning_texts.difference_update(self.warnings[start:])
+        del self.warnings[start:]
 
     def contradiction(self, why: str, pointer: str) -> None:
         """Note that the schema at `pointer` accepts nothing, and why (the error names the first
@@ -1616,13 +1650,25 @@ class _Compiler:
             return None
         if not isinstance(schema, dict):
             raise self.fail(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer)
-        self.check_depth(pointer)
-        cid = self.content_id(schema)
-        key = None if cid is None else ("flatten", (cid, expanding))
-        memo = self.reuse(key, pointer)
-        if memo is None and key is not None:
-            key_here = ("flatten", (cid, expanding, pointer))
-            memo = self.reuse(key_here, pointer)
+        depth = pointer.count("/")  # `check_depth`, inline (as in `compile`)
+        if depth > self.depth_high:
+            self.depth_high = depth
+        if depth > NESTING_DEPTH_MAX:
+            self.check_depth(pointer)  # raises
+        known = self.schema_ids.get(id(schema))
+        cid = known[1] if known is not None else self.content_id(schema)
+        key = key_here = None
+        memo = None
+        if cid is not None:
+            # (`reuse` called only for a key the table holds: most lookups miss)
+            results = self.results
+            key = ("flatten", (cid, expanding))
+            if key in results:
+                memo = self.reuse(key, pointer)
+            if memo is None:
+                key_here = ("flatten", (cid, expanding, pointer))
+                if key_here in results:
+                    memo = self.reuse(key_here, pointer)
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
@@ -1754,7 +1800,8 @@ class _Compiler:
             self.compile_flat({k: v for k, v in d.items() if k not in ("anyOf", "oneOf", "_clauses")}, pointer)
             for part, where in _unevaluated_parts(d, pointer):
                 self.compile(part, where)
-            del self.warnings[saved[0] :], self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
+            self.drop_warnings(saved[0])
+            del self.warning_log[saved[1] :], self.empty_reasons[saved[2] :]
         branches: list[tuple[dict[str, Any] | None, list[dict[str, Any]], str]] = []
         uncovered: list[list[dict[str, Any]]] = []
         if "_clauses" in d:
@@ -1985,6 +2032,8 @@ class _Compiler:
         for the cyclic garbage collector, and make its full collections slower (MaskBench
         compile times had 50-100 ms collections in their tail)."""
         self.content_ids.clear()
+        self.schema_ids.clear()
+        self.schema_list_ids.clear()
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
@@ -1997,16 +2046,19 @@ class _Compiler:
         self.open_tails.clear()
         self.open_optional.clear()
         self.warning_log.clear()
+        self.warning_texts.clear()
         self.checker = None  # type: ignore[assignment]
 
     def content_id(self, value: Any) -> Any:
-        """A hashable id that two JSON values share exactly when they are equal as JSON texts
-        with keys in the same order (so `1`, `1.0` and `true` differ, and so do `{"a":1,"b":2}`
-        and `{"b":2,"a":1}`, whose property orders make different grammars). A container's id
-        is its `marshal` form in a schema whose form is short (`content_by_marshal`), else an
-        int from the interning walk, whose cost is linear in the new parts; either is kept by
-        identity (the container kept alive here). None when the value is not plain JSON (a
-        cycle; for the walk, a set too): such values are not memoised.
+        """A hashable id of a schema (or clause) that two share only when they are equal as JSON
+        texts with keys in the same order (so `1`, `1.0` and `true` differ, and so do
+        `{"a":1,"b":2}` and `{"b":2,"a":1}`, whose property orders make different grammars),
+        but for the annotations no translation reads. A container's id is its `marshal` form
+        in a schema whose form is short (`content_by_marshal`: exact, annotations included),
+        else an int from the interning walk (`schema_id_nested`, annotations left out; exact
+        past its depth), whose cost is linear in the new parts; either is kept by identity
+        (the container kept alive here). None when the value is not plain JSON (a cycle; for
+        the walk, a set too): such values are not memoised.
 
         The compiler never mutates a container after it is first passed to `memoised`, which
         is what makes the identity cache sound.
@@ -2016,17 +2068,107 @@ class _Compiler:
             if kind is str or value is None:
                 return value
             return (kind, value) if kind in _SCALARS else None
-        known = self.content_ids.get(id(value))
+        known = self.schema_ids.get(id(value))
         if known is not None:
             return known[1]
         if self.content_by_marshal:
             cid = _marshal_form(value)  # None: not plain JSON
-            self.content_ids[id(value)] = (value, cid)
-            return cid
+        elif kind is dict:
+            try:
+                cid = self.schema_id_nested(value, 0)
+            except (_TooDeep, RecursionError):
+                cid = self.exact_content_id(value)
+        else:
+            cid = self.exact_content_id(value)
+        self.schema_ids[id(value)] = (value, cid)
+        return cid
+
+    def exact_content_id(self, value: dict[str, Any] | list[Any]) -> Any:
+        """The id of a container's exact content (annotations included): `content_id_nested`,
+        else `content_id_deep` past its depth."""
+        known = self.content_ids.get(id(value))
+        if known is not None:
+            return known[1]
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
             return self.content_id_deep(value)
+
+    def schema_id_nested(self, schema: dict[str, Any], depth: int) -> Any:
+        """`content_id` of a schema not interned yet, read as a schema: its annotations that
+        no translation reads (`_UNREAD_ANNOTATIONS`) left out, its sub-schemas by their own
+        such ids, its data by exact content. The key is tagged ("s", ...), so it never equals
+        an exact content's key (their ids are told apart although both count in
+        `content_keys`). Raises _TooDeep past `_CONTENT_ID_DEPTH_MAX` levels."""
+        if depth >= _CONTENT_ID_DEPTH_MAX:
+            raise _TooDeep
+        names: list[str] = []
+        parts: list[Any] = []
+        append = parts.append
+        for name, child in schema.items():
+            if name in _UNREAD_ANNOTATIONS:
+                continue
+            names.append(name)
+            kind = type(child)
+            if kind is str or child is None:
+                append(child)
+            elif kind is dict or kind is list:
+                mode = (_OBJECT_ID_MODES if kind is dict else _ARRAY_ID_MODES).get(name)
+                if mode is None and name[:1] not in "_$":
+                    append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
+                    continue
+                if not mode:
+                    known = self.content_ids.get(id(child))
+                    inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                elif mode == 1:
+                    known = self.schema_ids.get(id(child))
+                    inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                else:
+                    known = self.schema_list_ids.get(id(child))
+                    inner = known[1] if known is not None else self.schemas_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                append(inner)
+            elif kind in _SCALARS:
+                append((kind, child))
+            else:
+                return None
+        keys = self.content_keys
+        cid = keys.setdefault(("s", tuple(names), tuple(parts)), len(keys))
+        self.schema_ids[id(schema)] = (schema, cid)
+        return cid
+
+    def schemas_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
+        """The id of a list of schemas, or of a map from names to schemas (`schema_id_nested`
+        for the schemas among its values, exact content for the rest), tagged ("m", ...)."""
+        if depth >= _CONTENT_ID_DEPTH_MAX:
+            raise _TooDeep
+        schema_ids, content_ids = self.schema_ids, self.content_ids
+        parts: list[Any] = []
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is str or child is None:
+                parts.append(child)
+            elif kind is dict:
+                known = schema_ids.get(id(child))
+                inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                parts.append(inner)
+            elif kind is list:
+                known = content_ids.get(id(child))
+                inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                if inner is None:
+                    return None
+                parts.append(inner)
+            elif kind in _SCALARS:
+                parts.append((kind, child))
+            else:
+                return None
+        keys = self.content_keys
+        cid = keys.setdefault(("m", tuple(node) if type(node) is dict else None, tuple(parts)), len(keys))
+        self.schema_list_ids[id(node)] = (node, cid)
+        return cid
 
     def content_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
         """`content_id` of a container not interned yet, by recursion: twice as fast as the
@@ -2250,9 +2392,12 @@ class _Compiler:
         property), the common shape of `oneOf` options such as `{"required": ["http"],
         "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
         so the objects alone decide nothing while another type is shared.)"""
-        common = {t for t in ta for u in tb if t == u or {t, u} == {"integer", "number"}}
+        # The types of `ta` that meet one of `tb` (and of `types`): equal, or integer and number.
+        common = {t for t in ta if t in tb or t == "integer" and "number" in tb or t == "number" and "integer" in tb}
         if types is not None:
-            common &= {t for t in common for u in types if t == u or {t, u} == {"integer", "number"}}
+            common = {
+                t for t in common if t in types or t == "integer" and "number" in types or t == "number" and "integer" in types
+            }
         if common - {"object"}:
             return False
         for key in set(a.get("required", [])) & set(b.get("required", [])):
@@ -2298,7 +2443,7 @@ class _Compiler:
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
         # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
         # them, a sixth of a median schema's Python calls).
-        known = self.content_ids.get(id(schema))
+        known = self.schema_ids.get(id(schema))
         cid = known[1] if known is not None else self.content_id(schema)
         key = None if cid is None else ("compile", cid)
         if key is not None:
@@ -2355,7 +2500,7 @@ class _Compiler:
             return None  # what compile_enum gives, without its cost (merged anyOf options often get here)
         if memoise:
             key = self.memo_key("compile_flat", d)
-            memo = self.reuse(key, pointer)
+            memo = self.reuse(key, pointer) if key in self.results else None
             if memo is not None:
                 return memo.value  # type: ignore[no-any-return]
             frame = self.enter(pointer)
@@ -2503,7 +2648,7 @@ class _Compiler:
         try:
             result = self.compile_alternatives(rest, exclusive, f"{pointer or '/'}:oneOf")
         except GrammarError:
-            del self.warnings[saved[0] :]
+            self.drop_warnings(saved[0])
             del self.warning_log[saved[1] :]
             del self.empty_reasons[reasons:]
             return _NOT_EXACT
@@ -2703,7 +2848,7 @@ class _Compiler:
         """
         key = self.memo_key("alternatives", clause)
         pointer = clause.get("_at", "")
-        memo = self.reuse(key, pointer)
+        memo = self.reuse(key, pointer) if key in self.results else None
         if memo is not None:
             return memo.value  # type: ignore[no-any-return]
         frame = self.enter(pointer)
@@ -2759,7 +2904,7 @@ class _Compiler:
                     else:
                         leaves.append((merged, at, merged_orders))
         except _CellsDeclined:
-            del self.warnings[saved[0]:]
+            self.drop_warnings(saved[0])
             del self.warning_log[saved[1]:]
             self.clause_alternative_count = saved[2]
             del self.empty_reasons[saved[3]:]
