@@ -18,6 +18,7 @@ import gc
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -334,6 +335,46 @@ _listed = st.lists(
 def test_common_values_are_the_pairwise_json_equal_ones(va: list[Any], vb: list[Any]) -> None:
     expected = [v for v in va if any(schema_compiler._json_equal(v, w) for w in vb)]
     assert schema_compiler._common_values(va, vb) == expected
+
+
+# oneOf options on a discriminator `a` (sometimes not required, not listed, or beside another type),
+# and the instances that tell them apart.
+_DISCRIMINATOR_VALUES = [1, 1.0, 2, True, "x", None]
+_option = st.builds(
+    lambda values, extra, required_b, types: {
+        "type": types,
+        "properties": {"a": {"enum": values}, "b": {"type": "integer"}} if values else {"b": {"type": "integer"}},
+        "required": ["a", *(["b"] if required_b else [])] if extra != "a optional" else ["b"],
+        **({"additionalProperties": False} if extra == "closed" else {}),
+    },
+    st.lists(st.sampled_from(_DISCRIMINATOR_VALUES), max_size=3),
+    st.sampled_from(["", "", "", "closed", "a optional"]),
+    st.booleans(),
+    st.sampled_from(["object", "object", "object", ["object", "string"]]),
+)
+_DISCRIMINATOR_POOL: list[Any] = [
+    "x", *({"a": v} for v in _DISCRIMINATOR_VALUES), *({"a": v, "b": 3} for v in _DISCRIMINATOR_VALUES), {"b": 3}, {},
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_option, min_size=3, max_size=5))
+@example([{"type": "object", "properties": {"a": {"enum": v}}, "required": ["a"]} for v in ([1, 7], [2], [1.0])])
+@example([{"type": "object", "properties": {"a": {"enum": v}}, "required": ["a"]} for v in ([1], [True], [2])])
+@example([{"type": ["object", "string"], "properties": {"a": {"enum": v}}, "required": ["a"]} for v in ([1], [True], [2])])
+@example([{"type": "object", "properties": {"a": {"enum": v}}, "required": r} for v, r in (([1], ["a"]), ([2], []), ([3], []))])
+def test_one_of_options_found_disjoint_share_no_valid_value(options: list[dict[str, Any]]) -> None:
+    """`one_of_disjoint` (its pass over a discriminator, `_discriminated`, and its pair by pair
+    check) says disjoint only where `jsonschema` finds no instance valid under two options."""
+    lexeme = schema_compiler._plain_lexeme
+    compiler = schema_compiler._Compiler(
+        {"oneOf": options}, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+    disjoint = compiler.one_of_disjoint(options, "/oneOf")
+    validators = [jsonschema.Draft202012Validator(o) for o in options]
+    shared = [v for v in _DISCRIMINATOR_POOL if sum(x.is_valid(v) for x in validators) > 1]
+    assert not (disjoint and shared), f"found disjoint, but valid under two options: {shared}"
 
 
 # A tmlanguage-like object (MaskBench JsonSchemaStore---tmlanguage): dependencies among its keys,

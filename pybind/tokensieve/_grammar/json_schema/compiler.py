@@ -612,6 +612,45 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
+def _discriminated(live: list[tuple[dict[str, Any], set[str]]]) -> bool:
+    """Whether flattened `oneOf` options (with their types) allow objects only and all require
+    one key whose listed values (`_literals`: finite scalars) no two options share: then
+    `_Compiler.keys_disjoint` finds every pair disjoint by that key, and this finds it in one
+    pass instead of one per pair (MaskBench vega: 39 transforms on `type`, 741 pairs). False
+    when this is not seen (the pairs are then checked one by one); also where a pair's check
+    would read something unusual (a `required` not all strings, `properties` not an object, an
+    `enum`), so that only pairs that check without error are skipped."""
+    candidates: list[str] | None = None
+    for d, types in live:
+        required, properties = d.get("required"), d.get("properties")
+        if (
+            not types <= _OBJECT_ONLY or "enum" in d or type(required) is not list or type(properties) is not dict
+            or any(type(k) is not str for k in required)
+        ):
+            return False
+        candidates = [k for k in required if k in properties] if candidates is None else [k for k in candidates if k in required]
+        if not candidates:
+            return False
+    for key in dict.fromkeys(candidates or ()):
+        seen: set[Any] = set()
+        count = 0
+        for d, _ in live:
+            values = _literals(d["properties"].get(key))
+            keys = None if values is None else _value_keys(values)
+            if keys is None:
+                break
+            seen |= keys
+            count += len(keys)
+            if len(seen) < count:
+                break  # two options share a value
+        else:
+            return True
+    return False
+
+
+_OBJECT_ONLY = frozenset({"object"})
+
+
 def _required_without_value(d: dict[str, Any], cache: dict[int, tuple[Any, Any]]) -> str | None:
     """A required property of a merged schema that allows objects only, whose value no JSON
     value can take by the values its schema lists: the `enum`/`const` of its parts (itself and
@@ -2362,6 +2401,8 @@ class _Compiler:
         (a sufficient check)."""
         flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
         live = [(f, self.value_types(f, at)) for f, at in flats if f is not None]
+        if len(live) > 2 and _discriminated(live):
+            return True  # what every pair's `keys_disjoint` finds, at once
         return all(
             _disjoint(a, b, ta, tb) or self.keys_disjoint(a, b, ta, tb, types)
             for i, (a, ta) in enumerate(live)
