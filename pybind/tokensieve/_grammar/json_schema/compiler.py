@@ -1317,6 +1317,7 @@ class _Compiler:
         self.open_optional: dict[tuple[Sym, Sym], Sym] = {}
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.disjoint_options: dict[tuple[int, Any], tuple[list[Any], bool]] = {}  # one_of_disjoint
+        self.one_of_inexact: dict[int, list[Any]] = {}  # compile_one_of_exactly
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
@@ -2078,6 +2079,7 @@ class _Compiler:
         self.results.clear()
         self.enum_unions.clear()
         self.disjoint_options.clear()
+        self.one_of_inexact.clear()
         self.presence_declined.clear()
         self.presence_formulas.clear()
         self.listed_values.clear()
@@ -2665,7 +2667,7 @@ class _Compiler:
         clause budget used; its rules stay in the IR, unreachable."""
         options = d["oneOf"]
         at = f"{pointer}/oneOf"
-        if self.coerce_one_of or "_unevaluatedProperties" in d or "_unevaluatedItems" in d:
+        if self.coerce_one_of or "_unevaluatedProperties" in d or "_unevaluatedItems" in d or id(options) in self.one_of_inexact:
             return _NOT_EXACT
         try:
             negations = [negate(option, f"{at}/{j}", self) for j, option in enumerate(options)]
@@ -2673,12 +2675,17 @@ class _Compiler:
             return _NOT_EXACT
         counts = [len(n) for n in negations]
         expansion = sum(math.prod(c for j, c in enumerate(counts) if j != i) for i in range(len(options)))
-        if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or self.one_of_exact_spent + expansion > ONE_OF_EXACT_SCHEMA_MAX:
-            return _NOT_EXACT
         # A string excluding many patterns is one lexeme whose lazy DFA is the product of their
         # automata: seven search patterns cost a first mask 66 ms (MaskBench o12278).
         bodies = [sum(len(a.get("_not_bodies", ())) for a in n if isinstance(a, dict)) for n in negations]
-        if any(sum(b for j, b in enumerate(bodies) if j != i) > ONE_OF_NEGATED_PATTERNS_MAX for i in range(len(options))):
+        if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or any(
+            sum(b for j, b in enumerate(bodies) if j != i) > ONE_OF_NEGATED_PATTERNS_MAX for i in range(len(options))
+        ):
+            # Whatever the place: the negations are the options' (MaskBench vega: 8 of its 41
+            # attempts are at lists of four options found too large before, negated again).
+            self.one_of_inexact[id(options)] = options  # the list kept alive: its id stays its own
+            return _NOT_EXACT
+        if self.one_of_exact_spent + expansion > ONE_OF_EXACT_SCHEMA_MAX:
             return _NOT_EXACT
         exclusive = [
             ({"allOf": [option, *({"not": other} for j, other in enumerate(options) if j != i)]}, f"{at}/{i}")
