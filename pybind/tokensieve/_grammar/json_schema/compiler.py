@@ -2947,6 +2947,7 @@ class _Compiler:
         saved = (len(self.warnings), len(self.warning_log), self.clause_alternative_count, len(self.empty_reasons))
         leaves: list[tuple[dict[str, Any], str, set[tuple[str, ...]]]] = []
         start = (d, pointer, {tuple(d.get("properties", ()))}, clause, alternatives, self.compile_depth)
+        flats: dict[tuple[int, str], tuple[Any, dict[str, Any] | None]] = {}
         try:
             stack: list[Any] = [start]
             while stack:
@@ -2954,7 +2955,7 @@ class _Compiler:
                 # The levels the expansion's nested compile_flat calls counted (a clause can
                 # reach itself through a $ref): the same limit, the same error.
                 self.check_compile_depth(depth, where)
-                node = self.cell_node(cur, where, orders, first, given)
+                node = self.cell_node(cur, where, orders, first, given, flats)
                 for merged, at, merged_orders in reversed(node):
                     if "_clauses" in merged:
                         stack.append((merged, at, merged_orders, None, None, depth + 1))
@@ -2980,12 +2981,17 @@ class _Compiler:
 
     def cell_node(
         self, cur: dict[str, Any], pointer: str, orders: set[tuple[str, ...]], clause: dict[str, Any] | None,
-        alternatives: list[Any] | None,
+        alternatives: list[Any] | None, flats: dict[tuple[int, str], tuple[Any, dict[str, Any] | None]],
     ) -> list[tuple[dict[str, Any], str, set[tuple[str, ...]]]]:
         """One step of `compile_cells`: `cur`'s first clause expanded as `compile_clauses`
         expands it (a presence constraint, else its alternatives each merged after the rest),
         as (schema, its pointer, its orders) for each live alternative. `clause` and
-        `alternatives` are given for the first step (whose presence attempt was made)."""
+        `alternatives` are given for the first step (whose presence attempt was made).
+
+        `flats` keeps the flattened alternatives of this expansion by (identity, pointer): a
+        clause is met once per cell that carries it, and its memoised alternatives flattened
+        again were memo hits whose replay (warnings, limits) the first one already made at
+        the same pointer and nesting (MaskBench jfrog-pipelines: 938 of 1,038)."""
         if _checked_before_object(cur):
             raise _CellsDeclined
         first, *others = cur["_clauses"]
@@ -3016,7 +3022,10 @@ class _Compiler:
             )
         out = []
         for index, alternative in enumerate(alternatives):
-            flat = self.flatten(alternative, at)
+            known = flats.get((id(alternative), at))
+            if known is None:
+                known = flats[id(alternative), at] = (alternative, self.flatten(alternative, at))  # kept alive: its id stays its own
+            flat = known[1]
             if flat is None:
                 continue
             if others and "_clauses" in flat:
