@@ -618,6 +618,14 @@ def _quantifier_bounds(q: str) -> tuple[int, int | None]:
     return int(least), (int(most) if most else None) if comma else int(least)
 
 
+# A pattern that is a plain text anchored at both ends (`pattern_to_json_regex`'s shortcut): ASCII
+# letters, digits, spaces and the punctuation that means nothing in ECMA syntax outside a class
+# (quantifier braces and `]` left out), and how the translation spells it.
+_PLAIN_PUNCTUATION = "!#%&',-/:;<=>@_`~"
+_ANCHORED_PLAIN = re.compile(r"\^[A-Za-z0-9 " + re.escape(_PLAIN_PUNCTUATION) + r"]*\$")
+_PLAIN_PUNCTUATION_ESCAPES = str.maketrans({c: "\\" + c for c in _PLAIN_PUNCTUATION})
+
+
 @functools.lru_cache(maxsize=4096)
 def pattern_to_json_regex(pattern: str) -> str:
     """Translate an ECMA-262 `pattern` (search semantics) into a regex over the JSON-escaped
@@ -626,6 +634,13 @@ def pattern_to_json_regex(pattern: str) -> str:
     Raises:
         GrammarError: the pattern is malformed or uses an unsupported construct.
     """
+    if _ANCHORED_PLAIN.fullmatch(pattern):
+        # `^text$` of letters, digits, spaces and punctuation that is no ECMA syntax: the text
+        # with a backslash before each punctuation mark, which is how the parser below spells
+        # it, at C speed instead of ~3,000 bytecodes a pattern (MaskBench service-schema's
+        # checker translates 238 `^Task@N$` patterns for its task names: ~8 ms of its first
+        # compile; the translations are cached for the process).
+        return pattern[1:-1].translate(_PLAIN_PUNCTUATION_ESCAPES)
     try:
         return _EcmaPattern(pattern).translate()
     except _PatternError as err:
