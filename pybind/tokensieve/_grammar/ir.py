@@ -247,9 +247,12 @@ class GrammarIR:
 
 
 # The core's regex metacharacters (docs/lexer.md), `-` and `/` included so a literal is safe in
-# any position, and control characters as `\xHH`.
+# any position, and control characters as `\xHH`. The other ASCII characters map to themselves
+# in the table: `str.translate` raises and clears a KeyError inside for each character a table
+# lacks (most of every text: twice the time of a full table on enum values and names).
 _LITERAL_ESCAPES = str.maketrans(
-    {**{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"}, **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
+    {**{chr(i): chr(i) for i in range(0x80)}, **{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"},
+     **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
 )
 
 

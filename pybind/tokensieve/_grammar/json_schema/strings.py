@@ -87,7 +87,9 @@ def _json_char_regex(code: int) -> str:
 # A backslash before every ASCII character but letters and digits (`_key_regex`): one
 # `str.translate` instead of a test per character (a new schema's property names are escaped
 # on its first compile).
-_KEY_ESCAPES = str.maketrans({chr(i): "\\" + chr(i) for i in range(0x80) if not chr(i).isalnum()})
+# (ASCII letters and digits map to themselves in the table: `str.translate` raises and clears a
+# KeyError inside for each character a table lacks, which took half its time on property names.)
+_KEY_ESCAPES = str.maketrans({chr(i): chr(i) if chr(i).isalnum() else "\\" + chr(i) for i in range(0x80)})
 
 
 def _key_regex(lexeme: Lexeme) -> str:
@@ -623,7 +625,9 @@ def _quantifier_bounds(q: str) -> tuple[int, int | None]:
 # (quantifier braces and `]` left out), and how the translation spells it.
 _PLAIN_PUNCTUATION = "!#%&',-/:;<=>@_`~"
 _ANCHORED_PLAIN = re.compile(r"\^[A-Za-z0-9 " + re.escape(_PLAIN_PUNCTUATION) + r"]*\$")
-_PLAIN_PUNCTUATION_ESCAPES = str.maketrans({c: "\\" + c for c in _PLAIN_PUNCTUATION})
+_PLAIN_PUNCTUATION_ESCAPES = str.maketrans(
+    {chr(i): "\\" + chr(i) if chr(i) in _PLAIN_PUNCTUATION else chr(i) for i in range(0x80)}
+)
 
 
 @functools.lru_cache(maxsize=4096)
