@@ -36,8 +36,8 @@ _SHARED_BLOCK = 256  # shared symbols are made this many at a time (`_SharedSymb
 
 class _SharedSymbols(dict[int, "Sym"]):
     """The shared symbols of one kind by index (`Sym.t`, `Sym.n`): a lookup is the dict's own
-    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`
-    and kept when its index is below `_SHARED_INDEX_MAX`."""
+    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`,
+    with the rest of its block, and kept when its index is below `_SHARED_INDEX_MAX`."""
 
     def __init__(self, terminal: bool) -> None:
         super().__init__()
@@ -48,8 +48,8 @@ class _SharedSymbols(dict[int, "Sym"]):
             return _new_tuple(Sym, (self.terminal, index))
         # The whole block of `_SHARED_BLOCK` indices around it, made at C speed (`map` calls
         # `tuple.__new__(Sym, (terminal, i))` itself): a large schema's first compile asked
-        # for ~19,000 symbols one Python call each (MaskBench kb_1161: ~2 ms of its first
-        # compile), and the indices a grammar uses are dense from 0.
+        # for ~19,000 symbols one Python call each (MaskBench kb_1161: 150,000 bytecodes of its
+        # first compile), and the indices a grammar uses are dense from 0.
         low = index - index % _SHARED_BLOCK
         indices = range(low, low + _SHARED_BLOCK)
         self.update(zip(indices, map(_new_tuple, repeat(Sym), zip(repeat(self.terminal), indices))))
