@@ -403,3 +403,21 @@ def test_plain_lexeme_records_match_the_field_by_field_record():
         record = _lexeme_words(lexeme, index)
         assert record == _lexeme_record(lexeme, index)
         assert struct.unpack_from("<I", record, 4)[0] != 0 or lexeme.kind == "special"
+
+
+def test_shared_symbols_are_the_symbols_they_stand_for():
+    """`Sym.t(i)` / `Sym.n(i)` are `Sym(terminal, i)` for any index (the shared table makes a
+    block of them when one is missing): each block's edges, indices past the shared range and
+    negative ones; the same instance comes back within the range, and nothing past it is kept."""
+    from tokensieve._grammar.ir import _SHARED_INDEX_MAX, _TERMINALS, Sym
+
+    indices = [0, 1, 255, 256, 257, 4095, 4096, 12345, _SHARED_INDEX_MAX - 1, _SHARED_INDEX_MAX, 10**6, -1]
+    for make, terminal in ((Sym.t, True), (Sym.n, False)):
+        for index in indices:
+            sym = make(index)
+            assert type(sym) is Sym and tuple(sym) == (terminal, index) and sym == Sym(terminal, index)
+            assert sym.terminal is terminal and sym.index == index
+            if 0 <= index < _SHARED_INDEX_MAX:
+                assert make(index) is sym
+    assert all(0 <= index < _SHARED_INDEX_MAX for index in _TERMINALS)
+    assert all(type(sym) is Sym and sym == (True, index) for index, sym in _TERMINALS.items())

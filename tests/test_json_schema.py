@@ -241,6 +241,23 @@ def test_unsupported_patterns_raise(pattern: str) -> None:
         pattern_to_json_regex(pattern)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(text=st.text(alphabet="aZ09 !#%&',-/:;<=>@_`~", max_size=8), other=st.sampled_from(["", "x", " ", "@", "\\", '"', "é", "\n"]))
+def test_anchored_plain_patterns_agree_with_search(text: str, other: str) -> None:
+    """`^text$` of letters, digits, spaces and plain punctuation (a shortcut translates them
+    without the parser): against Python's search on the text itself, the text with a character
+    before, after or in place of one of its own, and with its last character dropped."""
+    pattern = f"^{text}$"
+    compiled = regex.compile(pattern_to_json_regex(pattern))
+    python = re.compile(pattern[:-1] + r"\Z")  # (ECMA's `$` is the end; Python's also before a final newline)
+    values = {text, other + text, text + other, text[:-1], *(text[:i] + other + text[i + 1 :] for i in range(len(text)))}
+    for value in values:
+        expected = python.search(value) is not None
+        for ascii_only in (True, False):
+            body = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+            assert bool(compiled.fullmatch(body)) == expected, (pattern, value, body)
+
+
 _ANCHOR_TEXTS = ["".join(chars) for n in range(6) for chars in itertools.product("ab/", repeat=n)]
 
 

@@ -19,6 +19,7 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass, field, fields
+from itertools import repeat
 from typing import Literal, NamedTuple, Sequence
 
 from .._errors import GrammarError
@@ -30,22 +31,29 @@ LexemeKind = Literal["regex", "literal", "special"]
 # rules a front-end makes are made with this instead (1.6x faster).
 _new_tuple = tuple.__new__
 _SHARED_INDEX_MAX = 1 << 15  # shared symbols: at most 2 x 32,768 per process (under 10 MB)
+_SHARED_BLOCK = 256  # shared symbols are made this many at a time (`_SharedSymbols.__missing__`)
 
 
 class _SharedSymbols(dict[int, "Sym"]):
     """The shared symbols of one kind by index (`Sym.t`, `Sym.n`): a lookup is the dict's own
-    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`
-    and kept when its index is below `_SHARED_INDEX_MAX`."""
+    `__getitem__`, in C (a median schema asks for ~35); a new symbol is made by `__missing__`,
+    with the rest of its block, and kept when its index is below `_SHARED_INDEX_MAX`."""
 
     def __init__(self, terminal: bool) -> None:
         super().__init__()
         self.terminal = terminal
 
     def __missing__(self, index: int) -> Sym:
-        sym: Sym = _new_tuple(Sym, (self.terminal, index))
-        if 0 <= index < _SHARED_INDEX_MAX:
-            self[index] = sym
-        return sym
+        if not 0 <= index < _SHARED_INDEX_MAX:
+            return _new_tuple(Sym, (self.terminal, index))
+        # The whole block of `_SHARED_BLOCK` indices around it, made at C speed (`map` calls
+        # `tuple.__new__(Sym, (terminal, i))` itself): a large schema's first compile asked
+        # for ~19,000 symbols one Python call each (MaskBench kb_1161: 150,000 bytecodes of its
+        # first compile), and the indices a grammar uses are dense from 0.
+        low = index - index % _SHARED_BLOCK
+        indices = range(low, low + _SHARED_BLOCK)
+        self.update(zip(indices, map(_new_tuple, repeat(Sym), zip(repeat(self.terminal), indices))))
+        return dict.__getitem__(self, index)
 
 
 _TERMINALS = _SharedSymbols(True)
@@ -239,9 +247,12 @@ class GrammarIR:
 
 
 # The core's regex metacharacters (docs/lexer.md), `-` and `/` included so a literal is safe in
-# any position, and control characters as `\xHH`.
+# any position, and control characters as `\xHH`. The other ASCII characters map to themselves
+# in the table: `str.translate` raises and clears a KeyError inside for each character a table
+# lacks (most of every text: twice the time of a full table on enum values and names).
 _LITERAL_ESCAPES = str.maketrans(
-    {**{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"}, **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
+    {**{chr(i): chr(i) for i in range(0x80)}, **{c: "\\" + c for c in "\\.^$|?*+()[]{}/-"},
+     **{chr(i): f"\\x{i:02x}" for i in (*range(0x20), 0x7F)}}
 )
 
 
