@@ -2193,15 +2193,11 @@ class _Compiler:
             kind = type(child)
             if kind is str or child is None:
                 parts.append(child)
-            elif kind is dict:
-                known = schema_ids.get(id(child))
-                inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
-                if inner is None:
-                    return None
-                parts.append(inner)
-            elif kind is list:
-                known = content_ids.get(id(child))
-                inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+            elif kind is dict or kind is list:
+                # A dict among them is a schema; a list, data (`required` names, an enum's).
+                ids, nested = (schema_ids, self.schema_id_nested) if kind is dict else (content_ids, self.content_id_nested)
+                known = ids.get(id(child))
+                inner = known[1] if known is not None else nested(child, depth + 1)
                 if inner is None:
                     return None
                 parts.append(inner)
