@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 from typing import Any
 
@@ -400,8 +401,6 @@ def test_dependencies_accept_exactly_the_valid_key_sets() -> None:
     """Every subset of the dependent keys (with and without a free key), in schema order and
     reversed, against `jsonschema`; and the alternatives that differ only in where a forbidden
     key (`false`) stands are translated once (before: 1,043 objects for tmlanguage's 8)."""
-    import jsonschema
-
     from reference_cfg import ReferenceRecognizer
 
     ir = schema_compiler.json_schema_to_ir(_DEPENDENT)
@@ -440,8 +439,6 @@ def test_a_discriminator_chain_drops_dead_alternatives_early() -> None:
     """Every kind (and none, and one outside the enum) with every payload key and `v`, against
     `jsonschema`; and the alternatives whose discriminator the `if`s have left no value are
     dropped before they expand (before: 71 of 141 objects compiled were dead)."""
-    import jsonschema
-
     from reference_cfg import ReferenceRecognizer
 
     compiled: list[bool] = []
@@ -529,15 +526,12 @@ def test_and_of_value_lists_is_one_enum_of_the_common_values(a: dict[str, Any], 
 )
 def test_merged_value_lists_tell_booleans_from_numbers(schema: dict[str, Any]) -> None:
     """1 and true are different JSON values (Python's `==` says otherwise): against `jsonschema`."""
-    import jsonschema
-
     from reference_cfg import ReferenceRecognizer
 
     rec = ReferenceRecognizer(schema_compiler.json_schema_to_ir(schema))
     validator = jsonschema.Draft202012Validator(schema)
     for value in [1, True, 0, False, "a", {"k": 1}, {"k": True}, {}]:
         assert rec.full_match(json.dumps(value, separators=(",", ":"))) == validator.is_valid(value), value
-
 
 
 @pytest.mark.parametrize("pair", [(1, True), (True, 1), (0, False), (1.0, True)])
@@ -547,10 +541,6 @@ def test_failed_ifs_on_a_number_and_a_boolean_exclude_both(pair: tuple[Any, Any]
     of them: `{"t": true}` passed without the `then` of `t = true`). Every instance in every
     order against `jsonschema`: accepted ones are valid, and each valid one is accepted in
     some order."""
-    import itertools
-
-    import jsonschema
-
     from reference_cfg import ReferenceRecognizer
 
     first, second = pair
@@ -606,10 +596,7 @@ def test_an_if_chain_on_a_required_discriminator_merges_only_live_alternatives()
     a cell has chosen a `then`, the `if`s after it (which fail on its discriminator) merge
     nothing: their `if` and `then` is dead, their negation what the cell holds
     (`_Compiler.failed_if`; before: 2 merges per clause after the chosen one, 110 here, now 20)."""
-    import itertools
     import sys
-
-    import jsonschema
 
     from reference_cfg import ReferenceRecognizer
 

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Final
 
 from .._errors import CoreTrap, GrammarError, LimitError, TokensieveError
-from .fork import renew_lock_after_fork
+from .fork import MID_CALL_AT_FORK, renew_lock_after_fork
 from .runtime import Runtime
 
 ABI_VERSION: Final = 9
@@ -105,7 +105,7 @@ def _retire_after_fork(core: Core) -> None:
     """In the child of `os.fork`, an instance whose lock another thread held (`fork.py`) was in
     the middle of a method (its memory, or this object's tables, half updated): it is retired,
     as after a trap, and its matchers move to a fresh instance on their next call."""
-    core.runtime.retire("a call was running in another thread when the process forked")
+    core.runtime.retire(MID_CALL_AT_FORK)
     core._acquire, core._release = core.lock.acquire, core.lock.release
 
 

@@ -18,6 +18,10 @@ import traceback
 import weakref
 from typing import Any, Callable
 
+# Why an instance whose lock another thread held is retired in the child (`binding.py`'s
+# instance lock and the runtime's store lock both guard its calls).
+MID_CALL_AT_FORK = "a call was running in another thread when the process forked"
+
 # Owner → (the attribute holding its lock, what to do when another thread held it).
 _owners: weakref.WeakKeyDictionary[Any, tuple[str, Callable[[Any], None] | None]] = weakref.WeakKeyDictionary()
 _hooks: list[Callable[[], None]] = []

@@ -33,7 +33,6 @@ _MIGRATE_ATTEMPTS = 8
 _REPLAY_CHUNK = 64
 
 
-
 def _fail_after_fork(matcher: Matcher) -> None:
     """In the child of `os.fork`, a matcher whose lock another thread held (`fork.py`) was in
     the middle of a method (its tokens, its pending token half updated): it fails with a clear

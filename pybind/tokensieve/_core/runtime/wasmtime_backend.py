@@ -55,7 +55,7 @@ from typing import Any, Callable, Final, NoReturn
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from ..fork import after_fork, renew_global_lock_after_fork, renew_lock_after_fork
+from ..fork import MID_CALL_AT_FORK, after_fork, renew_global_lock_after_fork, renew_lock_after_fork
 from ..._errors import CoreTrap, LimitError, TokensieveError
 
 __all__ = [
@@ -510,7 +510,7 @@ class _StoreState:
 
     def retire_after_fork(self) -> None:
         """In the child of `os.fork`, a store whose lock another thread held was mid-call."""
-        self.retire("a call was running in another thread when the process forked")
+        self.retire(MID_CALL_AT_FORK)
 
     def poisoned_error(self, name: str) -> CoreTrap:
         """Build the error for a call on a poisoned runtime."""

@@ -1134,6 +1134,7 @@ _UNREAD_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples",
 # keys are data. Objects and arrays under other keys (`x-...`, unknown names) are read by no
 # translation (`merge` drops them), so the id has `_UNREAD` in their place.
 _SCHEMA_ID_MODES = {
+    **dict.fromkeys(_ASSERTING, 0),  # (other keywords: data)
     **dict.fromkeys(
         ("not", "if", "then", "else", "additionalItems", "additionalProperties", "propertyNames", "contains",
          "unevaluatedItems", "unevaluatedProperties"),
@@ -1143,7 +1144,6 @@ _SCHEMA_ID_MODES = {
     **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems", "_clauses"), 4),
     **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
 }
-_SCHEMA_ID_MODES = {**dict.fromkeys(_ASSERTING, 0), **_SCHEMA_ID_MODES}  # (other keywords: data)
 _OBJECT_ID_MODES = {name: mode & 3 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 1 schema, 2 map
 _ARRAY_ID_MODES = {name: mode & 4 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 4 list
 
