@@ -3723,8 +3723,22 @@ class _Compiler:
         and one for `additionalProperties` (keys matching no pattern). Listed names are
         excluded from every region; `values` (witnesses' schemas) constrain every value."""
         key_ands, key_nots = key_parts
-        if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
-            return []  # a closed object: no other key (its taken names need no regexes)
+        if not d.get("patternProperties"):
+            extra = d.get("additionalProperties", self.additional_default)
+            if extra is False:
+                return []  # a closed object: no other key (its taken names need no regexes)
+            if not (values or key_ands or key_nots):
+                # The commonest open object (MaskBench kb_1161: 516 of 526): one region, the
+                # keys not listed, what the steps below give without their pieces and subsets.
+                value = self.compile(extra, f"{pointer}/additionalProperties")
+                if value is None:
+                    return []
+                key = self.string()
+                if taken:
+                    lexeme = Lexeme(f"key:{pointer or '/'}/additionalProperties", "regex", self.ir.lexemes[key.index].value,
+                                    not_patterns=tuple([_json_string_regex(k) for k in taken]))
+                    key = Sym.t(self.ir.add_shared_lexeme(lexeme))
+                return [(key, value)]
         name_nots = [_json_string_regex(k) for k in taken]
         # (pointer, the regexes a key matching the pattern matches, those it does not, value
         # schema): one regex for a plain pattern; more for a pattern with lookaheads.
