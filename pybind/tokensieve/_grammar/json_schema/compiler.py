@@ -946,6 +946,39 @@ def _pinned_text(pin: dict[str, Any]) -> str | None:
     return pattern[1:-1]
 
 
+_TYPED_OBJECT_KEYS = {"properties": dict, "required": list, "additionalProperties": (bool, dict)}
+
+
+def _typed_object(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """`a` AND `b` as one schema where one side says only `type: object` (beside
+    annotations) and the other has no `type` and `properties`, and beside them only `required`,
+    `additionalProperties` and keys that assert nothing: the other side with the type
+    added, what flattening `_and`'s `allOf` of the two makes (their merge), without the
+    `allOf`, its memo keys and two merges. MaskBench service-schema: 238 `inputs` objects,
+    each beside the task's `{"type": "object"}`. None otherwise."""
+    if _TYPE_AND_ANNOTATIONS.issuperset(a):
+        typing, other = a, b
+    elif _TYPE_AND_ANNOTATIONS.issuperset(b):
+        typing, other = b, a
+    else:
+        return None
+    kind = typing.get("type")
+    if (kind != "object" and kind != ["object"]) or "type" in other or "properties" not in other:
+        return None
+    out = {}
+    for key, value in other.items():
+        kinds = _TYPED_OBJECT_KEYS.get(key)
+        if kinds is not None:
+            if not isinstance(value, kinds):
+                return None
+        elif not _asserts_nothing(key):
+            return None
+        if key not in _MERGE_DROPPED:
+            out[key] = value
+    out["type"] = ["object"]
+    return out
+
+
 _CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
 
 
@@ -2098,6 +2131,8 @@ class _Compiler:
                     else self.pinned_enum(vb, va) if type(va) is dict and "pattern" in va and type(vb) is dict
                     else None
                 )
+                if pinned is None:
+                    pinned = _typed_object(va, vb) if type(va) is dict and type(vb) is dict else None
                 out[key] = _and(va, vb) if pinned is None else pinned
             else:
                 out[key] = va if silent_b else _and(va, self.member_schema(b, key))
