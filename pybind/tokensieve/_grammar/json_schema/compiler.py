@@ -894,6 +894,13 @@ def _and(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
+def _inert(keys: set[str]) -> bool:
+    """Whether keys assert nothing, none of them an annotation (`_asserts_nothing`): keys
+    that are no keyword, such as azure's `ignoreCase` and `aliases` beside most of
+    MaskBench service-schema's 1,500 task inputs, `{"type": "string", "ignoreCase": "key"}`."""
+    return _ASSERTING.isdisjoint(keys) and all(k[:1] not in "_$" for k in keys)
+
+
 def _asserts_nothing(key: str) -> bool:
     """Whether a schema key asserts nothing: an annotation, or a key that is no keyword
     (`ignoreCase`, `x-...`; internal `_...` and `$...` keys do assert)."""
@@ -2156,7 +2163,7 @@ class _Compiler:
         if known is None:
             known = self.string_lists[id(listing)] = (listing, _string_list(listing))  # kept alive: its id stays its own
         values = known[1]
-        return None if values is None else {"enum": [v for v in values if v == text]}
+        return None if values is None else {"enum": [text] * values.count(text)}
 
     def member_schema(self, d: dict[str, Any], key: str) -> Any:
         """What the object schema `d` requires of the value of property `key`: its `properties`
@@ -2588,7 +2595,7 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                and (_TYPE_AND_ANNOTATIONS.issuperset(schema) or _inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
