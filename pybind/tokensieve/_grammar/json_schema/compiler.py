@@ -894,13 +894,6 @@ def _and(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
-def _inert(keys: set[str]) -> bool:
-    """Whether keys assert nothing, none of them an annotation (`_asserts_nothing`): keys
-    that are no keyword, such as azure's `ignoreCase` and `aliases` beside most of
-    MaskBench service-schema's 1,500 task inputs, `{"type": "string", "ignoreCase": "key"}`."""
-    return _ASSERTING.isdisjoint(keys) and all(k[:1] not in "_$" for k in keys)
-
-
 def _asserts_nothing(key: str) -> bool:
     """Whether a schema key asserts nothing: an annotation, or a key that is no keyword
     (`ignoreCase`, `x-...`; internal `_...` and `$...` keys do assert)."""
@@ -1415,6 +1408,7 @@ class _Compiler:
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         self.string_lists: dict[int, tuple[Any, Any]] = {}  # pinned_enum
+        self.inert_keys: set[str] = set()  # inert
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
         self.rules_by_lhs: dict[int, list[tuple[Sym, ...]]] = {}
@@ -2148,6 +2142,18 @@ class _Compiler:
                 out[key] = vb if silent_a else _and(self.member_schema(a, key), vb)
         return out
 
+    def inert(self, keys: set[str]) -> bool:
+        """Whether keys that are no annotation assert nothing (`_asserts_nothing`): keys that
+        are no keyword, such as azure's `ignoreCase` and `aliases` beside most of MaskBench
+        service-schema's 1,500 task inputs, `{"type": "string", "ignoreCase": "key"}`. The
+        names found so are kept (`inert_keys`), so that a name met again costs a set test."""
+        if self.inert_keys.issuperset(keys):
+            return True
+        if not _ASSERTING.isdisjoint(keys) or not all(k[:1] not in "_$" for k in keys):
+            return False
+        self.inert_keys.update(keys)
+        return True
+
     def pinned_enum(self, listing: dict[str, Any], pin: dict[str, Any]) -> dict[str, Any] | None:
         """`listing` AND `pin` as one `enum`, where `listing` only lists strings
         (`_string_list`, kept per schema by identity) and `pin` passes one string
@@ -2595,7 +2601,7 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and (_TYPE_AND_ANNOTATIONS.issuperset(schema) or _inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
+                and (_TYPE_AND_ANNOTATIONS.issuperset(schema) or self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
@@ -3679,8 +3685,10 @@ class _Compiler:
             # body per order over the same members (required keys not listed stay last).
             bodies = []
             for order in d["_orders"]:
-                rank = {k: j for j, k in enumerate(order)}
-                ranked = sorted(range(len(members)), key=lambda i: rank.get(member_keys[i], len(order) + i))
+                rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
+                last = len(order)
+                ranks = [rank.get(k, last + i) for i, k in enumerate(member_keys)]
+                ranked = sorted(range(len(members)), key=ranks.__getitem__)
                 body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
                 bodies.append([body] if body is not None else None)
             return self.choice(f"{pointer or '/'}:orders", bodies)
