@@ -256,6 +256,7 @@ _PLAIN_TYPES = {
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
+_ASSERTING_BESIDE_TYPE = _ASSERTING - {"type"}  # (`compile`: none beside a plain type, or the general path)
 _REF_AND_ANNOTATIONS = ANNOTATIONS | {"$ref"}  # those of a schema `compile` takes as its reference
 
 
@@ -2150,7 +2151,7 @@ class _Compiler:
         if self.inert_keys.issuperset(keys):
             return True
         if not _ASSERTING.isdisjoint(keys) or not all(k[:1] not in "_$" for k in keys):
-            return False
+            return False  # (`compile` tests the keywords first, without the call)
         self.inert_keys.update(keys)
         return True
 
@@ -2601,7 +2602,10 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and (_TYPE_AND_ANNOTATIONS.issuperset(schema) or self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
+                and (
+                    _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                    or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
+                )
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
