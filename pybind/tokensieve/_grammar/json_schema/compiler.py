@@ -343,7 +343,9 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
     (and annotations too), so what it clears the walk would clear; anything else (a type
     marshal refuses such as a subclass, a cycle, a lone surrogate even in an annotation, a
     form longer than the walk's budget) is left to the walk: None. The form of the schema
-    whole (no root `$id`/`id` left out) goes to `forms` when given."""
+    whole (no root `$id`/`id` left out) goes to `forms` when given, or, for a root with ids,
+    the form without them when it is longer than `_CONTENT_MARSHAL_SIZE_MAX` (the whole one
+    is then too long for content ids as well, which is all `_Compiler` reads of it)."""
     if type(schema) is not dict:
         return None
     whole = forms
@@ -355,8 +357,10 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
             return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
     data = _marshal_form(schema)
-    if whole is not None and data is not None:
-        whole.append(data)
+    if data is not None and forms is not None and (whole is not None or len(data) > _CONTENT_MARSHAL_SIZE_MAX):
+        # Without the root's ids, a form too long for content ids says all the compiler reads
+        # of the whole one (which is longer still): service-schema's 577 kB were made twice.
+        forms.append(data)
     if data is None or len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
         return None
     return _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
@@ -1341,7 +1345,8 @@ class _Compiler:
         coerce_one_of: bool = False,
         root_form: bytes | None = None,
     ) -> None:
-        """`root_form`: `root`'s `marshal` form if the caller has it (else made here)."""
+        """`root_form`: `root`'s `marshal` form if the caller has it (else made here), or a
+        shorter one that is longer than `_CONTENT_MARSHAL_SIZE_MAX` (`_settled_at_once`)."""
         self.root = root
         self.any_order = property_order == "any"
         self.lenient = lenient
