@@ -5,12 +5,13 @@ shortcuts MaskBench service-schema's 238 task objects take, against `jsonschema`
   enums, an `enum`) is the enum of the listed strings equal to the text (`pinned_enum`);
 - a member typed `object` on one side and a plain object on the other is that object with the
   type (`_typed_object`);
-- `{"type": ..., <keys that are no keyword>}` is the plain type's symbol (`_Compiler.inert`).
+- `{"type": ..., <keys that are no keyword>}` is the plain type's symbol (`_Compiler.inert`),
+  and `{"enum": [one string], <keys that are no keyword>}` its lexeme (`compile`).
 
 Every instance (keys in the siblings' order, which both merge orders keep here) is accepted
 exactly when `jsonschema` finds it valid. So a pin that kept every listed name, or none, a text
 read as a regex, a type dropped from the typed member, or a keyword taken for a key that
-asserts nothing, fails.
+asserts nothing (beside a type or beside a one-name enum), fails.
 """
 
 from __future__ import annotations
@@ -99,3 +100,34 @@ def test_pinned_and_typed_members_agree_with_jsonschema(key: str) -> None:
             wrong.append(f"{text}: {'refused' if valid else 'accepted'} ({'valid' if valid else 'invalid'})")
     assert not wrong, f"{len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])
     assert verdicts[True] > 20 and verdicts[False] > 100, verdicts
+
+
+# An enum of one string beside keys that assert nothing takes `compile`'s direct path (the
+# pinned members above become such enums); beside a keyword, the general one, which checks it.
+ONE_NAME: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "inert": {"enum": ["ab"], "ignoreCase": "all", "x-note": "n", "description": "d"},
+        "too_short": {"enum": ["ab"], "minLength": 3},
+        "not_it": {"enum": ["ab"], "not": {"const": "ab"}},
+        "pattern": {"enum": ["ab"], "pattern": "^a"},
+        "typed": {"enum": ["ab"], "type": "integer"},
+    },
+    "additionalProperties": False,
+}
+
+
+def test_one_name_enums_agree_with_jsonschema() -> None:
+    grammar = Grammar.json_schema(ONE_NAME)
+    validator = jsonschema.Draft202012Validator(ONE_NAME)
+    wrong = []
+    verdicts = {True: 0, False: 0}
+    for key in ONE_NAME["properties"]:
+        for value in ["ab", "abc", "a", 1, None]:
+            instance = {key: value}
+            valid = validator.is_valid(instance)
+            verdicts[valid] += 1
+            if accepts(grammar, compact(instance)) != valid:
+                wrong.append(f"{compact(instance)}: {'refused' if valid else 'accepted'}")
+    assert not wrong, wrong
+    assert verdicts[True] >= 2 and verdicts[False] > 10, verdicts

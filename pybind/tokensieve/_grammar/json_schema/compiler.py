@@ -257,6 +257,8 @@ _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
 _ASSERTING_BESIDE_TYPE = _ASSERTING - {"type"}  # (`compile`: none beside a plain type, or the general path)
+_ENUM_AND_ANNOTATIONS = ANNOTATIONS | {"enum"}  # the keys of an enum `compile` takes directly
+_ASSERTING_BESIDE_ENUM = _ASSERTING - {"enum"}
 _REF_AND_ANNOTATIONS = ANNOTATIONS | {"$ref"}  # those of a schema `compile` takes as its reference
 
 
@@ -2617,6 +2619,22 @@ class _Compiler:
                 if kind == "string":
                     return self.string_symbol or self.string()
                 return self.lexeme(*_PLAIN_TYPES[kind])
+            # An `enum` of one string alone (beside annotations and keys that assert nothing),
+            # as directly: the lexeme `compile_enum` makes of it, kept per text (MaskBench
+            # service-schema: the 238 pinned task names). (Longer lists keep the memo: their
+            # lexeme is made anew each time.)
+            if (
+                kind is None and "enum" in schema and type(values := schema["enum"]) is list
+                and len(values) == 1 and type(values[0]) is str
+                and self.compile_depth < COMPILE_DEPTH_MAX
+                and (
+                    _ENUM_AND_ANNOTATIONS.issuperset(schema)
+                    or (_ASSERTING_BESIDE_ENUM.isdisjoint(schema) and self.inert(schema.keys() - _ENUM_AND_ANNOTATIONS))
+                )
+            ):
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
         if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
         if not isinstance(schema, dict):
