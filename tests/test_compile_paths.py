@@ -210,6 +210,32 @@ def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
     assert kinds == [True, False]
 
 
+@pytest.mark.parametrize("extra", [-200, -20, -1, 0, 1, 20, 200])
+def test_a_root_with_ids_decides_marshal_ids_by_its_whole_form(extra: int) -> None:
+    # The lone-surrogate check hands the compiler its form of a root with `$id` only when that
+    # form, made without the ids, is too long already; at every length around the limit the
+    # compiler must decide (and key the root) by the whole form's, as when it makes it itself.
+    import marshal
+
+    lexeme = schema_compiler._plain_lexeme
+    limit = schema_compiler._CONTENT_MARSHAL_SIZE_MAX
+    for ids in ({"$id": "https://example.com/s.json"}, {"id": "https://example.com/s.json"}, {}):
+        base = {**ids, "type": "object", "description": ""}
+        pad = limit - len(marshal.dumps(base, 2)) + extra
+        root = {**ids, "type": "object", "description": "x" * max(pad, 0)}
+        forms: list[bytes] = []
+        assert not schema_compiler._reject_lone_surrogates(root, forms)
+        compiler = schema_compiler._Compiler(
+            root, lenient=False, additional_properties_default=True,
+            key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+            root_form=forms[0] if forms else None,
+        )
+        whole = marshal.dumps(root, 2)
+        assert compiler.content_by_marshal == (len(whole) <= limit), (ids, extra)
+        if compiler.content_by_marshal:
+            assert compiler.content_id(root) == whole
+
+
 def test_warnings_taken_back_can_come_again() -> None:
     # `warn` keeps its texts in a set beside the list: a dropped attempt takes them out of both.
     compiler = _compiler()

@@ -153,7 +153,7 @@ from .numbers import (
     multiple_of_regex, multiple_of_regexes, not_multiple_of_regex, number_range_regex,
 )
 from .strings import (
-    FORMAT_REGEXES, REPEAT_COUNT_MAX, STRING_CHAR, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
+    FORMAT_REGEXES, _ANCHORED_PLAIN, REPEAT_COUNT_MAX, STRING_CHAR, _json_string_lexeme, _json_string_regex, _json_strings_lexeme, _key_regex,
     pattern_parts, pattern_to_json_regex, string_regex,
 )
 from .x_guidance import split_x_guidance
@@ -256,6 +256,9 @@ _PLAIN_TYPES = {
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 _CHECKED_KEYWORDS = UNSUPPORTED | {"$dynamicRef", "$recursiveRef", "_conflicts"}  # what `check_keywords` acts on
 _TYPE_AND_ANNOTATIONS = ANNOTATIONS | {"type"}  # the keys of a schema `compile` takes directly
+_ASSERTING_BESIDE_TYPE = _ASSERTING - {"type"}  # (`compile`: none beside a plain type, or the general path)
+_ENUM_AND_ANNOTATIONS = ANNOTATIONS | {"enum"}  # the keys of an enum `compile` takes directly
+_ASSERTING_BESIDE_ENUM = _ASSERTING - {"enum"}
 _REF_AND_ANNOTATIONS = ANNOTATIONS | {"$ref"}  # those of a schema `compile` takes as its reference
 
 
@@ -351,7 +354,9 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
     (and annotations too), so what it clears the walk would clear; anything else (a type
     marshal refuses such as a subclass, a cycle, a lone surrogate even in an annotation, a
     form longer than the walk's budget) is left to the walk: None. The form of the schema
-    whole (no root `$id`/`id` left out) goes to `forms` when given."""
+    whole (no root `$id`/`id` left out) goes to `forms` when given, or, for a root with ids,
+    the form without them when it is longer than `_CONTENT_MARSHAL_SIZE_MAX` (the whole one
+    is then too long for content ids as well, which is all `_Compiler` reads of it)."""
     if type(schema) is not dict:
         return None
     whole = forms
@@ -363,8 +368,10 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
             return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
     data = _marshal_form(schema)
-    if whole is not None and data is not None:
-        whole.append(data)
+    if data is not None and forms is not None and (whole is not None or len(data) > _CONTENT_MARSHAL_SIZE_MAX):
+        # Without the root's ids, a form too long for content ids says all the compiler reads
+        # of the whole one (which is longer still): service-schema's 577 kB were made twice.
+        forms.append(data)
     if data is None or len(data) > _SETTLED_SIZE_MAX or _lone_surrogate_in(data):
         return None
     return _REWRITE_CANDIDATE.search(data) is None
@@ -918,6 +925,91 @@ def _and(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
+def _asserts_nothing(key: str) -> bool:
+    """Whether a schema key asserts nothing: an annotation, or a key that is no keyword
+    (`ignoreCase`, `x-...`; internal `_...` and `$...` keys do assert)."""
+    return key in ANNOTATIONS or (key[:1] not in "_$" and key not in _ASSERTING)
+
+
+def _string_list(schema: dict[str, Any], depth: int = 0) -> list[str] | None:
+    """The strings a raw schema lists, when it is only that: an `enum` of strings, or an
+    `anyOf` whose options are each such an `enum` or a string `const` (what `enum_union`
+    joins), beside keys that assert nothing. None otherwise."""
+    if "anyOf" in schema:
+        options = schema["anyOf"]
+        if depth or "enum" in schema or "const" in schema or type(options) is not list or not options:
+            return None
+        values: list[str] = []
+        for option in options:
+            listed = _string_list(option, 1) if type(option) is dict else None
+            if listed is None:
+                return None
+            values += listed
+    elif "enum" in schema:
+        values = schema["enum"]
+        if type(values) is not list or "const" in schema:
+            return None
+    elif "const" in schema:
+        values = [schema["const"]]
+    else:
+        return None
+    if not all(type(v) is str for v in values):
+        return None
+    for key in schema:
+        if key not in _ENUM_UNION_KEYS and key != "anyOf" and not _asserts_nothing(key):
+            return None
+    return values
+
+
+def _pinned_text(pin: dict[str, Any]) -> str | None:
+    """The one string a raw schema `pin` passes among strings: its `pattern` `^text$` of
+    characters with no ECMA meaning (`_ANCHORED_PLAIN`), beside at most `type: string` and
+    keys that assert nothing. None when it is anything else."""
+    pattern = pin["pattern"]
+    if type(pattern) is not str or not _ANCHORED_PLAIN.fullmatch(pattern):
+        return None
+    for key, value in pin.items():
+        if key == "type":
+            if value != "string" and value != ["string"]:
+                return None
+        elif key != "pattern" and not _asserts_nothing(key):
+            return None
+    return pattern[1:-1]
+
+
+_TYPED_OBJECT_KEYS = {"properties": dict, "required": list, "additionalProperties": (bool, dict)}
+
+
+def _typed_object(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """`a` AND `b` as one schema where one side says only `type: object` (beside
+    annotations) and the other has no `type` and `properties`, and beside them only `required`,
+    `additionalProperties` and keys that assert nothing: the other side with the type
+    added, what flattening `_and`'s `allOf` of the two makes (their merge), without the
+    `allOf`, its memo keys and two merges. MaskBench service-schema: 238 `inputs` objects,
+    each beside the task's `{"type": "object"}`. None otherwise."""
+    if _TYPE_AND_ANNOTATIONS.issuperset(a):
+        typing, other = a, b
+    elif _TYPE_AND_ANNOTATIONS.issuperset(b):
+        typing, other = b, a
+    else:
+        return None
+    kind = typing.get("type")
+    if (kind != "object" and kind != ["object"]) or "type" in other or "properties" not in other:
+        return None
+    out = {}
+    for key, value in other.items():
+        kinds = _TYPED_OBJECT_KEYS.get(key)
+        if kinds is not None:
+            if not isinstance(value, kinds):
+                return None
+        elif not _asserts_nothing(key):
+            return None
+        if key not in _MERGE_DROPPED:
+            out[key] = value
+    out["type"] = ["object"]
+    return out
+
+
 _CONTAINS_KEYS = ("contains", "minContains", "maxContains", "_contains")
 
 
@@ -1279,7 +1371,8 @@ class _Compiler:
         coerce_one_of: bool = False,
         root_form: bytes | None = None,
     ) -> None:
-        """`root_form`: `root`'s `marshal` form if the caller has it (else made here)."""
+        """`root_form`: `root`'s `marshal` form if the caller has it (else made here), or a
+        shorter one that is longer than `_CONTENT_MARSHAL_SIZE_MAX` (`_settled_at_once`)."""
         self.root = root
         self.any_order = property_order == "any"
         self.lenient = lenient
@@ -1346,6 +1439,8 @@ class _Compiler:
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
+        self.string_lists: dict[int, tuple[Any, Any]] = {}  # pinned_enum
+        self.inert_keys: set[str] = set()  # inert
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
         self.rules_by_lhs: dict[int, list[tuple[Sym, ...]]] = {}
@@ -2063,13 +2158,50 @@ class _Compiler:
         silent_a, silent_b = _says_nothing_of_others(a), _says_nothing_of_others(b)
         for key, va in pa.items():
             if key in pb:
-                out[key] = _and(va, pb[key])
+                vb = pb[key]
+                pinned = (
+                    self.pinned_enum(va, vb) if type(vb) is dict and "pattern" in vb and type(va) is dict
+                    else self.pinned_enum(vb, va) if type(va) is dict and "pattern" in va and type(vb) is dict
+                    else None
+                )
+                if pinned is None:
+                    pinned = _typed_object(va, vb) if type(va) is dict and type(vb) is dict else None
+                out[key] = _and(va, vb) if pinned is None else pinned
             else:
                 out[key] = va if silent_b else _and(va, self.member_schema(b, key))
         for key, vb in pb.items():
             if key not in pa:
                 out[key] = vb if silent_a else _and(self.member_schema(a, key), vb)
         return out
+
+    def inert(self, keys: set[str]) -> bool:
+        """Whether keys that are no annotation assert nothing (`_asserts_nothing`): keys that
+        are no keyword, such as azure's `ignoreCase` and `aliases` beside most of MaskBench
+        service-schema's 1,500 task inputs, `{"type": "string", "ignoreCase": "key"}`. The
+        names found so are kept (`inert_keys`), so that a name met again costs a set test."""
+        if self.inert_keys.issuperset(keys):
+            return True
+        if not _ASSERTING.isdisjoint(keys) or not all(k[:1] not in "_$" for k in keys):
+            return False  # (`compile` tests the keywords first, without the call)
+        self.inert_keys.update(keys)
+        return True
+
+    def pinned_enum(self, listing: dict[str, Any], pin: dict[str, Any]) -> dict[str, Any] | None:
+        """`listing` AND `pin` as one `enum`, where `listing` only lists strings
+        (`_string_list`, kept per schema by identity) and `pin` passes one string
+        (`_pinned_text`): the listed strings equal to it. What the translation of the two
+        makes (the checker's literal lookup among the listed values), without the anyOf's
+        merge, expansion and check: each of MaskBench service-schema's 238 task objects pins
+        `task` to its name beside the same anyOf of 238 one-name enums (~50 µs a member).
+        None when either side is anything else."""
+        text = _pinned_text(pin)
+        if text is None:
+            return None
+        known = self.string_lists.get(id(listing))
+        if known is None:
+            known = self.string_lists[id(listing)] = (listing, _string_list(listing))  # kept alive: its id stays its own
+        values = known[1]
+        return None if values is None else {"enum": [text] * values.count(text)}
 
     def member_schema(self, d: dict[str, Any], key: str) -> Any:
         """What the object schema `d` requires of the value of property `key`: its `properties`
@@ -2108,6 +2240,7 @@ class _Compiler:
         self.presence_declined.clear()
         self.presence_formulas.clear()
         self.listed_values.clear()
+        self.string_lists.clear()
         self.object_suffixes.clear()
         self.object_alternatives.clear()
         self.object_sequences.clear()
@@ -2506,13 +2639,32 @@ class _Compiler:
             kind = schema.get("type")
             if (
                 type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                and (
+                    _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                    or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
+                )
             ):
                 if self.compile_depth + 1 > self.compile_depth_high:
                     self.compile_depth_high = self.compile_depth + 1
                 if kind == "string":
                     return self.string_symbol or self.string()
                 return self.lexeme(*_PLAIN_TYPES[kind])
+            # An `enum` of one string alone (beside annotations and keys that assert nothing),
+            # as directly: the lexeme `compile_enum` makes of it, kept per text (MaskBench
+            # service-schema: the 238 pinned task names). (Longer lists keep the memo: their
+            # lexeme is made anew each time.)
+            if (
+                kind is None and "enum" in schema and type(values := schema["enum"]) is list
+                and len(values) == 1 and type(values[0]) is str
+                and self.compile_depth < COMPILE_DEPTH_MAX
+                and (
+                    _ENUM_AND_ANNOTATIONS.issuperset(schema)
+                    or (_ASSERTING_BESIDE_ENUM.isdisjoint(schema) and self.inert(schema.keys() - _ENUM_AND_ANNOTATIONS))
+                )
+            ):
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
         if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
         if not isinstance(schema, dict):
@@ -3590,8 +3742,10 @@ class _Compiler:
             # body per order over the same members (required keys not listed stay last).
             bodies = []
             for order in d["_orders"]:
-                rank = {k: j for j, k in enumerate(order)}
-                ranked = sorted(range(len(members)), key=lambda i: rank.get(member_keys[i], len(order) + i))
+                rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
+                last = len(order)
+                ranks = [rank.get(k, last + i) for i, k in enumerate(member_keys)]
+                ranked = sorted(range(len(members)), key=ranks.__getitem__)
                 body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
                 bodies.append([body] if body is not None else None)
             return self.choice(f"{pointer or '/'}:orders", bodies)
