@@ -1120,6 +1120,7 @@ _THIRD = operator.itemgetter(2)
 _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
+_OPTIONS_DISJOINT_DEPTH_MAX = 2  # levels of nested anyOf/oneOf options `pair_disjoint` looks into
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 # What `schema_id_nested` reads of a schema: the annotations no translation reads (left out of
 # its id, so sub-schemas that differ only in them share their translation), and the keywords
@@ -2406,15 +2407,42 @@ class _Compiler:
         if known is not None:
             return known[1]
         flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
-        live = [(f, self.value_types(f, at)) for f, at in flats if f is not None]
+        live = [(f, self.value_types(f, at), at) for f, at in flats if f is not None]
         # `_discriminated`: what every pair's `keys_disjoint` finds, at once.
-        result = (len(live) > 2 and _discriminated(live)) or all(
-            _disjoint(a, b, ta, tb) or self.keys_disjoint(a, b, ta, tb, types)
-            for i, (a, ta) in enumerate(live)
-            for b, tb in live[i + 1 :]
+        result = (len(live) > 2 and _discriminated([(f, t) for f, t, _ in live])) or all(
+            self.pair_disjoint(a, b, types)
+            for i, a in enumerate(live)
+            for b in live[i + 1 :]
         )
         self.disjoint_options[key] = (options, result)  # the list kept alive: its id stays its own
         return result
+
+    def pair_disjoint(
+        self, a: tuple[dict[str, Any], set[str], str], b: tuple[dict[str, Any], set[str], str],
+        types: Sequence[str] | None, depth: int = 0,
+    ) -> bool:
+        """Whether no value of `types` is valid under both flattened schemas `a` and `b` (each
+        with its types and pointer): by types, listed values or keys (`_disjoint`,
+        `keys_disjoint`), else, for a side with `anyOf`/`oneOf` options, when each of its
+        options is disjoint from the other side (a value valid under the side is valid under
+        one of its options), up to `_OPTIONS_DISJOINT_DEPTH_MAX` levels of options."""
+        (fa, ta, _), (fb, tb, _) = a, b
+        if _disjoint(fa, fb, ta, tb) or self.keys_disjoint(fa, fb, ta, tb, types):
+            return True
+        if depth >= _OPTIONS_DISJOINT_DEPTH_MAX:
+            return False
+        for side, other in ((a, b), (b, a)):
+            flat, _, at = side
+            for keyword in ("anyOf", "oneOf"):
+                options = flat.get(keyword)
+                if type(options) is list:
+                    # (the pointers `value_types` flattened them at)
+                    inner = [(self.flatten(o, f"{at}/{keyword}/{i}"), f"{at}/{keyword}/{i}") for i, o in enumerate(options)]
+                    return all(
+                        f is None or self.pair_disjoint((f, self.value_types(f, where, 1), where), other, types, depth + 1)
+                        for f, where in inner
+                    )
+        return False
 
     def value_types(self, d: dict[str, Any], pointer: str, depth: int = 0) -> set[str]:
         """The types a flattened schema allows: its `type` or listed values, else the union
