@@ -425,6 +425,49 @@ def test_one_of_options_found_disjoint_through_their_options_share_no_valid_valu
     if options == [{"oneOf": [{"enum": ["all", "each"]}, _NESTED_LEAVES[6]]}, _NESTED_LEAVES[7]]:
         assert disjoint
 
+
+# anyOf options that the schema beside them may imply (`_implied_option`), and instances over
+# their keys and types.
+_IMPLIED_KEYS = ["a", "b", "c"]
+_implied_rest = st.builds(
+    lambda types, required: {**({"type": types} if types else {}), **({"required": required} if required else {})},
+    st.sampled_from([None, "object", ["object", "string"], ["integer", "null"], "number"]),
+    st.lists(st.sampled_from(_IMPLIED_KEYS), unique=True, max_size=3),
+)
+_implied_opt = st.one_of(
+    st.just(True), st.just(False), st.just({}), st.just({"title": "t"}),
+    st.builds(
+        lambda types, required: {**({"type": types} if types else {}), **({"required": required} if required is not None else {})},
+        st.sampled_from([None, "object", ["object", "string"], "integer", "number", ["number", "null"]]),
+        st.one_of(st.none(), st.lists(st.sampled_from(_IMPLIED_KEYS), unique=True, max_size=3)),
+    ),
+    st.sampled_from([{"required": ["a"], "minProperties": 1}, {"properties": {"a": {"type": "string"}}}]),
+)
+_IMPLIED_POOL: list[Any] = [
+    None, True, 0, 2, 1.5, "s", [], *({k: 1 for k in ks} for n in range(4) for ks in itertools.combinations(_IMPLIED_KEYS, n)),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_implied_rest, _implied_opt)
+@example({"type": "object", "required": ["a"]}, {"required": ["a"]})
+@example({"type": ["integer", "null"]}, {"type": ["number", "null"]})
+def test_an_implied_any_of_option_holds_on_every_value_of_the_rest(rest: dict[str, Any], option: Any) -> None:
+    """`_implied_option` says an option holds on every value of the schema beside the anyOf only
+    where `jsonschema` finds no pool instance valid under that schema and not under the option."""
+    lexeme = schema_compiler._plain_lexeme
+    compiler = schema_compiler._Compiler(
+        rest, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+    flat = compiler.flatten(rest, "")
+    implied = flat is not None and schema_compiler._implied_option(flat, option)
+    beside, under = jsonschema.Draft202012Validator(rest), jsonschema.Draft202012Validator(option)
+    outside = [v for v in _IMPLIED_POOL if beside.is_valid(v) and not under.is_valid(v)]
+    assert not (implied and outside), f"found implied, but valid beside and not under the option: {outside}"
+    if rest == {"type": "object", "required": ["a"]} and option == {"required": ["a"]}:
+        assert implied
+
 # A tmlanguage-like object (MaskBench JsonSchemaStore---tmlanguage): dependencies among its keys,
 # each expanded as "the key absent | the key and its dependants present".
 _DEPENDENT_KEYS = ["begin", "end", "while", "contentName", "beginCaptures", "whileCaptures", "endCaptures", "last"]

@@ -612,6 +612,28 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
+def _implied_option(rest: dict[str, Any], option: Any) -> bool:
+    """Whether every value valid under the flattened schema `rest` is valid under the anyOf
+    option `option` (as written): `true`, or an option that asserts at most `required` names
+    `rest` requires (a non-object passes `required`) and `type`s that cover those of `rest`.
+    Sufficient, not complete."""
+    if option is True:
+        return True
+    if type(option) is not dict or not _IMPLIED_OPTION_KEYS.issuperset(option):
+        return False
+    names = option.get("required", [])
+    if type(names) is not list or any(type(n) is not str for n in names):
+        return False
+    if names and not set(names).issubset(rest.get("required", ())):
+        return False
+    if "type" in option:
+        covering = option["type"] if type(option["type"]) is list else [option["type"]]
+        have = rest.get("type")
+        if type(have) is not list or not all(t in covering or t == "integer" and "number" in covering for t in have):
+            return False
+    return True
+
+
 def _discriminated(live: list[tuple[dict[str, Any], set[str]]]) -> bool:
     """Whether flattened `oneOf` options (with their types) allow objects only and all require
     one key whose listed values (`_literals`: finite scalars) no two options share: then
@@ -1120,6 +1142,7 @@ _THIRD = operator.itemgetter(2)
 _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
+_IMPLIED_OPTION_KEYS = ANNOTATIONS | {"required", "type"}  # what `_implied_option` reads
 _OPTIONS_DISJOINT_DEPTH_MAX = 2  # levels of nested anyOf/oneOf options `pair_disjoint` looks into
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 # What `schema_id_nested` reads of a schema: the annotations no translation reads (left out of
@@ -1320,6 +1343,7 @@ class _Compiler:
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.disjoint_options: dict[tuple[int, Any], tuple[list[Any], bool]] = {}  # one_of_disjoint
         self.one_of_inexact: dict[int, list[Any]] = {}  # compile_one_of_exactly
+        self.implied_candidates: dict[int, tuple[list[Any], list[Any]]] = {}  # compile_options: id(anyOf) → (it, options)
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
@@ -2082,6 +2106,7 @@ class _Compiler:
         self.enum_unions.clear()
         self.disjoint_options.clear()
         self.one_of_inexact.clear()
+        self.implied_candidates.clear()
         self.presence_declined.clear()
         self.presence_formulas.clear()
         self.listed_values.clear()
@@ -2652,6 +2677,17 @@ class _Compiler:
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         rest = {k: v for k, v in d.items() if k != key}
         one_of = key == "oneOf"
+        if not one_of and "_unevaluatedProperties" not in d and "_unevaluatedItems" not in d and DYNAMIC_UNION not in d:
+            # An option every value of `rest` meets (vega's data: `anyOf: [{required: [name]},
+            # {oneOf: [...]}]` beside `required: [name]`): `rest` AND the anyOf is `rest`. The
+            # options that could be one are found once per list (service-schema meets its anyOf
+            # of 238 options in every cell).
+            known = self.implied_candidates.get(id(d[key]))
+            if known is None:
+                candidates = [o for o in d[key] if o is True or type(o) is dict and _IMPLIED_OPTION_KEYS.issuperset(o)]
+                known = self.implied_candidates[id(d[key])] = (d[key], candidates)  # the list kept alive: its id stays its own
+            if known[1] and any(_implied_option(rest, option) for option in known[1]):
+                return self.compile_flat(rest, pointer)
         # A presence constraint first (not for a oneOf read as anyOf under coerce_one_of, nor
         # for options `presence_expanded` put back).
         if (len(d[key]) >= 2 or not one_of) and not (one_of and self.coerce_one_of) and id(d[key]) not in self.presence_declined:
