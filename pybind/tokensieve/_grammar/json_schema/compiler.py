@@ -629,7 +629,10 @@ def _implied_option(rest: dict[str, Any], option: Any) -> bool:
     if "type" in option:
         covering = option["type"] if type(option["type"]) is list else [option["type"]]
         have = rest.get("type")
-        if type(have) is not list or not all(t in covering or t == "integer" and "number" in covering for t in have):
+        if (
+            type(have) is not list or not all(type(t) is str and t in TYPES for t in covering)  # (else its error stands)
+            or not all(t in covering or t == "integer" and "number" in covering for t in have)
+        ):
             return False
     return True
 
