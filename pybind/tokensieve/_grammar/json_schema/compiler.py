@@ -637,6 +637,12 @@ def _implied_option(rest: dict[str, Any], option: Any) -> bool:
     return True
 
 
+def _listed_keys(d: dict[str, Any]) -> tuple[str, ...]:
+    """The keys a flattened schema lists in `properties` that can be present (not `false`)."""
+    listed = d.get("properties")
+    return tuple(k for k, v in listed.items() if v is not False) if type(listed) is dict else ()
+
+
 def _discriminated(live: list[tuple[dict[str, Any], set[str]]]) -> bool:
     """Whether flattened `oneOf` options (with their types) allow objects only and all require
     one key whose listed values (`_literals`: finite scalars) no two options share: then
@@ -2690,7 +2696,7 @@ class _Compiler:
                 candidates = [o for o in d[key] if o is True or type(o) is dict and _IMPLIED_OPTION_KEYS.issuperset(o)]
                 known = self.implied_candidates[id(d[key])] = (d[key], candidates)  # the list kept alive: its id stays its own
             if known[1] and any(_implied_option(rest, option) for option in known[1]):
-                return self.compile_flat(rest, pointer)
+                return self.compile_implied(rest, d[key], key, pointer)
         # A presence constraint first (not for a oneOf read as anyOf under coerce_one_of, nor
         # for options `presence_expanded` put back).
         if (len(d[key]) >= 2 or not one_of) and not (one_of and self.coerce_one_of) and id(d[key]) not in self.presence_declined:
@@ -2721,6 +2727,43 @@ class _Compiler:
                 for mask in range(1, 1 << n)
             ]
         return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}", cells=True)
+
+    def compile_implied(self, rest: dict[str, Any], options: list[Any], key: str, pointer: str) -> Sym | None:
+        """`rest` beside an anyOf one of whose options it implies: `rest`, in the key orders the
+        anyOf's options allowed. Merged with `rest`, an option's listed keys came first or after
+        those of `rest` (and so for the options of its own anyOf/oneOf): each such list of keys
+        is kept as an option that only lists them (`{"properties": {k: true, ...}}`), so the
+        merges give the orders they gave, of the values of `rest`, without what the options
+        asserted (vega's `data`: an exact oneOf over the whole object, 4 ms)."""
+        if self.any_order:
+            return self.compile_flat(rest, pointer)
+        heads: dict[tuple[str, ...], None] = {}
+        for i, option in enumerate(options):
+            if _implied_option(rest, option):
+                continue
+            where = f"{pointer}/{key}/{i}"
+            flat = self.flatten(option, where)
+            if flat is None:
+                continue
+            own = _listed_keys(flat)
+            if own:
+                heads[own] = None
+            for keyword in ("anyOf", "oneOf"):
+                if type(flat.get(keyword)) is list:
+                    # Its own options merged first with it (and it with `rest`): their keys, then its.
+                    for j, nested in enumerate(flat[keyword]):
+                        part = self.flatten(nested, f"{where}/{keyword}/{j}")
+                        inner = _listed_keys(part) if part is not None else ()
+                        if inner:
+                            heads[_keys_after(inner, own)] = None
+        if not heads:
+            return self.compile_flat(rest, pointer)
+        # Each merged both ways, as `compile_alternatives` merges options (no clause is
+        # expanded, so no clause budget is spent); the first lists nothing: `rest` as it is,
+        # its extra keys in any order.
+        at = f"{pointer}/{key}"
+        heads_listed = [({"properties": dict.fromkeys(head, True)}, at) for head in heads]
+        return self.compile_alternatives(rest, [({}, at), *heads_listed], f"{pointer or '/'}:{key}")
 
     def compile_one_of_exactly(self, d: dict[str, Any], pointer: str) -> Sym | None | object:
         """`oneOf` whose options may overlap, as the alternatives "option i and not any other"
