@@ -134,7 +134,10 @@ def test_content_ids_past_the_recursion_depth_and_of_cycles(by_marshal: bool) ->
 
 # The schema ids' reference: the keywords `_schema_values` draws, by how the walk reads them.
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "example", "default"}
-_KEYWORD_KINDS = {"not": "schema", "items": "schema or list", "anyOf": "list", "properties": "map", "enum": "data"}
+_KEYWORD_KINDS = {
+    "not": "schema", "items": "schema or list", "anyOf": "list", "properties": "map", "enum": "data", "type": "data",
+    "$ref": "data",
+}
 
 
 def _schema_text(value: Any) -> str:
@@ -180,6 +183,11 @@ _schema_values = st.recursive(
 @example([{"properties": {"description": 1}}, {"properties": {}}])  # a member named like an annotation
 @example([{"enum": [{"description": 1}]}, {"enum": [{"description": 2}]}])  # data, read exactly
 @example([{"x-a": {"not": 1}, "description": "a"}, {"x-a": [2]}])  # read by nothing
+# One keyword with a string (an id of its own): beside annotations, others, nested, as data.
+@example([{"$ref": "a"}, {"$ref": "a", "description": "d"}, {"type": "a"}, {"$ref": "a", "x-a": "b"}, {"$ref": 1}])
+@example([{"not": {"$ref": "a"}}, {"not": {"type": "a"}}, {"not": {"$ref": "a", "default": 2}}, {"not": "a"}])
+@example([{"properties": {"a": {"type": "a"}}}, {"properties": {"a": {"_p": "a"}}}, {"anyOf": [{"type": "a"}, "a"]}])
+@example([{"enum": [{"type": "a"}]}, {"enum": [{"type": "a", "description": "d"}]}, {"items": [{"$ref": "1"}]}])
 def test_schema_ids_are_equal_exactly_for_schemas_read_alike(schemas: list[dict[str, Any]]) -> None:
     compiler = _compiler(by_marshal=False)
     ids = [compiler.content_id(s) for s in schemas]

@@ -215,6 +215,8 @@ def test_lone_surrogates_in_the_schema_are_refused_where_the_rule_says(schema: d
         ({"enum": [{"$ref": "http://x"}]}, True),  # the walk visits enum values
         ({"examples": [{"$ref": "http://x"}], "description": "\ud800"}, False),  # annotations: neither
         ({"a": {"$dynamicRef": 1}}, True),
+        ({"a": {"$recursiveRef": "#"}}, True),  # any value, '#' too
+        ({"enum": ["$dynamicRef", "$recursiveRef"]}, False),  # as values: no key
         ({"a": [("\ud800",)]}, False),  # a tuple is not walked
     ],
 )
@@ -223,6 +225,18 @@ def test_lone_surrogate_check_edge_cases(schema: dict[str, Any], rewrite: bool) 
 
     assert _oracle(schema) == (set(), rewrite) or isinstance(schema["a"], list)  # the oracle agrees (but tuples)
     assert _reject_lone_surrogates(schema) is rewrite
+
+
+@pytest.mark.parametrize("hangul", [0, 3, 40])
+def test_lone_surrogate_after_other_0xed_bytes_is_refused(hangul: int) -> None:
+    # Hangul is 0xED then 0x80-0x9F in UTF-8; past 16 of them the search is the regex's.
+    from tokensieve._errors import GrammarError
+    from tokensieve._grammar.json_schema.compiler import _reject_lone_surrogates
+
+    assert _reject_lone_surrogates({"enum": ["\ud55c" * hangul]}) is False
+    with pytest.raises(GrammarError, match="lone surrogate") as err:
+        _reject_lone_surrogates({"enum": ["\ud55c" * hangul + "\udbff"]})
+    assert err.value.json_pointer == "/enum/0"
 
 
 def test_lone_surrogate_in_a_subclass_or_past_marshal_depth_is_still_refused() -> None:

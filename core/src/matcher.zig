@@ -212,9 +212,10 @@ pub const Grammar = struct {
         self.limits = limits;
         self.ref_count = 1;
         // A median MaskBench IR of 420 words builds about 180 terms (its first row some more).
-        // Only small grammars, where the growth steps are a visible part of the compile: a
-        // large one's blocks, taken in another order, reused freed memory less well
-        // (test_large_alternations: a second compile of 10,000 words grew linear memory).
+        // All the tables only for small grammars, where the growth steps are a visible part of
+        // the compile: a large one's blocks, taken in another order, reused freed memory less
+        // well (test_large_alternations: a second compile of 10,000 words grew linear memory);
+        // a large one gets its term table alone (`reserveTable`, below).
         const reserve_terms: u32 = if (words.len <= reserve_ir_words_max) @intCast(words.len / 2 + 64) else 0;
         const expr_limits: regex.Limits = .{ .expr_count_max = limits.expr_count_max };
         // With the instance's cache, the set starts as a copy of its base set (the hottest
@@ -224,6 +225,9 @@ pub const Grammar = struct {
         else
             try regex.ExprSet.initCapacity(gpa, expr_limits, reserve_terms);
         errdefer self.exprs.deinit();
+        if (words.len > reserve_ir_words_max) {
+            try self.exprs.reserveTable(@intCast(@min(words.len / 2, limits.expr_count_max)));
+        }
         self.exprs.refuel(limits.fuel_compile_max, .compile_fuel);
         self.compiled = try ir_reader.compileShared(gpa, &self.exprs, words, patterns, diag);
         errdefer self.compiled.deinit(gpa);

@@ -318,11 +318,20 @@ _REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
 # UTF-8 length in 4 bytes and its UTF-8 bytes, lone surrogates as `\xed\xa0-\xbf..`; a dict is
 # `{`, key value key value ..., `0`): a lone surrogate, or a key `_needs_rewrite` reads with a
 # string value not starting with `#` (`$ref`, `$id`, `id`; also the first of two strings in a
-# list, such as `required: ["id", "name"]`, which the walk then clears) or with any value.
-# (Three searches: one regex of them all tries its alternatives at every `u`, 5x slower.)
+# list, such as `required: ["id", "name"]`, which the walk then clears) or, for `$dynamicRef`
+# and `$recursiveRef`, with any value. Two searches: the lone surrogates' (`_lone_surrogate_in`)
+# and one regex of the keys, whose alternatives start after the `u` of a string (a search per
+# key costs a scan of the form each, ~0.3 ms on MaskBench kb_1161's 960 kB; one for the
+# dynamic keys anywhere, as before, cost as much again).
 _LONE_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
-_REWRITE_CANDIDATE = re.compile(rb"u(?:\x04\0\0\0\$ref|\x03\0\0\0\$id|\x02\0\0\0id)u.{4}(?!#)", re.DOTALL)
-_DYNAMIC_KEY = re.compile(rb"\$dynamicRef|\$recursiveRef")  # (a regex: 4x faster than two `in`)
+_REWRITE_CANDIDATE = re.compile(
+    rb"u(?:\x04\0\0\0\$refu.{4}(?!#)|\x03\0\0\0\$idu.{4}(?!#)|\x02\0\0\0idu.{4}(?!#)"
+    rb"|\x0b\0\0\0\$dynamicRef|\x0d\0\0\0\$recursiveRef)",
+    re.DOTALL,
+)
+# `_lone_surrogate_in` looks at this many 0xED bytes (lengths and Hangul have them) one by one
+# before it leaves the rest to the regex.
+_LONE_SURROGATE_FINDS_MAX = 16
 # The walks' budget: past it they stop and ask for the rewrite (the translation has its own
 # size limits).
 _WALK_STEPS_MAX = 2_000_000
@@ -356,9 +365,24 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
     data = _marshal_form(schema)
     if whole is not None and data is not None:
         whole.append(data)
-    if data is None or len(data) > _SETTLED_SIZE_MAX or _LONE_SURROGATE_UTF8.search(data) is not None:
+    if data is None or len(data) > _SETTLED_SIZE_MAX or _lone_surrogate_in(data):
         return None
-    return _REWRITE_CANDIDATE.search(data) is None and _DYNAMIC_KEY.search(data) is None
+    return _REWRITE_CANDIDATE.search(data) is None
+
+
+def _lone_surrogate_in(data: bytes) -> bool:
+    """Whether UTF-8 bytes (with `surrogatepass`) hold a lone surrogate's form, 0xED then
+    0xA0-0xBF (or a length field that looks like one: the caller then walks). The 0xED bytes
+    are found by `bytes.find` (memchr) and their next byte read, where the regex scanned every
+    byte (0.22 ms on kb_1161's 960 kB form, which has a few)."""
+    at = data.find(b"\xed")
+    for _ in range(_LONE_SURROGATE_FINDS_MAX):
+        if at < 0:
+            return False
+        if 0xA0 <= (data[at + 1] if at + 1 < len(data) else 0) <= 0xBF:
+            return True
+        at = data.find(b"\xed", at + 1)
+    return _LONE_SURROGATE_UTF8.search(data, at) is not None
 
 
 def _rewrite_walk(schema: dict[str, Any]) -> bool:
@@ -2212,6 +2236,12 @@ class _Compiler:
                 append((kind, child))
             else:
                 return None
+        if len(names) == 1 and type(parts[0]) is str:
+            # One keyword with a string (`$ref`, `type`; MaskBench kb_1161: 2,745 of its 4,159
+            # schemas): the pair itself, neither interned nor kept by identity, which cost more
+            # than the walk. A pair of strings equals no other id (an int, a scalar's
+            # (type, value), `_UNREAD`), and equals another pair exactly for the same content.
+            return (names[0], parts[0])
         keys = self.content_keys
         cid = keys.setdefault(("s", tuple(names), tuple(parts)), len(keys))
         self.schema_ids[id(schema)] = (schema, cid)
@@ -3803,8 +3833,22 @@ class _Compiler:
         and one for `additionalProperties` (keys matching no pattern). Listed names are
         excluded from every region; `values` (witnesses' schemas) constrain every value."""
         key_ands, key_nots = key_parts
-        if not d.get("patternProperties") and d.get("additionalProperties", self.additional_default) is False:
-            return []  # a closed object: no other key (its taken names need no regexes)
+        if not d.get("patternProperties"):
+            extra = d.get("additionalProperties", self.additional_default)
+            if extra is False:
+                return []  # a closed object: no other key (its taken names need no regexes)
+            if not (values or key_ands or key_nots):
+                # The commonest open object (MaskBench kb_1161: 516 of 526): one region, the
+                # keys not listed, what the steps below give without their pieces and subsets.
+                value = self.compile(extra, f"{pointer}/additionalProperties")
+                if value is None:
+                    return []
+                key = self.string()
+                if taken:
+                    lexeme = Lexeme(f"key:{pointer or '/'}/additionalProperties", "regex", self.ir.lexemes[key.index].value,
+                                    not_patterns=tuple([_json_string_regex(k) for k in taken]))
+                    key = Sym.t(self.ir.add_shared_lexeme(lexeme))
+                return [(key, value)]
         name_nots = [_json_string_regex(k) for k in taken]
         # (pointer, the regexes a key matching the pattern matches, those it does not, value
         # schema): one regex for a plain pattern; more for a pattern with lookaheads.
