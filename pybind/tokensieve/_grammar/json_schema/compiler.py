@@ -643,6 +643,37 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     return False
 
 
+def _implied_option(rest: dict[str, Any], option: Any) -> bool:
+    """Whether every value valid under the flattened schema `rest` is valid under the anyOf
+    option `option` (as written): `true`, or an option that asserts at most `required` names
+    `rest` requires (a non-object passes `required`) and `type`s that cover those of `rest`.
+    Sufficient, not complete."""
+    if option is True:
+        return True
+    if type(option) is not dict or not _IMPLIED_OPTION_KEYS.issuperset(option):
+        return False
+    names = option.get("required", [])
+    if type(names) is not list or any(type(n) is not str for n in names):
+        return False
+    if names and not set(names).issubset(rest.get("required", ())):
+        return False
+    if "type" in option:
+        covering = option["type"] if type(option["type"]) is list else [option["type"]]
+        have = rest.get("type")
+        if (
+            type(have) is not list or not all(type(t) is str and t in TYPES for t in covering)  # (else its error stands)
+            or not all(t in covering or t == "integer" and "number" in covering for t in have)
+        ):
+            return False
+    return True
+
+
+def _listed_keys(d: dict[str, Any]) -> tuple[str, ...]:
+    """The keys a flattened schema lists in `properties` that can be present (not `false`)."""
+    listed = d.get("properties")
+    return tuple(k for k, v in listed.items() if v is not False) if type(listed) is dict else ()
+
+
 def _discriminated(live: list[tuple[dict[str, Any], set[str]]]) -> bool:
     """Whether flattened `oneOf` options (with their types) allow objects only and all require
     one key whose listed values (`_literals`: finite scalars) no two options share: then
@@ -1236,6 +1267,8 @@ _THIRD = operator.itemgetter(2)
 _FLATTEN_KEYS = frozenset(
     {"$ref", "allOf", "unevaluatedProperties", "unevaluatedItems", "_unevaluatedProperties", "_unevaluatedItems"}
 )
+_IMPLIED_OPTION_KEYS = ANNOTATIONS | {"required", "type"}  # what `_implied_option` reads
+_OPTIONS_DISJOINT_DEPTH_MAX = 2  # levels of nested anyOf/oneOf options `pair_disjoint` looks into
 _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `content_id_deep` takes over
 # What `schema_id_nested` reads of a schema: the annotations no translation reads (left out of
 # its id, so sub-schemas that differ only in them share their translation), and the keywords
@@ -1436,6 +1469,7 @@ class _Compiler:
         self.enum_unions: dict[int, tuple[list[Any], tuple[dict[str, Any], str] | None]] = {}  # enum_union
         self.disjoint_options: dict[tuple[int, Any], tuple[list[Any], bool]] = {}  # one_of_disjoint
         self.one_of_inexact: dict[int, list[Any]] = {}  # compile_one_of_exactly
+        self.implied_candidates: dict[int, tuple[list[Any], list[Any]]] = {}  # compile_options: id(anyOf) → (it, options)
         self.presence_declined: dict[int, list[Any]] = {}  # anyOf/oneOf lists put back by presence_expanded
         self.presence_formulas: dict[int, Any] = {}  # presence.formula's cache, by schema identity
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
@@ -2237,6 +2271,7 @@ class _Compiler:
         self.enum_unions.clear()
         self.disjoint_options.clear()
         self.one_of_inexact.clear()
+        self.implied_candidates.clear()
         self.presence_declined.clear()
         self.presence_formulas.clear()
         self.listed_values.clear()
@@ -2569,15 +2604,42 @@ class _Compiler:
         if known is not None:
             return known[1]
         flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
-        live = [(f, self.value_types(f, at)) for f, at in flats if f is not None]
+        live = [(f, self.value_types(f, at), at) for f, at in flats if f is not None]
         # `_discriminated`: what every pair's `keys_disjoint` finds, at once.
-        result = (len(live) > 2 and _discriminated(live)) or all(
-            _disjoint(a, b, ta, tb) or self.keys_disjoint(a, b, ta, tb, types)
-            for i, (a, ta) in enumerate(live)
-            for b, tb in live[i + 1 :]
+        result = (len(live) > 2 and _discriminated([(f, t) for f, t, _ in live])) or all(
+            self.pair_disjoint(a, b, types)
+            for i, a in enumerate(live)
+            for b in live[i + 1 :]
         )
         self.disjoint_options[key] = (options, result)  # the list kept alive: its id stays its own
         return result
+
+    def pair_disjoint(
+        self, a: tuple[dict[str, Any], set[str], str], b: tuple[dict[str, Any], set[str], str],
+        types: Sequence[str] | None, depth: int = 0,
+    ) -> bool:
+        """Whether no value of `types` is valid under both flattened schemas `a` and `b` (each
+        with its types and pointer): by types, listed values or keys (`_disjoint`,
+        `keys_disjoint`), else, for a side with `anyOf`/`oneOf` options, when each of its
+        options is disjoint from the other side (a value valid under the side is valid under
+        one of its options), up to `_OPTIONS_DISJOINT_DEPTH_MAX` levels of options."""
+        (fa, ta, _), (fb, tb, _) = a, b
+        if _disjoint(fa, fb, ta, tb) or self.keys_disjoint(fa, fb, ta, tb, types):
+            return True
+        if depth >= _OPTIONS_DISJOINT_DEPTH_MAX:
+            return False
+        for side, other in ((a, b), (b, a)):
+            flat, _, at = side
+            for keyword in ("anyOf", "oneOf"):
+                options = flat.get(keyword)
+                if type(options) is list:
+                    # (the pointers `value_types` flattened them at)
+                    inner = [(self.flatten(o, f"{at}/{keyword}/{i}"), f"{at}/{keyword}/{i}") for i, o in enumerate(options)]
+                    return all(
+                        f is None or self.pair_disjoint((f, self.value_types(f, where, 1), where), other, types, depth + 1)
+                        for f, where in inner
+                    )
+        return False
 
     def value_types(self, d: dict[str, Any], pointer: str, depth: int = 0) -> set[str]:
         """The types a flattened schema allows: its `type` or listed values, else the union
@@ -2806,6 +2868,17 @@ class _Compiler:
     def compile_options(self, d: dict[str, Any], key: str, pointer: str) -> Sym | None:
         rest = {k: v for k, v in d.items() if k != key}
         one_of = key == "oneOf"
+        if not one_of and "_unevaluatedProperties" not in d and "_unevaluatedItems" not in d and DYNAMIC_UNION not in d:
+            # An option every value of `rest` meets (vega's data: `anyOf: [{required: [name]},
+            # {oneOf: [...]}]` beside `required: [name]`): `rest` AND the anyOf is `rest`. The
+            # options that could be one are found once per list (service-schema meets its anyOf
+            # of 238 options in every cell).
+            known = self.implied_candidates.get(id(d[key]))
+            if known is None:
+                candidates = [o for o in d[key] if o is True or type(o) is dict and _IMPLIED_OPTION_KEYS.issuperset(o)]
+                known = self.implied_candidates[id(d[key])] = (d[key], candidates)  # the list kept alive: its id stays its own
+            if known[1] and any(_implied_option(rest, option) for option in known[1]):
+                return self.compile_implied(rest, d[key], key, pointer)
         # A presence constraint first (not for a oneOf read as anyOf under coerce_one_of, nor
         # for options `presence_expanded` put back).
         if (len(d[key]) >= 2 or not one_of) and not (one_of and self.coerce_one_of) and id(d[key]) not in self.presence_declined:
@@ -2836,6 +2909,43 @@ class _Compiler:
                 for mask in range(1, 1 << n)
             ]
         return self.compile_alternatives(rest, options, f"{pointer or '/'}:{key}", cells=True)
+
+    def compile_implied(self, rest: dict[str, Any], options: list[Any], key: str, pointer: str) -> Sym | None:
+        """`rest` beside an anyOf one of whose options it implies: `rest`, in the key orders the
+        anyOf's options allowed. Merged with `rest`, an option's listed keys came first or after
+        those of `rest` (and so for the options of its own anyOf/oneOf): each such list of keys
+        is kept as an option that only lists them (`{"properties": {k: true, ...}}`), so the
+        merges give the orders they gave, of the values of `rest`, without what the options
+        asserted (vega's `data`: an exact oneOf over the whole object, 4 ms)."""
+        if self.any_order:
+            return self.compile_flat(rest, pointer)
+        heads: dict[tuple[str, ...], None] = {}
+        for i, option in enumerate(options):
+            if _implied_option(rest, option):
+                continue
+            where = f"{pointer}/{key}/{i}"
+            flat = self.flatten(option, where)
+            if flat is None:
+                continue
+            own = _listed_keys(flat)
+            if own:
+                heads[own] = None
+            for keyword in ("anyOf", "oneOf"):
+                if type(flat.get(keyword)) is list:
+                    # Its own options merged first with it (and it with `rest`): their keys, then its.
+                    for j, nested in enumerate(flat[keyword]):
+                        part = self.flatten(nested, f"{where}/{keyword}/{j}")
+                        inner = _listed_keys(part) if part is not None else ()
+                        if inner:
+                            heads[_keys_after(inner, own)] = None
+        if not heads:
+            return self.compile_flat(rest, pointer)
+        # Each merged both ways, as `compile_alternatives` merges options (no clause is
+        # expanded, so no clause budget is spent); the first lists nothing: `rest` as it is,
+        # its extra keys in any order.
+        at = f"{pointer}/{key}"
+        heads_listed = [({"properties": dict.fromkeys(head, True)}, at) for head in heads]
+        return self.compile_alternatives(rest, [({}, at), *heads_listed], f"{pointer or '/'}:{key}")
 
     def compile_one_of_exactly(self, d: dict[str, Any], pointer: str) -> Sym | None | object:
         """`oneOf` whose options may overlap, as the alternatives "option i and not any other"
