@@ -210,6 +210,32 @@ def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
     assert kinds == [True, False]
 
 
+@pytest.mark.parametrize("extra", [-200, -20, -1, 0, 1, 20, 200])
+def test_a_root_with_ids_decides_marshal_ids_by_its_whole_form(extra: int) -> None:
+    # The lone-surrogate check hands the compiler its form of a root with `$id` only when that
+    # form, made without the ids, is too long already; at every length around the limit the
+    # compiler must decide (and key the root) by the whole form's, as when it makes it itself.
+    import marshal
+
+    lexeme = schema_compiler._plain_lexeme
+    limit = schema_compiler._CONTENT_MARSHAL_SIZE_MAX
+    for ids in ({"$id": "https://example.com/s.json"}, {"id": "https://example.com/s.json"}, {}):
+        base = {**ids, "type": "object", "description": ""}
+        pad = limit - len(marshal.dumps(base, 2)) + extra
+        root = {**ids, "type": "object", "description": "x" * max(pad, 0)}
+        forms: list[bytes] = []
+        assert not schema_compiler._reject_lone_surrogates(root, forms)
+        compiler = schema_compiler._Compiler(
+            root, lenient=False, additional_properties_default=True,
+            key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+            root_form=forms[0] if forms else None,
+        )
+        whole = marshal.dumps(root, 2)
+        assert compiler.content_by_marshal == (len(whole) <= limit), (ids, extra)
+        if compiler.content_by_marshal:
+            assert compiler.content_id(root) == whole
+
+
 def test_warnings_taken_back_can_come_again() -> None:
     # `warn` keeps its texts in a set beside the list: a dropped attempt takes them out of both.
     compiler = _compiler()
@@ -385,6 +411,96 @@ def test_one_of_options_found_disjoint_share_no_valid_value(options: list[dict[s
     shared = [v for v in _DISCRIMINATOR_POOL if sum(x.is_valid(v) for x in validators) > 1]
     assert not (disjoint and shared), f"found disjoint, but valid under two options: {shared}"
 
+
+
+# oneOf options whose own anyOf/oneOf options decide their disjointness (MaskBench vega's
+# `{"oneOf": [{"oneOf": [{"enum": [...]}, {"$ref": "#/refs/signal"}]}, {closed object}]}`), and
+# instances that tell such options apart.
+_NESTED_LEAVES = [
+    {"type": "string"}, {"type": "number"}, {"type": "null"}, {"type": "integer"}, {"enum": ["all", "each"]},
+    {"enum": ["each", 1]}, {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]},
+    {"type": "object", "properties": {"r": {"type": "number"}, "c": {"type": "number"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"r": {"type": "number"}}}, {"type": "object", "required": ["r"]},
+    {"type": "array"}, {},
+]
+_nested_option = st.recursive(
+    st.sampled_from(_NESTED_LEAVES),
+    lambda inner: st.builds(
+        lambda keyword, options, typed: {**({"type": typed} if typed else {}), keyword: options},
+        st.sampled_from(["oneOf", "anyOf"]), st.lists(inner, min_size=1, max_size=3),
+        st.sampled_from([None, None, "object", ["string", "object"]]),
+    ),
+    max_leaves=6,
+)
+_NESTED_POOL: list[Any] = [
+    "all", "x", 1, 2.5, None, True, [], [1], {}, {"s": "a"}, {"s": 1}, {"r": 1}, {"r": "a"}, {"c": 2}, {"r": 1, "c": 2},
+    {"s": "a", "r": 1}, {"s": "a", "c": 1}, {"t": 1},
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_nested_option, min_size=2, max_size=3))
+@example([{"oneOf": [{"enum": ["all", "each"]}, _NESTED_LEAVES[6]]}, _NESTED_LEAVES[7]])
+@example([{"oneOf": [{"type": "number"}, _NESTED_LEAVES[6]]}, {"type": "null"}, _NESTED_LEAVES[7]])
+@example([{"anyOf": [{"type": "number"}, _NESTED_LEAVES[8]]}, _NESTED_LEAVES[7]])
+def test_one_of_options_found_disjoint_through_their_options_share_no_valid_value(options: list[Any]) -> None:
+    """`one_of_disjoint` looking into the options' own `anyOf`/`oneOf` (`pair_disjoint`) says
+    disjoint only where `jsonschema` finds no instance valid under two options; and it does see
+    vega's shape (a nested oneOf of strings and a keyed object, beside a closed object)."""
+    lexeme = schema_compiler._plain_lexeme
+    compiler = schema_compiler._Compiler(
+        {"oneOf": options}, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+    disjoint = compiler.one_of_disjoint(options, "/oneOf")
+    validators = [jsonschema.Draft202012Validator(o) for o in options]
+    shared = [v for v in _NESTED_POOL if sum(x.is_valid(v) for x in validators) > 1]
+    assert not (disjoint and shared), f"found disjoint, but valid under two options: {shared}"
+    if options == [{"oneOf": [{"enum": ["all", "each"]}, _NESTED_LEAVES[6]]}, _NESTED_LEAVES[7]]:
+        assert disjoint
+
+
+# anyOf options that the schema beside them may imply (`_implied_option`), and instances over
+# their keys and types.
+_IMPLIED_KEYS = ["a", "b", "c"]
+_implied_rest = st.builds(
+    lambda types, required: {**({"type": types} if types else {}), **({"required": required} if required else {})},
+    st.sampled_from([None, "object", ["object", "string"], ["integer", "null"], "number"]),
+    st.lists(st.sampled_from(_IMPLIED_KEYS), unique=True, max_size=3),
+)
+_implied_opt = st.one_of(
+    st.just(True), st.just(False), st.just({}), st.just({"title": "t"}),
+    st.builds(
+        lambda types, required: {**({"type": types} if types else {}), **({"required": required} if required is not None else {})},
+        st.sampled_from([None, "object", ["object", "string"], "integer", "number", ["number", "null"]]),
+        st.one_of(st.none(), st.lists(st.sampled_from(_IMPLIED_KEYS), unique=True, max_size=3)),
+    ),
+    st.sampled_from([{"required": ["a"], "minProperties": 1}, {"properties": {"a": {"type": "string"}}}]),
+)
+_IMPLIED_POOL: list[Any] = [
+    None, True, 0, 2, 1.5, "s", [], *({k: 1 for k in ks} for n in range(4) for ks in itertools.combinations(_IMPLIED_KEYS, n)),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_implied_rest, _implied_opt)
+@example({"type": "object", "required": ["a"]}, {"required": ["a"]})
+@example({"type": ["integer", "null"]}, {"type": ["number", "null"]})
+def test_an_implied_any_of_option_holds_on_every_value_of_the_rest(rest: dict[str, Any], option: Any) -> None:
+    """`_implied_option` says an option holds on every value of the schema beside the anyOf only
+    where `jsonschema` finds no pool instance valid under that schema and not under the option."""
+    lexeme = schema_compiler._plain_lexeme
+    compiler = schema_compiler._Compiler(
+        rest, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+    flat = compiler.flatten(rest, "")
+    implied = flat is not None and schema_compiler._implied_option(flat, option)
+    beside, under = jsonschema.Draft202012Validator(rest), jsonschema.Draft202012Validator(option)
+    outside = [v for v in _IMPLIED_POOL if beside.is_valid(v) and not under.is_valid(v)]
+    assert not (implied and outside), f"found implied, but valid beside and not under the option: {outside}"
+    if rest == {"type": "object", "required": ["a"]} and option == {"required": ["a"]}:
+        assert implied
 
 # A tmlanguage-like object (MaskBench JsonSchemaStore---tmlanguage): dependencies among its keys,
 # each expanded as "the key absent | the key and its dependants present".

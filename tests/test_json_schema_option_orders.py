@@ -106,3 +106,41 @@ def test_option_orders_are_exactly_the_expansions(name: str) -> None:
                 wrong.append(f"{text}: {'refused' if expected else 'accepted'} ({'valid' if valid else 'invalid'})")
     assert not wrong, f"{name}: {len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])
     assert verdicts[True] > 3 and verdicts[False] > 10, verdicts
+
+
+# An anyOf whose first option the siblings imply (`_Compiler.compile_implied`): it holds on
+# every value, so the values are the siblings' alone; the orders are those the merges with
+# each option gave (the option's listed keys, or those of one of its own options followed by
+# its, first or after the siblings' keys), written out by hand, for every valid value.
+IMPLIED: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}},
+    "required": ["a"],
+    "anyOf": [
+        {"required": ["a"]},
+        {"oneOf": [
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+            {"properties": {"c": {"type": "integer"}, "a": {"minimum": 5}}, "required": ["c"]},
+        ]},
+    ],
+}
+IMPLIED_ORDERS = [["a"], ["a", "b"], ["b", "a"], ["a", "c"], ["c", "a"]]
+
+
+def test_an_any_of_the_siblings_imply_keeps_its_options_orders_for_every_valid_value() -> None:
+    grammar = Grammar.json_schema(IMPLIED)
+    validator = jsonschema.Draft202012Validator(IMPLIED)
+    wrong = []
+    verdicts = {True: 0, False: 0}
+    for value in instances({"a": [1, 7, "s"], "b": [1, "x"], "c": [2, "y"], "d": [0]}):
+        valid = validator.is_valid(value)
+        verdicts[valid] += 1
+        for keys in itertools.permutations(value):
+            text = compact({k: value[k] for k in keys})
+            expected = valid and any(
+                list(keys[: len(listed)]) == listed for order in IMPLIED_ORDERS for listed in [[k for k in order if k in value]]
+            )
+            if accepts(grammar, text) != expected:
+                wrong.append(f"{text}: {'refused' if expected else 'accepted'} ({'valid' if valid else 'invalid'})")
+    assert not wrong, f"{len(wrong)} disagreements, e.g.\n" + "\n".join(wrong[:10])
+    assert verdicts[True] > 10 and verdicts[False] > 10, verdicts

@@ -279,6 +279,9 @@ def test_batches_on_threads_keep_their_masks_while_instances_are_retired():
     finally:
         done.set()
         disruptor.join()
+    # A slot's dead instance is replaced when the slot is next needed: the last retirements may
+    # have come after the loops' last call (seen once on a loaded machine: 36 replaced of 37).
+    pool.instances()
     assert retired["traps"] >= 5 and retired["deadlines"] >= 1 and pool.replaced >= retired["traps"] + retired["deadlines"]
 
 
