@@ -18,10 +18,11 @@ import random
 from typing import Any
 
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tokensieve import Grammar
+from tokensieve import Grammar, GrammarError
 from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
 
 from json_text import accepts
@@ -147,3 +148,84 @@ def test_an_object_of_optional_members_takes_each_subset_in_order() -> None:
                 assert not accepts(grammar, "{" + ",".join([pairs[1], pairs[0], *pairs[2:]]) + "}")
                 assert not accepts(grammar, "{" + ",".join(['"z":1', *pairs]) + "}")
                 assert not accepts(grammar, "{" + ",".join([*pairs, pairs[0]]) + "}")
+
+
+# Members whose values `compile_object` takes itself (a plain type or a `$ref` beside
+# annotations) among members it compiles the general way, in objects of every extras kind.
+DIRECT_DEFS: dict[str, Any] = {
+    "int": {"type": "integer"},
+    "obj": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    "str": {"$ref": "#/$defs/text"},
+    "text": {"type": "string", "description": "a $ref to a $ref"},
+}
+DIRECT_VALUES: list[Any] = [
+    {"$ref": "#/$defs/int", "description": "an integer"},
+    {"$ref": "#/$defs/obj"},
+    {"$ref": "#/$defs/str", "title": "a string", "examples": ["s"]},
+    {"type": "string", "description": "plain"},
+    {"type": "null"},
+    {"type": "integer", "_format": "int32", "x-kind": "n"},  # keys that assert nothing
+    {"type": "integer", "maximum": 5},  # not taken directly: a keyword beside the type
+    {"$ref": "#/$defs/int", "maximum": 5},  # not directly either
+]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_members_taken_directly_agree_with_jsonschema(seed: int) -> None:
+    rng = random.Random(seed)
+    listed = rng.sample(UNIVERSE[:5], rng.randint(1, 5))
+    schema: dict[str, Any] = {
+        "$defs": DIRECT_DEFS,
+        "type": "object",
+        "properties": {k: rng.choice(DIRECT_VALUES) for k in listed},
+    }
+    # One required member at most, one whose value 1 is valid: the texts that give every key
+    # 1 then meet it.
+    required = [
+        k for k in listed
+        if jsonschema.Draft202012Validator({"$defs": DIRECT_DEFS, **schema["properties"][k]}).is_valid(1)
+    ]
+    if seed % 2 and required:
+        schema["required"] = [rng.choice(required)]
+    extras = seed % 3
+    if extras == 1:
+        schema["additionalProperties"] = False
+    elif extras == 2:
+        schema["additionalProperties"] = {"type": "integer"}
+    grammar = Grammar.json_schema(schema)
+    cases = texts(schema, seed)
+    wrong = [text for text, want in cases if accepts(grammar, text) != want]
+    assert not wrong, f"{len(wrong)} disagreements under {json.dumps(schema)}, e.g. {wrong[:5]}"
+    assert {want for _, want in cases} == {True, False}
+
+
+def test_a_member_reference_that_does_not_resolve_is_named_by_its_pointer() -> None:
+    schema = {"type": "object", "properties": {"ok": {"$ref": "#/$defs/a"}, "a/b~": {"$ref": "#/$defs/gone"}},
+              "$defs": {"a": {"type": "integer"}}}
+    with pytest.raises(GrammarError) as err:
+        json_schema_to_ir(schema)
+    assert err.value.json_pointer == "/properties/a~1b~0/$ref"
+
+
+@pytest.mark.parametrize("member", [{"type": "string"}, {"$ref": "#/$defs/s"}])
+def test_members_taken_directly_count_toward_the_depth_of_a_reused_object(member: dict[str, Any]) -> None:
+    """An object of three levels, its innermost member taken directly, first at a shallow
+    place and then again `m` object levels down (its compile reused there when the limit
+    allows): its innermost member lies 8 + 2m segments below the root, so 128 levels hold at
+    m = 60 and m = 61 is refused, as a translation that compiled it afresh would. (Closed
+    objects: open ones compile their extras' value one level down, which would hide a
+    member's depth left unrecorded.)"""
+    inner: dict[str, Any] = member
+    for _ in range(3):
+        inner = {"type": "object", "properties": {"k": inner}, "additionalProperties": False}
+
+    def schema(m: int) -> dict[str, Any]:
+        deep = inner
+        for _ in range(m):
+            deep = {"type": "object", "properties": {"w": deep}, "additionalProperties": False}
+        return {"$defs": {"s": {"type": "string"}}, "type": "object", "properties": {"a": inner, "b": deep},
+                "additionalProperties": False}
+
+    assert json_schema_to_ir(schema(60)).rules
+    with pytest.raises(GrammarError, match="nests deeper than 128"):
+        json_schema_to_ir(schema(61))
