@@ -187,12 +187,45 @@ def test_freed_handles_are_refused_not_trapped(wasm_variant):
     m._finalizer.detach()  # keep the finalizer from freeing twice; it would only get a status
 
 
+def test_a_grammar_keeps_its_binary_ir_not_the_ir_objects(wasm_variant):
+    """`Grammar` keeps the bytes every instance compiles, not the `GrammarIR` it was made from
+    (tens of thousands of objects for a large schema); a second instance compiles those
+    bytes into the same grammar, and a bad pattern is still named by its lexeme."""
+    import gc
+    import weakref
+
+    from tokensieve._core.pool import CoreOptions, CorePool
+    from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym, encode_ir
+    from tokensieve._grammar.json_schema.compiler import json_schema_to_ir
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "yz"]}}, "required": ["a"]}
+    ir = json_schema_to_ir(schema)
+    expected = encode_ir(ir)
+    made_from = weakref.ref(ir)
+    grammar = Grammar.from_ir(ir, kind="json_schema")
+    del ir
+    gc.collect()
+    assert made_from() is None
+    assert grammar.encoded_ir == expected
+    # Two instances: each matcher's instance compiles the grammar from its bytes.
+    tok = Tokenizer.default()
+    pool = CorePool(CoreOptions(instances=2))
+    matchers = [Matcher(tok, grammar, pool=pool) for _ in range(2)]
+    assert len({id(m._core) for m in matchers}) == 2
+    for m in matchers:
+        assert m.consume_tokens(tok.encode('{"a":12,"b":"yz"}')) and m.is_accepting()
+    with pytest.raises(GrammarError, match="bad pattern in named"):
+        bad = GrammarIR()
+        start = bad.add_nonterminal("start")
+        bad.add_rule(start, [Sym.t(bad.add_lexeme(Lexeme("named", "regex", "a(b")))])
+        Grammar.from_ir(bad)
+
+
 def test_queued_frees_go_in_one_batch_that_skips_stale_handles(wasm_variant):
     """Finalizers queue handles; the next call frees them with one `ts_handles_free`, which
     frees exactly the live ones: afterwards the core refuses each handle, and the memory the
     objects took is allocated no more (the module's own count, before they were made)."""
     from tokensieve._core.pool import CoreOptions, CorePool
-    from tokensieve._grammar.ir import encode_ir
 
     pool = CorePool(CoreOptions(instances=1))
     core = pool.first()
@@ -201,9 +234,9 @@ def test_queued_frees_go_in_one_batch_that_skips_stale_handles(wasm_variant):
     # What stays allocated on purpose: the pattern cache (off here) and the scratch buffer
     # (grown here, by a compile of the largest IR below).
     core.debug_pattern_cache(False)
-    core.grammar_free(core.grammar_new(encode_ir(Grammar.regex("[a-z]+").ir), Limits().core_values()))
+    core.grammar_free(core.grammar_new(Grammar.regex("[a-z]+").encoded_ir, Limits().core_values()))
     before = core.live_kib()
-    grammars = [core.grammar_new(encode_ir(Grammar.regex(p).ir), Limits().core_values()) for p in ("[a-z]+", "x|y")]
+    grammars = [core.grammar_new(Grammar.regex(p).encoded_ir, Limits().core_values()) for p in ("[a-z]+", "x|y")]
     matchers = [core.matcher_new(tokenizer, g) for g in grammars for _ in range(2)]
     assert core.live_kib() > before
     for handle in matchers:
@@ -223,7 +256,7 @@ def test_queued_frees_go_in_one_batch_that_skips_stale_handles(wasm_variant):
         with pytest.raises(TokensieveError, match="invalid or freed grammar handle"):
             core.grammar_free(handle)
     # Straight through the export: unknown kinds and stale handles count for nothing.
-    g = core.grammar_new(encode_ir(Grammar.regex("z").ir), Limits().core_values())
+    g = core.grammar_new(Grammar.regex("z").encoded_ir, Limits().core_values())
     assert batch(core._put_ids([7, g, 1, 987654, 1, g, 1, g]), 4) == 1
     assert core.live_kib() == before
 

@@ -20,7 +20,6 @@ import pytest
 from conftest import REPO_ROOT
 from tokensieve import Grammar, Matcher, Tokenizer
 from tokensieve._tools.demo import EXAMPLES, compile_grammar
-from tokensieve._grammar.ir import encode_ir
 from tokensieve._decoding.matcher import mask_token_ids
 
 JS_TESTS = REPO_ROOT / "wasm" / "js" / "test"
@@ -63,7 +62,7 @@ def _case(name: str, tok_name: str, tok: Tokenizer, grammar: Grammar, text: str,
     case = {
         "name": name,
         "tokenizer": tok_name,
-        "ir": _b64(encode_ir(grammar.ir)),
+        "ir": _b64(grammar.encoded_ir),
         "limits": grammar.limits.core_values(),
         "tokens": ids,
         "masks": masks,

@@ -150,13 +150,23 @@ class Grammar:
     kind: str
     limits: Limits
 
-    def __init__(self, kind: str, source: str, ir: GrammarIR, limits: Limits | None = None) -> None:
+    def __init__(self, kind: str, source: str, encoded_ir: bytes, limits: Limits | None = None) -> None:
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
         self.limits = limits or _DEFAULT_LIMITS
-        self.ir = ir
+        # The IR's binary form, what each instance compiles (`encode_ir`). The IR itself is not
+        # kept: a large schema's is tens of thousands of objects (MaskBench kb_1161: 29,500,
+        # NamedTuples the collector never stops tracing), which the collection at the end of
+        # the translation traced (~1.1 ms) and every later full collection would trace again.
+        self._encoded_ir = encoded_ir
         self._handles = CoreHandles("grammar")
+
+    @property
+    def encoded_ir(self) -> bytes:
+        """The grammar in the binary form every core instance compiles (`ts_grammar_new_ir`,
+        layout in wasm/ABI.md): what another WASM host passes to the module."""
+        return self._encoded_ir
 
     @property
     def source(self) -> str:
@@ -209,10 +219,16 @@ class Grammar:
         Raises:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
-        grammar = cls(kind, source, ir, limits)
-        # Compiled where the next matcher goes (`CorePool.place` prefers it on a tie), so
-        # that its first matcher finds it built.
-        grammar.core_handle(default_pool().least_loaded())
+        try:
+            grammar = cls(kind, source, encode_ir(ir), limits)
+            # Compiled where the next matcher goes (`CorePool.place` prefers it on a tie), so
+            # that its first matcher finds it built. A pattern the core refuses is refused
+            # here, in every instance alike: a later instance compiles the same bytes.
+            grammar.core_handle(default_pool().least_loaded())
+        except GrammarError as err:
+            if kind == "regex":
+                raise _with_char_position(err, source, source.encode("utf-8")) from None
+            raise _name_lexeme(err, ir) from None
         return grammar
 
     @classmethod
@@ -425,12 +441,7 @@ class Grammar:
         return self._handles.get(self, core, self._compile)
 
     def _compile(self, core: Core) -> int:
-        try:
-            return core.grammar_new(encode_ir(self.ir), self.limits.core_values())
-        except GrammarError as err:
-            if self.kind == "regex":
-                raise _with_char_position(err, self.source, self.source.encode("utf-8")) from None
-            raise _name_lexeme(err, self.ir) from None
+        return core.grammar_new(self._encoded_ir, self.limits.core_values())
 
 
 def _reject_lone_surrogates(text: Any, what: str) -> None:
