@@ -1548,6 +1548,8 @@ class _Compiler:
             self.productive_made += 1  # (its symbols were made before it: see `prune`)
         if len(alternatives) == 1:  # (most nonterminals: without the comprehension's frame)
             ir.rules.append(_new_tuple(Rule, (nt, tuple(alternatives[0]))))
+        elif len(alternatives) == 2:  # (optional members, `O → ε | , key: value`: as directly)
+            ir.rules += (_new_tuple(Rule, (nt, tuple(alternatives[0]))), _new_tuple(Rule, (nt, tuple(alternatives[1]))))
         else:
             ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
         return nt
