@@ -1582,6 +1582,8 @@ class _Compiler:
             self.productive_made += 1  # (its symbols were made before it: see `prune`)
         if len(alternatives) == 1:  # (most nonterminals: without the comprehension's frame)
             ir.rules.append(_new_tuple(Rule, (nt, tuple(alternatives[0]))))
+        elif len(alternatives) == 2:  # (optional members, `O → ε | , key: value`: as directly)
+            ir.rules += (_new_tuple(Rule, (nt, tuple(alternatives[0]))), _new_tuple(Rule, (nt, tuple(alternatives[1]))))
         else:
             ir.rules += [_new_tuple(Rule, (nt, tuple(rhs))) for rhs in alternatives]
         return nt
@@ -2376,7 +2378,9 @@ class _Compiler:
             # (type, value), `_UNREAD`), and equals another pair exactly for the same content.
             return (names[0], parts[0])
         keys = self.content_keys
-        cid = keys.setdefault(("s", tuple(names), tuple(parts)), len(keys))
+        # One flat tuple (the names' count splits it again), not three: fewer tuples to make
+        # and, at `release`, to free (one key per schema node).
+        cid = keys.setdefault(("s", len(names), *names, *parts), len(keys))
         self.schema_ids[id(schema)] = (schema, cid)
         return cid
 
@@ -2404,7 +2408,8 @@ class _Compiler:
             else:
                 return None
         keys = self.content_keys
-        cid = keys.setdefault(("m", tuple(node) if type(node) is dict else None, tuple(parts)), len(keys))
+        # Flat, as `schema_id_nested`'s: the names' count (-1 for a list) splits it again.
+        cid = keys.setdefault(("m", len(node), *node, *parts) if type(node) is dict else ("m", -1, *parts), len(keys))
         self.schema_list_ids[id(node)] = (node, cid)
         return cid
 
@@ -4235,14 +4240,18 @@ class _Compiler:
         name = pointer or "/"
         comma, colon = self.comma, self.colon
         tails, optional = self.open_tails, self.open_optional
-        r = next((i for i in range(n) if members[i][2]), n)  # the first required member
+        # The first required member, in C-level passes (the flags are bools: `compile_object`).
+        required = list(map(_THIRD, members))
+        r = required.index(True) if True in required else n
         unit = None if pair is None else (comma, Sym.n(pair))
         # Tail ids: a member and the id of what follows it, or the extras; equal ids are equal
         # tails (by the members' symbols, compared as tuples, not by hashes).
+        suffixes = self.object_suffixes
+        new_id = suffixes.setdefault
         ids = [0] * (n + 1)
-        ids[n] = self.object_suffixes.setdefault(("open", unit), len(self.object_suffixes))
+        ids[n] = new_id(("open", unit), len(suffixes))
         for i in range(n - 1, r, -1):
-            ids[i] = self.object_suffixes.setdefault((members[i], ids[i + 1]), len(self.object_suffixes))
+            ids[i] = new_id((members[i], ids[i + 1]), len(suffixes))
         tail = tails.get(ids[r + 1] if r < n else ids[n])
         if tail is None:
             # The flat rest after the first required member (or the extras alone).
@@ -4264,7 +4273,7 @@ class _Compiler:
         else:
             follow[n] = tail
         for i in range(min(r, n - 1), 0, -1):
-            ids[i] = self.object_suffixes.setdefault((members[i], ids[i + 1]), len(self.object_suffixes))
+            ids[i] = new_id((members[i], ids[i + 1]), len(suffixes))
             seq_i = tails.get(ids[i])
             if seq_i is None:
                 key_sym, value_sym, is_required = members[i]
@@ -4277,7 +4286,10 @@ class _Compiler:
         # The alternatives differ in their first key (or are `{}` and the extras alone), so
         # they are the nonterminal's rules as they are (`choice` would compare them).
         lbrace, rbrace = self.lbrace, self.rbrace
-        alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
+        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies), without the comprehension
+            alts = [(lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)]
+        else:
+            alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
         if r == n:
             alts.append((lbrace, rbrace))
             if unit is not None:
