@@ -34,9 +34,8 @@ grammars with special-token lexemes, a mask to see whether a special token is fo
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from .._errors import ArgumentError
 from .._tokenizer.partial import LOOKBACK_DEFAULT, _chop_position, _drop_past, _facts, encode_in_context, tokenize_partial
@@ -48,19 +47,6 @@ __all__ = ["compute_ff_tokens", "tokenize_partial", "LOOKBACK_DEFAULT"]
 
 # Forced special tokens (and the forced bytes between them) are followed this many rounds.
 _SPECIAL_ROUNDS_MAX: Final = 8
-_specials_by_grammar: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-
-
-def _grammar_has_specials(grammar: Any) -> bool:
-    found = _specials_by_grammar.get(grammar)
-    if found is None:
-        ir = getattr(grammar, "ir", None)
-        lexemes = getattr(ir, "lexemes", None) or []
-        found = any(getattr(lexeme, "kind", None) == "special" for lexeme in lexemes)
-        _specials_by_grammar[grammar] = found
-    return found
-
-
 def _only_allowed_special(matcher: Matcher) -> int | None:
     """The one allowed token when it is a special token other than EOS, else None."""
     if matcher.is_accepting():
@@ -134,7 +120,7 @@ def compute_ff_tokens(
     if lookback < 0:
         raise ArgumentError(f"lookback must be >= 0, not {lookback}")
     tokens, complete = _ff_text_tokens(matcher, lookback, context_tokens)
-    if not complete or not _grammar_has_specials(matcher.grammar):
+    if not complete or not matcher.grammar.has_special_lexemes:
         return tokens
     # A forced special token can only be seen from the state after the forced bytes.
     consumed = 0

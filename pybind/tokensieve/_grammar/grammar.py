@@ -150,7 +150,8 @@ class Grammar:
     kind: str
     limits: Limits
 
-    def __init__(self, kind: str, source: str, encoded_ir: bytes, limits: Limits | None = None) -> None:
+    def __init__(self, kind: str, source: str, encoded_ir: bytes, limits: Limits | None = None,
+                 has_special_lexemes: bool = False) -> None:
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
@@ -160,6 +161,9 @@ class Grammar:
         # NamedTuples the collector never stops tracing), which the collection at the end of
         # the translation traced (~1.1 ms) and every later full collection would trace again.
         self._encoded_ir = encoded_ir
+        # Whether a lexeme matches special tokens (`<|name|>`): forced ones then come out of
+        # `compute_ff_tokens` as their ids (`_decoding/fastforward.py`).
+        self.has_special_lexemes = has_special_lexemes
         self._handles = CoreHandles("grammar")
 
     @property
@@ -220,7 +224,8 @@ class Grammar:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
         try:
-            grammar = cls(kind, source, encode_ir(ir), limits)
+            specials = any(lexeme.kind == "special" for lexeme in ir.lexemes)
+            grammar = cls(kind, source, encode_ir(ir), limits, specials)
             # Compiled where the next matcher goes (`CorePool.place` prefers it on a tie), so
             # that its first matcher finds it built. A pattern the core refuses is refused
             # here, in every instance alike: a later instance compiles the same bytes.
