@@ -401,6 +401,11 @@ _DISCRIMINATOR_POOL: list[Any] = [
 def test_one_of_options_found_disjoint_share_no_valid_value(options: list[dict[str, Any]]) -> None:
     """`one_of_disjoint` (its pass over a discriminator, `_discriminated`, and its pair by pair
     check) says disjoint only where `jsonschema` finds no instance valid under two options."""
+    _check_one_of_disjoint(options, _DISCRIMINATOR_POOL)
+
+def _check_one_of_disjoint(options: list[Any], pool: list[Any]) -> bool:
+    """`one_of_disjoint`'s answer for `options`, checked against `jsonschema`: never disjoint
+    where an instance of `pool` is valid under two options."""
     lexeme = schema_compiler._plain_lexeme
     compiler = schema_compiler._Compiler(
         {"oneOf": options}, lenient=False, additional_properties_default=True,
@@ -408,9 +413,9 @@ def test_one_of_options_found_disjoint_share_no_valid_value(options: list[dict[s
     )
     disjoint = compiler.one_of_disjoint(options, "/oneOf")
     validators = [jsonschema.Draft202012Validator(o) for o in options]
-    shared = [v for v in _DISCRIMINATOR_POOL if sum(x.is_valid(v) for x in validators) > 1]
+    shared = [v for v in pool if sum(x.is_valid(v) for x in validators) > 1]
     assert not (disjoint and shared), f"found disjoint, but valid under two options: {shared}"
-
+    return disjoint
 
 
 # oneOf options whose own anyOf/oneOf options decide their disjointness (MaskBench vega's
@@ -447,15 +452,7 @@ def test_one_of_options_found_disjoint_through_their_options_share_no_valid_valu
     """`one_of_disjoint` looking into the options' own `anyOf`/`oneOf` (`pair_disjoint`) says
     disjoint only where `jsonschema` finds no instance valid under two options; and it does see
     vega's shape (a nested oneOf of strings and a keyed object, beside a closed object)."""
-    lexeme = schema_compiler._plain_lexeme
-    compiler = schema_compiler._Compiler(
-        {"oneOf": options}, lenient=False, additional_properties_default=True,
-        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
-    )
-    disjoint = compiler.one_of_disjoint(options, "/oneOf")
-    validators = [jsonschema.Draft202012Validator(o) for o in options]
-    shared = [v for v in _NESTED_POOL if sum(x.is_valid(v) for x in validators) > 1]
-    assert not (disjoint and shared), f"found disjoint, but valid under two options: {shared}"
+    disjoint = _check_one_of_disjoint(options, _NESTED_POOL)
     if options == [{"oneOf": [{"enum": ["all", "each"]}, _NESTED_LEAVES[6]]}, _NESTED_LEAVES[7]]:
         assert disjoint
 

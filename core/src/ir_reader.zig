@@ -874,20 +874,22 @@ fn keyAndNameIr(gpa: Allocator, key_first: bool) !std.ArrayList(u32) {
     for (0..2) |i| {
         if ((i == 0) == key_first) {
             try words.appendSlice(gpa, &.{ @backingInt(LexemeKind.regex), 2 });
-            try appendTestBytes(gpa, &words, "\"[a-z]*\"");
+            try appendIrBytes(gpa, &words, "\"[a-z]*\"");
             try words.appendSlice(gpa, &.{ 0, 2 });
-            try appendTestBytes(gpa, &words, "\\\"name\\\"");
-            try appendTestBytes(gpa, &words, "\\\"other\\\"");
+            try appendIrBytes(gpa, &words, "\\\"name\\\"");
+            try appendIrBytes(gpa, &words, "\\\"other\\\"");
         } else {
             try words.appendSlice(gpa, &.{ @backingInt(LexemeKind.literal), 0 });
-            try appendTestBytes(gpa, &words, "\"name\"");
+            try appendIrBytes(gpa, &words, "\"name\"");
         }
     }
     try words.appendSlice(gpa, &.{ 0, 1, 0, 0, 1, 1 });
     return words;
 }
 
-fn appendTestBytes(gpa: Allocator, words: *std.ArrayList(u32), bytes: []const u8) !void {
+/// A byte string as the IR writes it, for tests that build IR by hand: its length in bytes,
+/// then the bytes padded with zeros to whole words.
+pub fn appendIrBytes(gpa: Allocator, words: *std.ArrayList(u32), bytes: []const u8) !void {
     try words.append(gpa, @intCast(bytes.len));
     var i: usize = 0;
     while (i < bytes.len) : (i += 4) {

@@ -1207,25 +1207,13 @@ fn booleanIr(gpa: Allocator, pattern: []const u8, excluded: []const []const u8) 
     errdefer words.deinit(gpa);
     const lexeme_flags: u32 = if (excluded.len > 0) 2 else 0;
     try words.appendSlice(gpa, &.{ ir_reader.ir_magic, 1, 1, 1, 0, 0, 0, lexeme_flags });
-    try appendIrBytes(gpa, &words, pattern);
+    try ir_reader.appendIrBytes(gpa, &words, pattern);
     if (excluded.len > 0) {
         try words.appendSlice(gpa, &.{ 0, @intCast(excluded.len) });
-        for (excluded) |x| try appendIrBytes(gpa, &words, x);
+        for (excluded) |x| try ir_reader.appendIrBytes(gpa, &words, x);
     }
     try words.appendSlice(gpa, &.{ 0, 1, 0 });
     return words;
-}
-
-/// A length in bytes, then the bytes padded with zeros to whole words.
-fn appendIrBytes(gpa: Allocator, words: *std.ArrayList(u32), bytes: []const u8) !void {
-    try words.append(gpa, @intCast(bytes.len));
-    var i: usize = 0;
-    while (i < bytes.len) : (i += 4) {
-        var chunk: [4]u8 = @splat(0);
-        const n = @min(4, bytes.len - i);
-        @memcpy(chunk[0..n], bytes[i..][0..n]);
-        try words.append(gpa, std.mem.readInt(u32, &chunk, .little));
-    }
 }
 
 const TestSetup = struct {
@@ -1474,7 +1462,7 @@ fn nestedListIr(gpa: Allocator, lexeme: []const u8, lexeme_flags: u32) !std.Arra
     var words: std.ArrayList(u32) = .empty;
     errdefer words.deinit(gpa);
     try words.appendSlice(gpa, &.{ ir_reader.ir_magic, 4, 2, 4, 0, 0, 0, lexeme_flags });
-    try appendIrBytes(gpa, &words, lexeme);
+    try ir_reader.appendIrBytes(gpa, &words, lexeme);
     for ("-{}") |c| try words.appendSlice(gpa, &.{ 1, 0, 1, c });
     const s = ir_reader.ir_nonterminal_flag | 0;
     const e = ir_reader.ir_nonterminal_flag | 1;
