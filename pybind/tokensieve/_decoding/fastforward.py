@@ -47,6 +47,8 @@ __all__ = ["compute_ff_tokens", "tokenize_partial", "LOOKBACK_DEFAULT"]
 
 # Forced special tokens (and the forced bytes between them) are followed this many rounds.
 _SPECIAL_ROUNDS_MAX: Final = 8
+
+
 def _only_allowed_special(matcher: Matcher) -> int | None:
     """The one allowed token when it is a special token other than EOS, else None."""
     if matcher.is_accepting():

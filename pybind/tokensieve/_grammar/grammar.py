@@ -150,8 +150,7 @@ class Grammar:
     kind: str
     limits: Limits
 
-    def __init__(self, kind: str, source: str, encoded_ir: bytes, limits: Limits | None = None,
-                 has_special_lexemes: bool = False) -> None:
+    def __init__(self, kind: str, source: str, ir: GrammarIR, limits: Limits | None = None) -> None:
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
@@ -160,10 +159,10 @@ class Grammar:
         # kept: a large schema's is tens of thousands of objects (MaskBench kb_1161: 29,500,
         # NamedTuples the collector never stops tracing), which the collection at the end of
         # the translation traced (~1.1 ms) and every later full collection would trace again.
-        self._encoded_ir = encoded_ir
+        self._encoded_ir = encode_ir(ir)
         # Whether a lexeme matches special tokens (`<|name|>`): forced ones then come out of
         # `compute_ff_tokens` as their ids (`_decoding/fastforward.py`).
-        self.has_special_lexemes = has_special_lexemes
+        self.has_special_lexemes = any(lexeme.kind == "special" for lexeme in ir.lexemes)
         self._handles = CoreHandles("grammar")
 
     @property
@@ -224,8 +223,7 @@ class Grammar:
             GrammarError: a lexeme's pattern is malformed (the message names the lexeme).
         """
         try:
-            specials = any(lexeme.kind == "special" for lexeme in ir.lexemes)
-            grammar = cls(kind, source, encode_ir(ir), limits, specials)
+            grammar = cls(kind, source, ir, limits)
             # Compiled where the next matcher goes (`CorePool.place` prefers it on a tie), so
             # that its first matcher finds it built. A pattern the core refuses is refused
             # here, in every instance alike: a later instance compiles the same bytes.

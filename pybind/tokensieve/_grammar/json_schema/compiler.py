@@ -137,7 +137,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _re_constants  # type: ignore[no-redef]
     import sre_parse as _re_parser  # type: ignore[no-redef]
 from fractions import Fraction
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Container, Iterable, NamedTuple, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
@@ -633,11 +633,17 @@ def _literals(schema: Any) -> list[Any] | None:
     return None
 
 
+def _types_meeting(ta: Iterable[str], tb: Container[str]) -> set[str]:
+    """The types of `ta` that meet one of `tb`: equal, or integer and number (integers are
+    numbers)."""
+    return {t for t in ta if t in tb or t == "integer" and "number" in tb or t == "number" and "integer" in tb}
+
+
 def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) -> bool:
     """Whether no value is valid under both flattened schemas (of types `ta`, `tb`), by types or
     listed values. Sufficient, not complete (`_Compiler.keys_disjoint` looks at objects)."""
-    if ta.isdisjoint(tb) and not ("integer" in ta and "number" in tb or "number" in ta and "integer" in tb):
-        return True  # no type in common (integers are numbers)
+    if not _types_meeting(ta, tb):
+        return True
     if "enum" in a and "enum" in b and not _common_values(a["enum"], b["enum"]):
         return True
     return False
@@ -2195,14 +2201,12 @@ class _Compiler:
         for key, va in pa.items():
             if key in pb:
                 vb = pb[key]
-                pinned = (
-                    self.pinned_enum(va, vb) if type(vb) is dict and "pattern" in vb and type(va) is dict
-                    else self.pinned_enum(vb, va) if type(va) is dict and "pattern" in va and type(vb) is dict
-                    else None
-                )
-                if pinned is None:
-                    pinned = _typed_object(va, vb) if type(va) is dict and type(vb) is dict else None
-                out[key] = _and(va, vb) if pinned is None else pinned
+                direct = None  # the merge as one schema, where a shortcut sees it
+                if type(va) is dict and type(vb) is dict:
+                    direct = (
+                        self.pinned_enum(va, vb) if "pattern" in vb else self.pinned_enum(vb, va) if "pattern" in va else None
+                    ) or _typed_object(va, vb)
+                out[key] = _and(va, vb) if direct is None else direct
             else:
                 out[key] = va if silent_b else _and(va, self.member_schema(b, key))
         for key, vb in pb.items():
@@ -2670,12 +2674,9 @@ class _Compiler:
         property), the common shape of `oneOf` options such as `{"required": ["http"],
         "additionalProperties": false, ...}`. (Other types pass `required` and `properties`,
         so the objects alone decide nothing while another type is shared.)"""
-        # The types of `ta` that meet one of `tb` (and of `types`): equal, or integer and number.
-        common = {t for t in ta if t in tb or t == "integer" and "number" in tb or t == "number" and "integer" in tb}
+        common = _types_meeting(ta, tb)
         if types is not None:
-            common = {
-                t for t in common if t in types or t == "integer" and "number" in types or t == "number" and "integer" in types
-            }
+            common = _types_meeting(common, types)
         if common - {"object"}:
             return False
         for key in set(a.get("required", [])) & set(b.get("required", [])):
@@ -2690,6 +2691,23 @@ class _Compiler:
 
     # ---- schemas -----------------------------------------------------------------------------
 
+    def plain_symbol(self, schema: dict[str, Any], kind: str) -> Sym | None:
+        """The symbol of a schema of one plain `type` beside annotations and keys that assert
+        nothing (`{"type": "string"}`, the commonest schema), directly: the lexeme the general
+        path (flatten, compile_flat, compile_type) gives, without its ~30 calls, with what that
+        path records for the limits. None for any other schema (`compile`'s general path)."""
+        if (
+            kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
+            and (
+                _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
+            )
+        ):
+            if self.compile_depth + 1 > self.compile_depth_high:
+                self.compile_depth_high = self.compile_depth + 1
+            return (self.string_symbol or self.string()) if kind == "string" else self.lexeme(*_PLAIN_TYPES[kind])
+        return None
+
     def compile(self, schema: Any, pointer: str) -> Sym | None:
         """A symbol deriving exactly the JSON texts of `schema`; None when it accepts nothing."""
         depth = pointer.count("/")  # `check_depth`, inline
@@ -2700,22 +2718,12 @@ class _Compiler:
         if schema is True:
             return Sym.n(self.any())
         if type(schema) is dict:
-            # The commonest schema, `{"type": "string"}` with annotations at most, directly: the
-            # lexeme the general path (flatten, compile_flat, compile_type) gives, without its
-            # ~30 calls. What that path records for the limits is recorded here too.
+            # The commonest schema, `{"type": "string"}` with annotations at most, directly.
             kind = schema.get("type")
-            if (
-                type(kind) is str and kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                and (
-                    _TYPE_AND_ANNOTATIONS.issuperset(schema)
-                    or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
-                )
-            ):
-                if self.compile_depth + 1 > self.compile_depth_high:
-                    self.compile_depth_high = self.compile_depth + 1
-                if kind == "string":
-                    return self.string_symbol or self.string()
-                return self.lexeme(*_PLAIN_TYPES[kind])
+            if type(kind) is str and kind in _PLAIN_TYPES:
+                sym = self.plain_symbol(schema, kind)
+                if sym is not None:
+                    return sym
             # An `enum` of one string alone (beside annotations and keys that assert nothing),
             # as directly: the lexeme `compile_enum` makes of it, kept per text (MaskBench
             # service-schema: the 238 pinned task names). (Longer lists keep the memo: their
@@ -3801,9 +3809,9 @@ class _Compiler:
             return (parts[0] if len(parts) == 1 else {"allOf": parts}), bool(matching)
 
         # A listed member whose value `compile` takes directly (a plain type beside annotations
-        # and inert keys, or a `$ref` beside annotations: 870 and 1,264 of the 2,890 members
-        # MaskBench kb_1161's objects compile; one-string enums are left to `compile`) gets its
-        # symbol here, without the call or its pointer (`where` serves only the general path,
+        # and inert keys, `plain_symbol`, or a `$ref` beside annotations: 870 and 1,264 of the
+        # 2,890 members MaskBench kb_1161's objects compile; one-string enums are left to
+        # `compile`) gets its symbol here, without the call or its pointer (`where` serves only the general path,
         # the contradictions, the witnesses and `object_body_presence`, which get none of
         # these). What `compile` records for the limits is recorded the same way: the member's
         # pointer depth is this object's plus two (`/properties/name`, the name escaped).
@@ -3820,19 +3828,12 @@ class _Compiler:
                 if type(schema) is dict:
                     kind = schema.get("type")
                     if type(kind) is str:
-                        if (
-                            kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
-                            and (
-                                _TYPE_AND_ANNOTATIONS.issuperset(schema)
-                                or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
-                            )
-                        ):
-                            if self.compile_depth + 1 > self.compile_depth_high:
-                                self.compile_depth_high = self.compile_depth + 1
-                            sym = (self.string_symbol or self.string()) if kind == "string" else self.lexeme(*_PLAIN_TYPES[kind])
+                        if kind in _PLAIN_TYPES:
+                            sym = self.plain_symbol(schema, kind)
                     elif "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
-                        # (`ref_symbol`, written out; a reference met the first time is
-                        # resolved with the member's pointer, which its errors name)
+                        # (`ref_symbol`, but the member's pointer, which a reference met the
+                        # first time is resolved with and its errors name, made only then; the
+                        # caches' hits without the calls)
                         ref = schema["$ref"]
                         target = ref_targets.get(ref) if type(ref) is str else None
                         if target is None:
