@@ -19,6 +19,7 @@ import bisect
 import itertools
 import json
 import random
+import string
 from pathlib import Path
 from typing import Iterator
 
@@ -31,6 +32,7 @@ from tokensieve._grammar.gbnf.syntax import (
     CharSet,
     Choice,
     GbnfGrammar,
+    Literal,
     Node,
     Repeat,
     RuleRef,
@@ -38,6 +40,8 @@ from tokensieve._grammar.gbnf.syntax import (
     SpecialToken,
     parse_gbnf,
 )
+from tokensieve._grammar.automata import _Budget, _Pool, _can_extend, _pair_search, _share_text
+from tokensieve._grammar.charset import intersects
 from tokensieve._grammar.gbnf import gbnf_to_ir
 from tokensieve._grammar.ir import GrammarIR
 
@@ -97,7 +101,9 @@ class CharLevelMatcher:
         if isinstance(node, SpecialToken):
             return ("c", ())  # a special token is never text
         nt = self._new()
-        if isinstance(node, Concat):
+        if isinstance(node, Literal):
+            self.rules.append((nt, tuple(("c", ((c, c),)) for c in node.codes)))
+        elif isinstance(node, Concat):
             self.rules.append((nt, tuple(self._symbol(i) for i in node.items)))
         elif isinstance(node, Choice):
             self._choice(nt, node)
@@ -467,3 +473,69 @@ def test_random_grammar_matches_the_character_level_reading(seed: int) -> None:
         for chars in itertools.product("abc", repeat=length):
             text = "".join(chars)
             assert lexemes.full_match(text) == characters.full_match(text), f"{grammar}\n{text!r}"
+
+
+# ---- finite lexemes: word lists ---------------------------------------------------------------
+
+
+def random_finite_term(pool: _Pool, rng: random.Random, depth: int = 0) -> int:
+    """A term with a finite language over a small alphabet: words, character sets, sequences,
+    alternations and bounded repetitions of them."""
+    r = rng.random()
+    if depth >= 2 or r < 0.35:
+        word = "".join(rng.choice("abc") for _ in range(rng.randint(1, 4)))
+        return pool.literal(map(ord, word)) if len(word) > 1 else pool.chars(((ord(word), ord(word)),))
+    if r < 0.45:
+        lo = rng.choice("abc")
+        return pool.chars(((ord(lo), ord(rng.choice([c for c in "abc" if c >= lo]))),))
+    parts = [random_finite_term(pool, rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    if r < 0.65:
+        return pool.seq(parts, flatten=False)
+    if r < 0.9:
+        return pool.alt(parts)
+    low = rng.randint(0, 1)
+    return pool.rep(parts[0], low, low + rng.randint(0, 2))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_finite_lexeme_checks_agree_with_the_derivative_search(seed: int) -> None:
+    # The refinement answers "can L run into L'?" and "do L and L' share a text?" from the
+    # texts when both languages are finite; the derivative search (exact within its state
+    # budget, far from reached here) is the reference.
+    rng = random.Random(seed)
+    pool = _Pool()
+    terms = [random_finite_term(pool, rng) for _ in range(12)]
+    follows = [((ord("a"), ord("a")),), ((ord("b"), ord("c")),), ((ord("a"), ord("c")),), ((ord("x"), ord("z")),)]
+    budget = _Budget(1 << 40)
+    for a in terms:
+        for b in terms:
+            assert pool.texts(a, budget) is not None and pool.texts(b, budget) is not None
+            shared = _pair_search(pool, a, b, lambda x, y: pool.nullable[x] and pool.nullable[y], budget)
+            assert _share_text(pool, a, b, budget) == shared, (pool.pattern(a), pool.pattern(b))
+            for follow in follows:
+                extends = _pair_search(
+                    pool, a, b, lambda x, y: pool.nullable[x] and intersects(pool.first[y], follow), budget
+                )
+                assert _can_extend(pool, a, follow, b, budget) == extends, (pool.pattern(a), follow, pool.pattern(b))
+
+
+def test_a_word_list_in_a_loop_stays_one_lexeme() -> None:
+    # 3,000 words, each followed by a space, then "end": the derivative search for "can the
+    # list run into itself?" met a pair per prefix of a word, ran out of states, answered yes,
+    # and splitting the list a word at a time ran the analysis out of its budget (LimitError).
+    rng = random.Random(5)
+    words = sorted({"".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 9))) for _ in range(3_000)})
+    ir = gbnf_to_ir("root ::= (" + " | ".join(f'"{w}"' for w in words) + ') " " root | "end"\n')
+    assert len(ir.lexemes) == 2  # the list with its space, and "end"
+    oracle = regex.compile("(?:(?:" + "|".join(words) + ") )*end")
+    recognizer = ReferenceRecognizer(ir)
+    texts = []
+    for _ in range(150):
+        chosen = [rng.choice(words) for _ in range(rng.randint(0, 4))]
+        text = "".join(w + " " for w in chosen) + "end"
+        texts.append(text)
+        cut = rng.randrange(len(text) + 1)
+        texts.append(text[:cut] + rng.choice(["", "a", " ", "z", "e"]) + text[cut + 1 :])  # a near miss
+    assert sum(bool(oracle.fullmatch(t)) for t in texts) >= 150
+    for text in texts:
+        assert recognizer.full_match(text) == bool(oracle.fullmatch(text)), text

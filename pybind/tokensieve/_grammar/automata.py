@@ -21,6 +21,11 @@ from .charset import (
 )
 
 AUTOMATON_STATE_COUNT_MAX = 4_000  # per conflict check; past it the pair counts as conflicting
+# A finite language is answered from its texts (`_Pool.texts`) up to this many texts, this many
+# characters in all, and character sets of this many characters.
+_FINITE_TEXTS_MAX = 20_000
+_FINITE_CHARS_MAX = 400_000
+_FINITE_SET_MAX = 64
 _UNLIMITED = 1 << 62
 
 
@@ -174,6 +179,10 @@ class _Pool:
         self._points: dict[int, frozenset[int]] = {}
         self._patterns: dict[int, str] = {}
         self._words: dict[int, list[str] | None] = {}
+        self._char_terms: dict[int, int] = {}  # `literal`'s one-character terms by code point
+        self._literal_texts: dict[int, str] = {}  # the texts of the terms `literal` made
+        self._texts: dict[int, frozenset[str] | None] = {}  # `texts`
+        self._nexts: dict[int, dict[str, set[int]] | None] = {}  # `next_characters`
         # Work budget of the lexeme refinement while it runs (`_Refiner` sets it): every term
         # built or looked up costs a unit plus one per child, every derivative a unit.
         self.budget = _Budget(_UNLIMITED)
@@ -193,42 +202,66 @@ class _Pool:
         found = self._index.get(key)
         if found is not None:
             return found
-        ident = len(self.kind)
-        self._index[key] = ident
-        self.kind.append(kind)
-        self.ranges.append(ranges)
-        self.items.append(items)
-        self.counts.append(counts)
-        self.depth.append(1 + max((self.depth[i] for i in items), default=0))
+        depth = 1 + max((self.depth[i] for i in items), default=0)
         if kind == _CHARS:
-            self.nullable.append(False)
-            self.first.append(ranges)
-            self.size.append(len(class_regex(ranges)))
-        elif kind == _REP:
-            self.nullable.append(counts[0] == 0)
-            self.first.append(self.first[items[0]])
-            self.size.append(self.size[items[0]] + 4 + len(_quantifier(*counts)))
-        elif kind == _SEQ:
+            return self._add(key, depth, False, ranges, len(class_regex(ranges)))
+        if kind == _REP:
+            return self._add(key, depth, counts[0] == 0, self.first[items[0]], self.size[items[0]] + 4 + len(_quantifier(*counts)))
+        if kind == _SEQ:
             first: Ranges = ()
             for i in items:
                 first = union(first, self.first[i])
                 if not self.nullable[i]:
                     break
-            self.nullable.append(all(self.nullable[i] for i in items))
-            self.first.append(first)
             # an alternation inside a sequence gets a group
-            self.size.append(sum(self.size[i] + 4 * (self.kind[i] == _ALT) for i in items))
-        else:
-            self.nullable.append(any(self.nullable[i] for i in items))
-            self.first.append(normalize(r for i in items for r in self.first[i]))
-            # separators, and a possible (?:…)? around the whole
-            self.size.append(sum(self.size[i] for i in items) + len(items) + 5)
+            size = sum(self.size[i] + 4 * (self.kind[i] == _ALT) for i in items)
+            return self._add(key, depth, all(self.nullable[i] for i in items), first, size)
+        # separators, and a possible (?:…)? around the whole
+        size = sum(self.size[i] for i in items) + len(items) + 5
+        return self._add(key, depth, any(self.nullable[i] for i in items), normalize(r for i in items for r in self.first[i]), size)
+
+    def _add(self, key: tuple[int, Ranges, tuple[int, ...], tuple[int, int | None]], depth: int, nullable: bool,
+             first: Ranges, size: int) -> int:
+        """A new term: `key` as `_make` builds it, and what is computed once per term."""
+        ident = len(self.kind)
+        self._index[key] = ident
+        kind, ranges, items, counts = key
+        self.kind.append(kind)
+        self.ranges.append(ranges)
+        self.items.append(items)
+        self.counts.append(counts)
+        self.depth.append(depth)
+        self.nullable.append(nullable)
+        self.first.append(first)
+        self.size.append(size)
         return ident
 
     # ---- smart constructors --------------------------------------------------------------
 
     def chars(self, ranges: Ranges) -> int:
         return self._make(_CHARS, ranges=ranges) if ranges else self.empty
+
+    def literal(self, codes: Iterable[int]) -> int:
+        """The sequence of one-character sets spelling `codes` (two or more): what `seq` of
+        their `chars` makes (a word list's 5,000 words cost what their walks cost, not three
+        times that), each character's term found in a table, and the text kept for
+        `fixed_text`."""
+        terms = self._char_terms
+        items = tuple(map(terms.get, codes))
+        if None in items:  # (no character's term is None: ids 0 and 1 are ∅ and ε)
+            for code in codes:
+                if code not in terms:
+                    terms[code] = self.chars(((code, code),))
+            items = tuple(map(terms.__getitem__, codes))
+        key = (_SEQ, (), items, (1, 1))
+        self.budget.spend(1 + len(items))
+        found = self._index.get(key)
+        if found is None:
+            # A sequence of single characters: depth 2, not nullable, first its first's.
+            size = self.size
+            found = self._add(key, 2, False, self.first[items[0]], sum([size[i] for i in items]))
+            self._literal_texts[found] = "".join(map(chr, codes))
+        return found
 
     def seq(self, items: Iterable[int], *, flatten: bool = True) -> int:
         """Concatenation. With `flatten=False` child sequences stay children (ε still drops):
@@ -362,6 +395,9 @@ class _Pool:
 
     def fixed_text(self, x: int) -> str | None:
         """The one text x matches, if it is a plain literal."""
+        text = self._literal_texts.get(x)
+        if text is not None:
+            return text
         out = []
         stack = [x]
         while stack:
@@ -381,6 +417,69 @@ class _Pool:
             texts = [self.fixed_text(item) for item in self.items[x]] if self.kind[x] == _ALT else [None]
             self._words[x] = None if None in texts else texts  # type: ignore[assignment]
         return self._words[x]
+
+    def texts(self, x: int, budget: _Budget) -> frozenset[str] | None:
+        """The texts of x when its language is finite and small (at most `_FINITE_TEXTS_MAX`
+        texts of `_FINITE_CHARS_MAX` characters in all, character sets of at most
+        `_FINITE_SET_MAX` characters); else None. Built bottom-up once per term (recursion
+        bounded by the term's depth), each text costing `budget` a unit."""
+        if x in self._texts:
+            return self._texts[x]
+        result: frozenset[str] | None = None
+        text = self._literal_texts.get(x)
+        kind, items = self.kind[x], self.items[x]
+        if text is not None:
+            result = frozenset((text,))
+        elif kind == _CHARS:
+            ranges = self.ranges[x]
+            if sum(hi - lo + 1 for lo, hi in ranges) <= _FINITE_SET_MAX:
+                result = frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1))
+        elif kind == _ALT:
+            parts = [self.texts(i, budget) for i in items]
+            if None not in parts:
+                result = frozenset().union(*parts)  # type: ignore[arg-type]
+        elif kind == _SEQ:
+            result = frozenset(("",))
+            for i in items:
+                part = self.texts(i, budget)
+                if part is None or len(result) * len(part) > _FINITE_TEXTS_MAX:
+                    result = None
+                    break
+                result = frozenset(a + b for a in result for b in part)
+        else:
+            min_count, max_count = self.counts[x]
+            part = self.texts(items[0], budget)
+            if part is not None and max_count is not None:
+                power, result = frozenset(("",)), frozenset()
+                for count in range(max_count + 1):
+                    if count >= min_count:
+                        result = result | power
+                    if count < max_count:
+                        if len(power) * len(part) > _FINITE_TEXTS_MAX:
+                            result = None
+                            break
+                        power = frozenset(a + b for a in power for b in part)
+        if result is not None and (len(result) > _FINITE_TEXTS_MAX or sum(map(len, result)) > _FINITE_CHARS_MAX):
+            result = None
+        budget.spend(1 + (len(result) if result is not None else 0))
+        self._texts[x] = result
+        return result
+
+    def next_characters(self, x: int, budget: _Budget) -> dict[str, set[int]] | None:
+        """For a term with a finite language (`texts`): each proper prefix of its texts and
+        the characters that follow it in some text; else None."""
+        if x in self._nexts:
+            return self._nexts[x]
+        texts = self.texts(x, budget)
+        nexts: dict[str, set[int]] | None = None
+        if texts is not None:
+            nexts = {}
+            for text in texts:
+                budget.spend(1 + len(text))
+                for k in range(len(text)):
+                    nexts.setdefault(text[:k], set()).add(ord(text[k]))
+        self._nexts[x] = nexts
+        return nexts
 
     def pattern(self, x: int) -> str:
         """x in the regex syntax of docs/lexer.md (recursion bounded by the term's depth)."""
@@ -424,13 +523,29 @@ def _quantifier(min_count: int, max_count: int | None) -> str:
 def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int, budget: _Budget) -> bool:
     """Is there w ∈ L(lexeme) and c ∈ follow with w·c a prefix of a text of L(other)?
 
+    Two finite languages (word lists, a word list and its separator) are answered from their
+    texts; the derivatives' pairs of a list of 3,000 words ran past the state budget (each
+    prefix of a word is a pair), and the answer "yes" split the list into a rule per word.
     Running out of the state budget answers True (the caller then splits, which is always safe).
     """
+    texts = pool.texts(lexeme, budget)
+    nexts = pool.next_characters(other, budget) if texts is not None else None
+    if nexts is not None:
+        assert texts is not None
+        return any(
+            _contains(follow, c) for text in texts for c in nexts.get(text, ())
+        )
     return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow), budget)
 
 
 def _share_text(pool: _Pool, a0: int, b0: int, budget: _Budget) -> bool:
-    """Do L(a0) and L(b0) share a text? (True when the state budget runs out.)"""
+    """Do L(a0) and L(b0) share a text? (True when the state budget runs out; two finite
+    languages are answered from their texts.)"""
+    a_texts = pool.texts(a0, budget)
+    b_texts = pool.texts(b0, budget) if a_texts is not None else None
+    if b_texts is not None:
+        assert a_texts is not None
+        return not a_texts.isdisjoint(b_texts)
     return _pair_search(pool, a0, b0, lambda a, b: pool.nullable[a] and pool.nullable[b], budget)
 
 

@@ -7,7 +7,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..automata import _ALT, _SEQ, _Pool
 from .syntax import (
-    INLINE_SIZE_MAX, LEXEME_DEPTH_MAX, CharSet, Choice, Concat, GbnfGrammar, Node, Repeat, RuleRef, SpecialToken,
+    INLINE_SIZE_MAX, LEXEME_DEPTH_MAX, CharSet, Choice, Concat, GbnfGrammar, Literal, Node, Repeat, RuleRef, SpecialToken,
     _children, _walk,
 )
 
@@ -169,7 +169,9 @@ class _Builder:
                 stack.append((n, True))
                 stack.extend((c, False) for c in children if id(c) not in done)
                 continue
-            if isinstance(n, CharSet):
+            if isinstance(n, Literal):
+                done[id(n)] = pool.literal(n.codes)
+            elif isinstance(n, CharSet):
                 done[id(n)] = pool.chars(n.ranges)
             elif isinstance(n, RuleRef):
                 done[id(n)] = self.rule_regex[n.name]

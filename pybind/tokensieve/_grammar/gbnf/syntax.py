@@ -80,6 +80,14 @@ class CharSet:
 
 
 @dataclass(eq=False)
+class Literal:
+    """A quoted text of two or more characters (one is a `CharSet`, none an empty `Concat`):
+    a leaf, so the walks over a word list visit a node per word, not per character."""
+
+    codes: tuple[int, ...]
+
+
+@dataclass(eq=False)
 class RuleRef:
     """A reference to the rule `name`, written at `position`."""
 
@@ -117,7 +125,7 @@ class Repeat:
     max_count: int | None
 
 
-Node = Union[CharSet, RuleRef, SpecialToken, Concat, Choice, Repeat]
+Node = Union[CharSet, Literal, RuleRef, SpecialToken, Concat, Choice, Repeat]
 
 
 @dataclass
@@ -296,17 +304,26 @@ class _Parser:
 
     def parse_literal(self) -> Node:
         start = self.pos
-        self.pos += 1
-        chars: list[Node] = []
-        while True:
-            if self.pos >= len(self.text):
-                raise self.fail('unterminated string literal; close it with \'"\'', start)
-            if self.peek() == '"':
-                self.pos += 1
-                break
-            c = self.parse_char()
-            chars.append(CharSet(((c, c),)))
-        return chars[0] if len(chars) == 1 else Concat(chars)
+        text = self.text
+        end = text.find('"', start + 1)
+        if end > 0 and text.find("\\", start + 1, end) < 0:
+            # No escape before the closing quote: the characters are the text's.
+            self.pos = end + 1
+            codes = tuple(map(ord, text[start + 1 : end]))
+        else:
+            self.pos += 1
+            read: list[int] = []
+            while True:
+                if self.pos >= len(text):
+                    raise self.fail('unterminated string literal; close it with \'"\'', start)
+                if text[self.pos] == '"':
+                    self.pos += 1
+                    break
+                read.append(self.parse_char())
+            codes = tuple(read)
+        if len(codes) == 1:
+            return CharSet(((codes[0], codes[0]),))
+        return Literal(codes) if codes else Concat([])
 
     def parse_class(self) -> CharSet:
         start = self.pos
@@ -462,11 +479,18 @@ def _children(node: Node) -> Sequence[Node]:
 
 
 def _walk(node: Node) -> Iterator[Node]:
-    """Every node under `node` (iterative, any depth)."""
+    """Every node under `node` (iterative, any depth; `_children` inlined: the walks visit
+    every node of a grammar several times)."""
     stack: list[Node] = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(_children(n))
+        kind = type(n)
+        if kind is Concat:
+            stack.extend(n.items)  # type: ignore[union-attr]
+        elif kind is Choice:
+            stack.extend(n.alternatives)  # type: ignore[union-attr]
+        elif kind is Repeat:
+            stack.append(n.item)  # type: ignore[union-attr]
 
 
