@@ -539,3 +539,26 @@ def test_a_word_list_in_a_loop_stays_one_lexeme() -> None:
     assert sum(bool(oracle.fullmatch(t)) for t in texts) >= 150
     for text in texts:
         assert recognizer.full_match(text) == bool(oracle.fullmatch(text)), text
+
+
+def test_a_word_list_beside_an_infinite_alternative_stays_one_lexeme() -> None:
+    # `item ::= words | [0-9]+`: the alternation is not finite, the derivative search over it
+    # ran out of its states, and splitting it a word at a time ran the analysis out of its
+    # budget (LimitError). It is now split into the list and the number first.
+    rng = random.Random(6)
+    words = sorted({"".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(3_000)})
+    ir = gbnf_to_ir('root ::= item ("," item)*\nitem ::= (' + " | ".join(f'"{w}"' for w in words) + ") | [0-9]+\n")
+    assert len(ir.lexemes) <= 4  # the list, the number, the comma
+    item = "(?:" + "|".join(words) + "|[0-9]+)"
+    oracle = regex.compile(f"{item}(?:,{item})*")
+    recognizer = ReferenceRecognizer(ir)
+    texts = []
+    for _ in range(150):
+        items = [rng.choice(words) if rng.random() < 0.7 else str(rng.randrange(10**6)) for _ in range(rng.randint(1, 4))]
+        text = ",".join(items)
+        texts.append(text)
+        cut = rng.randrange(len(text) + 1)
+        texts.append(text[:cut] + rng.choice(["", "a", ",", "7", "z"]) + text[cut + 1 :])  # a near miss
+    assert sum(bool(oracle.fullmatch(t)) for t in texts) >= 150
+    for text in texts:
+        assert recognizer.full_match(text) == bool(oracle.fullmatch(text)), text

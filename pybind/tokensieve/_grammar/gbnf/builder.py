@@ -12,6 +12,10 @@ from .syntax import (
 )
 
 
+# An alternation split with at least this many words among other alternatives keeps the words
+# together (`_Cfg.split`); fewer are split a word at a time, which costs the analysis little.
+WORD_GROUP_MIN = 64
+
 # ===============================================================================================
 # The lexeme grammar under construction
 # ===============================================================================================
@@ -73,12 +77,32 @@ class _Cfg:
         if kind == _SEQ:
             self.productions[nt] = [tuple(s for i in items for s in self.chunk(i))]
         elif kind == _ALT:
-            self.productions[nt] = [tuple(self.chunk(i)) for i in items]
+            words = self.word_group(x)
+            if words is not None:
+                listed = set(words)
+                self.productions[nt] = [tuple(self.chunk(pool.alt(words)))] + [
+                    tuple(self.chunk(i)) for i in items if i not in listed
+                ]
+            else:
+                self.productions[nt] = [tuple(self.chunk(i)) for i in items]
         else:
             min_count, max_count = pool.counts[x]
             self.productions[nt] = _repeat_productions(
                 self, f"lexeme~{x}", nt, (_TERM, items[0]), min_count, max_count
             )
+
+    def word_group(self, x: int) -> list[int] | None:
+        """The words of alternation x when it holds a long list of them beside other
+        alternatives (`name | [0-9]+`, at least `WORD_GROUP_MIN`), else None. Split, x keeps
+        the words as one term, which is never too long and is checked from its texts, and
+        splits the others off; flagged again, the list splits a word at a time. Whole, x is
+        split before any check (`_Refiner.too_large`): the derivative search over a list of
+        thousands of words runs out of its states, slowly."""
+        pool = self.pool
+        if pool.kind[x] != _ALT or len(pool.items[x]) <= WORD_GROUP_MIN:
+            return None
+        words = [i for i in pool.items[x] if pool.fixed_text(i) is not None]
+        return words if WORD_GROUP_MIN <= len(words) < len(pool.items[x]) else None
 
     def reachable(self, root: int) -> list[int]:
         seen = {root}

@@ -254,15 +254,25 @@ class _Refiner:
         """Terms the core could not take as one pattern (too deep or too long). A list of
         literal words is never too long: the core reads any number of them as one lexeme
         (docs/lexer.md, "Large alternations"), where split into one lexeme a word, a list of
-        10,000 words ran the refinement's pairwise checks past their budget."""
+        10,000 words ran the refinement's pairwise checks past their budget. Nor is another
+        small finite language (`_Pool.texts`): the one-character words of a list, which `alt`
+        merges into a character set, or a list of words with a separator after them. A long
+        list of words beside infinite alternatives is split into the list and the others
+        (`_Cfg.word_group`) whatever its length."""
         pool = self.pool
         return {
             x
             for kind, x in set(occ.symbols)
             if kind == _TERM
             and not pool.is_single_char(x)
-            and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
-            and pool.words(x) is None
+            and (
+                (
+                    (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
+                    and pool.words(x) is None
+                    and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.texts(x, self.budget) is None)
+                )
+                or (self.cfg.word_group(x) is not None and pool.texts(x, self.budget) is None)
+            )
         }
 
     def conflicts(self, occ: _Occurrences) -> set[int]:
