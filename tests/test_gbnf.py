@@ -20,6 +20,7 @@ import itertools
 import json
 import random
 import string
+import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
@@ -517,6 +518,26 @@ def test_finite_lexeme_checks_agree_with_the_derivative_search(seed: int) -> Non
                     pool, a, b, lambda x, y: pool.nullable[x] and intersects(pool.first[y], follow), budget
                 )
                 assert _can_extend(pool, a, follow, b, budget) == extends, (pool.pattern(a), follow, pool.pattern(b))
+
+
+def test_texts_of_long_repetitions_are_not_built() -> None:
+    # A literal repeated {3,9999} times (tokensieve fuzz --kind gbnf --seed 1515, input 947) is
+    # finite, but its texts run to 40,000 characters, 9,997 of them: building them took 1.3 s.
+    # Too long for the texts, it is left to the derivative search, at a small cost.
+    pool = _Pool()
+    word = pool.literal(map(ord, "xA-😀"))
+    budget = _Budget(1 << 40)
+    tracemalloc.start()
+    try:
+        assert pool.texts(pool.rep(word, 3, 9999), budget) is None
+        assert pool.texts(pool.seq([pool.rep(word, 3, 9999), word], flatten=False), budget) is None
+        assert pool.texts(pool.rep(pool.alt([word, pool.literal(map(ord, "ab"))]), 0, 30), budget) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # what was built (the 1.3 s built ~400 MB of texts)
+    assert budget.spent < 50_000  # and the refinement's budget was charged for it
+    assert pool.texts(pool.rep(word, 2, 3), budget) == {"xA-😀" * 2, "xA-😀" * 3}
 
 
 def test_a_word_list_in_a_loop_stays_one_lexeme() -> None:

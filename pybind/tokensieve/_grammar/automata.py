@@ -26,6 +26,9 @@ AUTOMATON_STATE_COUNT_MAX = 4_000  # per conflict check; past it the pair counts
 _FINITE_TEXTS_MAX = 20_000
 _FINITE_CHARS_MAX = 400_000
 _FINITE_SET_MAX = 64
+# ... and texts of at most this many characters (a word list's; the derivative search is cheap
+# on a long literal, and its texts would not be).
+_FINITE_TEXT_LENGTH_MAX = 1_000
 _UNLIMITED = 1 << 62
 
 
@@ -246,6 +249,7 @@ class _Pool:
         their `chars` makes (a word list's 5,000 words cost what their walks cost, not three
         times that), each character's term found in a table, and the text kept for
         `fixed_text`."""
+        codes = tuple(codes)
         terms = self._char_terms
         items = tuple(map(terms.get, codes))
         if None in items:  # (no character's term is None: ids 0 and 1 are ∅ and ε)
@@ -420,8 +424,8 @@ class _Pool:
 
     def texts(self, x: int, budget: _Budget) -> frozenset[str] | None:
         """The texts of x when its language is finite and small (at most `_FINITE_TEXTS_MAX`
-        texts of `_FINITE_CHARS_MAX` characters in all, character sets of at most
-        `_FINITE_SET_MAX` characters); else None. Built bottom-up once per term (recursion
+        texts of `_FINITE_CHARS_MAX` characters in all, each at most `_FINITE_TEXT_LENGTH_MAX`,
+        character sets of at most `_FINITE_SET_MAX` characters); else None. Built bottom-up once per term (recursion
         bounded by the term's depth), each text costing `budget` a unit."""
         if x in self._texts:
             return self._texts[x]
@@ -442,23 +446,29 @@ class _Pool:
             result = frozenset(("",))
             for i in items:
                 part = self.texts(i, budget)
-                if part is None or len(result) * len(part) > _FINITE_TEXTS_MAX:
-                    result = None
+                result = _product(result, part, budget) if part is not None else None
+                if result is None:
                     break
-                result = frozenset(a + b for a in result for b in part)
         else:
             min_count, max_count = self.counts[x]
             part = self.texts(items[0], budget)
-            if part is not None and max_count is not None:
-                power, result = frozenset(("",)), frozenset()
+            if part is not None and max_count is not None and max_count * max(map(len, part)) <= _FINITE_TEXT_LENGTH_MAX:
+                power: frozenset[str] | None = frozenset(("",))
+                found: set[str] = set()
+                chars = 0  # of the texts added to `found` (with repeats: a bound)
                 for count in range(max_count + 1):
+                    assert power is not None
                     if count >= min_count:
-                        result = result | power
-                    if count < max_count:
-                        if len(power) * len(part) > _FINITE_TEXTS_MAX:
-                            result = None
+                        found |= power
+                        chars += sum(map(len, power))
+                        if len(found) > _FINITE_TEXTS_MAX or chars > _FINITE_CHARS_MAX:
                             break
-                        power = frozenset(a + b for a in power for b in part)
+                    if count == max_count:
+                        result = frozenset(found)
+                    else:
+                        power = _product(power, part, budget)
+                        if power is None:
+                            break
         if result is not None and (len(result) > _FINITE_TEXTS_MAX or sum(map(len, result)) > _FINITE_CHARS_MAX):
             result = None
         budget.spend(1 + (len(result) if result is not None else 0))
@@ -507,6 +517,20 @@ class _Pool:
     def _needs_group(self, x: int) -> bool:
         """An alternation inside a sequence needs a group, unless it is already `(?:…)?`."""
         return self.kind[x] == _ALT and self.eps not in self.items[x]
+
+
+def _product(left: frozenset[str], right: frozenset[str], budget: _Budget) -> frozenset[str] | None:
+    """Every text of `left` followed by every text of `right`, or None past `_FINITE_TEXTS_MAX`
+    texts or `_FINITE_CHARS_MAX` characters (both counted before any is made: a literal
+    repeated {3,9999} times would otherwise build texts of 40,000 characters, 9,999 of them)."""
+    count = len(left) * len(right)
+    chars = len(right) * sum(map(len, left)) + len(left) * sum(map(len, right))
+    if count > _FINITE_TEXTS_MAX or chars > _FINITE_CHARS_MAX:
+        return None
+    if max(map(len, left)) + max(map(len, right)) > _FINITE_TEXT_LENGTH_MAX:
+        return None
+    budget.spend(1 + count + chars // 64)
+    return frozenset([a + b for a in left for b in right])
 
 
 def _quantifier(min_count: int, max_count: int | None) -> str:
