@@ -3073,7 +3073,9 @@ class _Compiler:
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
         # A closed object whose options narrow its members: their symbols, once for all options.
-        shared: dict[str, Sym] | None = {} if cells and not self.any_order and _closed_members(rest) else None
+        # (`additionalProperties: false` first: most siblings of an anyOf are not closed.)
+        closed = cells and rest.get("additionalProperties") is False and not self.any_order and _closed_members(rest)
+        shared: dict[str, Sym] | None = {} if closed else None
         for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
@@ -4024,8 +4026,7 @@ class _Compiler:
         bodies = []
         for order in orders:
             rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
-            last = len(order)
-            ranks = [rank.get(k, last + i) for i, k in enumerate(member_keys)]
+            ranks = list(map(rank.get, member_keys, itertools.count(len(order))))  # (unnamed: last, in place)
             ranked = sorted(range(len(members)), key=ranks.__getitem__)
             body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
             bodies.append([body] if body is not None else None)
