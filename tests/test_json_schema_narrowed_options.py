@@ -19,7 +19,8 @@ requires the `false` member, and one that narrows only its pin after the others.
 
 So a shared member compiled with another option's `required` flag, or taken from another
 option's narrowing, a narrowed member compiled as the siblings' (or the option's) alone, a
-dropped option or a lost order fails.
+dropped option or a lost order fails. A hypothesis test runs random closed objects and
+options narrowing them the same way (keys in the siblings' order).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from json_text import accepts, compact
 
@@ -184,3 +187,61 @@ def test_a_shared_member_that_warns_warns_at_every_option() -> None:
     assert [w for w in warnings if "x-unknown" in w] == [
         f"/anyOf/{i}/properties/note/format: unknown format 'x-unknown': any string is accepted" for i in live
     ]
+
+
+# Random closed objects and options narrowing their members: each instance (keys in the
+# siblings' order, which every option's first body takes) accepted exactly when `jsonschema`
+# finds it valid.
+_MEMBERS: list[Any] = [
+    {"type": "string"}, {"type": "integer", "minimum": 0}, {"enum": ["a", "b", 1]}, {"type": "object"},
+    {"anyOf": [{"enum": ["x"]}, {"enum": ["y"]}]}, {}, True, False, {"$ref": "#/$defs/n"}, {"type": "string", "x-note": "n"},
+]
+_NARROWINGS: list[Any] = [
+    {"pattern": "^x$"}, {"const": "a"}, {"type": "integer"}, {"minimum": 5}, {"maxLength": 1}, {"enum": [1, "y"]},
+    {"properties": {"z": {"type": "integer"}}, "additionalProperties": False}, {"properties": {"z": {}}, "required": ["z"]},
+    False, {"description": "nothing"},
+]
+_INSTANCE_VALUES: list[Any] = ["x", "a", "y", "zz", 1, 7, -1, None, {}, {"z": 1}, {"z": "s"}, [1]]
+_KEY_NAMES = ["a", "b", "c", "d"]
+
+
+@st.composite
+def _closed_object_with_narrowing_options(draw: Any) -> dict[str, Any]:
+    keys = draw(st.permutations(_KEY_NAMES))[: draw(st.integers(2, 4))]
+    properties = {k: draw(st.sampled_from(_MEMBERS)) for k in keys}
+    options = []
+    for _ in range(draw(st.integers(1, 3))):
+        narrowed = draw(st.lists(st.sampled_from(keys), unique=True, max_size=len(keys)))
+        option: dict[str, Any] = {"properties": {k: draw(st.sampled_from(_NARROWINGS)) for k in narrowed}}
+        required = draw(st.lists(st.sampled_from(keys), unique=True, max_size=2))
+        if required:
+            option["required"] = required
+        options.append(option)
+    schema: dict[str, Any] = {
+        "type": "object", "properties": properties, "additionalProperties": False, "anyOf": options,
+        "$defs": {"n": {"type": ["integer", "null"]}},
+    }
+    required = draw(st.lists(st.sampled_from(keys), unique=True, max_size=1))
+    if required:
+        schema["required"] = required
+    return schema
+
+
+@settings(max_examples=60, deadline=None)
+@given(_closed_object_with_narrowing_options(), st.lists(st.dictionaries(st.sampled_from(_KEY_NAMES), st.sampled_from(_INSTANCE_VALUES)), min_size=20, max_size=20))
+def test_random_narrowing_options_agree_with_jsonschema(schema: dict[str, Any], values: list[dict[str, Any]]) -> None:
+    from tokensieve._errors import GrammarError
+
+    validator = jsonschema.Draft202012Validator(schema)
+    order = list(schema["properties"])
+    instances = [{k: v[k] for k in order if k in v} for v in values if set(v) <= set(order)]
+    instances += [{k: v[k] for k in v if k in order} for v in values]  # (their keys listed ones only)
+    try:
+        grammar = Grammar.json_schema(schema)
+    except GrammarError as err:
+        assert "accepts no value" in str(err), err
+        assert not any(validator.is_valid(value) for value in instances)
+        return
+    for value in instances:
+        value = {k: value[k] for k in order if k in value}
+        assert accepts(grammar, compact(value)) == validator.is_valid(value), (schema, value)
