@@ -218,6 +218,16 @@ def test_lone_surrogates_in_the_schema_are_refused_where_the_rule_says(schema: d
         ({"a": {"$recursiveRef": "#"}}, True),  # any value, '#' too
         ({"enum": ["$dynamicRef", "$recursiveRef"]}, False),  # as values: no key
         ({"a": [("\ud800",)]}, False),  # a tuple is not walked
+        # "id" then a string then a list or an object: not a key and its value (service-schema's
+        # enum ending with "id" before the key `aliases`).
+        ({"enum": ["a", "id"], "aliases": ["x"]}, False),
+        ({"enum": ["$ref"], "x": {"type": "string"}}, False),
+        ({"a": {"id": "b", "enum": [1]}}, True),  # the next key's value is a list: still a key
+        ({"a": {"id": "b"}, "c": [1]}, True),  # the end of its object, then a list
+        ({"a": [{"$ref": "b"}, [1]]}, True),
+        # A string whose bytes look like a candidate overlapping the real `"id": "b"` after it,
+        # which, read as one, is followed by a list: clearing it must not hide the real one.
+        ({"a": {"k": "zzu\x02\x00\x00\x00idu", "id": "b", "p": "x" * 603, "q": [1]}}, True),
     ],
 )
 def test_lone_surrogate_check_edge_cases(schema: dict[str, Any], rewrite: bool) -> None:

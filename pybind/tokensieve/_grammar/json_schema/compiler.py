@@ -328,7 +328,7 @@ _REWRITE_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
 # dynamic keys anywhere, as before, cost as much again).
 _LONE_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
 _REWRITE_CANDIDATE = re.compile(
-    rb"u(?:\x04\0\0\0\$refu.{4}(?!#)|\x03\0\0\0\$idu.{4}(?!#)|\x02\0\0\0idu.{4}(?!#)"
+    rb"u(?:\x04\0\0\0\$refu(.{4})(?!#)|\x03\0\0\0\$idu(.{4})(?!#)|\x02\0\0\0idu(.{4})(?!#)"
     rb"|\x0b\0\0\0\$dynamicRef|\x0d\0\0\0\$recursiveRef)",
     re.DOTALL,
 )
@@ -374,7 +374,29 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
         forms.append(data)
     if data is None or len(data) > _SETTLED_SIZE_MAX or _lone_surrogate_in(data):
         return None
-    return _REWRITE_CANDIDATE.search(data) is None
+    # Each match tried in turn, the next search from the byte after its start (not its end),
+    # so that a match cleared never hides one that overlaps it.
+    match = _REWRITE_CANDIDATE.search(data)
+    while match is not None:
+        if _rewrite_candidate(match):
+            return False
+        match = _REWRITE_CANDIDATE.search(data, match.start() + 1)
+    return True
+
+
+def _rewrite_candidate(match: re.Match[bytes]) -> bool:
+    """Whether a match of `_REWRITE_CANDIDATE` in a `marshal` form may be a key with its
+    value. A key's value is followed by the next key or the end of its dict (`0`), and a key
+    is never a list or a dict (they are unhashable): so a string `$ref`, `$id` or `id`
+    followed by a string and then by a list or a dict (`[`, `{`) is no such pair but, say, the
+    last value of a list before a key whose value is a list (MaskBench service-schema: an
+    `enum` ending with `"id"` before the key `aliases`, which sent its 577 kB form to
+    `_rewrite_walk`, ~2 ms). The dynamic references, whatever follows, are candidates."""
+    length = match.group(1) or match.group(2) or match.group(3)
+    if length is None:
+        return True
+    after = match.end() + int.from_bytes(length, "little")
+    return match.string[after : after + 1] not in (b"[", b"{")
 
 
 def _lone_surrogate_in(data: bytes) -> bool:
@@ -1367,6 +1389,43 @@ def _quiet_merge(a: dict[str, Any], b: dict[str, Any]) -> bool:
     )
 
 
+def _inert_beside(key: str) -> bool:
+    """Whether a key beside an object's members asserts nothing and `merge` drops or keeps
+    it without a look: an annotation (not the internal `_dynamic_union`) or a key that is no
+    keyword (`firstProperty`, `doNotSuggest`: azure's)."""
+    return key in _MERGE_DROPPED or (key[:1] not in "_$" and key not in _ASSERTING)
+
+
+def _closed_members(rest: dict[str, Any]) -> bool:
+    """Whether `rest` (an anyOf's siblings, flattened) is a closed object of listed members:
+    `type: object`, `properties`, `additionalProperties: false`, `required` names it lists,
+    and beside them only keys that assert nothing (`_inert_beside`). Its options may then
+    narrow its members one by one (`_Compiler.narrowed_cell`)."""
+    properties, required = rest.get("properties"), rest.get("required", [])
+    return (
+        rest.get("type") == ["object"] and rest.get("additionalProperties") is False
+        and type(properties) is dict and type(required) is list
+        and all(type(k) is str and k in properties for k in required)
+        and all(k in _CLOSED_MEMBERS_KEYS or _inert_beside(k) for k in rest)
+    )
+
+
+_CLOSED_MEMBERS_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_NARROWING_KEYS = frozenset({"properties", "required"})
+
+
+def _narrows(listed: dict[str, Any], flat: dict[str, Any]) -> bool:
+    """Whether the (flattened) option `flat` only narrows members of a closed object whose
+    `properties` are `listed` (`_closed_members`): `properties` on names `listed` has,
+    `required` names it has, and beside them only keys that assert nothing."""
+    properties, required = flat.get("properties", {}), flat.get("required", [])
+    return (
+        type(properties) is dict and type(required) is list and listed.keys() >= properties.keys()
+        and all(type(k) is str and k in listed for k in required)
+        and all(k in _NARROWING_KEYS or _inert_beside(k) for k in flat)
+    )
+
+
 def _only_negated(flat: dict[str, Any], key: str, sub: Any) -> bool:
     """Whether `flat` is `negate`'s "an object with member `key`, whose value fails `sub`":
     an object schema requiring `key` and listing it alone, as one `not` of `sub`."""
@@ -2200,19 +2259,25 @@ class _Compiler:
         silent_a, silent_b = _says_nothing_of_others(a), _says_nothing_of_others(b)
         for key, va in pa.items():
             if key in pb:
-                vb = pb[key]
-                direct = None  # the merge as one schema, where a shortcut sees it
-                if type(va) is dict and type(vb) is dict:
-                    direct = (
-                        self.pinned_enum(va, vb) if "pattern" in vb else self.pinned_enum(vb, va) if "pattern" in va else None
-                    ) or _typed_object(va, vb)
-                out[key] = _and(va, vb) if direct is None else direct
+                out[key] = self.merge_member(va, pb[key])
             else:
                 out[key] = va if silent_b else _and(va, self.member_schema(b, key))
         for key, vb in pb.items():
             if key not in pa:
                 out[key] = vb if silent_a else _and(self.member_schema(a, key), vb)
         return out
+
+    def merge_member(self, va: Any, vb: Any) -> Any:
+        """A member both sides of a merge list: `va` AND `vb` as one schema where a shortcut
+        sees the pair (a pin beside a list of strings, `pinned_enum`; a typed object beside a
+        plain one, `_typed_object`), else `_and`'s."""
+        if type(va) is dict and type(vb) is dict:
+            direct = (
+                self.pinned_enum(va, vb) if "pattern" in vb else self.pinned_enum(vb, va) if "pattern" in va else None
+            ) or _typed_object(va, vb)
+            if direct is not None:
+                return direct
+        return _and(va, vb)
 
     def inert(self, keys: set[str]) -> bool:
         """Whether keys that are no annotation assert nothing (`_asserts_nothing`): keys that
@@ -3029,11 +3094,18 @@ class _Compiler:
         # Property order: both the sibling `properties` first and the option's first are
         # accepted when they differ (real instances use either; the grammar just gets both).
         alternatives: list[list[Sym] | None] = []
+        # A closed object whose options narrow its members: their symbols, once for all options.
+        # (`additionalProperties: false` first: most siblings of an anyOf are not closed.)
+        closed = cells and rest.get("additionalProperties") is False and not self.any_order and _closed_members(rest)
+        shared: dict[str, Sym] | None = {} if closed else None
         for option, where in options:
             if _has_constraints(rest):
                 flat = self.flatten(option, where)
                 if cells and flat is not None and not self.any_order:
-                    cell = self.option_cell(rest, flat, where)
+                    if shared is not None and _narrows(rest["properties"], flat):
+                        cell = self.narrowed_cell(rest, flat, where, shared)
+                    else:
+                        cell = self.option_cell(rest, flat, where)
                     if cell is not _NOT_EXACT:
                         if cell is not _NO_ALTERNATIVE:
                             alternatives.append(cell)  # type: ignore[arg-type]
@@ -3116,6 +3188,71 @@ class _Compiler:
             merged = dict(merged, _orders=orders)
         sym = self.compile_flat(merged, where)
         return [sym] if sym is not None else None
+
+    def narrowed_cell(
+        self, rest: dict[str, Any], flat: dict[str, Any], where: str, shared: dict[str, Sym]
+    ) -> list[Sym] | None:
+        """`rest` AND the option `flat` as `option_cell` makes it, where `rest` is a closed
+        object of listed members (`_closed_members`) and `flat` only narrows some of them
+        (`_narrows`), without the merge: the members `flat` lists merged one by one
+        (`merge_member`, as `merge_properties` merges them), the others `rest`'s own, whose
+        symbols the first option compiles (at its own pointer, as the merge's object did)
+        and the others take from `shared` (where that compile warned, spent clause
+        alternatives or gave nothing, each option compiles it again: a memo hit that replays
+        those here). So the members, their order and the bodies are the merged object's;
+        what goes is the merge of the whole object, its memo key (so an equal merge met
+        elsewhere is compiled again: the same language), and per option the shared members'
+        compiles. MaskBench service-schema: 238 task options of 10 members, each naming
+        its `task` and its `inputs`.
+
+        As `option_cell`'s answer: `[sym]`, or None (empty)."""
+        listed = rest["properties"]
+        narrowed = {key: self.merge_member(listed[key], value) for key, value in flat.get("properties", {}).items()}
+        properties = {**listed, **narrowed}  # (in `rest`'s order, as `merge_properties` makes it)
+        required = list(dict.fromkeys([*rest.get("required", ()), *flat.get("required", ())]))
+        if self.required_unmet({"type": ["object"], "properties": properties, "required": required}, where):
+            return None
+        # The expansion's two orders, as `option_cell` tells them apart (every required key is listed).
+        keys = tuple(listed)
+        orders = [[k for k in order if properties[k] is not False] for order in (keys, _keys_after(tuple(narrowed), keys))]
+        # What `compile_flat` and `compile_object` do for the merge (a closed object: no bounds,
+        # no other keys, every member's value compiled by `compile`).
+        depth = self.compile_depth = self.compile_depth + 1
+        reasons = len(self.empty_reasons)
+        try:
+            if depth > self.compile_depth_high:
+                self.compile_depth_high = depth
+                if depth > COMPILE_DEPTH_MAX:
+                    self.check_compile_depth(depth, where)  # raises
+            needed = set(required)
+            members: list[tuple[Sym, Sym, bool]] = []
+            member_keys: list[str] = []
+            key_symbols = self.key_symbols
+            sym: Sym | None
+            for key, schema in properties.items():
+                sym = None if key in narrowed else shared.get(key)
+                if sym is None:
+                    at = f"{where}/properties/{key.replace('~', '~0').replace('/', '~1')}"
+                    warned, spent = len(self.warning_log), self.clause_alternative_count
+                    sym = self.compile(schema, at)
+                    if sym is None:
+                        if key in needed:
+                            return self.contradiction(f"the required property {key!r} accepts no value", at)
+                        continue
+                    if key not in narrowed and len(self.warning_log) == warned and self.clause_alternative_count == spent:
+                        shared[key] = sym
+                members.append((key_symbols.get(key) or self.key_symbol(key), sym, key in needed))
+                member_keys.append(key)
+            if orders[0] != orders[1]:
+                sym = self.object_bodies(members, member_keys, orders, None, 0, None, where)
+            else:
+                sym = self.object_body(members, None, 0, None, where)
+        finally:
+            self.compile_depth -= 1
+        if sym is None:
+            return None
+        del self.empty_reasons[reasons:]  # (as `compile_flat`: parts that compiled to nothing do not matter)
+        return [sym]
 
     def enum_union(self, options: list[Any], pointer: str) -> tuple[dict[str, Any], str] | None:
         """anyOf/oneOf options that are all plain value lists (`enum`/`const` beside annotations
@@ -3897,18 +4034,25 @@ class _Compiler:
         if self.any_order and (len(members) > 1 or (members and pair is not None)):
             return self.object_body_any_order(members, pair, low, high, pointer)
         if "_orders" in d:
-            # An anyOf/oneOf option's merge in the expansion's key orders (`option_cell`): one
-            # body per order over the same members (required keys not listed stay last).
-            bodies = []
-            for order in d["_orders"]:
-                rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
-                last = len(order)
-                ranks = [rank.get(k, last + i) for i, k in enumerate(member_keys)]
-                ranked = sorted(range(len(members)), key=ranks.__getitem__)
-                body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
-                bodies.append([body] if body is not None else None)
-            return self.choice(f"{pointer or '/'}:orders", bodies)
+            # An anyOf/oneOf option's merge in the expansion's key orders (`option_cell`).
+            return self.object_bodies(members, member_keys, d["_orders"], pair, low, high, pointer)
         return self.object_body(members, pair, low, high, pointer)
+
+    def object_bodies(
+        self, members: list[tuple[Sym, Sym, bool]], member_keys: list[str], orders: list[list[str]],
+        pair: int | None, low: int, high: int | None, pointer: str,
+    ) -> Sym | None:
+        """One body per key order over the same members (`member_keys` their names; a member
+        an order does not name stays last, in its place), any of them: an anyOf/oneOf
+        option's merge in the expansion's two orders (`option_cell`, `narrowed_cell`)."""
+        bodies = []
+        for order in orders:
+            rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
+            ranks = list(map(rank.get, member_keys, itertools.count(len(order))))  # (unnamed: last, in place)
+            ranked = sorted(range(len(members)), key=ranks.__getitem__)
+            body = self.object_body([members[i] for i in ranked], pair, low, high, pointer)
+            bodies.append([body] if body is not None else None)
+        return self.choice(f"{pointer or '/'}:orders", bodies)
 
     def pair_nonterminal(self, regions: list[tuple[Sym, Sym]], pointer: str) -> int:
         """The `key: value` pairs of an object's key regions: one nonterminal per set of
