@@ -2366,6 +2366,16 @@ const Search = struct {
     nodes: std.ArrayList(Node) = .empty,
     visited: IntMap(u32, void) = .empty,
     open: std.PriorityQueue(Entry, void, order) = .empty,
+    /// The expanded intersection's members, their rows (`loadMemberRows`) and its
+    /// derivatives so far by their members' derivatives (`memberDerivative`).
+    members: std.ArrayList(ExprId) = .empty,
+    member_rows: std.ArrayList(u32) = .empty,
+    vector: std.ArrayList(ExprId) = .empty,
+    distinct: IntMap(u64, Distinct) = .empty,
+    distinct_words: std.ArrayList(u32) = .empty,
+    /// Members seen in an expansion of this search: met again, a member gets its row.
+    members_met: IntMap(u32, void) = .empty,
+    const Distinct = struct { start: u32, term: u32 };
 
     fn order(_: void, a: Entry, b: Entry) std.math.Order {
         if (a.f != b.f) return std.math.order(a.f, b.f);
@@ -2377,6 +2387,12 @@ const Search = struct {
         self.nodes.deinit(gpa);
         self.visited.deinit(gpa);
         self.open.deinit(gpa);
+        self.members.deinit(gpa);
+        self.member_rows.deinit(gpa);
+        self.vector.deinit(gpa);
+        self.distinct.deinit(gpa);
+        self.distinct_words.deinit(gpa);
+        self.members_met.deinit(gpa);
     }
 
     const Outcome = union(enum) { found: u32, exhausted, paused };
@@ -2415,6 +2431,9 @@ const Search = struct {
                 }
                 continue;
             }
+            // An intersection is derived through its members' rows (`loadMemberRows`).
+            const member_count: usize = if (set.tag(x) == .and_) set.args(x).len else 0;
+            if (member_count > 0) try self.loadMemberRows(set, x, representatives);
             if (set.row_words.items.len + representatives.len > row_words_max) {
                 set.row_cache.clearRetainingCapacity();
                 set.row_words.clearRetainingCapacity();
@@ -2422,8 +2441,11 @@ const Search = struct {
             const start: u32 = @intCast(set.row_words.items.len);
             errdefer set.row_words.shrinkRetainingCapacity(start);
             try set.row_words.ensureUnusedCapacity(set.gpa, representatives.len);
-            for (representatives) |b| {
-                const y = try set.deriv(x, b);
+            for (representatives, 0..) |b, class| {
+                const y = if (member_count > 0)
+                    try self.memberDerivative(set, b, class, representatives.len)
+                else
+                    try set.deriv(x, b);
                 set.row_words.appendAssumeCapacity(y.index() | (if (set.isBoolean(y)) row_boolean_bit else 0));
                 if (y == .nothing) continue;
                 if (try self.reach(set, y.index(), entry.node, depth)) |g| {
@@ -2435,6 +2457,87 @@ const Search = struct {
             try set.row_cache.put(set.gpa, x.index(), start);
         }
         return .exhausted;
+    }
+
+    /// Prepares the derivatives of the intersection `x` by every class from its members'
+    /// rows: a member's derivatives recur from term to term of the search (ten members of a
+    /// few states each make hundreds of intersections), so its row is one lookup where a
+    /// derivative per class was one each. A member met for the first time in this search is
+    /// derived class by class instead (`row_pending`), as it is needed: a member that changes
+    /// at every byte (a residue run's residue) would otherwise be derived by every class even
+    /// where another member's derivative is already ∅.
+    fn loadMemberRows(self: *Search, set: *ExprSet, x: ExprId, representatives: []const u8) Error!void {
+        const class_count = representatives.len;
+        self.member_rows.clearRetainingCapacity();
+        self.distinct.clearRetainingCapacity();
+        self.distinct_words.clearRetainingCapacity();
+        self.members.clearRetainingCapacity();
+        try self.members.appendSlice(set.gpa, @ptrCast(set.args(x)));
+        // A unit per member, and per eight entries of the rows read (the reads replace a
+        // derivative's unit per member and class).
+        try set.spend(self.members.items.len + self.members.items.len * class_count / 8);
+        try self.member_rows.ensureTotalCapacity(set.gpa, self.members.items.len * class_count);
+        try self.vector.resize(set.gpa, self.members.items.len);
+        for (self.members.items) |m| {
+            if (set.row_cache.get(m.index())) |start| {
+                for (set.row_words.items[start..][0..class_count]) |word| {
+                    self.member_rows.appendAssumeCapacity(word & ~row_boolean_bit);
+                }
+                continue;
+            }
+            const met = try self.members_met.getOrPut(set.gpa, m.index());
+            if (!met.found_existing) {
+                self.member_rows.appendNTimesAssumeCapacity(row_pending, class_count);
+                continue;
+            }
+            if (set.row_words.items.len + class_count > row_words_max) {
+                set.row_cache.clearRetainingCapacity();
+                set.row_words.clearRetainingCapacity();
+            }
+            const start: u32 = @intCast(set.row_words.items.len);
+            errdefer set.row_words.shrinkRetainingCapacity(start);
+            try set.row_words.ensureUnusedCapacity(set.gpa, class_count);
+            for (representatives) |b| {
+                const d = try set.deriv(m, b);
+                set.row_words.appendAssumeCapacity(d.index() | (if (set.isBoolean(d)) row_boolean_bit else 0));
+                self.member_rows.appendAssumeCapacity(d.index());
+            }
+            try set.row_cache.put(set.gpa, m.index(), start);
+        }
+    }
+
+    /// A `member_rows` entry of a member derived as it is needed (`loadMemberRows`).
+    const row_pending: u32 = std.math.maxInt(u32);
+
+    /// The derivative of the intersection whose member rows `loadMemberRows` loaded, by the
+    /// byte `b` of class `class`: ∅ when a member's is (the rows read first, then the members
+    /// derived as needed), else the intersection of the members' (what `deriv` builds).
+    /// Classes whose members' derivatives are all the same give the same term, built once:
+    /// in a JSON string, every printable byte that no member names.
+    fn memberDerivative(self: *Search, set: *ExprSet, b: u8, class: usize, class_count: usize) Error!ExprId {
+        const words: []u32 = @ptrCast(self.vector.items);
+        for (words, 0..) |*w, i| {
+            w.* = self.member_rows.items[i * class_count + class];
+            if (w.* == ExprId.nothing.index()) return .nothing;
+        }
+        for (words, self.members.items) |*w, m| {
+            if (w.* != row_pending) continue;
+            const d = try set.deriv(m, b);
+            if (d == .nothing) return .nothing;
+            w.* = d.index();
+        }
+        const seen = try self.distinct.getOrPut(set.gpa, hashWords(words));
+        if (seen.found_existing) {
+            const first = seen.value_ptr.*;
+            if (wordsEqual(self.distinct_words.items[first.start..][0..words.len], words)) return @fromBackingInt(first.term);
+        }
+        // (A hash shared with other derivatives keeps the first: this one is built again.)
+        const y = try set.andAll(self.vector.items);
+        if (!seen.found_existing) {
+            seen.value_ptr.* = .{ .start = @intCast(self.distinct_words.items.len), .term = y.index() };
+            try self.distinct_words.appendSlice(set.gpa, words);
+        }
+        return y;
     }
 
     /// Records `y` reached from node `parent` after `depth` bytes: its node when it is a goal,
@@ -3594,6 +3697,42 @@ test "the best-first search and the pair check agree with a plain breadth-first 
         if (expected) empty += 1 else non_empty += 1;
     }
     try std.testing.expect(empty > 30 and non_empty > 30);
+}
+
+test "the exact search's rows, an intersection's built from its members' rows, hold the derivatives (random intersections over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x7075);
+    const random = prng.random();
+    const representatives = [_]u8{ 'a', 'b', 'c' };
+    var rows_checked: u32 = 0;
+    var members_with_rows: u32 = 0;
+    for (0..1000) |_| {
+        var members: [4]ExprId = undefined;
+        const n = 2 + random.uintLessThan(usize, 3);
+        for (members[0..n]) |*m| {
+            m.* = try randomTerm(&set, random, 3, counters_clamped);
+            if (random.uintLessThan(u32, 4) == 0) m.* = try set.not(m.*);
+        }
+        const e = try set.andAll(members[0..n]);
+        if (set.tag(e) != .and_) continue;
+        set.empty_cache.clearRetainingCapacity();
+        _ = try set.isEmptySearch(e, &representatives, null);
+    }
+    // Every row kept, of an intersection or of a member, against `deriv` (which derives an
+    // intersection member by member, without rows).
+    var it = set.row_cache.iterator();
+    while (it.next()) |kv| {
+        const x: ExprId = @fromBackingInt(kv.key_ptr.*);
+        if (set.tag(x) != .and_) members_with_rows += 1;
+        for (representatives, set.row_words.items[kv.value_ptr.*..][0..representatives.len]) |b, word| {
+            const d = try set.deriv(x, b);
+            try std.testing.expectEqual(d.index(), word & ~row_boolean_bit);
+            try std.testing.expectEqual(set.isBoolean(d), word & row_boolean_bit != 0);
+        }
+        rows_checked += 1;
+    }
+    try std.testing.expect(rows_checked > 300 and members_with_rows > 30);
 }
 
 test "an intersection whose two members exclude each other is shown empty by the pair" {
