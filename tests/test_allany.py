@@ -139,13 +139,23 @@ def test_pattern_conjunctions_agree_with_jsonschema(handwritten: dict[str, Any],
 
 @pytest.mark.parametrize(
     ("name", "fuel_max"),
-    [("allany6", 50_000), ("allany7", 50_000), ("allany8", 50_000), ("allany12", 2_500_000), ("allany16", 2_500_000), ("allany23", 100_000)],
+    [
+        ("allany6", 50_000),
+        ("allany7", 50_000),
+        ("allany8", 50_000),
+        ("allany12", 1_000_000),
+        ("allany15", 1_500_000),
+        ("allany16", 1_000_000),
+        ("allany23", 100_000),
+    ],
 )
 def test_first_row_fuel(handwritten: dict[str, Any], name: str, fuel_max: int) -> None:
     """The first parser row's emptiness checks stay far under what the breadth-first search
     spent (allany6 608,395 units, allany7/8 2,684,924, allany12 4,728,102, allany16 4,403,560);
     allany23's non-empty lexeme of nine members took the best-first search 5.8 million units
-    before the witness search (32,000 now)."""
+    before the witness search (32,000 now), and the searches of allany12/15/16 took 1.4, 2.7
+    and 1.5 million before intersections were derived through their members' rows (0.44,
+    0.98, 0.68 million now)."""
     matcher = Matcher(BYTES, Grammar.json_schema(handwritten[name]))
     assert matcher.last_fuel() <= fuel_max
 

@@ -39,7 +39,9 @@
 //!   character and `"`) fits the counter left, so one short walk replaces a breadth-first
 //!   search that derived the whole intersection by every byte class. The member that leads
 //!   the walk keeps the lead until its word is done (two searches intersected otherwise
-//!   undo each other's partial match at every byte).
+//!   undo each other's partial match at every byte). When both walks fail on three plain
+//!   members or more, a small search (`WitnessSearch`) satisfies the members nearest to done
+//!   first: several searches inside a length bound, which the walks pad past.
 //! - An intersection with members x and ¬y is ∅ when x ⊆ y by structure (`includes`): JSON
 //!   Schema keys that exclude each other become ∅ as soon as the text has matched an
 //!   excluded pattern, at construction, with no search.
@@ -52,7 +54,8 @@
 //! contradiction between two members (`^....$` against `minLength` 10) has a far smaller
 //! product. The search keeps each term's derivatives by every byte class as
 //! one row, so a search repeated by every call (one that runs out of fuel) reads rows instead
-//! of deriving again.
+//! of deriving again; an intersection is derived through its members' rows (members recur
+//! from term to term), one `andAll` per distinct vector of member derivatives.
 //!
 //! ## Work is bounded, and charged by size
 //!
