@@ -302,6 +302,10 @@ pub const witness_switches_max: u32 = 4;
 /// Handwritten---allany23's lexeme needs 20-30 of them, and a search that fails costs about
 /// as much as the exact search's first `search_expansions_first` expansions of the same term.
 pub const witness_search_expansions_max: u32 = 64;
+/// Members at most of an intersection the witness search tries: an expansion derives the
+/// intersection by up to one byte per member, so with more members than byte classes it
+/// would cost more than an expansion of the exact search (MaskBench's largest: 19).
+pub const witness_search_members_max: usize = 16;
 
 /// Terms the exact emptiness search expands before it tries the intersection's pairs of
 /// members (`ExprSet.emptyPair`), and at most per pair.
@@ -1916,6 +1920,7 @@ pub const ExprSet = struct {
         }
         if (plain < 3) return false;
         if (try self.walkWitness(e, representatives, 0)) return true;
+        if (self.args(e).len > witness_search_members_max) return false;
         // Both walks let the member with the longest rest lead, and a length bound's rest is
         // the longest: it pads with its shortest byte until its word is done, and several
         // searches beside it are left unmatched (Handwritten---allany23: sixteen characters
