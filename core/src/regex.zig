@@ -39,7 +39,9 @@
 //!   character and `"`) fits the counter left, so one short walk replaces a breadth-first
 //!   search that derived the whole intersection by every byte class. The member that leads
 //!   the walk keeps the lead until its word is done (two searches intersected otherwise
-//!   undo each other's partial match at every byte).
+//!   undo each other's partial match at every byte). When both walks fail on three plain
+//!   members or more, a small search (`WitnessSearch`) satisfies the members nearest to done
+//!   first: several searches inside a length bound, which the walks pad past.
 //! - An intersection with members x and ¬y is ∅ when x ⊆ y by structure (`includes`): JSON
 //!   Schema keys that exclude each other become ∅ as soon as the text has matched an
 //!   excluded pattern, at construction, with no search.
@@ -52,7 +54,8 @@
 //! contradiction between two members (`^....$` against `minLength` 10) has a far smaller
 //! product. The search keeps each term's derivatives by every byte class as
 //! one row, so a search repeated by every call (one that runs out of fuel) reads rows instead
-//! of deriving again.
+//! of deriving again; an intersection is derived through its members' rows (members recur
+//! from term to term), one `andAll` per distinct vector of member derivatives.
 //!
 //! ## Work is bounded, and charged by size
 //!
@@ -295,6 +298,14 @@ const RecentBytes = struct {
 
 /// Changes of leader after which the witness walk keeps its leader (see `hasWitness`).
 pub const witness_switches_max: u32 = 4;
+/// Terms the witness search of `hasWitness` (`WitnessSearch`) expands before it gives up:
+/// Handwritten---allany23's lexeme needs 20-30 of them, and a search that fails costs about
+/// as much as the exact search's first `search_expansions_first` expansions of the same term.
+pub const witness_search_expansions_max: u32 = 64;
+/// Members at most of an intersection the witness search tries: an expansion derives the
+/// intersection by up to one byte per member, so with more members than byte classes it
+/// would cost more than an expansion of the exact search (MaskBench's largest: 19).
+pub const witness_search_members_max: usize = 16;
 
 /// Terms the exact emptiness search expands before it tries the intersection's pairs of
 /// members (`ExprSet.emptyPair`), and at most per pair.
@@ -1908,7 +1919,16 @@ pub const ExprSet = struct {
             if (!self.isBoolean(@fromBackingInt(@intCast(m)))) plain += 1;
         }
         if (plain < 3) return false;
-        return self.walkWitness(e, representatives, 0);
+        if (try self.walkWitness(e, representatives, 0)) return true;
+        if (self.args(e).len > witness_search_members_max) return false;
+        // Both walks let the member with the longest rest lead, and a length bound's rest is
+        // the longest: it pads with its shortest byte until its word is done, and several
+        // searches beside it are left unmatched (Handwritten---allany23: sixteen characters
+        // holding `ab1`, `b12`, `bc1`, `c12`, `ca1`, `a12` and `[aA][12].*[zZ]`). Search a
+        // little, satisfying the members nearest to done first (`WitnessSearch`).
+        var witness: WitnessSearch = .{};
+        defer witness.deinit(self.gpa);
+        return witness.run(self, e);
     }
 
     /// One witness walk of `hasWitness`: the lead changes hands freely until
@@ -2254,6 +2274,94 @@ pub const ExprSet = struct {
     }
 };
 
+/// The third witness of `ExprSet.hasWitness`: a small best-first search over an intersection's
+/// derivatives for a word, the members nearest to done satisfied first. A term's successors
+/// are its derivatives by the first byte of each member's shortest rest (at most one per
+/// member, in byte order), and the term whose members' shortest rests add up to the least goes
+/// first (deeper first on ties, then in the order found): a member that is one byte from done
+/// is finished before a search that has not started, and a length bound's padding comes when
+/// nothing else shortens anything. The walks let the longest rest lead, which for several
+/// searches inside a length bound is the bound: it pads to its end and leaves them unmatched.
+/// Its goals are the exact search's (nullable, plain, or known non-empty terms); it expands at
+/// most `witness_search_expansions_max` terms, each costing a derivative of the intersection
+/// per distinct byte (at most one per member, where the exact search takes one per byte
+/// class), and says "not shown" past them. Which terms it visits depends on lengths and bytes
+/// only, not on term ids.
+const WitnessSearch = struct {
+    const Node = struct { term: u32, parent: u32 };
+    const Entry = struct { rests: u32, depth: u32, node: u32 };
+    nodes: std.ArrayList(Node) = .empty,
+    visited: IntMap(u32, void) = .empty,
+    open: std.PriorityQueue(Entry, void, order) = .empty,
+
+    fn order(_: void, a: Entry, b: Entry) std.math.Order {
+        if (a.rests != b.rests) return std.math.order(a.rests, b.rests);
+        if (a.depth != b.depth) return std.math.order(b.depth, a.depth);
+        return std.math.order(a.node, b.node);
+    }
+
+    fn deinit(self: *WitnessSearch, gpa: Allocator) void {
+        self.nodes.deinit(gpa);
+        self.visited.deinit(gpa);
+        self.open.deinit(gpa);
+    }
+
+    /// Is a word of the intersection `e` found? When it is, every term on the path to it is
+    /// remembered non-empty (`empty_cache`), as the exact search's path is.
+    fn run(self: *WitnessSearch, set: *ExprSet, e: ExprId) Error!bool {
+        assert(set.tag(e) == .and_);
+        if (try self.reach(set, e, 0, 0)) |goal| return self.found(set, goal);
+        var expansions: u32 = 0;
+        while (self.open.pop()) |entry| {
+            if (expansions >= witness_search_expansions_max) return false;
+            expansions += 1;
+            const x: ExprId = @fromBackingInt(@intCast(self.nodes.items[entry.node].term));
+            try set.spend(set.args(x).len);
+            // The next bytes, collected first (deriving builds terms, which may move `args`).
+            var bytes: ByteSet = .{};
+            for (set.args(x)) |raw| {
+                const m: ExprId = @fromBackingInt(@intCast(raw));
+                if (set.isBoolean(m) or set.nullable(m)) continue;
+                bytes.add(set.shortestByte(m));
+            }
+            for (0..256) |i| {
+                const b: u8 = @intCast(i);
+                if (!bytes.contains(b)) continue;
+                const y = try set.deriv(x, b);
+                if (y == .nothing) continue;
+                if (try self.reach(set, y, entry.node, entry.depth + 1)) |goal| return self.found(set, goal);
+            }
+        }
+        return false;
+    }
+
+    fn found(self: *WitnessSearch, set: *ExprSet, goal: u32) Error!bool {
+        var i: u32 = goal;
+        while (true) {
+            try set.empty_cache.put(set.gpa, self.nodes.items[i].term, false);
+            if (i == 0) return true;
+            i = self.nodes.items[i].parent;
+        }
+    }
+
+    /// Records `t` reached from node `parent` after `depth` bytes: its node when it is a goal,
+    /// else queued (once) when it is an intersection not known empty.
+    fn reach(self: *WitnessSearch, set: *ExprSet, t: ExprId, parent: u32, depth: u32) Error!?u32 {
+        const gop = try self.visited.getOrPut(set.gpa, t.index());
+        if (gop.found_existing) return null;
+        const node: u32 = @intCast(self.nodes.items.len);
+        try self.nodes.append(set.gpa, .{ .term = t.index(), .parent = parent });
+        if (!set.isBoolean(t) or set.nullable(t)) return node;
+        if (set.empty_cache.get(t.index())) |empty| return if (empty) null else node;
+        if (set.longerThanExcluded(t)) return node;
+        if (set.tag(t) != .and_) return null;
+        var rests: u32 = 0;
+        for (set.args(t)) |m| rests +|= set.lengths.items[m].min;
+        try self.open.push(set.gpa, .{ .rests = rests, .depth = depth, .node = node });
+        return null;
+    }
+};
+
 /// The exact emptiness search (`ExprSet.isEmptySearch`): best first over the derivatives of a
 /// term by one byte of each class, the term with the least (bytes read + shortest word left)
 /// first, deeper first on ties, then in the order found. Only the lengths and the bytes read
@@ -2266,6 +2374,16 @@ const Search = struct {
     nodes: std.ArrayList(Node) = .empty,
     visited: IntMap(u32, void) = .empty,
     open: std.PriorityQueue(Entry, void, order) = .empty,
+    /// The expanded intersection's members, their rows (`loadMemberRows`) and its
+    /// derivatives so far by their members' derivatives (`memberDerivative`).
+    members: std.ArrayList(ExprId) = .empty,
+    member_rows: std.ArrayList(u32) = .empty,
+    vector: std.ArrayList(ExprId) = .empty,
+    distinct: IntMap(u64, Distinct) = .empty,
+    distinct_words: std.ArrayList(u32) = .empty,
+    /// Members seen in an expansion of this search: met again, a member gets its row.
+    members_met: IntMap(u32, void) = .empty,
+    const Distinct = struct { start: u32, term: u32 };
 
     fn order(_: void, a: Entry, b: Entry) std.math.Order {
         if (a.f != b.f) return std.math.order(a.f, b.f);
@@ -2277,6 +2395,12 @@ const Search = struct {
         self.nodes.deinit(gpa);
         self.visited.deinit(gpa);
         self.open.deinit(gpa);
+        self.members.deinit(gpa);
+        self.member_rows.deinit(gpa);
+        self.vector.deinit(gpa);
+        self.distinct.deinit(gpa);
+        self.distinct_words.deinit(gpa);
+        self.members_met.deinit(gpa);
     }
 
     const Outcome = union(enum) { found: u32, exhausted, paused };
@@ -2315,6 +2439,9 @@ const Search = struct {
                 }
                 continue;
             }
+            // An intersection is derived through its members' rows (`loadMemberRows`).
+            const member_count: usize = if (set.tag(x) == .and_) set.args(x).len else 0;
+            if (member_count > 0) try self.loadMemberRows(set, x, representatives);
             if (set.row_words.items.len + representatives.len > row_words_max) {
                 set.row_cache.clearRetainingCapacity();
                 set.row_words.clearRetainingCapacity();
@@ -2322,8 +2449,11 @@ const Search = struct {
             const start: u32 = @intCast(set.row_words.items.len);
             errdefer set.row_words.shrinkRetainingCapacity(start);
             try set.row_words.ensureUnusedCapacity(set.gpa, representatives.len);
-            for (representatives) |b| {
-                const y = try set.deriv(x, b);
+            for (representatives, 0..) |b, class| {
+                const y = if (member_count > 0)
+                    try self.memberDerivative(set, b, class, representatives.len)
+                else
+                    try set.deriv(x, b);
                 set.row_words.appendAssumeCapacity(y.index() | (if (set.isBoolean(y)) row_boolean_bit else 0));
                 if (y == .nothing) continue;
                 if (try self.reach(set, y.index(), entry.node, depth)) |g| {
@@ -2335,6 +2465,87 @@ const Search = struct {
             try set.row_cache.put(set.gpa, x.index(), start);
         }
         return .exhausted;
+    }
+
+    /// Prepares the derivatives of the intersection `x` by every class from its members'
+    /// rows: a member's derivatives recur from term to term of the search (ten members of a
+    /// few states each make hundreds of intersections), so its row is one lookup where a
+    /// derivative per class was one each. A member met for the first time in this search is
+    /// derived class by class instead (`row_pending`), as it is needed: a member that changes
+    /// at every byte (a residue run's residue) would otherwise be derived by every class even
+    /// where another member's derivative is already ∅.
+    fn loadMemberRows(self: *Search, set: *ExprSet, x: ExprId, representatives: []const u8) Error!void {
+        const class_count = representatives.len;
+        self.member_rows.clearRetainingCapacity();
+        self.distinct.clearRetainingCapacity();
+        self.distinct_words.clearRetainingCapacity();
+        self.members.clearRetainingCapacity();
+        try self.members.appendSlice(set.gpa, @ptrCast(set.args(x)));
+        // A unit per member, and per eight entries of the rows read (the reads replace a
+        // derivative's unit per member and class).
+        try set.spend(self.members.items.len + self.members.items.len * class_count / 8);
+        try self.member_rows.ensureTotalCapacity(set.gpa, self.members.items.len * class_count);
+        try self.vector.resize(set.gpa, self.members.items.len);
+        for (self.members.items) |m| {
+            if (set.row_cache.get(m.index())) |start| {
+                for (set.row_words.items[start..][0..class_count]) |word| {
+                    self.member_rows.appendAssumeCapacity(word & ~row_boolean_bit);
+                }
+                continue;
+            }
+            const met = try self.members_met.getOrPut(set.gpa, m.index());
+            if (!met.found_existing) {
+                self.member_rows.appendNTimesAssumeCapacity(row_pending, class_count);
+                continue;
+            }
+            if (set.row_words.items.len + class_count > row_words_max) {
+                set.row_cache.clearRetainingCapacity();
+                set.row_words.clearRetainingCapacity();
+            }
+            const start: u32 = @intCast(set.row_words.items.len);
+            errdefer set.row_words.shrinkRetainingCapacity(start);
+            try set.row_words.ensureUnusedCapacity(set.gpa, class_count);
+            for (representatives) |b| {
+                const d = try set.deriv(m, b);
+                set.row_words.appendAssumeCapacity(d.index() | (if (set.isBoolean(d)) row_boolean_bit else 0));
+                self.member_rows.appendAssumeCapacity(d.index());
+            }
+            try set.row_cache.put(set.gpa, m.index(), start);
+        }
+    }
+
+    /// A `member_rows` entry of a member derived as it is needed (`loadMemberRows`).
+    const row_pending: u32 = std.math.maxInt(u32);
+
+    /// The derivative of the intersection whose member rows `loadMemberRows` loaded, by the
+    /// byte `b` of class `class`: ∅ when a member's is (the rows read first, then the members
+    /// derived as needed), else the intersection of the members' (what `deriv` builds).
+    /// Classes whose members' derivatives are all the same give the same term, built once:
+    /// in a JSON string, every printable byte that no member names.
+    fn memberDerivative(self: *Search, set: *ExprSet, b: u8, class: usize, class_count: usize) Error!ExprId {
+        const words: []u32 = @ptrCast(self.vector.items);
+        for (words, 0..) |*w, i| {
+            w.* = self.member_rows.items[i * class_count + class];
+            if (w.* == ExprId.nothing.index()) return .nothing;
+        }
+        for (words, self.members.items) |*w, m| {
+            if (w.* != row_pending) continue;
+            const d = try set.deriv(m, b);
+            if (d == .nothing) return .nothing;
+            w.* = d.index();
+        }
+        const seen = try self.distinct.getOrPut(set.gpa, hashWords(words));
+        if (seen.found_existing) {
+            const first = seen.value_ptr.*;
+            if (wordsEqual(self.distinct_words.items[first.start..][0..words.len], words)) return @fromBackingInt(first.term);
+        }
+        // (A hash shared with other derivatives keeps the first: this one is built again.)
+        const y = try set.andAll(self.vector.items);
+        if (!seen.found_existing) {
+            seen.value_ptr.* = .{ .start = @intCast(self.distinct_words.items.len), .term = y.index() };
+            try self.distinct_words.appendSlice(set.gpa, words);
+        }
+        return y;
     }
 
     /// Records `y` reached from node `parent` after `depth` bytes: its node when it is a goal,
@@ -2559,6 +2770,13 @@ test "running out of fuel is an error, not a hang" {
 }
 
 const regex_syntax = @import("regex_syntax.zig");
+
+/// `WitnessSearch.run` on its own.
+fn witnessSearch(set: *ExprSet, e: ExprId) !bool {
+    var witness: WitnessSearch = .{};
+    defer witness.deinit(set.gpa);
+    return witness.run(set, e);
+}
 
 fn parseTest(set: *ExprSet, pattern: []const u8) !ExprId {
     var diag: regex_syntax.Diagnostic = .{};
@@ -2834,6 +3052,106 @@ test "a second witness walk, leaders keeping the lead, finds what ping-ponging l
     try std.testing.expect(try set.hasWitness(e, &representatives));
     // The first walk alone fails: the search's target lost the lead ten bytes from its end.
     try std.testing.expect(!try set.walkWitness(e, &representatives, witness_switches_max));
+}
+
+test "the witness search, nearest member first, satisfies several searches inside a length bound (Handwritten allany23)" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    // allany23's first lexeme with ASCII characters: a search `[aA][12].*[zZ]`, exactly
+    // sixteen characters, six searches of three characters, and 10 to 90 characters.
+    const members = [_]ExprId{
+        try parseTest(&set, "\"[ -~]*[aA][12][ -~]*[zZ][ -~]*\""),
+        try parseTest(&set, "\"[ -~]{16}\""),
+        try parseTest(&set, "\"[ -~]*ab1[ -~]*\""),
+        try parseTest(&set, "\"[ -~]*b12[ -~]*\""),
+        try parseTest(&set, "\"[ -~]*bc1[ -~]*\""),
+        try parseTest(&set, "\"[ -~]*c12[ -~]*\""),
+        try parseTest(&set, "\"[ -~]*ca1[ -~]*\""),
+        try parseTest(&set, "\"[ -~]*a12[ -~]*\""),
+        try parseTest(&set, "\"[ -~]{10,90}\""),
+    };
+    const e = try set.andAll(&members);
+    try std.testing.expect(set.tag(e) == .and_);
+    // Not empty: a word of every member, written by hand.
+    try std.testing.expect(try matches(&set, e, "\"ab12bc12ca12z   \""));
+    // One byte of each class the members tell apart.
+    const representatives = [_]u8{ 0, ' ', '"', '1', '2', 'A', 'Z', 'a', 'b', 'c', 'z' };
+    // The two walks that let the longest rest lead pad with the bound's shortest byte and
+    // leave the searches unmatched; the exact search took 2,683 expansions of the JSON
+    // version (5.8 million units).
+    try std.testing.expect(!try set.walkWitness(e, &representatives, witness_switches_max));
+    try std.testing.expect(!try set.walkWitness(e, &representatives, 0));
+    set.refuel(20_000, .step_fuel);
+    try std.testing.expect(try witnessSearch(&set, e));
+    // The path's terms are remembered non-empty: one derivative of e is on it.
+    var remembered: u32 = 0;
+    for (representatives) |b| {
+        const d = try set.deriv(e, b);
+        if (set.empty_cache.get(d.index())) |empty| {
+            try std.testing.expect(!empty);
+            remembered += 1;
+        }
+    }
+    try std.testing.expectEqual(@as(u32, 1), remembered);
+    try std.testing.expect(!try set.isEmpty(e, &representatives));
+    // Twelve characters are too few: `ab12`, `bc12` and `ca12` cannot overlap (each starts
+    // with a letter and ends in `12`), and a `z` must follow the first `a1`. The search
+    // gives up within its bound, and the exact answer is "empty".
+    const short = try set.andAll(&.{ members[0], try parseTest(&set, "\"[ -~]{12}\""), members[2], members[3], members[4], members[5], members[6], members[7] });
+    set.refuel(20_000, .step_fuel);
+    try std.testing.expect(!try witnessSearch(&set, short));
+    set.refuel(std.math.maxInt(u64), .step_fuel);
+    try std.testing.expect(try set.isEmpty(short, &representatives));
+    try std.testing.expect(try referenceEmpty(&set, short, &representatives));
+}
+
+test "the witness search only ever shows words that are there (random searches within length bounds over {a, b, c})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x2323);
+    const random = prng.random();
+    const representatives = [_]u8{ '"', 'a', 'b', 'c' };
+    var shown: u32 = 0;
+    var empty: u32 = 0;
+    for (0..300) |_| {
+        // Three to six searches for a word of one to three letters, and a length bound.
+        var members: [8]ExprId = undefined;
+        const n = 3 + random.uintLessThan(usize, 4);
+        for (members[0..n]) |*m| {
+            var text: [32]u8 = undefined;
+            var len: usize = 0;
+            for ("\"[abc]*") |c| {
+                text[len] = c;
+                len += 1;
+            }
+            for (0..1 + random.uintLessThan(usize, 3)) |_| {
+                text[len] = "abc"[random.uintLessThan(usize, 3)];
+                len += 1;
+            }
+            for ("[abc]*\"") |c| {
+                text[len] = c;
+                len += 1;
+            }
+            m.* = try parseTest(&set, text[0..len]);
+        }
+        const min = random.uintLessThan(u32, 6);
+        const max = min + random.uintLessThan(u32, 4);
+        var bound_text: [32]u8 = undefined;
+        members[n] = try parseTest(&set, try std.fmt.bufPrint(&bound_text, "\"[abc]{{{d},{d}}}\"", .{ min, max }));
+        const e = try set.andAll(members[0 .. n + 1]);
+        if (!set.isBoolean(e)) continue;
+        const expected_empty = try referenceEmpty(&set, e, &representatives);
+        if (expected_empty) empty += 1;
+        if (set.tag(e) == .and_ and try witnessSearch(&set, e)) {
+            try std.testing.expect(!expected_empty);
+            shown += 1;
+        }
+        // And the whole answer, from a fresh start.
+        set.empty_cache.clearRetainingCapacity();
+        try std.testing.expectEqual(expected_empty, try set.isEmpty(e, &representatives));
+        set.empty_cache.clearRetainingCapacity();
+    }
+    try std.testing.expect(shown > 30 and empty > 30);
 }
 
 test "includes counts pieces as copies of a counted member, and finds a whole word in a star's member" {
@@ -3386,6 +3704,42 @@ test "the best-first search and the pair check agree with a plain breadth-first 
         if (expected) empty += 1 else non_empty += 1;
     }
     try std.testing.expect(empty > 30 and non_empty > 30);
+}
+
+test "the exact search's rows, an intersection's built from its members' rows, hold the derivatives (random intersections over {a, b})" {
+    var set = try ExprSet.init(std.testing.allocator, .{});
+    defer set.deinit();
+    var prng = std.Random.DefaultPrng.init(0x7075);
+    const random = prng.random();
+    const representatives = [_]u8{ 'a', 'b', 'c' };
+    var rows_checked: u32 = 0;
+    var members_with_rows: u32 = 0;
+    for (0..1000) |_| {
+        var members: [4]ExprId = undefined;
+        const n = 2 + random.uintLessThan(usize, 3);
+        for (members[0..n]) |*m| {
+            m.* = try randomTerm(&set, random, 3, counters_clamped);
+            if (random.uintLessThan(u32, 4) == 0) m.* = try set.not(m.*);
+        }
+        const e = try set.andAll(members[0..n]);
+        if (set.tag(e) != .and_) continue;
+        set.empty_cache.clearRetainingCapacity();
+        _ = try set.isEmptySearch(e, &representatives, null);
+    }
+    // Every row kept, of an intersection or of a member, against `deriv` (which derives an
+    // intersection member by member, without rows).
+    var it = set.row_cache.iterator();
+    while (it.next()) |kv| {
+        const x: ExprId = @fromBackingInt(kv.key_ptr.*);
+        if (set.tag(x) != .and_) members_with_rows += 1;
+        for (representatives, set.row_words.items[kv.value_ptr.*..][0..representatives.len]) |b, word| {
+            const d = try set.deriv(x, b);
+            try std.testing.expectEqual(d.index(), word & ~row_boolean_bit);
+            try std.testing.expectEqual(set.isBoolean(d), word & row_boolean_bit != 0);
+        }
+        rows_checked += 1;
+    }
+    try std.testing.expect(rows_checked > 300 and members_with_rows > 30);
 }
 
 test "an intersection whose two members exclude each other is shown empty by the pair" {
