@@ -438,6 +438,72 @@ def test_plain_lexeme_records_match_the_field_by_field_record():
         assert struct.unpack_from("<I", record, 4)[0] != 0 or lexeme.kind == "special"
 
 
+def test_literal_lexemes_made_at_once_are_the_constructors_lexemes():
+    """`literal_lexeme(text)` (a property name's lexeme, with its hash and IR record made with
+    it) must be `Lexeme(text, "literal", text)`: equal, hashing alike, the same record as the
+    ABI lays it out (written out by hand), and, like a lexeme the constructor made, nothing the
+    collector has to trace in its fields. A text with no UTF-8 form gets no record, and
+    encoding it names the lexeme as for any other."""
+    import gc
+    import struct
+
+    from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym, encode_ir, literal_lexeme
+
+    def by_hand(text: str) -> bytes:
+        data = text.encode("utf-8")
+        return struct.pack("<3I", 1, 0, len(data)) + data + b"\0" * (-len(data) % 4)
+
+    texts = ['""', '"a"', '"ab"', '"abc"', '"apiVersion"', '"x-kubernetes-list"', "é", "中文", "😀x", "a\0b", ""]
+    for text in texts:
+        made, expected = literal_lexeme(text), Lexeme(text, "literal", text)
+        assert made == expected and hash(made) == hash(expected) and {expected: 1}[made] == 1, text
+        assert made.__dict__["_ir_words"] == by_hand(text), text
+        assert not gc.is_tracked(made.__dict__), text
+        ir = GrammarIR()
+        ir.start = ir.add_nonterminal("start")
+        ir.add_rule(ir.start, [Sym.t(ir.add_lexeme(made))])
+        twin = GrammarIR()
+        twin.start = twin.add_nonterminal("start")
+        twin.add_rule(twin.start, [Sym.t(twin.add_lexeme(expected))])
+        assert encode_ir(ir) == encode_ir(twin), text
+    lone = literal_lexeme('"\ud800"')
+    assert lone == Lexeme('"\ud800"', "literal", '"\ud800"') and "_ir_words" not in lone.__dict__
+    ir = GrammarIR()
+    ir.start = ir.add_nonterminal("start")
+    ir.add_rule(ir.start, [Sym.t(ir.add_lexeme(literal_lexeme('"a"'))), Sym.t(ir.add_lexeme(lone))])
+    with pytest.raises(GrammarError, match="lone surrogate") as err:
+        encode_ir(ir)
+    assert err.value.lexeme == 1
+
+
+def test_property_name_regexes_match_their_json_text():
+    """A name's not-pattern (`_json_string_regex`, which spells letter-and-digit names
+    directly) matches the name's JSON text and nothing near it, read by the core as a regex;
+    a plain ASCII name's is that text with a backslash before each character but letters and
+    digits, written out here (the key lexemes that exclude it are shared by their patterns'
+    text, so a spelling the core reads alike still changes the IR)."""
+    import json
+
+    from tokensieve._grammar.json_schema.strings import _json_string_regex
+
+    tok = Tokenizer.from_token_bytes([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256],
+                                     special_token_ids=[256])
+
+    def accepts(grammar: Grammar, text: str) -> bool:
+        matcher = Matcher(tok, grammar)
+        return matcher.consume_tokens(list(text.encode())) and matcher.is_accepting()
+
+    for name in ["a", "Z9", "apiVersion", "x1y2", "a-b", "$ref", "a.b", "a b", "é", "q\"r", "back\\slash", "٣"]:
+        grammar = Grammar.regex(_json_string_regex(name))
+        spelled = json.dumps(name, ensure_ascii=False)
+        assert accepts(grammar, spelled), name
+        if name.isascii() and '"' not in name and "\\" not in name:
+            assert _json_string_regex(name) == "".join(c if c.isalnum() else "\\" + c for c in spelled), name
+        for near in (spelled[1:], spelled[:-1], spelled[:-1] + 'x"', '"x' + spelled[1:], spelled.replace("a", "A")):
+            if near != spelled:
+                assert not accepts(grammar, near), (name, near)
+
+
 def test_shared_symbols_are_the_symbols_they_stand_for():
     """`Sym.t(i)` / `Sym.n(i)` are `Sym(terminal, i)` for any index (the shared table makes a
     block of them when one is missing): each block's edges, indices past the shared range and
