@@ -131,7 +131,7 @@ class InstanceChecker:
         self.resolve = resolve
         self.pattern_parts = pattern_parts
         self.format_regexes = format_regexes
-        self.compiled: dict[str, re.Pattern[str] | _LiteralBody] = {}
+        self.compiled: dict[str, re.Pattern[str] | _LiteralBody | _CoreRegex] = {}
         self.parts: dict[str, tuple[Sequence[str], Sequence[str]]] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
         # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
@@ -240,12 +240,15 @@ class InstanceChecker:
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _regex(self, body: str) -> re.Pattern[str] | _LiteralBody:
+    def _regex(self, body: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex:
         compiled = self.compiled.get(body)
         if compiled is None:
             text = _literal_text(body)
             if text is not None:
                 compiled = self.compiled[body] = _LiteralBody(text)
+                return compiled
+            if _backtracking_risk(body):
+                compiled = self.compiled[body] = _CoreRegex(body)
                 return compiled
             try:
                 compiled = self.compiled[body] = re.compile(_cheap_classes(body))
@@ -435,7 +438,7 @@ class InstanceChecker:
         self.string_parts_of[id(schema)] = (schema, parts)
         return parts
 
-    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | _LiteralBody | str:
+    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex | str:
         """`_regex(body_of(text))`, or why it cannot be had (the message of its Undecidable)."""
         try:
             return self._regex(body_of(text))
@@ -541,6 +544,119 @@ _BodyCheck = Union["re.Pattern[str]", "_LiteralBody", str]
 # Python's `re` metacharacters: a body regex without them (but for `\` before punctuation)
 # matches one text.
 _RE_SPECIAL = frozenset(".^$*+?{}[]|()")
+
+
+class _CoreRegex:
+    """A body regex on which Python's backtracking `re` can take time exponential in the text
+    or in a count (`_backtracking_risk`), matched by the core instead: its lexer follows
+    derivatives, linear in the text, and every call is bounded by its fuel and deadline.
+    `tokensieve fuzz --kind json --seed 1515` found a `patternProperties` pattern
+    `(…|[ж]*|c{,36}x*|x?|…){9999}…` that `re` ran on the key `a` for minutes. The pattern is
+    compiled once, as `Grammar.regex` (the body is in the core's syntax already: it is what
+    the string lexeme holds), and a text is its UTF-8 bytes fed as the tokens of a byte
+    vocabulary. What the core refuses or gives up on (a limit) is `Undecidable`."""
+
+    __slots__ = ("body", "matcher")
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self.matcher: Any = None  # made on first use, reset for each text
+
+    def fullmatch(self, text: str) -> bool | None:
+        from ..._decoding.matcher import Matcher
+        from ..._errors import TokensieveError
+        from ..grammar import Grammar
+
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # a lone surrogate: no text the grammar writes
+        try:
+            matcher = self.matcher
+            if matcher is None:
+                matcher = self.matcher = Matcher(_byte_vocabulary(), Grammar.regex(self.body))
+            else:
+                matcher.reset()
+            return True if matcher.consume_tokens(list(data)) and matcher.is_accepting() else None
+        except TokensieveError as err:
+            raise Undecidable(f"the regex {self.body[:60]!r}...: {err}") from None
+
+
+def _byte_vocabulary() -> Any:
+    """A tokenizer of the 256 bytes, token i the byte i (`_CoreRegex`'s), made once."""
+    global _BYTES_TOKENIZER
+    if _BYTES_TOKENIZER is None:
+        from ..._tokenizer.tokenizer import Tokenizer
+
+        _BYTES_TOKENIZER = Tokenizer.from_token_bytes([bytes((i,)) for i in range(256)])
+    return _BYTES_TOKENIZER
+
+
+_BYTES_TOKENIZER: Any = None
+
+
+def _backtracking_risk(body: str) -> bool:
+    """Whether a body regex repeats a group that holds a repetition of variable length
+    (`(a+)+`, `(x?){9999}`, `(?:[0-9]*,)*`): the shape on which Python's backtracking `re`
+    can take time exponential in the text or the count. A fixed count (`{4}`) inside, an
+    optional group (`(…)?`) outside or an alternation alone does not count (MaskBench's JSON
+    string loops repeat an alternation of escapes: 140 bodies `re` runs in linear time).
+    Escapes and classes are skipped; a body this cannot read counts as a risk (the core then
+    decides, or refuses it)."""
+    holds = [False]  # per open group: whether it holds a repetition of variable length
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i += 1
+            while i < n and body[i] != "]":
+                i += 2 if body[i] == "\\" else 1
+            if i >= n:
+                return True
+            i += 1
+        elif c == "(":
+            holds.append(False)
+            i += 3 if body.startswith("(?:", i) else 1
+        elif c == ")":
+            if len(holds) < 2:
+                return True
+            inner = holds.pop()
+            low, high, i = _quantifier_at(body, i + 1)
+            if inner and (high is None or high > 1):
+                return True
+            holds[-1] = holds[-1] or inner or low != high
+        else:
+            low, high, after = _quantifier_at(body, i)
+            if after > i:  # a quantifier on the atom before it
+                holds[-1] = holds[-1] or low != high
+                i = after
+            else:
+                i += 1
+    return len(holds) > 1  # a group left open: unreadable
+
+
+_QUANTIFIER = re.compile(r"\*\??|\+\??|\?\??|\{(\d*)(,(\d*))?\}\??")
+
+
+def _quantifier_at(body: str, i: int) -> tuple[int, int | None, int]:
+    """The repetition counts of a quantifier at `i` and the offset after it; (1, 1, i) when
+    none is there."""
+    match = _QUANTIFIER.match(body, i)
+    if match is None:
+        return 1, 1, i
+    text = match.group()
+    if text[0] == "*":
+        return 0, None, match.end()
+    if text[0] == "+":
+        return 1, None, match.end()
+    if text[0] == "?":
+        return 0, 1, match.end()
+    low = int(match.group(1) or 0)
+    if match.group(2) is None:
+        return low, low, match.end()
+    return low, int(match.group(3)) if match.group(3) else None, match.end()
 
 
 class _LiteralBody:
