@@ -212,13 +212,14 @@ def _large_compiler(root: dict[str, Any]) -> Any:
 )
 @example({"not": {"type": "a"}, "x-a": "b"}, [{"definitions": {"a": {"type": "a"}}, "not": {"type": "a"}}], True)
 @example({"definitions": {}}, [{"definitions": {"a": {"type": "a", "default": 1}}}, {"definitions": {}}], False)
-def test_a_large_roots_id_is_made_only_when_a_schema_may_equal_it(
+def test_a_large_roots_id_is_equal_exactly_for_schemas_read_alike(
     root: dict[str, Any], others: list[dict[str, Any]], twin_first: bool
 ) -> None:
-    # A large root's id is `_ROOT_ID` until a schema with its names is met; then the root's key
-    # is made, and a schema read alike has the root's id, any other another one (the same
-    # reference as the schema ids'). Its copy (equal but for an annotation) comes among the
-    # others, first or last, nested or not.
+    # A large root (walked ids) with definitions: a schema read alike has the root's id, any
+    # other another one (the same reference as the schema ids'). Its copy (equal but for an
+    # annotation) comes among the others, first or last, nested or not. (A root whose id was
+    # made only when a schema with definitions is met, docs/json_schema.md's fourth pass,
+    # passed it, and failed it without that trigger.)
     pad = "x" * (schema_compiler._CONTENT_MARSHAL_SIZE_MAX + 1)
     root = {"definitions": {"a": {"type": "a"}}, **root, "description": pad}
     compiler = _large_compiler(root)
@@ -233,18 +234,6 @@ def test_a_large_roots_id_is_made_only_when_a_schema_may_equal_it(
         assert (cid == root_id) == (_schema_text(schema) == _schema_text(root)), schema
         for other, other_id in zip(schemas, ids):
             assert (cid == other_id) == (_schema_text(schema) == _schema_text(other)), (schema, other)
-
-
-def test_a_large_roots_parts_are_not_walked_for_its_id() -> None:
-    # The root's own id takes no walk: its definitions get ids only when looked up.
-    used, unused = {"type": "string", "minLength": 1}, {"type": "integer", "minimum": 1}
-    root = {"description": "x" * (schema_compiler._CONTENT_MARSHAL_SIZE_MAX + 1),
-            "definitions": {"used": used, "unused": unused}, "$ref": "#/definitions/used"}
-    compiler = _large_compiler(root)
-    compiler.content_id(root)
-    compiler.content_id(used)
-    assert id(used) in compiler.schema_ids and id(unused) not in compiler.schema_ids
-    assert len(compiler.content_keys) == 1
 
 
 def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:

@@ -1304,11 +1304,6 @@ _CONTENT_ID_DEPTH_MAX = 48  # levels `content_id_nested` recurses before `conten
 # in turn). Every other value (`enum`, `const`, unknown and internal keys) is data, whose id
 # is its exact content (`content_id_nested`).
 _UNREAD = ("unread",)  # `schema_id_nested`'s part for a value no translation reads
-# The id of a large root with definitions (not `content_by_marshal`) until `root_id_made`:
-# its key is made only if a schema with definitions of its own is met (rarely), so that the
-# definitions no translation looks up (MaskBench kb_1161's unused ones) are not walked. An
-# int that `content_keys` never hands out (they count from 0).
-_ROOT_ID = -1
 _UNREAD_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "example", "default"})
 # By keyword, how `schema_id_nested` reads its value: an object as a schema (1) or as a map
 # from names to schemas (2), an array as a list of schemas (4; the clauses of a merged schema,
@@ -1324,10 +1319,9 @@ _SCHEMA_ID_MODES = {
     ),
     "items": 1 | 4,  # a schema, or a list of them (drafts before 2020-12)
     **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems", "_clauses"), 4),
-    **dict.fromkeys(("properties", "patternProperties", "dependentSchemas", "dependencies"), 2),
-    **dict.fromkeys(("$defs", "definitions"), 3),  # (a map too; a schema with one may equal a root: `root_id_made`)
+    **dict.fromkeys(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"), 2),
 }
-_OBJECT_ID_MODES = {name: mode & 3 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 1 schema, 2-3 map
+_OBJECT_ID_MODES = {name: mode & 3 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 1 schema, 2 map
 _ARRAY_ID_MODES = {name: mode & 4 for name, mode in _SCHEMA_ID_MODES.items()}  # 0 data, 4 list
 
 
@@ -1523,17 +1517,11 @@ class _Compiler:
         self.schema_list_ids: dict[int, tuple[Any, Any]] = {}  # id(list or map of schemas) → (it, id)
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
-        self.root_id_pending = False  # the root's id is `_ROOT_ID`, its key not made (`root_id_made`)
         if type(root) is dict:
             form = root_form if root_form is not None else _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
                 self.schema_ids[id(root)] = (root, form)
-            elif form is not None and (type(root.get("definitions")) is dict or type(root.get("$defs")) is dict):
-                # (Definitions are what a translation may leave unread; the rest of a root it
-                # reads all of, so its key would be made anyway.)
-                self.root_id_pending = True
-                self.schema_ids[id(root)] = (root, _ROOT_ID)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -2443,8 +2431,6 @@ class _Compiler:
                     known = self.schema_ids.get(id(child))
                     inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
                 else:
-                    if mode == 3 and self.root_id_pending:
-                        self.root_id_made()  # (definitions: this schema may equal the root)
                     known = self.schema_list_ids.get(id(child))
                     inner = known[1] if known is not None else self.schemas_id_nested(child, depth + 1)
                 if inner is None:
@@ -2466,26 +2452,6 @@ class _Compiler:
         cid = keys.setdefault(("s", len(names), *names, *parts), len(keys))
         self.schema_ids[id(schema)] = (schema, cid)
         return cid
-
-    def root_id_made(self) -> None:
-        """Intern the root's key as `_ROOT_ID`, the id its memo entries were made with, so that
-        a schema equal to it (a merge with a `$ref` to "#", say) gets that id, as it would have
-        had the root's id been made first. Until then no other schema can have the root's key:
-        one equal to the root has definitions, and `schema_id_nested` calls this when it meets
-        them in a schema, before it interns that schema's key. (Not watched: the exact key of
-        a root nested deeper than the walk goes, in a value read as data; sharing missed there
-        would copy equal rules, never change a language.)"""
-        root = self.root
-        self.root_id_pending = False
-        del self.schema_ids[id(root)]
-        keys = self.content_keys
-        try:
-            cid = self.schema_id_nested(root, 0)
-        except (_TooDeep, RecursionError):
-            cid = self.exact_content_id(root)
-        if cid is not None and type(cid) is int and keys and keys[last := next(reversed(keys))] == cid:
-            keys[last] = _ROOT_ID  # (`cid` stays unused: fresh ids count the keys)
-        self.schema_ids[id(root)] = (root, _ROOT_ID)
 
     def schemas_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
         """The id of a list of schemas, or of a map from names to schemas (`schema_id_nested`
