@@ -136,7 +136,7 @@ def test_content_ids_past_the_recursion_depth_and_of_cycles(by_marshal: bool) ->
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "example", "default"}
 _KEYWORD_KINDS = {
     "not": "schema", "items": "schema or list", "anyOf": "list", "properties": "map", "enum": "data", "type": "data",
-    "$ref": "data",
+    "$ref": "data", "definitions": "map",
 }
 
 
@@ -194,6 +194,46 @@ def test_schema_ids_are_equal_exactly_for_schemas_read_alike(schemas: list[dict[
     for i, a in enumerate(schemas):
         for j, b in enumerate(schemas):
             assert (ids[i] == ids[j]) == (_schema_text(a) == _schema_text(b)), (a, b)
+
+
+def _large_compiler(root: dict[str, Any]) -> Any:
+    lexeme = schema_compiler._plain_lexeme
+    return schema_compiler._Compiler(
+        root, lenient=False, additional_properties_default=True,
+        key_separator=lexeme("':'", "literal", ":"), item_separator=lexeme("','", "literal", ","),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(_schema_keys, _schema_values, min_size=1, max_size=4),
+    st.lists(st.dictionaries(_schema_keys, _schema_values, max_size=4), max_size=4),
+    st.booleans(),
+)
+@example({"not": {"type": "a"}, "x-a": "b"}, [{"definitions": {"a": {"type": "a"}}, "not": {"type": "a"}}], True)
+@example({"definitions": {}}, [{"definitions": {"a": {"type": "a", "default": 1}}}, {"definitions": {}}], False)
+def test_a_large_roots_id_is_equal_exactly_for_schemas_read_alike(
+    root: dict[str, Any], others: list[dict[str, Any]], twin_first: bool
+) -> None:
+    # A large root (walked ids) with definitions: a schema read alike has the root's id, any
+    # other another one (the same reference as the schema ids'). Its copy (equal but for an
+    # annotation) comes among the others, first or last, nested or not. (A root whose id was
+    # made only when a schema with definitions is met, docs/json_schema.md's fourth pass,
+    # passed it, and failed it without that trigger.)
+    pad = "x" * (schema_compiler._CONTENT_MARSHAL_SIZE_MAX + 1)
+    root = {"definitions": {"a": {"type": "a"}}, **root, "description": pad}
+    compiler = _large_compiler(root)
+    assert not compiler.content_by_marshal
+    twin = json.loads(json.dumps(root))
+    twin["description"] = "another"
+    schemas = [twin, *others, {"not": twin}] if twin_first else [*others, {"not": twin}, twin]
+    root_id = compiler.content_id(root)
+    ids = [compiler.content_id(s) for s in schemas]
+    assert compiler.content_id(root) == root_id
+    for schema, cid in zip(schemas, ids):
+        assert (cid == root_id) == (_schema_text(schema) == _schema_text(root)), schema
+        for other, other_id in zip(schemas, ids):
+            assert (cid == other_id) == (_schema_text(schema) == _schema_text(other)), (schema, other)
 
 
 def test_content_ids_come_from_marshal_forms_up_to_a_size() -> None:
