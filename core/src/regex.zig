@@ -1871,9 +1871,15 @@ pub const ExprSet = struct {
             // Still not decided a little later: is the intersection with its length bounds
             // counted from 0 empty (a contradiction of three members or more inside a length
             // bound, which no pair shows)? Not at once: most searches that pass the first
-            // pause end soon after, for less than that search costs.
+            // pause end soon after, for less than that search costs; but at once when a
+            // relaxation has been shown empty before (the next lexemes of the same schema).
+            const relax_now = several and self.relaxed_shown;
+            if (relax_now and try self.emptyRelaxed(e, representatives)) {
+                try self.empty_cache.put(self.gpa, e.index(), true);
+                return true;
+            }
             outcome = try search.run(self, e, representatives, search_expansions_second);
-            if (outcome == .paused and several and try self.emptyRelaxed(e, representatives)) {
+            if (outcome == .paused and several and !relax_now and try self.emptyRelaxed(e, representatives)) {
                 try self.empty_cache.put(self.gpa, e.index(), true);
                 return true;
             }
