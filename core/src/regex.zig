@@ -556,7 +556,8 @@ pub const ExprSet = struct {
     /// Terms the exact emptiness search has expanded in this set's life (a diagnostic).
     search_expanded: u64 = 0,
     /// Has `emptyRelaxed` shown an intersection empty? Then the exact search looks up the
-    /// relaxation of each intersection it reaches among the remembered answers.
+    /// relaxation of each intersection it reaches among the remembered answers, and tries
+    /// an intersection's relaxation right after its pairs.
     relaxed_shown: bool = false,
     /// Per term: `Lengths`, filled when the term is interned.
     lengths: std.ArrayList(Lengths) = .empty,
@@ -1945,7 +1946,7 @@ pub const ExprSet = struct {
     /// it at every count; with a minimum, the bounds of two counts do not nest.
     /// Handwritten---allany13: nine lexemes a first `a`, a last `x`, a run of nineteen `1`s
     /// (or eighteen `2`s and a `[aA][12].*[zZ]`) and 10-20 characters, 2,350 expansions each,
-    /// now about 180 (after the 128 of the exact search's first two pauses).
+    /// now about 180 (after 64-128 of the exact search).
     fn emptyRelaxed(self: *ExprSet, e: ExprId, representatives: []const u8) Error!bool {
         const relaxed = try self.relaxation(e) orelse return false;
         if (relaxed == .nothing) return true;
