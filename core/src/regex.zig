@@ -2983,6 +2983,16 @@ fn parseTest(set: *ExprSet, pattern: []const u8) !ExprId {
     return regex_syntax.parse(set, pattern, .{}, &diag);
 }
 
+/// A test's search for a random word of 1 to `word_max` letters of `abc`, between quotes:
+/// `"[abc]*word[abc]*"`.
+fn randomSearchTest(set: *ExprSet, random: std.Random, word_max: usize) !ExprId {
+    var word: [8]u8 = undefined;
+    const len = 1 + random.uintLessThan(usize, word_max);
+    for (word[0..len]) |*c| c.* = "abc"[random.uintLessThan(usize, 3)];
+    var text: [32]u8 = undefined;
+    return parseTest(set, try std.fmt.bufPrint(&text, "\"[abc]*{s}[abc]*\"", .{word[0..len]}));
+}
+
 /// Every byte as its own representative: emptiness decided over single bytes (tests).
 const each_byte_alone: [256]u8 = blk: {
     var bytes: [256]u8 = undefined;
@@ -3317,23 +3327,7 @@ test "the witness search only ever shows words that are there (random searches w
         // Three to six searches for a word of one to three letters, and a length bound.
         var members: [8]ExprId = undefined;
         const n = 3 + random.uintLessThan(usize, 4);
-        for (members[0..n]) |*m| {
-            var text: [32]u8 = undefined;
-            var len: usize = 0;
-            for ("\"[abc]*") |c| {
-                text[len] = c;
-                len += 1;
-            }
-            for (0..1 + random.uintLessThan(usize, 3)) |_| {
-                text[len] = "abc"[random.uintLessThan(usize, 3)];
-                len += 1;
-            }
-            for ("[abc]*\"") |c| {
-                text[len] = c;
-                len += 1;
-            }
-            m.* = try parseTest(&set, text[0..len]);
-        }
+        for (members[0..n]) |*m| m.* = try randomSearchTest(&set, random, 3);
         const min = random.uintLessThan(u32, 6);
         const max = min + random.uintLessThan(u32, 4);
         var bound_text: [32]u8 = undefined;
@@ -4029,21 +4023,7 @@ test "the relaxed search agrees with a plain breadth-first search, and the relax
         for (members[0..n]) |*m| {
             const kind = random.uintLessThan(u32, 3);
             if (kind == 0) {
-                var text: [32]u8 = undefined;
-                var len: usize = 0;
-                for ("\"[abc]*") |ch| {
-                    text[len] = ch;
-                    len += 1;
-                }
-                for (0..1 + random.uintLessThan(usize, 4)) |_| {
-                    text[len] = "abc"[random.uintLessThan(usize, 3)];
-                    len += 1;
-                }
-                for ("[abc]*\"") |ch| {
-                    text[len] = ch;
-                    len += 1;
-                }
-                m.* = try parseTest(&set, text[0..len]);
+                m.* = try randomSearchTest(&set, random, 4);
             } else {
                 const inner = try randomTerm(&set, random, 3, counters_clamped);
                 const quote = try set.byte('"');
