@@ -553,14 +553,15 @@ class _CoreRegex:
     `tokensieve fuzz --kind json --seed 1515` found a `patternProperties` pattern
     `(…|[ж]*|c{,36}x*|x?|…){9999}…` that `re` ran on the key `a` for minutes. The pattern is
     compiled once, as `Grammar.regex` (the body is in the core's syntax already: it is what
-    the string lexeme holds), and a text is its UTF-8 bytes fed as the tokens of a byte
-    vocabulary. What the core refuses or gives up on (a limit) is `Undecidable`."""
+    the string lexeme holds) followed by a NUL, under a matcher of a byte vocabulary whose
+    state never changes: a text matches when `validate_text` follows its UTF-8 bytes and the
+    NUL, one call a text. What the core refuses or gives up on (a limit) is `Undecidable`."""
 
     __slots__ = ("body", "matcher")
 
     def __init__(self, body: str) -> None:
         self.body = body
-        self.matcher: Any = None  # made on first use, reset for each text
+        self.matcher: Any = None  # made on first use; its state never changes
 
     def fullmatch(self, text: str) -> bool | None:
         from ..._decoding.matcher import Matcher
@@ -574,12 +575,25 @@ class _CoreRegex:
         try:
             matcher = self.matcher
             if matcher is None:
-                matcher = self.matcher = Matcher(_byte_vocabulary(), Grammar.regex(self.body))
-            else:
-                matcher.reset()
-            return True if matcher.consume_tokens(list(data)) and matcher.is_accepting() else None
+                matcher = _CORE_MATCHERS.get(self.body)
+                if matcher is None:
+                    # The body, then a NUL (which no JSON-escaped text holds and no body
+                    # matches): a text matches when the core follows it and the NUL.
+                    matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{self.body})\\x00"))
+                    if len(_CORE_MATCHERS) >= _CORE_MATCHERS_MAX:
+                        _CORE_MATCHERS.clear()
+                    _CORE_MATCHERS[self.body] = matcher
+                self.matcher = matcher
+            return True if matcher.validate_text(data + b"\0")[0] == len(data) + 1 else None
         except TokensieveError as err:
             raise Undecidable(f"the regex {self.body[:60]!r}...: {err}") from None
+
+
+# `_CoreRegex`'s matchers by body, kept across translations (a body recurs from schema to
+# schema: a `.` in a pattern is the same loop over JSON characters in every one), at most
+# this many (then all are dropped).
+_CORE_MATCHERS: dict[str, Any] = {}
+_CORE_MATCHERS_MAX = 256
 
 
 def _byte_vocabulary() -> Any:
@@ -596,14 +610,14 @@ _BYTES_TOKENIZER: Any = None
 
 
 def _backtracking_risk(body: str) -> bool:
-    """Whether a body regex repeats a group that holds a repetition of variable length
-    (`(a+)+`, `(x?){9999}`, `(?:[0-9]*,)*`): the shape on which Python's backtracking `re`
-    can take time exponential in the text or the count. A fixed count (`{4}`) inside, an
-    optional group (`(…)?`) outside or an alternation alone does not count (MaskBench's JSON
-    string loops repeat an alternation of escapes: 140 bodies `re` runs in linear time).
+    """Whether a body regex repeats a group that holds a repetition of variable length or an
+    alternation (`(a+)+`, `(x?){9999}`, `(?:[0-9]*,)*`, `(a|a)*`): the shapes on which Python's
+    backtracking `re` can take time exponential in the text or the count (`^(a|a)*$` on a key
+    of 30 a's and a `!`: 25 s, twice that with each more). A fixed count (`{4}`) inside, an
+    optional group (`(…)?`) outside, or an alternation not under a repetition does not count.
     Escapes and classes are skipped; a body this cannot read counts as a risk (the core then
     decides, or refuses it)."""
-    holds = [False]  # per open group: whether it holds a repetition of variable length
+    holds = [False]  # per open group: whether it holds a repetition of variable length or `|`
     i, n = 0, len(body)
     while i < n:
         c = body[i]
@@ -633,6 +647,8 @@ def _backtracking_risk(body: str) -> bool:
                 holds[-1] = holds[-1] or low != high
                 i = after
             else:
+                if c == "|":
+                    holds[-1] = True
                 i += 1
     return len(holds) > 1  # a group left open: unreadable
 
