@@ -2398,16 +2398,10 @@ pub const ExprSet = struct {
 /// only, not on term ids.
 const WitnessSearch = struct {
     const Node = struct { term: u32, parent: u32 };
-    const Entry = struct { rests: u32, depth: u32, node: u32 };
     nodes: std.ArrayList(Node) = .empty,
     visited: IntMap(u32, void) = .empty,
-    open: std.PriorityQueue(Entry, void, order) = .empty,
-
-    fn order(_: void, a: Entry, b: Entry) std.math.Order {
-        if (a.rests != b.rests) return std.math.order(a.rests, b.rests);
-        if (a.depth != b.depth) return std.math.order(b.depth, a.depth);
-        return std.math.order(a.node, b.node);
-    }
+    /// `Search`'s queue order, its score (`f`) the sum of the members' shortest rests.
+    open: std.PriorityQueue(Search.Entry, void, Search.order) = .empty,
 
     fn deinit(self: *WitnessSearch, gpa: Allocator) void {
         self.nodes.deinit(gpa);
@@ -2466,7 +2460,7 @@ const WitnessSearch = struct {
         if (set.tag(t) != .and_) return null;
         var rests: u32 = 0;
         for (set.args(t)) |m| rests +|= set.lengths.items[m].min;
-        try self.open.push(set.gpa, .{ .rests = rests, .depth = depth, .node = node });
+        try self.open.push(set.gpa, .{ .f = rests, .depth = depth, .node = node });
         return null;
     }
 };

@@ -260,21 +260,18 @@ class _Refiner:
         merges into a character set, or a list of words with a separator after them. A long
         list of words beside infinite alternatives is split into the list and the others
         (`_Cfg.word_group`) whatever its length."""
+        return {x for kind, x in set(occ.symbols) if kind == _TERM and self.split_for_size(x)}
+
+    def split_for_size(self, x: int) -> bool:
+        """`too_large`'s test of one term."""
         pool = self.pool
-        return {
-            x
-            for kind, x in set(occ.symbols)
-            if kind == _TERM
-            and not pool.is_single_char(x)
-            and (
-                (
-                    (pool.depth[x] > LEXEME_DEPTH_MAX or pool.size[x] > LEXEME_SIZE_MAX)
-                    and pool.words(x) is None
-                    and (pool.depth[x] > LEXEME_DEPTH_MAX or pool.texts(x, self.budget) is None)
-                )
-                or (self.cfg.word_group(x) is not None and pool.texts(x, self.budget) is None)
-            )
-        }
+        if pool.is_single_char(x):
+            return False
+        if pool.depth[x] > LEXEME_DEPTH_MAX and pool.words(x) is None:
+            return True
+        if pool.size[x] > LEXEME_SIZE_MAX and pool.words(x) is None and pool.texts(x, self.budget) is None:
+            return True
+        return self.cfg.word_group(x) is not None and pool.texts(x, self.budget) is None
 
     def conflicts(self, occ: _Occurrences) -> set[int]:
         """Terms L′ that some intended lexeme L, followed by a possible character, extends,

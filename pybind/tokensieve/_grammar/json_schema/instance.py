@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence, Union
 
 from ..charset import CODE_POINT_MAX, char_regex
 from .numbers import _is_number
+from .strings import _quantifier_bounds
 
 __all__ = ["Undecidable", "InstanceChecker", "json_equal", "json_type", "value_key", "value_keys"]
 
@@ -557,36 +558,38 @@ class _CoreRegex:
     state never changes: a text matches when `validate_text` follows its UTF-8 bytes and the
     NUL, one call a text. What the core refuses or gives up on (a limit) is `Undecidable`."""
 
-    __slots__ = ("body", "matcher")
+    __slots__ = ("body",)
 
     def __init__(self, body: str) -> None:
         self.body = body
-        self.matcher: Any = None  # made on first use; its state never changes
 
     def fullmatch(self, text: str) -> bool | None:
-        from ..._decoding.matcher import Matcher
         from ..._errors import TokensieveError
-        from ..grammar import Grammar
 
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             return None  # a lone surrogate: no text the grammar writes
         try:
-            matcher = self.matcher
-            if matcher is None:
-                matcher = _CORE_MATCHERS.get(self.body)
-                if matcher is None:
-                    # The body, then a NUL (which no JSON-escaped text holds and no body
-                    # matches): a text matches when the core follows it and the NUL.
-                    matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{self.body})\\x00"))
-                    if len(_CORE_MATCHERS) >= _CORE_MATCHERS_MAX:
-                        _CORE_MATCHERS.clear()
-                    _CORE_MATCHERS[self.body] = matcher
-                self.matcher = matcher
-            return True if matcher.validate_text(data + b"\0")[0] == len(data) + 1 else None
+            return True if _core_matcher(self.body).validate_text(data + b"\0")[0] == len(data) + 1 else None
         except TokensieveError as err:
             raise Undecidable(f"the regex {self.body[:60]!r}...: {err}") from None
+
+
+def _core_matcher(body: str) -> Any:
+    """`_CoreRegex`'s matcher of `body` followed by a NUL (which no JSON-escaped text holds
+    and no body matches: a text matches when the core follows it and the NUL), over a byte
+    vocabulary, kept in `_CORE_MATCHERS`. Its state never changes."""
+    matcher = _CORE_MATCHERS.get(body)
+    if matcher is None:
+        from ..._decoding.matcher import Matcher
+        from ..grammar import Grammar
+
+        matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{body})\\x00"))
+        if len(_CORE_MATCHERS) >= _CORE_MATCHERS_MAX:
+            _CORE_MATCHERS.clear()
+        _CORE_MATCHERS[body] = matcher
+    return matcher
 
 
 # `_CoreRegex`'s matchers by body, kept across translations (a body recurs from schema to
@@ -653,26 +656,16 @@ def _backtracking_risk(body: str) -> bool:
     return len(holds) > 1  # a group left open: unreadable
 
 
-_QUANTIFIER = re.compile(r"\*\??|\+\??|\?\??|\{(\d*)(,(\d*))?\}\??")
+_QUANTIFIER = re.compile(r"(\*|\+|\?|\{\d+(?:,\d*)?\})\??")
 
 
 def _quantifier_at(body: str, i: int) -> tuple[int, int | None, int]:
-    """The repetition counts of a quantifier at `i` and the offset after it; (1, 1, i) when
-    none is there."""
+    """The repetition counts of a quantifier at `i` (`strings._quantifier_bounds`; a lazy `?`
+    after it changes nothing) and the offset after it; (1, 1, i) when none is there."""
     match = _QUANTIFIER.match(body, i)
     if match is None:
         return 1, 1, i
-    text = match.group()
-    if text[0] == "*":
-        return 0, None, match.end()
-    if text[0] == "+":
-        return 1, None, match.end()
-    if text[0] == "?":
-        return 0, 1, match.end()
-    low = int(match.group(1) or 0)
-    if match.group(2) is None:
-        return low, low, match.end()
-    return low, int(match.group(3)) if match.group(3) else None, match.end()
+    return (*_quantifier_bounds(match.group(1)), match.end())
 
 
 class _LiteralBody:
