@@ -87,3 +87,25 @@ def test_a_risky_pattern_property_is_decided_by_the_core() -> None:
     grammar = Grammar.json_schema(schema, whitespace="compact")
     assert accepts(grammar, '{"%s":"s","%s0":1}' % ("x" * 30, "x" * 30))
     assert not accepts(grammar, '{"%s":"s","%s0":"s"}' % ("x" * 30, "x" * 30))
+
+
+def test_the_core_s_patterns_live_outside_the_default_pool() -> None:
+    # The default pool places matchers by count: the front-end's own matchers there skewed
+    # where serving matchers went (bench batch found its requests unevenly spread), and a
+    # pattern the core failed on could retire an instance serving requests.
+    from tokensieve._core import default_pool
+
+    def counts() -> int:
+        return sum(core.matcher_count for core in default_pool().cores())
+
+    before = counts()
+    schema = {"type": "object", "patternProperties": {"^(?:a|b|ab)*q$": {"type": "integer"}},
+              "properties": {"abq": {}, "ab" * 20 + "!": {}}}
+    Grammar.json_schema(schema)
+    assert _core_matcher_bodies() and counts() == before
+
+
+def _core_matcher_bodies() -> list[str]:
+    from tokensieve._grammar.json_schema import instance
+
+    return [body for body in instance._CORE_MATCHERS if "ab" in body]

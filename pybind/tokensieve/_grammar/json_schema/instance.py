@@ -585,7 +585,7 @@ def _core_matcher(body: str) -> Any:
         from ..._decoding.matcher import Matcher
         from ..grammar import Grammar
 
-        matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{body})\\x00"))
+        matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{body})\\x00"), pool=_core_pool())
         if len(_CORE_MATCHERS) >= _CORE_MATCHERS_MAX:
             _CORE_MATCHERS.clear()
         _CORE_MATCHERS[body] = matcher
@@ -610,6 +610,23 @@ def _byte_vocabulary() -> Any:
 
 
 _BYTES_TOKENIZER: Any = None
+
+
+def _core_pool() -> Any:
+    """The pool of `_CoreRegex`'s matchers: an instance of their own under wasmtime, made once.
+    In the default pool they counted among the serving matchers, which it places by count
+    (`bench batch` found its requests no longer spread evenly), held the serving instances'
+    locks while a schema was translated, and a pattern the core failed on retired an instance
+    serving requests. It costs ~0.4 MB and ~2 ms to make. Pyodide has one instance: theirs."""
+    global _CORE_POOL
+    if _CORE_POOL is None:
+        from ..._core.pool import CoreOptions, CorePool, _on_pyodide, default_pool
+
+        _CORE_POOL = default_pool() if _on_pyodide() else CorePool(CoreOptions(instances=1))
+    return _CORE_POOL
+
+
+_CORE_POOL: Any = None
 
 
 def _backtracking_risk(body: str) -> bool:
