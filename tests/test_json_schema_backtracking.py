@@ -105,6 +105,24 @@ def test_the_core_s_patterns_live_outside_the_default_pool() -> None:
     assert _core_matcher_bodies() and counts() == before
 
 
+def test_the_core_s_patterns_follow_the_configured_options() -> None:
+    # A deadline or memory cap set with `configure` bounds these instances too.
+    import tokensieve
+    from tokensieve._core.pool import _default_options
+    from tokensieve._grammar.json_schema import instance
+
+    before = _default_options
+    schema = {"type": "object", "patternProperties": {"^(?:c|d|cd)*q$": {}}, "properties": {"cdq": {}}}
+    try:
+        tokensieve.configure(deadline_s=0.75, memory_limit_bytes=512 << 20)
+        Grammar.json_schema(schema)
+        options = instance._CORE_POOL.options
+        assert (options.deadline_s, options.memory_limit_bytes, options.instances) == (0.75, 512 << 20, 1)
+        assert all(matcher._pool is instance._CORE_POOL for matcher in instance._CORE_MATCHERS.values())
+    finally:
+        tokensieve.configure(before)
+
+
 def _core_matcher_bodies() -> list[str]:
     from tokensieve._grammar.json_schema import instance
 

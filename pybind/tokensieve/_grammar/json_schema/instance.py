@@ -580,12 +580,13 @@ def _core_matcher(body: str) -> Any:
     """`_CoreRegex`'s matcher of `body` followed by a NUL (which no JSON-escaped text holds
     and no body matches: a text matches when the core follows it and the NUL), over a byte
     vocabulary, kept in `_CORE_MATCHERS`. Its state never changes."""
+    pool = _core_pool()  # (first: a new pool drops the matchers of the old)
     matcher = _CORE_MATCHERS.get(body)
     if matcher is None:
         from ..._decoding.matcher import Matcher
         from ..grammar import Grammar
 
-        matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{body})\\x00"), pool=_core_pool())
+        matcher = Matcher(_byte_vocabulary(), Grammar.regex(f"(?:{body})\\x00"), pool=pool)
         if len(_CORE_MATCHERS) >= _CORE_MATCHERS_MAX:
             _CORE_MATCHERS.clear()
         _CORE_MATCHERS[body] = matcher
@@ -613,20 +614,30 @@ _BYTES_TOKENIZER: Any = None
 
 
 def _core_pool() -> Any:
-    """The pool of `_CoreRegex`'s matchers: an instance of their own under wasmtime, made once.
-    In the default pool they counted among the serving matchers, which it places by count
+    """The pool of `_CoreRegex`'s matchers: an instance of their own under wasmtime, made with
+    the default pool's options (its deadline, memory cap, fuel, build) and made again, the
+    matchers of the old one dropped, when the default pool is (`tokensieve.configure`). In
+    the default pool they counted among the serving matchers, which it places by count
     (`bench batch` found its requests no longer spread evenly), held the serving instances'
     locks while a schema was translated, and a pattern the core failed on retired an instance
     serving requests. It costs ~0.4 MB and ~2 ms to make. Pyodide has one instance: theirs."""
-    global _CORE_POOL
-    if _CORE_POOL is None:
-        from ..._core.pool import CoreOptions, CorePool, _on_pyodide, default_pool
+    global _CORE_POOL, _CORE_POOL_BESIDE
+    from ..._core.pool import default_pool
 
-        _CORE_POOL = default_pool() if _on_pyodide() else CorePool(CoreOptions(instances=1))
+    serving = default_pool()
+    if serving is not _CORE_POOL_BESIDE:
+        from dataclasses import replace
+
+        from ..._core.pool import CorePool, _on_pyodide
+
+        _CORE_MATCHERS.clear()
+        _CORE_POOL = serving if _on_pyodide() else CorePool(replace(serving.options, instances=1))
+        _CORE_POOL_BESIDE = serving
     return _CORE_POOL
 
 
 _CORE_POOL: Any = None
+_CORE_POOL_BESIDE: Any = None  # the default pool `_CORE_POOL` was made beside
 
 
 def _backtracking_risk(body: str) -> bool:
