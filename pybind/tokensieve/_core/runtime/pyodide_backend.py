@@ -38,6 +38,7 @@ from pyodide.code import run_js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, create_proxy  # type: ignore[import-not-found]
 
 from ..._errors import CoreTrap, TokensieveError
+from .health import Health
 
 __all__ = ["PyodideRuntime"]
 
@@ -86,18 +87,11 @@ def _js_error_text(error: BaseException) -> str:
     return f"{name}: {message}"
 
 
-class _CallState:
-    """Health of one instance, shared by its callables (which must not hold the runtime).
+class _CallState(Health):
+    """Health of one instance (`Health`), shared by its callables, which must not hold the
+    runtime: dropping the runtime then releases the JS instance and its memory at once."""
 
-    Holding this instead of the runtime avoids a reference cycle, so dropping the
-    runtime releases the JS instance and its memory at once.
-    """
-
-    __slots__ = ("poisoned", "poison_reason")
-
-    def __init__(self) -> None:
-        self.poisoned = False
-        self.poison_reason = ""
+    __slots__ = ()
 
     def trap(self, name: str, error: BaseException) -> CoreTrap:
         """Poison the instance and build the error for a trap inside `name`."""
@@ -109,15 +103,6 @@ class _CallState:
             f"tokensieve, please report it. The runtime is now unusable; create a "
             f"new one"
         )
-
-    def poisoned_error(self, name: str) -> CoreTrap:
-        """Build the error for a call on a poisoned runtime."""
-        error = CoreTrap(
-            f"cannot call {name}: this runtime is poisoned by an earlier failure "
-            f"({self.poison_reason}); create a new runtime (a new Matcher)"
-        )
-        error.instance_retired = True  # raised before entering the module: not this call's doing
-        return error
 
 
 class PyodideRuntime:
@@ -195,10 +180,7 @@ class PyodideRuntime:
 
     def retire(self, reason: str) -> None:
         """Poison the instance from outside; later calls raise `CoreTrap` naming `reason`."""
-        state = self._state
-        if not state.poisoned:
-            state.poison_reason = reason
-            state.poisoned = True
+        self._state.retire(reason)
 
     # --- calls ------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ from wasmtime import _ffi as ffi
 
 from ..fork import MID_CALL_AT_FORK, after_fork, renew_global_lock_after_fork, renew_lock_after_fork
 from ..._errors import CoreTrap, LimitError, TokensieveError
+from .health import Health
 
 __all__ = [
     "WasmtimeRuntime",
@@ -397,8 +398,8 @@ after_fork(_EpochTicker.after_fork_in_child)
 # --- the runtime --------------------------------------------------------------------
 
 
-class _StoreState:
-    """What every callable of one runtime shares: the store, its lock, its health.
+class _StoreState(Health):
+    """What every callable of one runtime shares: the store, its lock, its health (`Health`).
 
     Callables hold this object rather than the runtime, so there is no reference
     cycle: dropping a runtime and its callables frees the store (and its linear
@@ -414,8 +415,6 @@ class _StoreState:
         "prepare_always",
         "ticker",
         "refresh_at",
-        "poisoned",
-        "poison_reason",
         "__weakref__",
     )
 
@@ -430,9 +429,8 @@ class _StoreState:
         self.context_address: int = (
             ctypes.cast(store._context(), ctypes.c_void_p).value or 0
         )
+        super().__init__()
         self.lock = threading.Lock()
-        self.poisoned = False
-        self.poison_reason = ""
         renew_lock_after_fork(self, "lock", _StoreState.retire_after_fork)
         self.prepare_call: Callable[[], None] | None = None
         self.prepare_slow_call: Callable[[], None] | None = None
@@ -502,24 +500,9 @@ class _StoreState:
         self.poisoned = True
         self.poison_reason = f"{name}: {_trap_summary(message)}"
 
-    def retire(self, reason: str) -> None:
-        """Poison the store from outside; later calls raise `CoreTrap` naming `reason`."""
-        if not self.poisoned:
-            self.poison_reason = reason
-            self.poisoned = True
-
     def retire_after_fork(self) -> None:
         """In the child of `os.fork`, a store whose lock another thread held was mid-call."""
         self.retire(MID_CALL_AT_FORK)
-
-    def poisoned_error(self, name: str) -> CoreTrap:
-        """Build the error for a call on a poisoned runtime."""
-        error = CoreTrap(
-            f"cannot call {name}: this runtime is poisoned by an earlier failure "
-            f"({self.poison_reason}); create a new runtime (a new Matcher)"
-        )
-        error.instance_retired = True  # raised before entering the module: not this call's doing
-        return error
 
 
 class WasmtimeRuntime:
