@@ -4,15 +4,19 @@ The front-end checks concrete strings against patterns while it translates (list
 names against `patternProperties`, enum values against `pattern`). A body regex that repeats a
 group holding a repetition of variable length or an alternation (`_backtracking_risk`) is
 matched by the core
-(`_CoreRegex`: derivatives, bounded by fuel and deadline) instead of `re`. The screen is checked
-on a table; the core's answers against `re` itself, on texts short enough for `re` to finish;
-the fuzzer's schema and a smaller one are in the hostile corpus (`tests/test_hostile.py`,
-`pattern_properties_backtracking*`), where the old front-end ran for minutes.
+(`_CoreRegex`: derivatives, bounded by fuel and deadline) instead of `re`; one with several
+places to backtrack into in a row (`a*a*a*…`, `(a|a)(a|a)…`: `_choice_points`) is matched by
+`re` on texts short enough for it to finish in ~1 ms and by the core beyond (`_BoundedRegex`).
+The screen is checked on a table; the core's answers against `re` itself, on texts short
+enough for `re` to finish; the fuzzer's schema and smaller ones are in the hostile corpus
+(`tests/test_hostile.py`, `pattern_properties_*`, `enum_pattern_alternation_chain`), where the
+old front-end ran for minutes.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 
@@ -20,7 +24,9 @@ import pytest
 from json_text import accepts
 
 from tokensieve import Grammar
-from tokensieve._grammar.json_schema.instance import InstanceChecker, _backtracking_risk, _CoreRegex
+from tokensieve._grammar.json_schema.instance import (
+    InstanceChecker, _backtracking_risk, _BoundedRegex, _choice_points, _CoreRegex, _re_text_max,
+)
 
 
 @pytest.mark.parametrize(("body", "risky"), [
@@ -43,6 +49,70 @@ from tokensieve._grammar.json_schema.instance import InstanceChecker, _backtrack
 ])
 def test_the_risk_screen(body: str, risky: bool) -> None:
     assert _backtracking_risk(body) is risky
+
+
+@pytest.mark.parametrize(("body", "points"), [
+    ("[a-z]+", 1),
+    ("a*b*", 2),
+    ("^(foo|bar|baz)$", 2),
+    ("a{2,5}b{3}", 1),  # a fixed count is no choice
+    (r"a\*b*", 1),  # an escaped star is a character
+    ("[*+|]x", 0),  # nor are a class's
+    ("(?:ab)?c*", 2),
+    ("(a+)+", None),  # a risk: the core decides every text
+])
+def test_the_choice_points(body: str, points: int | None) -> None:
+    assert _choice_points(body) == points
+
+
+def test_re_gets_texts_whose_ways_to_backtrack_are_few() -> None:
+    assert _re_text_max(1) > 10**9  # one place: linear
+    for points in range(2, 12):
+        n = _re_text_max(points)
+        assert math.comb(n + points, points) <= 200_000 < math.comb(n + 1 + points, points)
+
+
+def random_chain(rng: random.Random) -> str:
+    """A regex over `ab` with two or three places to backtrack into, none repeated."""
+    parts = [rng.choice(["a", "b", "[ab]", "(?:a|ab)"]) + rng.choice(["*", "+", "?", "{0,3}", ""]) for _ in range(4)]
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_texts_past_re_s_share_go_to_the_core_and_agree_with_re(seed: int) -> None:
+    rng = random.Random(seed)
+    bodies = [b for b in (random_chain(rng) for _ in range(200)) if _choice_points(b) in (2, 3)][:6]
+    assert bodies
+    for body in bodies:
+        bounded = _BoundedRegex(re.compile(body), body, _choice_points(body))
+        for _ in range(12):
+            n = bounded.text_max + rng.randint(1, 40)
+            text = "".join(rng.choice("ab") for _ in range(n)) if rng.random() < 0.5 else "a" * n + rng.choice(["", "b", "ba"])
+            assert bool(bounded.fullmatch(text)) == bool(re.fullmatch(body, text)), (body, text)
+
+
+def test_a_key_past_re_s_share_is_decided_by_the_core() -> None:
+    # Twelve repetitions in a row: `re` on the 40 a's and the `!` runs for hours (ten on 36
+    # characters took 21 s); the key it does not match keeps its own schema.
+    schema = {
+        "type": "object",
+        "properties": {"a" * 40 + "!": {"type": "string"}, "a" * 40: {}},
+        "patternProperties": {"^" + "a*" * 12 + "$": {"type": "integer"}},
+        "required": ["a" * 40 + "!", "a" * 40],
+        "additionalProperties": False,
+    }
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    assert accepts(grammar, '{"%s!":"s","%s":1}' % ("a" * 40, "a" * 40))
+    assert not accepts(grammar, '{"%s!":"s","%s":"s"}' % ("a" * 40, "a" * 40))
+    assert not accepts(grammar, '{"%s!":1,"%s":1}' % ("a" * 40, "a" * 40))
+
+
+def test_an_enum_value_against_a_chain_of_alternations() -> None:
+    # 2^40 ways for `re` on the value that fails at its last character.
+    schema = {"type": "string", "pattern": "^" + "(a|a)" * 40 + "b$", "enum": ["a" * 40 + "c", "a" * 40 + "b"]}
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    assert accepts(grammar, '"%sb"' % ("a" * 40))
+    assert not accepts(grammar, '"%sc"' % ("a" * 40))
 
 
 def random_body(rng: random.Random, depth: int = 0) -> str:

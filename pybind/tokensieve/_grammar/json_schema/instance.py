@@ -22,10 +22,12 @@ What it cannot decide (a pattern its translation refuses, `unevaluated*`, `$dyna
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
 import re
+import sys
 from fractions import Fraction
 from itertools import compress
 from typing import Any, Callable, Sequence, Union
@@ -132,7 +134,7 @@ class InstanceChecker:
         self.resolve = resolve
         self.pattern_parts = pattern_parts
         self.format_regexes = format_regexes
-        self.compiled: dict[str, re.Pattern[str] | _LiteralBody | _CoreRegex] = {}
+        self.compiled: dict[str, re.Pattern[str] | _LiteralBody | _CoreRegex | _BoundedRegex] = {}
         self.parts: dict[str, tuple[Sequence[str], Sequence[str]]] = {}
         self.escaped: dict[str, str] = {}  # a string → its JSON-escaped body (`body_matches`)
         # id of a schema → (the schema, kept alive so its id stays its own; its `_string_check`)
@@ -241,20 +243,24 @@ class InstanceChecker:
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _regex(self, body: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex:
+    def _regex(self, body: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex | _BoundedRegex:
         compiled = self.compiled.get(body)
         if compiled is None:
             text = _literal_text(body)
             if text is not None:
                 compiled = self.compiled[body] = _LiteralBody(text)
                 return compiled
-            if _backtracking_risk(body):
+            points = _choice_points(body)
+            if points is None:
                 compiled = self.compiled[body] = _CoreRegex(body)
                 return compiled
             try:
-                compiled = self.compiled[body] = re.compile(_cheap_classes(body))
+                compiled = re.compile(_cheap_classes(body))
             except re.error as err:
                 raise Undecidable(f"a regex Python cannot run: {err}") from None
+            if points > 1:
+                compiled = _BoundedRegex(compiled, body, points)
+            self.compiled[body] = compiled
         return compiled
 
     def body_matches(self, body: str, text: str) -> bool:
@@ -439,7 +445,7 @@ class InstanceChecker:
         self.string_parts_of[id(schema)] = (schema, parts)
         return parts
 
-    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex | str:
+    def _regex_or_reason(self, body_of: Callable[[str], str], text: str) -> re.Pattern[str] | _LiteralBody | _CoreRegex | _BoundedRegex | str:
         """`_regex(body_of(text))`, or why it cannot be had (the message of its Undecidable)."""
         try:
             return self._regex(body_of(text))
@@ -648,7 +654,17 @@ def _backtracking_risk(body: str) -> bool:
     optional group (`(…)?`) outside, or an alternation not under a repetition does not count.
     Escapes and classes are skipped; a body this cannot read counts as a risk (the core then
     decides, or refuses it)."""
+    return _choice_points(body) is None
+
+
+def _choice_points(body: str) -> int | None:
+    """None for a body with a `_backtracking_risk`; else how many places `re` may backtrack
+    into: repetitions of variable length and alternatives past a group's first. A text of n
+    characters then costs `re` at most about C(n + k, k) steps for k such places (the ways to
+    share the text among them and what is left): `^a*a*a*a*a*a*a*a*a*a*$` (k = 10) on a key of
+    36 a's and a `!` took 21 s, `(a|a)(a|a)…` is 2^k (`_re_text_max`)."""
     holds = [False]  # per open group: whether it holds a repetition of variable length or `|`
+    points = 0
     i, n = 0, len(body)
     while i < n:
         c = body[i]
@@ -659,29 +675,66 @@ def _backtracking_risk(body: str) -> bool:
             while i < n and body[i] != "]":
                 i += 2 if body[i] == "\\" else 1
             if i >= n:
-                return True
+                return None
             i += 1
         elif c == "(":
             holds.append(False)
             i += 3 if body.startswith("(?:", i) else 1
         elif c == ")":
             if len(holds) < 2:
-                return True
+                return None
             inner = holds.pop()
             low, high, i = _quantifier_at(body, i + 1)
             if inner and (high is None or high > 1):
-                return True
+                return None
             holds[-1] = holds[-1] or inner or low != high
+            points += low != high
         else:
             low, high, after = _quantifier_at(body, i)
             if after > i:  # a quantifier on the atom before it
                 holds[-1] = holds[-1] or low != high
+                points += low != high
                 i = after
             else:
                 if c == "|":
                     holds[-1] = True
+                    points += 1
                 i += 1
-    return len(holds) > 1  # a group left open: unreadable
+    return points if len(holds) == 1 else None  # a group left open: unreadable
+
+
+# The steps a text may cost Python's `re` (`_choice_points`): ~1 ms at ~5 ns a step.
+_RE_STEPS_MAX = 200_000
+
+
+@functools.lru_cache(maxsize=64)
+def _re_text_max(points: int) -> int:
+    """The longest text a body with `points` choice points is given to `re` (C(n + k, k) ≤
+    `_RE_STEPS_MAX`); longer ones go to the core. Every text for k ≤ 1 (linear)."""
+    if points <= 1:
+        return sys.maxsize
+    n = 0
+    while math.comb(n + 1 + points, points) <= _RE_STEPS_MAX:
+        n += 1
+    return n
+
+
+class _BoundedRegex:
+    """A body regex that Python's `re` runs in time polynomial in the text (`_choice_points`
+    ≥ 2 but no `_backtracking_risk`): `re` for texts up to `_re_text_max` characters, the core
+    (`_CoreRegex`) for longer ones, so that no text costs `re` more than ~1 ms."""
+
+    __slots__ = ("pattern", "text_max", "core")
+
+    def __init__(self, pattern: re.Pattern[str], body: str, points: int) -> None:
+        self.pattern = pattern
+        self.text_max = _re_text_max(points)
+        self.core = _CoreRegex(body)
+
+    def fullmatch(self, text: str) -> Any:
+        if len(text) <= self.text_max:
+            return self.pattern.fullmatch(text)
+        return self.core.fullmatch(text)
 
 
 _QUANTIFIER = re.compile(r"(\*|\+|\?|\{\d+(?:,\d*)?\})\??")
