@@ -148,9 +148,13 @@ class InstanceChecker:
         """Whether `value` is valid under `schema`.
 
         Raises:
-            Undecidable: the schema uses something this checker cannot evaluate.
+            Undecidable: the schema uses something this checker cannot evaluate, or a keyword
+                of the wrong type (`_malformed`).
         """
-        return self._valid(value, schema, pointer, 0)
+        try:
+            return self._valid(value, schema, pointer, 0)
+        except (AttributeError, TypeError) as err:
+            raise _malformed(err) from None
 
     def valid_values(self, values: list[Any], schema: Any, pointer: str = "") -> list[Any]:
         """The values valid under `schema`, in order: `valid` on each, with a string checked by
@@ -160,6 +164,12 @@ class InstanceChecker:
         Raises:
             Undecidable: as `valid`.
         """
+        try:
+            return self._valid_values(values, schema, pointer)
+        except (AttributeError, TypeError) as err:
+            raise _malformed(err) from None
+
+    def _valid_values(self, values: list[Any], schema: Any, pointer: str) -> list[Any]:
         if type(schema) is not dict or not _NOT_STRING_ONLY.isdisjoint(schema):
             return [v for v in values if self._valid(v, schema, pointer, 0)]
         types = schema.get("type")
@@ -532,6 +542,14 @@ class InstanceChecker:
             elif not self._valid(value, need, pointer, d):
                 return False
         return True
+
+
+def _malformed(err: Exception) -> Undecidable:
+    """The checker met a keyword of the wrong type (`"dependentSchemas": []` under a `not`,
+    checked against an enum value before the translation reached it: `tokensieve fuzz --kind
+    json --seed 1602`): what Python said, as the reason the value cannot be checked; the
+    translation names the keyword's place where it compiles it."""
+    return Undecidable(f"a keyword of the wrong type ({type(err).__name__}: {err})")
 
 
 def _size_bound(schema: dict[str, Any], key: str, default: float) -> float:
