@@ -556,6 +556,47 @@ def test_a_forked_child_builds_again_what_another_thread_was_building(monkeypatc
     assert gc.isenabled()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_decides_patterns_another_thread_was_matching():
+    """The JSON Schema front-end keeps its pattern matchers across translations
+    (`instance._CORE_MATCHERS`). One that another thread was using when the process forked
+    fails in the child until reset, so the child's translations refused the schema; the child
+    now makes its own (a stress run of threads translating beside forks found it)."""
+    import threading
+
+    from tokensieve import Tokenizer
+    from tokensieve._grammar.json_schema import instance
+
+    body = "a*" * 10
+    schema = {"type": "object", "properties": {"a" * 40 + "!": {"type": "string"}},
+              "patternProperties": {f"^{body}$": {"type": "integer"}}, "additionalProperties": False}
+    Grammar.json_schema(schema, whitespace="compact")  # makes the body's matcher
+    matcher = instance._CORE_MATCHERS[body]
+    using, release = threading.Event(), threading.Event()
+
+    def use() -> None:
+        with matcher._lock:
+            using.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    assert using.wait(10)
+
+    def child() -> None:
+        schema["properties"]["b"] = {}  # not the cached grammar
+        grammar = Grammar.json_schema(schema, whitespace="compact")
+        tok = Tokenizer.default()
+        m = Matcher(tok, grammar)
+        assert m.consume_tokens(tok.encode('{"%s!":"s","b":1}' % ("a" * 40))) and m.is_accepting()
+
+    try:
+        _in_forked_child(child)
+    finally:
+        release.set()
+        thread.join()
+
+
 @pytest.mark.parametrize("when", ["before its matcher is made", "before the replay"])
 def test_a_bystander_whose_replacement_is_retired_in_turn_moves_again(llama3, when, monkeypatch):
     """Another thread's failure can retire the fresh instance a bystander is moving to (found by

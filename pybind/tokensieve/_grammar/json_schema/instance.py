@@ -32,6 +32,7 @@ from fractions import Fraction
 from itertools import compress
 from typing import Any, Callable, Sequence, Union
 
+from ..._core.fork import after_fork
 from ..charset import CODE_POINT_MAX, char_regex
 from .numbers import _is_number
 from .strings import _quantifier_bounds
@@ -622,6 +623,9 @@ def _core_matcher(body: str) -> Any:
 # this many (then all are dropped).
 _CORE_MATCHERS: dict[str, Any] = {}
 _CORE_MATCHERS_MAX = 256
+# In the child of a fork, a matcher another thread was using fails until reset: the child
+# makes its own (a fork beside threads translating schemas failed on one).
+after_fork(_CORE_MATCHERS.clear)
 
 
 def _byte_vocabulary() -> Any:
