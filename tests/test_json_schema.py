@@ -535,6 +535,50 @@ def test_nesting_deeper_than_the_limit_is_an_error() -> None:
     assert "deeper" in str(info.value)
 
 
+def _nested_value(depth: int, kind: str) -> Any:
+    value: Any = [] if kind == "list" else {}
+    for _ in range(depth):
+        value = [value] if kind == "list" else {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(("schema", "where"), [
+    ({"const": _nested_value(900, "list")}, "/const"),  # overflowed Python's stack comparing it
+    ({"enum": [1, _nested_value(5000, "dict")]}, "/enum"),
+    ({"type": "object", "properties": {"x": {"const": _nested_value(3000, "list")}}}, "/properties/x/const"),
+    ({"enum": [_nested_value(129, "list")]}, "/enum"),
+])
+def test_a_value_nested_too_deep_is_an_error_naming_its_place(schema: dict[str, Any], where: str) -> None:
+    with pytest.raises(GrammarError, match="nests deeper than 128") as info:
+        json_schema_to_ir(schema)
+    assert info.value.json_pointer == where
+
+
+def test_a_value_at_the_depth_limit_is_translated() -> None:
+    value = _nested_value(128, "list")
+    assert json.loads(json.dumps(value)) == value
+    grammar = Grammar.json_schema({"const": value}, whitespace="compact")
+    assert accepts(grammar, json.dumps(value, separators=(",", ":")))
+    assert not accepts(grammar, json.dumps(_nested_value(127, "list"), separators=(",", ":")))
+
+
+def test_python_s_recursion_limit_met_in_translation_is_a_grammar_error() -> None:
+    # The depth limits come first on any real schema; a caller's low recursion limit does not.
+    import inspect
+    import sys
+
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(60):
+        schema = {"type": "array", "items": schema}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 150)
+    try:
+        with pytest.raises(GrammarError, match="recursion limit"):
+            json_schema_to_ir(schema)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def test_grammar_size_limit() -> None:
     # Distinct enums: equal sub-schemas are translated once and shared, so they would not grow
     # the grammar (see the next test).

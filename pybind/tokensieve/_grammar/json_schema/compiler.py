@@ -585,6 +585,10 @@ def json_schema_to_ir(
     )
     try:
         ir = compiler.run()
+    except RecursionError:
+        # What the depth limits (`NESTING_DEPTH_MAX`, `COMPILE_DEPTH_MAX`, enum/const values)
+        # do not catch first: an error, not Python's.
+        raise GrammarError("the schema nests too deeply to translate (Python's recursion limit)", json_pointer="") from None
     finally:
         compiler.release()
     ir.skip = skip
@@ -1288,6 +1292,21 @@ class _Memo(NamedTuple):
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_SET = frozenset(_SCALARS)
+
+
+def _nests_deeper(value: Any, limit: int = NESTING_DEPTH_MAX) -> bool:
+    """Whether a JSON value holds containers more than `limit` deep, found without recursion:
+    a `const` 900 lists deep overflowed Python's stack comparing it (`json_equal`) before
+    `value_syms` could refuse it."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node if type(node) is list else node.values() if type(node) is dict else ()
+        stack.extend((child, depth + 1) for child in children if type(child) is list or type(child) is dict)
+    return False
 _new_tuple = tuple.__new__
 _THIRD = operator.itemgetter(2)
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
@@ -1853,9 +1872,14 @@ class _Compiler:
             for key in _ARRAY_KEYWORDS:
                 if key in d and not isinstance(d[key], list):
                     raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
-        if "const" in d:
-            const = d.pop("const")
-            d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
+        if "const" in d or "enum" in d:
+            for key in ("const", "enum"):
+                values = () if key not in d else [d[key]] if key == "const" else d[key]
+                if not _SCALAR_SET.issuperset(map(type, values)) and any(map(_nests_deeper, values)):
+                    raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", f"{pointer}/{key}")
+            if "const" in d:
+                const = d.pop("const")
+                d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
         if "type" in d:
             types = d["type"] if isinstance(d["type"], list) else [d["type"]]
             for t in types:
