@@ -53,6 +53,10 @@ class LogitsProcessor:
         if not self.grammars or not all(isinstance(g, Grammar) for g in self.grammars):
             raise TypeError("LogitsProcessor needs a tokensieve.Grammar or a list of them")
         self.canonical_forced = canonical_forced
+        # What the first step would otherwise wait for, once per tokenizer: its trie in every
+        # core instance and, for forced bytes, its encoder (Llama-3: ~0.2 s and ~0.55 s, paid
+        # inside generate's first step before).
+        tokenizer.prepare(encoder=canonical_forced)
         self.reset()
 
     def reset(self) -> None:

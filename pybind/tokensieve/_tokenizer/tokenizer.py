@@ -563,17 +563,20 @@ class Tokenizer:
                     handles = self._core_handles = CoreHandles("tokenizer")
         return handles.get(self, core, self._build_in)  # type: ignore[no-any-return]
 
-    def prepare(self, pool: CorePool | None = None) -> Tokenizer:
+    def prepare(self, pool: CorePool | None = None, *, encoder: bool = True) -> Tokenizer:
         """Build now what the first requests would otherwise wait for: this tokenizer's trie in
         every instance of `pool` (the default pool; about 0.1 s an instance for 128k tokens,
-        paid by the first matcher placed there) and its encoder (`encode`'s first call, up to
-        ~0.4 s). A server calls it at start-up; the vLLM and SGLang backends do. Returns self.
+        paid by the first matcher placed there) and, unless `encoder` is False, its encoder
+        (`encode`'s first call, the first forced tokens' healing: ~0.55 s for Llama-3). A server
+        calls it at start-up; the vLLM and SGLang backends and `hf.LogitsProcessor` do. Returns
+        self.
         """
         from .._core import default_pool
 
         for core in (pool or default_pool()).instances():
             self.core_handle(core)
-        self._encoder("auto")
+        if encoder:
+            self._encoder("auto")
         return self
 
     def _build_in(self, core: Core) -> int:
