@@ -583,3 +583,46 @@ def test_logits_processor_builds_the_tokenizer_before_generate_starts(monkeypatc
     for n in range(len(text) + 1):
         processor(torch.tensor([prompt + text[:n]] * 2), torch.randn(2, fresh.vocab_size))
     assert built == []
+
+
+def test_logits_processor_masks_each_step_of_a_long_output_exactly(llama3):
+    """One processor over many steps, where masks recur (array items, whitespace) and their
+    listed ids are kept by the mask: every step leaves finite exactly what the matcher allows
+    (read bit by bit), on both rows of a batch that differ."""
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    grammar = Grammar.json_schema({"type": "array", "items": {"enum": ["ab", "cd", 12]}})
+    texts = ['["ab", "cd", 12, "ab", "cd", 12, "ab"]', '[12,   12, "cd",\n "ab", 12]']
+    rows = [llama3.encode(text) for text in texts]
+    steps = min(map(len, rows))
+    width = llama3.vocab_size + 40
+    processor = LogitsProcessor(llama3, grammar, canonical_forced=False)
+    oracles = [Matcher(llama3, grammar, vocab_size=width) for _ in rows]
+    prompt = llama3.encode("x")
+    for n in range(steps + 1):
+        ids = torch.tensor([prompt + row[:n] for row in rows])
+        scores = processor(ids, torch.randn(2, width))
+        for r, (row, oracle) in enumerate(zip(rows, oracles)):
+            if n:
+                assert oracle.consume_token(row[n - 1])
+            expected = _python_bits(oracle.compute_bitmask().tolist(), width)
+            assert torch.isfinite(scores[r]).tolist() == expected, (r, n)
+    assert len(processor._sparse_indexes) < 2 * (steps + 1)  # masks recurred
+
+
+def test_sparse_ids_are_kept_by_the_whole_mask(llama3):
+    """Two masks with their set bits in the same words but not the same bits are two entries."""
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    processor = LogitsProcessor(llama3, Grammar.regex("a"), canonical_forced=False)
+    width = 200
+    for bits in ([3, 40, 41], [3, 40, 42], [3, 40, 41], [33, 70]):
+        words = np.zeros(7, dtype=np.int32)
+        for bit in bits:
+            words[bit // 32] |= np.int32(1 << (bit % 32)) if bit % 32 < 31 else np.int32(-(1 << 31))
+        index = processor._sparse_index(np, words, width, torch.device("cpu"))
+        assert index.tolist() == bits
