@@ -1631,7 +1631,12 @@ class _Compiler:
         its lexeme again hashes the whole `Lexeme` in Python."""
         sym = self.key_symbols.get(key)
         if sym is None:
-            sym = self.key_symbols[key] = Sym.t(self.ir.add_lexeme(_json_string_lexeme(key)))
+            # (`ir.add_lexeme`, written out: most names are new, one call each)
+            lexeme, lexemes = _json_string_lexeme(key), self.ir.lexemes
+            index = self.ir._lexeme_index.setdefault(lexeme, len(lexemes))
+            if index == len(lexemes):
+                lexemes.append(lexeme)
+            sym = self.key_symbols[key] = Sym.t(index)
         return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
@@ -2782,6 +2787,7 @@ class _Compiler:
             self.check_depth(pointer)  # raises
         if schema is True:
             return Sym.n(self.any())
+        strings = None
         if type(schema) is dict:
             # The commonest schema, `{"type": "string"}` with annotations at most, directly.
             kind = schema.get("type")
@@ -2791,20 +2797,22 @@ class _Compiler:
                     return sym
             # An `enum` of one string alone (beside annotations and keys that assert nothing),
             # as directly: the lexeme `compile_enum` makes of it, kept per text (MaskBench
-            # service-schema: the 238 pinned task names). (Longer lists keep the memo: their
-            # lexeme is made anew each time.)
+            # service-schema: the 238 pinned task names). Longer lists of strings keep the
+            # memo (their lexeme is made anew each time) and take the direct way after it.
             if (
                 kind is None and "enum" in schema and type(values := schema["enum"]) is list
-                and len(values) == 1 and type(values[0]) is str
                 and self.compile_depth < COMPILE_DEPTH_MAX
                 and (
                     _ENUM_AND_ANNOTATIONS.issuperset(schema)
                     or (_ASSERTING_BESIDE_ENUM.isdisjoint(schema) and self.inert(schema.keys() - _ENUM_AND_ANNOTATIONS))
                 )
             ):
-                if self.compile_depth + 1 > self.compile_depth_high:
-                    self.compile_depth_high = self.compile_depth + 1
-                return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
+                if len(values) == 1 and type(values[0]) is str:
+                    if self.compile_depth + 1 > self.compile_depth_high:
+                        self.compile_depth_high = self.compile_depth + 1
+                    return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
+                if len(values) >= 2 and all(type(v) is str for v in values):
+                    strings = values  # (below, after the memo)
         if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
         if not isinstance(schema, dict):
@@ -2836,11 +2844,20 @@ class _Compiler:
         self.depth_high, self.compile_depth_high = depth, self.compile_depth
         remembered = len(self.results)
         try:
-            # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
-            # `normalize(schema)`, and its own memo entry would only repeat this one.
-            d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
-            # Not compile_flat: memoising by `schema` already covers this content.
-            result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+            if strings is not None:
+                # An enum of strings beside keys that assert nothing (MaskBench service-schema:
+                # 239 of its task inputs): what `compile_flat` and `compile_enum` make of it,
+                # one lexeme for the strings, without the normalized copy and the calls
+                # (the memo stays: equal lists recur, and their lexeme is made anew each time).
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                result = Sym.t(self.ir.add_lexeme(_json_strings_lexeme(strings)))
+            else:
+                # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
+                # `normalize(schema)`, and its own memo entry would only repeat this one.
+                d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
+                # Not compile_flat: memoising by `schema` already covers this content.
+                result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         except BaseException:
             if key is not None and self.compiling.get(key) is not None:
                 # Results made inside refer to its nonterminal, which gets no rule now.
@@ -4397,6 +4414,15 @@ class _Compiler:
         ids[n] = new_id(("open", unit), len(suffixes))
         for i in range(n - 1, r, -1):
             ids[i] = new_id((members[i], ids[i + 1]), len(suffixes))
+        # The nonterminals below (about two a member: MaskBench service-schema makes ~4,000
+        # here, and the calls were a tenth of its translation) are made as `nonterminal` makes
+        # them, written out: appended with their rules, counted productive (each one's symbols
+        # were made before it), their symbols counted against the limit, which is checked once
+        # at the end (the count only grows: it is over then if and only if it went over on
+        # the way, and an error ends the translation either way).
+        ir = self.ir
+        nonterminals, rules = ir.nonterminals, ir.rules
+        made = symbols = 0
         tail = tails.get(ids[r + 1] if r < n else ids[n])
         if tail is None:
             # The flat rest after the first required member (or the extras alone).
@@ -4405,11 +4431,27 @@ class _Compiler:
                 key_sym, value_sym, is_required = members[i]
                 if is_required:
                     seq += (comma, key_sym, colon, value_sym)
-                else:
-                    seq.append(optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"))
+                    continue
+                sym = optional.get((key_sym, value_sym))
+                if sym is None:  # `O → ε | , key: value`, made once per (key, value) in the schema
+                    nt = len(nonterminals)
+                    nonterminals.append(f"{name}:opt{i}")
+                    rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
+                    made += 1
+                    symbols += 6
+                    sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                seq.append(sym)
             if unit is not None:
                 seq += self.repeat(f"{name}:extras", unit, 0, None)
-            tail = tuple(seq) if len(seq) <= 1 else (Sym.n(self.nonterminal(f"{name}:rest{r + 1}", [seq])),)
+            if len(seq) <= 1:
+                tail = tuple(seq)
+            else:
+                nt = len(nonterminals)
+                nonterminals.append(f"{name}:rest{r + 1}")
+                rules.append(_new_tuple(Rule, (nt, tuple(seq))))
+                made += 1
+                symbols += len(seq) + 1
+                tail = (Sym.n(nt),)
             tails[ids[r + 1] if r < n else ids[n]] = tail
         # T[i] for i = r down to 1: what follows a first member i - 1.
         follow: list[tuple[Sym, ...]] = [()] * (n + 1)
@@ -4425,21 +4467,45 @@ class _Compiler:
                 if is_required:
                     head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
                 else:
-                    head = (optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"),)
-                seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
+                    sym = optional.get((key_sym, value_sym))
+                    if sym is None:  # (as above)
+                        nt = len(nonterminals)
+                        nonterminals.append(f"{name}:opt{i}")
+                        rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
+                        made += 1
+                        symbols += 6
+                        sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                    head = (sym,)
+                rhs = head + follow[i + 1]
+                nt = len(nonterminals)
+                nonterminals.append(f"{name}:after{i}")
+                rules.append(_new_tuple(Rule, (nt, rhs)))
+                made += 1
+                symbols += len(rhs) + 1
+                seq_i = tails[ids[i]] = (Sym.n(nt),)
             follow[i] = seq_i
         # The alternatives differ in their first key (or are `{}` and the extras alone), so
         # they are the nonterminal's rules as they are (`choice` would compare them).
         lbrace, rbrace = self.lbrace, self.rbrace
-        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies), without the comprehension
-            alts = [(lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)]
+        nt = len(nonterminals)
+        nonterminals.append(f"{name}:object")
+        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies): one rule
+            rhs = (lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)
+            rules.append(_new_tuple(Rule, (nt, rhs)))
+            symbols += len(rhs) + 1
         else:
             alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
-        if r == n:
-            alts.append((lbrace, rbrace))
-            if unit is not None:
-                alts.append((lbrace, unit[1], *tail, rbrace))
-        return Sym.n(self.nonterminal(f"{name}:object", alts))
+            if r == n:
+                alts.append((lbrace, rbrace))
+                if unit is not None:
+                    alts.append((lbrace, unit[1], *tail, rbrace))
+            rules += [_new_tuple(Rule, (nt, alt)) for alt in alts]
+            symbols += sum(map(len, alts)) + len(alts)
+        self.productive_made += made + 1
+        self.symbol_count += symbols
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        return Sym.n(nt)
 
     def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
         """`O → ε | , key: value`, an optional member after a first property
