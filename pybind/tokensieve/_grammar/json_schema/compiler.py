@@ -1540,6 +1540,11 @@ class _Compiler:
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         self.string_lists: dict[int, tuple[Any, Any]] = {}  # pinned_enum
         self.inert_keys: set[str] = set()  # inert
+        # The keys a plain type (`plain_symbol`) or a one-value enum (`compile`) may have beside
+        # it: annotations and the inert keys found so far (one set test per schema, where most
+        # are of names met before: service-schema's task inputs, ~2,300).
+        self.plain_type_keys: set[str] = set(_TYPE_AND_ANNOTATIONS)
+        self.plain_enum_keys: set[str] = set(_ENUM_AND_ANNOTATIONS)
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
         self.rules_by_lhs: dict[int, list[tuple[Sym, ...]]] = {}
@@ -2294,6 +2299,8 @@ class _Compiler:
         if not _ASSERTING.isdisjoint(keys) or not all(k[:1] not in "_$" for k in keys):
             return False  # (`compile` tests the keywords first, without the call)
         self.inert_keys.update(keys)
+        self.plain_type_keys.update(keys)
+        self.plain_enum_keys.update(keys)
         return True
 
     def pinned_enum(self, listing: dict[str, Any], pin: dict[str, Any]) -> dict[str, Any] | None:
@@ -2769,7 +2776,7 @@ class _Compiler:
         if (
             kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
             and (
-                _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                self.plain_type_keys.issuperset(schema)
                 or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
             )
         ):
@@ -2803,7 +2810,7 @@ class _Compiler:
                 kind is None and "enum" in schema and type(values := schema["enum"]) is list
                 and self.compile_depth < COMPILE_DEPTH_MAX
                 and (
-                    _ENUM_AND_ANNOTATIONS.issuperset(schema)
+                    self.plain_enum_keys.issuperset(schema)
                     or (_ASSERTING_BESIDE_ENUM.isdisjoint(schema) and self.inert(schema.keys() - _ENUM_AND_ANNOTATIONS))
                 )
             ):
@@ -4064,6 +4071,10 @@ class _Compiler:
         option's merge in the expansion's two orders (`option_cell`, `narrowed_cell`)."""
         bodies = []
         for order in orders:
+            if order == member_keys:  # (the members in this order already: `narrowed_cell`'s first)
+                body = self.object_body(members, pair, low, high, pointer)
+                bodies.append([body] if body is not None else None)
+                continue
             rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
             ranks = list(map(rank.get, member_keys, itertools.count(len(order))))  # (unnamed: last, in place)
             ranked = sorted(range(len(members)), key=ranks.__getitem__)
