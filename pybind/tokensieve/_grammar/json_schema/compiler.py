@@ -3238,7 +3238,10 @@ class _Compiler:
             return None
         # The expansion's two orders, as `option_cell` tells them apart (every required key is listed).
         keys = tuple(listed)
-        orders = [[k for k in order if properties[k] is not False] for order in (keys, _keys_after(tuple(narrowed), keys))]
+        if False in properties.values():  # (a member that is `false` stays out of both orders)
+            orders = [[k for k in order if properties[k] is not False] for order in (keys, _keys_after(tuple(narrowed), keys))]
+        else:
+            orders = [list(keys), list(_keys_after(tuple(narrowed), keys))]
         # What `compile_flat` and `compile_object` do for the merge (a closed object: no bounds,
         # no other keys, every member's value compiled by `compile`).
         depth = self.compile_depth = self.compile_depth + 1
