@@ -1290,6 +1290,7 @@ class _Memo(NamedTuple):
 _SCALARS = (str, int, float, bool, type(None))
 _new_tuple = tuple.__new__
 _THIRD = operator.itemgetter(2)
+_NO_ID = object()  # (`schema_ids` has no entry: its ids may be None, for values that are not plain JSON)
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
@@ -1512,16 +1513,20 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, exact content id)
-        self.schema_ids: dict[int, tuple[Any, Any]] = {}  # id(schema) → (schema, `content_id`)
-        self.schema_list_ids: dict[int, tuple[Any, Any]] = {}  # id(list or map of schemas) → (it, id)
+        self.content_ids: dict[int, Any] = {}  # id(container) → exact content id
+        self.schema_ids: dict[int, Any] = {}  # id(schema) → `content_id` (None: not plain JSON)
+        self.schema_list_ids: dict[int, Any] = {}  # id(list or map of schemas) → its id
+        # What the three tables above hold ids of, kept alive so that their ids stay theirs (a
+        # list: a pair per entry was ~7,000 tuples to make and free on MaskBench service-schema).
+        self.id_kept: list[Any] = []
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
         if type(root) is dict:
             form = root_form if root_form is not None else _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
-                self.schema_ids[id(root)] = (root, form)
+                self.schema_ids[id(root)] = form
+                self.id_kept.append(root)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1927,8 +1932,9 @@ class _Compiler:
             self.depth_high = depth
         if depth > NESTING_DEPTH_MAX:
             self.check_depth(pointer)  # raises
-        known = self.schema_ids.get(id(schema))
-        cid = known[1] if known is not None else self.content_id(schema)
+        cid = self.schema_ids.get(id(schema), _NO_ID)
+        if cid is _NO_ID:
+            cid = self.content_id(schema)
         key = key_here = None
         memo = None
         if cid is not None:
@@ -2349,6 +2355,7 @@ class _Compiler:
         self.content_ids.clear()
         self.schema_ids.clear()
         self.schema_list_ids.clear()
+        self.id_kept.clear()
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
@@ -2387,9 +2394,9 @@ class _Compiler:
             if kind is str or value is None:
                 return value
             return (kind, value) if kind in _SCALARS else None
-        known = self.schema_ids.get(id(value))
-        if known is not None:
-            return known[1]
+        known = self.schema_ids.get(id(value), _NO_ID)
+        if known is not _NO_ID:
+            return known
         if self.content_by_marshal:
             cid = _marshal_form(value)  # None: not plain JSON
         elif kind is dict:
@@ -2399,7 +2406,8 @@ class _Compiler:
                 cid = self.exact_content_id(value)
         else:
             cid = self.exact_content_id(value)
-        self.schema_ids[id(value)] = (value, cid)
+        self.schema_ids[id(value)] = cid
+        self.id_kept.append(value)
         return cid
 
     def exact_content_id(self, value: dict[str, Any] | list[Any]) -> Any:
@@ -2407,7 +2415,7 @@ class _Compiler:
         else `content_id_deep` past its depth."""
         known = self.content_ids.get(id(value))
         if known is not None:
-            return known[1]
+            return known
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
@@ -2437,14 +2445,17 @@ class _Compiler:
                     append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
                     continue
                 if not mode:
-                    known = self.content_ids.get(id(child))
-                    inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                    inner = self.content_ids.get(id(child))
+                    if inner is None:
+                        inner = self.content_id_nested(child, depth + 1)
                 elif mode == 1:
-                    known = self.schema_ids.get(id(child))
-                    inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                    inner = self.schema_ids.get(id(child), _NO_ID)
+                    if inner is _NO_ID:
+                        inner = self.schema_id_nested(child, depth + 1)
                 else:
-                    known = self.schema_list_ids.get(id(child))
-                    inner = known[1] if known is not None else self.schemas_id_nested(child, depth + 1)
+                    inner = self.schema_list_ids.get(id(child))
+                    if inner is None:
+                        inner = self.schemas_id_nested(child, depth + 1)
                 if inner is None:
                     return None
                 append(inner)
@@ -2462,7 +2473,8 @@ class _Compiler:
         # One flat tuple (the names' count splits it again), not three: fewer tuples to make
         # and, at `release`, to free (one key per schema node).
         cid = keys.setdefault(("s", len(names), *names, *parts), len(keys))
-        self.schema_ids[id(schema)] = (schema, cid)
+        self.schema_ids[id(schema)] = cid
+        self.id_kept.append(schema)
         return cid
 
     def schemas_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
@@ -2478,9 +2490,14 @@ class _Compiler:
                 parts.append(child)
             elif kind is dict or kind is list:
                 # A dict among them is a schema; a list, data (`required` names, an enum's).
-                ids, nested = (schema_ids, self.schema_id_nested) if kind is dict else (content_ids, self.content_id_nested)
-                known = ids.get(id(child))
-                inner = known[1] if known is not None else nested(child, depth + 1)
+                if kind is dict:
+                    inner = schema_ids.get(id(child), _NO_ID)
+                    if inner is _NO_ID:
+                        inner = self.schema_id_nested(child, depth + 1)
+                else:
+                    inner = content_ids.get(id(child))
+                    if inner is None:
+                        inner = self.content_id_nested(child, depth + 1)
                 if inner is None:
                     return None
                 parts.append(inner)
@@ -2491,7 +2508,8 @@ class _Compiler:
         keys = self.content_keys
         # Flat, as `schema_id_nested`'s: the names' count (-1 for a list) splits it again.
         cid = keys.setdefault(("m", len(node), *node, *parts) if type(node) is dict else ("m", -1, *parts), len(keys))
-        self.schema_list_ids[id(node)] = (node, cid)
+        self.schema_list_ids[id(node)] = cid
+        self.id_kept.append(node)
         return cid
 
     def content_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
@@ -2508,7 +2526,7 @@ class _Compiler:
             elif kind is dict or kind is list:
                 known = ids.get(id(child))
                 if known is not None:
-                    append(known[1])
+                    append(known)
                 elif depth >= _CONTENT_ID_DEPTH_MAX:
                     raise _TooDeep
                 else:
@@ -2523,7 +2541,8 @@ class _Compiler:
         key = (tuple(node), tuple(parts)) if type(node) is dict else (None, tuple(parts))
         keys = self.content_keys
         cid = keys.setdefault(key, len(keys))
-        ids[id(node)] = (node, cid)
+        ids[id(node)] = cid
+        self.id_kept.append(node)
         return cid
 
     def content_id_deep(self, value: dict[str, Any] | list[Any]) -> Any:
@@ -2550,12 +2569,13 @@ class _Compiler:
                 continue
             stack.pop()
             parts = tuple([
-                c if (t := type(c)) is str or c is None else ids[id(c)][1] if t is dict or t is list else (t, c)
+                c if (t := type(c)) is str or c is None else ids[id(c)] if t is dict or t is list else (t, c)
                 for c in children
             ])
             key = (tuple(node), parts) if type(node) is dict else (None, parts)
-            ids[id(node)] = (node, keys.setdefault(key, len(keys)))
-        return ids[id(value)][1]
+            ids[id(node)] = keys.setdefault(key, len(keys))
+            self.id_kept.append(node)
+        return ids[id(value)]
 
     def reuse(self, key: tuple[str, Any] | None, pointer: str) -> _Memo | None:
         """The memoised result for `key` if it may stand here, after replaying its effects.
@@ -2828,8 +2848,9 @@ class _Compiler:
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
         # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
         # them, a sixth of a median schema's Python calls).
-        known = self.schema_ids.get(id(schema))
-        cid = known[1] if known is not None else self.content_id(schema)
+        cid = self.schema_ids.get(id(schema), _NO_ID)
+        if cid is _NO_ID:
+            cid = self.content_id(schema)
         key = None if cid is None else ("compile", cid)
         if key is not None:
             if key in self.results:
