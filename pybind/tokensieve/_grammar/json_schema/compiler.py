@@ -2429,20 +2429,17 @@ class _Compiler:
         `content_keys`). Raises _TooDeep past `_CONTENT_ID_DEPTH_MAX` levels."""
         if depth >= _CONTENT_ID_DEPTH_MAX:
             raise _TooDeep
-        names: list[str] = []
-        parts: list[Any] = []
-        append = parts.append
+        parts: list[Any] = []  # each name read and its part, in turn
         for name, child in schema.items():
             if name in _UNREAD_ANNOTATIONS:
                 continue
-            names.append(name)
             kind = type(child)
             if kind is str or child is None:
-                append(child)
+                parts += (name, child)
             elif kind is dict or kind is list:
                 mode = (_OBJECT_ID_MODES if kind is dict else _ARRAY_ID_MODES).get(name)
                 if mode is None and name[:1] not in "_$":
-                    append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
+                    parts += (name, _UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
                     continue
                 if not mode:
                     inner = self.content_ids.get(id(child))
@@ -2458,21 +2455,21 @@ class _Compiler:
                         inner = self.schemas_id_nested(child, depth + 1)
                 if inner is None:
                     return None
-                append(inner)
+                parts += (name, inner)
             elif kind in _SCALARS:
-                append((kind, child))
+                parts += (name, (kind, child))
             else:
                 return None
-        if len(names) == 1 and type(parts[0]) is str:
+        if len(parts) == 2 and type(parts[1]) is str:
             # One keyword with a string (`$ref`, `type`; MaskBench kb_1161: 2,745 of its 4,159
             # schemas): the pair itself, neither interned nor kept by identity, which cost more
             # than the walk. A pair of strings equals no other id (an int, a scalar's
             # (type, value), `_UNREAD`), and equals another pair exactly for the same content.
-            return (names[0], parts[0])
+            return (parts[0], parts[1])
         keys = self.content_keys
-        # One flat tuple (the names' count splits it again), not three: fewer tuples to make
-        # and, at `release`, to free (one key per schema node).
-        cid = keys.setdefault(("s", len(names), *names, *parts), len(keys))
+        # One flat tuple of the names and their parts in turn (pairs: the length splits it
+        # again), not three: fewer tuples to make and, at `release`, to free (one key per node).
+        cid = keys.setdefault(("s", *parts), len(keys))
         self.schema_ids[id(schema)] = cid
         self.id_kept.append(schema)
         return cid
