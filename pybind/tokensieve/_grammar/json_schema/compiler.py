@@ -4539,14 +4539,6 @@ class _Compiler:
             raise self.too_large()
         return Sym.n(nt)
 
-    def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
-        """`O → ε | , key: value`, an optional member after a first property
-        (`object_body_open`), made once per (key, value) in the schema."""
-        sym = self.open_optional[(key_sym, value_sym)] = Sym.n(
-            self.nonterminal(label, [(), (self.comma, key_sym, self.colon, value_sym)])
-        )
-        return sym
-
     def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
         """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
         extras) after its members, c properties having come before, with the member and extra
