@@ -791,3 +791,15 @@ def test_an_if_chain_on_a_required_discriminator_merges_only_live_alternatives()
                 else:
                     assert valid or not rec.full_match(text), text
     assert accepted == 4  # each kind listed with its own payload key
+
+
+@given(st.lists(st.text(max_size=6), min_size=2, max_size=6))
+@example(["a", 'q"t', "b\\c", "ü", "\n"])
+def test_a_string_lists_lexeme_names_its_first_values_as_json(texts: list[str]) -> None:
+    """`_json_strings_lexeme`'s name shows its first three values as `json.dumps` spells them
+    (a plain text quoted directly, without the call); equal lists get equal names."""
+    from tokensieve._grammar.json_schema.strings import _json_strings_lexeme
+
+    unique = list(dict.fromkeys(texts))
+    shown = ", ".join(json.dumps(t, ensure_ascii=False) for t in unique[:3])
+    assert _json_strings_lexeme(texts).name == f"one of {len(unique)} strings ({shown}, …)"

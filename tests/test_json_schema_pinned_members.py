@@ -6,7 +6,8 @@ shortcuts MaskBench service-schema's 238 task objects take, against `jsonschema`
 - a member typed `object` on one side and a plain object on the other is that object with the
   type (`_typed_object`);
 - `{"type": ..., <keys that are no keyword>}` is the plain type's symbol (`_Compiler.inert`),
-  and `{"enum": [one string], <keys that are no keyword>}` its lexeme (`compile`).
+  and `{"enum": [one string], <keys that are no keyword>}` its lexeme (`compile`), as is an
+  enum of several strings there, after the memo.
 
 Every instance (keys in the siblings' order, which both merge orders keep here) is accepted
 exactly when `jsonschema` finds it valid. So a pin that kept every listed name, or none, a text
@@ -131,3 +132,39 @@ def test_one_name_enums_agree_with_jsonschema() -> None:
                 wrong.append(f"{compact(instance)}: {'refused' if valid else 'accepted'}")
     assert not wrong, wrong
     assert verdicts[True] >= 2 and verdicts[False] > 10, verdicts
+
+
+# An enum of several strings beside keys that assert nothing takes `compile`'s direct path too
+# (after its memo: the same list twice is one entry); beside a keyword, or with a value that is
+# no string, the general one. Texts a regex would read otherwise (`.`, `|`), JSON escapes and
+# repeats among the values.
+MANY_NAMES = ["a.b", "c|d", 'q"t', "back\\slash", "ünï", "a.b", "tab\t"]
+SEVERAL: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "inert": {"enum": MANY_NAMES, "ignoreCase": "all", "aliases": ["x"], "description": "d"},
+        "again": {"enum": list(MANY_NAMES), "ignoreCase": "all"},
+        "bare": {"enum": ["a.b", "c|d"]},
+        "too_short": {"enum": MANY_NAMES, "minLength": 4},
+        "pattern": {"enum": MANY_NAMES, "pattern": "^[a-c]"},
+        "not_one": {"enum": MANY_NAMES, "not": {"const": "c|d"}},
+        "mixed": {"enum": ["a.b", 1, "c|d"], "ignoreCase": "all"},
+    },
+    "additionalProperties": False,
+}
+
+
+def test_enums_of_several_strings_agree_with_jsonschema() -> None:
+    grammar = Grammar.json_schema(SEVERAL)
+    validator = jsonschema.Draft202012Validator(SEVERAL)
+    wrong = []
+    verdicts = {True: 0, False: 0}
+    for key in SEVERAL["properties"]:
+        for value in [*MANY_NAMES, "axb", "c", "d", "cxd", "ab", "unu", 1, None, "a.bc"]:
+            instance = {key: value}
+            valid = validator.is_valid(instance)
+            verdicts[valid] += 1
+            if accepts(grammar, compact(instance)) != valid:
+                wrong.append(f"{compact(instance)}: {'refused' if valid else 'accepted'}")
+    assert not wrong, wrong
+    assert verdicts[True] > 20 and verdicts[False] > 50, verdicts

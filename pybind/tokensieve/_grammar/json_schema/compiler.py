@@ -1309,6 +1309,7 @@ def _nests_deeper(value: Any, limit: int = NESTING_DEPTH_MAX) -> bool:
     return False
 _new_tuple = tuple.__new__
 _THIRD = operator.itemgetter(2)
+_NO_ID = object()  # (`schema_ids` has no entry: its ids may be None, for values that are not plain JSON)
 # The keys `flatten_dict` acts on beyond `normalize` (a schema without them flattens to its
 # normalized copy).
 _FLATTEN_KEYS = frozenset(
@@ -1531,16 +1532,20 @@ class _Compiler:
         # Memoised translation (`memoised`): content ids of JSON values, and results by
         # (function, content id). What a result depends on besides the content is replayed
         # (warnings) or checked (depth limits, the clause budget) on every reuse.
-        self.content_ids: dict[int, tuple[Any, Any]] = {}  # id(container) → (container, exact content id)
-        self.schema_ids: dict[int, tuple[Any, Any]] = {}  # id(schema) → (schema, `content_id`)
-        self.schema_list_ids: dict[int, tuple[Any, Any]] = {}  # id(list or map of schemas) → (it, id)
+        self.content_ids: dict[int, Any] = {}  # id(container) → exact content id
+        self.schema_ids: dict[int, Any] = {}  # id(schema) → `content_id` (None: not plain JSON)
+        self.schema_list_ids: dict[int, Any] = {}  # id(list or map of schemas) → its id
+        # What the three tables above hold ids of, kept alive so that their ids stay theirs (a
+        # list: a pair per entry was ~7,000 tuples to make and free on MaskBench service-schema).
+        self.id_kept: list[Any] = []
         self.content_keys: dict[tuple[Any, ...], int] = {}
         self.content_by_marshal = False
         if type(root) is dict:
             form = root_form if root_form is not None else _marshal_form(root)
             if form is not None and len(form) <= _CONTENT_MARSHAL_SIZE_MAX:
                 self.content_by_marshal = True
-                self.schema_ids[id(root)] = (root, form)
+                self.schema_ids[id(root)] = form
+                self.id_kept.append(root)
         self.results: dict[tuple[str, int], _Memo] = {}
         # object_body's states shared between objects: (member, next suffix id) or (bounds and
         # extras) → suffix id; (suffix id, count) → alternatives, and → sequence.
@@ -1559,6 +1564,11 @@ class _Compiler:
         self.listed_values: dict[int, tuple[Any, Any]] = {}  # _required_without_value
         self.string_lists: dict[int, tuple[Any, Any]] = {}  # pinned_enum
         self.inert_keys: set[str] = set()  # inert
+        # The keys a plain type (`plain_symbol`) or a one-value enum (`compile`) may have beside
+        # it: annotations and the inert keys found so far (one set test per schema, where most
+        # are of names met before: service-schema's task inputs, ~2,300).
+        self.plain_type_keys: set[str] = set(_TYPE_AND_ANNOTATIONS)
+        self.plain_enum_keys: set[str] = set(_ENUM_AND_ANNOTATIONS)
         # The IR's rules by left-hand side (`rules_of`), for the rules up to `rules_indexed`
         # of the list `rules_listed`.
         self.rules_by_lhs: dict[int, list[tuple[Sym, ...]]] = {}
@@ -1650,7 +1660,12 @@ class _Compiler:
         its lexeme again hashes the whole `Lexeme` in Python."""
         sym = self.key_symbols.get(key)
         if sym is None:
-            sym = self.key_symbols[key] = Sym.t(self.ir.add_lexeme(_json_string_lexeme(key)))
+            # (`ir.add_lexeme`, written out: most names are new, one call each)
+            lexeme, lexemes = _json_string_lexeme(key), self.ir.lexemes
+            index = self.ir._lexeme_index.setdefault(lexeme, len(lexemes))
+            if index == len(lexemes):
+                lexemes.append(lexeme)
+            sym = self.key_symbols[key] = Sym.t(index)
         return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
@@ -1941,8 +1956,9 @@ class _Compiler:
             self.depth_high = depth
         if depth > NESTING_DEPTH_MAX:
             self.check_depth(pointer)  # raises
-        known = self.schema_ids.get(id(schema))
-        cid = known[1] if known is not None else self.content_id(schema)
+        cid = self.schema_ids.get(id(schema), _NO_ID)
+        if cid is _NO_ID:
+            cid = self.content_id(schema)
         key = key_here = None
         memo = None
         if cid is not None:
@@ -2313,6 +2329,8 @@ class _Compiler:
         if not _ASSERTING.isdisjoint(keys) or not all(k[:1] not in "_$" for k in keys):
             return False  # (`compile` tests the keywords first, without the call)
         self.inert_keys.update(keys)
+        self.plain_type_keys.update(keys)
+        self.plain_enum_keys.update(keys)
         return True
 
     def pinned_enum(self, listing: dict[str, Any], pin: dict[str, Any]) -> dict[str, Any] | None:
@@ -2361,6 +2379,7 @@ class _Compiler:
         self.content_ids.clear()
         self.schema_ids.clear()
         self.schema_list_ids.clear()
+        self.id_kept.clear()
         self.content_keys.clear()
         self.results.clear()
         self.enum_unions.clear()
@@ -2399,9 +2418,9 @@ class _Compiler:
             if kind is str or value is None:
                 return value
             return (kind, value) if kind in _SCALARS else None
-        known = self.schema_ids.get(id(value))
-        if known is not None:
-            return known[1]
+        known = self.schema_ids.get(id(value), _NO_ID)
+        if known is not _NO_ID:
+            return known
         if self.content_by_marshal:
             cid = _marshal_form(value)  # None: not plain JSON
         elif kind is dict:
@@ -2411,7 +2430,8 @@ class _Compiler:
                 cid = self.exact_content_id(value)
         else:
             cid = self.exact_content_id(value)
-        self.schema_ids[id(value)] = (value, cid)
+        self.schema_ids[id(value)] = cid
+        self.id_kept.append(value)
         return cid
 
     def exact_content_id(self, value: dict[str, Any] | list[Any]) -> Any:
@@ -2419,7 +2439,7 @@ class _Compiler:
         else `content_id_deep` past its depth."""
         known = self.content_ids.get(id(value))
         if known is not None:
-            return known[1]
+            return known
         try:
             return self.content_id_nested(value, 0)
         except (_TooDeep, RecursionError):
@@ -2433,48 +2453,49 @@ class _Compiler:
         `content_keys`). Raises _TooDeep past `_CONTENT_ID_DEPTH_MAX` levels."""
         if depth >= _CONTENT_ID_DEPTH_MAX:
             raise _TooDeep
-        names: list[str] = []
-        parts: list[Any] = []
-        append = parts.append
+        parts: list[Any] = []  # each name read and its part, in turn
         for name, child in schema.items():
             if name in _UNREAD_ANNOTATIONS:
                 continue
-            names.append(name)
             kind = type(child)
             if kind is str or child is None:
-                append(child)
+                parts += (name, child)
             elif kind is dict or kind is list:
                 mode = (_OBJECT_ID_MODES if kind is dict else _ARRAY_ID_MODES).get(name)
                 if mode is None and name[:1] not in "_$":
-                    append(_UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
+                    parts += (name, _UNREAD)  # no translation reads it (a `$ref` into it reads it as a schema)
                     continue
                 if not mode:
-                    known = self.content_ids.get(id(child))
-                    inner = known[1] if known is not None else self.content_id_nested(child, depth + 1)
+                    inner = self.content_ids.get(id(child))
+                    if inner is None:
+                        inner = self.content_id_nested(child, depth + 1)
                 elif mode == 1:
-                    known = self.schema_ids.get(id(child))
-                    inner = known[1] if known is not None else self.schema_id_nested(child, depth + 1)
+                    inner = self.schema_ids.get(id(child), _NO_ID)
+                    if inner is _NO_ID:
+                        inner = self.schema_id_nested(child, depth + 1)
                 else:
-                    known = self.schema_list_ids.get(id(child))
-                    inner = known[1] if known is not None else self.schemas_id_nested(child, depth + 1)
+                    inner = self.schema_list_ids.get(id(child))
+                    if inner is None:
+                        inner = self.schemas_id_nested(child, depth + 1)
                 if inner is None:
                     return None
-                append(inner)
+                parts += (name, inner)
             elif kind in _SCALARS:
-                append((kind, child))
+                parts += (name, (kind, child))
             else:
                 return None
-        if len(names) == 1 and type(parts[0]) is str:
+        if len(parts) == 2 and type(parts[1]) is str:
             # One keyword with a string (`$ref`, `type`; MaskBench kb_1161: 2,745 of its 4,159
             # schemas): the pair itself, neither interned nor kept by identity, which cost more
             # than the walk. A pair of strings equals no other id (an int, a scalar's
             # (type, value), `_UNREAD`), and equals another pair exactly for the same content.
-            return (names[0], parts[0])
+            return (parts[0], parts[1])
         keys = self.content_keys
-        # One flat tuple (the names' count splits it again), not three: fewer tuples to make
-        # and, at `release`, to free (one key per schema node).
-        cid = keys.setdefault(("s", len(names), *names, *parts), len(keys))
-        self.schema_ids[id(schema)] = (schema, cid)
+        # One flat tuple of the names and their parts in turn (pairs: the length splits it
+        # again), not three: fewer tuples to make and, at `release`, to free (one key per node).
+        cid = keys.setdefault(("s", *parts), len(keys))
+        self.schema_ids[id(schema)] = cid
+        self.id_kept.append(schema)
         return cid
 
     def schemas_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
@@ -2490,9 +2511,14 @@ class _Compiler:
                 parts.append(child)
             elif kind is dict or kind is list:
                 # A dict among them is a schema; a list, data (`required` names, an enum's).
-                ids, nested = (schema_ids, self.schema_id_nested) if kind is dict else (content_ids, self.content_id_nested)
-                known = ids.get(id(child))
-                inner = known[1] if known is not None else nested(child, depth + 1)
+                if kind is dict:
+                    inner = schema_ids.get(id(child), _NO_ID)
+                    if inner is _NO_ID:
+                        inner = self.schema_id_nested(child, depth + 1)
+                else:
+                    inner = content_ids.get(id(child))
+                    if inner is None:
+                        inner = self.content_id_nested(child, depth + 1)
                 if inner is None:
                     return None
                 parts.append(inner)
@@ -2503,7 +2529,8 @@ class _Compiler:
         keys = self.content_keys
         # Flat, as `schema_id_nested`'s: the names' count (-1 for a list) splits it again.
         cid = keys.setdefault(("m", len(node), *node, *parts) if type(node) is dict else ("m", -1, *parts), len(keys))
-        self.schema_list_ids[id(node)] = (node, cid)
+        self.schema_list_ids[id(node)] = cid
+        self.id_kept.append(node)
         return cid
 
     def content_id_nested(self, node: dict[str, Any] | list[Any], depth: int) -> Any:
@@ -2520,7 +2547,7 @@ class _Compiler:
             elif kind is dict or kind is list:
                 known = ids.get(id(child))
                 if known is not None:
-                    append(known[1])
+                    append(known)
                 elif depth >= _CONTENT_ID_DEPTH_MAX:
                     raise _TooDeep
                 else:
@@ -2535,7 +2562,8 @@ class _Compiler:
         key = (tuple(node), tuple(parts)) if type(node) is dict else (None, tuple(parts))
         keys = self.content_keys
         cid = keys.setdefault(key, len(keys))
-        ids[id(node)] = (node, cid)
+        ids[id(node)] = cid
+        self.id_kept.append(node)
         return cid
 
     def content_id_deep(self, value: dict[str, Any] | list[Any]) -> Any:
@@ -2562,12 +2590,13 @@ class _Compiler:
                 continue
             stack.pop()
             parts = tuple([
-                c if (t := type(c)) is str or c is None else ids[id(c)][1] if t is dict or t is list else (t, c)
+                c if (t := type(c)) is str or c is None else ids[id(c)] if t is dict or t is list else (t, c)
                 for c in children
             ])
             key = (tuple(node), parts) if type(node) is dict else (None, parts)
-            ids[id(node)] = (node, keys.setdefault(key, len(keys)))
-        return ids[id(value)][1]
+            ids[id(node)] = keys.setdefault(key, len(keys))
+            self.id_kept.append(node)
+        return ids[id(value)]
 
     def reuse(self, key: tuple[str, Any] | None, pointer: str) -> _Memo | None:
         """The memoised result for `key` if it may stand here, after replaying its effects.
@@ -2788,7 +2817,7 @@ class _Compiler:
         if (
             kind in _PLAIN_TYPES and self.compile_depth < COMPILE_DEPTH_MAX
             and (
-                _TYPE_AND_ANNOTATIONS.issuperset(schema)
+                self.plain_type_keys.issuperset(schema)
                 or (_ASSERTING_BESIDE_TYPE.isdisjoint(schema) and self.inert(schema.keys() - _TYPE_AND_ANNOTATIONS))
             )
         ):
@@ -2806,6 +2835,7 @@ class _Compiler:
             self.check_depth(pointer)  # raises
         if schema is True:
             return Sym.n(self.any())
+        strings = None
         if type(schema) is dict:
             # The commonest schema, `{"type": "string"}` with annotations at most, directly.
             kind = schema.get("type")
@@ -2815,20 +2845,22 @@ class _Compiler:
                     return sym
             # An `enum` of one string alone (beside annotations and keys that assert nothing),
             # as directly: the lexeme `compile_enum` makes of it, kept per text (MaskBench
-            # service-schema: the 238 pinned task names). (Longer lists keep the memo: their
-            # lexeme is made anew each time.)
+            # service-schema: the 238 pinned task names). Longer lists of strings keep the
+            # memo (their lexeme is made anew each time) and take the direct way after it.
             if (
                 kind is None and "enum" in schema and type(values := schema["enum"]) is list
-                and len(values) == 1 and type(values[0]) is str
                 and self.compile_depth < COMPILE_DEPTH_MAX
                 and (
-                    _ENUM_AND_ANNOTATIONS.issuperset(schema)
+                    self.plain_enum_keys.issuperset(schema)
                     or (_ASSERTING_BESIDE_ENUM.isdisjoint(schema) and self.inert(schema.keys() - _ENUM_AND_ANNOTATIONS))
                 )
             ):
-                if self.compile_depth + 1 > self.compile_depth_high:
-                    self.compile_depth_high = self.compile_depth + 1
-                return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
+                if len(values) == 1 and type(values[0]) is str:
+                    if self.compile_depth + 1 > self.compile_depth_high:
+                        self.compile_depth_high = self.compile_depth + 1
+                    return Sym.t(self.ir.add_lexeme(_json_string_lexeme(values[0])))
+                if len(values) >= 2 and all(type(v) is str for v in values):
+                    strings = values  # (below, after the memo)
         if isinstance(schema, dict) and "$ref" in schema and _REF_AND_ANNOTATIONS.issuperset(schema):
             return self.ref_symbol(schema["$ref"], pointer)
         if not isinstance(schema, dict):
@@ -2837,8 +2869,9 @@ class _Compiler:
         # Memoised inline (no wrapper frames: the Python stack bounds the nesting, see
         # COMPILE_DEPTH_MAX), and so are `memo_key`, `enter` and `leave` (with the calls below
         # them, a sixth of a median schema's Python calls).
-        known = self.schema_ids.get(id(schema))
-        cid = known[1] if known is not None else self.content_id(schema)
+        cid = self.schema_ids.get(id(schema), _NO_ID)
+        if cid is _NO_ID:
+            cid = self.content_id(schema)
         key = None if cid is None else ("compile", cid)
         if key is not None:
             if key in self.results:
@@ -2860,11 +2893,20 @@ class _Compiler:
         self.depth_high, self.compile_depth_high = depth, self.compile_depth
         remembered = len(self.results)
         try:
-            # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
-            # `normalize(schema)`, and its own memo entry would only repeat this one.
-            d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
-            # Not compile_flat: memoising by `schema` already covers this content.
-            result = None if d is None else self.compile_flat(d, pointer, memoise=False)
+            if strings is not None:
+                # An enum of strings beside keys that assert nothing (MaskBench service-schema:
+                # 239 of its task inputs): what `compile_flat` and `compile_enum` make of it,
+                # one lexeme for the strings, without the normalized copy and the calls
+                # (the memo stays: equal lists recur, and their lexeme is made anew each time).
+                if self.compile_depth + 1 > self.compile_depth_high:
+                    self.compile_depth_high = self.compile_depth + 1
+                result = Sym.t(self.ir.add_lexeme(_json_strings_lexeme(strings)))
+            else:
+                # Nothing to merge in (no $ref, allOf or unevaluated*): `flatten` would give
+                # `normalize(schema)`, and its own memo entry would only repeat this one.
+                d = self.normalize(schema, pointer) if _FLATTEN_KEYS.isdisjoint(schema) else self.flatten(schema, pointer)
+                # Not compile_flat: memoising by `schema` already covers this content.
+                result = None if d is None else self.compile_flat(d, pointer, memoise=False)
         except BaseException:
             if key is not None and self.compiling.get(key) is not None:
                 # Results made inside refer to its nonterminal, which gets no rule now.
@@ -3238,7 +3280,10 @@ class _Compiler:
             return None
         # The expansion's two orders, as `option_cell` tells them apart (every required key is listed).
         keys = tuple(listed)
-        orders = [[k for k in order if properties[k] is not False] for order in (keys, _keys_after(tuple(narrowed), keys))]
+        if False in properties.values():  # (a member that is `false` stays out of both orders)
+            orders = [[k for k in order if properties[k] is not False] for order in (keys, _keys_after(tuple(narrowed), keys))]
+        else:
+            orders = [list(keys), list(_keys_after(tuple(narrowed), keys))]
         # What `compile_flat` and `compile_object` do for the merge (a closed object: no bounds,
         # no other keys, every member's value compiled by `compile`).
         depth = self.compile_depth = self.compile_depth + 1
@@ -4071,6 +4116,10 @@ class _Compiler:
         option's merge in the expansion's two orders (`option_cell`, `narrowed_cell`)."""
         bodies = []
         for order in orders:
+            if order == member_keys:  # (the members in this order already: `narrowed_cell`'s first)
+                body = self.object_body(members, pair, low, high, pointer)
+                bodies.append([body] if body is not None else None)
+                continue
             rank = dict(zip(order, itertools.count()))  # (C-level passes: 238 objects of 11 members, two orders each)
             ranks = list(map(rank.get, member_keys, itertools.count(len(order))))  # (unnamed: last, in place)
             ranked = sorted(range(len(members)), key=ranks.__getitem__)
@@ -4421,6 +4470,15 @@ class _Compiler:
         ids[n] = new_id(("open", unit), len(suffixes))
         for i in range(n - 1, r, -1):
             ids[i] = new_id((members[i], ids[i + 1]), len(suffixes))
+        # The nonterminals below (about two a member: MaskBench service-schema makes ~4,000
+        # here, and the calls were a tenth of its translation) are made as `nonterminal` makes
+        # them, written out: appended with their rules, counted productive (each one's symbols
+        # were made before it), their symbols counted against the limit, which is checked once
+        # at the end (the count only grows: it is over then if and only if it went over on
+        # the way, and an error ends the translation either way).
+        ir = self.ir
+        nonterminals, rules = ir.nonterminals, ir.rules
+        made = symbols = 0
         tail = tails.get(ids[r + 1] if r < n else ids[n])
         if tail is None:
             # The flat rest after the first required member (or the extras alone).
@@ -4429,11 +4487,27 @@ class _Compiler:
                 key_sym, value_sym, is_required = members[i]
                 if is_required:
                     seq += (comma, key_sym, colon, value_sym)
-                else:
-                    seq.append(optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"))
+                    continue
+                sym = optional.get((key_sym, value_sym))
+                if sym is None:  # `O → ε | , key: value`, made once per (key, value) in the schema
+                    nt = len(nonterminals)
+                    nonterminals.append(f"{name}:opt{i}")
+                    rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
+                    made += 1
+                    symbols += 6
+                    sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                seq.append(sym)
             if unit is not None:
                 seq += self.repeat(f"{name}:extras", unit, 0, None)
-            tail = tuple(seq) if len(seq) <= 1 else (Sym.n(self.nonterminal(f"{name}:rest{r + 1}", [seq])),)
+            if len(seq) <= 1:
+                tail = tuple(seq)
+            else:
+                nt = len(nonterminals)
+                nonterminals.append(f"{name}:rest{r + 1}")
+                rules.append(_new_tuple(Rule, (nt, tuple(seq))))
+                made += 1
+                symbols += len(seq) + 1
+                tail = (Sym.n(nt),)
             tails[ids[r + 1] if r < n else ids[n]] = tail
         # T[i] for i = r down to 1: what follows a first member i - 1.
         follow: list[tuple[Sym, ...]] = [()] * (n + 1)
@@ -4449,29 +4523,45 @@ class _Compiler:
                 if is_required:
                     head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
                 else:
-                    head = (optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"),)
-                seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
+                    sym = optional.get((key_sym, value_sym))
+                    if sym is None:  # (as above)
+                        nt = len(nonterminals)
+                        nonterminals.append(f"{name}:opt{i}")
+                        rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
+                        made += 1
+                        symbols += 6
+                        sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                    head = (sym,)
+                rhs = head + follow[i + 1]
+                nt = len(nonterminals)
+                nonterminals.append(f"{name}:after{i}")
+                rules.append(_new_tuple(Rule, (nt, rhs)))
+                made += 1
+                symbols += len(rhs) + 1
+                seq_i = tails[ids[i]] = (Sym.n(nt),)
             follow[i] = seq_i
         # The alternatives differ in their first key (or are `{}` and the extras alone), so
         # they are the nonterminal's rules as they are (`choice` would compare them).
         lbrace, rbrace = self.lbrace, self.rbrace
-        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies), without the comprehension
-            alts = [(lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)]
+        nt = len(nonterminals)
+        nonterminals.append(f"{name}:object")
+        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies): one rule
+            rhs = (lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)
+            rules.append(_new_tuple(Rule, (nt, rhs)))
+            symbols += len(rhs) + 1
         else:
             alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
-        if r == n:
-            alts.append((lbrace, rbrace))
-            if unit is not None:
-                alts.append((lbrace, unit[1], *tail, rbrace))
-        return Sym.n(self.nonterminal(f"{name}:object", alts))
-
-    def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
-        """`O → ε | , key: value`, an optional member after a first property
-        (`object_body_open`), made once per (key, value) in the schema."""
-        sym = self.open_optional[(key_sym, value_sym)] = Sym.n(
-            self.nonterminal(label, [(), (self.comma, key_sym, self.colon, value_sym)])
-        )
-        return sym
+            if r == n:
+                alts.append((lbrace, rbrace))
+                if unit is not None:
+                    alts.append((lbrace, unit[1], *tail, rbrace))
+            rules += [_new_tuple(Rule, (nt, alt)) for alt in alts]
+            symbols += sum(map(len, alts)) + len(alts)
+        self.productive_made += made + 1
+        self.symbol_count += symbols
+        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
+            raise self.too_large()
+        return Sym.n(nt)
 
     def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
         """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
