@@ -77,8 +77,6 @@ class _OccurrenceBuilder:
         self.extensions: dict[tuple[int, Context], list[Context]] = {}
         self.symbols: list[Symbol] = []
         self.ids: dict[tuple[int, int, Context], int] = {}
-        self.first: dict[tuple[int, Context], int] = {}
-        self.after: dict[tuple[int, Context], int] = {}
 
     def _nullable(self) -> set[int]:
         # A worklist, linear in the productions: a fixpoint of passes over every production
@@ -141,19 +139,20 @@ class _OccurrenceBuilder:
     def callee_context(self, p: int, position: int, context: Context) -> Context:
         return (((p, position),) + context)[: self.depth]
 
-    def first_seq(self, p: int, d: int, context: Context) -> tuple[int, bool]:
-        """FIRST of production p from position d in `context`, and whether that rest is nullable."""
-        mask = 0
+    def rest(self, p: int, d: int, context: Context) -> tuple[int, list[tuple[int, Context]], bool]:
+        """Production p from position d in `context`, up to its first symbol that cannot be
+        empty: the bit of the occurrence met there (0 if none), the (callee, context) keys
+        whose FIRST it reads on the way, and whether the whole rest can be empty."""
         rhs = self.prods[p][1]
-        self.budget.spend(1 + len(rhs) - d)
+        callees: list[tuple[int, Context]] = []
         for position in range(d, len(rhs)):
-            s = rhs[position]
-            if s[0] != _NT:
-                return mask | (1 << self.ids[(p, position, context)]), False
-            mask |= self.first.get((s[1], self.callee_context(p, position, context)), 0)
-            if s[1] not in self.nullable:
-                return mask, False
-        return mask, True
+            kind, value = rhs[position]
+            if kind != _NT:
+                return 1 << self.ids[(p, position, context)], callees, False
+            callees.append((value, self.callee_context(p, position, context)))
+            if value not in self.nullable:
+                return 0, callees, False
+        return 0, callees, True
 
     def returns(self, nt: int, context: Context) -> list[tuple[int, int, Context]]:
         """Where parsing goes on when `nt`, called in `context`, is complete: (production,
@@ -167,39 +166,88 @@ class _OccurrenceBuilder:
         return [(q, j + 1, c) for c in self.extensions.get((self.prods[q][0], context[1:]), [])]
 
     def build(self) -> _Occurrences | None:
-        """The occurrences with FIRST and FOLLOW, or None when over the size budget."""
+        """The occurrences with FIRST and FOLLOW, or None when over the size budget.
+
+        FIRST and AFTER are least fixpoints, found by passes over every (nonterminal,
+        context) key in a fixed order, each pass reading the values the pass has reached so
+        far, until a pass changes nothing. Each key's value is a constant (the occurrences it
+        reaches directly) or'd with the values of the keys it reads, listed once before the
+        passes: a pass is then a few integer operations a key. Each pass costs the budget one
+        unit per key plus one per production symbol it spans: the first while its lists are
+        made, the others a pass at a time (their units do not depend on the values)."""
         if not self._enumerate_contexts():
             return None
         keys = [(nt, c) for nt, cs in self.contexts.items() for c in cs]
-        for table, compute in ((self.first, self._first_of), (self.after, self._after_of)):
-            changed = True
-            while changed:
-                changed = False
-                self.budget.spend(len(keys))  # the pass itself, beside what `compute` spends
-                for key in keys:
-                    mask = compute(*key) | table.get(key, 0)
-                    if mask != table.get(key, 0):
-                        table[key] = mask
-                        changed = True
+        index = {key: i for i, key in enumerate(keys)}
+        prods, by_lhs = self.prods, self.by_lhs
+        # FIRST(nt, c): what each production of nt starts with.
+        constants: list[int] = []
+        reads: list[list[int]] = []
+        cost = len(keys)
+        self.budget.spend(len(keys))
+        for nt, context in keys:
+            mask, read = 0, set()
+            for p in by_lhs[nt]:
+                bit, callees, _ = self.rest(p, 0, context)
+                mask |= bit
+                read.update(index[k] for k in callees if k in index)
+                cost += 1 + len(prods[p][1])
+                self.budget.spend(1 + len(prods[p][1]))
+            constants.append(mask)
+            reads.append(sorted(read))
+        first = self._fixpoint(constants, reads, cost)
+        # AFTER(nt, c): what follows a complete nt, FIRST now known.
+        constants, reads, cost = [], [], len(keys)
+        self.budget.spend(len(keys))
+        for nt, context in keys:
+            mask, read = 0, set()
+            for q, j, caller in self.returns(nt, context):
+                bit, callees, rest_nullable = self.rest(q, j, caller)
+                mask |= bit
+                for k in callees:
+                    if k in index:
+                        mask |= first[index[k]]
+                if rest_nullable and (prods[q][0], caller) in index:
+                    read.add(index[(prods[q][0], caller)])
+                cost += 1 + len(prods[q][1]) - j
+                self.budget.spend(1 + len(prods[q][1]) - j)
+            constants.append(mask)
+            reads.append(sorted(read))
+        after = self._fixpoint(constants, reads, cost)
         follow = [0] * len(self.symbols)
         for (p, d, context), o in self.ids.items():
-            first, rest_nullable = self.first_seq(p, d + 1, context)
-            follow[o] = first | (self.after.get((self.prods[p][0], context), 0) if rest_nullable else 0)
-        start = (_ROOT_SITE,) if self.depth else ()
-        return _Occurrences(self.symbols, self.first.get((self.root, start), 0), follow)
+            bit, callees, rest_nullable = self.rest(p, d + 1, context)
+            for k in callees:
+                if k in index:
+                    bit |= first[index[k]]
+            if rest_nullable:
+                found = index.get((prods[p][0], context))
+                if found is not None:
+                    bit |= after[found]
+            follow[o] = bit
+            self.budget.spend(len(prods[p][1]) - d)
+        start = index.get((self.root, (_ROOT_SITE,) if self.depth else ()))
+        return _Occurrences(self.symbols, 0 if start is None else first[start], follow)
 
-    def _first_of(self, nt: int, context: Context) -> int:
-        mask = 0
-        for p in self.by_lhs[nt]:
-            mask |= self.first_seq(p, 0, context)[0]
-        return mask
-
-    def _after_of(self, nt: int, context: Context) -> int:
-        mask = 0
-        for q, j, caller_context in self.returns(nt, context):
-            first, rest_nullable = self.first_seq(q, j, caller_context)
-            mask |= first | (self.after.get((self.prods[q][0], caller_context), 0) if rest_nullable else 0)
-        return mask
+    def _fixpoint(self, constants: list[int], reads: list[list[int]], pass_cost: int) -> list[int]:
+        """values[i] = constants[i] | values of reads[i], least, by passes in index order;
+        the first pass was charged while its lists were made."""
+        values = [0] * len(constants)
+        changed = True
+        first_pass = True
+        while changed:
+            changed = False
+            if not first_pass:
+                self.budget.spend(pass_cost)
+            first_pass = False
+            for i, read in enumerate(reads):
+                mask = constants[i] | values[i]
+                for k in read:
+                    mask |= values[k]
+                if mask != values[i]:
+                    values[i] = mask
+                    changed = True
+        return values
 
 
 class _Refiner:
