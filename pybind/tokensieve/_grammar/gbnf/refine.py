@@ -186,21 +186,21 @@ class _OccurrenceBuilder:
         cost = len(keys)
         self.budget.spend(len(keys))
         for nt, context in keys:
-            mask, read = 0, set()
+            mask, read = 0, []
             for p in by_lhs[nt]:
                 bit, callees, _ = self.rest(p, 0, context)
                 mask |= bit
-                read.update(index[k] for k in callees if k in index)
+                read += [index[k] for k in callees if k in index]
                 cost += 1 + len(prods[p][1])
                 self.budget.spend(1 + len(prods[p][1]))
             constants.append(mask)
-            reads.append(sorted(read))
+            reads.append(read)
         first = self._fixpoint(constants, reads, cost)
         # AFTER(nt, c): what follows a complete nt, FIRST now known.
         constants, reads, cost = [], [], len(keys)
         self.budget.spend(len(keys))
         for nt, context in keys:
-            mask, read = 0, set()
+            mask, read = 0, []
             for q, j, caller in self.returns(nt, context):
                 bit, callees, rest_nullable = self.rest(q, j, caller)
                 mask |= bit
@@ -208,11 +208,11 @@ class _OccurrenceBuilder:
                     if k in index:
                         mask |= first[index[k]]
                 if rest_nullable and (prods[q][0], caller) in index:
-                    read.add(index[(prods[q][0], caller)])
+                    read.append(index[(prods[q][0], caller)])
                 cost += 1 + len(prods[q][1]) - j
                 self.budget.spend(1 + len(prods[q][1]) - j)
             constants.append(mask)
-            reads.append(sorted(read))
+            reads.append(read)
         after = self._fixpoint(constants, reads, cost)
         follow = [0] * len(self.symbols)
         for (p, d, context), o in self.ids.items():
@@ -259,6 +259,10 @@ class _Refiner:
         self.root = root
         self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
         self._share_cache: dict[tuple[int, int], bool] = {}
+        # `sharing_masks`' answers over every round: the symbols asked about with each symbol,
+        # and those that share a text with it.
+        self._share_asked: dict[Symbol, set[Symbol]] = {}
+        self._share_partners: dict[Symbol, set[Symbol]] = {}
         self._follow_cache: dict[frozenset[int], Ranges] = {}
         self.budget = _Budget(_UNLIMITED)
 
@@ -368,27 +372,54 @@ class _Refiner:
         sharing = self.sharing_masks(occ)
         together = [0] * count
         done = [0] * count  # partners whose consequence is applied already
-        applied: set[tuple[int, int]] = set()  # (FOLLOW(m), FOLLOW(m′)) pairs applied already
+        # FOLLOW sets by number, each with its bits listed once; `applied` holds f·n + g when
+        # (FOLLOW set f, FOLLOW set g) was applied already (n FOLLOW sets).
+        follow_number: dict[int, int] = {}
+        follow_bits: list[list[int]] = []
+        follow_of = [0] * count
+        for o, mask in enumerate(occ.follow):
+            f = follow_number.get(mask)
+            if f is None:
+                f = follow_number[mask] = len(follow_bits)
+                follow_bits.append(list(_bits(mask)))
+            follow_of[o] = f
+        follow_masks = list(follow_number)
+        applied: set[int] = set()
+        n = len(follow_bits)
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
         work = list(range(count))
+        # Units are charged in batches (the loop has no other effect the budget must order).
+        unit = 1 + count // 256
+        units = 0
         budget = self.budget
         while work:
             m = work.pop()
             fresh = together[m] & ~done[m] & sharing[m]
-            done[m] |= fresh
-            budget.spend(1 + count // 256)
-            for m2 in _bits(fresh):
-                for a, b in ((occ.follow[m], occ.follow[m2]), (occ.follow[m2], occ.follow[m])):
-                    if (a, b) in applied:
-                        continue
-                    applied.add((a, b))
-                    # One unit per bit visited, plus the width of the bit sets it combines.
-                    budget.spend(a.bit_count() * (1 + count // 256))
-                    for x in _bits(a):
-                        if b & ~together[x]:
-                            together[x] |= b
-                            work.append(x)
+            units += unit
+            if fresh:
+                done[m] |= fresh
+                fm = follow_of[m]
+                while fresh:
+                    low = fresh & -fresh
+                    fresh ^= low
+                    f2 = follow_of[low.bit_length() - 1]
+                    for fa, fb in ((fm, f2), (f2, fm)):
+                        if fa * n + fb in applied:
+                            continue
+                        applied.add(fa * n + fb)
+                        bits = follow_bits[fa]
+                        # One unit per bit visited, plus the width of the bit sets it combines.
+                        units += len(bits) * unit
+                        b = follow_masks[fb]
+                        for x in bits:
+                            if b & ~together[x]:
+                                together[x] |= b
+                                work.append(x)
+            if units > 4096:
+                budget.spend(units)
+                units = 0
+        budget.spend(units)
         return together
 
     def sharing_masks(self, occ: _Occurrences) -> list[int]:
@@ -397,14 +428,25 @@ class _Refiner:
         for o, symbol in enumerate(occ.symbols):
             by_symbol[symbol] = by_symbol.get(symbol, 0) | (1 << o)
         symbols = sorted(by_symbol)
-        shared: dict[Symbol, int] = {}
+        # Pairs are asked in the order of the full triangle, but a pair answered in an earlier
+        # round (or attempt) is not asked again: its answer is among `partners` already.
+        asked, partners = self._share_asked, self._share_partners
         for i, a in enumerate(symbols):
             self.budget.spend(len(symbols) - i)
-            for b in symbols[i:]:
-                if self.share_text(a, b):
-                    shared[a] = shared.get(a, 0) | by_symbol[b]
-                    shared[b] = shared.get(b, 0) | by_symbol[a]
-        return [shared.get(symbol, 0) for symbol in occ.symbols]
+            asked_a = asked.setdefault(a, set())
+            for b in [b for b in symbols[i:] if b not in asked_a]:
+                if self.share_text(a, b):  # (may run out of budget: then b stays unasked)
+                    partners.setdefault(a, set()).add(b)
+                    partners.setdefault(b, set()).add(a)
+                asked_a.add(b)
+                asked.setdefault(b, set()).add(a)
+        shared: dict[Symbol, int] = {}
+        for a in symbols:
+            mask = 0
+            for b in partners.get(a, ()):
+                mask |= by_symbol.get(b, 0)
+            shared[a] = mask
+        return [shared[symbol] for symbol in occ.symbols]
 
     def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
         """First characters of the occurrences in `after`, widened to whole lead bytes (the
