@@ -483,11 +483,20 @@ class _Pool:
         texts = self.texts(x, budget)
         nexts: dict[str, set[int]] | None = None
         if texts is not None:
+            budget.spend(sum(1 + len(text) for text in texts))
+            # In sorted order a text's prefixes up to what it shares with the text before are
+            # known already; only the character after the shared part and the longer
+            # prefixes are new (a set of 1,500 texts with long common prefixes, as whitespace
+            # `[ \t]{0,8}` after a keyword makes, took 2 ms a character at a time).
             nexts = {}
-            for text in texts:
-                budget.spend(1 + len(text))
-                for k in range(len(text)):
-                    nexts.setdefault(text[:k], set()).add(ord(text[k]))
+            previous = ""
+            for text in sorted(texts):
+                common = _common_prefix_length(previous, text)
+                if common < len(text):
+                    nexts.setdefault(text[:common], set()).add(ord(text[common]))
+                    for k in range(common + 1, len(text)):
+                        nexts[text[:k]] = {ord(text[k])}
+                previous = text
         self._nexts[x] = nexts
         return nexts
 
@@ -517,6 +526,18 @@ class _Pool:
     def _needs_group(self, x: int) -> bool:
         """An alternation inside a sequence needs a group, unless it is already `(?:…)?`."""
         return self.kind[x] == _ALT and self.eps not in self.items[x]
+
+
+def _common_prefix_length(a: str, b: str) -> int:
+    """The length of the longest common prefix of a and b (a binary search on slices)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _product(left: frozenset[str], right: frozenset[str], budget: _Budget) -> frozenset[str] | None:
@@ -556,9 +577,13 @@ def _can_extend(pool: _Pool, lexeme: int, follow: Ranges, other: int, budget: _B
     nexts = pool.next_characters(other, budget) if texts is not None else None
     if nexts is not None:
         assert texts is not None
-        return any(
-            _contains(follow, c) for text in texts for c in nexts.get(text, ())
-        )
+        # The characters after any text of `lexeme` in `other`'s texts, gathered from the
+        # smaller side, then looked up once each.
+        if len(texts) <= len(nexts):
+            after = set().union(*[nexts.get(text, ()) for text in texts])
+        else:
+            after = set().union(*[chars for prefix, chars in nexts.items() if prefix in texts])
+        return any(_contains(follow, c) for c in after)
     return _pair_search(pool, lexeme, other, lambda a, b: pool.nullable[a] and intersects(pool.first[b], follow), budget)
 
 
