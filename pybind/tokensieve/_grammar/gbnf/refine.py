@@ -372,24 +372,30 @@ class _Refiner:
         sharing = self.sharing_masks(occ)
         together = [0] * count
         done = [0] * count  # partners whose consequence is applied already
-        # FOLLOW sets by number, each with its bits listed once; `applied` holds f·n + g when
-        # (FOLLOW set f, FOLLOW set g) was applied already (n FOLLOW sets).
+        # FOLLOW sets by number (found when first needed: hashing every occurrence's set up
+        # front costs more than a grammar near the budget does before it runs out), each
+        # set's bits listed once; `applied` holds the pairs (f, g) of numbers whose
+        # consequence is applied already.
         follow_number: dict[int, int] = {}
-        follow_bits: list[list[int]] = []
-        follow_of = [0] * count
-        for o, mask in enumerate(occ.follow):
-            f = follow_number.get(mask)
+        follow_masks: list[int] = []
+        follow_bits: list[list[int] | None] = []
+        follow_of = [-1] * count
+        applied: set[tuple[int, int]] = set()
+
+        def number(o: int) -> int:
+            f = follow_number.get(occ.follow[o])
             if f is None:
-                f = follow_number[mask] = len(follow_bits)
-                follow_bits.append(list(_bits(mask)))
+                f = follow_number[occ.follow[o]] = len(follow_masks)
+                follow_masks.append(occ.follow[o])
+                follow_bits.append(None)
             follow_of[o] = f
-        follow_masks = list(follow_number)
-        applied: set[int] = set()
-        n = len(follow_bits)
+            return f
+
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
         work = list(range(count))
-        # Units are charged in batches (the loop has no other effect the budget must order).
+        # A pop's unit is charged in batches (the loop has no other effect the budget must
+        # order); a pair's units before its bits are visited.
         unit = 1 + count // 256
         units = 0
         budget = self.budget
@@ -400,17 +406,23 @@ class _Refiner:
             if fresh:
                 done[m] |= fresh
                 fm = follow_of[m]
+                if fm < 0:
+                    fm = number(m)
                 while fresh:
                     low = fresh & -fresh
                     fresh ^= low
                     f2 = follow_of[low.bit_length() - 1]
+                    if f2 < 0:
+                        f2 = number(low.bit_length() - 1)
                     for fa, fb in ((fm, f2), (f2, fm)):
-                        if fa * n + fb in applied:
+                        if (fa, fb) in applied:
                             continue
-                        applied.add(fa * n + fb)
-                        bits = follow_bits[fa]
+                        applied.add((fa, fb))
                         # One unit per bit visited, plus the width of the bit sets it combines.
-                        units += len(bits) * unit
+                        budget.spend(follow_masks[fa].bit_count() * unit)
+                        bits = follow_bits[fa]
+                        if bits is None:
+                            bits = follow_bits[fa] = list(_bits(follow_masks[fa]))
                         b = follow_masks[fb]
                         for x in bits:
                             if b & ~together[x]:
