@@ -186,6 +186,9 @@ class _Pool:
         self._literal_texts: dict[int, str] = {}  # the texts of the terms `literal` made
         self._texts: dict[int, frozenset[str] | None] = {}  # `texts`
         self._nexts: dict[int, dict[str, set[int]] | None] = {}  # `next_characters`
+        # `_pair_search`: the pairs of derivatives a pair of terms steps to, one per
+        # character of `step_characters`, for pairs explored to the end.
+        self._pair_moves: dict[tuple[int, int], list[tuple[int, int]]] = {}
         # Work budget of the lexeme refinement while it runs (`_Refiner` sets it): every term
         # built or looked up costs a unit plus one per child, every derivative a unit.
         self.budget = _Budget(_UNLIMITED)
@@ -604,19 +607,39 @@ def _pair_search(pool: _Pool, a0: int, b0: int, found: Callable[[int, int], bool
     Each pair explored costs `budget` a unit per character class it steps by."""
     seen = {(a0, b0)}
     queue = [(a0, b0)]
+    moves_of = pool._pair_moves
     while queue:
         a, b = queue.pop()
         if found(a, b):
             return True
-        steps = pool.step_characters(a, b)
-        budget.spend(1 + len(steps))
-        for c in steps:
-            pair = (pool.derivative(a, c), pool.derivative(b, c))
+        moves = moves_of.get((a, b))
+        if moves is None:
+            steps = pool.step_characters(a, b)
+            budget.spend(1 + len(steps))
+            moves = []
+            for c in steps:
+                pair = (pool.derivative(a, c), pool.derivative(b, c))
+                moves.append(pair)
+                if pair not in seen:
+                    if len(seen) >= AUTOMATON_STATE_COUNT_MAX:
+                        return True
+                    seen.add(pair)
+                    queue.append(pair)
+            moves_of[(a, b)] = moves
+            continue
+        # The pair was explored before: the same units as exploring it again (a derivative
+        # found in the pool's table costs one), without the work.
+        budget.spend(1 + len(moves))
+        units = 0
+        for pair in moves:
+            units += 2
             if pair not in seen:
                 if len(seen) >= AUTOMATON_STATE_COUNT_MAX:
+                    pool.budget.spend(units)
                     return True
                 seen.add(pair)
                 queue.append(pair)
+        pool.budget.spend(units)
     return False
 
 
