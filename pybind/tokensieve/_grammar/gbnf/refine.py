@@ -374,13 +374,13 @@ class _Refiner:
         done = [0] * count  # partners whose consequence is applied already
         # FOLLOW sets by number (found when first needed: hashing every occurrence's set up
         # front costs more than a grammar near the budget does before it runs out), each
-        # set's bits listed once; `applied` holds the pairs (f, g) of numbers whose
-        # consequence is applied already.
+        # set's bits listed once; `applied` holds f·count + g for the pairs (f, g) of numbers
+        # whose consequence is applied already.
         follow_number: dict[int, int] = {}
         follow_masks: list[int] = []
         follow_bits: list[list[int] | None] = []
         follow_of = [-1] * count
-        applied: set[tuple[int, int]] = set()
+        applied: set[int] = set()
 
         def number(o: int) -> int:
             f = follow_number.get(occ.follow[o])
@@ -414,10 +414,12 @@ class _Refiner:
                     f2 = follow_of[low.bit_length() - 1]
                     if f2 < 0:
                         f2 = number(low.bit_length() - 1)
-                    for fa, fb in ((fm, f2), (f2, fm)):
-                        if (fa, fb) in applied:
-                            continue
-                        applied.add((fa, fb))
+                    # `applied` is symmetric: both orders of a pair are applied in one step.
+                    if fm * count + f2 in applied:
+                        continue
+                    applied.add(fm * count + f2)
+                    applied.add(f2 * count + fm)
+                    for fa, fb in ((fm, f2), (f2, fm)) if fm != f2 else ((fm, fm),):
                         # One unit per bit visited, plus the width of the bit sets it combines.
                         budget.spend(follow_masks[fa].bit_count() * unit)
                         bits = follow_bits[fa]
