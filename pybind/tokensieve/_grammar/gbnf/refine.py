@@ -40,6 +40,24 @@ class _Occurrences:
     first_root: int  # occurrences that can come first
     follow: list[int]  # occurrence → occurrences that can come right after it
 
+    def by_symbol(self) -> dict[Symbol, int]:
+        """Each symbol's occurrences (a bit set), symbols in order; made once."""
+        found: dict[Symbol, int] | None = getattr(self, "_by_symbol", None)
+        if found is None:
+            masks: dict[Symbol, int] = {}
+            for o, symbol in enumerate(self.symbols):
+                masks[symbol] = masks.get(symbol, 0) | (1 << o)
+            found = self._by_symbol = {symbol: masks[symbol] for symbol in sorted(masks)}
+        return found
+
+    def symbols_in(self, occurrences: int) -> list[Symbol]:
+        """The symbols of a set of occurrences, in order: from its bits when they are fewer
+        than the symbols, else by testing each symbol's occurrences."""
+        by_symbol = self.by_symbol()
+        if occurrences.bit_count() < len(by_symbol):
+            return sorted({self.symbols[o] for o in _bits(occurrences)})
+        return [symbol for symbol, mask in by_symbol.items() if mask & occurrences]
+
 
 def _bits(mask: int) -> Iterator[int]:
     """Indices of the set bits of `mask`, lowest first."""
@@ -331,32 +349,36 @@ class _Refiner:
         pool = self.pool
         together = self.together(occ)
         victims: set[int] = set()
-        checked: set[tuple[int, Ranges, int]] = set()
+        checked: set[tuple[int, int, int]] = set()  # (term, FOLLOW characters' number, rival)
         # Occurrences share their FOLLOW and `together` sets (a lexeme in many places): each
         # set's characters and lexemes are found once (c_like_functions: 835 occurrences, 109
-        # FOLLOW sets, 125 `together` sets).
-        follow_of: dict[int, Ranges] = {}
-        rivals_of: dict[int, list[Symbol]] = {}
+        # FOLLOW sets, 125 `together` sets), the characters numbered for `checked`.
+        follow_of: dict[int, tuple[Ranges, int]] = {}
+        numbers: dict[Ranges, int] = {}
+        rivals_of: dict[int, list[int]] = {}
         for o, (kind, x) in enumerate(occ.symbols):
             if kind != _TERM:
                 continue
-            follow_chars = follow_of.get(occ.follow[o])
-            if follow_chars is None:
-                follow_chars = follow_of[occ.follow[o]] = self.follow_chars(occ, occ.follow[o])
+            found = follow_of.get(occ.follow[o])
+            if found is None:
+                chars = self.follow_chars(occ, occ.follow[o])
+                found = follow_of[occ.follow[o]] = (chars, numbers.setdefault(chars, len(numbers)))
+            follow_chars, number = found
             if not follow_chars:
                 continue
             self.budget.spend(together[o].bit_count())
             rivals = rivals_of.get(together[o])
             if rivals is None:
-                rivals = rivals_of[together[o]] = sorted({occ.symbols[r] for r in _bits(together[o])})
-            for r_kind, other in rivals:
-                if r_kind != _TERM or pool.is_single_char(other) or other in victims:
+                rivals = rivals_of[together[o]] = [
+                    other for r_kind, other in occ.symbols_in(together[o])
+                    if r_kind == _TERM and not pool.is_single_char(other)
+                ]
+            for other in rivals:
+                if other in victims or (x, number, other) in checked:
                     continue
-                key = (x, follow_chars, other)
-                if key not in checked:
-                    checked.add(key)
-                    if intersects(pool.first[x], pool.first[other]) and self.can_extend(*key):
-                        victims.add(other)
+                checked.add((x, number, other))
+                if intersects(pool.first[x], pool.first[other]) and self.can_extend(x, follow_chars, other):
+                    victims.add(other)
         return victims
 
     def together(self, occ: _Occurrences) -> list[int]:
@@ -438,10 +460,8 @@ class _Refiner:
 
     def sharing_masks(self, occ: _Occurrences) -> list[int]:
         """sharing[m]: the occurrences whose lexeme can match a text that m's lexeme matches."""
-        by_symbol: dict[Symbol, int] = {}
-        for o, symbol in enumerate(occ.symbols):
-            by_symbol[symbol] = by_symbol.get(symbol, 0) | (1 << o)
-        symbols = sorted(by_symbol)
+        by_symbol = occ.by_symbol()
+        symbols = list(by_symbol)
         # Pairs are asked in the order of the full triangle, but a pair answered in an earlier
         # round (or attempt) is not asked again: its answer is among `partners` already.
         asked, partners = self._share_asked, self._share_partners
@@ -465,7 +485,7 @@ class _Refiner:
     def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
         """First characters of the occurrences in `after`, widened to whole lead bytes (the
         union made once per set of lexemes, over every round)."""
-        terms = frozenset([occ.symbols[s][1] for s in _bits(after) if occ.symbols[s][0] == _TERM])
+        terms = frozenset([x for kind, x in occ.symbols_in(after) if kind == _TERM])
         chars = self._follow_cache.get(terms)
         if chars is None:
             first = self.pool.first
