@@ -5,7 +5,7 @@ could run into the text of another that the grammar expects next, the lexeme is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..charset import (
@@ -39,10 +39,11 @@ class _Occurrences:
     symbols: list[Symbol]  # occurrence → its lexeme symbol
     first_root: int  # occurrences that can come first
     follow: list[int]  # occurrence → occurrences that can come right after it
+    _by_symbol: dict[Symbol, int] | None = field(default=None, init=False, repr=False)
 
     def by_symbol(self) -> dict[Symbol, int]:
         """Each symbol's occurrences (a bit set), symbols in order; made once."""
-        found: dict[Symbol, int] | None = getattr(self, "_by_symbol", None)
+        found = self._by_symbol
         if found is None:
             masks: dict[Symbol, int] = {}
             for o, symbol in enumerate(self.symbols):
