@@ -42,7 +42,7 @@ from tokensieve._grammar.gbnf.syntax import (
     parse_gbnf,
 )
 from tokensieve._grammar.automata import _Budget, _Pool, _can_extend, _pair_search, _share_text
-from tokensieve._grammar.charset import intersects
+from tokensieve._grammar.charset import Ranges, intersects
 from tokensieve._grammar.gbnf import gbnf_to_ir
 from tokensieve._grammar.ir import GrammarIR
 
@@ -580,3 +580,140 @@ def test_a_word_list_beside_an_infinite_alternative_stays_one_lexeme() -> None:
         for _ in range(150)
     ]
     check_against_regex(ir, f"{item}(?:,{item})*", texts, "a,7z", rng)
+
+
+# ---- generated grammars, sampled texts ---------------------------------------------------------
+
+
+def sample_texts(characters: CharLevelMatcher, rng: random.Random, count: int) -> list[str]:
+    """Texts of the character-level grammar, by random derivations: each rule's shortest
+    derivation is known, and past a depth or a length only shortest choices are made."""
+    rules = characters.rules
+    shortest: dict[int, float] = {}
+    unusable = float("inf")
+
+    def cost(rhs: tuple[CharSymbol, ...]) -> float:
+        return sum(
+            (1 if value else unusable) if kind == "c" else shortest.get(value, unusable)  # type: ignore[misc]
+            for kind, value in rhs
+        )
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if cost(rhs) < shortest.get(lhs, unusable):
+                shortest[lhs] = cost(rhs)
+                changed = True
+    if characters.start not in shortest:
+        return []
+    texts = []
+    for _ in range(count):
+        out: list[str] = []
+        stack: list[tuple[CharSymbol, int]] = [(("n", characters.start), 0)]
+        while stack:
+            (kind, value), depth = stack.pop()
+            if kind == "c":
+                lo, hi = rng.choice(value)  # type: ignore[arg-type]
+                out.append(chr(rng.randint(lo, min(hi, lo + 40))))
+                continue
+            options = [r for r in characters.by_lhs[value] if cost(rules[r][1]) < unusable]  # type: ignore[index]
+            if depth > 8 or len(out) > 12:
+                best = min(cost(rules[r][1]) for r in options)
+                options = [r for r in options if cost(rules[r][1]) == best]
+            rhs = rules[rng.choice(options)][1]
+            stack.extend((symbol, depth + 1) for symbol in reversed(rhs))
+        texts.append("".join(out))
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_generated_grammar_matches_the_character_level_reading_on_sampled_texts(seed: int) -> None:
+    # Grammars of `tokensieve fuzz --kind gbnf` (clean, small counts): the refinement runs
+    # several rounds on them. Texts sampled from the grammar, and near misses of them, are
+    # judged by the lexeme grammar (greedy lexing, as the core does) and by the grammar read
+    # a character at a time.
+    from tokensieve._tools.fuzz import gen_gbnf_raw
+
+    rng = random.Random(f"refine:{seed}")
+    rng._tokensieve_clean = True  # type: ignore[attr-defined]
+    rng._tokensieve_big = False  # type: ignore[attr-defined]
+    grammar = gen_gbnf_raw(rng)
+    try:
+        ir = gbnf_to_ir(grammar)
+    except GrammarError:
+        pytest.skip("not a grammar (an undefined rule)")
+    characters = CharLevelMatcher(parse_gbnf(grammar))
+    lexemes = ReferenceRecognizer(ir)
+    texts = sample_texts(characters, rng, 15)
+    for text in texts:
+        assert characters.full_match(text), (grammar, text)
+    near = set()
+    for text in texts:
+        misses = list(mutations(text))
+        near.update(rng.sample(misses, min(len(misses), 4)))
+    for text in sorted(set(texts) | near):
+        assert lexemes.full_match(text) == characters.full_match(text), f"{grammar}\n{text!r}"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_next_characters_are_what_follows_each_prefix_of_the_texts(seed: int) -> None:
+    # The reference: every proper prefix of every text, and the character after it there.
+    rng = random.Random(seed)
+    pool = _Pool()
+    budget = _Budget(1 << 40)
+    for _ in range(20):
+        term = random_finite_term(pool, rng)
+        texts = pool.texts(term, budget)
+        assert texts is not None
+        expected: dict[str, set[int]] = {}
+        for text in texts:
+            for k in range(len(text)):
+                expected.setdefault(text[:k], set()).add(ord(text[k]))
+        assert pool.next_characters(term, budget) == expected, pool.pattern(term)
+
+
+def random_term(pool: _Pool, rng: random.Random, depth: int = 0) -> int:
+    """A term over a small alphabet, finite or not (unbounded repetitions)."""
+    if depth >= 3 or rng.random() < 0.3:
+        lo = rng.choice("abc")
+        return pool.chars(((ord(lo), ord(rng.choice([c for c in "abc" if c >= lo]))),))
+    parts = [random_term(pool, rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    r = rng.random()
+    if r < 0.4:
+        return pool.seq(parts, flatten=False)
+    if r < 0.7:
+        return pool.alt(parts)
+    low = rng.randint(0, 2)
+    return pool.rep(parts[0], low, rng.choice([None, low + rng.randint(0, 3)]))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pair_search_answers_and_charges_the_same_from_remembered_moves(seed: int) -> None:
+    # A pair of derivatives explored once keeps the pairs it steps to. The reference is the
+    # search without them: the same pool with its moves forgotten (its derivatives still in
+    # the table, so the units must be equal: the budget means the same), and a fresh pool
+    # (the same answer).
+    rng = random.Random(seed)
+    pool = _Pool()
+    terms = [random_term(pool, rng) for _ in range(8)]
+    follows = [((97, 97),), ((98, 99),), ((97, 99),), ((120, 122),)]
+
+    def ask(p: _Pool, a: int, b: int, share: bool, follow: Ranges) -> tuple[bool, int]:
+        budget = _Budget(1 << 40)
+        p.budget = budget
+        answer = _share_text(p, a, b, budget) if share else _can_extend(p, a, follow, b, budget)
+        return answer, budget.spent
+
+    for _ in range(60):
+        i, j, share, follow = rng.randrange(8), rng.randrange(8), rng.random() < 0.4, rng.choice(follows)
+        ask(pool, terms[i], terms[j], share, follow)  # explores, or steps by remembered moves
+        remembered = ask(pool, terms[i], terms[j], share, follow)
+        moves, pool._pair_moves = pool._pair_moves, {}
+        forgotten = ask(pool, terms[i], terms[j], share, follow)
+        pool._pair_moves = moves
+        assert remembered == forgotten, (pool.pattern(terms[i]), pool.pattern(terms[j]), share, follow)
+        fresh, again = _Pool(), random.Random(seed)
+        fresh_terms = [random_term(fresh, again) for _ in range(8)]
+        assert fresh.pattern(fresh_terms[i]) == pool.pattern(terms[i])
+        assert ask(fresh, fresh_terms[i], fresh_terms[j], share, follow)[0] == remembered[0]

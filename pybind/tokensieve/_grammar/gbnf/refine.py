@@ -5,7 +5,7 @@ could run into the text of another that the grammar expects next, the lexeme is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..charset import (
@@ -39,6 +39,25 @@ class _Occurrences:
     symbols: list[Symbol]  # occurrence → its lexeme symbol
     first_root: int  # occurrences that can come first
     follow: list[int]  # occurrence → occurrences that can come right after it
+    _by_symbol: dict[Symbol, int] | None = field(default=None, init=False, repr=False)
+
+    def by_symbol(self) -> dict[Symbol, int]:
+        """Each symbol's occurrences (a bit set), symbols in order; made once."""
+        found = self._by_symbol
+        if found is None:
+            masks: dict[Symbol, int] = {}
+            for o, symbol in enumerate(self.symbols):
+                masks[symbol] = masks.get(symbol, 0) | (1 << o)
+            found = self._by_symbol = {symbol: masks[symbol] for symbol in sorted(masks)}
+        return found
+
+    def symbols_in(self, occurrences: int) -> list[Symbol]:
+        """The symbols of a set of occurrences, in order: from its bits when they are fewer
+        than the symbols, else by testing each symbol's occurrences."""
+        by_symbol = self.by_symbol()
+        if occurrences.bit_count() < len(by_symbol):
+            return sorted({self.symbols[o] for o in _bits(occurrences)})
+        return [symbol for symbol, mask in by_symbol.items() if mask & occurrences]
 
 
 def _bits(mask: int) -> Iterator[int]:
@@ -77,8 +96,6 @@ class _OccurrenceBuilder:
         self.extensions: dict[tuple[int, Context], list[Context]] = {}
         self.symbols: list[Symbol] = []
         self.ids: dict[tuple[int, int, Context], int] = {}
-        self.first: dict[tuple[int, Context], int] = {}
-        self.after: dict[tuple[int, Context], int] = {}
 
     def _nullable(self) -> set[int]:
         # A worklist, linear in the productions: a fixpoint of passes over every production
@@ -141,19 +158,20 @@ class _OccurrenceBuilder:
     def callee_context(self, p: int, position: int, context: Context) -> Context:
         return (((p, position),) + context)[: self.depth]
 
-    def first_seq(self, p: int, d: int, context: Context) -> tuple[int, bool]:
-        """FIRST of production p from position d in `context`, and whether that rest is nullable."""
-        mask = 0
+    def rest(self, p: int, d: int, context: Context) -> tuple[int, list[tuple[int, Context]], bool]:
+        """Production p from position d in `context`, up to its first symbol that cannot be
+        empty: the bit of the occurrence met there (0 if none), the (callee, context) keys
+        whose FIRST it reads on the way, and whether the whole rest can be empty."""
         rhs = self.prods[p][1]
-        self.budget.spend(1 + len(rhs) - d)
+        callees: list[tuple[int, Context]] = []
         for position in range(d, len(rhs)):
-            s = rhs[position]
-            if s[0] != _NT:
-                return mask | (1 << self.ids[(p, position, context)]), False
-            mask |= self.first.get((s[1], self.callee_context(p, position, context)), 0)
-            if s[1] not in self.nullable:
-                return mask, False
-        return mask, True
+            kind, value = rhs[position]
+            if kind != _NT:
+                return 1 << self.ids[(p, position, context)], callees, False
+            callees.append((value, self.callee_context(p, position, context)))
+            if value not in self.nullable:
+                return 0, callees, False
+        return 0, callees, True
 
     def returns(self, nt: int, context: Context) -> list[tuple[int, int, Context]]:
         """Where parsing goes on when `nt`, called in `context`, is complete: (production,
@@ -167,39 +185,88 @@ class _OccurrenceBuilder:
         return [(q, j + 1, c) for c in self.extensions.get((self.prods[q][0], context[1:]), [])]
 
     def build(self) -> _Occurrences | None:
-        """The occurrences with FIRST and FOLLOW, or None when over the size budget."""
+        """The occurrences with FIRST and FOLLOW, or None when over the size budget.
+
+        FIRST and AFTER are least fixpoints, found by passes over every (nonterminal,
+        context) key in a fixed order, each pass reading the values the pass has reached so
+        far, until a pass changes nothing. Each key's value is a constant (the occurrences it
+        reaches directly) or'd with the values of the keys it reads, listed once before the
+        passes: a pass is then a few integer operations a key. Each pass costs the budget one
+        unit per key plus one per production symbol it spans: the first while its lists are
+        made, the others a pass at a time (their units do not depend on the values)."""
         if not self._enumerate_contexts():
             return None
         keys = [(nt, c) for nt, cs in self.contexts.items() for c in cs]
-        for table, compute in ((self.first, self._first_of), (self.after, self._after_of)):
-            changed = True
-            while changed:
-                changed = False
-                self.budget.spend(len(keys))  # the pass itself, beside what `compute` spends
-                for key in keys:
-                    mask = compute(*key) | table.get(key, 0)
-                    if mask != table.get(key, 0):
-                        table[key] = mask
-                        changed = True
+        index = {key: i for i, key in enumerate(keys)}
+        prods, by_lhs = self.prods, self.by_lhs
+        # FIRST(nt, c): what each production of nt starts with.
+        constants: list[int] = []
+        reads: list[list[int]] = []
+        cost = len(keys)
+        self.budget.spend(len(keys))
+        for nt, context in keys:
+            mask, read = 0, []
+            for p in by_lhs[nt]:
+                bit, callees, _ = self.rest(p, 0, context)
+                mask |= bit
+                read += [index[k] for k in callees if k in index]
+                cost += 1 + len(prods[p][1])
+                self.budget.spend(1 + len(prods[p][1]))
+            constants.append(mask)
+            reads.append(read)
+        first = self._fixpoint(constants, reads, cost)
+        # AFTER(nt, c): what follows a complete nt, FIRST now known.
+        constants, reads, cost = [], [], len(keys)
+        self.budget.spend(len(keys))
+        for nt, context in keys:
+            mask, read = 0, []
+            for q, j, caller in self.returns(nt, context):
+                bit, callees, rest_nullable = self.rest(q, j, caller)
+                mask |= bit
+                for k in callees:
+                    if k in index:
+                        mask |= first[index[k]]
+                if rest_nullable and (prods[q][0], caller) in index:
+                    read.append(index[(prods[q][0], caller)])
+                cost += 1 + len(prods[q][1]) - j
+                self.budget.spend(1 + len(prods[q][1]) - j)
+            constants.append(mask)
+            reads.append(read)
+        after = self._fixpoint(constants, reads, cost)
         follow = [0] * len(self.symbols)
         for (p, d, context), o in self.ids.items():
-            first, rest_nullable = self.first_seq(p, d + 1, context)
-            follow[o] = first | (self.after.get((self.prods[p][0], context), 0) if rest_nullable else 0)
-        start = (_ROOT_SITE,) if self.depth else ()
-        return _Occurrences(self.symbols, self.first.get((self.root, start), 0), follow)
+            bit, callees, rest_nullable = self.rest(p, d + 1, context)
+            for k in callees:
+                if k in index:
+                    bit |= first[index[k]]
+            if rest_nullable:
+                found = index.get((prods[p][0], context))
+                if found is not None:
+                    bit |= after[found]
+            follow[o] = bit
+            self.budget.spend(len(prods[p][1]) - d)
+        start = index.get((self.root, (_ROOT_SITE,) if self.depth else ()))
+        return _Occurrences(self.symbols, 0 if start is None else first[start], follow)
 
-    def _first_of(self, nt: int, context: Context) -> int:
-        mask = 0
-        for p in self.by_lhs[nt]:
-            mask |= self.first_seq(p, 0, context)[0]
-        return mask
-
-    def _after_of(self, nt: int, context: Context) -> int:
-        mask = 0
-        for q, j, caller_context in self.returns(nt, context):
-            first, rest_nullable = self.first_seq(q, j, caller_context)
-            mask |= first | (self.after.get((self.prods[q][0], caller_context), 0) if rest_nullable else 0)
-        return mask
+    def _fixpoint(self, constants: list[int], reads: list[list[int]], pass_cost: int) -> list[int]:
+        """values[i] = constants[i] | values of reads[i], least, by passes in index order;
+        the first pass was charged while its lists were made."""
+        values = [0] * len(constants)
+        changed = True
+        first_pass = True
+        while changed:
+            changed = False
+            if not first_pass:
+                self.budget.spend(pass_cost)
+            first_pass = False
+            for i, read in enumerate(reads):
+                mask = constants[i] | values[i]
+                for k in read:
+                    mask |= values[k]
+                if mask != values[i]:
+                    values[i] = mask
+                    changed = True
+        return values
 
 
 class _Refiner:
@@ -211,6 +278,10 @@ class _Refiner:
         self.root = root
         self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
         self._share_cache: dict[tuple[int, int], bool] = {}
+        # `sharing_masks`' answers over every round: the symbols asked about with each symbol,
+        # and those that share a text with it.
+        self._share_asked: dict[Symbol, set[Symbol]] = {}
+        self._share_partners: dict[Symbol, set[Symbol]] = {}
         self._follow_cache: dict[frozenset[int], Ranges] = {}
         self.budget = _Budget(_UNLIMITED)
 
@@ -279,32 +350,36 @@ class _Refiner:
         pool = self.pool
         together = self.together(occ)
         victims: set[int] = set()
-        checked: set[tuple[int, Ranges, int]] = set()
+        checked: set[tuple[int, int, int]] = set()  # (term, FOLLOW characters' number, rival)
         # Occurrences share their FOLLOW and `together` sets (a lexeme in many places): each
         # set's characters and lexemes are found once (c_like_functions: 835 occurrences, 109
-        # FOLLOW sets, 125 `together` sets).
-        follow_of: dict[int, Ranges] = {}
-        rivals_of: dict[int, list[Symbol]] = {}
+        # FOLLOW sets, 125 `together` sets), the characters numbered for `checked`.
+        follow_of: dict[int, tuple[Ranges, int]] = {}
+        numbers: dict[Ranges, int] = {}
+        rivals_of: dict[int, list[int]] = {}
         for o, (kind, x) in enumerate(occ.symbols):
             if kind != _TERM:
                 continue
-            follow_chars = follow_of.get(occ.follow[o])
-            if follow_chars is None:
-                follow_chars = follow_of[occ.follow[o]] = self.follow_chars(occ, occ.follow[o])
+            found = follow_of.get(occ.follow[o])
+            if found is None:
+                chars = self.follow_chars(occ, occ.follow[o])
+                found = follow_of[occ.follow[o]] = (chars, numbers.setdefault(chars, len(numbers)))
+            follow_chars, number = found
             if not follow_chars:
                 continue
             self.budget.spend(together[o].bit_count())
             rivals = rivals_of.get(together[o])
             if rivals is None:
-                rivals = rivals_of[together[o]] = sorted({occ.symbols[r] for r in _bits(together[o])})
-            for r_kind, other in rivals:
-                if r_kind != _TERM or pool.is_single_char(other) or other in victims:
+                rivals = rivals_of[together[o]] = [
+                    other for r_kind, other in occ.symbols_in(together[o])
+                    if r_kind == _TERM and not pool.is_single_char(other)
+                ]
+            for other in rivals:
+                if other in victims or (x, number, other) in checked:
                     continue
-                key = (x, follow_chars, other)
-                if key not in checked:
-                    checked.add(key)
-                    if intersects(pool.first[x], pool.first[other]) and self.can_extend(*key):
-                        victims.add(other)
+                checked.add((x, number, other))
+                if intersects(pool.first[x], pool.first[other]) and self.can_extend(x, follow_chars, other):
+                    victims.add(other)
         return victims
 
     def together(self, occ: _Occurrences) -> list[int]:
@@ -320,48 +395,98 @@ class _Refiner:
         sharing = self.sharing_masks(occ)
         together = [0] * count
         done = [0] * count  # partners whose consequence is applied already
-        applied: set[tuple[int, int]] = set()  # (FOLLOW(m), FOLLOW(m′)) pairs applied already
+        # FOLLOW sets by number (found when first needed: hashing every occurrence's set up
+        # front costs more than a grammar near the budget does before it runs out), each
+        # set's bits listed once; `applied` holds f·count + g for the pairs (f, g) of numbers
+        # whose consequence is applied already.
+        follow_number: dict[int, int] = {}
+        follow_masks: list[int] = []
+        follow_bits: list[list[int] | None] = []
+        follow_of = [-1] * count
+        applied: set[int] = set()
+
+        def number(o: int) -> int:
+            f = follow_number.get(occ.follow[o])
+            if f is None:
+                f = follow_number[occ.follow[o]] = len(follow_masks)
+                follow_masks.append(occ.follow[o])
+                follow_bits.append(None)
+            follow_of[o] = f
+            return f
+
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
         work = list(range(count))
+        # A pop's unit is charged in batches (the loop has no other effect the budget must
+        # order); a pair's units before its bits are visited.
+        unit = 1 + count // 256
+        units = 0
         budget = self.budget
         while work:
             m = work.pop()
             fresh = together[m] & ~done[m] & sharing[m]
-            done[m] |= fresh
-            budget.spend(1 + count // 256)
-            for m2 in _bits(fresh):
-                for a, b in ((occ.follow[m], occ.follow[m2]), (occ.follow[m2], occ.follow[m])):
-                    if (a, b) in applied:
+            units += unit
+            if fresh:
+                done[m] |= fresh
+                fm = follow_of[m]
+                if fm < 0:
+                    fm = number(m)
+                while fresh:
+                    low = fresh & -fresh
+                    fresh ^= low
+                    f2 = follow_of[low.bit_length() - 1]
+                    if f2 < 0:
+                        f2 = number(low.bit_length() - 1)
+                    # `applied` is symmetric: both orders of a pair are applied in one step.
+                    if fm * count + f2 in applied:
                         continue
-                    applied.add((a, b))
-                    # One unit per bit visited, plus the width of the bit sets it combines.
-                    budget.spend(a.bit_count() * (1 + count // 256))
-                    for x in _bits(a):
-                        if b & ~together[x]:
-                            together[x] |= b
-                            work.append(x)
+                    applied.add(fm * count + f2)
+                    applied.add(f2 * count + fm)
+                    for fa, fb in ((fm, f2), (f2, fm)) if fm != f2 else ((fm, fm),):
+                        # One unit per bit visited, plus the width of the bit sets it combines.
+                        budget.spend(follow_masks[fa].bit_count() * unit)
+                        bits = follow_bits[fa]
+                        if bits is None:
+                            bits = follow_bits[fa] = list(_bits(follow_masks[fa]))
+                        b = follow_masks[fb]
+                        for x in bits:
+                            if b & ~together[x]:
+                                together[x] |= b
+                                work.append(x)
+            if units > 4096:
+                budget.spend(units)
+                units = 0
+        budget.spend(units)
         return together
 
     def sharing_masks(self, occ: _Occurrences) -> list[int]:
         """sharing[m]: the occurrences whose lexeme can match a text that m's lexeme matches."""
-        by_symbol: dict[Symbol, int] = {}
-        for o, symbol in enumerate(occ.symbols):
-            by_symbol[symbol] = by_symbol.get(symbol, 0) | (1 << o)
-        symbols = sorted(by_symbol)
-        shared: dict[Symbol, int] = {}
+        by_symbol = occ.by_symbol()
+        symbols = list(by_symbol)
+        # Pairs are asked in the order of the full triangle, but a pair answered in an earlier
+        # round (or attempt) is not asked again: its answer is among `partners` already.
+        asked, partners = self._share_asked, self._share_partners
         for i, a in enumerate(symbols):
             self.budget.spend(len(symbols) - i)
-            for b in symbols[i:]:
-                if self.share_text(a, b):
-                    shared[a] = shared.get(a, 0) | by_symbol[b]
-                    shared[b] = shared.get(b, 0) | by_symbol[a]
-        return [shared.get(symbol, 0) for symbol in occ.symbols]
+            asked_a = asked.setdefault(a, set())
+            for b in [b for b in symbols[i:] if b not in asked_a]:
+                if self.share_text(a, b):  # (may run out of budget: then b stays unasked)
+                    partners.setdefault(a, set()).add(b)
+                    partners.setdefault(b, set()).add(a)
+                asked_a.add(b)
+                asked.setdefault(b, set()).add(a)
+        shared: dict[Symbol, int] = {}
+        for a in symbols:
+            mask = 0
+            for b in partners.get(a, ()):
+                mask |= by_symbol.get(b, 0)
+            shared[a] = mask
+        return [shared[symbol] for symbol in occ.symbols]
 
     def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
         """First characters of the occurrences in `after`, widened to whole lead bytes (the
         union made once per set of lexemes, over every round)."""
-        terms = frozenset([occ.symbols[s][1] for s in _bits(after) if occ.symbols[s][0] == _TERM])
+        terms = frozenset([x for kind, x in occ.symbols_in(after) if kind == _TERM])
         chars = self._follow_cache.get(terms)
         if chars is None:
             first = self.pool.first
