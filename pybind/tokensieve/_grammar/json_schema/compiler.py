@@ -4479,6 +4479,18 @@ class _Compiler:
         ir = self.ir
         nonterminals, rules = ir.nonterminals, ir.rules
         made = symbols = 0
+
+        def optional_member(i: int, key_sym: Sym, value_sym: Sym) -> Sym:
+            """`O → ε | , key: value`, made once per (key, value) in the schema."""
+            nonlocal made, symbols
+            nt = len(nonterminals)
+            nonterminals.append(f"{name}:opt{i}")
+            rules.extend((_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym)))))
+            made += 1
+            symbols += 6
+            sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+            return sym
+
         tail = tails.get(ids[r + 1] if r < n else ids[n])
         if tail is None:
             # The flat rest after the first required member (or the extras alone).
@@ -4489,13 +4501,8 @@ class _Compiler:
                     seq += (comma, key_sym, colon, value_sym)
                     continue
                 sym = optional.get((key_sym, value_sym))
-                if sym is None:  # `O → ε | , key: value`, made once per (key, value) in the schema
-                    nt = len(nonterminals)
-                    nonterminals.append(f"{name}:opt{i}")
-                    rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
-                    made += 1
-                    symbols += 6
-                    sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                if sym is None:
+                    sym = optional_member(i, key_sym, value_sym)
                 seq.append(sym)
             if unit is not None:
                 seq += self.repeat(f"{name}:extras", unit, 0, None)
@@ -4524,13 +4531,8 @@ class _Compiler:
                     head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
                 else:
                     sym = optional.get((key_sym, value_sym))
-                    if sym is None:  # (as above)
-                        nt = len(nonterminals)
-                        nonterminals.append(f"{name}:opt{i}")
-                        rules += (_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym))))
-                        made += 1
-                        symbols += 6
-                        sym = optional[(key_sym, value_sym)] = Sym.n(nt)
+                    if sym is None:
+                        sym = optional_member(i, key_sym, value_sym)
                     head = (sym,)
                 rhs = head + follow[i + 1]
                 nt = len(nonterminals)
