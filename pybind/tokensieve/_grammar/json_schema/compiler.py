@@ -1660,12 +1660,7 @@ class _Compiler:
         its lexeme again hashes the whole `Lexeme` in Python."""
         sym = self.key_symbols.get(key)
         if sym is None:
-            # (`ir.add_lexeme`, written out: most names are new, one call each)
-            lexeme, lexemes = _json_string_lexeme(key), self.ir.lexemes
-            index = self.ir._lexeme_index.setdefault(lexeme, len(lexemes))
-            if index == len(lexemes):
-                lexemes.append(lexeme)
-            sym = self.key_symbols[key] = Sym.t(index)
+            sym = self.key_symbols[key] = Sym.t(self.ir.add_lexeme(_json_string_lexeme(key)))
         return sym
 
     def nonterminal(self, name: str, alternatives: Sequence[Sequence[Sym]]) -> int:
@@ -4470,27 +4465,6 @@ class _Compiler:
         ids[n] = new_id(("open", unit), len(suffixes))
         for i in range(n - 1, r, -1):
             ids[i] = new_id((members[i], ids[i + 1]), len(suffixes))
-        # The nonterminals below (about two a member: MaskBench service-schema makes ~4,000
-        # here, and the calls were a tenth of its translation) are made as `nonterminal` makes
-        # them, written out: appended with their rules, counted productive (each one's symbols
-        # were made before it), their symbols counted against the limit, which is checked once
-        # at the end (the count only grows: it is over then if and only if it went over on
-        # the way, and an error ends the translation either way).
-        ir = self.ir
-        nonterminals, rules = ir.nonterminals, ir.rules
-        made = symbols = 0
-
-        def optional_member(i: int, key_sym: Sym, value_sym: Sym) -> Sym:
-            """`O → ε | , key: value`, made once per (key, value) in the schema."""
-            nonlocal made, symbols
-            nt = len(nonterminals)
-            nonterminals.append(f"{name}:opt{i}")
-            rules.extend((_new_tuple(Rule, (nt, ())), _new_tuple(Rule, (nt, (comma, key_sym, colon, value_sym)))))
-            made += 1
-            symbols += 6
-            sym = optional[(key_sym, value_sym)] = Sym.n(nt)
-            return sym
-
         tail = tails.get(ids[r + 1] if r < n else ids[n])
         if tail is None:
             # The flat rest after the first required member (or the extras alone).
@@ -4499,22 +4473,11 @@ class _Compiler:
                 key_sym, value_sym, is_required = members[i]
                 if is_required:
                     seq += (comma, key_sym, colon, value_sym)
-                    continue
-                sym = optional.get((key_sym, value_sym))
-                if sym is None:
-                    sym = optional_member(i, key_sym, value_sym)
-                seq.append(sym)
+                else:
+                    seq.append(optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"))
             if unit is not None:
                 seq += self.repeat(f"{name}:extras", unit, 0, None)
-            if len(seq) <= 1:
-                tail = tuple(seq)
-            else:
-                nt = len(nonterminals)
-                nonterminals.append(f"{name}:rest{r + 1}")
-                rules.append(_new_tuple(Rule, (nt, tuple(seq))))
-                made += 1
-                symbols += len(seq) + 1
-                tail = (Sym.n(nt),)
+            tail = tuple(seq) if len(seq) <= 1 else (Sym.n(self.nonterminal(f"{name}:rest{r + 1}", [seq])),)
             tails[ids[r + 1] if r < n else ids[n]] = tail
         # T[i] for i = r down to 1: what follows a first member i - 1.
         follow: list[tuple[Sym, ...]] = [()] * (n + 1)
@@ -4530,40 +4493,29 @@ class _Compiler:
                 if is_required:
                     head: tuple[Sym, ...] = (comma, key_sym, colon, value_sym)
                 else:
-                    sym = optional.get((key_sym, value_sym))
-                    if sym is None:
-                        sym = optional_member(i, key_sym, value_sym)
-                    head = (sym,)
-                rhs = head + follow[i + 1]
-                nt = len(nonterminals)
-                nonterminals.append(f"{name}:after{i}")
-                rules.append(_new_tuple(Rule, (nt, rhs)))
-                made += 1
-                symbols += len(rhs) + 1
-                seq_i = tails[ids[i]] = (Sym.n(nt),)
+                    head = (optional.get((key_sym, value_sym)) or self.optional_member(key_sym, value_sym, f"{name}:opt{i}"),)
+                seq_i = tails[ids[i]] = (Sym.n(self.nonterminal(f"{name}:after{i}", [head + follow[i + 1]])),)
             follow[i] = seq_i
         # The alternatives differ in their first key (or are `{}` and the extras alone), so
         # they are the nonterminal's rules as they are (`choice` would compare them).
         lbrace, rbrace = self.lbrace, self.rbrace
-        nt = len(nonterminals)
-        nonterminals.append(f"{name}:object")
-        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies): one rule
-            rhs = (lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)
-            rules.append(_new_tuple(Rule, (nt, rhs)))
-            symbols += len(rhs) + 1
+        if r == 0 < n:  # a required first member (MaskBench service-schema's 476 task bodies), without the comprehension
+            alts = [(lbrace, members[0][0], colon, members[0][1], *follow[1], rbrace)]
         else:
             alts = [(lbrace, members[j][0], colon, members[j][1], *follow[j + 1], rbrace) for j in range(min(r + 1, n))]
-            if r == n:
-                alts.append((lbrace, rbrace))
-                if unit is not None:
-                    alts.append((lbrace, unit[1], *tail, rbrace))
-            rules += [_new_tuple(Rule, (nt, alt)) for alt in alts]
-            symbols += sum(map(len, alts)) + len(alts)
-        self.productive_made += made + 1
-        self.symbol_count += symbols
-        if self.symbol_count > GRAMMAR_SYMBOL_COUNT_MAX:
-            raise self.too_large()
-        return Sym.n(nt)
+        if r == n:
+            alts.append((lbrace, rbrace))
+            if unit is not None:
+                alts.append((lbrace, unit[1], *tail, rbrace))
+        return Sym.n(self.nonterminal(f"{name}:object", alts))
+
+    def optional_member(self, key_sym: Sym, value_sym: Sym, label: str) -> Sym:
+        """`O → ε | , key: value`, an optional member after a first property
+        (`object_body_open`), made once per (key, value) in the schema."""
+        sym = self.open_optional[(key_sym, value_sym)] = Sym.n(
+            self.nonterminal(label, [(), (self.comma, key_sym, self.colon, value_sym)])
+        )
+        return sym
 
     def object_extras(self, name: str, unit: tuple[Sym, Sym] | None, c: int, low: int, high: int | None) -> list[list[Sym]] | None:
         """The alternatives of an object's extras (`unit`: a comma and an extra pair; None: no
