@@ -2,7 +2,7 @@
 
 The front-end checks concrete strings against patterns while it translates (listed property
 names against `patternProperties`, enum values against `pattern`). A body regex that repeats a
-group holding a repetition of variable length or an alternation (`_backtracking_risk`) is
+group holding a repetition of variable length or an alternation (`_choice_points` None) is
 matched by the core
 (`_CoreRegex`: derivatives, bounded by fuel and deadline) instead of `re`; one with several
 places to backtrack into in a row (`a*a*a*…`, `(a|a)(a|a)…`: `_choice_points`) is matched by
@@ -25,7 +25,7 @@ from json_text import accepts
 
 from tokensieve import Grammar
 from tokensieve._grammar.json_schema.instance import (
-    InstanceChecker, _backtracking_risk, _BoundedRegex, _choice_points, _CoreRegex, _re_text_max,
+    InstanceChecker, _BoundedRegex, _choice_points, _CoreRegex, _re_text_max,
 )
 
 
@@ -48,7 +48,7 @@ from tokensieve._grammar.json_schema.instance import (
     ("(a*", True),  # unreadable: the core decides (or refuses)
 ])
 def test_the_risk_screen(body: str, risky: bool) -> None:
-    assert _backtracking_risk(body) is risky
+    assert (_choice_points(body) is None) is risky
 
 
 @pytest.mark.parametrize(("body", "points"), [
@@ -132,7 +132,7 @@ def random_body(rng: random.Random, depth: int = 0) -> str:
 @pytest.mark.parametrize("seed", range(12))
 def test_the_core_agrees_with_re_where_re_finishes(seed: int) -> None:
     rng = random.Random(seed)
-    bodies = [b for b in (random_body(rng) for _ in range(60)) if _backtracking_risk(b)][:8]
+    bodies = [b for b in (random_body(rng) for _ in range(60)) if _choice_points(b) is None][:8]
     assert bodies
     texts = ["".join(t) for n in range(7) for t in itertools.product("ab", repeat=n)]
     for body in bodies:

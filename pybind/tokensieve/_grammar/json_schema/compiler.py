@@ -1293,20 +1293,6 @@ class _Memo(NamedTuple):
 
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
-
-
-def _nests_deeper(value: Any, limit: int = NESTING_DEPTH_MAX) -> bool:
-    """Whether a JSON value holds containers more than `limit` deep, found without recursion:
-    a `const` 900 lists deep overflowed Python's stack comparing it (`json_equal`) before
-    `value_syms` could refuse it."""
-    stack = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node if type(node) is list else node.values() if type(node) is dict else ()
-        stack.extend((child, depth + 1) for child in children if type(child) is list or type(child) is dict)
-    return False
 _new_tuple = tuple.__new__
 _THIRD = operator.itemgetter(2)
 _NO_ID = object()  # (`schema_ids` has no entry: its ids may be None, for values that are not plain JSON)
@@ -1407,6 +1393,20 @@ def _quiet_merge(a: dict[str, Any], b: dict[str, Any]) -> bool:
         and not a.get("patternProperties") and not b.get("patternProperties")
         and "_contains" not in a and "_contains" not in b and "contains" not in a and "contains" not in b
     )
+
+
+def _nests_deeper(value: Any, limit: int = NESTING_DEPTH_MAX) -> bool:
+    """Whether a JSON value holds containers more than `limit` deep, found without recursion:
+    a `const` 900 lists deep overflowed Python's stack comparing it (`json_equal`) before
+    `value_syms` could refuse it."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node if type(node) is list else node.values() if type(node) is dict else ()
+        stack.extend((child, depth + 1) for child in children if type(child) is list or type(child) is dict)
+    return False
 
 
 def _inert_beside(key: str) -> bool:
@@ -1882,14 +1882,13 @@ class _Compiler:
             for key in _ARRAY_KEYWORDS:
                 if key in d and not isinstance(d[key], list):
                     raise self.fail(f"{key} must be an array", f"{pointer}/{key}")
-        if "const" in d or "enum" in d:
-            for key in ("const", "enum"):
-                values = () if key not in d else [d[key]] if key == "const" else d[key]
-                if not _SCALAR_SET.issuperset(map(type, values)) and any(map(_nests_deeper, values)):
-                    raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", f"{pointer}/{key}")
-            if "const" in d:
-                const = d.pop("const")
-                d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
+        if "enum" in d and not _SCALAR_SET.issuperset(map(type, d["enum"])) and any(map(_nests_deeper, d["enum"])):
+            raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", f"{pointer}/enum")
+        if "const" in d:
+            const = d.pop("const")
+            if _nests_deeper(const):
+                raise self.fail(f"an enum/const value nests deeper than {NESTING_DEPTH_MAX}", f"{pointer}/const")
+            d["enum"] = [v for v in d.get("enum", [const]) if _json_equal(v, const)]
         if "type" in d:
             types = d["type"] if isinstance(d["type"], list) else [d["type"]]
             for t in types:

@@ -574,7 +574,7 @@ _RE_SPECIAL = frozenset(".^$*+?{}[]|()")
 
 class _CoreRegex:
     """A body regex on which Python's backtracking `re` can take time exponential in the text
-    or in a count (`_backtracking_risk`), matched by the core instead: its lexer follows
+    or in a count (`_choice_points` None), matched by the core instead: its lexer follows
     derivatives, linear in the text, and every call is bounded by its fuel and deadline.
     `tokensieve fuzz --kind json --seed 1515` found a `patternProperties` pattern
     `(…|[ж]*|c{,36}x*|x?|…){9999}…` that `re` ran on the key `a` for minutes. The pattern is
@@ -668,23 +668,19 @@ _CORE_POOL: Any = None
 _CORE_POOL_BESIDE: Any = None  # the default pool `_CORE_POOL` was made beside
 
 
-def _backtracking_risk(body: str) -> bool:
-    """Whether a body regex repeats a group that holds a repetition of variable length or an
-    alternation (`(a+)+`, `(x?){9999}`, `(?:[0-9]*,)*`, `(a|a)*`): the shapes on which Python's
-    backtracking `re` can take time exponential in the text or the count (`^(a|a)*$` on a key
-    of 30 a's and a `!`: 25 s, twice that with each more). A fixed count (`{4}`) inside, an
-    optional group (`(…)?`) outside, or an alternation not under a repetition does not count.
-    Escapes and classes are skipped; a body this cannot read counts as a risk (the core then
-    decides, or refuses it)."""
-    return _choice_points(body) is None
-
-
 def _choice_points(body: str) -> int | None:
-    """None for a body with a `_backtracking_risk`; else how many places `re` may backtrack
-    into: repetitions of variable length and alternatives past a group's first. A text of n
-    characters then costs `re` at most about C(n + k, k) steps for k such places (the ways to
-    share the text among them and what is left): `^a*a*a*a*a*a*a*a*a*a*$` (k = 10) on a key of
-    36 a's and a `!` took 21 s, `(a|a)(a|a)…` is 2^k (`_re_text_max`)."""
+    """How many places Python's backtracking `re` may backtrack into in a body regex
+    (repetitions of variable length and alternatives past a group's first), or None when it
+    repeats a group that holds such a place (`(a+)+`, `(x?){9999}`, `(?:[0-9]*,)*`, `(a|a)*`):
+    there `re` can take time exponential in the text or the count (`^(a|a)*$` on a key of 30
+    a's and a `!`: 25 s, twice that with each more), and the core decides every text
+    (`_CoreRegex`). A fixed count (`{4}`) inside or an optional group (`(…)?`) outside is no
+    such repetition. Escapes and classes are skipped; a body this cannot read is None too (the
+    core then decides, or refuses it).
+
+    Otherwise a text of n characters costs `re` at most about C(n + k, k) steps for k places
+    (the ways to share the text among them and what is left): `^a*a*a*a*a*a*a*a*a*a*$` (k =
+    10) on a key of 36 a's and a `!` took 21 s, `(a|a)(a|a)…` is 2^k (`_re_text_max`)."""
     holds = [False]  # per open group: whether it holds a repetition of variable length or `|`
     points = 0
     i, n = 0, len(body)
@@ -743,7 +739,7 @@ def _re_text_max(points: int) -> int:
 
 class _BoundedRegex:
     """A body regex that Python's `re` runs in time polynomial in the text (`_choice_points`
-    ≥ 2 but no `_backtracking_risk`): `re` for texts up to `_re_text_max` characters, the core
+    ≥ 2, not None): `re` for texts up to `_re_text_max` characters, the core
     (`_CoreRegex`) for longer ones, so that no text costs `re` more than ~1 ms."""
 
     __slots__ = ("pattern", "text_max", "core")
