@@ -296,11 +296,8 @@ def run_hf(args: argparse.Namespace) -> int:
         engines["xgrammar"] = lambda: [xgr_hf.LogitsProcessor(compiled)]
     except ImportError:
         pass
-    results: dict[str, list[float]] = {"none": []}
-    own: dict[str, list[float]] = {}
-    for name in engines:
-        results[name] = []
-        own[name] = []
+    results: dict[str, list[float]] = {"none": [], **{name: [] for name in engines}}
+    own: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(args.rounds):
         results["none"].append(generate([]))
         for name, make in engines.items():
@@ -316,9 +313,10 @@ def run_hf(args: argparse.Namespace) -> int:
     for name, values in results.items():
         median = statistics.median(values)
         report[name] = {"ms_per_step": median, "added_ms": median - base}
-        mine = f"{statistics.median(own[name]):.2f}" if name in own else ""
+        mine = ""
         if name in own:
             report[name]["own_ms"] = statistics.median(own[name])
+            mine = f"{report[name]['own_ms']:.2f}"
         lines.append(f"| {name} | {median:.2f} | {median - base:+.2f} | {mine} |")
     print(json.dumps(report, indent=2) if args.json else "\n".join(lines))
     return 0

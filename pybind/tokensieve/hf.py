@@ -124,7 +124,6 @@ class LogitsProcessor:
                 apply_token_bitmask_inplace(scores[row], torch.from_numpy(words))
         return scores
 
-
     def _sparse_index(self, np: Any, words: Any, width: int, device: Any) -> Any:
         """The allowed ids of a sparse mask as an index tensor, kept by the mask's nonzero
         words: a grammar's masks recur from step to step (its structure, whitespace runs), and
