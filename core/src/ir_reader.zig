@@ -424,7 +424,7 @@ pub fn compileShared(gpa: Allocator, exprs: *regex.ExprSet, words: []const u32, 
     try groupRules(gpa, &rules, nt_rules, rule_positions);
     const nullable = try gpa.alloc(bool, nt_count_total);
     errdefer gpa.free(nullable);
-    computeNullable(&rules, nt_base, nullable);
+    try computeNullable(gpa, &rules, nt_base, nullable);
     const rhs = try gpa.dupe(u32, rules.rhs.items);
     errdefer gpa.free(rhs);
     const distinct_pos: []bool = if (header.flags.has_distinct) try distinctPositions(gpa, &rules, nt_base, distinct_lists, nullable, diag) else &.{};
@@ -734,28 +734,78 @@ fn groupRules(gpa: Allocator, rules: *const Rules, nt_rules: []u32, rule_positio
     }
 }
 
-/// Nullable nonterminals: a fixpoint, at most one pass per nonterminal.
-fn computeNullable(rules: *const Rules, nt_base: u32, nullable: []bool) void {
+/// Nullable nonterminals, by a worklist (linear in the rules' size): a rule counts its
+/// occurrences of nonterminals not known to be nullable yet, and its left-hand side is nullable
+/// when that count reaches zero. A fixpoint of passes over the rules needed one pass per link
+/// of a chain listed top down (`a0: a1 | "x"`, `a1: a2 | "x"`, …): 32,000 such rules took 2.7 s
+/// to compile.
+fn computeNullable(gpa: Allocator, rules: *const Rules, nt_base: u32, nullable: []bool) Allocator.Error!void {
     const rhs = rules.rhs.items;
+    const starts = rules.starts.items;
+    const lhs_of = rules.lhs.items;
     @memset(nullable, false);
-    var changed = true;
-    var passes: u32 = 0;
-    while (changed and passes <= nullable.len) : (passes += 1) {
-        changed = false;
-        for (rules.lhs.items, rules.starts.items) |lhs, pos| {
-            if (nullable[lhs]) continue;
-            var p = pos;
-            const all_nullable = while (rhs[p] & end_flag == 0) : (p += 1) {
-                const sym = rhs[p];
-                if (sym < nt_base or !nullable[sym - nt_base]) break false;
-            } else true;
-            if (all_nullable) {
+    // Per rule, its nonterminals not known nullable (`has_lexeme`: it never derives ε).
+    const missing = try gpa.alloc(u32, starts.len);
+    defer gpa.free(missing);
+    // Per nonterminal, the rules it occurs in (once per occurrence), by offsets into `users`.
+    const offsets = try gpa.alloc(u32, nullable.len + 1);
+    defer gpa.free(offsets);
+    @memset(offsets, 0);
+    for (starts, missing) |pos, *count| {
+        count.* = 0;
+        var p = pos;
+        while (rhs[p] & end_flag == 0) : (p += 1) {
+            if (rhs[p] < nt_base) break;
+            count.* += 1;
+        } else {
+            p = pos;
+            while (rhs[p] & end_flag == 0) : (p += 1) offsets[rhs[p] - nt_base + 1] += 1;
+            continue;
+        }
+        count.* = has_lexeme;
+    }
+    for (1..offsets.len) |i| offsets[i] += offsets[i - 1];
+    const users = try gpa.alloc(u32, offsets[nullable.len]);
+    defer gpa.free(users);
+    const next = try gpa.dupe(u32, offsets[0..nullable.len]);
+    defer gpa.free(next);
+    for (starts, missing, 0..) |pos, count, r| {
+        if (count == has_lexeme) continue;
+        var p = pos;
+        while (rhs[p] & end_flag == 0) : (p += 1) {
+            const nt = rhs[p] - nt_base;
+            users[next[nt]] = @intCast(r);
+            next[nt] += 1;
+        }
+    }
+    // Each nonterminal enters the stack once, when it is found nullable.
+    const stack = try gpa.alloc(u32, nullable.len);
+    defer gpa.free(stack);
+    var top: usize = 0;
+    for (missing, lhs_of) |count, lhs| {
+        if (count == 0 and !nullable[lhs]) {
+            nullable[lhs] = true;
+            stack[top] = lhs;
+            top += 1;
+        }
+    }
+    while (top > 0) {
+        top -= 1;
+        const nt = stack[top];
+        for (users[offsets[nt]..offsets[nt + 1]]) |r| {
+            missing[r] -= 1;
+            const lhs = lhs_of[r];
+            if (missing[r] == 0 and !nullable[lhs]) {
                 nullable[lhs] = true;
-                changed = true;
+                stack[top] = lhs;
+                top += 1;
             }
         }
     }
 }
+
+/// `computeNullable`'s count for a rule with a lexeme (never nullable, never counted down).
+const has_lexeme = std.math.maxInt(u32);
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -836,6 +886,90 @@ test "every part of the IR: merged alternatives, sorted special ids, an optional
 
 test "every allocation failure while reading an IR is freed exactly once" {
     try std.testing.checkAllAllocationFailures(std.testing.allocator, compileEveryPart, .{});
+}
+
+/// The IR of `a0 → a1 | "x" "x"`, `a1 → a2 | "x" "x"`, …, `a[n] → ε`: its rules listed top
+/// down, so that each pass of a fixpoint over them in order finds one more link nullable.
+fn nullableChainIr(gpa: Allocator, n: u32) !std.ArrayList(u32) {
+    var words: std.ArrayList(u32) = .empty;
+    errdefer words.deinit(gpa);
+    try words.appendSlice(gpa, &.{ ir_magic, 1, n + 1, 2 * n + 1, 0, 0, @backingInt(LexemeKind.literal), 0 });
+    try appendIrBytes(gpa, &words, "x");
+    for (0..n) |i| {
+        try words.appendSlice(gpa, &.{ @intCast(i), 1, ir_nonterminal_flag | @as(u32, @intCast(i + 1)) });
+        try words.appendSlice(gpa, &.{ @intCast(i), 2, 0, 0 });
+    }
+    try words.appendSlice(gpa, &.{ n, 0 });
+    return words;
+}
+
+test "a chain of nullable rules listed top down is nullable all along, in one worklist" {
+    const gpa = std.testing.allocator;
+    const n: u32 = 3_000;
+    var words = try nullableChainIr(gpa, n);
+    defer words.deinit(gpa);
+    var exprs = try regex.ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var diag: CompileDiagnostic = .{};
+    var compiled = try compile(gpa, &exprs, words.items, &diag);
+    defer compiled.deinit(gpa);
+    // a0 … a[n], then S' → a0.
+    try std.testing.expectEqual(n + 2, compiled.cfg.nonterminalCount());
+    for (compiled.cfg.nullable) |is_nullable| try std.testing.expect(is_nullable);
+}
+
+/// The nullable nonterminals as a fixpoint of passes over the rules (the reference for
+/// `computeNullable`: slow, plainly right).
+fn nullableByPasses(rules: *const Rules, nt_base: u32, nullable: []bool) void {
+    const rhs = rules.rhs.items;
+    @memset(nullable, false);
+    var changed = true;
+    while (changed) {
+        changed = false;
+        for (rules.lhs.items, rules.starts.items) |lhs, pos| {
+            if (nullable[lhs]) continue;
+            var p = pos;
+            const all_nullable = while (rhs[p] & end_flag == 0) : (p += 1) {
+                if (rhs[p] < nt_base or !nullable[rhs[p] - nt_base]) break false;
+            } else true;
+            if (all_nullable) {
+                nullable[lhs] = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+test "computeNullable agrees with a fixpoint of passes on random grammars" {
+    const gpa = std.testing.allocator;
+    var prng = std.Random.DefaultPrng.init(0x5eed);
+    const random = prng.random();
+    const nt_base: u32 = 3; // lexemes 0..2
+    for (0..500) |_| {
+        const nt_count = random.intRangeAtMost(u32, 1, 12);
+        var rules: Rules = .{};
+        defer rules.starts.deinit(gpa);
+        defer rules.lhs.deinit(gpa);
+        defer rules.rhs.deinit(gpa);
+        for (0..random.intRangeAtMost(u32, 0, 24)) |_| {
+            const lhs = random.uintLessThan(u32, nt_count);
+            try rules.starts.append(gpa, @intCast(rules.rhs.items.len));
+            try rules.lhs.append(gpa, lhs);
+            for (0..random.uintLessThan(u32, 4)) |_| {
+                // Mostly nonterminals (repeats included), sometimes a lexeme.
+                const sym = if (random.uintLessThan(u32, 5) == 0) random.uintLessThan(u32, nt_base) else nt_base + random.uintLessThan(u32, nt_count);
+                try rules.rhs.append(gpa, sym);
+            }
+            try rules.rhs.append(gpa, end_flag | lhs);
+        }
+        const expected = try gpa.alloc(bool, nt_count);
+        defer gpa.free(expected);
+        const actual = try gpa.alloc(bool, nt_count);
+        defer gpa.free(actual);
+        nullableByPasses(&rules, nt_base, expected);
+        try computeNullable(gpa, &rules, nt_base, actual);
+        try std.testing.expectEqualSlices(bool, expected, actual);
+    }
 }
 
 test "a literal pattern builds the term the parser builds, and any other syntax goes to the parser" {
