@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import pickle
 import resource
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 CASES_DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "hostile" / "cases.json"
 STEP_TARGET_MS = 10.0
@@ -85,6 +87,32 @@ def run_llg(case: dict[str, Any], llg: Any, llg_np: Any, llg_tok: Any, tokens: S
             out.result = "limit:" + m.get_error()[:40] if m.is_error() else f"refused@{i}"
             break
     out.memory_mb = _maxrss_mb() - rss0
+    return out
+
+
+def _in_child(run: Callable[[], Outcome]) -> Outcome:
+    """`run()` in a forked child, its outcome sent back through a pipe: llguidance crashes the
+    process on some grammars (a 5,000-rule chain overflows its stack), which must end one case,
+    not the benchmark. A child killed by a signal is the outcome `crash (signal N)`."""
+    if not hasattr(os, "fork"):
+        return run()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only llguidance runs here
+        try:
+            data = pickle.dumps(run())
+        except BaseException as err:  # noqa: BLE001 - reported as the case's outcome
+            data = pickle.dumps(Outcome(result=f"error ({type(err).__name__})"))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(data)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) or not data:
+        return Outcome(result=f"crash (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "crash")
+    out: Outcome = pickle.loads(data)
     return out
 
 
@@ -269,7 +297,7 @@ def _run_command(args: argparse.Namespace) -> int:
     for case in cases:
         print(f"  {case['name']} …", file=sys.stderr, flush=True)
         ours = run_ours(case, tokenizer)
-        theirs = run_llg(case, *llg_parts, ours.tokens) if llg_parts else None
+        theirs = _in_child(lambda: run_llg(case, *llg_parts, ours.tokens)) if llg_parts else None
         rows.append((case, ours, theirs))
     print(f"Hostile corpus ({args.cases.name}, {len(rows)} cases), tokenizer {Path(tok_path).parent.name}, default limits")
     print_hostile(rows)

@@ -113,6 +113,11 @@ def grammar_source(case: dict[str, Any]) -> Any:
         if len(spec) == 2:
             return spec[0] * spec[1]
         return spec[0] * spec[1] + spec[2] + spec[3] * spec[4]
+    if "grammar_lines" in case:
+        spec = case["grammar_lines"]
+        count = spec["count"]
+        lines = [spec["first"]] + [spec["line"].format(i=i, next=i + 1) for i in range(count)] + [spec["last"].format(n=count)]
+        return "\n".join(lines)
     if "grammar_nested" in case:
         schema: dict[str, Any] = {"type": "integer"}
         for _ in range(case["grammar_nested"]["depth"]):
