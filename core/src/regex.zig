@@ -238,8 +238,11 @@ fn orderU32(a: u32, b: u32) std.math.Order {
     return std.math.order(a, b);
 }
 
-/// Recursion bound for `deriv`; deeper terms (thousands of nested optional parts) are refused.
-pub const deriv_depth_max: u32 = 4_000;
+/// Recursion bound for `deriv`; deeper terms (a thousand optional parts in a row) are refused.
+/// A level takes ~250 bytes of the host's native stack (wasmtime JIT code; wasmtime gives wasm
+/// 512 KiB): at 4,000, 2,200 optional groups in a row ran out of it, a trap that retired the
+/// instance. MaskBench needs 11 levels at most.
+pub const deriv_depth_max: u32 = 1_000;
 
 /// Slots of the derivative cache past which a step (a mask, a consume: `step_fuel`) empties it,
 /// keeping its memory, instead of growing it. Growing a hash map rehashes every entry into new
