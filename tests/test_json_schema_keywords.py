@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
+import random
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,8 @@ from json_text import accepts, compact, ordered
 
 from tokensieve import Grammar, Matcher
 from tokensieve._errors import GrammarError
-from tokensieve._grammar.json_schema.compiler import json_schema_to_ir, multiple_of_regex
+from tokensieve._grammar.json_schema import compiler
+from tokensieve._grammar.json_schema.compiler import ONE_OF_EXACT_ALTERNATIVES_MAX, _one_of_expansion, json_schema_to_ir, multiple_of_regex
 
 def oracle(schema: Any) -> Any:
     """jsonschema's validator for the schema's `$schema` (2020-12 by default), formats asserted."""
@@ -113,6 +116,56 @@ def test_one_of_without_negations_is_any_of_a_superset(schema: Any) -> None:
         if any_of.is_valid(value) and not validator.is_valid(value):
             both += 1  # valid under both options: accepted, the stated approximation
     assert both, "the pool must hold a value valid under both options"
+
+
+def test_one_of_expansion_counts_as_the_product_formula_says() -> None:
+    """`_one_of_expansion` (a running product, stopped past the cap) against the formula it
+    replaces: the sum over the options of the product of the others' counts."""
+    rng = random.Random(5)
+    cap = ONE_OF_EXACT_ALTERNATIVES_MAX
+    for _ in range(3_000):
+        counts = [rng.choice([0, 1, 1, 1, 2, 3, 5, 17]) for _ in range(rng.randint(0, 9))]
+        direct = sum(math.prod(c for j, c in enumerate(counts) if j != i) for i in range(len(counts)))
+        got = _one_of_expansion(counts, cap)
+        assert got == direct if direct <= cap else got > cap, (counts, direct, got)
+
+
+# oneOf options that list values: which values are in exactly one option, overlapping lists and
+# options of other kinds beside them (the overlap of listed options is found in one pass over
+# the values, `_pairs_to_check`).
+ONE_OF_LISTED = [
+    {"oneOf": [{"const": v} for v in ("a", "b", "ab", 1, 2, None)]},
+    {"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "ab"]}, {"const": 1}]},  # "b" in two options
+    {"oneOf": [{"enum": [1, 2]}, {"enum": [2.0, 7]}, {"const": "a"}]},  # 2 and 2.0 are one value
+    {"oneOf": [{"const": "a"}, {"type": "integer"}, {"enum": [1, "b"]}, {"type": "string", "maxLength": 1}]},
+    {"oneOf": [{"enum": ["a", "ab", 1]}, {"enum": [[1], "xy"]}, {"const": 7}]},  # an array: not a scalar list
+]
+
+
+@pytest.mark.parametrize("schema", ONE_OF_LISTED, ids=range(len(ONE_OF_LISTED)))
+def test_one_of_of_listed_values_agrees_with_jsonschema(schema: Any) -> None:
+    grammar = Grammar.json_schema(schema)
+    validator = oracle(schema)
+    verdicts = {True: 0, False: 0}
+    for value in POOL:
+        expected = validator.is_valid(value)
+        verdicts[expected] += 1
+        assert accepts(grammar, compact(value)) == expected, compact(value)
+    assert verdicts[True] and verdicts[False], verdicts
+
+
+def test_one_of_past_the_pair_limit_is_any_of_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ONE_OF_PAIRS_MAX pairs the options are not shown disjoint: closed objects that each
+    require their own key are disjoint, and within the limit compile without a warning."""
+    schema = {"oneOf": [{"type": "object", "properties": {k: {"type": "integer"}}, "required": [k], "additionalProperties": False}
+                        for k in ("a", "b", "c", "ab")]}
+    assert not json_schema_to_ir(schema).options.get("warnings")
+    monkeypatch.setattr(compiler, "ONE_OF_PAIRS_MAX", 5)  # 4 options: 6 pairs
+    ir = json_schema_to_ir(schema)
+    assert any("oneOf is treated as anyOf" in w for w in ir.options["warnings"])
+    grammar = Grammar.json_schema(schema)
+    validator = oracle(schema)
+    assert all(accepts(grammar, compact(v)) == validator.is_valid(v) for v in POOL)  # disjoint: anyOf is exact
 
 
 def test_coerce_one_of_keeps_llguidance_meaning() -> None:

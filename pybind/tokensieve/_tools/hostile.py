@@ -113,11 +113,12 @@ def grammar_source(case: dict[str, Any]) -> Any:
         if len(spec) == 2:
             return spec[0] * spec[1]
         return spec[0] * spec[1] + spec[2] + spec[3] * spec[4]
-    if "grammar_lines" in case:
-        spec = case["grammar_lines"]
+    if "grammar_template" in case:
+        spec = case["grammar_template"]
         count = spec["count"]
-        lines = [spec["first"]] + [spec["line"].format(i=i, next=i + 1) for i in range(count)] + [spec["last"].format(n=count)]
-        return "\n".join(lines)
+        items = spec["separator"].join(spec["item"].replace("{i}", str(i)).replace("{next}", str(i + 1)) for i in range(count))
+        text = spec["text"].replace("{items}", items).replace("{count}", str(count))
+        return json.loads(text) if case["kind"] in ("json_schema", "choice") else text
     if "grammar_nested" in case:
         schema: dict[str, Any] = {"type": "integer"}
         for _ in range(case["grammar_nested"]["depth"]):

@@ -137,7 +137,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _re_constants  # type: ignore[no-redef]
     import sre_parse as _re_parser  # type: ignore[no-redef]
 from fractions import Fraction
-from typing import Any, Callable, Container, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Container, Iterable, Iterator, NamedTuple, Sequence
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
@@ -200,6 +200,7 @@ CLAUSE_ALTERNATIVE_COUNT_MAX = 4096  # alternatives made from clauses, over one 
 ONE_OF_EXACT_ALTERNATIVES_MAX = 16  # clause alternatives an overlapping oneOf may expand into (else: as anyOf)
 ONE_OF_NEGATED_PATTERNS_MAX = 3  # patterns/formats an exact oneOf option may exclude (else: as anyOf)
 ONE_OF_EXACT_SCHEMA_MAX = 1024  # ... and all of one schema's together (outside CLAUSE_ALTERNATIVE_COUNT_MAX)
+ONE_OF_PAIRS_MAX = 100_000  # pairs of oneOf options checked for overlap (past it: not shown disjoint)
 OBJECT_STATE_COUNT_MAX = 20_000  # (property, count) states of one object with min/maxProperties
 PRESENCE_STATE_COUNT_MAX = 4096  # (property, comma, terms left) states of one object with `_presence` (else expanded)
 PRESENCE_FRONT_KEYS_MAX = 6  # members an object with `_presence` may also take first, in any order (else expanded)
@@ -212,6 +213,7 @@ UNIQUE_STATE_COUNT_MAX = 512  # sets of item values (of at most maxItems) for an
 DISTINCT_ITEMS_BOUNDED_MAX = 256  # maxItems of a uniqueItems array the core checks (a list nonterminal per count)
 UNEVALUATED_ANY_OF_MAX = 4  # anyOf options beside unevaluated* expanded into all 2^n - 1 passing sets
 PATTERN_SUBSETS_MAX = 4  # patternProperties up to this many are exact for overlapping patterns
+PATTERN_PROPERTIES_MAX = 1_000  # patternProperties of one object (MaskBench's most: 22)
 _WITNESS_KEYS = "the key region of a negated object keyword"  # key_constraint's `what` for witnesses
 WITNESS_COUNT_MAX = 4  # negated patternProperties/propertyNames/additionalProperties met by one object (2^n states)
 TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
@@ -673,6 +675,50 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any], ta: set[str], tb: set[str]) 
     if "enum" in a and "enum" in b and not _common_values(a["enum"], b["enum"]):
         return True
     return False
+
+
+def _one_of_expansion(counts: list[int], cap: int) -> int:
+    """The alternatives of an exact `oneOf` (`compile_one_of_exactly`): the sum over the options
+    of the product of the other options' negation counts, or more than `cap` (without the
+    product of thousands of counts: a `oneOf` of 2,000 strings took 0.7 s in big integers)."""
+    zeros = counts.count(0)
+    if zeros > 1:
+        return 0
+    largest = max(counts, default=1) or 1
+    product = 1
+    for count in counts:
+        product *= count or 1
+        if product > cap * largest:
+            return cap + 1  # every term is at least product / largest
+    if zeros:
+        return product  # only the option whose negation is empty has a term
+    return sum(product // count for count in counts)
+
+
+def _pairs_to_check(live: Sequence[tuple[dict[str, Any], set[str], str]]) -> Iterator[tuple[int, int]]:
+    """The pairs (i < j, in order) of flattened options `one_of_disjoint` must check, leaving
+    out the pairs `_disjoint` finds disjoint from their listed values alone: two options that
+    list only finite scalars (`_value_keys`) and share none. Found by one pass over the values
+    instead of a check per pair: a `oneOf` of 40,000 `const`s was 800 million checks, minutes
+    of Python outside every core limit."""
+    owners: dict[Any, list[int]] = {}
+    listed: list[set[Any] | None] = []  # each option's value keys, None when it lists no scalars only
+    for index, (flat, _, _) in enumerate(live):
+        values = flat.get("enum")
+        keys = _value_keys(values) if type(values) is list else None
+        listed.append(keys)
+        for value_key in keys or ():
+            owners.setdefault(value_key, []).append(index)
+    unlisted = [index for index, keys in enumerate(listed) if keys is None]
+    for i, keys in enumerate(listed):
+        if keys is None:
+            yield from ((i, j) for j in range(i + 1, len(live)))
+            continue
+        # The listed options that share a value with option i, and every unlisted one, after i.
+        later = {j for j in unlisted if j > i}
+        for value_key in keys:
+            later.update(j for j in owners[value_key] if j > i)
+        yield from ((i, j) for j in sorted(later))
 
 
 def _implied_option(rest: dict[str, Any], option: Any) -> bool:
@@ -2727,13 +2773,19 @@ class _Compiler:
         flats = [(self.flatten(o, f"{pointer}/{i}"), f"{pointer}/{i}") for i, o in enumerate(options)]
         live = [(f, self.value_types(f, at), at) for f, at in flats if f is not None]
         # `_discriminated`: what every pair's `keys_disjoint` finds, at once.
-        result = (len(live) > 2 and _discriminated([(f, t) for f, t, _ in live])) or all(
-            self.pair_disjoint(a, b, types)
-            for i, a in enumerate(live)
-            for b in live[i + 1 :]
-        )
+        result = (len(live) > 2 and _discriminated([(f, t) for f, t, _ in live])) or self.pairs_disjoint(live, types)
         self.disjoint_options[key] = (options, result)  # the list kept alive: its id stays its own
         return result
+
+    def pairs_disjoint(self, live: list[tuple[dict[str, Any], set[str], str]], types: Sequence[str] | None) -> bool:
+        """`pair_disjoint` of every pair of the flattened options, the pairs `_pairs_to_check`
+        leaves; False (not shown) past `ONE_OF_PAIRS_MAX` of them: checking pairs is quadratic
+        in the options (a `oneOf` of 2,000 objects, each requiring its own key beside
+        `additionalProperties: false`, took 10 s), and MaskBench's largest `oneOf` has 41."""
+        for count, (i, j) in enumerate(_pairs_to_check(live)):
+            if count == ONE_OF_PAIRS_MAX or not self.pair_disjoint(live[i], live[j], types):
+                return False
+        return True
 
     def pair_disjoint(
         self, a: tuple[dict[str, Any], set[str], str], b: tuple[dict[str, Any], set[str], str],
@@ -3100,14 +3152,12 @@ class _Compiler:
             negations = [negate(option, f"{at}/{j}", self) for j, option in enumerate(options)]
         except (Unexpressible, GrammarError):
             return _NOT_EXACT
-        counts = [len(n) for n in negations]
-        expansion = sum(math.prod(c for j, c in enumerate(counts) if j != i) for i in range(len(options)))
+        expansion = _one_of_expansion([len(n) for n in negations], ONE_OF_EXACT_ALTERNATIVES_MAX)
         # A string excluding many patterns is one lexeme whose lazy DFA is the product of their
         # automata: seven search patterns cost a first mask 66 ms (MaskBench o12278).
         bodies = [sum(len(a.get("_not_bodies", ())) for a in n if isinstance(a, dict)) for n in negations]
-        if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or any(
-            sum(b for j, b in enumerate(bodies) if j != i) > ONE_OF_NEGATED_PATTERNS_MAX for i in range(len(options))
-        ):
+        bodies_total = sum(bodies)
+        if expansion > ONE_OF_EXACT_ALTERNATIVES_MAX or any(bodies_total - b > ONE_OF_NEGATED_PATTERNS_MAX for b in bodies):
             # Whatever the place: the negations are the options' (MaskBench vega: 8 of its 41
             # attempts are at lists of four options found too large before, negated again).
             self.one_of_inexact[id(options)] = options  # the list kept alive: its id stays its own
@@ -4282,6 +4332,14 @@ class _Compiler:
                     continue
                 lookahead = len(found)
             found.append((where, tuple(f'"{m}"' for m in musts), tuple(f'"{n}"' for n in excluded), schema, pattern))
+        if len(found) > PATTERN_PROPERTIES_MAX:
+            # Each key region excludes the other patterns' keys: their count squared in
+            # patterns (2,000 of them: 4 million, seconds of Python before the core's fuel).
+            raise self.fail(
+                f"patternProperties lists {len(found):,} patterns; at most {PATTERN_PROPERTIES_MAX:,} are supported "
+                "(each pattern's keys exclude every other's)",
+                f"{pointer}/patternProperties",
+            )
         if len(found) <= PATTERN_SUBSETS_MAX:
             subsets = [[i for i in range(len(found)) if mask >> i & 1] for mask in range(1, 1 << len(found))]
         else:
