@@ -168,6 +168,19 @@ def test_one_of_past_the_pair_limit_is_any_of_with_a_warning(monkeypatch: pytest
     assert all(accepts(grammar, compact(v)) == validator.is_valid(v) for v in POOL)  # disjoint: anyOf is exact
 
 
+def test_all_of_of_many_parts_merges_within_the_work_limit_and_is_refused_past_it() -> None:
+    """An allOf's parts are merged one into the others (`spend_merge_work`): 300 parts are
+    well inside the limit and exact; 5,000 parts with a property each are refused, naming it."""
+    keys = [f"p{i}" for i in range(300)]
+    schema = {"type": "object", "allOf": [{"properties": {k: {"type": "integer"}}} for k in keys] + [{"required": ["p7"]}]}
+    grammar = Grammar.json_schema(schema)
+    validator = oracle(schema)
+    for value in ({"p7": 1}, {"p7": 1, "p299": 2}, {"p7": "x"}, {"p1": 1}, {"p7": 1, "p8": [1]}):
+        assert accepts(grammar, compact(ordered(value, keys))) == validator.is_valid(value), value
+    with pytest.raises(GrammarError, match="MERGE|merging this schema's allOf parts"):
+        json_schema_to_ir({"allOf": [{"properties": {f"p{i}": {"type": "integer"}}} for i in range(5_000)]})
+
+
 def test_coerce_one_of_keeps_llguidance_meaning() -> None:
     schema = {"oneOf": [{"type": "string"}, {"minLength": 2}]}
     coerced = Grammar.json_schema({**schema, "x-guidance": {"coerce_one_of": True}})

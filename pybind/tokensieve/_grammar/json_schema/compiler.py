@@ -173,6 +173,7 @@ __all__ = [
 
 NESTING_DEPTH_MAX = 128  # schema levels (JSON pointer segments) below the root
 GRAMMAR_SYMBOL_COUNT_MAX = 500_000  # symbols over all rules (each rule counts 1 + its length)
+MERGE_WORK_MAX = 2_000_000  # what merges may copy and compare in one schema (`spend_merge_work`)
 ANY_OF_PRODUCT_MAX = 256  # options when merging two anyOf lists (allOf of anyOfs)
 WHITESPACE_FLEXIBLE = r"[ \t\n\r]+"
 
@@ -1545,6 +1546,7 @@ class _Compiler:
         self.warnings: list[str] = []
         self.warning_texts: set[str] = set()  # the same texts, for `warn`'s test (a reuse can replay thousands)
         self.symbol_count = 0
+        self.merge_work = 0  # what merges have copied and compared (`spend_merge_work`)
         # Nonterminals made with a rule whose nonterminals were made before them (`nonterminal`
         # with alternatives: their symbols exist already), or with a rule of lexemes (`any`,
         # a `*` repetition, the start): when that is all of them, `prune` has nothing to do.
@@ -2232,6 +2234,7 @@ class _Compiler:
             if out is not None:
                 out.update(_merged_contains(_contains_entries(a) + _contains_entries(b)))
             return out
+        self.spend_merge_work(len(a) + len(b), pointer)
         # Annotations dropped: they assert nothing, and merged schemas that differ only in them
         # (the `definitions` a `then` carries) would be translated once each.
         out = {k: v for k, v in a.items() if k not in _MERGE_DROPPED}
@@ -2255,8 +2258,9 @@ class _Compiler:
             if key == "type":
                 out[key] = _intersect_types(va, vb)
             elif key == "properties":
-                out[key] = self.merge_properties(a, b)
+                out[key] = self.merge_properties(a, b, pointer)
             elif key == "required":
+                self.spend_merge_work(len(va) + len(vb), pointer)
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
             elif key in _MAX_OF or key in _MIN_OF:
                 for value in (va, vb):
@@ -2304,12 +2308,14 @@ class _Compiler:
                          "_pattern_sides", "_presence"):
                 # The other side's entries that are not already there as JSON (`in` alone took
                 # `true` for `1`: two failed `if`s on `t` being 1 and true excluded 1 only).
+                self.spend_merge_work(len(va) * len(vb), pointer)  # (each entry looked for in the other list)
                 out[key] = list(va) + [v for v in vb if v not in va or not any(_same_json(v, w) for w in va)]
             elif key == "_patterns":
                 out[key] = list(dict.fromkeys(list(va) + list(vb)))
             elif key == "_non_integer" or key == "uniqueItems":
                 out[key] = bool(va or vb)
             elif key == "patternProperties":
+                self.spend_merge_work(len(va) + len(vb), pointer)
                 out[key] = {**va, **{p: _and(va[p], s) if p in va else s for p, s in vb.items()}}
             elif key == "propertyNames":
                 out[key] = _and(va, vb)
@@ -2321,7 +2327,7 @@ class _Compiler:
         # object as they stand).
         for x, y in ((a, b), (b, a)) if ("properties" in a) != ("properties" in b) or ("prefixItems" in a) != ("prefixItems" in b) else ():
             if "properties" in x and "properties" not in y and not _trivial_schema(y.get("additionalProperties", True)):
-                out["properties"] = self.merge_properties(a, b)
+                out["properties"] = self.merge_properties(a, b, pointer)
             if "prefixItems" in x and "prefixItems" not in y and not _trivial_schema(y.get("items", True)):
                 out["prefixItems"] = [_and(p, y["items"]) for p in x["prefixItems"]]
         if sided:
@@ -2329,12 +2335,25 @@ class _Compiler:
             out["_pattern_sides"] = sides
         return out
 
-    def merge_properties(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    def spend_merge_work(self, units: int, pointer: str) -> None:
+        """Count what a merge copies and compares: folding an `allOf` merges each part into
+        all the parts before it, so the work grows with the square of the parts (an `allOf`
+        of 16,000 parts with one property each took 10 s, of 16,000 `if`/`then` parts 82 s)."""
+        self.merge_work += units
+        if self.merge_work > MERGE_WORK_MAX:
+            raise self.fail(
+                f"merging this schema's allOf parts (and $refs with siblings, expanded clauses) needs more than "
+                f"{MERGE_WORK_MAX:,} steps; simplify the schema (fewer allOf parts, or the properties listed once)",
+                pointer,
+            )
+
+    def merge_properties(self, a: dict[str, Any], b: dict[str, Any], pointer: str) -> dict[str, Any]:
         """Each listed property of either side AND what the other side says of it. A side with
         no patternProperties and no additionalProperties says nothing of the other's names:
         those members are taken as they are (clause alternatives are small objects merged into
         large ones, hundreds of times: saucectl, 26,000 member lookups)."""
         pa, pb = a.get("properties", {}), b.get("properties", {})
+        self.spend_merge_work(len(pa) + len(pb), pointer)
         out = {}
         silent_a, silent_b = _says_nothing_of_others(a), _says_nothing_of_others(b)
         for key, va in pa.items():
