@@ -703,7 +703,7 @@ def _pairs_to_check(live: Sequence[tuple[dict[str, Any], set[str], str]]) -> Ite
     instead of a check per pair: a `oneOf` of 40,000 `const`s was 800 million checks, minutes
     of Python outside every core limit."""
     owners: dict[Any, list[int]] = {}
-    listed: list[set[Any] | None] = []  # each option's value keys, None when it lists no scalars only
+    listed: list[set[Any] | None] = []  # each option's value keys; None unless it lists finite scalars only
     for index, (flat, _, _) in enumerate(live):
         values = flat.get("enum")
         keys = _value_keys(values) if type(values) is list else None
