@@ -22,6 +22,7 @@ def add_commands(sub: Any) -> None:
     from .leak import add_leak_bench
     from .maskbench import add_maskbench_bench
     from .pld import add_pld_bench
+    from .scaling import add_scaling_bench
     from .serving import add_serving_benches
     from .tools import add_tools_bench
     from .web import add_web_bench
@@ -37,3 +38,4 @@ def add_commands(sub: Any) -> None:
     add_tools_bench(sub)
     add_web_bench(sub)
     add_alternations_bench(sub)
+    add_scaling_bench(sub)
