@@ -41,6 +41,7 @@ from tokensieve._grammar.gbnf.syntax import (
     SpecialToken,
     parse_gbnf,
 )
+from tokensieve._grammar import automata
 from tokensieve._grammar.automata import _Budget, _Pool, _can_extend, _pair_search, _share_text
 from tokensieve._grammar.charset import Ranges, intersects
 from tokensieve._grammar.gbnf import gbnf_to_ir
@@ -538,6 +539,46 @@ def test_texts_of_long_repetitions_are_not_built() -> None:
     assert peak < 16 * 2**20  # what was built (the 1.3 s built ~400 MB of texts)
     assert budget.spent < 50_000  # and the refinement's budget was charged for it
     assert pool.texts(pool.rep(word, 2, 3), budget) == {"xA-😀" * 2, "xA-😀" * 3}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_texts_of_a_repetition_are_counted_as_building_them_would(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `texts` counts the powers of a set of texts of one length instead of building them when
+    # they are too many (`[0-9]{0,15}` built 11,111 texts to give up). The oracle: every
+    # concatenation, enumerated by itertools; and the budget charged as when they are built.
+    rng = random.Random(seed)
+    for _ in range(8):
+        length = rng.randint(1, 3)
+        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"[: rng.randint(1, 36)]
+        words = sorted({"".join(rng.choice(alphabet) for _ in range(length)) for _ in range(rng.randint(1, 40))})
+        low = rng.randint(0, 3)
+        high = low + rng.randint(0, 4)
+        if sum(len(words) ** k for k in range(low, high + 1)) > 200_000:
+            high = low  # keep the oracle's enumeration small
+        expected: set[str] | None = {
+            "".join(parts) for k in range(low, high + 1) for parts in itertools.product(words, repeat=k)
+        }
+        assert expected is not None
+        if len(expected) > 20_000 or sum(map(len, expected)) > 400_000:
+            expected = None
+        spent = []
+        for counting in (True, False):
+            if not counting:
+                monkeypatch.setattr(automata, "_powers_too_many", lambda *args: False)
+            pool = _Pool()
+            if length == 1:
+                part = pool.chars(tuple((ord(w), ord(w)) for w in words))
+            else:
+                part = pool.alt([pool.literal(map(ord, w)) for w in words])
+            term = pool.rep(part, low, high)
+            budget = _Budget(1 << 40)
+            got = pool.texts(term, budget)
+            assert got == expected, (words, low, high)
+            spent.append(budget.spent)
+        monkeypatch.undo()
+        assert spent[0] == spent[1], (words, low, high)
 
 
 def check_against_regex(ir: GrammarIR, pattern: str, texts: list[str], characters: str, rng: random.Random) -> None:

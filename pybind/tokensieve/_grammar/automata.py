@@ -455,7 +455,10 @@ class _Pool:
         else:
             min_count, max_count = self.counts[x]
             part = self.texts(items[0], budget)
-            if part is not None and max_count is not None and max_count * max(map(len, part)) <= _FINITE_TEXT_LENGTH_MAX:
+            if (
+                part is not None and max_count is not None and max_count * max(map(len, part)) <= _FINITE_TEXT_LENGTH_MAX
+                and not _powers_too_many(part, min_count, max_count, budget)
+            ):
                 power: frozenset[str] | None = frozenset(("",))
                 found: set[str] = set()
                 chars = 0  # of the texts added to `found` (with repeats: a bound)
@@ -543,6 +546,42 @@ def _product(left: frozenset[str], right: frozenset[str], budget: _Budget) -> fr
         return None
     budget.spend(1 + count + chars // 64)
     return frozenset([a + b for a in left for b in right])
+
+
+def _powers_too_many(part: frozenset[str], min_count: int, max_count: int, budget: _Budget) -> bool:
+    """Whether `_Pool.texts` of `part{min_count,max_count}` gives up (too many texts or
+    characters), found by counting when the texts of `part` all have one length ≥ 1: then
+    the k-th power has len(part)^k distinct texts of k times that length, and powers of
+    different counts share no text. `budget` is charged what building the powers up to where
+    `texts` gives up charges (the same amounts in the same order); `texts` then builds none
+    of them (`[0-9]{0,15}` in a number built 11,111 texts to find it has too many). False
+    (nothing charged) when the lengths differ or the powers fit: `texts` builds them."""
+    length = len(next(iter(part)))
+    if length == 0 or any(len(text) != length for text in part):
+        return False
+    n = len(part)
+    spends: list[int] = []
+    found = chars = 0
+    for count in range(max_count + 1):
+        size = n**count  # the texts of power `count`, each count·length characters long
+        if count >= min_count:
+            found += size
+            chars += size * count * length
+            if found > _FINITE_TEXTS_MAX or chars > _FINITE_CHARS_MAX:
+                break
+        if count == max_count:
+            return False  # the powers fit: `texts` builds them
+        # `_product(power, part)`: its checks, then its charge.
+        product_count = size * n
+        product_chars = n * size * count * length + size * n * length
+        if product_count > _FINITE_TEXTS_MAX or product_chars > _FINITE_CHARS_MAX:
+            break
+        if (count + 1) * length > _FINITE_TEXT_LENGTH_MAX:
+            break
+        spends.append(1 + product_count + product_chars // 64)
+    for units in spends:
+        budget.spend(units)
+    return True
 
 
 def _quantifier(min_count: int, max_count: int | None) -> str:
