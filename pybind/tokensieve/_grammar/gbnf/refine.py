@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..charset import (
-    Ranges, intersects, union,
+    Ranges, intersects, normalize,
 )
 from ..._errors import GrammarError, LimitError
 from ..automata import _UNLIMITED, _Budget, _OverBudget, _can_extend, _share_text
@@ -276,13 +276,19 @@ class _Refiner:
         self.cfg = cfg
         self.pool = cfg.pool
         self.root = root
-        self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
+        # `can_extend`'s answers by (term, number of the FOLLOW characters, rival); the
+        # characters by number, numbered by value (`follow_number`); whether two terms' first
+        # characters meet.
+        self._extend_cache: dict[tuple[int, int, int], bool] = {}
+        self._follow_numbers: dict[tuple[int, ...], int] = {}
+        self._chars_numbers: dict[Ranges, int] = {}
+        self._follow_chars: list[Ranges] = []
+        self._first_meets: dict[tuple[int, int], bool] = {}
         self._share_cache: dict[tuple[int, int], bool] = {}
         # `sharing_masks`' answers over every round: the symbols asked about with each symbol,
         # and those that share a text with it.
         self._share_asked: dict[Symbol, set[Symbol]] = {}
         self._share_partners: dict[Symbol, set[Symbol]] = {}
-        self._follow_cache: dict[frozenset[int], Ranges] = {}
         self.budget = _Budget(_UNLIMITED)
 
     def run(self) -> None:
@@ -348,37 +354,50 @@ class _Refiner:
         """Terms L′ that some intended lexeme L, followed by a possible character, extends,
         for every pair (L, L′) that `together` says may be expected at one boundary."""
         pool = self.pool
+        first = pool.first
         together = self.together(occ)
+        budget = self.budget
         victims: set[int] = set()
         checked: set[tuple[int, int, int]] = set()  # (term, FOLLOW characters' number, rival)
         # Occurrences share their FOLLOW and `together` sets (a lexeme in many places): each
         # set's characters and lexemes are found once (c_like_functions: 835 occurrences, 109
-        # FOLLOW sets, 125 `together` sets), the characters numbered for `checked`.
-        follow_of: dict[int, tuple[Ranges, int]] = {}
-        numbers: dict[Ranges, int] = {}
+        # FOLLOW sets, 125 `together` sets). A set's lexemes are read from each lexeme's
+        # occurrences (a few dozen lexemes, where a set has up to hundreds of occurrences).
+        terms = [(x, mask) for (kind, x), mask in occ.by_symbol().items() if kind == _TERM]
+        rival_terms = [(x, mask) for x, mask in terms if not pool.is_single_char(x)]
+        follow_of: dict[int, int] = {}
         rivals_of: dict[int, list[int]] = {}
+        meets = self._first_meets
+        extend_cache = self._extend_cache
+        chars_of = self._follow_chars
         for o, (kind, x) in enumerate(occ.symbols):
             if kind != _TERM:
                 continue
-            found = follow_of.get(occ.follow[o])
-            if found is None:
-                chars = self.follow_chars(occ, occ.follow[o])
-                found = follow_of[occ.follow[o]] = (chars, numbers.setdefault(chars, len(numbers)))
-            follow_chars, number = found
-            if not follow_chars:
+            after = occ.follow[o]
+            number = follow_of.get(after)
+            if number is None:
+                number = follow_of[after] = self.follow_number(tuple([t for t, mask in terms if mask & after]))
+            if number < 0:  # nothing can follow
                 continue
-            self.budget.spend(together[o].bit_count())
-            rivals = rivals_of.get(together[o])
+            mask = together[o]
+            budget.spend(mask.bit_count())
+            rivals = rivals_of.get(mask)
             if rivals is None:
-                rivals = rivals_of[together[o]] = [
-                    other for r_kind, other in occ.symbols_in(together[o])
-                    if r_kind == _TERM and not pool.is_single_char(other)
-                ]
+                rivals = rivals_of[mask] = [t for t, t_mask in rival_terms if t_mask & mask]
             for other in rivals:
-                if other in victims or (x, number, other) in checked:
+                key = (x, number, other)
+                if other in victims or key in checked:
                     continue
-                checked.add((x, number, other))
-                if intersects(pool.first[x], pool.first[other]) and self.can_extend(x, follow_chars, other):
+                checked.add(key)
+                meet = meets.get((x, other))
+                if meet is None:
+                    meet = meets[(x, other)] = intersects(first[x], first[other])
+                if not meet:
+                    continue
+                found = extend_cache.get(key)
+                if found is None:
+                    found = extend_cache[key] = _can_extend(pool, x, chars_of[number], other, budget)
+                if found:
                     victims.add(other)
         return victims
 
@@ -416,11 +435,14 @@ class _Refiner:
 
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
-        work = list(range(count))
-        # A pop's unit is charged in batches (the loop has no other effect the budget must
-        # order); a pair's units before its bits are visited.
+        # Units: one per pop of the work list (charged in batches: the loop has no other
+        # effect the budget must order), and per pair of FOLLOW sets applied, one per bit
+        # visited times the width of the bit sets. An occurrence that shares a text with
+        # nothing does nothing when popped: it is counted, not pushed (the other pops come
+        # in the same order).
         unit = 1 + count // 256
-        units = 0
+        work = [m for m in range(count) if sharing[m]]
+        units = (count - len(work)) * unit
         budget = self.budget
         while work:
             m = work.pop()
@@ -434,25 +456,32 @@ class _Refiner:
                 while fresh:
                     low = fresh & -fresh
                     fresh ^= low
-                    f2 = follow_of[low.bit_length() - 1]
+                    o = low.bit_length() - 1
+                    f2 = follow_of[o]
                     if f2 < 0:
-                        f2 = number(low.bit_length() - 1)
+                        f2 = number(o)
                     # `applied` is symmetric: both orders of a pair are applied in one step.
-                    if fm * count + f2 in applied:
+                    key = fm * count + f2
+                    if key in applied:
                         continue
-                    applied.add(fm * count + f2)
+                    applied.add(key)
                     applied.add(f2 * count + fm)
                     for fa, fb in ((fm, f2), (f2, fm)) if fm != f2 else ((fm, fm),):
-                        # One unit per bit visited, plus the width of the bit sets it combines.
-                        budget.spend(follow_masks[fa].bit_count() * unit)
+                        # Only the occurrences that no pair applied before gave F(fb) can
+                        # change; the units count every bit of F(fa) all the same.
                         bits = follow_bits[fa]
                         if bits is None:
                             bits = follow_bits[fa] = list(_bits(follow_masks[fa]))
+                        units += len(bits) * unit
                         b = follow_masks[fb]
                         for x in bits:
-                            if b & ~together[x]:
-                                together[x] |= b
-                                work.append(x)
+                            t = together[x]
+                            if b | t != t:
+                                together[x] = b | t
+                                if sharing[x]:
+                                    work.append(x)
+                                else:
+                                    units += unit
             if units > 4096:
                 budget.spend(units)
                 units = 0
@@ -483,18 +512,23 @@ class _Refiner:
             shared[a] = mask
         return [shared[symbol] for symbol in occ.symbols]
 
-    def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
-        """First characters of the occurrences in `after`, widened to whole lead bytes (the
-        union made once per set of lexemes, over every round)."""
-        terms = frozenset([x for kind, x in occ.symbols_in(after) if kind == _TERM])
-        chars = self._follow_cache.get(terms)
-        if chars is None:
+    def follow_number(self, terms: tuple[int, ...]) -> int:
+        """The number of the first characters of `terms` (-1 when there are none), widened to
+        whole lead bytes: numbered by value over every round (the union made once per set of
+        lexemes)."""
+        number = self._follow_numbers.get(terms)
+        if number is None:
             first = self.pool.first
-            union_of: Ranges = ()
-            for term in terms:
-                union_of = union(union_of, first[term])
-            chars = self._follow_cache[terms] = _widen_to_lead_bytes(union_of) if union_of else ()
-        return chars
+            chars = normalize([r for term in terms for r in first[term]])
+            if chars:
+                chars = _widen_to_lead_bytes(chars)
+                number = self._chars_numbers.setdefault(chars, len(self._follow_chars))
+                if number == len(self._follow_chars):
+                    self._follow_chars.append(chars)
+            else:
+                number = -1
+            self._follow_numbers[terms] = number
+        return number
 
     def share_text(self, p: Symbol, q: Symbol) -> bool:
         """Can lexemes p and q match one same text? (Special tokens: the same token.)"""
@@ -508,11 +542,4 @@ class _Refiner:
         found = self._share_cache.get((a, b))
         if found is None:
             found = self._share_cache[(a, b)] = _share_text(self.pool, a, b, self.budget)
-        return found
-
-    def can_extend(self, x: int, follow_chars: Ranges, other: int) -> bool:
-        key = (x, follow_chars, other)
-        found = self._extend_cache.get(key)
-        if found is None:
-            found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other, self.budget)
         return found
