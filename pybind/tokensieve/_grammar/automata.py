@@ -379,21 +379,32 @@ class _Pool:
     def step_characters(self, a: int, b: int) -> list[int]:
         """One character per class of characters that both a and b can start with and that
         every first-position set of a and b treats alike."""
-        common = intersection(self.first[a], self.first[b])
+        common = self.first[a] if a == b else intersection(self.first[a], self.first[b])
+        if not common:
+            return []
         if len(common) == 1 and common[0][0] == common[0][1]:
             return [common[0][0]]
-        points = self._first_points(a) | self._first_points(b)
-        points.update(lo for lo, _ in common)
-        return [p for p in sorted(points) if _contains(common, p)]
+        points = self._first_points(a).union(self._first_points(b), [lo for lo, _ in common])
+        # The points inside `common`: both sorted, walked together.
+        out: list[int] = []
+        i, n = 0, len(common)
+        for point in sorted(points):
+            while common[i][1] < point:
+                i += 1
+                if i == n:
+                    return out
+            if point >= common[i][0]:
+                out.append(point)
+        return out
 
-    def _first_points(self, x: int) -> set[int]:
+    def _first_points(self, x: int) -> frozenset[int]:
         """Where membership in some first-position set of x changes."""
         found = self._points.get(x)
         if found is None:
             found = self._points[x] = frozenset(
                 point for ranges in self.first_classes(x) for lo, hi in ranges for point in (lo, hi + 1)
             )
-        return set(found)
+        return found
 
     # ---- emission ---------------------------------------------------------------------------
 

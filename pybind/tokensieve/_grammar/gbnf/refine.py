@@ -24,6 +24,12 @@ from .syntax import (
 # Refinement: split lexemes until none can over-extend
 # ===============================================================================================
 
+# `together` numbers every FOLLOW set before its worklist up to this many occurrences (hashing
+# each occurrence's set costs little there, and lets a pop take its partners a set at a time);
+# past it sets are numbered when first met (hashing 50,000 sets of 50,000 bits up front costs
+# more than a grammar near the budget does before it runs out).
+_EAGER_NUMBERING_MAX = 4096
+
 @dataclass
 class _Occurrences:
     """Tagged lexeme occurrences of the reachable lexeme grammar, with FIRST and FOLLOW.
@@ -284,6 +290,7 @@ class _Refiner:
         self._chars_numbers: dict[Ranges, int] = {}
         self._follow_chars: list[Ranges] = []
         self._first_meets: dict[tuple[int, int], bool] = {}
+        self._wide_first: dict[int, Ranges] = {}  # a term's first characters, widened
         self._share_cache: dict[tuple[int, int], bool] = {}
         # `sharing_masks`' answers over every round: the symbols asked about with each symbol,
         # and those that share a text with it.
@@ -414,10 +421,10 @@ class _Refiner:
         sharing = self.sharing_masks(occ)
         together = [0] * count
         done = [0] * count  # partners whose consequence is applied already
-        # FOLLOW sets by number (found when first needed: hashing every occurrence's set up
-        # front costs more than a grammar near the budget does before it runs out), each
-        # set's bits listed once; `applied` holds f·count + g for the pairs (f, g) of numbers
-        # whose consequence is applied already.
+        # FOLLOW sets by number (all first, or when first needed past
+        # `_EAGER_NUMBERING_MAX`), each set's bits listed once; `applied` holds f·count + g
+        # for the pairs (f, g) of numbers whose consequence is applied already (numbered when
+        # first needed; `applied_to` below otherwise).
         follow_number: dict[int, int] = {}
         follow_masks: list[int] = []
         follow_bits: list[list[int] | None] = []
@@ -440,6 +447,21 @@ class _Refiner:
         # visited times the width of the bit sets. An occurrence that shares a text with
         # nothing does nothing when popped: it is counted, not pushed (the other pops come
         # in the same order).
+        # Up to `_EAGER_NUMBERING_MAX` occurrences every FOLLOW set is numbered first, with the
+        # occurrences of each number: then a pop takes its fresh partners a FOLLOW set at a
+        # time (the first partner of each set, lowest first, as one at a time does), and
+        # `applied_to[f]` holds the occurrences whose set is applied with set f.
+        eager = count <= _EAGER_NUMBERING_MAX
+        occurrences_of: list[int] = []
+        applied_to: list[int] = []
+        if eager:
+            for o in range(count):
+                if follow_of[o] < 0:
+                    number(o)
+            occurrences_of = [0] * len(follow_masks)
+            for o, f in enumerate(follow_of):
+                occurrences_of[f] |= 1 << o
+            applied_to = [0] * len(follow_masks)
         unit = 1 + count // 256
         work = [m for m in range(count) if sharing[m]]
         units = (count - len(work)) * unit
@@ -453,22 +475,27 @@ class _Refiner:
                 fm = follow_of[m]
                 if fm < 0:
                     fm = number(m)
+                if eager:
+                    fresh &= ~applied_to[fm]
                 while fresh:
                     low = fresh & -fresh
-                    fresh ^= low
                     o = low.bit_length() - 1
                     f2 = follow_of[o]
-                    if f2 < 0:
-                        f2 = number(o)
-                    # `applied` is symmetric: both orders of a pair are applied in one step.
-                    key = fm * count + f2
-                    if key in applied:
-                        continue
-                    applied.add(key)
-                    applied.add(f2 * count + fm)
+                    # Both orders of a pair are applied in one step.
+                    if eager:
+                        fresh &= ~occurrences_of[f2]
+                        applied_to[fm] |= occurrences_of[f2]
+                        applied_to[f2] |= occurrences_of[fm]
+                    else:
+                        fresh ^= low
+                        if f2 < 0:
+                            f2 = number(o)
+                        key = fm * count + f2
+                        if key in applied:
+                            continue
+                        applied.add(key)
+                        applied.add(f2 * count + fm)
                     for fa, fb in ((fm, f2), (f2, fm)) if fm != f2 else ((fm, fm),):
-                        # Only the occurrences that no pair applied before gave F(fb) can
-                        # change; the units count every bit of F(fa) all the same.
                         bits = follow_bits[fa]
                         if bits is None:
                             bits = follow_bits[fa] = list(_bits(follow_masks[fa]))
@@ -518,10 +545,15 @@ class _Refiner:
         lexemes)."""
         number = self._follow_numbers.get(terms)
         if number is None:
-            first = self.pool.first
-            chars = normalize([r for term in terms for r in first[term]])
+            # Widening is per character, so the union of the terms' widened first characters
+            # (each widened once) is the widened union.
+            wide = self._wide_first
+            for term in terms:
+                if term not in wide:
+                    first = self.pool.first[term]
+                    wide[term] = _widen_to_lead_bytes(first) if first else ()
+            chars = wide[terms[0]] if len(terms) == 1 else normalize([r for term in terms for r in wide[term]])
             if chars:
-                chars = _widen_to_lead_bytes(chars)
                 number = self._chars_numbers.setdefault(chars, len(self._follow_chars))
                 if number == len(self._follow_chars):
                     self._follow_chars.append(chars)
