@@ -29,6 +29,11 @@ from .syntax import (
 # past it sets are numbered when first met (hashing 50,000 sets of 50,000 bits up front costs
 # more than a grammar near the budget does before it runs out).
 _EAGER_NUMBERING_MAX = 4096
+# Units charged at once by loops that keep nothing outside their builder (`_OccurrenceBuilder`),
+# checked after each step that charges: small enough that a grammar far over the budget stops
+# soon (a step is O(production length); per key was too coarse: a nullable rule called 10,000
+# times in one long production ran 5 s past its budget).
+_BATCH_UNITS = 10_000
 
 @dataclass
 class _Occurrences:
@@ -79,39 +84,56 @@ Context = tuple[Site, ...]  # innermost call site first
 _ROOT_SITE: Site = (-1, -1)  # the call of the start nonterminal
 
 
-class _OccurrenceBuilder:
-    """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
-    AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
+class _Reachable:
+    """The reachable productions of the lexeme grammar as one round sees them (split terms
+    resolved), with where each nonterminal is called and which can be empty: made once per
+    round, shared by its attempts at every context depth (the grammar changes only between
+    rounds). `nullable_units` is what finding the nullable nonterminals costs the budget; each
+    attempt is charged it, as when each attempt found them again."""
 
-    def __init__(self, cfg: _Cfg, root: int, depth: int, budget: _Budget) -> None:
-        nts = cfg.reachable(root)
-        self.budget = budget
-        self.depth = depth
-        self.root = root
-        self.prods = [(nt, tuple(cfg.resolve(s) for s in p)) for nt in nts for p in cfg.productions[nt]]
+    def __init__(self, cfg: _Cfg, root: int) -> None:
+        split_of = cfg.split_of
+        # Breadth-first from root, as `_Cfg.reachable`: nonterminals in that order, each
+        # one's productions in order.
+        nts = [root]
+        seen = {root}
+        prods: list[tuple[int, tuple[Symbol, ...]]] = []
+        for nt in nts:
+            for production in cfg.productions[nt]:
+                if split_of and any(kind == _TERM and value in split_of for kind, value in production):
+                    production = tuple([
+                        (_NT, split_of[value]) if kind == _TERM and value in split_of else (kind, value)
+                        for kind, value in production
+                    ])
+                prods.append((nt, production))
+                for kind, value in production:
+                    if kind == _NT and value not in seen:
+                        seen.add(value)
+                        nts.append(value)
+        self.nts = nts
+        self.prods = prods
         self.by_lhs: dict[int, list[int]] = {nt: [] for nt in nts}
         self.sites: dict[int, list[Site]] = {nt: [] for nt in nts}
         self.sites[root].append(_ROOT_SITE)
-        for index, (nt, rhs) in enumerate(self.prods):
+        for index, (nt, rhs) in enumerate(prods):
             self.by_lhs[nt].append(index)
             for position, s in enumerate(rhs):
                 if s[0] == _NT:
                     self.sites[s[1]].append((index, position))
-        self.nullable = self._nullable()
-        self.contexts: dict[int, list[Context]] = {}
-        self.extensions: dict[tuple[int, Context], list[Context]] = {}
-        self.symbols: list[Symbol] = []
-        self.ids: dict[tuple[int, int, Context], int] = {}
+        self.nullable, self.nullable_units = self._nullable()
 
-    def _nullable(self) -> set[int]:
+    def _nullable(self) -> tuple[set[int], int]:
+        """The nullable nonterminals, and the units: one per production plus one per
+        symbol, and one per use of a nonterminal found nullable."""
         # A worklist, linear in the productions: a fixpoint of passes over every production
         # was quadratic when nullable rules chain (one more per pass), and uncharged.
         nullable: set[int] = set()
         pending = [0] * len(self.prods)  # symbols of each production not yet known nullable
         users: dict[int, list[int]] = {}
         work: list[int] = []
+        units = 0
         for index, (nt, rhs) in enumerate(self.prods):
-            self.budget.spend(1 + len(rhs))
+            units += 1 + len(rhs)
             if any(s[0] != _NT for s in rhs):
                 pending[index] = -1  # holds a terminal: never nullable
                 continue
@@ -126,58 +148,73 @@ class _OccurrenceBuilder:
                 continue
             nullable.add(nt)
             for index in users.get(nt, ()):
-                self.budget.spend()
+                units += 1
                 pending[index] -= 1
                 if pending[index] == 0:
                     work.append(self.prods[index][0])
-        return nullable
+        return nullable, units
+
+
+class _OccurrenceBuilder:
+    """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
+    AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
+
+    def __init__(self, grammar: _Reachable, root: int, depth: int, budget: _Budget) -> None:
+        self.budget = budget
+        self.depth = depth
+        self.root = root
+        self.prods = grammar.prods
+        self.by_lhs = grammar.by_lhs
+        self.sites = grammar.sites
+        self.nullable = grammar.nullable
+        # The nullable nonterminals' units (nothing here outlives the builder, so the units of
+        # a computation that could have run out part way are charged in one amount).
+        budget.spend(grammar.nullable_units)
+        self.contexts: dict[int, list[Context]] = {}
+        self.extensions: dict[tuple[int, Context], list[Context]] = {}
+        self.symbols: list[Symbol] = []
+        self.ids: dict[tuple[int, int, Context], int] = {}
 
     def _enumerate_contexts(self) -> bool:
         """Call strings of length `depth` (shorter when they reach the start) per nonterminal;
-        False past `TAGGED_OCCURRENCE_COUNT_MAX` tagged occurrences."""
-        level: dict[int, list[Context]] = {nt: [()] for nt in self.by_lhs}
+        False past `TAGGED_OCCURRENCE_COUNT_MAX` tagged occurrences. Both counts are found
+        before any list is built (a grammar of 20,000 rules built 50,000 call strings to
+        find them too many, at two depths)."""
+        prods, sites = self.prods, self.sites
+        callers = {nt: [-1 if site == _ROOT_SITE else prods[site[0]][0] for site in nt_sites] for nt, nt_sites in sites.items()}
+        counts = {nt: 1 for nt in self.by_lhs}
         for _ in range(self.depth):
-            level = {
-                nt: [
-                    (site,) + (() if site == _ROOT_SITE else rest)
-                    for site in sites
-                    for rest in ([()] if site == _ROOT_SITE else level[self.prods[site[0]][0]])
-                ]
-                for nt, sites in self.sites.items()
-            }
-            if sum(len(c) for c in level.values()) > TAGGED_OCCURRENCE_COUNT_MAX:
+            counts = {nt: sum([1 if c < 0 else counts[c] for c in cs]) for nt, cs in callers.items()}
+            if sum(counts.values()) > TAGGED_OCCURRENCE_COUNT_MAX:
                 return False
-        self.contexts = {nt: sorted(set(cs)) for nt, cs in level.items()}
-        for nt, cs in self.contexts.items():
-            for c in cs:
-                self.extensions.setdefault((nt, c[: self.depth - 1] if self.depth else ()), []).append(c)
-        for index, (nt, rhs) in enumerate(self.prods):
+        if self.depth == 0:
+            self.contexts = {nt: [()] for nt in self.by_lhs}
+        else:
+            level: dict[int, list[Context]] = {nt: [()] for nt in self.by_lhs}
+            for _ in range(self.depth):
+                level = {
+                    nt: [
+                        (site,) + (() if site == _ROOT_SITE else rest)
+                        for site in nt_sites
+                        for rest in ([()] if site == _ROOT_SITE else level[prods[site[0]][0]])
+                    ]
+                    for nt, nt_sites in sites.items()
+                }
+            self.contexts = {nt: sorted(set(cs)) if len(cs) > 1 else cs for nt, cs in level.items()}
+            for nt, cs in self.contexts.items():
+                for c in cs:
+                    self.extensions.setdefault((nt, c[: self.depth - 1]), []).append(c)
+        contexts = self.contexts
+        if sum([len(contexts[nt]) for nt, rhs in prods for kind, _ in rhs if kind != _NT]) > TAGGED_OCCURRENCE_COUNT_MAX:
+            return False
+        ids, symbols = self.ids, self.symbols
+        for index, (nt, rhs) in enumerate(prods):
             for position, s in enumerate(rhs):
                 if s[0] != _NT:
-                    for c in self.contexts[nt]:
-                        self.ids[(index, position, c)] = len(self.symbols)
-                        self.symbols.append(s)
-                        if len(self.symbols) > TAGGED_OCCURRENCE_COUNT_MAX:
-                            return False
+                    for c in contexts[nt]:
+                        ids[(index, position, c)] = len(symbols)
+                        symbols.append(s)
         return True
-
-    def callee_context(self, p: int, position: int, context: Context) -> Context:
-        return (((p, position),) + context)[: self.depth]
-
-    def rest(self, p: int, d: int, context: Context) -> tuple[int, list[tuple[int, Context]], bool]:
-        """Production p from position d in `context`, up to its first symbol that cannot be
-        empty: the bit of the occurrence met there (0 if none), the (callee, context) keys
-        whose FIRST it reads on the way, and whether the whole rest can be empty."""
-        rhs = self.prods[p][1]
-        callees: list[tuple[int, Context]] = []
-        for position in range(d, len(rhs)):
-            kind, value = rhs[position]
-            if kind != _NT:
-                return 1 << self.ids[(p, position, context)], callees, False
-            callees.append((value, self.callee_context(p, position, context)))
-            if value not in self.nullable:
-                return 0, callees, False
-        return 0, callees, True
 
     def returns(self, nt: int, context: Context) -> list[tuple[int, int, Context]]:
         """Where parsing goes on when `nt`, called in `context`, is complete: (production,
@@ -199,77 +236,123 @@ class _OccurrenceBuilder:
         reaches directly) or'd with the values of the keys it reads, listed once before the
         passes: a pass is then a few integer operations a key. Each pass costs the budget one
         unit per key plus one per production symbol it spans: the first while its lists are
-        made, the others a pass at a time (their units do not depend on the values)."""
+        made, the others a pass at a time (their units do not depend on the values). Nothing
+        here outlives the builder, so units are charged in batches (`_BATCH_UNITS`): an
+        attempt that runs out spends all of its budget wherever it stops."""
         if not self._enumerate_contexts():
             return None
         keys = [(nt, c) for nt, cs in self.contexts.items() for c in cs]
         index = {key: i for i, key in enumerate(keys)}
-        prods, by_lhs = self.prods, self.by_lhs
+        prods, by_lhs, ids, nullable, depth = self.prods, self.by_lhs, self.ids, self.nullable, self.depth
+        budget = self.budget
+
+        def rest(p: int, d: int, context: Context) -> tuple[int, list[int], bool]:
+            """Production p from position d in `context`, up to its first symbol that cannot
+            be empty: the bit of the occurrence met there (0 if none), the keys of the
+            callees whose FIRST it reads on the way, and whether the whole rest can be empty."""
+            rhs = prods[p][1]
+            read: list[int] = []
+            for position in range(d, len(rhs)):
+                kind, value = rhs[position]
+                if kind != _NT:
+                    return 1 << ids[(p, position, context)], read, False
+                k = index.get((value, (((p, position),) + context)[:depth] if depth else ()))
+                if k is not None:
+                    read.append(k)
+                if value not in nullable:
+                    return 0, read, False
+            return 0, read, True
+
         # FIRST(nt, c): what each production of nt starts with.
         constants: list[int] = []
         reads: list[list[int]] = []
-        cost = len(keys)
-        self.budget.spend(len(keys))
+        cost = 0  # of a pass
+        units = len(keys)
         for nt, context in keys:
             mask, read = 0, []
             for p in by_lhs[nt]:
-                bit, callees, _ = self.rest(p, 0, context)
+                bit, callees, _ = rest(p, 0, context)
                 mask |= bit
-                read += [index[k] for k in callees if k in index]
-                cost += 1 + len(prods[p][1])
-                self.budget.spend(1 + len(prods[p][1]))
+                read += callees
+                units += 1 + len(prods[p][1])
+                if units > _BATCH_UNITS:
+                    cost += units
+                    budget.spend(units)
+                    units = 0
             constants.append(mask)
             reads.append(read)
+        cost += units
+        budget.spend(units)
         first = self._fixpoint(constants, reads, cost)
         # AFTER(nt, c): what follows a complete nt, FIRST now known.
-        constants, reads, cost = [], [], len(keys)
-        self.budget.spend(len(keys))
+        constants, reads, cost = [], [], 0
+        units = len(keys)
         for nt, context in keys:
             mask, read = 0, []
             for q, j, caller in self.returns(nt, context):
-                bit, callees, rest_nullable = self.rest(q, j, caller)
+                bit, callees, rest_nullable = rest(q, j, caller)
                 mask |= bit
                 for k in callees:
-                    if k in index:
-                        mask |= first[index[k]]
-                if rest_nullable and (prods[q][0], caller) in index:
-                    read.append(index[(prods[q][0], caller)])
-                cost += 1 + len(prods[q][1]) - j
-                self.budget.spend(1 + len(prods[q][1]) - j)
+                    mask |= first[k]
+                if rest_nullable:
+                    k = index.get((prods[q][0], caller))
+                    if k is not None:
+                        read.append(k)
+                units += 1 + len(prods[q][1]) - j
+                if units > _BATCH_UNITS:
+                    cost += units
+                    budget.spend(units)
+                    units = 0
             constants.append(mask)
             reads.append(read)
+        cost += units
+        budget.spend(units)
         after = self._fixpoint(constants, reads, cost)
         follow = [0] * len(self.symbols)
-        for (p, d, context), o in self.ids.items():
-            bit, callees, rest_nullable = self.rest(p, d + 1, context)
+        units = 0
+        for (p, d, context), o in ids.items():
+            bit, callees, rest_nullable = rest(p, d + 1, context)
             for k in callees:
-                if k in index:
-                    bit |= first[index[k]]
+                bit |= first[k]
             if rest_nullable:
                 found = index.get((prods[p][0], context))
                 if found is not None:
                     bit |= after[found]
             follow[o] = bit
-            self.budget.spend(len(prods[p][1]) - d)
+            units += len(prods[p][1]) - d
+            if units > _BATCH_UNITS:
+                budget.spend(units)
+                units = 0
+        budget.spend(units)
         start = index.get((self.root, (_ROOT_SITE,) if self.depth else ()))
         return _Occurrences(self.symbols, 0 if start is None else first[start], follow)
 
     def _fixpoint(self, constants: list[int], reads: list[list[int]], pass_cost: int) -> list[int]:
         """values[i] = constants[i] | values of reads[i], least, by passes in index order;
-        the first pass was charged while its lists were made."""
+        the first pass was charged while its lists were made. A key that reads nothing holds
+        its constant from the first pass on: later passes (each charged `pass_cost`, as a
+        pass over every key) visit only the others, which changes no value and no pass count."""
         values = [0] * len(constants)
-        changed = True
-        first_pass = True
-        while changed:
-            changed = False
-            if not first_pass:
-                self.budget.spend(pass_cost)
-            first_pass = False
-            for i, read in enumerate(reads):
-                mask = constants[i] | values[i]
+        changed = False
+        readers: list[tuple[int, list[int]]] = []
+        for i, read in enumerate(reads):
+            mask = constants[i]
+            if read:
+                readers.append((i, read))
                 for k in read:
                     mask |= values[k]
-                if mask != values[i]:
+            if mask:
+                values[i] = mask
+                changed = True
+        while changed:
+            changed = False
+            self.budget.spend(pass_cost)
+            for i, read in readers:
+                old = values[i]
+                mask = old
+                for k in read:
+                    mask |= values[k]
+                if mask != old:
                     values[i] = mask
                     changed = True
         return values
@@ -302,6 +385,7 @@ class _Refiner:
         total = _Budget(ANALYSIS_WORK_MAX)
         depth_index = 0  # into CONTEXT_DEPTHS; once a depth ran over, later rounds start lower
         for _ in range(REFINE_ROUND_COUNT_MAX):
+            grammar = _Reachable(self.cfg, self.root)
             while True:
                 last = depth_index == len(CONTEXT_DEPTHS) - 1
                 # A deeper (more precise) context may use a quarter of what is left; the last
@@ -309,7 +393,7 @@ class _Refiner:
                 self.budget = _Budget(max(total.left, 0) if last else max(total.left, 0) // 4)
                 self.pool.budget = self.budget
                 try:
-                    occ = _OccurrenceBuilder(self.cfg, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
+                    occ = _OccurrenceBuilder(grammar, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
                     if occ is None:
                         raise _OverBudget
                     victims = self.too_large(occ) or self.conflicts(occ)
