@@ -457,12 +457,7 @@ class _Pool:
             if None not in parts:
                 result = frozenset().union(*parts)  # type: ignore[arg-type]
         elif kind == _SEQ:
-            result = frozenset(("",))
-            for i in items:
-                part = self.texts(i, budget)
-                result = _product(result, part, budget) if part is not None else None
-                if result is None:
-                    break
+            result = _sequence_texts((self.texts(i, budget) for i in items), budget)  # (lazily: a give-up stops it)
         else:
             min_count, max_count = self.counts[x]
             part = self.texts(items[0], budget)
@@ -559,6 +554,57 @@ def _product(left: frozenset[str], right: frozenset[str], budget: _Budget) -> fr
     return frozenset([a + b for a in left for b in right])
 
 
+def _uniform_length(texts: frozenset[str]) -> int | None:
+    """The one length of all of `texts`, or None (none, or lengths that differ). Texts of one
+    length concatenated with texts of one length are all distinct: their number and size are
+    known without building them."""
+    for text in texts:
+        length = len(text)
+        return length if all(len(other) == length for other in texts) else None
+    return None
+
+
+def _sequence_texts(parts: Iterable[frozenset[str] | None], budget: _Budget) -> frozenset[str] | None:
+    """The texts of a sequence from its items' texts (`parts`, made one at a time in order),
+    or None: the product of the parts step by step, each step charged as `_product` charges it
+    (after the step's part is made). While every part has texts of one length the steps are
+    counted, not built, so a sequence that gives up builds nothing (`"u" hex hex hex hex`
+    built 10,648 texts to find the fifth step too large); the counted ones are built at the
+    end, or when a part of mixed lengths comes."""
+    counted: list[frozenset[str]] = []  # parts of one length each, not multiplied out yet
+    count, length = 1, 0  # texts of the counted product, and their one length
+    result: frozenset[str] | None = None  # the product once built (then nothing is counted)
+    for part in parts:
+        if part is None:
+            return None
+        part_length = _uniform_length(part) if result is None else None
+        if part_length is not None:
+            size = count * len(part)
+            chars = len(part) * count * length + count * len(part) * part_length
+            if size > _FINITE_TEXTS_MAX or chars > _FINITE_CHARS_MAX:
+                return None
+            if length + part_length > _FINITE_TEXT_LENGTH_MAX:
+                return None
+            budget.spend(1 + size + chars // 64)
+            count, length = size, length + part_length
+            counted.append(part)
+            continue
+        if result is None:
+            result = _multiply(counted)
+        result = _product(result, part, budget)
+        if result is None:
+            return None
+    return _multiply(counted) if result is None else result
+
+
+def _multiply(parts: list[frozenset[str]]) -> frozenset[str]:
+    """Every concatenation of one text of each part (charged by the caller)."""
+    result = frozenset(("",))
+    for part in parts:
+        result = frozenset([a + b for a in result for b in part])
+    return result
+
+
 def _powers_too_many(part: frozenset[str], min_count: int, max_count: int, budget: _Budget) -> bool:
     """Whether `_Pool.texts` of `part{min_count,max_count}` gives up (too many texts or
     characters), found by counting when the texts of `part` all have one length ≥ 1: then
@@ -567,8 +613,8 @@ def _powers_too_many(part: frozenset[str], min_count: int, max_count: int, budge
     `texts` gives up charges (the same amounts in the same order); `texts` then builds none
     of them (`[0-9]{0,15}` in a number built 11,111 texts to find it has too many). False
     (nothing charged) when the lengths differ or the powers fit: `texts` builds them."""
-    length = len(next(iter(part)))
-    if length == 0 or any(len(text) != length for text in part):
+    length = _uniform_length(part)
+    if not length:
         return False
     n = len(part)
     spends: list[int] = []
