@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import math
 import random
 import string
 import tracemalloc
@@ -550,7 +551,8 @@ def random_word_set(pool: _Pool, rng: random.Random) -> tuple[int, list[str]]:
     })
     if all(len(w) == 1 for w in words):
         return pool.chars(tuple((ord(w), ord(w)) for w in words)), words
-    return pool.alt([pool.literal(map(ord, w)) if len(w) > 1 else pool.chars(((ord(w), ord(w)),)) for w in words]), words
+    terms = [pool.literal(map(ord, w)) if len(w) > 1 else pool.chars(((ord(w), ord(w)),)) for w in words]
+    return pool.alt(terms), words
 
 
 def expected_texts(texts: set[str]) -> set[str] | None:
@@ -587,7 +589,7 @@ def test_texts_of_sequences_and_repetitions_are_counted_as_building_them_would(
             else:
                 parts = [random_word_set(pool, rng) for _ in range(rng.randint(1, 5))]
                 sizes = [len(words) for _, words in parts]
-                while len(parts) > 1 and _product_size(sizes) > 200_000:
+                while len(parts) > 1 and math.prod(sizes) > 200_000:
                     parts.pop()
                     sizes.pop()
                 term = pool.seq([t for t, _ in parts], flatten=False)
@@ -603,13 +605,6 @@ def test_texts_of_sequences_and_repetitions_are_counted_as_building_them_would(
                 assert got[-1] == expected_texts(every)
         monkeypatch.undo()
         assert got[0] == got[1] and spent[0] == spent[1]
-
-
-def _product_size(sizes: list[int]) -> int:
-    size = 1
-    for n in sizes:
-        size *= n
-    return size
 
 
 def check_against_regex(ir: GrammarIR, pattern: str, texts: list[str], characters: str, rng: random.Random) -> None:

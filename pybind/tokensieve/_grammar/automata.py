@@ -458,12 +458,15 @@ class _Pool:
             if None not in parts:
                 result = frozenset().union(*parts)  # type: ignore[arg-type]
         elif kind == _SEQ:
-            result = _sequence_texts((self.texts(i, budget) for i in items), budget)  # (lazily: a give-up stops it)
+            # (the items' texts made lazily: a give-up stops them, as it did)
+            result = _sequence_texts((self.texts(i, budget) for i in items), budget)
         else:
             min_count, max_count = self.counts[x]
             part = self.texts(items[0], budget)
             if (
-                part is not None and max_count is not None and max_count * max(map(len, part)) <= _FINITE_TEXT_LENGTH_MAX
+                part is not None
+                and max_count is not None
+                and max_count * max(map(len, part)) <= _FINITE_TEXT_LENGTH_MAX
                 and not _powers_too_many(part, min_count, max_count, budget)
             ):
                 power: frozenset[str] | None = frozenset(("",))

@@ -35,6 +35,7 @@ _EAGER_NUMBERING_MAX = 4096
 # times in one long production ran 5 s past its budget).
 _BATCH_UNITS = 10_000
 
+
 @dataclass
 class _Occurrences:
     """Tagged lexeme occurrences of the reachable lexeme grammar, with FIRST and FOLLOW.
@@ -181,7 +182,9 @@ class _OccurrenceBuilder:
         before any list is built (a grammar of 20,000 rules built 50,000 call strings to
         find them too many, at two depths)."""
         prods, sites = self.prods, self.sites
-        callers = {nt: [-1 if site == _ROOT_SITE else prods[site[0]][0] for site in nt_sites] for nt, nt_sites in sites.items()}
+        callers = {
+            nt: [-1 if site == _ROOT_SITE else prods[site[0]][0] for site in nt_sites] for nt, nt_sites in sites.items()
+        }
         counts = {nt: 1 for nt in self.by_lhs}
         for _ in range(self.depth):
             counts = {nt: sum([1 if c < 0 else counts[c] for c in cs]) for nt, cs in callers.items()}
@@ -205,7 +208,8 @@ class _OccurrenceBuilder:
                 for c in cs:
                     self.extensions.setdefault((nt, c[: self.depth - 1]), []).append(c)
         contexts = self.contexts
-        if sum([len(contexts[nt]) for nt, rhs in prods for kind, _ in rhs if kind != _NT]) > TAGGED_OCCURRENCE_COUNT_MAX:
+        occurrence_count = sum([len(contexts[nt]) for nt, rhs in prods for kind, _ in rhs if kind != _NT])
+        if occurrence_count > TAGGED_OCCURRENCE_COUNT_MAX:
             return False
         ids, symbols = self.ids, self.symbols
         for index, (nt, rhs) in enumerate(prods):
