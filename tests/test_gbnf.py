@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import math
 import random
 import string
 import tracemalloc
@@ -41,6 +42,7 @@ from tokensieve._grammar.gbnf.syntax import (
     SpecialToken,
     parse_gbnf,
 )
+from tokensieve._grammar import automata
 from tokensieve._grammar.automata import _Budget, _Pool, _can_extend, _pair_search, _share_text
 from tokensieve._grammar.charset import Ranges, intersects
 from tokensieve._grammar.gbnf import gbnf_to_ir
@@ -538,6 +540,71 @@ def test_texts_of_long_repetitions_are_not_built() -> None:
     assert peak < 16 * 2**20  # what was built (the 1.3 s built ~400 MB of texts)
     assert budget.spent < 50_000  # and the refinement's budget was charged for it
     assert pool.texts(pool.rep(word, 2, 3), budget) == {"xA-😀" * 2, "xA-😀" * 3}
+
+
+def random_word_set(pool: _Pool, rng: random.Random) -> tuple[int, list[str]]:
+    """A term matching a few words, all of one length or not, and its words."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"[: rng.randint(1, 36)]
+    lengths = [rng.randint(1, 3)] if rng.random() < 0.7 else [1, 2, 3]
+    words = sorted({
+        "".join(rng.choice(alphabet) for _ in range(rng.choice(lengths))) for _ in range(rng.randint(1, 40))
+    })
+    if all(len(w) == 1 for w in words):
+        return pool.chars(tuple((ord(w), ord(w)) for w in words)), words
+    terms = [pool.literal(map(ord, w)) if len(w) > 1 else pool.chars(((ord(w), ord(w)),)) for w in words]
+    return pool.alt(terms), words
+
+
+def expected_texts(texts: set[str]) -> set[str] | None:
+    """What `_Pool.texts` keeps: at most 20,000 texts of 400,000 characters in all."""
+    return None if len(texts) > 20_000 or sum(map(len, texts)) > 400_000 else texts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_texts_of_sequences_and_repetitions_are_counted_as_building_them_would(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `texts` counts the products of sets of texts of one length instead of building them when
+    # they are too many (`[0-9]{0,15}` built 11,111 texts to give up, `"u" hex hex hex hex`
+    # 10,648). The oracle: every concatenation, enumerated by itertools; and the budget charged
+    # as when they are built (`_uniform_length` patched to find no set of one length).
+    rng = random.Random(seed)
+    for _ in range(8):
+        state = rng.getstate()
+        spent, got = [], []
+        for counting in (True, False):
+            rng.setstate(state)
+            if not counting:
+                monkeypatch.setattr(automata, "_uniform_length", lambda texts: None)
+            pool = _Pool()
+            if rng.random() < 0.5:
+                part, words = random_word_set(pool, rng)
+                low = rng.randint(0, 3)
+                high = low + rng.randint(0, 4)
+                if sum(len(words) ** k for k in range(low, high + 1)) > 200_000:
+                    high = low  # keep the oracle's enumeration small
+                term = pool.rep(part, low, high)
+                word_lists = [words]
+                every = {"".join(p) for k in range(low, high + 1) for p in itertools.product(words, repeat=k)}
+            else:
+                parts = [random_word_set(pool, rng) for _ in range(rng.randint(1, 5))]
+                sizes = [len(words) for _, words in parts]
+                while len(parts) > 1 and math.prod(sizes) > 200_000:
+                    parts.pop()
+                    sizes.pop()
+                term = pool.seq([t for t, _ in parts], flatten=False)
+                word_lists = [words for _, words in parts]
+                every = {"".join(p) for p in itertools.product(*[words for _, words in parts])}
+            budget = _Budget(1 << 40)
+            got.append(pool.texts(term, budget))
+            spent.append(budget.spent)
+            # Texts of mixed lengths repeat in a product, which `texts` counts before removing
+            # them: it may give up on fewer distinct texts than the limits. Of one length, exactly.
+            assert got[-1] is None or got[-1] == every
+            if all(len({len(w) for w in words}) == 1 for words in word_lists):
+                assert got[-1] == expected_texts(every)
+        monkeypatch.undo()
+        assert got[0] == got[1] and spent[0] == spent[1]
 
 
 def check_against_regex(ir: GrammarIR, pattern: str, texts: list[str], characters: str, rng: random.Random) -> None:

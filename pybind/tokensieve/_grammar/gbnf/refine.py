@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..charset import (
-    Ranges, intersects, union,
+    Ranges, intersects, normalize,
 )
 from ..._errors import GrammarError, LimitError
 from ..automata import _UNLIMITED, _Budget, _OverBudget, _can_extend, _share_text
@@ -23,6 +23,18 @@ from .syntax import (
 # ===============================================================================================
 # Refinement: split lexemes until none can over-extend
 # ===============================================================================================
+
+# `together` numbers every FOLLOW set before its worklist up to this many occurrences (hashing
+# each occurrence's set costs little there, and lets a pop take its partners a set at a time);
+# past it sets are numbered when first met (hashing 50,000 sets of 50,000 bits up front costs
+# more than a grammar near the budget does before it runs out).
+_EAGER_NUMBERING_MAX = 4096
+# Units charged at once by loops that keep nothing outside their builder (`_OccurrenceBuilder`),
+# checked after each step that charges: small enough that a grammar far over the budget stops
+# soon (a step is O(production length); per key was too coarse: a nullable rule called 10,000
+# times in one long production ran 5 s past its budget).
+_BATCH_UNITS = 10_000
+
 
 @dataclass
 class _Occurrences:
@@ -73,39 +85,56 @@ Context = tuple[Site, ...]  # innermost call site first
 _ROOT_SITE: Site = (-1, -1)  # the call of the start nonterminal
 
 
-class _OccurrenceBuilder:
-    """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
-    AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
+class _Reachable:
+    """The reachable productions of the lexeme grammar as one round sees them (split terms
+    resolved), with where each nonterminal is called and which can be empty: made once per
+    round, shared by its attempts at every context depth (the grammar changes only between
+    rounds). `nullable_units` is what finding the nullable nonterminals costs the budget; each
+    attempt is charged it, as when each attempt found them again."""
 
-    def __init__(self, cfg: _Cfg, root: int, depth: int, budget: _Budget) -> None:
-        nts = cfg.reachable(root)
-        self.budget = budget
-        self.depth = depth
-        self.root = root
-        self.prods = [(nt, tuple(cfg.resolve(s) for s in p)) for nt in nts for p in cfg.productions[nt]]
+    def __init__(self, cfg: _Cfg, root: int) -> None:
+        split_of = cfg.split_of
+        # Breadth-first from root, as `_Cfg.reachable`: nonterminals in that order, each
+        # one's productions in order.
+        nts = [root]
+        seen = {root}
+        prods: list[tuple[int, tuple[Symbol, ...]]] = []
+        for nt in nts:
+            for production in cfg.productions[nt]:
+                if split_of and any(kind == _TERM and value in split_of for kind, value in production):
+                    production = tuple([
+                        (_NT, split_of[value]) if kind == _TERM and value in split_of else (kind, value)
+                        for kind, value in production
+                    ])
+                prods.append((nt, production))
+                for kind, value in production:
+                    if kind == _NT and value not in seen:
+                        seen.add(value)
+                        nts.append(value)
+        self.nts = nts
+        self.prods = prods
         self.by_lhs: dict[int, list[int]] = {nt: [] for nt in nts}
         self.sites: dict[int, list[Site]] = {nt: [] for nt in nts}
         self.sites[root].append(_ROOT_SITE)
-        for index, (nt, rhs) in enumerate(self.prods):
+        for index, (nt, rhs) in enumerate(prods):
             self.by_lhs[nt].append(index)
             for position, s in enumerate(rhs):
                 if s[0] == _NT:
                     self.sites[s[1]].append((index, position))
-        self.nullable = self._nullable()
-        self.contexts: dict[int, list[Context]] = {}
-        self.extensions: dict[tuple[int, Context], list[Context]] = {}
-        self.symbols: list[Symbol] = []
-        self.ids: dict[tuple[int, int, Context], int] = {}
+        self.nullable, self.nullable_units = self._nullable()
 
-    def _nullable(self) -> set[int]:
+    def _nullable(self) -> tuple[set[int], int]:
+        """The nullable nonterminals, and the units: one per production plus one per
+        symbol, and one per use of a nonterminal found nullable."""
         # A worklist, linear in the productions: a fixpoint of passes over every production
         # was quadratic when nullable rules chain (one more per pass), and uncharged.
         nullable: set[int] = set()
         pending = [0] * len(self.prods)  # symbols of each production not yet known nullable
         users: dict[int, list[int]] = {}
         work: list[int] = []
+        units = 0
         for index, (nt, rhs) in enumerate(self.prods):
-            self.budget.spend(1 + len(rhs))
+            units += 1 + len(rhs)
             if any(s[0] != _NT for s in rhs):
                 pending[index] = -1  # holds a terminal: never nullable
                 continue
@@ -120,58 +149,76 @@ class _OccurrenceBuilder:
                 continue
             nullable.add(nt)
             for index in users.get(nt, ()):
-                self.budget.spend()
+                units += 1
                 pending[index] -= 1
                 if pending[index] == 0:
                     work.append(self.prods[index][0])
-        return nullable
+        return nullable, units
+
+
+class _OccurrenceBuilder:
+    """Builds `_Occurrences` for one context depth: FIRST per (nonterminal, context) and
+    AFTER per (nonterminal, context) by fixpoints (every pass only grows bit sets)."""
+
+    def __init__(self, grammar: _Reachable, root: int, depth: int, budget: _Budget) -> None:
+        self.budget = budget
+        self.depth = depth
+        self.root = root
+        self.prods = grammar.prods
+        self.by_lhs = grammar.by_lhs
+        self.sites = grammar.sites
+        self.nullable = grammar.nullable
+        # The nullable nonterminals' units (nothing here outlives the builder, so the units of
+        # a computation that could have run out part way are charged in one amount).
+        budget.spend(grammar.nullable_units)
+        self.contexts: dict[int, list[Context]] = {}
+        self.extensions: dict[tuple[int, Context], list[Context]] = {}
+        self.symbols: list[Symbol] = []
+        self.ids: dict[tuple[int, int, Context], int] = {}
 
     def _enumerate_contexts(self) -> bool:
         """Call strings of length `depth` (shorter when they reach the start) per nonterminal;
-        False past `TAGGED_OCCURRENCE_COUNT_MAX` tagged occurrences."""
-        level: dict[int, list[Context]] = {nt: [()] for nt in self.by_lhs}
+        False past `TAGGED_OCCURRENCE_COUNT_MAX` tagged occurrences. Both counts are found
+        before any list is built (a grammar of 20,000 rules built 50,000 call strings to
+        find them too many, at two depths)."""
+        prods, sites = self.prods, self.sites
+        callers = {
+            nt: [-1 if site == _ROOT_SITE else prods[site[0]][0] for site in nt_sites] for nt, nt_sites in sites.items()
+        }
+        counts = {nt: 1 for nt in self.by_lhs}
         for _ in range(self.depth):
-            level = {
-                nt: [
-                    (site,) + (() if site == _ROOT_SITE else rest)
-                    for site in sites
-                    for rest in ([()] if site == _ROOT_SITE else level[self.prods[site[0]][0]])
-                ]
-                for nt, sites in self.sites.items()
-            }
-            if sum(len(c) for c in level.values()) > TAGGED_OCCURRENCE_COUNT_MAX:
+            counts = {nt: sum([1 if c < 0 else counts[c] for c in cs]) for nt, cs in callers.items()}
+            if sum(counts.values()) > TAGGED_OCCURRENCE_COUNT_MAX:
                 return False
-        self.contexts = {nt: sorted(set(cs)) for nt, cs in level.items()}
-        for nt, cs in self.contexts.items():
-            for c in cs:
-                self.extensions.setdefault((nt, c[: self.depth - 1] if self.depth else ()), []).append(c)
-        for index, (nt, rhs) in enumerate(self.prods):
+        if self.depth == 0:
+            self.contexts = {nt: [()] for nt in self.by_lhs}
+        else:
+            level: dict[int, list[Context]] = {nt: [()] for nt in self.by_lhs}
+            for _ in range(self.depth):
+                level = {
+                    nt: [
+                        (site,) + (() if site == _ROOT_SITE else rest)
+                        for site in nt_sites
+                        for rest in ([()] if site == _ROOT_SITE else level[prods[site[0]][0]])
+                    ]
+                    for nt, nt_sites in sites.items()
+                }
+            self.contexts = {nt: sorted(set(cs)) if len(cs) > 1 else cs for nt, cs in level.items()}
+            for nt, cs in self.contexts.items():
+                for c in cs:
+                    self.extensions.setdefault((nt, c[: self.depth - 1]), []).append(c)
+        contexts = self.contexts
+        occurrence_count = sum([len(contexts[nt]) for nt, rhs in prods for kind, _ in rhs if kind != _NT])
+        if occurrence_count > TAGGED_OCCURRENCE_COUNT_MAX:
+            return False
+        ids, symbols = self.ids, self.symbols
+        for index, (nt, rhs) in enumerate(prods):
             for position, s in enumerate(rhs):
                 if s[0] != _NT:
-                    for c in self.contexts[nt]:
-                        self.ids[(index, position, c)] = len(self.symbols)
-                        self.symbols.append(s)
-                        if len(self.symbols) > TAGGED_OCCURRENCE_COUNT_MAX:
-                            return False
+                    for c in contexts[nt]:
+                        ids[(index, position, c)] = len(symbols)
+                        symbols.append(s)
         return True
-
-    def callee_context(self, p: int, position: int, context: Context) -> Context:
-        return (((p, position),) + context)[: self.depth]
-
-    def rest(self, p: int, d: int, context: Context) -> tuple[int, list[tuple[int, Context]], bool]:
-        """Production p from position d in `context`, up to its first symbol that cannot be
-        empty: the bit of the occurrence met there (0 if none), the (callee, context) keys
-        whose FIRST it reads on the way, and whether the whole rest can be empty."""
-        rhs = self.prods[p][1]
-        callees: list[tuple[int, Context]] = []
-        for position in range(d, len(rhs)):
-            kind, value = rhs[position]
-            if kind != _NT:
-                return 1 << self.ids[(p, position, context)], callees, False
-            callees.append((value, self.callee_context(p, position, context)))
-            if value not in self.nullable:
-                return 0, callees, False
-        return 0, callees, True
 
     def returns(self, nt: int, context: Context) -> list[tuple[int, int, Context]]:
         """Where parsing goes on when `nt`, called in `context`, is complete: (production,
@@ -193,77 +240,123 @@ class _OccurrenceBuilder:
         reaches directly) or'd with the values of the keys it reads, listed once before the
         passes: a pass is then a few integer operations a key. Each pass costs the budget one
         unit per key plus one per production symbol it spans: the first while its lists are
-        made, the others a pass at a time (their units do not depend on the values)."""
+        made, the others a pass at a time (their units do not depend on the values). Nothing
+        here outlives the builder, so units are charged in batches (`_BATCH_UNITS`): an
+        attempt that runs out spends all of its budget wherever it stops."""
         if not self._enumerate_contexts():
             return None
         keys = [(nt, c) for nt, cs in self.contexts.items() for c in cs]
         index = {key: i for i, key in enumerate(keys)}
-        prods, by_lhs = self.prods, self.by_lhs
+        prods, by_lhs, ids, nullable, depth = self.prods, self.by_lhs, self.ids, self.nullable, self.depth
+        budget = self.budget
+
+        def rest(p: int, d: int, context: Context) -> tuple[int, list[int], bool]:
+            """Production p from position d in `context`, up to its first symbol that cannot
+            be empty: the bit of the occurrence met there (0 if none), the keys of the
+            callees whose FIRST it reads on the way, and whether the whole rest can be empty."""
+            rhs = prods[p][1]
+            read: list[int] = []
+            for position in range(d, len(rhs)):
+                kind, value = rhs[position]
+                if kind != _NT:
+                    return 1 << ids[(p, position, context)], read, False
+                k = index.get((value, (((p, position),) + context)[:depth] if depth else ()))
+                if k is not None:
+                    read.append(k)
+                if value not in nullable:
+                    return 0, read, False
+            return 0, read, True
+
         # FIRST(nt, c): what each production of nt starts with.
         constants: list[int] = []
         reads: list[list[int]] = []
-        cost = len(keys)
-        self.budget.spend(len(keys))
+        cost = 0  # of a pass
+        units = len(keys)
         for nt, context in keys:
             mask, read = 0, []
             for p in by_lhs[nt]:
-                bit, callees, _ = self.rest(p, 0, context)
+                bit, callees, _ = rest(p, 0, context)
                 mask |= bit
-                read += [index[k] for k in callees if k in index]
-                cost += 1 + len(prods[p][1])
-                self.budget.spend(1 + len(prods[p][1]))
+                read += callees
+                units += 1 + len(prods[p][1])
+                if units > _BATCH_UNITS:
+                    cost += units
+                    budget.spend(units)
+                    units = 0
             constants.append(mask)
             reads.append(read)
+        cost += units
+        budget.spend(units)
         first = self._fixpoint(constants, reads, cost)
         # AFTER(nt, c): what follows a complete nt, FIRST now known.
-        constants, reads, cost = [], [], len(keys)
-        self.budget.spend(len(keys))
+        constants, reads, cost = [], [], 0
+        units = len(keys)
         for nt, context in keys:
             mask, read = 0, []
             for q, j, caller in self.returns(nt, context):
-                bit, callees, rest_nullable = self.rest(q, j, caller)
+                bit, callees, rest_nullable = rest(q, j, caller)
                 mask |= bit
                 for k in callees:
-                    if k in index:
-                        mask |= first[index[k]]
-                if rest_nullable and (prods[q][0], caller) in index:
-                    read.append(index[(prods[q][0], caller)])
-                cost += 1 + len(prods[q][1]) - j
-                self.budget.spend(1 + len(prods[q][1]) - j)
+                    mask |= first[k]
+                if rest_nullable:
+                    k = index.get((prods[q][0], caller))
+                    if k is not None:
+                        read.append(k)
+                units += 1 + len(prods[q][1]) - j
+                if units > _BATCH_UNITS:
+                    cost += units
+                    budget.spend(units)
+                    units = 0
             constants.append(mask)
             reads.append(read)
+        cost += units
+        budget.spend(units)
         after = self._fixpoint(constants, reads, cost)
         follow = [0] * len(self.symbols)
-        for (p, d, context), o in self.ids.items():
-            bit, callees, rest_nullable = self.rest(p, d + 1, context)
+        units = 0
+        for (p, d, context), o in ids.items():
+            bit, callees, rest_nullable = rest(p, d + 1, context)
             for k in callees:
-                if k in index:
-                    bit |= first[index[k]]
+                bit |= first[k]
             if rest_nullable:
                 found = index.get((prods[p][0], context))
                 if found is not None:
                     bit |= after[found]
             follow[o] = bit
-            self.budget.spend(len(prods[p][1]) - d)
+            units += len(prods[p][1]) - d
+            if units > _BATCH_UNITS:
+                budget.spend(units)
+                units = 0
+        budget.spend(units)
         start = index.get((self.root, (_ROOT_SITE,) if self.depth else ()))
         return _Occurrences(self.symbols, 0 if start is None else first[start], follow)
 
     def _fixpoint(self, constants: list[int], reads: list[list[int]], pass_cost: int) -> list[int]:
         """values[i] = constants[i] | values of reads[i], least, by passes in index order;
-        the first pass was charged while its lists were made."""
+        the first pass was charged while its lists were made. A key that reads nothing holds
+        its constant from the first pass on: later passes (each charged `pass_cost`, as a
+        pass over every key) visit only the others, which changes no value and no pass count."""
         values = [0] * len(constants)
-        changed = True
-        first_pass = True
-        while changed:
-            changed = False
-            if not first_pass:
-                self.budget.spend(pass_cost)
-            first_pass = False
-            for i, read in enumerate(reads):
-                mask = constants[i] | values[i]
+        changed = False
+        readers: list[tuple[int, list[int]]] = []
+        for i, read in enumerate(reads):
+            mask = constants[i]
+            if read:
+                readers.append((i, read))
                 for k in read:
                     mask |= values[k]
-                if mask != values[i]:
+            if mask:
+                values[i] = mask
+                changed = True
+        while changed:
+            changed = False
+            self.budget.spend(pass_cost)
+            for i, read in readers:
+                old = values[i]
+                mask = old
+                for k in read:
+                    mask |= values[k]
+                if mask != old:
                     values[i] = mask
                     changed = True
         return values
@@ -276,19 +369,27 @@ class _Refiner:
         self.cfg = cfg
         self.pool = cfg.pool
         self.root = root
-        self._extend_cache: dict[tuple[int, Ranges, int], bool] = {}
+        # `can_extend`'s answers by (term, number of the FOLLOW characters, rival); the
+        # characters by number, numbered by value (`follow_number`); whether two terms' first
+        # characters meet.
+        self._extend_cache: dict[tuple[int, int, int], bool] = {}
+        self._follow_numbers: dict[tuple[int, ...], int] = {}
+        self._chars_numbers: dict[Ranges, int] = {}
+        self._follow_chars: list[Ranges] = []
+        self._first_meets: dict[tuple[int, int], bool] = {}
+        self._wide_first: dict[int, Ranges] = {}  # a term's first characters, widened
         self._share_cache: dict[tuple[int, int], bool] = {}
         # `sharing_masks`' answers over every round: the symbols asked about with each symbol,
         # and those that share a text with it.
         self._share_asked: dict[Symbol, set[Symbol]] = {}
         self._share_partners: dict[Symbol, set[Symbol]] = {}
-        self._follow_cache: dict[frozenset[int], Ranges] = {}
         self.budget = _Budget(_UNLIMITED)
 
     def run(self) -> None:
         total = _Budget(ANALYSIS_WORK_MAX)
         depth_index = 0  # into CONTEXT_DEPTHS; once a depth ran over, later rounds start lower
         for _ in range(REFINE_ROUND_COUNT_MAX):
+            grammar = _Reachable(self.cfg, self.root)
             while True:
                 last = depth_index == len(CONTEXT_DEPTHS) - 1
                 # A deeper (more precise) context may use a quarter of what is left; the last
@@ -296,7 +397,7 @@ class _Refiner:
                 self.budget = _Budget(max(total.left, 0) if last else max(total.left, 0) // 4)
                 self.pool.budget = self.budget
                 try:
-                    occ = _OccurrenceBuilder(self.cfg, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
+                    occ = _OccurrenceBuilder(grammar, self.root, CONTEXT_DEPTHS[depth_index], self.budget).build()
                     if occ is None:
                         raise _OverBudget
                     victims = self.too_large(occ) or self.conflicts(occ)
@@ -348,37 +449,50 @@ class _Refiner:
         """Terms L′ that some intended lexeme L, followed by a possible character, extends,
         for every pair (L, L′) that `together` says may be expected at one boundary."""
         pool = self.pool
+        first = pool.first
         together = self.together(occ)
+        budget = self.budget
         victims: set[int] = set()
         checked: set[tuple[int, int, int]] = set()  # (term, FOLLOW characters' number, rival)
         # Occurrences share their FOLLOW and `together` sets (a lexeme in many places): each
         # set's characters and lexemes are found once (c_like_functions: 835 occurrences, 109
-        # FOLLOW sets, 125 `together` sets), the characters numbered for `checked`.
-        follow_of: dict[int, tuple[Ranges, int]] = {}
-        numbers: dict[Ranges, int] = {}
+        # FOLLOW sets, 125 `together` sets). A set's lexemes are read from each lexeme's
+        # occurrences (a few dozen lexemes, where a set has up to hundreds of occurrences).
+        terms = [(x, mask) for (kind, x), mask in occ.by_symbol().items() if kind == _TERM]
+        rival_terms = [(x, mask) for x, mask in terms if not pool.is_single_char(x)]
+        follow_of: dict[int, int] = {}
         rivals_of: dict[int, list[int]] = {}
+        meets = self._first_meets
+        extend_cache = self._extend_cache
+        chars_of = self._follow_chars
         for o, (kind, x) in enumerate(occ.symbols):
             if kind != _TERM:
                 continue
-            found = follow_of.get(occ.follow[o])
-            if found is None:
-                chars = self.follow_chars(occ, occ.follow[o])
-                found = follow_of[occ.follow[o]] = (chars, numbers.setdefault(chars, len(numbers)))
-            follow_chars, number = found
-            if not follow_chars:
+            after = occ.follow[o]
+            number = follow_of.get(after)
+            if number is None:
+                number = follow_of[after] = self.follow_number(tuple([t for t, mask in terms if mask & after]))
+            if number < 0:  # nothing can follow
                 continue
-            self.budget.spend(together[o].bit_count())
-            rivals = rivals_of.get(together[o])
+            mask = together[o]
+            budget.spend(mask.bit_count())
+            rivals = rivals_of.get(mask)
             if rivals is None:
-                rivals = rivals_of[together[o]] = [
-                    other for r_kind, other in occ.symbols_in(together[o])
-                    if r_kind == _TERM and not pool.is_single_char(other)
-                ]
+                rivals = rivals_of[mask] = [t for t, t_mask in rival_terms if t_mask & mask]
             for other in rivals:
-                if other in victims or (x, number, other) in checked:
+                key = (x, number, other)
+                if other in victims or key in checked:
                     continue
-                checked.add((x, number, other))
-                if intersects(pool.first[x], pool.first[other]) and self.can_extend(x, follow_chars, other):
+                checked.add(key)
+                meet = meets.get((x, other))
+                if meet is None:
+                    meet = meets[(x, other)] = intersects(first[x], first[other])
+                if not meet:
+                    continue
+                found = extend_cache.get(key)
+                if found is None:
+                    found = extend_cache[key] = _can_extend(pool, x, chars_of[number], other, budget)
+                if found:
                     victims.add(other)
         return victims
 
@@ -395,10 +509,10 @@ class _Refiner:
         sharing = self.sharing_masks(occ)
         together = [0] * count
         done = [0] * count  # partners whose consequence is applied already
-        # FOLLOW sets by number (found when first needed: hashing every occurrence's set up
-        # front costs more than a grammar near the budget does before it runs out), each
-        # set's bits listed once; `applied` holds f·count + g for the pairs (f, g) of numbers
-        # whose consequence is applied already.
+        # FOLLOW sets by number (all first, or when first needed past
+        # `_EAGER_NUMBERING_MAX`), each set's bits listed once; `applied` holds f·count + g
+        # for the pairs (f, g) of numbers whose consequence is applied already (numbered when
+        # first needed; `applied_to` below otherwise).
         follow_number: dict[int, int] = {}
         follow_masks: list[int] = []
         follow_bits: list[list[int] | None] = []
@@ -416,11 +530,29 @@ class _Refiner:
 
         for x in _bits(occ.first_root):
             together[x] |= occ.first_root
-        work = list(range(count))
-        # A pop's unit is charged in batches (the loop has no other effect the budget must
-        # order); a pair's units before its bits are visited.
+        # Units: one per pop of the work list (charged in batches: the loop has no other
+        # effect the budget must order), and per pair of FOLLOW sets applied, one per bit
+        # visited times the width of the bit sets. An occurrence that shares a text with
+        # nothing does nothing when popped: it is counted, not pushed (the other pops come
+        # in the same order).
+        # Up to `_EAGER_NUMBERING_MAX` occurrences every FOLLOW set is numbered first, with the
+        # occurrences of each number: then a pop takes its fresh partners a FOLLOW set at a
+        # time (the first partner of each set, lowest first, as one at a time does), and
+        # `applied_to[f]` holds the occurrences whose set is applied with set f.
+        eager = count <= _EAGER_NUMBERING_MAX
+        occurrences_of: list[int] = []
+        applied_to: list[int] = []
+        if eager:
+            for o in range(count):
+                if follow_of[o] < 0:
+                    number(o)
+            occurrences_of = [0] * len(follow_masks)
+            for o, f in enumerate(follow_of):
+                occurrences_of[f] |= 1 << o
+            applied_to = [0] * len(follow_masks)
         unit = 1 + count // 256
-        units = 0
+        work = [m for m in range(count) if sharing[m]]
+        units = (count - len(work)) * unit
         budget = self.budget
         while work:
             m = work.pop()
@@ -431,28 +563,40 @@ class _Refiner:
                 fm = follow_of[m]
                 if fm < 0:
                     fm = number(m)
+                if eager:
+                    fresh &= ~applied_to[fm]
                 while fresh:
                     low = fresh & -fresh
-                    fresh ^= low
-                    f2 = follow_of[low.bit_length() - 1]
-                    if f2 < 0:
-                        f2 = number(low.bit_length() - 1)
-                    # `applied` is symmetric: both orders of a pair are applied in one step.
-                    if fm * count + f2 in applied:
-                        continue
-                    applied.add(fm * count + f2)
-                    applied.add(f2 * count + fm)
+                    o = low.bit_length() - 1
+                    f2 = follow_of[o]
+                    # Both orders of a pair are applied in one step.
+                    if eager:
+                        fresh &= ~occurrences_of[f2]
+                        applied_to[fm] |= occurrences_of[f2]
+                        applied_to[f2] |= occurrences_of[fm]
+                    else:
+                        fresh ^= low
+                        if f2 < 0:
+                            f2 = number(o)
+                        key = fm * count + f2
+                        if key in applied:
+                            continue
+                        applied.add(key)
+                        applied.add(f2 * count + fm)
                     for fa, fb in ((fm, f2), (f2, fm)) if fm != f2 else ((fm, fm),):
-                        # One unit per bit visited, plus the width of the bit sets it combines.
-                        budget.spend(follow_masks[fa].bit_count() * unit)
                         bits = follow_bits[fa]
                         if bits is None:
                             bits = follow_bits[fa] = list(_bits(follow_masks[fa]))
+                        units += len(bits) * unit
                         b = follow_masks[fb]
                         for x in bits:
-                            if b & ~together[x]:
-                                together[x] |= b
-                                work.append(x)
+                            t = together[x]
+                            if b | t != t:
+                                together[x] = b | t
+                                if sharing[x]:
+                                    work.append(x)
+                                else:
+                                    units += unit
             if units > 4096:
                 budget.spend(units)
                 units = 0
@@ -483,18 +627,28 @@ class _Refiner:
             shared[a] = mask
         return [shared[symbol] for symbol in occ.symbols]
 
-    def follow_chars(self, occ: _Occurrences, after: int) -> Ranges:
-        """First characters of the occurrences in `after`, widened to whole lead bytes (the
-        union made once per set of lexemes, over every round)."""
-        terms = frozenset([x for kind, x in occ.symbols_in(after) if kind == _TERM])
-        chars = self._follow_cache.get(terms)
-        if chars is None:
-            first = self.pool.first
-            union_of: Ranges = ()
+    def follow_number(self, terms: tuple[int, ...]) -> int:
+        """The number of the first characters of `terms` (-1 when there are none), widened to
+        whole lead bytes: numbered by value over every round (the union made once per set of
+        lexemes)."""
+        number = self._follow_numbers.get(terms)
+        if number is None:
+            # Widening is per character, so the union of the terms' widened first characters
+            # (each widened once) is the widened union.
+            wide = self._wide_first
             for term in terms:
-                union_of = union(union_of, first[term])
-            chars = self._follow_cache[terms] = _widen_to_lead_bytes(union_of) if union_of else ()
-        return chars
+                if term not in wide:
+                    first = self.pool.first[term]
+                    wide[term] = _widen_to_lead_bytes(first) if first else ()
+            chars = wide[terms[0]] if len(terms) == 1 else normalize([r for term in terms for r in wide[term]])
+            if chars:
+                number = self._chars_numbers.setdefault(chars, len(self._follow_chars))
+                if number == len(self._follow_chars):
+                    self._follow_chars.append(chars)
+            else:
+                number = -1
+            self._follow_numbers[terms] = number
+        return number
 
     def share_text(self, p: Symbol, q: Symbol) -> bool:
         """Can lexemes p and q match one same text? (Special tokens: the same token.)"""
@@ -508,11 +662,4 @@ class _Refiner:
         found = self._share_cache.get((a, b))
         if found is None:
             found = self._share_cache[(a, b)] = _share_text(self.pool, a, b, self.budget)
-        return found
-
-    def can_extend(self, x: int, follow_chars: Ranges, other: int) -> bool:
-        key = (x, follow_chars, other)
-        found = self._extend_cache.get(key)
-        if found is None:
-            found = self._extend_cache[key] = _can_extend(self.pool, x, follow_chars, other, self.budget)
         return found
