@@ -3,7 +3,8 @@
 Every call is bounded by its input (docs/limits.md), but that is only a promise to a server
 when the bound is close to linear: work that grows with the square of a schema's `allOf` parts
 or of a chain's links ran for minutes at sizes one request can carry (the seventeenth session
-found six such paths with this probe: docs/limits.md, the hostile corpus). Each shape is built
+found six such paths with this probe: docs/limits.md, the hostile corpus; its shapes are those
+families and their neighbours). Each shape is built
 at two sizes, n and 8n, and compiled (front-end, core, first matcher and its first mask) in a
 fresh process under a time limit; the command prints both times and the growth exponent
 log(t₈ₙ / tₙ) / log 8 (1: linear, 2: quadratic). A size may end in a named limit or a grammar
@@ -67,6 +68,23 @@ SHAPES: dict[str, tuple[str, Callable[[int], Any]]] = {
     "json_ref_chain": ("json_schema", lambda n: {"$ref": "#/$defs/d0", "$defs": {
         **{f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"type": "null"}]} for i in range(n)}, f"d{n}": {"type": "integer"}}}),
     "json_not_enum": ("json_schema", lambda n: {"type": "string", "not": {"enum": _words(n)}}),
+    "json_prefix_items_objects": ("json_schema", lambda n: {"type": "array", "items": False, "prefixItems": [
+        {"type": "object", "properties": {w: {"type": "string"}}, "required": [w]} for w in _words(n)]}),
+    "json_property_names_enum": ("json_schema", lambda n: {"type": "object", "propertyNames": {"enum": _words(n)},
+                                                           "additionalProperties": {"type": "integer"}}),
+    "json_enum_common_prefix": ("json_schema", lambda n: {"enum": ["p" * 200 + w for w in _words(n)]}),
+    "json_contains_counted": ("json_schema", lambda n: {"type": "array", "contains": {"const": 1}, "minContains": n,
+                                                        "maxContains": n + 5}),
+    "json_string_length_pattern": ("json_schema", lambda n: {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$",
+                                                             "minLength": n, "maxLength": 2 * n}),
+    "structural_tag_json_tags": ("structural_tag", lambda n: {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<"], "tags": [
+            {"type": "tag", "begin": f"<{w}>", "content": {"type": "json_schema", "json_schema": {"type": "object"}}, "end": f"</{w}>"}
+            for w in _words(n)]}}),
+    "lark_json_terminals": ("lark", lambda n: "start: " + " ".join(f"item{i}" for i in range(n)) + "\n" + "\n".join(
+        f'item{i}: %json {{"type": "integer", "minimum": {i}}}' for i in range(n))),
+    "lark_terminal_priorities": ("lark", lambda n: "start: " + " | ".join(f"T{i}" for i in range(n)) + "\n" + "\n".join(
+        f"T{i}.{i % 5}: /{w}[a-z]*/" for i, w in enumerate(_words(n)))),
     "tool_calls_hermes": ("tool_calls", lambda n: [_tool(w) for w in _words(n)]),
 }
 
@@ -82,7 +100,8 @@ def compile_once(name: str, n: int) -> dict[str, Any]:
     kind, build = SHAPES[name]
     make: dict[str, Callable[[Any], Any]] = {
         "lark": Grammar.lark, "gbnf": Grammar.gbnf, "regex": Grammar.regex, "choice": Grammar.choice,
-        "json_schema": Grammar.json_schema, "tool_calls": lambda tools: Grammar.tool_calls(model="hermes", tools=tools),
+        "json_schema": Grammar.json_schema, "structural_tag": Grammar.structural_tag,
+        "tool_calls": lambda tools: Grammar.tool_calls(model="hermes", tools=tools),
     }
     # The front-end's imports and first-use tables and the core instance, outside the time.
     Matcher(tokenizer, make[kind](build(2))).compute_bitmask()
