@@ -2,14 +2,16 @@
 
 Every call is bounded by its input (docs/limits.md), but that is only a promise to a server
 when the bound is close to linear: work that grows with the square of a schema's `allOf` parts
-or of a chain's links ran for minutes at sizes one request can carry (the seventeenth session
-found six such paths with this probe: docs/limits.md, the hostile corpus; its shapes are those
-families and their neighbours). Each shape is built
-at two sizes, n and 8n, and compiled (front-end, core, first matcher and its first mask) in a
-fresh process under a time limit; the command prints both times and the growth exponent
-log(t₈ₙ / tₙ) / log 8 (1: linear, 2: quadratic). A size may end in a named limit or a grammar
-error; that is fine when it comes fast. Flagged: a large size over `--flag-s` seconds whose
-exponent is over 1.5, one that ran into the time limit, and a trap at either size.
+or of a chain's links ran for minutes at sizes one request can carry. The seventeenth session
+found six such paths with this probe (docs/limits.md, the hostile corpus); its shapes are
+those families and their neighbours.
+
+Each shape is built at two sizes, n and 8n, and compiled (front-end, core, first matcher and
+its first mask) in a fresh process under a time limit; the command prints both times and the
+growth exponent log(t₈ₙ / tₙ) / log 8 (1: linear, 2: quadratic). A size may end in a named
+limit or a grammar error; that is fine when it comes fast. Flagged: a large size over
+`--flag-s` seconds whose exponent is over 1.5, one that ran into the time limit, and a trap at
+either size.
 """
 
 from __future__ import annotations
