@@ -36,6 +36,30 @@ _EAGER_NUMBERING_MAX = 4096
 _BATCH_UNITS = 10_000
 
 
+class _BatchedCharge:
+    """Units charged to a budget in batches of more than `_BATCH_UNITS` (`add`, then `close`
+    for the rest), with their total: what a FIRST or AFTER pass costs (`_OccurrenceBuilder`)."""
+
+    __slots__ = ("budget", "pending", "total")
+
+    def __init__(self, budget: _Budget, units: int = 0) -> None:
+        self.budget = budget
+        self.pending = units
+        self.total = 0
+
+    def add(self, units: int) -> None:
+        self.pending += units
+        if self.pending > _BATCH_UNITS:
+            self.close()
+
+    def close(self) -> int:
+        """Charge what is pending; the total charged."""
+        self.total += self.pending
+        self.budget.spend(self.pending)
+        self.pending = 0
+        return self.total
+
+
 @dataclass
 class _Occurrences:
     """Tagged lexeme occurrences of the reachable lexeme grammar, with FIRST and FOLLOW.
@@ -270,27 +294,20 @@ class _OccurrenceBuilder:
         # FIRST(nt, c): what each production of nt starts with.
         constants: list[int] = []
         reads: list[list[int]] = []
-        cost = 0  # of a pass
-        units = len(keys)
+        charge = _BatchedCharge(budget, len(keys))  # the first pass, while its lists are made
         for nt, context in keys:
             mask, read = 0, []
             for p in by_lhs[nt]:
                 bit, callees, _ = rest(p, 0, context)
                 mask |= bit
                 read += callees
-                units += 1 + len(prods[p][1])
-                if units > _BATCH_UNITS:
-                    cost += units
-                    budget.spend(units)
-                    units = 0
+                charge.add(1 + len(prods[p][1]))
             constants.append(mask)
             reads.append(read)
-        cost += units
-        budget.spend(units)
-        first = self._fixpoint(constants, reads, cost)
+        first = self._fixpoint(constants, reads, charge.close())
         # AFTER(nt, c): what follows a complete nt, FIRST now known.
-        constants, reads, cost = [], [], 0
-        units = len(keys)
+        constants, reads = [], []
+        charge = _BatchedCharge(budget, len(keys))
         for nt, context in keys:
             mask, read = 0, []
             for q, j, caller in self.returns(nt, context):
@@ -302,18 +319,12 @@ class _OccurrenceBuilder:
                     k = index.get((prods[q][0], caller))
                     if k is not None:
                         read.append(k)
-                units += 1 + len(prods[q][1]) - j
-                if units > _BATCH_UNITS:
-                    cost += units
-                    budget.spend(units)
-                    units = 0
+                charge.add(1 + len(prods[q][1]) - j)
             constants.append(mask)
             reads.append(read)
-        cost += units
-        budget.spend(units)
-        after = self._fixpoint(constants, reads, cost)
+        after = self._fixpoint(constants, reads, charge.close())
         follow = [0] * len(self.symbols)
-        units = 0
+        charge = _BatchedCharge(budget)
         for (p, d, context), o in ids.items():
             bit, callees, rest_nullable = rest(p, d + 1, context)
             for k in callees:
@@ -323,11 +334,8 @@ class _OccurrenceBuilder:
                 if found is not None:
                     bit |= after[found]
             follow[o] = bit
-            units += len(prods[p][1]) - d
-            if units > _BATCH_UNITS:
-                budget.spend(units)
-                units = 0
-        budget.spend(units)
+            charge.add(len(prods[p][1]) - d)
+        charge.close()
         start = index.get((self.root, (_ROOT_SITE,) if self.depth else ()))
         return _Occurrences(self.symbols, 0 if start is None else first[start], follow)
 
