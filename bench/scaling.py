@@ -23,6 +23,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 _FLAG_EXPONENT = 1.5
@@ -121,7 +122,8 @@ def _measure(name: str, n: int, timeout_s: float) -> dict[str, Any]:
     """`compile_once` in a fresh process (a shape's caches and memory stay out of the next)."""
     code = f"import json; from bench.scaling import compile_once; print(json.dumps(compile_once({name!r}, {n})))"
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"seconds": None, "outcome": f"over {timeout_s:g} s"}
     if done.returncode != 0:
@@ -162,8 +164,6 @@ def run_scaling(args: argparse.Namespace) -> int:
 
 def add_scaling_bench(sub: Any) -> None:
     """Register `tokensieve bench scaling`."""
-    from pathlib import Path
-
     p = sub.add_parser("scaling", help="compile time at n and 8n per grammar shape: growth exponents, super-linear paths flagged")
     p.add_argument("--size", type=int, default=2_000, help="the small size n (the large one is 8n)")
     p.add_argument("--shape", action="append", metavar="NAME", help="run only this shape (repeatable)")
