@@ -129,13 +129,13 @@ class LogitsProcessor:
         words: a grammar's masks recur from step to step (its structure, whitespace runs), and
         listing them again took most of a step's work (unpacking the words, finding the bits,
         making the tensor: ~40 µs a row with warm caches, more after the model's forward pass)."""
-        import torch
-
         nonzero = np.flatnonzero(words)
         values = words[nonzero]
         key = (device, nonzero.tobytes() + values.tobytes())
         index = self._sparse_indexes.get(key)
         if index is None:
+            import torch
+
             bits = np.unpackbits(values.view(np.uint8), bitorder="little").reshape(-1, 32)
             which, bit = np.nonzero(bits)
             ids = nonzero[which] * 32 + bit
