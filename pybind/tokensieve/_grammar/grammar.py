@@ -17,6 +17,7 @@ from .._core import default_pool
 from .._core.fork import after_fork, renew_lock_after_fork
 from .._core.handles import CoreHandles
 from .ir import encode_ir
+from .shape import check_tree_shaped
 
 if TYPE_CHECKING:
     from .._core import Core
@@ -324,6 +325,8 @@ class Grammar:
         """
         from .structural_tag import structural_tag_to_ir
 
+        if not isinstance(spec, str):
+            check_tree_shaped(spec, "the structural tag")  # json.dumps writes a shared node once per place
         try:
             source = spec if isinstance(spec, str) else json.dumps(spec)
         except RecursionError:

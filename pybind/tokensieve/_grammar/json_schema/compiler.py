@@ -141,6 +141,7 @@ from typing import Any, Callable, Container, Iterable, Iterator, NamedTuple, Seq
 
 from ..._errors import GrammarError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
+from ..shape import check_tree_shaped, check_tree_shaped_exactly
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
@@ -371,7 +372,11 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
             return None
         schema = {key: value for key, value in schema.items() if key not in root_ids}
     data = _marshal_form(schema)
-    if data is not None and forms is not None and (whole is not None or len(data) > _CONTENT_MARSHAL_SIZE_MAX):
+    if data is None:
+        # Refused: a subclass, nesting past marshal's depth, or a cycle, which
+        # `check_tree_shaped` cannot see when it runs through the root.
+        check_tree_shaped_exactly(schema)
+    elif forms is not None and (whole is not None or len(data) > _CONTENT_MARSHAL_SIZE_MAX):
         # Without the root's ids, a form too long for content ids says all the compiler reads
         # of the whole one (which is longer still): service-schema's 577 kB were made twice.
         forms.append(data)
@@ -536,7 +541,8 @@ def json_schema_to_ir(
 
     Cost: linear in the schema size for most schemas; `allOf` of several `anyOf`s multiplies.
     """
-    if isinstance(schema, str):
+    parsed = isinstance(schema, str)
+    if parsed:
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as err:
@@ -549,6 +555,8 @@ def json_schema_to_ir(
         raise GrammarError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
+    if not parsed:  # objects built in Python or loaded from YAML may share nodes; JSON text cannot
+        check_tree_shaped(schema)
     schema, x_guidance = split_x_guidance(schema)
     key_lexeme = _plain_lexeme(repr(key_separator), "literal", key_separator)
     item_lexeme = _plain_lexeme(repr(item_separator), "literal", item_separator)
