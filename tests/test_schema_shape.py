@@ -175,3 +175,34 @@ def test_trees_rarely_take_the_walk():
         if shape._may_share(marshal.dumps(value, 4)):
             walked += 1
     assert walked < 100
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer", "words"),
+    [
+        ({"type": "object", "properties": {1: {"type": "string"}}}, "/properties", "write '1'"),
+        ({"type": "object", "properties": {"a": {"const": {None: 1}}}}, "/properties/a/const", "the key None"),
+        ({1: 2, "type": "string"}, "", "the key 1"),
+        ({"type": "object", "patternProperties": {(1, 2): {}}}, "/patternProperties", "the key (1, 2)"),
+        ({"enum": ["a", 10**5000]}, "/enum/1", "4,300 digits"),
+        ({"type": "integer", "maximum": -(10**5000)}, "/maximum", "4,300 digits"),
+    ],
+)
+def test_python_values_json_cannot_hold_are_named_at_their_place(schema, pointer, words):
+    # Before: AttributeError, TypeError or ValueError from deep inside the translation.
+    with pytest.raises(GrammarError) as caught:
+        Grammar.json_schema(schema)
+    assert caught.value.json_pointer == pointer
+    assert words in str(caught.value) and f"(at {pointer or '/'})" in str(caught.value)
+
+
+def test_a_python_error_with_json_data_is_not_disguised(monkeypatch):
+    """Only a value JSON cannot hold turns a Python error into a GrammarError: a bug stays a bug."""
+    from tokensieve._grammar.json_schema import compiler
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(compiler, "_translate", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        Grammar.json_schema({"type": "object", "properties": {"a": {"type": "string"}}})

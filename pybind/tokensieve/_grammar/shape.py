@@ -216,3 +216,45 @@ def _children(node: Any) -> Any:
 
 def _escape(key: Any) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")
+
+
+# Nodes `find_non_json_data` looks at before it gives up (it runs after a failure only).
+_FIND_STEPS_MAX = 2_000_000
+
+
+def find_non_json_data(value: Any) -> tuple[str, str] | None:
+    """The JSON pointer of the first place in `value` that JSON text cannot hold and that code
+    written for JSON data trips on, with a message: a dict key that is not a string, or an
+    integer with more digits than Python writes as text (`sys.get_int_max_str_digits()`).
+    None when there is none (within `_FIND_STEPS_MAX` nodes). Asked after a translation
+    failed with a Python error, to turn it into a `GrammarError` at its place."""
+    import sys
+
+    digits_max = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    too_long = 10**digits_max if digits_max else None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    seen: set[int] = set()
+    steps = 0
+    while stack and steps < _FIND_STEPS_MAX:
+        node, pointer = stack.pop()
+        steps += 1
+        if isinstance(node, dict):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            for key, child in reversed(node.items()):
+                if not isinstance(key, str):
+                    hint = f": write {str(key)!r}" if type(key) in (int, float) else ""
+                    return pointer, f"the key {key!r} is not a string (JSON object keys are strings){hint}"
+                stack.append((child, f"{pointer}/{_escape(key)}"))
+        elif isinstance(node, list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend((child, f"{pointer}/{index}") for index, child in reversed(list(enumerate(node))))
+        elif type(node) is int and too_long is not None and abs(node) >= too_long:
+            return pointer, (
+                f"an integer of more than {digits_max:,} digits, the most Python writes as text "
+                "(sys.set_int_max_str_digits raises that limit)"
+            )
+    return None

@@ -139,9 +139,9 @@ except ImportError:  # pragma: no cover - Python 3.10
 from fractions import Fraction
 from typing import Any, Callable, Container, Iterable, Iterator, NamedTuple, Sequence
 
-from ..._errors import GrammarError
+from ..._errors import GrammarError, TokensieveError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
-from ..shape import check_tree_shaped, check_tree_shaped_exactly
+from ..shape import check_tree_shaped, check_tree_shaped_exactly, find_non_json_data
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
@@ -557,6 +557,39 @@ def json_schema_to_ir(
         )
     if not parsed:  # objects built in Python or loaded from YAML may share nodes; JSON text cannot
         check_tree_shaped(schema)
+    try:
+        return _translate(
+            schema,
+            whitespace=whitespace,
+            lenient=lenient,
+            additional_properties_default=additional_properties_default,
+            key_separator=key_separator,
+            item_separator=item_separator,
+            property_order=property_order,
+        )
+    except TokensieveError:
+        raise
+    except (AttributeError, TypeError, ValueError):
+        # Python values that JSON text cannot hold (a key that is not a string, an integer
+        # too long for Python to write) reach code written for JSON data: name one and its
+        # place. Looked for only here, so a schema that compiles pays nothing for it.
+        found = None if parsed else find_non_json_data(schema)
+        if found is not None:
+            raise GrammarError(f"{found[1]} (at {found[0] or '/'})", json_pointer=found[0]) from None
+        raise
+
+
+def _translate(
+    schema: dict[str, Any] | bool,
+    *,
+    whitespace: str,
+    lenient: bool,
+    additional_properties_default: bool,
+    key_separator: str,
+    item_separator: str,
+    property_order: str,
+) -> GrammarIR:
+    """`json_schema_to_ir` for a parsed schema."""
     schema, x_guidance = split_x_guidance(schema)
     key_lexeme = _plain_lexeme(repr(key_separator), "literal", key_separator)
     item_lexeme = _plain_lexeme(repr(item_separator), "literal", item_separator)
