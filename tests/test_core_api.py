@@ -77,6 +77,26 @@ def test_bad_token_ids_raise_and_leave_the_matcher_usable(wasm_variant):
     assert m.token_count == 1
 
 
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        # Each raised an AttributeError, a TypeError or a MemoryError before, or (a str
+        # choice, a million instances) was taken without a word.
+        (lambda: Grammar.choice("yes"), tokensieve.ArgumentError, "takes a list of strings, not str"),
+        (lambda: Grammar.choice(None), tokensieve.ArgumentError, "not NoneType"),
+        (lambda: Grammar.regex("a", limits=5), tokensieve.ArgumentError, "limits must be a tokensieve.Limits"),
+        (lambda: Grammar.json_schema({}, key_separator=5), tokensieve.ArgumentError, "key_separator must be a str"),
+        (lambda: Matcher(Tokenizer.default(), Grammar.regex("a"), vocab_size=10**12), tokensieve.TokenizerError, "the most ids"),
+        (lambda: tokensieve.CoreOptions(instances=10**6), tokensieve.ArgumentError, "from 1 to 256"),
+        (lambda: tokensieve.CoreOptions(instances=True), tokensieve.ArgumentError, "from 1 to 256"),
+    ],
+)
+def test_bad_arguments_get_a_clear_error(call, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        call()
+    assert Grammar.choice(["yes"]) is not None  # (and a good call after it works)
+
+
 def test_special_and_padding_ids_are_never_allowed(shared_dir, wasm_variant):
     tok = Tokenizer.from_file(shared_dir / "tokenizers" / "llama3" / "tokenizer.json.gz")
     m = Matcher(tok, Grammar.regex(r"<\|eot_id\|>|x*"), vocab_size=tok.vocab_size + 64)

@@ -22,12 +22,16 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final
 
+from .._errors import ArgumentError
 from .binding import Core
 from .fork import renew_global_lock_after_fork, renew_lock_after_fork
 from .runtime import default_variant
 
 _DEADLINE_DEFAULT_S: Final = 1.0
 _INSTANCES_MAX_DEFAULT: Final = 4
+# Each instance holds its own copy of every tokenizer's trie (10-70 MB for a 128k vocabulary):
+# past this, `instances` is a mistake (a million made one per new matcher until memory ran out).
+_INSTANCES_MAX: Final = 256
 
 
 def _on_pyodide() -> bool:
@@ -62,14 +66,16 @@ class CoreOptions:
     variant: str | None = None
 
     def __post_init__(self) -> None:
-        if self.instances is not None and (not isinstance(self.instances, int) or self.instances < 1):
-            raise ValueError(f"CoreOptions.instances must be an int >= 1, not {self.instances!r}")
+        if self.instances is not None and (
+            not isinstance(self.instances, int) or isinstance(self.instances, bool) or not 1 <= self.instances <= _INSTANCES_MAX
+        ):
+            raise ArgumentError(f"CoreOptions.instances must be an int from 1 to {_INSTANCES_MAX}, not {self.instances!r}")
         if self.deadline_s is not None and not (isinstance(self.deadline_s, (int, float)) and self.deadline_s > 0 and math.isfinite(self.deadline_s)):
-            raise ValueError(f"CoreOptions.deadline_s must be a positive number of seconds or None, not {self.deadline_s!r}")
+            raise ArgumentError(f"CoreOptions.deadline_s must be a positive number of seconds or None, not {self.deadline_s!r}")
         if self.memory_limit_bytes is not None and (not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes <= 0):
-            raise ValueError(f"CoreOptions.memory_limit_bytes must be a positive int, not {self.memory_limit_bytes!r}")
+            raise ArgumentError(f"CoreOptions.memory_limit_bytes must be a positive int, not {self.memory_limit_bytes!r}")
         if self.fuel_per_call is not None and (not isinstance(self.fuel_per_call, int) or self.fuel_per_call <= 0):
-            raise ValueError(f"CoreOptions.fuel_per_call must be a positive int, not {self.fuel_per_call!r}")
+            raise ArgumentError(f"CoreOptions.fuel_per_call must be a positive int, not {self.fuel_per_call!r}")
 
     def instance_count(self) -> int:
         if _on_pyodide():
@@ -86,11 +92,11 @@ class CoreOptions:
             return self
         for name, value in (("memory_limit_bytes", self.memory_limit_bytes), ("fuel_per_call", self.fuel_per_call)):
             if value is not None:
-                raise ValueError(f"CoreOptions.{name} is only supported under wasmtime; under Pyodide leave it unset")
+                raise ArgumentError(f"CoreOptions.{name} is only supported under wasmtime; under Pyodide leave it unset")
         if self.deadline_s not in (None, _DEADLINE_DEFAULT_S):
-            raise ValueError("CoreOptions.deadline_s is only supported under wasmtime; under Pyodide leave it unset")
+            raise ArgumentError("CoreOptions.deadline_s is only supported under wasmtime; under Pyodide leave it unset")
         if self.instances not in (None, 1):
-            raise ValueError("under Pyodide there is one core instance: leave CoreOptions.instances unset")
+            raise ArgumentError("under Pyodide there is one core instance: leave CoreOptions.instances unset")
         return replace(self, deadline_s=None)
 
 

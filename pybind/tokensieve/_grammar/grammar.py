@@ -155,6 +155,8 @@ class Grammar:
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
+        if limits is not None and not isinstance(limits, Limits):
+            raise ArgumentError(f"limits must be a tokensieve.Limits, not {type(limits).__name__}")
         self.limits = limits or _DEFAULT_LIMITS
         # The IR's binary form, what each instance compiles (`encode_ir`). The IR itself is not
         # kept: a large schema's is tens of thousands of objects (MaskBench kb_1161: 29,500,
@@ -423,6 +425,9 @@ class Grammar:
         """
         from .ir import GrammarIR, Lexeme, Sym, alternation_regex
 
+        if isinstance(options, (str, bytes)) or not hasattr(options, "__iter__"):
+            # (a str is a sequence of its characters: "abc" would have meant "a", "b" or "c")
+            raise ArgumentError(f"Grammar.choice takes a list of strings, not {type(options).__name__}")
         options = list(options)
         if not options or not all(isinstance(o, str) for o in options):
             raise GrammarError("Grammar.choice needs a non-empty list of strings")

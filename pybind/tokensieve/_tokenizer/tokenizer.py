@@ -918,6 +918,8 @@ def _checked_vocab_size(vocab_size: int | None, id_end: int) -> int:
             f"vocab_size={vocab_size} is smaller than the tokenizer, which defines ids "
             f"0..{id_end - 1}; pass vocab_size >= {id_end} (the model's logits width)"
         )
+    if vocab_size > _TOKEN_COUNT_MAX:  # (a mask of 10**12 ids was a MemoryError)
+        raise TokenizerError(f"vocab_size={vocab_size} is more than {_TOKEN_COUNT_MAX:,}, the most ids tokensieve supports")
     return vocab_size
 
 

@@ -139,7 +139,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 from fractions import Fraction
 from typing import Any, Callable, Container, Iterable, Iterator, NamedTuple, Sequence
 
-from ..._errors import GrammarError, TokensieveError
+from ..._errors import ArgumentError, GrammarError, TokensieveError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
 from ..shape import check_tree_shaped, check_tree_shaped_exactly, find_non_json_data
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
@@ -541,6 +541,9 @@ def json_schema_to_ir(
 
     Cost: linear in the schema size for most schemas; `allOf` of several `anyOf`s multiplies.
     """
+    for name, separator in (("key_separator", key_separator), ("item_separator", item_separator)):
+        if not isinstance(separator, str):
+            raise ArgumentError(f"{name} must be a str, not {type(separator).__name__}")
     parsed = isinstance(schema, str)
     if parsed:
         try:
