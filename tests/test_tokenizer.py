@@ -729,3 +729,25 @@ def test_load_time_is_recorded() -> None:
         load(name)
     print("from_file seconds:", {name: round(LOAD_SECONDS[name], 3) for name in NAMES})
     assert LOAD_CPU_SECONDS["llama3"] < 5.0
+
+
+def _gpt2_doc() -> dict[str, Any]:
+    return json.loads(gzip.open(fixture_path("gpt2")).read())
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        # Files the `tokenizers` library refuses: its ValueError came out as it was.
+        (lambda d: d["model"].__setitem__("merges", [1, 2, 3]), "the tokenizers library cannot load it"),
+        (lambda d: d.__setitem__("added_tokens", None), "the tokenizers library cannot load it"),
+        (lambda d: d["model"].__setitem__("vocab", {}), "the tokenizers library cannot load it"),
+        # A vocab string with a lone surrogate (JSON's "\ud800"): a UnicodeEncodeError before.
+        (lambda d: d["model"]["vocab"].__setitem__("\ud800", 50300), "lone surrogate"),
+    ],
+)
+def test_a_malformed_tokenizer_json_is_a_tokenizer_error(change, words) -> None:
+    doc = _gpt2_doc()
+    change(doc)
+    with pytest.raises(TokenizerError, match=words):  # (the encoder is loaded at the first encode)
+        Tokenizer.from_str(json.dumps(doc)).encode("hello world")

@@ -114,10 +114,13 @@ class _HfEncoder:
 
     def _load(self, json_text: bytes | str) -> Any:
         """Load a tokenizers.Tokenizer that never adds or parses special tokens."""
-        if isinstance(json_text, bytes):
-            tokenizer = self._tokenizers.Tokenizer.from_buffer(json_text)
-        else:
-            tokenizer = self._tokenizers.Tokenizer.from_str(json_text)
+        try:
+            if isinstance(json_text, bytes):
+                tokenizer = self._tokenizers.Tokenizer.from_buffer(json_text)
+            else:
+                tokenizer = self._tokenizers.Tokenizer.from_str(json_text)
+        except Exception as err:  # noqa: BLE001 - the library's own errors (ValueError, its Exception)
+            raise TokenizerError(f"tokenizer.json: the tokenizers library cannot load it: {err}") from None
         tokenizer.encode_special_tokens = True
         tokenizer.no_truncation()
         tokenizer.no_padding()

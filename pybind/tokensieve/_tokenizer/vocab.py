@@ -61,7 +61,14 @@ def _byte_level_string_to_bytes(text: str) -> bytes:
     try:
         return text.translate(_BYTE_DECODE_TABLE).encode("latin-1")
     except UnicodeEncodeError:
+        pass
+    try:
         return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TokenizerError(
+            f"tokenizer.json: the vocab entry {text.encode('utf-8', 'backslashreplace').decode()} holds a lone "
+            "surrogate, which has no bytes; the file is probably corrupt"
+        ) from None
 
 
 def _byte_level_all_to_bytes(strings: Sequence[str | None]) -> list[bytes | None]:
