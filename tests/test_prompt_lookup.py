@@ -5,6 +5,7 @@ computations, and `generate` with drafts against an independent plain decoding l
 from __future__ import annotations
 
 import json
+import re
 import random
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import load_shared_tokenizer
 from oracle import RegexOracle
-from tokensieve import Grammar, Matcher, PromptLookup, Sampling, TokensieveError, generate
+from tokensieve import ArgumentError, Grammar, Matcher, PromptLookup, Sampling, Tokenizer, TokensieveError, generate
 from tokensieve._decoding.prompt_lookup import _TextIndex, _TokenIndex
 
 
@@ -396,3 +397,25 @@ def test_transformers_model_with_kv_cache_gives_the_plain_output(llama3):
         # a rejected draft was cut back out of the cache: a fresh call agrees with no cache
         check = llama3.encode("x") + result.tokens[:3]
         assert abs(lm(prompt + check) - no_cache(prompt + check)).max() < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        # 10**9 made a billion n-gram tables (the process ran out of memory); a draft of 100,000
+        # tokens asked for 1.6 GB of masks; bytes(10**9) is a gigabyte of zeros; the others raised
+        # ValueError or TypeError from inside.
+        (lambda tok: PromptLookup(tok, max_ngram_size=10**9), "at most 64"),
+        (lambda tok: PromptLookup(tok, num_pred_tokens=10**9), "at most 4,096"),
+        (lambda tok: PromptLookup(None), "needs a tokensieve.Tokenizer"),
+        (lambda tok: PromptLookup(tok).extend("abc"), "takes token ids, not str"),
+        (lambda tok: PromptLookup(tok).extend([1, "2"]), "int token ids"),
+        (lambda tok: Matcher(tok, Grammar.regex("[a-z]+")).fill_draft_masks([5] * 100_000), "longer than 4,096"),
+        (lambda tok: Matcher(tok, Grammar.regex("[a-z]+")).heal_position(10**9), "data must be bytes, not int"),
+        (lambda tok: Matcher(tok, Grammar.regex("[a-z]+")).validate_text("abc"), "encode the text first"),
+        (lambda tok: Matcher(tok, Grammar.regex("[a-z]+")).extension_allowed(b"a", "b"), "suffix must be bytes"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(call, words):
+    with pytest.raises(ArgumentError, match=re.escape(words)):
+        call(Tokenizer.default())

@@ -47,6 +47,11 @@ def _release(core: Core, handle: int) -> None:
     core.matcher_count -= 1
     core.free_later("matcher", handle)
 
+# The longest draft `fill_draft_masks` takes: its masks are one row each (16 kB for a 128k
+# vocabulary), in the caller's array and in the core (a draft of 100,000 tokens asked for
+# 1.6 GB of each). Speculative drafts are 1-64 tokens.
+DRAFT_TOKENS_MAX = 4096
+
 
 class Matcher:
     """Tracks one output against a grammar and computes which tokens may come next.
@@ -561,7 +566,7 @@ class Matcher:
         The question fast-forward healing asks before turning forced bytes into tokens. Does
         not change the state; False when the grammar refuses `prefix` itself.
         """
-        prefix, suffix = bytes(prefix), bytes(suffix)
+        prefix, suffix = _bytes(prefix, "prefix"), _bytes(suffix, "suffix")
         return self._run(lambda core, handle: core.matcher_extension_allowed(handle, prefix, suffix))
 
     def heal_position(self, data: bytes, start: int = 0) -> int:
@@ -570,7 +575,7 @@ class Matcher:
 
         Fast-forward healing's question in one call into the core. Does not change the state.
         """
-        data = bytes(data)
+        data = _bytes(data, "data")
         if not 0 <= start <= len(data):
             raise ArgumentError(f"start {start} is outside 0..{len(data)}")
         return self._run(lambda core, handle: core.matcher_heal_position(handle, data, start))
@@ -585,7 +590,7 @@ class Matcher:
             (valid, forced): `data[:valid]` is the longest prefix the grammar allows; `forced`
             are the bytes it forces after that prefix (at most 4096).
         """
-        data = bytes(data)
+        data = _bytes(data, "data")
         return self._run(lambda core, handle: core.matcher_validate_text(handle, data))
 
     def fill_draft_masks(self, tokens: Sequence[int], bitmask: Any = None) -> tuple[int, Any]:
@@ -604,6 +609,8 @@ class Matcher:
             (valid, masks): `valid` draft tokens are accepted; rows 0..valid are written.
         """
         ids = self._tokens_checked(tokens)
+        if len(ids) > DRAFT_TOKENS_MAX:
+            raise ArgumentError(f"a draft of {len(ids):,} tokens is longer than {DRAFT_TOKENS_MAX:,}, the most fill_draft_masks takes")
         words = self.mask_words
         if bitmask is None:
             bitmask = _new_masks(len(ids) + 1, words)
@@ -705,6 +712,15 @@ def batch_settle(pairs: Sequence[tuple[Matcher, Any]], unconsumed: Container[int
 
 # A matcher's pending token or -1 (see `Matcher.consume_token`), read under its lock.
 batch_pending: Callable[[Matcher], int] = operator.attrgetter("_pending")
+
+
+def _bytes(value: Any, what: str) -> bytes:
+    """`value` as bytes: bytes, bytearray or memoryview (`bytes(n)` of an int would be n zero
+    bytes, and of a str an error about encodings)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    hint = ": encode the text first (text.encode())" if isinstance(value, str) else ""
+    raise ArgumentError(f"{what} must be bytes, not {type(value).__name__}{hint}")
 
 
 def _index(value: Any, what: str) -> int:

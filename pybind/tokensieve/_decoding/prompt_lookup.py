@@ -35,11 +35,13 @@ round plus one `encode` for text drafts.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from .._errors import TokensieveError
+from .._errors import ArgumentError, TokensieveError
+from .matcher import DRAFT_TOKENS_MAX
 
 if TYPE_CHECKING:
     from .matcher import Matcher
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 __all__ = ["PromptLookup"]
 
 _MODES: Final = ("text", "tokens")
+# The longest n-gram matched: the index keeps one table per length, so 10**9 ran the process out
+# of memory making them (drafting uses 1-5).
+NGRAM_SIZE_MAX: Final = 64
 # Text drafts take this many bytes of the document per draft token asked for.
 _BYTES_PER_TOKEN: Final = 8
 # Lookup rounds per draft (each: a lookup, a cut, forced bytes).
@@ -309,19 +314,28 @@ class PromptLookup:
         max_draft_tokens: int | None = None,
         lookback: int = 4,
     ) -> None:
+        if not (hasattr(tokenizer, "token_bytes") and hasattr(tokenizer, "vocab_size")):
+            raise ArgumentError(
+                f"PromptLookup needs a tokensieve.Tokenizer, not {type(tokenizer).__name__} "
+                "(Tokenizer.from_hf makes one from a transformers tokenizer)"
+            )
         if mode not in _MODES:
-            raise ValueError(f"PromptLookup mode must be one of {_MODES}, not {mode!r}")
+            raise ArgumentError(f"PromptLookup mode must be one of {_MODES}, not {mode!r}")
         for name, value in (("max_ngram_size", max_ngram_size), ("num_pred_tokens", num_pred_tokens), ("min_ngram_size", min_ngram_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"PromptLookup {name} must be an int >= 1, not {value!r}")
+                raise ArgumentError(f"PromptLookup {name} must be an int >= 1, not {value!r}")
         if min_ngram_size > max_ngram_size:
-            raise ValueError(f"PromptLookup min_ngram_size ({min_ngram_size}) exceeds max_ngram_size ({max_ngram_size})")
+            raise ArgumentError(f"PromptLookup min_ngram_size ({min_ngram_size}) exceeds max_ngram_size ({max_ngram_size})")
+        if max_ngram_size > NGRAM_SIZE_MAX:
+            raise ArgumentError(f"PromptLookup max_ngram_size must be at most {NGRAM_SIZE_MAX}, not {max_ngram_size}")
         self.tokenizer = tokenizer
         self.mode = mode
         self.num_pred_tokens = num_pred_tokens
         self.max_draft_tokens = max_draft_tokens if max_draft_tokens is not None else 3 * num_pred_tokens
-        if self.max_draft_tokens < 1:
-            raise ValueError(f"PromptLookup max_draft_tokens must be >= 1, not {max_draft_tokens!r}")
+        if not isinstance(self.max_draft_tokens, int) or not 1 <= self.max_draft_tokens:
+            raise ArgumentError(f"PromptLookup max_draft_tokens must be an int >= 1, not {max_draft_tokens!r}")
+        if self.max_draft_tokens > DRAFT_TOKENS_MAX or num_pred_tokens > DRAFT_TOKENS_MAX:
+            raise ArgumentError(f"PromptLookup drafts at most {DRAFT_TOKENS_MAX:,} tokens (num_pred_tokens, max_draft_tokens)")
         self.lookback = lookback
         self._tokens = _TokenIndex(min_ngram_size, max_ngram_size)
         self._text = _TextIndex(min_ngram_size, max_ngram_size) if mode == "text" else None
@@ -340,7 +354,12 @@ class PromptLookup:
 
     def extend(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the context (the prompt, then each accepted output token)."""
-        ids = [int(t) for t in token_ids]
+        if isinstance(token_ids, (str, bytes)):
+            raise ArgumentError(f"PromptLookup.extend takes token ids, not {type(token_ids).__name__}")
+        try:
+            ids = [operator.index(t) for t in token_ids]
+        except TypeError as err:
+            raise ArgumentError(f"PromptLookup.extend takes int token ids: {err}") from None
         vocab = self.tokenizer.vocab_size
         for t in ids:
             if not 0 <= t < vocab:
