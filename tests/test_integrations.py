@@ -448,6 +448,24 @@ def test_apply_token_bitmask_masks_exactly_the_disallowed_tokens():
     assert torch.isfinite(logits[3]).tolist() == _python_bits(bitmask[0].tolist(), 70)
 
 
+def test_apply_token_bitmask_refuses_what_it_cannot_mask():
+    """Integer logits (no -inf), a numpy array, and indices past the logits' rows: a torch
+    RuntimeError, an AttributeError and an IndexError from inside before."""
+    import torch
+
+    from tokensieve.torch import apply_token_bitmask_inplace
+
+    bitmask = torch.zeros((2, 4), dtype=torch.int32)
+    with pytest.raises(ValueError, match="floating-point torch tensor, not a torch.int64 tensor"):
+        apply_token_bitmask_inplace(torch.zeros(2, 100, dtype=torch.int64), bitmask)
+    with pytest.raises(ValueError, match="not ndarray"):
+        apply_token_bitmask_inplace(np.zeros((2, 100)), bitmask)  # type: ignore[arg-type]
+    logits = torch.zeros(4, 100)
+    with pytest.raises(ValueError, match=r"rows of the logits, 0\.\.3"):
+        apply_token_bitmask_inplace(logits, bitmask, indices=[0, 9])
+    assert torch.isfinite(logits).all()  # nothing was masked
+
+
 # -- the request-level shape -------------------------------------------------------------------
 
 

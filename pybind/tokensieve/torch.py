@@ -68,6 +68,10 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, 
         indices: optional rows of `logits` to mask, one per bitmask row (the others are left
             alone): a batch where only some requests are constrained.
     """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        # (-inf has no integer form; a numpy array has no in-place masked fill)
+        kind = f"a {logits.dtype} tensor" if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a floating-point torch tensor, not {kind}")
     if logits.dim() not in (1, 2):
         raise ValueError(f"logits must be (batch, vocab) or (vocab,), got shape {tuple(logits.shape)}")
     if bitmask.dim() != logits.dim():
@@ -83,9 +87,14 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, 
             raise ValueError(f"bitmask has {allowed.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
         logits.masked_fill_(~allowed, float("-inf"))
         return
-    index = torch.as_tensor(indices, dtype=torch.long, device=logits.device)
+    index = torch.as_tensor(indices, dtype=torch.long)
     if index.numel() != allowed.shape[0]:
         raise ValueError(f"{index.numel()} indices for {allowed.shape[0]} bitmask rows")
+    # Checked where it costs no device sync (indices given as a list or a CPU tensor): on CUDA
+    # an index out of range is a device-side assert, which ends the CUDA context.
+    if index.device.type == "cpu" and index.numel() and not (0 <= int(index.min()) and int(index.max()) < logits.shape[0]):
+        raise ValueError(f"indices must be rows of the logits, 0..{logits.shape[0] - 1}")
+    index = index.to(logits.device)
     rows = logits.index_select(0, index)
     rows.masked_fill_(~allowed, float("-inf"))
     logits.index_copy_(0, index, rows)
