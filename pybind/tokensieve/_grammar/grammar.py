@@ -292,6 +292,8 @@ class Grammar:
         """
         from .json_schema.compiler import json_schema_to_ir
 
+        if not isinstance(schema, str):  # objects built in Python or loaded from YAML may share nodes
+            check_tree_shaped(schema)
         ir = json_schema_to_ir(
             schema,
             whitespace=whitespace,

@@ -141,7 +141,7 @@ from typing import Any, Callable, Container, Iterable, Iterator, NamedTuple, Seq
 
 from ..._errors import ArgumentError, GrammarError, TokensieveError
 from ..ir import GrammarIR, Lexeme, Rule, Sym, productive_nonterminals
-from ..shape import check_tree_shaped, check_tree_shaped_exactly, find_non_json_data
+from ..shape import check_tree_shaped_exactly, find_non_json_data
 from .instance import InstanceChecker, Undecidable, exact_number, json_type
 from .instance import json_equal as _json_equal, value_key as _value_key, value_keys as _value_keys
 from .logic import _KEYWORDS as _ASSERTING  # every keyword of drafts 4 to 2020-12 that asserts
@@ -374,7 +374,7 @@ def _settled_at_once(schema: Any, forms: list[bytes] | None = None) -> bool | No
     data = _marshal_form(schema)
     if data is None:
         # Refused: a subclass, nesting past marshal's depth, or a cycle, which
-        # `check_tree_shaped` cannot see when it runs through the root.
+        # `check_tree_shaped` (`Grammar.json_schema`) cannot see when it runs through the root.
         check_tree_shaped_exactly(schema)
     elif forms is not None and (whole is not None or len(data) > _CONTENT_MARSHAL_SIZE_MAX):
         # Without the root's ids, a form too long for content ids says all the compiler reads
@@ -558,8 +558,6 @@ def json_schema_to_ir(
         raise GrammarError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}", json_pointer=""
         )
-    if not parsed:  # objects built in Python or loaded from YAML may share nodes; JSON text cannot
-        check_tree_shaped(schema)
     try:
         return _translate(
             schema,
