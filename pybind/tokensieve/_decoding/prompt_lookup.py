@@ -35,13 +35,12 @@ round plus one `encode` for text drafts.
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 from .._errors import ArgumentError, TokensieveError
-from .matcher import DRAFT_TOKENS_MAX
+from .matcher import DRAFT_TOKENS_MAX, _index
 
 if TYPE_CHECKING:
     from .matcher import Matcher
@@ -356,10 +355,7 @@ class PromptLookup:
         """Append tokens to the context (the prompt, then each accepted output token)."""
         if isinstance(token_ids, (str, bytes)):
             raise ArgumentError(f"PromptLookup.extend takes token ids, not {type(token_ids).__name__}")
-        try:
-            ids = [operator.index(t) for t in token_ids]
-        except TypeError as err:
-            raise ArgumentError(f"PromptLookup.extend takes int token ids: {err}") from None
+        ids = [_index(t, "PromptLookup.extend takes int token ids: a token id") for t in token_ids]
         vocab = self.tokenizer.vocab_size
         for t in ids:
             if not 0 <= t < vocab:

@@ -6,7 +6,9 @@ and aliases put one node in several places), may hold one dict or list in severa
 hold one inside itself. The front-ends' walks take their input as a tree, so a shared node is
 walked once per place it holds: with two-way sharing, 18 levels compiled in 3.2 s, 22 in 69 s,
 and 24 ran the process out of memory (a `marshal` form and a resolved copy of every place), and
-a cycle kept `embed_meta_schema`'s walk going for ever. So `check_tree_shaped` runs before any of them:
+a cycle kept `embed_meta_schema`'s walk going for ever. So `check_tree_shaped` runs first, where
+such values come in (`Grammar.json_schema` and `Grammar.structural_tag` given objects; the
+schemas inside a structural tag are parts of one already checked, and JSON text needs none):
 it refuses a cycle, naming its place, and sharing that expands, counting each node once per
 place, past `EXPANDED_CONTAINER_COUNT_MAX` objects and arrays (14 times MaskBench's largest
 schema). Less sharing than that is kept: every walk after it is bounded as for a tree of that
@@ -22,7 +24,7 @@ through the root, which `marshal.dumps(value, 2)` refuses as too deep: the JSON 
 front-end makes that form next and then asks `check_tree_shaped_exactly`. A flag byte may
 also be payload (a length, text, a float): each candidate is checked against what the form
 holds there (`_flagged_container_at`), and a candidate that passes, or too many candidates,
-send the value to the walk that decides (`_expanded_size`). On MaskBench 2 of 11,305 schemas
+send the value to the walk that decides (`check_tree_shaped_exactly`). On MaskBench 2 of 11,305 schemas
 take the walk, neither of them among the slowest to compile.
 """
 
@@ -74,14 +76,6 @@ def check_tree_shaped(value: Any, what: str = "the schema") -> None:
         form = None
     if form is None or _may_share(form):
         check_tree_shaped_exactly(value, what)
-
-
-def check_tree_shaped_exactly(value: Any, what: str = "the schema") -> None:
-    """`check_tree_shaped` by a walk of every distinct node (each node's size is kept by
-    identity, so sharing costs nothing): for values the form does not settle, and for those
-    `marshal.dumps(value, 2)` refused."""
-    if isinstance(value, _CONTAINERS):
-        _expanded_size(value, what)
 
 
 def _may_share(form: bytes) -> bool:
@@ -156,14 +150,16 @@ def _is_type(byte: int) -> bool:
     return (byte & ~_FLAG_REF) in _TYPE_CODES
 
 
-def _expanded_size(value: Any, what: str) -> int:
-    """The objects and arrays `value` holds, counted once per place (each distinct node is
-    visited once: its size is kept by identity); GrammarError on a cycle or past the limit."""
+def check_tree_shaped_exactly(value: Any, what: str = "the schema") -> None:
+    """`check_tree_shaped` by a walk of every distinct dict, list, tuple and set, each visited
+    once (its count of places below it is kept by identity, so sharing costs nothing): for
+    values the form does not settle, and for those `marshal.dumps(value, 2)` refused."""
+    if not isinstance(value, _CONTAINERS):
+        return
     sizes: dict[int, int] = {}
-    open_ids: set[int] = set()
-    # Depth-first, explicit stack: (node, its children's iterator, its pointer, its size so far).
+    open_ids = {id(value)}
+    # Depth-first, explicit stack: [node, its (key, child) pairs, its pointer, its count so far].
     stack: list[list[Any]] = [[value, _children(value), "", 1]]
-    open_ids.add(id(value))
     while stack:
         top = stack[-1]
         for key, child in top[1]:
@@ -198,15 +194,12 @@ def _expanded_size(value: Any, what: str) -> int:
             sizes[id(node)] = size
             if stack:
                 stack[-1][3] += size
-    return sizes[id(value)]
 
 
 def _children(node: Any) -> Any:
-    """(key, child) pairs of a container: a dict's values by key (and its keys, which may be
-    tuples), a sequence's or set's items by index."""
-    if isinstance(node, dict):
-        return iter([*node.items(), *((f"{key!r} (a key)", key) for key in node if isinstance(key, tuple))])
-    return enumerate(node)
+    """(key, child) pairs of a container: a dict's values by key, a sequence's or set's items
+    by index."""
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)
 
 
 def _escape(key: Any) -> str:
