@@ -778,3 +778,65 @@ def test_a_process_exits_cleanly_while_a_daemon_thread_is_inside_a_call(rounds, 
         assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
         assert result.stdout.strip() == "ok"
         assert "Exception ignored" not in result.stderr, result.stderr[-2000:]
+
+
+_ADDRESS_SPACE_SCRIPT = """
+import json, logging, resource
+import numpy as np
+from tokensieve import Tokenizer, Grammar, Matcher, fill_bitmasks
+from tokensieve._core.pool import default_pool
+
+warnings = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        warnings.append(record.getMessage())
+logging.getLogger("tokensieve").addHandler(Keep())
+tok = Tokenizer.default()
+pages = int(open("/proc/self/statm").read().split()[0])
+limit = pages * resource.getpagesize() + (2 << 30)  # room for what a matcher uses, not for 4 GiB
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+grammar = Grammar.regex(PATTERN)
+prefixes = PREFIXES
+matchers = []
+for index in range(32):
+    matcher = Matcher(tok, grammar)
+    assert matcher.consume_tokens(tok.encode(prefixes[index % len(prefixes)]))
+    matchers.append(matcher)
+single = [m.compute_bitmask().tolist() for m in matchers[:len(prefixes)]]
+bitmask = np.zeros((len(matchers), matchers[0].mask_words), dtype=np.int32)
+fill_bitmasks(matchers, bitmask)
+pool = default_pool()
+print(json.dumps({
+    "single": single,
+    "batch": bitmask.tolist(),
+    "fixed": [core.runtime._fixed for core in pool.instances()],
+    "warnings": warnings,
+}))
+"""
+
+
+def test_an_address_space_limit_runs_the_core_on_a_moving_memory(tmp_path):
+    """Under `ulimit -v` a core instance's 4 GiB reservation does not fit: every instance
+    failed to start ("mmap failed to reserve ..., this is a bug"). It now runs on a memory
+    that reserves only what it uses; its masks, alone and in a batch over two instances,
+    are the oracle's."""
+    import json
+    import subprocess
+    import sys
+
+    from tokensieve import Tokenizer
+
+    pattern = "[a-z]+( [0-9]{2,4})*"
+    prefixes = ["", "abc", "abc 12", "abc 1234 5"]
+    script = tmp_path / "address_space.py"
+    script.write_text(_ADDRESS_SPACE_SCRIPT.replace("PATTERN", repr(pattern)).replace("PREFIXES", repr(prefixes)))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert len(out["fixed"]) >= 2 and not any(out["fixed"]), out["fixed"]
+    assert len(out["warnings"]) == 1 and "ulimit -v" in out["warnings"][0], out["warnings"]
+    tok = Tokenizer.default()
+    for index, row in enumerate(out["single"]):
+        assert_row_matches_oracle(tok, np.array(row, dtype=np.int32), pattern, prefixes[index].encode())
+    for index, row in enumerate(out["batch"]):
+        assert row == out["single"][index % len(prefixes)], f"batch row {index}"

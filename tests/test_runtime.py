@@ -71,11 +71,16 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.fixture
-def runtime(probe_wasm: bytes, cache_dir: Path) -> WasmtimeRuntime:
-    """A fresh wasmtime runtime over the probe."""
+@pytest.fixture(params=["fixed", "moving"])
+def runtime(request: pytest.FixtureRequest, probe_wasm: bytes, cache_dir: Path,
+            monkeypatch: pytest.MonkeyPatch) -> WasmtimeRuntime:
+    """A fresh wasmtime runtime over the probe, on each kind of linear memory: the fixed 4
+    GiB reservation, and the moving memory instances fall back to when the address space
+    cannot hold it (`ulimit -v`), whose host address changes as it grows."""
+    monkeypatch.setattr(_wasmtime, "fixed_memory_first", request.param == "fixed")
     loaded = load_runtime(wasm_bytes=probe_wasm)
     assert isinstance(loaded, WasmtimeRuntime)
+    assert loaded._fixed == (request.param == "fixed")
     return loaded
 
 
@@ -241,6 +246,38 @@ def test_wasmtime_memory_access_is_bounds_checked(runtime: WasmtimeRuntime) -> N
     with pytest.raises(IndexError, match="outside"):
         runtime.read_into(size - 1, memoryview(bytearray(2)))
     assert not runtime.poisoned
+
+
+def test_wasmtime_reads_follow_a_memory_that_moves(runtime: WasmtimeRuntime) -> None:
+    """Bytes written before the memory grows read back after it (a moving memory has a new
+    host address then), through every read path: `read`, `read_into`, `copy_each_to` from
+    `source_for` ranges made before the growth, and `func_copy`."""
+    ptr = runtime.func("probe_alloc")(4096) & U32_MASK
+    runtime.func("probe_fill")(ptr, 4096, 0x5A)
+    source = runtime.source_for(ptr, 4096)
+    copy_fill = runtime.func_copy("probe_fill", copy_from_status=0)
+    pages = runtime.memory_size_bytes() // PAGE_SIZE_BYTES
+    state = runtime._state
+    bases = {_wasmtime._memory_data(state.context_address, runtime._memory_address)}
+    for grow_pages in (1, 64, 4096):  # up to 256 MiB more: past the growth reserve
+        assert runtime.func("probe_grow")(grow_pages) == pages
+        pages += grow_pages
+        bases.add(_wasmtime._memory_data(state.context_address, runtime._memory_address))
+        assert runtime.read(ptr, 4096) == b"\x5a" * 4096
+        target = bytearray(4096)
+        runtime.read_into(ptr, memoryview(target))
+        assert target == b"\x5a" * 4096
+        rows = [memoryview(bytearray(4096))]
+        runtime.copy_each_to([source], rows)
+        assert rows[0] == b"\x5a" * 4096
+        high = pages * PAGE_SIZE_BYTES - 64  # in the newest page
+        runtime.write(high, b"\x03" * 64)
+        assert runtime.func("probe_sum")(high, 64) == 3 * 64
+    dest = memoryview(bytearray(4096))
+    assert copy_fill(source, dest, ptr, 4096, 0x11) == 4096
+    assert dest == b"\x11" * 4096
+    # The moving memory did move (else this test would not test it); the fixed one never does.
+    assert (len(bases) > 1) == (not runtime._fixed)
 
 
 def test_wasmtime_addresses_above_2_gib(runtime: WasmtimeRuntime) -> None:
@@ -466,6 +503,8 @@ def test_wasmtime_cache_key_covers_engine_options() -> None:
     assert _wasmtime._module_key("ab", plain) != _wasmtime._module_key("ab", fueled)
     assert _wasmtime._module_key("ab", plain) != _wasmtime._module_key("cd", plain)
     assert "wasmtime=" in plain.fingerprint()
+    moving = _wasmtime._EngineOptions(fuel=False, epoch=False, fixed=False)
+    assert _wasmtime._module_key("ab", plain) != _wasmtime._module_key("ab", moving)
 
 
 # --- load_runtime ------------------------------------------------------------------

@@ -30,6 +30,11 @@ Why it is shaped this way:
   -1, which the core's allocator reports as out-of-memory, no trap). Fuel and
   epoch deadlines are opt-in because they cost a little on every call and change
   the compiled code.
+- **Fixed memory, else a moving one.** On 64-bit hosts linear memory reserves 4 GiB of
+  address space, so it never moves and bounds checks are free. Where the process's address
+  space cannot hold that (`ulimit -v`), an instance starts again on a memory that reserves
+  what it uses and moves as it grows (about 1.5x slower masks; docs/runtime.md, "Address
+  space"), rather than not at all.
 """
 
 from __future__ import annotations
@@ -122,8 +127,18 @@ _memmove = ctypes.PYFUNCTYPE(_c_void_p, _c_void_p, _c_void_p, ctypes.c_size_t)(
     ctypes.cast(ctypes.memmove, _c_void_p).value
 )
 _RAW_SIZE_BYTES: Final = ctypes.sizeof(ffi.wasmtime_val_raw_t)
-# On 64-bit hosts the engine reserves 4 GiB per memory so it never moves (see `_engine`).
+# On 64-bit hosts the engine reserves 4 GiB per memory so it never moves (see `_engine`),
+# unless the process's address space cannot hold the reservation (`WasmtimeRuntime`).
 _FIXED_MEMORY: Final = sys.maxsize > 2**32
+# Whether an instance first tries the fixed 4 GiB reservation (tests set it False to run the
+# moving memory's paths on a 64-bit host).
+fixed_memory_first = True
+# How much address space a moving memory keeps beyond its size to grow in place.
+_MOVING_GROWTH_BYTES: Final = 64 << 20
+# What wasmtime says when the address space cannot hold a memory's reservation.
+_RESERVE_FAILURE: Final = "failed to reserve"
+# How much slower masks run on a moving memory (measured: `docs/runtime.md`).
+_MOVING_SLOWDOWN: Final = "1.5x"
 _RAW_STRIDE_WORDS: Final = _RAW_SIZE_BYTES // 4
 assert _RAW_SIZE_BYTES % 4 == 0, "wasmtime_val_raw_t is a whole number of i32 words"
 
@@ -137,6 +152,9 @@ class _EngineOptions:
 
     fuel: bool
     epoch: bool
+    # Memory at a fixed address (4 GiB reserved, guard pages for bounds), or one that starts
+    # small and may move as it grows (explicit bounds checks in the compiled code).
+    fixed: bool = _FIXED_MEMORY
 
     def fingerprint(self) -> str:
         """Describe everything the serialized code depends on, as a stable string."""
@@ -148,7 +166,7 @@ class _EngineOptions:
                 "simd=1",
                 f"fuel={int(self.fuel)}",
                 f"epoch={int(self.epoch)}",
-                f"fixed_memory={int(_FIXED_MEMORY)}",
+                f"fixed_memory={int(self.fixed)}",
                 f"target={sys.platform}-{platform.machine()}",
             ]
         )
@@ -212,11 +230,19 @@ def _engine(options: _EngineOptions) -> wasmtime.Engine:
             config.wasm_simd = True
             config.consume_fuel = options.fuel
             config.epoch_interruption = options.epoch
-            if _FIXED_MEMORY:
+            if options.fixed:
                 # Reserve the whole wasm32 space up front: linear memory never moves, so its
                 # host address is read once and every copy of a mask is one memmove.
                 config.memory_reservation = 1 << 32
                 config.memory_may_move = False
+            elif _FIXED_MEMORY:
+                # The fallback where a 4 GiB reservation does not fit (a process address-space
+                # limit, `ulimit -v`): reserve only what the memory uses, plus room to grow
+                # in place, and no guard pages (the code checks bounds itself).
+                config.memory_reservation = 0
+                config.memory_guard_size = 0
+                config.memory_reservation_for_growth = _MOVING_GROWTH_BYTES
+                config.memory_may_move = True
             engine = wasmtime.Engine(config)
             _engines[options] = engine
         return engine
@@ -301,6 +327,26 @@ def _compile(engine: wasmtime.Engine, wasm: bytes) -> wasmtime.Module:
             f"the WebAssembly module is invalid ({error}); rebuild the core or check "
             f"the bytes passed as wasm_bytes= / wasm_path="
         ) from None
+
+
+_moving_memory_warned = False
+
+
+def _warn_moving_memory(error: str) -> None:
+    """Say once per process that instances run on a moving memory, and why."""
+    global _moving_memory_warned
+    if not _moving_memory_warned:
+        _moving_memory_warned = True
+        _log.warning(
+            "tokensieve: the process's address space has no room for a core instance's 4 GiB "
+            "reservation (%s; a `ulimit -v` limit?): instances that do not fit run on a "
+            "memory that reserves only what it uses, with bounds checked in the compiled "
+            "code (masks about %s slower)", _first_line(error), _MOVING_SLOWDOWN,
+        )
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _load_module(
@@ -542,7 +588,8 @@ class WasmtimeRuntime:
         Raises:
             ValueError: an option is out of range.
             TokensieveError: the module is invalid, imports anything or has no memory.
-            LimitError: `memory_limit_bytes` is below the module's initial memory.
+            LimitError: `memory_limit_bytes` is below the module's initial memory, or the
+                process's address space has no room for it (`ulimit -v`).
             CoreTrap: the module trapped while starting.
         """
         if memory_limit_bytes is None:
@@ -571,46 +618,63 @@ class WasmtimeRuntime:
                 )
             except RuntimeError:  # no home directory: run without the disk cache
                 resolved_cache_dir = None
-        module, self.module_source, self.cache_path = _load_module(
-            wasm, options, resolved_cache_dir
-        )
-        if module.imports:
-            names = ", ".join(f"{i.module}.{i.name}" for i in module.imports)
-            raise TokensieveError(
-                f"the WebAssembly module imports {names}; tokensieve runs only "
-                f"freestanding modules (no imports)"
-            )
-        self._module = module
-
-        engine = _engine(options)
-        epoch_deadline_ticks = None
-        ticker = None
         if epoch_deadline_s is not None:
             # +1: the current tick may be about to end.
             epoch_deadline_ticks = math.ceil(epoch_deadline_s / _EPOCH_TICK_S) + 1
-            ticker = _EpochTicker.ensure(engine)
-        store = wasmtime.Store(engine)
-        _stores.add(store)
-        store.set_limits(memory_size=memory_limit_bytes)
-        self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks, ticker)
-        _states.add(state)
-        if state.prepare_call is not None:
-            state.prepare_call()
-        try:
-            instance = wasmtime.Instance(store, module, [])
-        except (wasmtime.Trap, wasmtime.WasmtimeError) as error:
-            state.poison("instantiation", str(error))
-            minimum_bytes = self._initial_memory_bytes()
-            if minimum_bytes > memory_limit_bytes:
-                raise LimitError(
-                    f"the module needs {minimum_bytes} bytes of linear memory at start "
-                    f"but memory_limit_bytes={memory_limit_bytes}; raise "
-                    f"memory_limit_bytes"
+        else:
+            epoch_deadline_ticks = None
+        instance = None
+        for fixed in (True, False) if _FIXED_MEMORY and fixed_memory_first else (False,):
+            options = _EngineOptions(fuel=options.fuel, epoch=options.epoch, fixed=fixed)
+            module, self.module_source, self.cache_path = _load_module(
+                wasm, options, resolved_cache_dir
+            )
+            if module.imports:
+                names = ", ".join(f"{i.module}.{i.name}" for i in module.imports)
+                raise TokensieveError(
+                    f"the WebAssembly module imports {names}; tokensieve runs only "
+                    f"freestanding modules (no imports)"
+                )
+            self._module = module
+            self._fixed = fixed
+            engine = _engine(options)
+            ticker = _EpochTicker.ensure(engine) if epoch_deadline_s is not None else None
+            store = wasmtime.Store(engine)
+            _stores.add(store)
+            store.set_limits(memory_size=memory_limit_bytes)
+            self._state = state = _StoreState(store, fuel_per_call, epoch_deadline_ticks, ticker)
+            _states.add(state)
+            if state.prepare_call is not None:
+                state.prepare_call()
+            try:
+                instance = wasmtime.Instance(store, module, [])
+                break
+            except (wasmtime.Trap, wasmtime.WasmtimeError) as error:
+                state.poison("instantiation", str(error))
+                minimum_bytes = self._initial_memory_bytes()
+                if minimum_bytes > memory_limit_bytes:
+                    raise LimitError(
+                        f"the module needs {minimum_bytes} bytes of linear memory at start "
+                        f"but memory_limit_bytes={memory_limit_bytes}; raise "
+                        f"memory_limit_bytes"
+                    ) from None
+                if fixed and _RESERVE_FAILURE in str(error):
+                    # The process's address space cannot hold 4 GiB more (`ulimit -v`):
+                    # start again on a memory that reserves only what it uses.
+                    _warn_moving_memory(str(error))
+                    continue
+                if _RESERVE_FAILURE in str(error):
+                    raise LimitError(
+                        f"the WebAssembly module could not reserve address space for its "
+                        f"linear memory ({_first_line(str(error))}): the process's "
+                        f"address-space limit (`ulimit -v`) is too low for another core "
+                        f"instance; raise it or use fewer instances (CoreOptions.instances)"
+                    ) from None
+                raise CoreTrap(
+                    f"the WebAssembly module failed to start: {error}; this is a bug in "
+                    f"tokensieve, please report it"
                 ) from None
-            raise CoreTrap(
-                f"the WebAssembly module failed to start: {error}; this is a bug in "
-                f"tokensieve, please report it"
-            ) from None
+        assert instance is not None
 
         self._exports = instance.exports(store)
         memory = self._exports.get("memory")
@@ -751,7 +815,7 @@ class WasmtimeRuntime:
         if not _I32_MIN <= ptr <= _U32_MAX or size < 0:
             raise IndexError(f"bad linear memory range: ptr={ptr}, size={size}")
         start = ptr & _U32_MASK
-        if _FIXED_MEMORY and self._base and start + size <= self._known_size:
+        if self._fixed and self._base and start + size <= self._known_size:
             return self._base + start
         context, memory = self._state.context_address, self._memory_address
         memory_size = _memory_data_size(context, memory)
@@ -861,7 +925,7 @@ class WasmtimeRuntime:
         Raises:
             ValueError: a target's size differs from its source's.
         """
-        if not _FIXED_MEMORY:
+        if not self._fixed:
             for ptr, dest in zip(sources, dests):
                 self.read_into(ptr, dest)
             return
@@ -884,7 +948,7 @@ class WasmtimeRuntime:
         Raises:
             IndexError: the range is outside linear memory.
         """
-        if not _FIXED_MEMORY:
+        if not self._fixed:
             return ptr
         with self._state.lock:
             address = self._address(ptr, size)
@@ -905,7 +969,7 @@ class WasmtimeRuntime:
         func, param_count, result_count = self._export_func(name)
         if result_count != 1:
             raise TokensieveError(f"func_copy needs an export with an i32 result; {name!r} has none")
-        if _FIXED_MEMORY:
+        if self._fixed:
             return _copy_callable(self._state, name, func, param_count, copy_from_status)
         plain = self.func(name, trusted=True)
         read_into = self.read_into
