@@ -621,7 +621,9 @@ _OR_XY = {"type": "or", "elements": [{"type": "const_string", "value": "x"}, {"t
 @pytest.mark.parametrize(("fmt", "error"), [
     (_nested(3, lambda c: {"type": "repeat", "min": 0, "max": 256, "content": c}), "pieces"),
     (_nested(2, lambda c: {"type": "repeat", "min": 200, "max": 200, "content": c if c["type"] != "const_string" else _OR_XY}), "pieces"),
-    (_nested(3000, lambda c: {"type": "sequence", "elements": [c]}), "nests too deeply"),
+    # Python 3.11 and 3.12 run out of recursion reading it, 3.13 (a deeper C stack) reaches the
+    # nesting limit: either way a clear error.
+    (_nested(3000, lambda c: {"type": "sequence", "elements": [c]}), "nests too deeply|nest deeper than 300"),
     (_nested(400, lambda c: {"type": "optional", "content": c}), "nest deeper"),
     ({"type": "sequence", "elements": [_OR_XY] * 60}, None),  # 2^60 ways, a linear grammar
     ({"type": "repeat", "min": 256, "max": 256, "content": _OR_XY}, None),
