@@ -529,6 +529,118 @@ def test_logits_processor_keeps_every_row_of_generate_in_its_schema(llama3, tiny
             jsonschema.validate(json.loads(text), schema)
 
 
+def test_logits_processor_keeps_every_beam_in_its_schema(llama3, tiny_llama, monkeypatch):
+    """Beam search reorders and duplicates the rows at every step: the processor once took each
+    row for the row of the last step, consumed a token of another beam's text and raised "the
+    model produced token …, which the grammar refuses". Every returned sequence must now be
+    valid, with one grammar per prompt for its beams."""
+    import jsonschema
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    schemas = [
+        {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["name", "n"], "additionalProperties": False},
+        {"type": "array", "items": {"enum": ["red", "green"]}, "minItems": 1, "maxItems": 3},
+    ]
+    grammars = [Grammar.json_schema(s, whitespace="compact") for s in schemas]
+    eos = llama3.eos_token_ids[0]
+    prompt = torch.tensor([llama3.encode("Answer:")] * 2)
+    followed: list[int] = []
+    follow = LogitsProcessor._follow
+    monkeypatch.setattr(LogitsProcessor, "_follow", lambda self, ids: followed.append(1) or follow(self, ids))
+    for beams, returned in ((3, 1), (3, 3), (4, 2)):
+        processor = LogitsProcessor(llama3, grammars)
+        out = tiny_llama.generate(
+            prompt, attention_mask=torch.ones_like(prompt), logits_processor=[processor], max_new_tokens=60,
+            num_beams=beams, num_return_sequences=returned, do_sample=False, pad_token_id=eos,
+        )
+        assert out.shape[0] == 2 * returned
+        for row in range(out.shape[0]):
+            tokens = out[row, prompt.shape[1] :].tolist()
+            assert eos in tokens, tokens
+            text = llama3.decode(tokens[: tokens.index(eos)]).decode()
+            jsonschema.validate(json.loads(text), schemas[row // returned])
+    assert followed  # the rows were reordered (else this test would not test it)
+
+
+def test_logits_processor_under_assisted_decoding_is_plain_greedy(llama3, tiny_llama, monkeypatch):
+    """Assisted decoding (`prompt_lookup_num_tokens`) calls the processor on draft tokens, which
+    the grammar may refuse, then cuts the rows back to the accepted ones: the processor raised
+    on the first refused draft. Greedy assisted decoding is lossless, so with the processor its
+    output must be plain greedy decoding's, a valid instance."""
+    import jsonschema
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 12}, "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 4}, "n": {"type": "integer", "minimum": 0, "maximum": 999}},
+        "required": ["name", "tags", "n"], "additionalProperties": False,
+    }
+    grammar = Grammar.json_schema(schema, whitespace="compact")
+    eos = llama3.eos_token_ids[0]
+    prompt = torch.tensor([llama3.encode('Example: {"name":"blue sky","tags":["red","green"],"n":12} and {"name":"x","tags":[],"n":1}. Now:')])
+    rolled: list[int] = []
+    rollback = Matcher.rollback
+    monkeypatch.setattr(Matcher, "rollback", lambda self, count: rolled.append(count) or rollback(self, count))
+    outputs = []
+    for options in ({}, {"prompt_lookup_num_tokens": 4}, {"prompt_lookup_num_tokens": 10}):
+        out = tiny_llama.generate(
+            prompt, attention_mask=torch.ones_like(prompt), logits_processor=[LogitsProcessor(llama3, grammar)],
+            max_new_tokens=60, do_sample=False, pad_token_id=eos, **options,
+        )
+        tokens = out[0, prompt.shape[1] :].tolist()
+        assert eos in tokens, tokens
+        outputs.append(tokens[: tokens.index(eos) + 1])
+        jsonschema.validate(json.loads(llama3.decode(outputs[-1][:-1]).decode()), schema)
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+    assert rolled  # drafts were cut back (else this test would not test it)
+
+
+def test_logits_processor_follows_rows_that_move_fork_and_shrink(llama3):
+    """Each row's mask is that of a fresh matcher fed the row's tokens (the replay below), when
+    the rows are reordered, duplicated, cut back and advanced by several tokens at once; a row
+    holding a token its grammar refuses gets every logit masked; a row past its EOS is left
+    as it is."""
+    import torch
+
+    from tokensieve.hf import LogitsProcessor
+
+    grammar = Grammar.regex("(ab|cd)+x?")
+    width = llama3.vocab_size + 40
+    eos = llama3.eos_token_ids[0]
+    ab, cd, x = (llama3.encode(t)[0] for t in ("ab", "cd", "x"))
+    prompt = llama3.encode("Q")
+    steps = [
+        [[], [], []],
+        [[ab], [cd], [ab]],
+        [[cd, ab], [ab, cd], [cd, ab]],  # rows 0 and 2 from row 1 (a fork), row 1 from row 0 or 2
+        [[cd, ab, ab], [cd, ab, cd], [ab, cd, x]],  # rows 0 and 1 from row 0, row 2 from row 1
+        [[cd, ab], [cd, ab], [ab, cd]],  # cut back a token
+        [[cd, ab, cd, ab], [cd, ab, x, ab], [ab, cd, cd, eos]],  # two more: a refused token, an EOS
+        [[cd, ab, cd, ab, x], [cd, ab, x, ab, ab], [ab, cd, cd, eos, eos]],  # one more each (padding)
+        [[cd, ab, cd, ab, x, eos], [cd, ab, x, ab, ab, cd], [ab, cd, cd, eos, eos, eos]],
+    ]
+    processor = LogitsProcessor(llama3, grammar, canonical_forced=False)
+    for rows in steps:
+        before = torch.randn(3, width)
+        scores = processor(torch.tensor([prompt + row for row in rows]), before.clone())
+        for r, row in enumerate(rows):
+            kept = row[: row.index(eos) + 1] if eos in row else row  # what follows an EOS is padding
+            if eos in kept:
+                assert torch.equal(scores[r], before[r]), (rows, r)
+                continue
+            oracle = Matcher(llama3, grammar, vocab_size=width)
+            if oracle.validate_tokens(kept) < len(kept):
+                assert not torch.isfinite(scores[r]).any(), (rows, r)
+                continue
+            assert oracle.consume_tokens(kept)
+            expected = _python_bits(oracle.compute_bitmask().tolist(), width)
+            assert torch.isfinite(scores[r]).tolist() == expected, (rows, r)
+
+
 def test_logits_processor_allows_only_the_canonical_token_for_forced_bytes(llama3):
     import torch
 

@@ -32,6 +32,15 @@ class LogitsProcessor:
     the core instances (`tokensieve.fill_bitmasks`) and sets disallowed logits to -inf. Rows that
     emitted EOS are left alone (generate pads them).
 
+    Each row's matcher follows the row's tokens, not its place: when the rows are not the last
+    call's rows one token longer, every row is matched to the earlier row whose tokens its own
+    extend furthest (same grammar), whose matcher it takes (or a fork of it), rolled back and
+    advanced to the row's tokens. So beam search (which reorders and duplicates rows at every
+    step) and assisted decoding (`prompt_lookup_num_tokens`, an `assistant_model`: calls on
+    draft tokens, then a cut back to the accepted ones) keep every row in its grammar. A row
+    holding a token its grammar refuses (a beam that took a -inf candidate, a rejected draft
+    token) gets every logit masked.
+
     Where the grammar forces bytes, only the canonical token for them is allowed
     (`canonical_forced`, as llguidance does): after `{"` with a grammar that forces `name`, the
     model may write `name` but not `n` then `ame`, which a greedy search would otherwise pick
@@ -39,7 +48,9 @@ class LogitsProcessor:
 
     Args:
         tokenizer: a `tokensieve.Tokenizer`, or a transformers fast tokenizer.
-        grammars: one `Grammar` for every row, or one per row of the batch.
+        grammars: one `Grammar` for every row, or one per prompt of the batch (generate's rows
+            for the beams or returned sequences of prompt i, which it places together, all get
+            grammar i), or one per row.
         canonical_forced: allow only the canonical token where the grammar forces bytes.
 
     Not reusable across `generate` calls: make one per call (or call `reset()`).
@@ -53,6 +64,7 @@ class LogitsProcessor:
         if not self.grammars or not all(isinstance(g, Grammar) for g in self.grammars):
             raise TypeError("LogitsProcessor needs a tokensieve.Grammar or a list of them")
         self.canonical_forced = canonical_forced
+        self._eos = frozenset(tokenizer.eos_token_ids)
         self._sparse_indexes: dict[tuple[Any, bytes], Any] = {}  # `_sparse_index`
         # What the first step would otherwise wait for, once per tokenizer: its trie in every
         # core instance and, for forced bytes, its encoder (Llama-3: ~0.2 s and ~0.55 s, paid
@@ -64,15 +76,26 @@ class LogitsProcessor:
         """Forget the batch (before another `generate` call)."""
         self.matchers: list[Matcher] = []
         self._prompt_length = 0
+        self._row_grammars: list[Grammar] = []
+        # Per row: its tokens hold an EOS (nothing more to mask), or a token its grammar
+        # refuses (every logit masked); the generated tokens of every row at the last call.
         self._finished: list[bool] = []
+        self._off: list[bool] = []
+        self._seen: Any = None
         self._bitmask: Any = None
 
     def _start(self, batch: int, width: int) -> None:
-        if len(self.grammars) not in (1, batch):
-            raise ValueError(f"LogitsProcessor has {len(self.grammars)} grammars for a batch of {batch} rows")
-        grammars = self.grammars * batch if len(self.grammars) == 1 else self.grammars
-        self.matchers = [Matcher(self.tokenizer, g, vocab_size=width) for g in grammars]
+        count = len(self.grammars)
+        if batch % count:
+            raise ValueError(
+                f"LogitsProcessor has {count} grammars for a batch of {batch} rows: give one, one per "
+                f"prompt or one per row"
+            )
+        # generate places a prompt's beams or returned sequences next to each other.
+        self._row_grammars = [g for g in self.grammars for _ in range(batch // count)]
+        self.matchers = [Matcher(self.tokenizer, g, vocab_size=width) for g in self._row_grammars]
         self._finished = [False] * batch
+        self._off = [False] * batch
         self._bitmask = _numpy().zeros((batch, self.matchers[0].mask_words), dtype="int32")
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -85,17 +108,26 @@ class LogitsProcessor:
         if not self.matchers:
             self._prompt_length = length
             self._start(batch, scores.shape[-1])
+            self._seen = input_ids[:, length:].clone()
         elif batch != len(self.matchers):
-            raise ValueError(f"the batch changed from {len(self.matchers)} to {batch} rows; beam search is not supported")
+            raise ValueError(f"the batch changed from {len(self.matchers)} to {batch} rows (make a new processor, or reset it, for a new generate call)")
+        elif length < self._prompt_length:
+            raise ValueError(f"the rows are shorter ({length} tokens) than the prompt was ({self._prompt_length}): reset the processor for a new generate call")
         else:
-            last = input_ids[:, -1].tolist()
-            for row, (matcher, token) in enumerate(zip(self.matchers, last)):
-                if self._finished[row]:
-                    continue
-                if not matcher.consume_token(int(token)):
-                    raise ValueError(f"row {row}: the model produced token {token}, which the grammar refuses")
-                self._finished[row] = int(token) in self.tokenizer.eos_token_ids
-        live = [row for row in range(batch) if not self._finished[row]]
+            generated = input_ids[:, self._prompt_length :]
+            seen = self._seen
+            if generated.shape[1] == seen.shape[1] + 1 and torch.equal(generated[:, :-1], seen):
+                # The common step: every row is its last call's row and one token more.
+                for row, token in enumerate(generated[:, -1].tolist()):
+                    if not (self._finished[row] or self._off[row]):
+                        self._advance(row, (token,))
+            else:
+                self._follow(generated)
+            self._seen = generated.clone()
+        live = [row for row in range(batch) if not (self._finished[row] or self._off[row])]
+        for row in range(batch):
+            if self._off[row]:
+                scores[row].fill_(float("-inf"))
         if not live:
             return scores
         bitmask = self._bitmask
@@ -123,6 +155,62 @@ class LogitsProcessor:
                 # A dense one (free text) by masking the refused ones.
                 apply_token_bitmask_inplace(scores[row], torch.from_numpy(words))
         return scores
+
+    def _advance(self, row: int, tokens: Sequence[int]) -> None:
+        """Consume `tokens` on row `row`'s matcher up to the first EOS (what follows it is
+        generate's padding) or the first token its grammar refuses (the row is then off)."""
+        matcher = self.matchers[row]
+        for token in tokens:
+            if not matcher.consume_token(int(token)):
+                self._off[row] = True
+                return
+            if token in self._eos:
+                self._finished[row] = True
+                return
+
+    def _follow(self, generated: Any) -> None:
+        """Give each row the matcher of the last call's row whose consumed tokens its own
+        extend furthest (same grammar; itself on a tie), rolled back to what they share and
+        advanced over the rest: a matcher taken by several rows is forked (before any of them
+        moves), one taken by none is dropped."""
+        import torch
+
+        batch = len(self.matchers)
+        consumed = [len(m.consumed_tokens) for m in self.matchers]
+        seen = self._seen
+        shared = min(generated.shape[1], seen.shape[1])
+        if shared:
+            # common[r, s]: how many first tokens row r has in common with the last call's row s.
+            equal = generated[:, None, :shared] == seen[None, :, :shared]
+            common = equal.to(torch.int32).cumprod(dim=2).sum(dim=2).tolist()
+        else:
+            common = [[0] * batch for _ in range(batch)]
+        sources: list[tuple[int, int]] = []
+        for row in range(batch):
+            best, source = -1, row
+            for other in range(batch):
+                if self._row_grammars[other] is not self._row_grammars[row]:
+                    continue
+                usable = min(common[row][other], consumed[other])
+                if usable > best or (usable == best and other == row):
+                    best, source = usable, other
+            sources.append((source, best))
+        # Forks first, from the states of the last call; then each row moves its own matcher.
+        taken: set[int] = set()
+        matchers: list[Matcher] = []
+        for source, _ in sources:
+            matchers.append(self.matchers[source] if source not in taken else self.matchers[source].fork())
+            taken.add(source)
+        finished = self._finished
+        self._finished = [finished[source] and keep == consumed[source] for source, keep in sources]
+        self._off = [False] * batch
+        self.matchers = matchers
+        for row, (source, keep) in enumerate(sources):
+            matcher = matchers[row]
+            if consumed[source] > keep:
+                matcher.rollback(consumed[source] - keep)
+            if not self._finished[row]:
+                self._advance(row, generated[row, keep:].tolist())
 
     def _sparse_index(self, np: Any, words: Any, width: int, device: Any) -> Any:
         """The allowed ids of a sparse mask as an index tensor, kept by the mask's nonzero
