@@ -122,6 +122,13 @@ class Matcher:
     def __repr__(self) -> str:
         return f"<Matcher {self.grammar!r} tokens={len(self._tokens)}>"
 
+    def __reduce__(self) -> tuple[Callable[..., Matcher], tuple[Any, ...]]:
+        """Pickle (multiprocessing, Ray, `copy.deepcopy`) the tokenizer at the matcher's
+        width, the grammar and the tokens consumed: the copy is a new matcher (in the default
+        pool) that consumes them again, in one call."""
+        with self._lock:
+            return _restored_matcher, (self.tokenizer, self.grammar, list(self._tokens))
+
     # -- placement and failure scope -------------------------------------------------------
 
     def _place(self) -> tuple[Core, int]:
@@ -865,3 +872,11 @@ def row_view(bitmask: Any, row: Any, words: int) -> memoryview:
     if not target_row.flags["C_CONTIGUOUS"] or not target_row.flags["WRITEABLE"]:
         raise ArgumentError("the bitmask row must be contiguous and writable")
     return memoryview(target_row).cast("B")
+
+
+def _restored_matcher(tokenizer: Tokenizer, grammar: Grammar, tokens: list[int]) -> Matcher:
+    """A pickled `Matcher` (`Matcher.__reduce__`): a new one, at the same position."""
+    matcher = Matcher(tokenizer, grammar)
+    if tokens and not matcher.consume_tokens(tokens):
+        raise ArgumentError("a pickled Matcher's tokens do not follow its grammar")
+    return matcher

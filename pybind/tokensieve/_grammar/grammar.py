@@ -445,6 +445,12 @@ class Grammar:
             ir.add_rule(start, [Sym.t(ir.add_lexeme(Lexeme(name, "regex", alternation_regex(texts))))])
         return cls.from_ir(ir, source=repr(options), kind="choice", limits=limits)
 
+    def __reduce__(self) -> tuple[Callable[..., Grammar], tuple[Any, ...]]:
+        """Pickle (multiprocessing, Ray, `copy.deepcopy`) the grammar's binary form with its
+        kind, source and limits; not its compiled form in this process's core instances,
+        which the copy makes again (the core's compile only: no front-end runs again)."""
+        return _restored_grammar, (self.kind, self.source, self._encoded_ir, self.limits, self.has_special_lexemes)
+
     def built_in(self, core: Core) -> bool:
         """Is the grammar compiled in `core` already?"""
         return self._handles.built_in(core)
@@ -455,6 +461,23 @@ class Grammar:
 
     def _compile(self, core: Core) -> int:
         return core.grammar_new(self._encoded_ir, self.limits.core_values())
+
+
+def _restored_grammar(kind: str, source: str, encoded_ir: bytes, limits: Limits, has_special_lexemes: bool) -> Grammar:
+    """A pickled `Grammar` (`Grammar.__reduce__`), compiled where its next matcher goes, as
+    `Grammar.from_ir` does (so bytes the core refuses are refused here)."""
+    if not (isinstance(encoded_ir, bytes) and isinstance(limits, Limits) and isinstance(kind, str)):
+        raise ArgumentError("not a pickled tokensieve Grammar")
+    grammar = object.__new__(Grammar)
+    grammar.kind = kind
+    grammar._source = source
+    grammar._source_data = None
+    grammar.limits = limits
+    grammar._encoded_ir = encoded_ir
+    grammar.has_special_lexemes = bool(has_special_lexemes)
+    grammar._handles = CoreHandles("grammar")
+    grammar.core_handle(default_pool().least_loaded())
+    return grammar
 
 
 def _reject_lone_surrogates(text: Any, what: str) -> None:

@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -660,6 +660,19 @@ class Tokenizer:
                 self._widened[key] = found
         return found
 
+    def __reduce__(self) -> tuple[Callable[..., Tokenizer], tuple[Any, ...]]:
+        """Pickle (multiprocessing, Ray, `copy.deepcopy`) the vocabulary and what `encode`
+        needs (the tokenizer.json it came from); not the tables and tries built from it,
+        which the copy builds again where it is used. A variant with other EOS ids
+        (`with_eos_token_ids`) is pickled as its tokenizer's variant, so that the two still
+        share one trie per instance."""
+        owner = self._trie_owner
+        if owner is not None:
+            return _tokenizer_variant, (owner, self._vocab_size, self._eos_token_ids)
+        return _restored_tokenizer, (
+            self._token_bytes, bytes(self._kinds), self._vocab_size, self._eos_token_ids, self._source, self._space,
+        )
+
     def __repr__(self) -> str:
         """Show the sizes and EOS ids."""
         return (
@@ -881,6 +894,20 @@ class Tokenizer:
                 "that is not valid UTF-8 cannot be encoded; pass valid UTF-8 text"
             )
         return found
+
+
+def _restored_tokenizer(
+    token_bytes: list[bytes], kinds: bytes, vocab_size: int, eos_token_ids: tuple[int, ...],
+    source: _JsonSource | None, space: str,
+) -> Tokenizer:
+    """A pickled `Tokenizer` (`Tokenizer.__reduce__`)."""
+    return Tokenizer(token_bytes, bytearray(kinds), vocab_size=vocab_size, eos_token_ids=tuple(eos_token_ids),
+                     source=source, space=space)
+
+
+def _tokenizer_variant(owner: Tokenizer, vocab_size: int, eos_token_ids: tuple[int, ...]) -> Tokenizer:
+    """A pickled variant of a tokenizer (`Tokenizer.__reduce__`)."""
+    return owner._variant(vocab_size, tuple(eos_token_ids))
 
 
 def _id_tuple(ids: object, argument: str) -> tuple[int, ...]:
