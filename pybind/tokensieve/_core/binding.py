@@ -106,7 +106,6 @@ def _retire_after_fork(core: Core) -> None:
     the middle of a method (its memory, or this object's tables, half updated): it is retired,
     as after a trap, and its matchers move to a fresh instance on their next call."""
     core.runtime.retire(MID_CALL_AT_FORK)
-    core._acquire, core._release = core.lock.acquire, core.lock.release
 
 
 class BatchCall:
@@ -148,7 +147,6 @@ class Core:
         self.options = options
         self.serial = next(_serial)
         self.lock = threading.Lock()
-        self._acquire, self._release = self.lock.acquire, self.lock.release
         self.matcher_count = 0
         renew_lock_after_fork(self, "lock", _retire_after_fork)
         self._pending_frees: deque[tuple[str, int]] = deque()
@@ -443,8 +441,10 @@ class Core:
         """Compute the mask and copy it into `dest`, a writable flat byte view of `4 * words`
         bytes (the caller's row): the step path, one call into the module and one copy, from
         the matcher's own buffer (`_mask_source`)."""
-        self._acquire()  # not `with`: its __exit__ call costs as much as the lock (0.08 µs)
-        try:
+        # `with`, not acquire() and try: an exception a signal handler raises (Ctrl-C) can
+        # come between acquire() returning and the try, which left the instance locked for
+        # good (every later call waited forever); `with` leaves no such gap (0.08 µs more).
+        with self.lock:
             if self._pending_frees:
                 self._drain()
             source = self._mask_sources.get(handle)
@@ -453,8 +453,6 @@ class Core:
             status = self._fill(source, dest, handle, 0, words)
             if status < 0:
                 self._check(status, "fill_bitmask")
-        finally:
-            self._release()
 
     def matcher_fill_bitmasks(self, handles: Sequence[int], words: int, dests: Sequence[memoryview]) -> list[int]:
         """Fill the masks of several matchers of this instance in one call; copy mask i into
@@ -468,42 +466,39 @@ class Core:
 
     def batch_begin(self, handles: Sequence[int], words: int, dests: Sequence[memoryview],
                     tokens: Sequence[int] | None = None, sources: list[Any] | None = None) -> BatchCall:
-        """Take the instance's lock and prepare one call that fills the masks of several of
-        its matchers (`ts_matcher_fill_bitmasks`); mask i goes to `dests[i]`, a writable flat
-        byte view of `4 * words` bytes. With `tokens`, matcher i first consumes `tokens[i]`
-        (none when it is -1) in the same call. `sources` are the matchers' mask buffers as an
-        earlier call on the same handles found them (`BatchCall.sources`). The lock stays held
-        until `batch_finish`, which the caller must call once, whatever happens in between.
+        """Prepare one call that fills the masks of several of its matchers
+        (`ts_matcher_fill_bitmasks`); mask i goes to `dests[i]`, a writable flat byte view of
+        `4 * words` bytes. With `tokens`, matcher i first consumes `tokens[i]` (none when it is
+        -1) in the same call. `sources` are the matchers' mask buffers as an earlier call on the
+        same handles found them (`BatchCall.sources`). The caller holds the instance's lock, in
+        a `with`, from here until `batch_finish` has returned (an acquire() here and a release
+        there left the instance locked for good when an exception a signal handler raised came
+        between them: `batch.fill_bitmasks`).
 
         A batch fill is split in three so that the call (`batch_compute`, which releases the
         GIL) can run in another thread while the thread that began it prepares or copies
         other instances' rows: the Python work of a batch stays in one thread, where the
         matchers and the caller's array are in its core's cache.
         """
-        self._acquire()
-        try:
-            if self._pending_frees:
-                self._drain()
-            if sources is None:
-                get_source = self._mask_sources.get
-                sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
-            n = len(handles)
-            # One buffer: the statuses, the handles, then the tokens (u32; -1 is none).
-            statuses_ptr = self._batch_buffer(12 * n if tokens is not None else 8 * n)
-            if tokens is None:
-                self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i", *handles))
-                tokens_ptr = 0
-            else:
-                self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i{n}i", *handles, *tokens))
-                tokens_ptr = statuses_ptr + 8 * n
-        except BaseException:
-            self._release()
-            raise
+        if self._pending_frees:
+            self._drain()
+        if sources is None:
+            get_source = self._mask_sources.get
+            sources = [get_source(handle) or self._mask_source(handle, words) for handle in handles]
+        n = len(handles)
+        # One buffer: the statuses, the handles, then the tokens (u32; -1 is none).
+        statuses_ptr = self._batch_buffer(12 * n if tokens is not None else 8 * n)
+        if tokens is None:
+            self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i", *handles))
+            tokens_ptr = 0
+        else:
+            self.runtime.write(statuses_ptr + 4 * n, struct.pack(f"<{n}i{n}i", *handles, *tokens))
+            tokens_ptr = statuses_ptr + 8 * n
         return BatchCall(statuses_ptr, tokens_ptr, n, words, sources, dests)
 
     def batch_compute(self, call: BatchCall) -> None:
-        """Make the call `batch_begin` prepared, in any thread (the instance's lock is held
-        for it). Never raises: an error is kept for `batch_finish`."""
+        """Make the call `batch_begin` prepared, in any thread (the thread that began it holds
+        the instance's lock for it). Never raises: an error is kept for `batch_finish`."""
         try:
             call.failed = self._fill_many(call.statuses_ptr + 4 * call.count, call.count, 0, call.words,
                                           call.statuses_ptr, call.tokens_ptr)
@@ -512,39 +507,37 @@ class Core:
             call.error = error
 
     def batch_finish(self, call: BatchCall, *, copy: bool = True) -> list[int]:
-        """Copy the masks of a computed `call` into their rows, release the instance's lock,
-        and return the indices of the matchers whose fill failed (their rows are untouched).
+        """Copy the masks of a computed `call` into their rows and return the indices of the
+        matchers whose fill failed (their rows are untouched), in any thread (the thread that
+        began the call holds the instance's lock until this has returned).
         `call.unconsumed` then says which entries did not consume their token. With `copy`
-        False (the batch was abandoned), only find that out and release the lock.
+        False (the batch was abandoned), only find that out.
 
         Raises:
             CoreTrap, LimitError, TokensieveError: the call failed as a whole (a trap, the
                 deadline): no row was written.
         """
-        try:
-            failed = call.failed
-            if call.ran and failed >= 0:
-                if failed and call.tokens_ptr:  # the core marks each consumed token -1
-                    left = struct.unpack(f"<{call.count}i", self.runtime.read(call.tokens_ptr, 4 * call.count))
-                    call.unconsumed = {i for i, token in enumerate(left) if token != -1}
-                else:
-                    call.unconsumed = set()
-            if not copy:
-                return []
-            if call.error is not None:
-                raise call.error
-            if failed < 0:
-                self._check(failed, "fill_bitmasks")
-            if not failed:
-                self.runtime.copy_each_to(call.sources, call.dests)
-                return []
-            n = call.count
-            statuses = struct.unpack(f"<{n}i", self.runtime.read(call.statuses_ptr, 4 * n))
-            ok = [i for i, status in enumerate(statuses) if status == 0]
-            self.runtime.copy_each_to([call.sources[i] for i in ok], [call.dests[i] for i in ok])
-            return [i for i, status in enumerate(statuses) if status != 0]
-        finally:
-            self._release()
+        failed = call.failed
+        if call.ran and failed >= 0:
+            if failed and call.tokens_ptr:  # the core marks each consumed token -1
+                left = struct.unpack(f"<{call.count}i", self.runtime.read(call.tokens_ptr, 4 * call.count))
+                call.unconsumed = {i for i, token in enumerate(left) if token != -1}
+            else:
+                call.unconsumed = set()
+        if not copy:
+            return []
+        if call.error is not None:
+            raise call.error
+        if failed < 0:
+            self._check(failed, "fill_bitmasks")
+        if not failed:
+            self.runtime.copy_each_to(call.sources, call.dests)
+            return []
+        n = call.count
+        statuses = struct.unpack(f"<{n}i", self.runtime.read(call.statuses_ptr, 4 * n))
+        ok = [i for i, status in enumerate(statuses) if status == 0]
+        self.runtime.copy_each_to([call.sources[i] for i in ok], [call.dests[i] for i in ok])
+        return [i for i, status in enumerate(statuses) if status != 0]
 
     def _mask_ptr(self, handle: int) -> int:
         """The address of the matcher's own mask buffer in linear memory (fixed while the
@@ -602,8 +595,7 @@ class Core:
     def matcher_consume_and_fill(self, handle: int, token: int, words: int, dest: memoryview) -> bool:
         """Consume `token` and copy the next mask into `dest` (as `matcher_fill_bitmask`);
         False (nothing written) when the grammar refuses the token."""
-        self._acquire()
-        try:
+        with self.lock:  # (not acquire() and try: `matcher_fill_bitmask`)
             if self._pending_frees:
                 self._drain()
             source = self._mask_sources.get(handle)
@@ -613,8 +605,6 @@ class Core:
             if status < 0:
                 self._check(status, "consume_and_fill")
             return status == 1
-        finally:
-            self._release()
 
     def matcher_consume_tokens(self, handle: int, ids: Sequence[int]) -> int:
         """Consume all of `ids` or none; returns the valid prefix length (== len when consumed)."""

@@ -63,7 +63,7 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
-from .matcher import Matcher, batch_pending, batch_settle, batch_take, row_view, whole_view
+from .matcher import Matcher, batch_mark, batch_pending, batch_settle, batch_take, row_view, whole_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -207,7 +207,6 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
     _calls += 1
     later: list[tuple[Matcher, int]] = []
     locked: list[Any] = []
-    run: _Run | None = None
     first = matchers[0]
     plan = _plans.get(first)
     made: _Plan | None = None
@@ -227,6 +226,42 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
             # The caller's groups come last (the highest serials): it waits in the last one's
             # instance for the helpers (`_Run.wait_in`).
             run.wait_in(groups[-1].core)
+        _holding([group.core for group in groups], 0, lambda: _make_calls(run, groups, words, made, later))
+    finally:
+        for lock in locked:
+            try:
+                lock.release()
+            except RuntimeError:
+                pass  # (released already by `batch_take`, which an exception stopped before it forgot it)
+        # The plan is kept while every matcher of the batch is filled in its group.
+        if later or plan is None:
+            _plans.pop(first, None)
+        elif plan is made:
+            _plans[first] = plan
+    return later
+
+
+def _holding(cores: list[Core], start: int, body: Callable[[], None]) -> None:
+    """Run `body` holding the locks of `cores[start:]`, taken in their order, each by a `with`.
+
+    The calling thread holds its batch's instances for the whole fill, the helpers' calls
+    included (it waits for them before it lets go). Taken by `acquire()` in `batch_begin` and
+    released by `release()` in `batch_finish`, an instance stayed locked for good when an
+    exception a signal handler raised (Ctrl-C; it runs in the main thread, after any call
+    returns) came between the acquire and the `try` guarding it, or between `batch_begin`
+    and the call's registration: every later call on the instance waited forever. A `with`
+    leaves no such gap.
+    """
+    if start == len(cores):
+        body()
+        return
+    with cores[start].lock:
+        _holding(cores, start + 1, body)
+
+
+def _make_calls(run: _Run, groups: list[_Group], words: int, made: _Plan | None, later: list[tuple[Matcher, int]]) -> None:
+    """Prepare each group's call and make the calls (`_Run`), the instances' locks held."""
+    try:
         for index, group in enumerate(groups):
             core = group.core
             if core.poisoned:
@@ -235,9 +270,11 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
             # The caller's groups come last (the highest serials): a helper's call is
             # prepared and handed over first. The tokens the matchers' last consumes left
             # pending are consumed in the same call, on the thread that fills the instance.
-            home = (len(groups) - 1 - index) % threads
+            home = (len(groups) - 1 - index) % run.threads
             tokens = group.tokens
             pending = tokens if tokens.count(-1) != len(tokens) else None
+            if pending is not None:
+                batch_mark(group.pairs)
             try:
                 call = core.batch_begin(group.handles, words, group.dests, pending, group.sources)
             except (CoreTrap, LimitError):
@@ -250,16 +287,7 @@ def _fill_groups(matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any)
             run.add(core, call, group.pairs, home)
         run.finish()
     finally:
-        if run is not None:
-            run.close()
-        for lock in locked:
-            lock.release()
-        # The plan is kept while every matcher of the batch is filled in its group.
-        if later or plan is None:
-            _plans.pop(first, None)
-        elif plan is made:
-            _plans[first] = plan
-    return later
+        run.close()  # (no helper is left in an instance once the locks are let go)
 
 
 class _Plan:
@@ -296,17 +324,22 @@ class _Plan:
         if list(map(weakref.ref, matchers)) != self.refs or list(rows) != self.rows:
             return None
         locks = self.locks
-        taken = list(map(_TRY_LOCK, locks))
-        if not all(taken):
-            for lock, ok in zip(locks, taken):
-                if ok:
-                    lock.release()
+        # Each lock taken is recorded in the same C call (`extend` over `filter`): an
+        # exception a signal handler raises comes after it returns, when `locked` holds them.
+        before = len(locked)
+        locked.extend(filter(_TRY_LOCK, locks))
+        if len(locked) - before != len(locks) or any(map(_UNSETTLED, matchers)):
+            # A matcher busy elsewhere, or left midway by an interrupted call (`Matcher._settle`,
+            # on its own): the batch is checked and grouped again.
+            for lock in locked[before:]:
+                lock.release()
+            del locked[before:]
             return None
-        locked.extend(locks)
         return [planned.group(matchers) for planned in self.groups]
 
 
 _TRY_LOCK = operator.methodcaller("acquire", False)
+_UNSETTLED = operator.attrgetter("_unsettled")
 
 
 class _PlannedGroup:
@@ -340,8 +373,6 @@ class _PlannedGroup:
 _plans: weakref.WeakKeyDictionary[Matcher, _Plan] = weakref.WeakKeyDictionary()
 
 
-# An instance, its prepared call and the (matcher, row) pairs of the call.
-_Prepared = tuple[Core, BatchCall, list[tuple[Matcher, int]]]
 
 
 def _lock_groups(
@@ -371,12 +402,11 @@ def _lock_groups(
             later.append((matcher, row))
             continue
         listed.add(id(matcher))
-        taken = batch_take(matcher)
+        taken = batch_take(matcher, locked)
         if taken is None:
             later.append((matcher, row))
             continue
-        core, lock, handle, pending = taken
-        locked.append(lock)
+        core, handle, pending = taken
         group = get_group(core)
         if group is None:
             group = groups[core] = _Group(core)
@@ -401,7 +431,7 @@ def _compute(core: Core, call: BatchCall, batch: list[Any]) -> None:
 
 
 def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], *, copy: bool = True) -> list[tuple[Matcher, int]]:
-    """Copy one instance's rows and release it; the pairs to fill on their own. Each matcher
+    """Copy one instance's rows; the pairs to fill on their own. Each matcher
     learns whether its pending token was consumed and whether the core's buffer holds its
     mask (its lock is still held)."""
     bad: list[int] | None = None
@@ -434,8 +464,8 @@ class _Run:
     the same thread at every step and its memory (the matchers' mask buffers, its grammars'
     caches) stays in one core's cache: on this machine a group filled on another core than
     at the last step ran up to 2x slower. A helper's call is handed over as soon as it is
-    prepared. A call is made by whichever thread claims it first (an atomic `set.remove`),
-    which also copies its rows and releases its instance: the caller makes its own calls,
+    prepared. A call is made by whichever thread claims it first (an atomic `dict.setdefault`),
+    which also copies its rows: the caller makes its own calls,
     then every call no helper has claimed yet (a helper that wakes late, the machine being
     busy, costs no waiting), then waits for the helpers. No instance is released while a
     helper's call on it may still run (`close`).
@@ -455,15 +485,16 @@ class _Run:
     def __init__(self, threads: int, later: list[tuple[Matcher, int]]) -> None:
         self.threads = threads
         self.later = later
-        self.prepared: list[_Prepared] = []
-        self.homes: list[int] = []
-        self.unclaimed: set[int] = set()
-        self.done: list[threading.Lock] = []
-        self.mine: set[int] = set()  # claimed by the caller
-        self.awaited: set[int] = set()  # claimed by a helper, which has finished with it
-        self.finished: set[int] = set()  # rows copied and instance released
-        self.cpu_s: list[float] = []
-        self.ended: list[float] = []
+        # The calls, each published by one `append` (`add`): instance, call, pairs, home
+        # thread and, for a helper's, a lock held until that helper is done with it.
+        self.prepared: list[tuple[Core, BatchCall, list[tuple[Matcher, int]], int, threading.Lock | None]] = []
+        # Who claimed each call (`_CALLER`, a helper's home, or `_NOBODY` once closed), by one
+        # `setdefault`: the claim and its record are one C call, so an exception a signal
+        # handler raises in the caller (Ctrl-C) never leaves a call claimed and unrecorded.
+        self.owner: dict[int, int] = {}
+        self.finished: set[int] = set()  # rows copied
+        self.cpu_s: dict[int, float] = {}
+        self.ended: dict[int, float] = {}
         self.errors: list[BaseException] = []
         self.started = 0.0
         self.wait_core: Core | None = None
@@ -471,23 +502,18 @@ class _Run:
 
     def add(self, core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], home: int) -> None:
         index = len(self.prepared)
-        self.prepared.append((core, call, batch))
-        self.homes.append(home)
-        self.cpu_s.append(0.0)
-        self.ended.append(0.0)
-        self.unclaimed.add(index)
+        lock = None
         if home:
             lock = threading.Lock()
             lock.acquire()
-            self.done.append(lock)
+        self.prepared.append((core, call, batch, home, lock))
+        if home:
             if not self.started:
                 self.started = time.perf_counter()
             _workers.run_on(home - 1, lambda: self._helper(index))
-        else:
-            self.done.append(_NO_LOCK)
 
     def _make(self, index: int) -> None:
-        core, call, batch = self.prepared[index]
+        core, call, batch, _, _ = self.prepared[index]
         if self.threads < 2:
             _compute(core, call, batch)
             return
@@ -497,22 +523,23 @@ class _Run:
         self.ended[index] = time.perf_counter()
 
     def _finish(self, index: int) -> None:
-        core, call, batch = self.prepared[index]
-        self.finished.add(index)
+        core, call, batch, _, _ = self.prepared[index]
+        # Settled before it is marked: settling again (`close`) is harmless, never settling not.
         self.later.extend(_finish(core, call, batch))
+        self.finished.add(index)
 
     def _helper(self, index: int) -> None:
-        try:
-            self.unclaimed.remove(index)
-        except KeyError:
-            return  # the caller made it
+        home = self.prepared[index][3]
+        if self.owner.setdefault(index, home) != home:
+            return  # the caller made it (or closed the run)
+        lock = self.prepared[index][4]
         try:
             self._make(index)
             self._finish(index)
         except BaseException as error:  # noqa: BLE001 - re-raised by the caller
             self.errors.append(error)
         finally:
-            self.done[index].release()
+            lock.release()  # type: ignore[union-attr] - a helper's call has its lock
             word = self.wait_word
             if word is not None:
                 word[0] += 1  # the last thing it does: the caller stops waiting soon after
@@ -520,25 +547,23 @@ class _Run:
     def finish(self) -> None:
         """Make the caller's calls, then the unclaimed ones, then wait for the helpers'."""
         count = len(self.prepared)
-        for index in [i for i in range(count) if not self.homes[i]] + [i for i in range(count) if self.homes[i]]:
-            try:
-                self.unclaimed.remove(index)
-            except KeyError:
+        homes = [entry[3] for entry in self.prepared]
+        for index in [i for i in range(count) if not homes[i]] + [i for i in range(count) if homes[i]]:
+            if self.owner.setdefault(index, _CALLER) != _CALLER:
                 continue
-            self.mine.add(index)
             self._make(index)
             self._finish(index)
-        helped = [index for index in range(count) if index not in self.mine]
+        helped = [index for index in range(count) if self.owner[index] != _CALLER]
         if helped:
             self._wait(len(helped))
         for index in helped:
-            self.done[index].acquire()
-            self.awaited.add(index)
+            with self.prepared[index][4]:  # type: ignore[union-attr] - until the helper is done (not consumed)
+                pass
             if index not in self.finished:
                 self._finish(index)
-        if self.started:
+        if self.started and self.ended:
             # The calls' CPU time over the wall time until the last one ended.
-            _gain.record(sum(self.cpu_s) / max(max(self.ended) - self.started, 1e-9), _calls)
+            _gain.record(sum(self.cpu_s.values()) / max(max(self.ended.values()) - self.started, 1e-9), _calls)
         if self.errors:
             raise self.errors[0]
 
@@ -555,34 +580,45 @@ class _Run:
             self.wait_word = word
 
     def _wait(self, helpers: int) -> None:
-        """Wait inside `wait_core`, the GIL released, until `helpers` helpers have bumped
-        its word, or the reads run out (`_SPIN_READS`)."""
+        """Wait inside `wait_core` (its lock held by this thread: `_holding`), the GIL
+        released, until `helpers` helpers have bumped its word, or the reads run out
+        (`_SPIN_READS`)."""
         core = self.wait_core
-        if core is None or not core.lock.acquire(False):
+        if core is None:
             return
         try:
             if not core.poisoned:
                 core.spin_until(helpers, _SPIN_READS, _SPIN_LINGER)
         except TokensieveError:
             pass  # they are waited for on their locks
-        finally:
-            core.lock.release()
 
     def close(self) -> None:
-        """Release every instance not released yet, once no helper can be in its call."""
-        for index in range(len(self.prepared)):
-            if index in self.mine or index in self.awaited:
-                continue
-            try:
-                self.unclaimed.remove(index)  # nobody will make it now
-            except KeyError:
-                self.done[index].acquire()  # a helper is making it
-        for index, (core, call, batch) in enumerate(self.prepared):
+        """Settle every call not finished yet (its matchers' pending tokens), once no helper
+        can be in its call: the caller then lets go of the instances (`_holding`). Safe after
+        an exception anywhere in `add` or `finish`: a call nobody claimed is claimed for
+        nobody, a helper's is waited for without taking its lock for good (a `with`).
+
+        An exception a signal handler raises while this waits (a second Ctrl-C) would let the
+        caller go on, and let go of an instance, while a helper still runs in it: every such
+        instance is retired first (no call enters it again; its matchers move on), as after
+        a trap in it."""
+        try:
+            for index, (_, _, _, _, lock) in enumerate(self.prepared):
+                if self.owner.setdefault(index, _NOBODY) not in (_CALLER, _NOBODY):
+                    with lock:  # type: ignore[union-attr] - a helper is making it
+                        pass
+        except BaseException:
+            for index, (core, _, _, _, lock) in enumerate(self.prepared):
+                if self.owner.setdefault(index, _NOBODY) not in (_CALLER, _NOBODY) and lock.locked():  # type: ignore[union-attr]
+                    core.runtime.retire("a batch fill was interrupted while a helper thread was in this instance")
+            raise
+        for index, (core, call, batch, _, _) in enumerate(self.prepared):
             if index not in self.finished:
                 _finish(core, call, batch, copy=False)
 
 
-_NO_LOCK = threading.Lock()  # the caller's calls are waited for by nobody
+_CALLER = 0  # `_Run.owner`: the calling thread (helpers are 1, 2, …: their homes)
+_NOBODY = -1  # `_Run.owner`: closed before anyone claimed it
 
 # The caller's wait for its helpers (`_Run._wait`). ts_spin_until reads its word ~1.5 times
 # a ns here: at most ~270 µs (a later helper is waited for on its lock), then ~5 µs more

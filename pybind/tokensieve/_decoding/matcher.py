@@ -37,7 +37,6 @@ def _fail_after_fork(matcher: Matcher) -> None:
     """In the child of `os.fork`, a matcher whose lock another thread held (`fork.py`) was in
     the middle of a method (its tokens, its pending token half updated): it fails with a clear
     error until `reset()`, instead of waiting forever for its lock."""
-    matcher._acquire, matcher._release = matcher._lock.acquire, matcher._lock.release
     matcher._failure = lambda: CoreTrap(
         "this matcher was in use by another thread when the process forked; reset() it or create a new one"
     )
@@ -101,7 +100,6 @@ class Matcher:
         self.mask_words: int = (self.vocab_size + 31) // 32
         self._pool = pool or default_pool()
         self._lock = threading.RLock()
-        self._acquire, self._release = self._lock.acquire, self._lock.release
         self._tokens: list[int] = []
         # A consumed token not yet applied in the core (-1: none), see `consume_token`, and
         # whether the core's mask buffer holds the mask at the current position.
@@ -111,6 +109,9 @@ class Matcher:
         # finished row stays a valid mask) while consuming refuses it.
         self._eos = frozenset(tokenizer.eos_token_ids)
         self._failure: Callable[[], TokensieveError] | None = None
+        # What a method that changes the core's state and then this object's was doing, until
+        # both are done (`_settle`); None when they agree.
+        self._unsettled: tuple[str, Any] | None = None
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
         self._finalizer: weakref.finalize | None = None
@@ -204,6 +205,8 @@ class Matcher:
         """Run `call(core, handle)` on a live instance, under the matcher's lock, after applying
         a pending token; the core's mask buffer no longer counts as this position's mask."""
         with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             if self._failure is not None:
                 raise self._failure()
             self._mask_here = False
@@ -224,6 +227,7 @@ class Matcher:
     def _apply_pending(self, core: Core) -> None:
         """Consume the pending token in the core (lock held). When that fails (a limit), the
         token is dropped, as if `consume_token` had raised."""
+        self._unsettled = _APPLYING
         try:
             accepted = core.matcher_consume_token(self._handle, self._pending)
         except (CoreTrap, LimitError):
@@ -232,6 +236,7 @@ class Matcher:
         if not accepted:
             raise self._pending_refused(core)
         self._pending = -1
+        self._unsettled = None
 
     def _pending_refused(self, core: Core) -> TokensieveError:
         """The core refused the pending token, which the last mask allowed: a bug; the token
@@ -239,7 +244,9 @@ class Matcher:
         token = self._pending
         self._drop_pending(core)
         return TokensieveError(
-            f"internal: the grammar refused token {token}, which its last mask allowed; please report this with the grammar"
+            f"the grammar refused token {token}, which its last mask allowed: after a call on this matcher "
+            "was interrupted (an exception a signal handler raised, such as KeyboardInterrupt), reset() "
+            "it; otherwise this is a bug, please report it with the grammar"
         )
 
     def _drop_pending(self, core: Core) -> None:
@@ -252,6 +259,43 @@ class Matcher:
         if core.matcher_token_count(self._handle) != len(self._tokens):
             self._tokens.pop()
         self._pending = -1
+
+    def _settle(self) -> None:
+        """Make this object agree with the core again after a method was left between changing
+        the core's state and its own (lock held).
+
+        Only an exception raised by a signal handler (KeyboardInterrupt, a timeout) can do that:
+        it comes after any call returns, so between the core's consume and the record of the
+        token here, or the pending token's apply and its clearing. The core's token count says
+        how far the core got (`_unsettled` says what was under way); a state it cannot explain
+        fails the matcher until `reset`. The mask buffer no longer counts as this position's."""
+        kind, argument = self._unsettled  # type: ignore[misc]
+        self._mask_here = False
+        core = self._core
+        if core.poisoned:
+            self._unsettled = None
+            return  # the matcher moves (replaying its tokens) or stays failed
+        count = core.matcher_token_count(self._handle)
+        tokens = self._tokens
+        n = len(tokens)
+        pending = self._pending >= 0  # (then its token is the last of `tokens` already)
+        if kind == "consume" and argument and count == n + len(argument):
+            tokens.extend(argument)
+            self._pending = -1
+        elif kind == "rollback" and argument and count == n - argument:
+            del tokens[-argument:]
+            self._pending = -1
+        elif kind == "reset" and count == 0:
+            tokens.clear()
+            self._pending = -1
+        elif count == n:
+            self._pending = -1  # the pending token, if any, was applied
+        elif not (pending and count == n - 1):  # (else: it was not, and still is pending)
+            self._failure = lambda: TokensieveError(
+                "a call on this matcher was interrupted midway (by an exception a signal handler "
+                "raised, such as KeyboardInterrupt): reset() it or make a new one"
+            )
+        self._unsettled = None
 
     def _failed(self, core: Core, err: TokensieveError) -> bool:
         """After `err` from a call on `core`: False when another thread's call had retired the
@@ -310,20 +354,24 @@ class Matcher:
 
     def _fill(self, dest: memoryview) -> None:
         """`fill_bitmask` into a byte view already checked: the step path. No closure, no new
-        object, the lock without `with` (its __exit__ call costs as much as the lock). A
-        poisoned instance raises (`instance_retired`) without entering the module, and `_run`
-        moves the matcher."""
-        self._acquire()
-        try:
+        object. The lock with `with`: after acquire() returns, an exception a signal handler
+        raises (Ctrl-C) can come before a `try`, which left the lock held. A poisoned instance
+        raises (`instance_retired`) without entering the module, and `_run` moves the matcher."""
+        with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             if self._failure is None:
                 core = self._core
                 try:
                     if self._pending < 0:
                         core.matcher_fill_bitmask(self._handle, self.mask_words, dest)
-                    # The consume this step deferred, in the same call.
-                    elif not core.matcher_consume_and_fill(self._handle, self._pending, self.mask_words, dest):
-                        raise self._pending_refused(core)
-                    self._pending = -1
+                    else:
+                        # The consume this step deferred, in the same call.
+                        self._unsettled = _APPLYING
+                        if not core.matcher_consume_and_fill(self._handle, self._pending, self.mask_words, dest):
+                            raise self._pending_refused(core)
+                        self._pending = -1
+                        self._unsettled = None
                     self._mask_here = True
                     return
                 except (CoreTrap, LimitError) as err:
@@ -334,8 +382,6 @@ class Matcher:
                         raise
             self._run(lambda core, handle: core.matcher_fill_bitmask(handle, self.mask_words, dest))
             self._mask_here = True
-        finally:
-            self._release()
 
     def _dest(self, bitmask: Any, row: int) -> memoryview:
         """The byte view of row `row` of `bitmask`, the array checked (`row_view`) once: the
@@ -373,27 +419,31 @@ class Matcher:
         if type(token) is not int or not 0 <= token < self.vocab_size:
             token = self._token(token)
         dest = self._dest(bitmask, row)
-        self._acquire()
-        try:
+        with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             if self._failure is None and self._pending < 0:  # the step path, as in `fill_bitmask`
                 core = self._core
                 try:
+                    self._mask_here = False
+                    self._unsettled = ("consume", (token,))
                     accepted = core.matcher_consume_and_fill(self._handle, token, self.mask_words, dest)
                     if accepted:
                         self._tokens.append(token)
                         self._mask_here = True
+                    self._unsettled = None
                     return accepted
                 except (CoreTrap, LimitError) as err:
                     self._mask_here = False
                     if self._failed(core, err):
                         raise
-        finally:
-            self._release()
 
         def call(core: Core, handle: int) -> bool:
+            self._unsettled = ("consume", (token,))
             accepted = core.matcher_consume_and_fill(handle, token, self.mask_words, dest)
             if accepted:
                 self._tokens.append(token)
+            self._unsettled = None
             return accepted
 
         with self._lock:
@@ -425,29 +475,37 @@ class Matcher:
         if type(token) is not int or not 0 <= token < self.vocab_size:
             token = self._token(token)
         with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             if self._failure is None:  # the step path, as in `fill_bitmask`
                 core = self._core
                 if self._mask_here and token not in self._eos and core.mask_bit(self._handle, token):
+                    # In this order: an exception a signal handler raises comes only after the
+                    # append returns, when the three agree.
+                    self._mask_here = False
                     self._pending = token
                     self._tokens.append(token)
-                    self._mask_here = False
                     return True
                 self._mask_here = False
                 try:
                     if self._pending >= 0:
                         self._apply_pending(core)
+                    self._unsettled = ("consume", (token,))
                     accepted = core.matcher_consume_token(self._handle, token)
                     if accepted:
                         self._tokens.append(token)
+                    self._unsettled = None
                     return accepted
                 except (CoreTrap, LimitError) as err:
                     if self._failed(core, err):
                         raise
 
         def call(core: Core, handle: int) -> bool:
+            self._unsettled = ("consume", (token,))
             accepted = core.matcher_consume_token(handle, token)
             if accepted:
                 self._tokens.append(token)
+            self._unsettled = None
             return accepted
 
         return self._run(call)
@@ -461,9 +519,12 @@ class Matcher:
         ids = self._tokens_checked(tokens)
 
         def call(core: Core, handle: int) -> bool:
+            self._unsettled = ("consume", tuple(ids))
             if core.matcher_consume_tokens(handle, ids) != len(ids):
+                self._unsettled = None
                 return False
             self._tokens.extend(ids)
+            self._unsettled = None
             return True
 
         return self._run(call)
@@ -487,9 +548,11 @@ class Matcher:
                 raise ArgumentError(f"cannot roll back {count} tokens: only {len(self._tokens)} consumed")
 
         def call(core: Core, handle: int) -> None:
+            self._unsettled = ("rollback", count)
             core.matcher_rollback(handle, count)
             if count:
                 del self._tokens[-count:]
+            self._unsettled = None
 
         self._run(call)
 
@@ -498,15 +561,21 @@ class Matcher:
         with self._lock:
             if self._failure is not None or self._core.poisoned:
                 self._failure = None
+                self._unsettled = None
                 self._tokens.clear()
                 self._pending = -1
                 self._mask_here = False
                 self._migrate()  # with no tokens: a fresh core matcher on a healthy instance
                 return
+            # What a method left midway does not matter here: everything goes.
+            self._unsettled = None
+            self._pending = -1
 
             def call(core: Core, handle: int) -> None:
+                self._unsettled = ("reset", None)
                 core.matcher_reset(handle)
                 self._tokens.clear()
+                self._unsettled = None
 
             self._run(call)
 
@@ -522,12 +591,12 @@ class Matcher:
             copy.mask_words = self.mask_words
             copy._pool = self._pool
             copy._lock = threading.RLock()
-            copy._acquire, copy._release = copy._lock.acquire, copy._lock.release
             copy._tokens = list(self._tokens)
             copy._pending = -1
             copy._mask_here = False
             copy._eos = self._eos
             copy._failure = None
+            copy._unsettled = None
             copy._last_dest = None
             copy._last_rows = None
             copy._finalizer = None
@@ -687,18 +756,24 @@ class Matcher:
         return [self._token(t) for t in tokens]
 
 
-def batch_take(matcher: Matcher) -> tuple[Any, Any, int, int] | None:
+def batch_take(matcher: Matcher, locked: list[Any]) -> tuple[Any, int, int] | None:
     """Try the matcher's lock for the batch fill (`batch.fill_bitmasks`; never wait for it):
-    (its core instance, the lock, now held, its handle, its pending token or -1) when the
-    matcher is free and has not failed; else None, holding nothing. While the lock is held
-    the matcher cannot move."""
+    (its core instance, its handle, its pending token or -1) when the matcher is free, has not
+    failed and is settled (`Matcher._settle`), its lock then held and appended to `locked`;
+    else None, holding nothing. While the lock is held the matcher cannot move.
+
+    The lock is taken and recorded in one C call (`extend` over `filter`), so an exception a
+    signal handler raises (it comes after a call returns) never leaves it held unrecorded."""
     lock = matcher._lock
-    if not lock.acquire(False):
+    count = len(locked)
+    locked.extend(filter(_TRY_LOCK, (lock,)))
+    if len(locked) == count:
         return None
-    if matcher._failure is not None:
-        lock.release()
+    if matcher._failure is not None or matcher._unsettled is not None:
+        lock.release()  # (then forgotten: the caller's release of what `locked` holds allows for it)
+        locked.pop()
         return None
-    return matcher._core, lock, matcher._handle, matcher._pending
+    return matcher._core, matcher._handle, matcher._pending
 
 
 def batch_settle(pairs: Sequence[tuple[Matcher, Any]], unconsumed: Container[int], failed: Container[int],
@@ -710,12 +785,28 @@ def batch_settle(pairs: Sequence[tuple[Matcher, Any]], unconsumed: Container[int
         for matcher, _ in pairs:
             matcher._pending = -1
             matcher._mask_here = filled
+            matcher._unsettled = None
         return
     for index, (matcher, _) in enumerate(pairs):
         if index not in unconsumed:
             matcher._pending = -1
         matcher._mask_here = filled and index not in failed
+        matcher._unsettled = None
 
+
+def batch_mark(pairs: Sequence[tuple[Matcher, Any]]) -> None:
+    """Before a batch call consumes the pending tokens of the matchers of `pairs` (their locks
+    held): each is unsettled (`Matcher._settle`) until `batch_settle` records what the call did,
+    so an exception a signal handler raises in between leaves them to be settled by the core's
+    token counts."""
+    for matcher, _ in pairs:
+        matcher._unsettled = _APPLYING
+
+
+_TRY_LOCK = operator.methodcaller("acquire", False)
+
+# `Matcher._unsettled` while a pending token is being applied.
+_APPLYING: tuple[str, Any] = ("consume", ())
 
 # A matcher's pending token or -1 (see `Matcher.consume_token`), read under its lock.
 batch_pending: Callable[[Matcher], int] = operator.attrgetter("_pending")
