@@ -63,7 +63,7 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
-from .matcher import Matcher, batch_mark, batch_pending, batch_settle, batch_take, row_view, whole_view
+from .matcher import Matcher, batch_mark, batch_pending, batch_settle, batch_take, batch_unknown, row_view, whole_view
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -440,7 +440,13 @@ def _finish(core: Core, call: BatchCall, batch: list[tuple[Matcher, int]], *, co
     except TokensieveError:
         pass  # the instance failed: each matcher finds out on its own
     finally:
-        batch_settle(batch, call.unconsumed, set(bad) if bad else (), copy and bad is not None)
+        if call.error is None:
+            batch_settle(batch, call.unconsumed, set(bad) if bad else (), copy and bad is not None)
+        else:
+            # The call ended in an exception: maybe after the module had consumed the tokens
+            # (one a signal handler raised as the call returned), so its statuses are unknown.
+            # The matchers stay unsettled: the core's token counts settle them (`Matcher._settle`).
+            batch_unknown(batch)
     return batch if bad is None else [batch[i] for i in bad]
 
 

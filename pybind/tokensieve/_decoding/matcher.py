@@ -128,6 +128,8 @@ class Matcher:
         width, the grammar and the tokens consumed: the copy is a new matcher (in the default
         pool) that consumes them again, in one call."""
         with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             return _restored_matcher, (self.tokenizer, self.grammar, list(self._tokens))
 
     # -- placement and failure scope -------------------------------------------------------
@@ -544,6 +546,8 @@ class Matcher:
         if count < 0:
             raise ArgumentError(f"rollback takes a non-negative count, not {count}")
         with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             if count > len(self._tokens):
                 raise ArgumentError(f"cannot roll back {count} tokens: only {len(self._tokens)} consumed")
 
@@ -559,7 +563,8 @@ class Matcher:
     def reset(self) -> None:
         """Go back to the start of the grammar (a failed matcher becomes usable again)."""
         with self._lock:
-            if self._failure is not None or self._core.poisoned:
+            if self._failure is not None or self._core.poisoned or self._unsettled is not None:
+                # (Also after a method was left midway: whatever the core holds goes.)
                 self._failure = None
                 self._unsettled = None
                 self._tokens.clear()
@@ -567,9 +572,6 @@ class Matcher:
                 self._mask_here = False
                 self._migrate()  # with no tokens: a fresh core matcher on a healthy instance
                 return
-            # What a method left midway does not matter here: everything goes.
-            self._unsettled = None
-            self._pending = -1
 
             def call(core: Core, handle: int) -> None:
                 self._unsettled = ("reset", None)
@@ -615,6 +617,8 @@ class Matcher:
     def consumed_tokens(self) -> list[int]:
         """The tokens consumed so far, in order (EOS included); a copy."""
         with self._lock:
+            if self._unsettled is not None:
+                self._settle()
             return list(self._tokens)
 
     def is_accepting(self) -> bool:
@@ -729,6 +733,8 @@ class Matcher:
             raise ArgumentError(f"lookback must be >= 0, not {lookback}")
         with self._lock:
             if context_tokens is None:
+                if self._unsettled is not None:
+                    self._settle()
                 context_tokens = self._tokens[-lookback - 1 :]
             return compute_ff_tokens(self, lookback=lookback, context_tokens=context_tokens)
 
@@ -792,6 +798,14 @@ def batch_settle(pairs: Sequence[tuple[Matcher, Any]], unconsumed: Container[int
             matcher._pending = -1
         matcher._mask_here = filled and index not in failed
         matcher._unsettled = None
+
+
+def batch_unknown(pairs: Sequence[tuple[Matcher, Any]]) -> None:
+    """After a batch call on the matchers of `pairs` ended in an exception (their locks held):
+    whether it consumed their pending tokens is unknown, and their masks are not in the core's
+    buffers. Those with a pending token stay unsettled (`batch_mark`), for `Matcher._settle`."""
+    for matcher, _ in pairs:
+        matcher._mask_here = False
 
 
 def batch_mark(pairs: Sequence[tuple[Matcher, Any]]) -> None:
