@@ -373,8 +373,6 @@ class _PlannedGroup:
 _plans: weakref.WeakKeyDictionary[Matcher, _Plan] = weakref.WeakKeyDictionary()
 
 
-
-
 def _lock_groups(
     matchers: Sequence[Matcher], rows: Sequence[Any], bitmask: Any, later: list[tuple[Matcher, int]], locked: list[Any]
 ) -> tuple[list[_Group], int]:
