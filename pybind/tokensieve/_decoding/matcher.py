@@ -112,6 +112,7 @@ class Matcher:
         # What a method that changes the core's state and then this object's was doing, until
         # both are done (`_settle`); None when they agree.
         self._unsettled: tuple[str, Any] | None = None
+        self._consuming = -1  # the token of a one-token consume under way (`_CONSUMING`)
         self._last_dest: tuple[Any, int, memoryview] | None = None
         self._last_rows: tuple[Any, memoryview, int] | None = None
         self._finalizer: weakref.finalize | None = None
@@ -272,6 +273,8 @@ class Matcher:
         how far the core got (`_unsettled` says what was under way); a state it cannot explain
         fails the matcher until `reset`. The mask buffer no longer counts as this position's."""
         kind, argument = self._unsettled  # type: ignore[misc]
+        if argument is None and kind == "consume":
+            argument = (self._consuming,)  # (`_CONSUMING`: one token, kept apart)
         self._mask_here = False
         core = self._core
         if core.poisoned:
@@ -428,7 +431,8 @@ class Matcher:
                 core = self._core
                 try:
                     self._mask_here = False
-                    self._unsettled = ("consume", (token,))
+                    self._consuming = token  # (a reference, not a new object: the step path makes none)
+                    self._unsettled = _CONSUMING
                     accepted = core.matcher_consume_and_fill(self._handle, token, self.mask_words, dest)
                     if accepted:
                         self._tokens.append(token)
@@ -441,7 +445,8 @@ class Matcher:
                         raise
 
         def call(core: Core, handle: int) -> bool:
-            self._unsettled = ("consume", (token,))
+            self._consuming = token  # (a reference, not a new object: the step path makes none)
+            self._unsettled = _CONSUMING
             accepted = core.matcher_consume_and_fill(handle, token, self.mask_words, dest)
             if accepted:
                 self._tokens.append(token)
@@ -492,7 +497,8 @@ class Matcher:
                 try:
                     if self._pending >= 0:
                         self._apply_pending(core)
-                    self._unsettled = ("consume", (token,))
+                    self._consuming = token  # (a reference, not a new object: the step path makes none)
+                    self._unsettled = _CONSUMING
                     accepted = core.matcher_consume_token(self._handle, token)
                     if accepted:
                         self._tokens.append(token)
@@ -503,7 +509,8 @@ class Matcher:
                         raise
 
         def call(core: Core, handle: int) -> bool:
-            self._unsettled = ("consume", (token,))
+            self._consuming = token  # (a reference, not a new object: the step path makes none)
+            self._unsettled = _CONSUMING
             accepted = core.matcher_consume_token(handle, token)
             if accepted:
                 self._tokens.append(token)
@@ -599,6 +606,7 @@ class Matcher:
             copy._eos = self._eos
             copy._failure = None
             copy._unsettled = None
+            copy._consuming = -1
             copy._last_dest = None
             copy._last_rows = None
             copy._finalizer = None
@@ -819,8 +827,10 @@ def batch_mark(pairs: Sequence[tuple[Matcher, Any]]) -> None:
 
 _TRY_LOCK = operator.methodcaller("acquire", False)
 
-# `Matcher._unsettled` while a pending token is being applied.
+# `Matcher._unsettled` while a pending token is being applied, and while one token
+# (`Matcher._consuming`) is being consumed: made once, so the step path makes no object.
 _APPLYING: tuple[str, Any] = ("consume", ())
+_CONSUMING: tuple[str, Any] = ("consume", None)
 
 # A matcher's pending token or -1 (see `Matcher.consume_token`), read under its lock.
 batch_pending: Callable[[Matcher], int] = operator.attrgetter("_pending")
