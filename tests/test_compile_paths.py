@@ -362,8 +362,50 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
     try:
         Grammar.json_schema({"type": "array", "items": {"type": "string"}})
         assert not gc.isenabled()
+        Grammar.json_schema({"type": "array", "items": {"type": "integer"}})
+        assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# (The interrupts also land in finalizers, which Python reports and ignores.)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_translation_interrupted_anywhere_does_not_leave_the_collector_off() -> None:
+    """Ctrl-C raises KeyboardInterrupt after any call returns, also inside the pause's
+    `__enter__` (after it turned the collector off, before the `with` block began, so
+    `__exit__` never ran) or inside `__exit__`: a depth count then stayed above zero and the
+    collector off for the rest of the process. Interrupted at random points (a timer whose
+    handler raises), the collector is on after the next translation that completes."""
+    import random
+    import signal
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args: object) -> None:
+        raise Stop()
+
+    # A small schema: its translation is short, so the pause's own lines take a good share of it.
+    schema = {"type": "array", "items": {"type": "integer"}}
+    Grammar.json_schema(dict(schema, title="warm"))  # (the instances made before any interrupt)
+    previous = signal.signal(signal.SIGALRM, stop)
+    rng = random.Random(5)
+    interrupted = 0
+    try:
+        for _ in range(4000):
+            try:
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-6, 1e-4))
+                try:
+                    Grammar.json_schema(dict(schema, title=str(rng.random())))  # (new each time: no cache)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except Stop:
+                interrupted += 1
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupted > 500, interrupted  # (else this test would not test it)
+    Grammar.json_schema({"type": "string", "title": str(rng.random())})
+    assert gc.isenabled()
 
 
 @settings(max_examples=300, deadline=None)

@@ -87,53 +87,71 @@ class _CollectorPause:
     (memo tables, the IR, sub-grammars): the collector's generation-0 passes ran 15 times in
     a 128-tool compile and traced them over and over without freeing any (~10% of its CPU).
     Reference counting still frees everything as usual; the one collection the translation's
-    allocations call for runs when it ends, inside it. Process-wide (the collector is), so
-    counted: concurrent and nested translations resume it when the last ends, and only if
-    it was running before the first began.
+    allocations call for runs when it ends, inside it.
+
+    Each translation turns the collector off if it was on, and back on when it ends, by a flag
+    of its own inside its `try` (`__call__`): an exception a signal handler raises (Ctrl-C)
+    can come after any call returns, also between the collector going off and the `try`, and
+    no state outside the call may depend on the rest of it running. (A process-wide depth
+    count did: interrupted in its `__enter__`, it stayed above zero and the collector off for
+    the rest of the process.) Nested and concurrent translations find the collector off and
+    leave it to the one that turned it off, so one that outlives it finishes with the
+    collector on; a collector the caller turned off stays off.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._resume = False
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                self._resume = gc.isenabled()
-                gc.disable()
-            self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._depth -= 1
-            resume = self._depth == 0 and self._resume
-            if resume:
-                gc.enable()
-        if resume:
-            # The collection the translation's allocations call for, now rather than in
-            # whatever allocates next (the caller's next call would pay for it): a young
-            # generation over its threshold, with the middle one when that is over its own.
-            # Outside the lock: finalizers may run, and may translate grammars.
-            counts, thresholds = gc.get_count(), gc.get_threshold()
-            if counts[0] > thresholds[0]:
-                gc.collect(1 if counts[1] >= thresholds[1] else 0)
-
-    def after_fork_in_child(self) -> None:
-        """A translation another thread was running when the process forked never ends in the
-        child: resume the collector if that translation had paused it."""
-        if self._depth:
-            self._depth = 0
-            if self._resume:
-                gc.enable()
+        # Translations between turning the collector off and on again (best effort: an
+        # interrupt between the count and the call can leave it one off); read after a fork.
+        self._running = 0
+        self._local = threading.local()  # `__enter__`'s flags, per thread (the fuzzer's `with`)
+        self._lock = threading.Lock()  # (kept for `renew_lock_after_fork`)
 
     def __call__(self, function: _F) -> _F:
         @functools.wraps(function)
         def paused(*args: Any, **kwargs: Any) -> Any:
-            with self:
+            was = False
+            try:
+                was = gc.isenabled()
+                if was:
+                    self._running += 1  # (no call between the two: nothing can come between)
+                    gc.disable()
                 return function(*args, **kwargs)
+            finally:
+                if was:
+                    self._running -= 1
+                    gc.enable()
+                    self._collect()
 
         return paused  # type: ignore[return-value]
+
+    def __enter__(self) -> None:
+        was = gc.isenabled()
+        self._local.__dict__.setdefault("flags", []).append(was)
+        if was:
+            self._running += 1
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._local.flags.pop():
+            self._running -= 1
+            gc.enable()
+            self._collect()
+
+    @staticmethod
+    def _collect() -> None:
+        # The collection the translation's allocations call for, now rather than in whatever
+        # allocates next (the caller's next call would pay for it): a young generation over its
+        # threshold, with the middle one when that is over its own.
+        counts, thresholds = gc.get_count(), gc.get_threshold()
+        if counts[0] > thresholds[0]:
+            gc.collect(1 if counts[1] >= thresholds[1] else 0)
+
+    def after_fork_in_child(self) -> None:
+        """A translation another thread was running when the process forked never ends in the
+        child: resume the collector it had paused."""
+        if self._running:
+            self._running = 0
+            gc.enable()
 
 
 _collector_paused = _CollectorPause()
