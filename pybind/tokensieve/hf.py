@@ -76,7 +76,6 @@ class LogitsProcessor:
         """Forget the batch (before another `generate` call)."""
         self.matchers: list[Matcher] = []
         self._prompt_length = 0
-        self._row_grammars: list[Grammar] = []
         # Per row: its tokens hold an EOS (nothing more to mask), or a token its grammar
         # refuses (every logit masked); the generated tokens of every row at the last call.
         self._finished: list[bool] = []
@@ -92,8 +91,7 @@ class LogitsProcessor:
                 f"prompt or one per row"
             )
         # generate places a prompt's beams or returned sequences next to each other.
-        self._row_grammars = [g for g in self.grammars for _ in range(batch // count)]
-        self.matchers = [Matcher(self.tokenizer, g, vocab_size=width) for g in self._row_grammars]
+        self.matchers = [Matcher(self.tokenizer, g, vocab_size=width) for g in self.grammars for _ in range(batch // count)]
         self._finished = [False] * batch
         self._off = [False] * batch
         self._bitmask = _numpy().zeros((batch, self.matchers[0].mask_words), dtype="int32")
@@ -185,11 +183,12 @@ class LogitsProcessor:
             common = equal.to(torch.int32).cumprod(dim=2).sum(dim=2).tolist()
         else:
             common = [[0] * batch for _ in range(batch)]
+        grammars = [m.grammar for m in self.matchers]
         sources: list[tuple[int, int]] = []
         for row in range(batch):
             best, source = -1, row
             for other in range(batch):
-                if self._row_grammars[other] is not self._row_grammars[row]:
+                if grammars[other] is not grammars[row]:
                     continue
                 usable = min(common[row][other], consumed[other])
                 if usable > best or (usable == best and other == row):
