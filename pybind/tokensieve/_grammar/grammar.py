@@ -170,20 +170,25 @@ class Grammar:
     limits: Limits
 
     def __init__(self, kind: str, source: str, ir: GrammarIR, limits: Limits | None = None) -> None:
+        # The IR's binary form, what each instance compiles (`encode_ir`). The IR itself is not
+        # kept: a large schema's is tens of thousands of objects (MaskBench kb_1161: 29,500,
+        # NamedTuples the collector never stops tracing), which the collection at the end of
+        # the translation traced (~1.1 ms) and every later full collection would trace again.
+        # Whether a lexeme matches special tokens (`<|name|>`): forced ones then come out of
+        # `compute_ff_tokens` as their ids (`_decoding/fastforward.py`).
+        self._set(kind, source, encode_ir(ir), any(lexeme.kind == "special" for lexeme in ir.lexemes), limits)
+
+    def _set(self, kind: str, source: str, encoded_ir: bytes, has_special_lexemes: bool, limits: Limits | None) -> None:
+        """Every field, from the IR's binary form (`__init__`, and `_restored_grammar` for a
+        pickled grammar)."""
         self.kind = kind
         self._source: str | None = source
         self._source_data: Any = None  # a schema given as data, until `source` is first read
         if limits is not None and not isinstance(limits, Limits):
             raise ArgumentError(f"limits must be a tokensieve.Limits, not {type(limits).__name__}")
         self.limits = limits or _DEFAULT_LIMITS
-        # The IR's binary form, what each instance compiles (`encode_ir`). The IR itself is not
-        # kept: a large schema's is tens of thousands of objects (MaskBench kb_1161: 29,500,
-        # NamedTuples the collector never stops tracing), which the collection at the end of
-        # the translation traced (~1.1 ms) and every later full collection would trace again.
-        self._encoded_ir = encode_ir(ir)
-        # Whether a lexeme matches special tokens (`<|name|>`): forced ones then come out of
-        # `compute_ff_tokens` as their ids (`_decoding/fastforward.py`).
-        self.has_special_lexemes = any(lexeme.kind == "special" for lexeme in ir.lexemes)
+        self._encoded_ir = encoded_ir
+        self.has_special_lexemes = has_special_lexemes
         self._handles = CoreHandles("grammar")
 
     @property
@@ -487,13 +492,7 @@ def _restored_grammar(kind: str, source: str, encoded_ir: bytes, limits: Limits,
     if not (isinstance(encoded_ir, bytes) and isinstance(limits, Limits) and isinstance(kind, str)):
         raise ArgumentError("not a pickled tokensieve Grammar")
     grammar = object.__new__(Grammar)
-    grammar.kind = kind
-    grammar._source = source
-    grammar._source_data = None
-    grammar.limits = limits
-    grammar._encoded_ir = encoded_ir
-    grammar.has_special_lexemes = bool(has_special_lexemes)
-    grammar._handles = CoreHandles("grammar")
+    grammar._set(kind, source, encoded_ir, bool(has_special_lexemes), limits)
     grammar.core_handle(default_pool().least_loaded())
     return grammar
 
