@@ -103,8 +103,6 @@ class _CollectorPause:
         # Translations between turning the collector off and on again (best effort: an
         # interrupt between the count and the call can leave it one off); read after a fork.
         self._running = 0
-        self._local = threading.local()  # `__enter__`'s flags, per thread (the fuzzer's `with`)
-        self._lock = threading.Lock()  # (kept for `renew_lock_after_fork`)
 
     def __call__(self, function: _F) -> _F:
         @functools.wraps(function)
@@ -124,19 +122,6 @@ class _CollectorPause:
 
         return paused  # type: ignore[return-value]
 
-    def __enter__(self) -> None:
-        was = gc.isenabled()
-        self._local.__dict__.setdefault("flags", []).append(was)
-        if was:
-            self._running += 1
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._local.flags.pop():
-            self._running -= 1
-            gc.enable()
-            self._collect()
-
     @staticmethod
     def _collect() -> None:
         # The collection the translation's allocations call for, now rather than in whatever
@@ -155,7 +140,6 @@ class _CollectorPause:
 
 
 _collector_paused = _CollectorPause()
-renew_lock_after_fork(_collector_paused)
 after_fork(_collector_paused.after_fork_in_child)
 
 

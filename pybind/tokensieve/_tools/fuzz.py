@@ -922,7 +922,8 @@ class Fuzzer:
         # during the call and its pending pass runs after the clock stops: a full pass over a
         # long-lived process's objects (a test run's) is not the step's work (a single `fork`
         # read 103 ms once in CI, 0.1 ms as a rule).
-        with _collector_paused:
+        @_collector_paused
+        def timed() -> Any:
             t0 = time.thread_time()
             try:
                 return call()
@@ -932,6 +933,8 @@ class Fuzzer:
                     self.stats.worst_step_ms, self.stats.worst_step_what = ms, what
                 if ms > self.step_ms_max:
                     raise FuzzFailure("slow_step", f"{what} took {ms:.1f} ms (bound {self.step_ms_max:g} ms)")
+
+        return timed()
 
     # -- grammar inputs: a random walk with mask / consume consistency
 
