@@ -51,7 +51,7 @@ import tempfile
 import threading
 import weakref
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from collections.abc import Sequence
@@ -625,7 +625,7 @@ class WasmtimeRuntime:
             epoch_deadline_ticks = None
         instance = None
         for fixed in (True, False) if _FIXED_MEMORY and fixed_memory_first else (False,):
-            options = _EngineOptions(fuel=options.fuel, epoch=options.epoch, fixed=fixed)
+            options = replace(options, fixed=fixed)
             module, self.module_source, self.cache_path = _load_module(
                 wasm, options, resolved_cache_dir
             )
