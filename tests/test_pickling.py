@@ -8,6 +8,7 @@ and JSON Schema grammars against `jsonschema`, never against the parent's own ma
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import multiprocessing
 import pickle
@@ -16,8 +17,9 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
+import tokenizers
 
-from conftest import load_shared_tokenizer
+from conftest import load_shared_tokenizer, shared_path
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher, Tokenizer, TokensieveError
 
@@ -95,6 +97,9 @@ def test_a_pickled_tokenizer_has_the_same_vocabulary_and_encoding(name: str) -> 
                for t in range(tok.n_tokens))
     texts = ["Hello, world!", '{"a": [1, 2.5e-3, "ü"]}', "  indented\n\tline", "日本語のテキスト"]
     assert [copied.encode(t) for t in texts] == [tok.encode(t) for t in texts]
+    # And as the tokenizers library encodes them from the same tokenizer.json (the oracle).
+    hf = tokenizers.Tokenizer.from_str(gzip.decompress((shared_path() / "tokenizers" / name / "tokenizer.json.gz").read_bytes()).decode())
+    assert [copied.encode(t) for t in texts] == [hf.encode(t, add_special_tokens=False).ids for t in texts]
     # A width and EOS variant pickled with its tokenizer still shares its trie (one per instance).
     wide = tok.with_vocab_size(tok.vocab_size + 64)
     stops = wide.with_eos_token_ids([tok.eos_token_ids[0], 5])
