@@ -63,11 +63,19 @@ COMMENT: /\/\/[^\n]*/
 %ignore COMMENT
 """
 
+# Lexemes that meet inside tokens: " world" ends a word, is a space and starts the next word.
+WORDS_LARK = 'start: (WORD " ")*\nWORD: /[a-z]+/\n'
+PROSE_LARK = 'start: sentence+\nsentence: WORD (SEP WORD)* "." " "?\nSEP: /, | /\nWORD: /[A-Za-z]+/\n'
+
 CFG_CASES: list[tuple[str, str, str]] = [
     ("json", JSON_LARK, '{"name": "Alice Smith", "age": 31, "tags": ["admin", "user", "beta tester"], '
      '"address": {"street": "12 Long Road", "city": "Springfield", "zip": "12345"}, "scores": [1.5, 2.25, -3e5, 0], '
      '"active": true, "note": null, "bio": "Loves hiking, reading about the history of science and cooking '
      'elaborate dinners for friends."}'),
+    ("words", WORDS_LARK, "the quick brown fox jumps over the lazy dog and then runs into the woods where "
+     "nobody has seen it since the early days of spring when the river was still frozen "),
+    ("prose", PROSE_LARK, "Hello there, my old friend. The weather is fine today, and the garden is full of "
+     "flowers. We should walk to the lake before it gets dark, then cook dinner together. "),
     ("c_like", C_LARK, 'int total = 0;\nint i = 0;\nwhile (i < 100) {\n    if (i == 42) { print("found it"); }\n'
      '    else { total = total + compute(i, 2.5); }\n    i = i + 1;\n}\nreturn total;'),
 ]
@@ -340,7 +348,7 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def run_cfg_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> dict[str, Any]:
-    """Mask µs along sample texts for the JSON and C-like Lark grammars, llguidance beside."""
+    """Mask µs along sample texts for the Lark grammars of `CFG_CASES`, llguidance beside."""
     import numpy as np
 
     from tokensieve import Grammar, Matcher, Tokenizer
@@ -389,7 +397,7 @@ def run_cfg_bench(tokenizer_path: Path, *, rounds: int, vs_llguidance: bool) -> 
 
 
 def add_cfg_bench(sub: Any) -> None:
-    p = sub.add_parser("cfg", help="per-mask µs for the JSON and C-like Lark grammars (Llama-3 by default)")
+    p = sub.add_parser("cfg", help="per-mask µs for Lark grammars: JSON, words, prose, C-like (Llama-3 by default)")
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json(.gz); default ../shared/tokenizers/llama3")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--vs", choices=["llguidance", "none"], default="llguidance")

@@ -790,6 +790,15 @@ export fn ts_debug_pattern_cache(on: i32) i32 {
     return @intCast(@min(hits, std.math.maxInt(i32)));
 }
 
+/// How many masks of the matcher's grammar replayed a walk-cache entry (`nested` = 0), or how
+/// many nested entries those replays took (`nested` ≠ 0), saturating: tests check that the
+/// cache's paths ran. -1 for an unknown handle.
+export fn ts_debug_walk_replays(handle: i32, nested: i32) i32 {
+    const m = matchers.get(handle) orelse return invalidHandle("matcher", handle);
+    const cache = &m.grammar.walk_cache;
+    return @intCast(@min(if (nested != 0) cache.nested_replays else cache.replays, std.math.maxInt(i32)));
+}
+
 /// Masks use the slicer (`on` ≠ 0, the default) or walk the whole trie (0): tests compare the
 /// two. Applies to every matcher of the instance. Returns the previous setting.
 export fn ts_debug_slices(on: i32) i32 {

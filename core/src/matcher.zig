@@ -910,15 +910,24 @@ var walk_recorder: ?*Recorder = null;
 const Recorder = struct {
     gpa: Allocator,
     frontier: std.ArrayList(WalkCache.Frontier),
+    /// Frontier subtrees of more nodes go through nested entries on replay (maxInt: none do).
+    nested_nodes_min: usize,
+    /// The nodes of the frontier subtrees this walk entered (the parser took the byte) that a
+    /// replay walks (not through nested entries): what a replay would cost, were the parser to
+    /// decide the same. (Subtrees the parser refused cost a replay one parser step each.)
+    walked: usize = 0,
 
-    /// After the parser was asked at node `p` (byte `byte` from `state`), reached with the
-    /// walk's start row: the lexer's own answer, now in the table, says whether the lexeme
-    /// goes on (the parser was asked only to build the transition) or would end here (a
-    /// frontier node). Out of the walk's loop, which runs faster with fewer values live.
-    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32, depth: usize) Error!void {
+    /// After the parser was asked at node `p` (byte `byte` from `state`, the subtree of
+    /// `size` nodes entered when `alive`), reached with the walk's start row: the lexer's own
+    /// answer, now in the table, says whether the lexeme goes on (the parser was asked only
+    /// to build the transition) or would end here (a frontier node). Out of the walk's loop,
+    /// which runs faster with fewer values live.
+    noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32, depth: usize, alive: bool, size: usize) Error!void {
         const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
-        if (ends) try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
+        if (!ends) return;
+        try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
+        if (alive and size <= self.nested_nodes_min) self.walked += size;
     }
 };
 
@@ -963,7 +972,7 @@ fn walkTrieWith(
                 next_state = pos.lexer_state;
                 next_row = pos.row;
             }
-            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth);
+            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth, alive, node.subtree_size);
         }
         if (alive) {
             if (variant.budgeted) {
@@ -1003,33 +1012,51 @@ fn walkTrieWith(
 /// mask needs anyway. A state whose slice leaves a large rest trie (`rest_nodes_min`) is
 /// cached the same way, its entry holding the slice's tokens and the frontier in the rest trie.
 ///
+/// *Nested entries.* Where a frontier node's subtree is large (`nested_nodes_min`; the full
+/// trie only, no distinct lists), a replay steps the parser over the node's byte and then
+/// takes the node's children through an entry of their own, keyed by the node and the lexer
+/// state the step reached: the same split of the children's walk into what the lexer alone
+/// allows and a frontier. Lexemes that meet inside tokens need it: in `(WORD " ")*` the
+/// state inside a word ends its lexeme at every space, and the space's subtree (every
+/// " word" token, a third of Llama-3's trie) is a new lexeme's walk, which the lexer alone
+/// decides again whatever the row. The children's tokens are exact for the same reason as a
+/// root entry's: below the node, up to the nested frontier, no lexeme ends.
+///
 /// Memory is bounded per grammar and core instance: entries take at most `bytes_max` (a mask
-/// of vocabulary / 8 bytes plus 8 bytes per frontier node: about 250 states of a 128k
-/// vocabulary), and entries not replayed yet at most `unproven_bytes_max`. Most states are
-/// visited once (each position inside a bounded string is a new state): their entries are
-/// dropped oldest first to make room for new ones, while an entry replayed once is kept for
-/// the grammar's life.
+/// of vocabulary / 8 bytes, or 4 bytes per token for a nested entry with few tokens, plus 12
+/// bytes per frontier node: about 250 full entries of a 128k vocabulary), and entries not
+/// replayed yet at most `unproven_bytes_max`. Most states are visited once (each position
+/// inside a bounded string is a new state): their entries are dropped oldest first to make
+/// room for new ones, while an entry replayed once is kept for the grammar's life.
 pub const WalkCache = struct {
-    entries: regex.IntMap(u64, Entry) = .empty,
+    entries: std.HashMapUnmanaged(Key, Entry, KeyContext, std.hash_map.default_max_load_percentage) = .empty,
     /// Keys of the entries not replayed yet, oldest first from `unproven_head` (keys of
     /// entries since replayed or dropped are skipped when met).
-    unproven: std.ArrayList(u64) = .empty,
+    unproven: std.ArrayList(Key) = .empty,
     unproven_head: usize = 0,
     bytes: usize = 0,
     unproven_bytes: usize = 0,
     /// The recording walk's frontier, reused: most recordings are not kept.
     scratch_frontier: std.ArrayList(Frontier) = .empty,
+    /// A nested recording's own tokens, apart from the mask the replay fills (reused).
+    scratch_mask: []u32 = &.{},
     /// A slice whose rest trie has fewer nodes is walked directly (a walk of 10,000-30,000
     /// nodes costs about what copying an entry and walking its frontier does); larger rest
     /// tries (the ≤8-byte text slice, the word slice: 144,000-207,000 nodes on Llama-3) go
     /// through the cache. A field so that tests can send every slice through the cache.
     rest_nodes_min: usize = default_rest_nodes_min,
-    /// Fields so that tests can make the cache keep small walks and evict.
+    /// Fields so that tests can make the cache keep small walks, nest small subtrees and evict.
     record_tokens_min: usize = default_record_tokens_min,
+    nested_nodes_min: usize = default_nested_nodes_min,
+    /// Nested entries with at least this many tokens keep a whole mask (null: a quarter of
+    /// the mask's words), the others a list of ids.
+    nested_mask_tokens_min: ?usize = null,
     bytes_max: usize = default_bytes_max,
     unproven_bytes_max: usize = default_unproven_bytes_max,
-    /// Masks served by replaying an entry, and entries dropped (for tests and measurements).
+    /// Masks served by replaying an entry, nested entries replayed, and entries dropped (for
+    /// tests and measurements).
     replays: u64 = 0,
+    nested_replays: u64 = 0,
     dropped: u64 = 0,
 
     pub const default_rest_nodes_min: usize = 64 * 1024;
@@ -1038,15 +1065,54 @@ pub const WalkCache = struct {
     /// Walks allowing fewer tokens (through the lexer alone) are not kept: a walk of 16,000
     /// nodes costs about 60 µs on this machine, little more than a replay.
     pub const default_record_tokens_min: usize = 16 * 1024;
+    /// Frontier subtrees of fewer nodes are walked on replay: a walk of 4,000 nodes costs
+    /// about what a lookup and a mask's OR do.
+    pub const default_nested_nodes_min: usize = 4 * 1024;
+
+    /// The tokenizer's serial, the frontier node plus one (0: the walk from the top of the
+    /// trie or of a slice's rest trie) and the lexer state the walk starts from.
+    const Key = u128;
+
+    const KeyContext = struct {
+        pub fn hash(_: KeyContext, key: Key) u64 {
+            const low: u64 = @truncate(key);
+            const high: u64 = @truncate(key >> 64);
+            return regex.IntContext(u64).hash(.{}, low ^ (high *% 0xC2B2_AE3D_27D4_EB4F));
+        }
+        pub fn eql(_: KeyContext, a: Key, b: Key) bool {
+            return a == b;
+        }
+    };
+
+    fn keyOf(serial: u32, below: ?u32, state: StateId) Key {
+        const node: u64 = if (below) |n| @as(u64, n) + 1 else 0;
+        return @as(Key, serial) << 64 | @as(Key, node) << 32 | state.offset();
+    }
 
     const Entry = struct {
-        mask: []u32,
+        /// The tokens the lexer alone allows: a whole mask (a root entry's, or a nested one's
+        /// with many), else their ids.
+        mask: []u32 = &.{},
+        tokens: []u32 = &.{},
         frontier: []Frontier,
         /// Replayed at least once: kept.
         proven: bool = false,
+        /// A nested walk not worth an entry (`walkBelow`), remembered so that replays walk it
+        /// without recording it again; no tokens, no frontier.
+        plain: bool = false,
 
         fn bytes(self: Entry) usize {
-            return self.mask.len * 4 + self.frontier.len * @sizeOf(Frontier);
+            if (self.plain) return plain_entry_bytes;
+            return (self.mask.len + self.tokens.len) * 4 + self.frontier.len * @sizeOf(Frontier);
+        }
+
+        /// What a plain entry is counted as: about its slot in the map.
+        const plain_entry_bytes = 64;
+
+        fn free(self: Entry, gpa: Allocator) void {
+            gpa.free(self.mask);
+            gpa.free(self.tokens);
+            gpa.free(self.frontier);
         }
     };
 
@@ -1056,13 +1122,11 @@ pub const WalkCache = struct {
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
-        while (it.next()) |entry| {
-            gpa.free(entry.mask);
-            gpa.free(entry.frontier);
-        }
+        while (it.next()) |entry| entry.free(gpa);
         self.entries.deinit(gpa);
         self.unproven.deinit(gpa);
         self.scratch_frontier.deinit(gpa);
+        gpa.free(self.scratch_mask);
         self.* = undefined;
     }
 
@@ -1071,52 +1135,40 @@ pub const WalkCache = struct {
     /// copied and only its rest trie walked.
     fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, slice: ?*const slicer.Slice, mask: []u32) Error!void {
         const nodes = if (slice) |s| s.rest.nodes else tokenizer.trie.nodes;
-        var from = start;
-        const lexer = parser.lexer;
-        if (slice == null and from.lexer_state != parser.rows.items[from.row.index()].lexer_start and
-            lexer.isAccepting(from.lexer_state) and try lexer.isFinal(from.lexer_state))
-        {
-            // A lexeme that nothing can extend (a literal's last byte): every byte ends it, so
-            // walk from the next lexeme's start, the state the walk reaches for each byte
-            // anyway. Keeps the cache keyed by states that recur (a row's start state). (A
-            // state some slice applies to is never final.)
-            const r = try parser.endLexeme(from.row, from.lexer_state, from.text_len) orelse return;
-            from = .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index, .text_len = from.text_len };
-        }
+        // A state some slice applies to is never final (`afterFinal`).
+        const from = if (slice == null) try afterFinal(parser, start) orelse return else start;
         if (slice) |s| @memcpy(mask, s.mask);
         // A state's slice is a function of the state, so one key serves both kinds of entry.
-        const key = @as(u64, tokenizer.serial) << 32 | from.lexer_state.offset();
+        const nested = slice == null and parser.cfg.distinct_pos.len == 0;
+        const key = keyOf(tokenizer.serial, null, from.lexer_state);
         if (self.entries.getPtr(key)) |entry| {
-            if (!entry.proven) {
-                entry.proven = true;
-                self.unproven_bytes -= entry.bytes();
-            }
+            self.prove(entry);
             self.replays += 1;
-            return replay(entry.*, nodes, parser, from, mask);
+            return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
         }
         if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
             return walkTrie(nodes, parser, from, mask); // full of entries that were replayed
         }
-        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier };
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nested_nodes_min = if (nested) self.nested_nodes_min else std.math.maxInt(usize) };
         defer self.scratch_frontier = recorder.frontier;
         recorder.frontier.clearRetainingCapacity();
         walk_recorder = &recorder;
         defer walk_recorder = null;
         try walkTrie(nodes, parser, from, mask);
-        // Worth keeping when the lexer alone allows many tokens (the walk visited at least as
-        // many nodes) and the frontier's subtrees, which a replay walks, are under a quarter
-        // of the trie: otherwise a replay costs about what the walk did.
-        // (With `record_tokens_min` 0, as in tests, every walk is kept.)
+        walk_recorder = null;
+        // Worth keeping when the walk allowed many tokens (it visited at least as many nodes),
+        // and the frontier's subtrees a replay walks are under a quarter of the trie: otherwise
+        // a replay costs about what the walk did. (The tokens of subtrees a replay takes
+        // through nested entries count: those entries are kept on the same terms. With
+        // `record_tokens_min` 0, as in tests, every walk is kept.)
         if (self.record_tokens_min > 0) {
-            var frontier_nodes: usize = 0;
-            for (recorder.frontier.items) |f| frontier_nodes += nodes[f.node].subtree_size;
-            if (frontier_nodes > nodes.len / 4) return;
+            if (recorder.walked > nodes.len / 4) return;
             // Every eighth word of the mask estimates the tokens allowed: a full count costs
             // a few µs, which most walks (a position inside a short string) would pay.
             var sampled: usize = 0;
             var i: usize = 0;
             while (i < mask.len) : (i += 8) sampled += @popCount(mask[i]);
-            if (sampled * 8 < self.record_tokens_min + frontier_nodes) return;
+            if (sampled * 8 < self.record_tokens_min + recorder.walked) return;
         }
         const size = mask.len * 4 + recorder.frontier.items.len * @sizeOf(Frontier);
         if (!self.makeRoom(gpa, size)) return;
@@ -1125,19 +1177,66 @@ pub const WalkCache = struct {
         // start's row, so the lexer alone kept their tokens. (Clearing the dummy bit of nodes
         // without a token does no harm: the matcher clears it anyway.)
         const entry_mask = try gpa.dupe(u32, mask);
-        errdefer gpa.free(entry_mask);
-        for (recorder.frontier.items) |f| {
+        clearFrontier(entry_mask, recorder.frontier.items, nodes);
+        const frontier = gpa.dupe(Frontier, recorder.frontier.items) catch |err| {
+            gpa.free(entry_mask);
+            return err;
+        };
+        try self.keep(gpa, key, .{ .mask = entry_mask, .frontier = frontier });
+    }
+
+    /// `at`, or where a walk from it really starts: a lexeme that nothing can extend (a
+    /// literal's last byte) ends at every byte, so the walk goes on from the next lexeme's
+    /// start, the state the walk reaches for each byte anyway; null when the parser refuses
+    /// the lexeme's end (nothing below is allowed). Keeps the cache keyed by states that
+    /// recur (a row's start state).
+    fn afterFinal(parser: *earley.Parser, at: Position) Error!?Position {
+        const lexer = parser.lexer;
+        if (at.lexer_state == parser.rows.items[at.row.index()].lexer_start or
+            !lexer.isAccepting(at.lexer_state) or !try lexer.isFinal(at.lexer_state)) return at;
+        const r = try parser.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
+        return .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index, .text_len = at.text_len };
+    }
+
+    /// The start state of the lexeme after the one `at` ends, as `earley.Parser.stepByte`
+    /// finds it for a byte the lexeme cannot take; null when it refuses every such byte.
+    fn nextLexemeStart(parser: *earley.Parser, at: Position) Error!?StateId {
+        if (at.lexer_state == parser.rows.items[at.row.index()].lexer_start) return null;
+        if (!parser.lexer.isAccepting(at.lexer_state)) return null;
+        const r = try parser.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
+        return parser.rows.items[r.index()].lexer_start;
+    }
+
+    /// Clears the tokens of `frontier`'s subtrees in `mask`.
+    fn clearFrontier(mask: []u32, frontier: []const Frontier, nodes: []const Node) void {
+        for (frontier) |f| {
             for (nodes[f.node..][0..nodes[f.node].subtree_size]) |node| {
-                entry_mask[node.token >> 5] &= ~(@as(u32, 1) << @intCast(node.token & 31));
+                mask[node.token >> 5] &= ~(@as(u32, 1) << @intCast(node.token & 31));
             }
         }
-        const frontier = try gpa.dupe(Frontier, recorder.frontier.items);
-        errdefer gpa.free(frontier);
+    }
+
+    fn prove(self: *WalkCache, entry: *Entry) void {
+        if (!entry.proven) {
+            entry.proven = true;
+            self.unproven_bytes -= entry.bytes();
+        }
+    }
+
+    /// Adds `entry` under `key` (its room made), unproven; frees it on failure.
+    fn keep(self: *WalkCache, gpa: Allocator, key: Key, entry: Entry) Error!void {
+        errdefer entry.free(gpa);
         try self.unproven.ensureUnusedCapacity(gpa, 1);
-        try self.entries.putNoClobber(gpa, key, .{ .mask = entry_mask, .frontier = frontier });
+        try self.entries.putNoClobber(gpa, key, entry);
         self.unproven.appendAssumeCapacity(key);
-        self.bytes += size;
-        self.unproven_bytes += size;
+        self.bytes += entry.bytes();
+        self.unproven_bytes += entry.bytes();
+    }
+
+    /// Remembers that the nested walk of `key` is walked plainly (when there is room).
+    fn keepPlain(self: *WalkCache, gpa: Allocator, key: Key) Error!void {
+        if (!self.makeRoom(gpa, Entry.plain_entry_bytes)) return;
+        try self.keep(gpa, key, .{ .frontier = &.{}, .plain = true });
     }
 
     /// Drops unproven entries, oldest first, until an entry of `size` bytes fits both budgets;
@@ -1153,33 +1252,138 @@ pub const WalkCache = struct {
             assert(self.entries.remove(key));
             self.bytes -= entry.bytes();
             self.unproven_bytes -= entry.bytes();
-            gpa.free(entry.mask);
-            gpa.free(entry.frontier);
+            entry.free(gpa);
             self.dropped += 1;
         }
         // Forget the queue's consumed part once it is most of the queue.
         if (self.unproven_head > 64 and self.unproven_head * 2 > self.unproven.items.len) {
             const rest = self.unproven.items[self.unproven_head..];
-            std.mem.copyForwards(u64, self.unproven.items[0..rest.len], rest);
+            std.mem.copyForwards(Key, self.unproven.items[0..rest.len], rest);
             self.unproven.shrinkRetainingCapacity(rest.len);
             self.unproven_head = 0;
         }
         return true;
     }
 
-    /// A mask from a recorded entry: its tokens, then the frontier's subtrees with the parser.
-    fn replay(entry: Entry, nodes: []const Node, parser: *earley.Parser, from: Position, mask: []u32) Error!void {
-        @memcpy(mask, entry.mask);
+    /// A mask from a recorded entry: its tokens (copied into `mask` for a root entry, added
+    /// for a nested one), then the frontier's subtrees with the parser, large ones through
+    /// nested entries when `nested`. `nodes` is the trie the entry was recorded on, `base` the
+    /// index of its first node in the whole trie (nested keys). The entry stays while this
+    /// runs: it is proven, and only unproven entries are dropped.
+    fn replay(self: *WalkCache, gpa: Allocator, serial: u32, entry: Entry, nodes: []const Node, base: u32, parser: *earley.Parser, from: Position, mask: []u32, nested: bool, root: bool) Error!void {
+        if (root) {
+            @memcpy(mask, entry.mask);
+        } else if (entry.mask.len > 0) {
+            for (mask, entry.mask) |*word, own| word.* |= own;
+        } else {
+            for (entry.tokens) |t| mask[t >> 5] |= @as(u32, 1) << @intCast(t & 31);
+        }
         const distinct_lists = parser.cfg.distinct_pos.len > 0;
         defer parser.text_hole = null;
+        // Most frontier nodes end the lexeme on a byte no next lexeme starts with (a word
+        // followed by punctuation the grammar refuses there). Ending the lexeme gives the
+        // same row for every node of the same state (the walk's row, the same lexer state):
+        // its start state is kept for the last state met, and a byte that is dead from it
+        // is refused without the parser. (Rows read no text without distinct lists.)
+        const lexer = parser.lexer;
+        var ended_state: StateId = .missing;
+        var ended_start: ?StateId = null;
         for (entry.frontier) |f| {
             const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len + f.depth };
+            const subtree = nodes[f.node..][0..nodes[f.node].subtree_size];
+            if (!distinct_lists and try lexer.next(f.state, subtree[0].byte) == .dead) {
+                if (ended_state != f.state) {
+                    ended_state = f.state;
+                    ended_start = try nextLexemeStart(parser, at);
+                }
+                const next_start = ended_start orelse continue;
+                if (try lexer.next(next_start, subtree[0].byte) == .dead) continue;
+            }
+            if (nested and subtree.len > self.nested_nodes_min) {
+                // What the walk does at the node (the lexeme ends: the parser steps over the
+                // byte), then the children through their own entry.
+                const q = try parser.stepByte(at, subtree[0].byte) orelse continue;
+                mask[subtree[0].token >> 5] |= @as(u32, 1) << @intCast(subtree[0].token & 31);
+                try self.walkBelow(gpa, serial, subtree, base + f.node, parser, q, mask);
+                continue;
+            }
             if (distinct_lists) {
                 try parser.reserveText(@as(usize, at.text_len) + trie_mod.token_length_max + 1);
                 parser.text_hole = .{ .start = from.text_len, .len = f.depth, .nodes = nodes, .node = f.node };
             }
-            try walkTrie(nodes[f.node..][0..nodes[f.node].subtree_size], parser, at, mask);
+            try walkTrie(subtree, parser, at, mask);
         }
+    }
+
+    /// Adds to `mask` the tokens below the top node of `subtree` (the whole trie's node
+    /// `index`) allowed from `at`, the position after the node's byte: through the entry of
+    /// (`index`, state), else by a walk that records one.
+    fn walkBelow(self: *WalkCache, gpa: Allocator, serial: u32, subtree: []const Node, index: u32, parser: *earley.Parser, at: Position, mask: []u32) Error!void {
+        const children = subtree[1..];
+        if (children.len == 0) return;
+        const from = try afterFinal(parser, at) orelse return;
+        const key = keyOf(serial, index, from.lexer_state);
+        if (self.entries.getPtr(key)) |entry| {
+            self.prove(entry);
+            if (entry.plain) return walkTrie(children, parser, from, mask);
+            self.nested_replays += 1;
+            return self.replay(gpa, serial, entry.*, children, index + 1, parser, from, mask, true, false);
+        }
+        if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
+            return walkTrie(children, parser, from, mask); // full of entries that were replayed
+        }
+        // The walk's own tokens apart from `mask`, which holds other subtrees'. (No replay
+        // runs inside a recording walk, so one scratch mask serves.)
+        if (self.scratch_mask.len != mask.len) {
+            gpa.free(self.scratch_mask);
+            self.scratch_mask = &.{};
+            self.scratch_mask = try gpa.alloc(u32, mask.len);
+        }
+        const own = self.scratch_mask;
+        @memset(own, 0);
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nested_nodes_min = self.nested_nodes_min };
+        defer self.scratch_frontier = recorder.frontier;
+        recorder.frontier.clearRetainingCapacity();
+        walk_recorder = &recorder;
+        defer walk_recorder = null;
+        try walkTrie(children, parser, from, own);
+        walk_recorder = null;
+        for (mask, own) |*word, o| word.* |= o;
+        // Kept on the root entries' terms, the tokens counted in full (a recording is rare)
+        // and at least a quarter of `nested_nodes_min`; a walk not kept is remembered as
+        // plain, so that later replays do not record it again.
+        if (self.record_tokens_min > 0) {
+            if (recorder.walked > children.len / 4) return self.keepPlain(gpa, key);
+            var allowed: usize = 0;
+            for (own) |word| allowed += @popCount(word);
+            if (allowed < self.nested_nodes_min / 4 + recorder.walked) return self.keepPlain(gpa, key);
+        }
+        clearFrontier(own, recorder.frontier.items, children);
+        var count: usize = 0;
+        for (own) |word| count += @popCount(word);
+        // A whole mask where ORing it costs less than setting the bits one by one.
+        const as_mask = count >= self.nested_mask_tokens_min orelse own.len / 4;
+        const size = (if (as_mask) own.len else count) * 4 + recorder.frontier.items.len * @sizeOf(Frontier);
+        if (!self.makeRoom(gpa, size)) return;
+        var entry: Entry = .{ .frontier = &.{} };
+        if (as_mask) {
+            entry.mask = try gpa.dupe(u32, own);
+        } else {
+            entry.tokens = try gpa.alloc(u32, count);
+            var n: usize = 0;
+            for (own, 0..) |word, w| {
+                var bits = word;
+                while (bits != 0) : (bits &= bits - 1) {
+                    entry.tokens[n] = @intCast(w * 32 + @ctz(bits));
+                    n += 1;
+                }
+            }
+        }
+        entry.frontier = gpa.dupe(Frontier, recorder.frontier.items) catch |err| {
+            entry.free(gpa);
+            return err;
+        };
+        try self.keep(gpa, key, entry);
     }
 };
 
@@ -1488,13 +1692,24 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
     };
     // Slices walked directly, then through the cache (three masks per position: the first
     // records, the others replay), then through a cache that holds two entries not replayed
-    // yet and four in all, so that entries are dropped and recorded again.
-    const Config = struct { rest_nodes_min: usize, entries_max: usize };
+    // yet and four in all, so that entries are dropped and recorded again; each with every
+    // frontier subtree through a nested entry and without.
+    const Config = struct {
+        rest_nodes_min: usize,
+        entries_max: usize,
+        nested_nodes_min: usize = WalkCache.default_nested_nodes_min,
+        nested_mask_tokens_min: ?usize = null,
+    };
     var dropped: u64 = 0;
+    var nested_replays: u64 = 0;
     const configs = [_]Config{
         .{ .rest_nodes_min = WalkCache.default_rest_nodes_min, .entries_max = 0 },
         .{ .rest_nodes_min = 0, .entries_max = 0 },
         .{ .rest_nodes_min = 0, .entries_max = 4 },
+        .{ .rest_nodes_min = WalkCache.default_rest_nodes_min, .entries_max = 0, .nested_nodes_min = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 0, .nested_nodes_min = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 4, .nested_nodes_min = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 0, .nested_nodes_min = 0, .nested_mask_tokens_min = 0 },
     };
     for (configs) |config| for (cases) |case| {
         var words = try nestedListIr(gpa, case.lexeme, case.flags);
@@ -1504,6 +1719,8 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         const cache = &t.grammar.walk_cache;
         cache.rest_nodes_min = config.rest_nodes_min;
         cache.record_tokens_min = 0;
+        cache.nested_nodes_min = config.nested_nodes_min;
+        cache.nested_mask_tokens_min = config.nested_mask_tokens_min;
         if (config.entries_max > 0) {
             // An entry of this vocabulary: its mask and up to 64 frontier nodes.
             const entry_bytes = t.matcher.mask.len * 4 + 64 * @sizeOf(WalkCache.Frontier);
@@ -1536,7 +1753,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
                 const eos = dummy - 1;
                 m.mask[eos >> 5] &= ~(@as(u32, 1) << @intCast(eos & 31));
                 std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
-                    std.debug.print("case {s} after {d} bytes, visit {d}, rest_nodes_min {d}\n", .{ case.lexeme, i, visit, rest_nodes_min });
+                    std.debug.print("case {s} after {d} bytes, visit {d}, rest_nodes_min {d}, nested_nodes_min {d}\n", .{ case.lexeme, i, visit, rest_nodes_min, config.nested_nodes_min });
                     return err;
                 };
             }
@@ -1554,8 +1771,10 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         };
         try std.testing.expect(cache.bytes <= cache.bytes_max and cache.unproven_bytes <= cache.unproven_bytes_max);
         dropped += cache.dropped;
+        nested_replays += cache.nested_replays;
     };
     try std.testing.expect(dropped > 0);
+    try std.testing.expect(nested_replays > 0);
 }
 
 test "masks with slices equal full trie walks, byte by byte" {

@@ -80,7 +80,7 @@ _EXPORTS: Final = (
     "ts_matcher_validate_tokens", "ts_matcher_consume_and_fill", "ts_matcher_rollback",
     "ts_matcher_token_count", "ts_matcher_is_accepting", "ts_matcher_is_stopped",
     "ts_matcher_compute_ff_bytes", "ts_matcher_extension_allowed", "ts_matcher_heal_position",
-    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_pattern_cache_kib", "ts_debug_spin", "ts_debug_clamp", "ts_spin_until",
+    "ts_matcher_validate_text", "ts_matcher_fill_draft_masks", "ts_matcher_last_fuel", "ts_debug_live_kib", "ts_debug_walk_replays", "ts_debug_pattern_cache_kib", "ts_debug_spin", "ts_debug_clamp", "ts_spin_until",
     "ts_debug_pattern_cache", "ts_debug_slices", "ts_debug_trap",
 )
 
@@ -695,6 +695,12 @@ class Core:
         """Busy work inside the module (tests of the deadline): `rounds` million loop steps."""
         with self.lock:
             return int(self._f["ts_debug_spin"](rounds))
+
+    def debug_walk_replays(self, matcher: int, *, nested: bool = False) -> int:
+        """Masks of the matcher's grammar served by a walk-cache entry, or (`nested`) the
+        nested entries they took (`docs/trie.md`): tests check which paths ran."""
+        with self.lock:
+            return int(self._check(self._f["ts_debug_walk_replays"](matcher, 1 if nested else 0), "debug_walk_replays"))
 
     def debug_clamp(self, on: bool) -> bool:
         """Masks walk from clamped lexer states (True, the default) or the real ones (tests
