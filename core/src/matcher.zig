@@ -910,6 +910,8 @@ var walk_recorder: ?*Recorder = null;
 const Recorder = struct {
     gpa: Allocator,
     frontier: std.ArrayList(WalkCache.Frontier),
+    /// The trie the walk runs over.
+    nodes: []const Node,
     /// Frontier subtrees of more nodes go through nested entries on replay (maxInt: none do).
     nested_nodes_min: usize,
     /// The nodes of the frontier subtrees this walk entered (the parser took the byte) that a
@@ -922,10 +924,28 @@ const Recorder = struct {
     /// answer, now in the table, says whether the lexeme goes on (the parser was asked only
     /// to build the transition) or would end here (a frontier node). Out of the walk's loop,
     /// which runs faster with fewer values live.
+    ///
+    /// Where `state` is final (nothing extends the lexeme), every child of the node before
+    /// ends the lexeme: when that node's subtree is large, the node is noted once, as a
+    /// frontier whose children a replay takes through a nested entry (`Frontier.after`), and
+    /// its children are not noted (a literal separator before a word: `", "`, whose space
+    /// leads to every " word" token).
     noinline fn note(self: *Recorder, lexer: *Lexer, state: StateId, byte: u8, p: u32, depth: usize, alive: bool, size: usize) Error!void {
         const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
         if (!ends) return;
+        if (self.frontier.items.len > 0) {
+            const last = self.frontier.items[self.frontier.items.len - 1];
+            if (last.after and p < last.node + self.nodes[last.node].subtree_size) return; // (a child of it)
+        }
+        // `p` is the first child of node p - 1 when that node has children (a leaf before `p`
+        // ends an earlier sibling's subtree); its later children meet the check above.
+        if (depth > 0 and lexed == .dead and self.nodes[p - 1].subtree_size > 1 and
+            self.nodes[p - 1].subtree_size - 1 > self.nested_nodes_min and try lexer.isFinal(state))
+        {
+            try self.frontier.append(self.gpa, .{ .node = p - 1, .state = state, .depth = @intCast(depth - 1), .after = true });
+            return;
+        }
         try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
         if (alive and size <= self.nested_nodes_min) self.walked += size;
     }
@@ -1065,9 +1085,10 @@ pub const WalkCache = struct {
     /// Walks allowing fewer tokens (through the lexer alone) are not kept: a walk of 16,000
     /// nodes costs about 60 µs on this machine, little more than a replay.
     pub const default_record_tokens_min: usize = 16 * 1024;
-    /// Frontier subtrees of fewer nodes are walked on replay: a walk of 4,000 nodes costs
-    /// about what a lookup and a mask's OR do.
-    pub const default_nested_nodes_min: usize = 4 * 1024;
+    /// Frontier subtrees of fewer nodes are walked on replay: a walk of 1,000 nodes (~4 µs)
+    /// costs about what a lookup and a few hundred tokens set do. (`bench cfg`, Llama-3:
+    /// the C-like grammar's masks 165 µs on average with 1,024, 460 with 4,096, 138 with 256.)
+    pub const default_nested_nodes_min: usize = 1024;
 
     /// The tokenizer's serial, the frontier node plus one (0: the walk from the top of the
     /// trie or of a slice's rest trie) and the lexer state the walk starts from.
@@ -1117,8 +1138,10 @@ pub const WalkCache = struct {
     };
 
     /// A frontier node, the lexer state before its byte, and its depth below the walk's start
-    /// (the bytes before it, which distinct lists may need: `earley.Parser.text_hole`).
-    pub const Frontier = struct { node: u32, state: StateId, depth: u32 };
+    /// (the bytes before it, which distinct lists may need: `earley.Parser.text_hole`). With
+    /// `after`, a node the lexer alone allows whose byte reached `state`, a final state: its
+    /// children, which all end the lexeme, are the frontier (`Recorder.note`).
+    pub const Frontier = struct { node: u32, state: StateId, depth: u32, after: bool = false };
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
@@ -1149,7 +1172,7 @@ pub const WalkCache = struct {
         if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
             return walkTrie(nodes, parser, from, mask); // full of entries that were replayed
         }
-        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nested_nodes_min = if (nested) self.nested_nodes_min else std.math.maxInt(usize) };
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nodes = nodes, .nested_nodes_min = if (nested) self.nested_nodes_min else std.math.maxInt(usize) };
         defer self.scratch_frontier = recorder.frontier;
         recorder.frontier.clearRetainingCapacity();
         walk_recorder = &recorder;
@@ -1207,10 +1230,12 @@ pub const WalkCache = struct {
         return parser.rows.items[r.index()].lexer_start;
     }
 
-    /// Clears the tokens of `frontier`'s subtrees in `mask`.
+    /// Clears the tokens of `frontier`'s subtrees in `mask` (below an `after` node: its own
+    /// token is the lexer's).
     fn clearFrontier(mask: []u32, frontier: []const Frontier, nodes: []const Node) void {
         for (frontier) |f| {
-            for (nodes[f.node..][0..nodes[f.node].subtree_size]) |node| {
+            const first = f.node + @intFromBool(f.after);
+            for (nodes[first .. f.node + nodes[f.node].subtree_size]) |node| {
                 mask[node.token >> 5] &= ~(@as(u32, 1) << @intCast(node.token & 31));
             }
         }
@@ -1291,6 +1316,12 @@ pub const WalkCache = struct {
         for (entry.frontier) |f| {
             const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len + f.depth };
             const subtree = nodes[f.node..][0..nodes[f.node].subtree_size];
+            if (f.after) {
+                // The node's token is in the entry; its children start from `f.state`.
+                const below: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = at.text_len + 1 };
+                try self.walkBelow(gpa, serial, subtree, base + f.node, parser, below, mask);
+                continue;
+            }
             if (!distinct_lists and try lexer.next(f.state, subtree[0].byte) == .dead) {
                 if (ended_state != f.state) {
                     ended_state = f.state;
@@ -1341,7 +1372,7 @@ pub const WalkCache = struct {
         }
         const own = self.scratch_mask;
         @memset(own, 0);
-        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nested_nodes_min = self.nested_nodes_min };
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nodes = children, .nested_nodes_min = self.nested_nodes_min };
         defer self.scratch_frontier = recorder.frontier;
         recorder.frontier.clearRetainingCapacity();
         walk_recorder = &recorder;
