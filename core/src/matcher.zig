@@ -918,6 +918,8 @@ const Recorder = struct {
     /// replay walks (not through nested entries): what a replay would cost, were the parser to
     /// decide the same. (Subtrees the parser refused cost a replay one parser step each.)
     walked: usize = 0,
+    /// The end of the last `after` node's subtree (its children are not noted).
+    after_end: usize = 0,
 
     /// After the parser was asked at node `p` (byte `byte` from `state`, the subtree of
     /// `size` nodes entered when `alive`), reached with the walk's start row: the lexer's own
@@ -934,20 +936,22 @@ const Recorder = struct {
         const lexed = lexer_mod.Table.get(lexer.trans.pages.items, state, lexer.class_of[byte]);
         const ends = if (lexed == .dead) lexer.isAccepting(state) else lexer.stateInfo(lexed).lazy_accepting;
         if (!ends) return;
-        if (self.frontier.items.len > 0) {
-            const last = self.frontier.items[self.frontier.items.len - 1];
-            if (last.after and p < last.node + self.nodes[last.node].subtree_size) return; // (a child of it)
-        }
+        if (p < self.after_end) return; // (a child of the last `after` node)
         // `p` is the first child of node p - 1 when that node has children (a leaf before `p`
         // ends an earlier sibling's subtree); its later children meet the check above.
-        if (depth > 0 and lexed == .dead and self.nodes[p - 1].subtree_size > 1 and
-            self.nodes[p - 1].subtree_size - 1 > self.nested_nodes_min and try lexer.isFinal(state))
-        {
-            try self.frontier.append(self.gpa, .{ .node = p - 1, .state = state, .depth = @intCast(depth - 1), .after = true });
-            return;
+        if (depth > 0 and lexed == .dead and self.nodes[p - 1].subtree_size - 1 > self.nested_nodes_min) {
+            if (try self.noteAfter(lexer, state, p - 1, depth - 1)) return;
         }
         try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
         if (alive and size <= self.nested_nodes_min) self.walked += size;
+    }
+
+    /// Notes `node` as an `after` frontier when `state`, its byte's, is final.
+    noinline fn noteAfter(self: *Recorder, lexer: *Lexer, state: StateId, node: u32, depth: usize) Error!bool {
+        if (!try lexer.isFinal(state)) return false;
+        try self.frontier.append(self.gpa, .{ .node = node, .state = state, .depth = @intCast(depth), .after = true });
+        self.after_end = node + self.nodes[node].subtree_size;
+        return true;
     }
 };
 
