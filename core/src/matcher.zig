@@ -942,7 +942,7 @@ const Recorder = struct {
         if (depth > 0 and lexed == .dead and self.nodes[p - 1].subtree_size - 1 > self.nested_nodes_min) {
             if (try self.noteAfter(lexer, state, p - 1, depth - 1)) return;
         }
-        try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth) });
+        try self.frontier.append(self.gpa, .{ .node = p, .state = state, .depth = @intCast(depth), .taken = alive });
         if (alive and size <= self.nested_nodes_min) self.walked += size;
     }
 
@@ -1086,13 +1086,19 @@ pub const WalkCache = struct {
     pub const default_rest_nodes_min: usize = 64 * 1024;
     pub const default_bytes_max: usize = 4 << 20;
     pub const default_unproven_bytes_max: usize = 1 << 20;
-    /// Walks allowing fewer tokens (through the lexer alone) are not kept: a walk of 16,000
-    /// nodes costs about 60 µs on this machine, little more than a replay.
-    pub const default_record_tokens_min: usize = 16 * 1024;
+    /// Walks worth less are not kept: the tokens they allowed plus 16 per frontier node (a
+    /// parser step costs about what 16 nodes do, and a replay refuses most of them by a table
+    /// lookup), less the nodes of the frontier subtrees a replay walks. A JSON value after
+    /// `": "` allows a few thousand tokens but asks the parser at every child of the space
+    /// (~15 µs a walk, ~4 µs a replay). 16,384 kept too few: tool-call argument masks 10 µs
+    /// on average, 6 µs with 4,096.
+    pub const default_record_tokens_min: usize = 4 * 1024;
     /// Frontier subtrees of fewer nodes are walked on replay: a walk of 1,000 nodes (~4 µs)
     /// costs about what a lookup and a few hundred tokens set do. (`bench cfg`, Llama-3:
     /// the C-like grammar's masks 165 µs on average with 1,024, 460 with 4,096, 138 with 256.)
     pub const default_nested_nodes_min: usize = 1024;
+    /// What a parser step costs a walk, in trie nodes visited (`record_tokens_min`).
+    const parser_step_nodes = 16;
 
     /// The tokenizer's serial, the frontier node plus one (0: the walk from the top of the
     /// trie or of a slice's rest trie) and the lexer state the walk starts from.
@@ -1145,7 +1151,8 @@ pub const WalkCache = struct {
     /// (the bytes before it, which distinct lists may need: `earley.Parser.text_hole`). With
     /// `after`, a node the lexer alone allows whose byte reached `state`, a final state: its
     /// children, which all end the lexeme, are the frontier (`Recorder.note`).
-    pub const Frontier = struct { node: u32, state: StateId, depth: u32, after: bool = false };
+    /// `taken`: the recording walk's parser took the byte (else nothing below was allowed).
+    pub const Frontier = struct { node: u32, state: StateId, depth: u32, after: bool = false, taken: bool = true };
 
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
@@ -1195,7 +1202,7 @@ pub const WalkCache = struct {
             var sampled: usize = 0;
             var i: usize = 0;
             while (i < mask.len) : (i += 8) sampled += @popCount(mask[i]);
-            if (sampled * 8 < self.record_tokens_min + recorder.walked) return;
+            if (sampled * 8 + recorder.frontier.items.len * parser_step_nodes < self.record_tokens_min + recorder.walked) return;
         }
         const size = mask.len * 4 + recorder.frontier.items.len * @sizeOf(Frontier);
         if (!self.makeRoom(gpa, size)) return;
@@ -1235,9 +1242,11 @@ pub const WalkCache = struct {
     }
 
     /// Clears the tokens of `frontier`'s subtrees in `mask` (below an `after` node: its own
-    /// token is the lexer's).
+    /// token is the lexer's), those the walk entered: a refused one holds none, and may be
+    /// most of the trie (a space after a number), which clearing cost ~150 µs.
     fn clearFrontier(mask: []u32, frontier: []const Frontier, nodes: []const Node) void {
         for (frontier) |f| {
+            if (!f.taken) continue;
             const first = f.node + @intFromBool(f.after);
             for (nodes[first .. f.node + nodes[f.node].subtree_size]) |node| {
                 mask[node.token >> 5] &= ~(@as(u32, 1) << @intCast(node.token & 31));
