@@ -1643,6 +1643,40 @@ fn exerciseMatcher(gpa: Allocator) !void {
     _ = m.rollback(1);
 }
 
+/// Masks through the walk cache with every walk kept and every frontier subtree nested: each
+/// position's first mask records an entry, the second replays it and records nested entries
+/// (and `after` nodes' children: a literal's last byte), the third replays those.
+fn exerciseWalkCache(gpa: Allocator) !void {
+    const vocab = [_][]const u8{ "a", "b", "-", "{", "}", "ab", "ba", "a-", "a-b", "-a", "-ab", "-{", "-{a", "ab-", "ab-a", "}-", "}-a", "{a", "{ab", "<eos>" };
+    var words = try nestedListIr(gpa, "[a-z]+", 0);
+    defer words.deinit(gpa);
+    var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, &vocab), words.items);
+    defer t.deinit(gpa);
+    const cache = &t.grammar.walk_cache;
+    cache.record_tokens_min = 0;
+    cache.nested_nodes_min = 0;
+    const m = t.matcher;
+    for ([_]u32{ 0, 1, 2, 3, 0, 2, 1, 4, 2, 0 }) |id| { // a b - { a - b } - a
+        for (0..3) |_| {
+            m.mask_key = null;
+            try m.computeMask();
+        }
+        try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(id)}, .commit));
+    }
+    try std.testing.expect(cache.replays > 0 and cache.nested_replays > 0);
+}
+
+test "every allocation failure in the walk cache's nested entries is freed exactly once" {
+    const no_remap: Allocator = .{ .ptr = undefined, .vtable = &.{
+        .alloc = NoRemap.alloc,
+        .resize = std.mem.Allocator.noResize,
+        .remap = std.mem.Allocator.noRemap,
+        .free = NoRemap.free,
+    } };
+    try exerciseWalkCache(std.testing.allocator);
+    try std.testing.checkAllAllocationFailures(no_remap, exerciseWalkCache, .{});
+}
+
 test "every allocation failure in a matcher's life is freed exactly once" {
     // Growing in place succeeds or not depending on what earlier runs left in the testing
     // allocator; refusing it makes every run allocate the same way, as the check needs.
