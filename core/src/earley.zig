@@ -260,6 +260,9 @@ pub const Parser = struct {
     /// bytes of the path down to the subtree's root were never written (`text[start..][0..len]`);
     /// `repeatsItem` fills them from the trie when it needs them.
     text_hole: ?TextHole = null,
+    /// Rows built so far (`scan`; a reused row does not count): while it stays the same, every
+    /// row keeps its content, so what was read from one still holds (`matcher.EndMemo`).
+    rows_built: u32 = 0,
 
     pub fn init(gpa: Allocator, cfg: *const Cfg, lexer: *Lexer, limits: Limits) Error!Parser {
         const n = lexer.lexemes.len;
@@ -580,6 +583,7 @@ pub const Parser = struct {
             if (!is_skip) skip_only = false;
             has_skip = has_skip or is_skip;
         }
+        self.rows_built +%= 1;
         try self.rows.append(self.gpa, .{
             .items_start = parent_row.items_end,
             .items_end = parent_row.items_end,

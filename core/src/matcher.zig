@@ -955,6 +955,35 @@ const Recorder = struct {
     }
 };
 
+/// `earley.Parser.stepByte` for the walk, refusing without the parser a byte that ends the
+/// lexeme when the next lexeme cannot start with it. Ending the lexeme gives the same row
+/// from the same row and lexer state while no row is rebuilt (`Parser.rows_built`): the start
+/// state of the lexeme after it is kept for the last (state, row), so a run of siblings ending
+/// the same lexeme (every child of a space that only a comma may follow) costs one lookup each.
+/// Not with distinct lists (their rows read the text).
+const EndMemo = struct {
+    state: StateId = .missing,
+    row: earley.RowId = .first,
+    built: u32 = 0,
+    /// The next lexeme's start state; null when the parser refuses the lexeme's end.
+    start: ?StateId = null,
+
+    noinline fn stepByte(self: *EndMemo, parser: *earley.Parser, at: Position, b: u8) Error!?Position {
+        const lexer = parser.lexer;
+        if (try lexer.next(at.lexer_state, b) == .dead) {
+            if (self.state != at.lexer_state or self.row != at.row or self.built != parser.rows_built) {
+                self.start = try WalkCache.nextLexemeStart(parser, at);
+                self.state = at.lexer_state;
+                self.row = at.row;
+                self.built = parser.rows_built;
+            }
+            const next_start = self.start orelse return null;
+            if (try lexer.next(next_start, b) == .dead) return null;
+        }
+        return parser.stepByte(at, b);
+    }
+};
+
 fn walkTrieWith(
     comptime variant: WalkVariant,
     nodes: []const Node,
@@ -971,6 +1000,7 @@ fn walkTrieWith(
     rows[0] = start.row;
     var depth: usize = 0;
     var p: usize = 0;
+    var memo: EndMemo = .{};
     comptime assert(StateId.dead.offset() == 0 and StateId.missing.offset() == std.math.maxInt(u32));
     while (p < nodes.len) {
         const node = nodes[p];
@@ -987,7 +1017,8 @@ fn walkTrieWith(
         if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
-            const q = try parser.stepByte(.{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len }, node.byte);
+            const at: Position = .{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len };
+            const q = if (variant.text) try parser.stepByte(at, node.byte) else try memo.stepByte(parser, at, node.byte);
             pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
