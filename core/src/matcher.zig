@@ -1078,7 +1078,7 @@ fn walkTrieWith(
 /// root entry's: below the node, up to the nested frontier, no lexeme ends.
 ///
 /// Memory is bounded per grammar and core instance: entries take at most `bytes_max` (a mask
-/// of vocabulary / 8 bytes, or 4 bytes per token for a nested entry with few tokens, plus 12
+/// of vocabulary / 8 bytes, or 4 bytes per token for a nested entry with few tokens, plus 16
 /// bytes per frontier node: about 250 full entries of a 128k vocabulary), and entries not
 /// replayed yet at most `unproven_bytes_max`. Most states are visited once (each position
 /// inside a bounded string is a new state): their entries are dropped oldest first to make
@@ -1185,6 +1185,10 @@ pub const WalkCache = struct {
     /// `taken`: the recording walk's parser took the byte (else nothing below was allowed).
     pub const Frontier = struct { node: u32, state: StateId, depth: u32, after: bool = false, taken: bool = true };
 
+    comptime {
+        assert(@sizeOf(Frontier) == 16); // (the budgets' figures)
+    }
+
     pub fn deinit(self: *WalkCache, gpa: Allocator) void {
         var it = self.entries.valueIterator();
         while (it.next()) |entry| entry.free(gpa);
@@ -1211,16 +1215,8 @@ pub const WalkCache = struct {
             self.replays += 1;
             return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
         }
-        if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
-            return walkTrie(nodes, parser, from, mask); // full of entries that were replayed
-        }
-        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nodes = nodes, .nested_nodes_min = if (nested) self.nested_nodes_min else std.math.maxInt(usize) };
-        defer self.scratch_frontier = recorder.frontier;
-        recorder.frontier.clearRetainingCapacity();
-        walk_recorder = &recorder;
-        defer walk_recorder = null;
-        try walkTrie(nodes, parser, from, mask);
-        walk_recorder = null;
+        if (self.full(mask.len)) return walkTrie(nodes, parser, from, mask);
+        const recorder = try self.recordingWalk(gpa, nodes, parser, from, mask, if (nested) self.nested_nodes_min else std.math.maxInt(usize));
         // Worth keeping when the walk allowed many tokens (it visited at least as many nodes),
         // and the frontier's subtrees a replay walks are under a quarter of the trie: otherwise
         // a replay costs about what the walk did. (The tokens of subtrees a replay takes
@@ -1248,6 +1244,25 @@ pub const WalkCache = struct {
             return err;
         };
         try self.keep(gpa, key, .{ .mask = entry_mask, .frontier = frontier });
+    }
+
+    /// Whether the entries replayed fill the budget (no entry of a `words`-word mask fits):
+    /// new walks are then not recorded.
+    fn full(self: *const WalkCache, words: usize) bool {
+        return self.bytes + words * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len;
+    }
+
+    /// `walkTrie` from `from` into `out`, noting its frontier (subtrees of more than
+    /// `nested_nodes_min` nodes nested). The recorder's list is the reused scratch list: read
+    /// it before the next recording.
+    fn recordingWalk(self: *WalkCache, gpa: Allocator, nodes: []const Node, parser: *earley.Parser, from: Position, out: []u32, nested_nodes_min: usize) Error!Recorder {
+        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nodes = nodes, .nested_nodes_min = nested_nodes_min };
+        recorder.frontier.clearRetainingCapacity();
+        defer self.scratch_frontier = recorder.frontier; // (its capacity, grown or not)
+        walk_recorder = &recorder;
+        defer walk_recorder = null;
+        try walkTrie(nodes, parser, from, out);
+        return recorder;
     }
 
     /// `at`, or where a walk from it really starts: a lexeme that nothing can extend (a
@@ -1404,9 +1419,7 @@ pub const WalkCache = struct {
             self.nested_replays += 1;
             return self.replay(gpa, serial, entry.*, children, index + 1, parser, from, mask, true, false);
         }
-        if (self.bytes + mask.len * 4 > self.bytes_max and self.unproven_head == self.unproven.items.len) {
-            return walkTrie(children, parser, from, mask); // full of entries that were replayed
-        }
+        if (self.full(mask.len)) return walkTrie(children, parser, from, mask);
         // The walk's own tokens apart from `mask`, which holds other subtrees'. (No replay
         // runs inside a recording walk, so one scratch mask serves.)
         if (self.scratch_mask.len != mask.len) {
@@ -1416,13 +1429,7 @@ pub const WalkCache = struct {
         }
         const own = self.scratch_mask;
         @memset(own, 0);
-        var recorder: Recorder = .{ .gpa = gpa, .frontier = self.scratch_frontier, .nodes = children, .nested_nodes_min = self.nested_nodes_min };
-        defer self.scratch_frontier = recorder.frontier;
-        recorder.frontier.clearRetainingCapacity();
-        walk_recorder = &recorder;
-        defer walk_recorder = null;
-        try walkTrie(children, parser, from, own);
-        walk_recorder = null;
+        const recorder = try self.recordingWalk(gpa, children, parser, from, own, self.nested_nodes_min);
         for (mask, own) |*word, o| word.* |= o;
         // Kept on the root entries' terms, the tokens counted in full (a recording is rare)
         // and at least a quarter of `nested_nodes_min`; a walk not kept is remembered as
@@ -1698,29 +1705,25 @@ fn exerciseWalkCache(gpa: Allocator) !void {
 }
 
 test "every allocation failure in the walk cache's nested entries is freed exactly once" {
-    const no_remap: Allocator = .{ .ptr = undefined, .vtable = &.{
-        .alloc = NoRemap.alloc,
-        .resize = std.mem.Allocator.noResize,
-        .remap = std.mem.Allocator.noRemap,
-        .free = NoRemap.free,
-    } };
     try exerciseWalkCache(std.testing.allocator);
-    try std.testing.checkAllAllocationFailures(no_remap, exerciseWalkCache, .{});
+    try std.testing.checkAllAllocationFailures(NoRemap.allocator, exerciseWalkCache, .{});
 }
 
 test "every allocation failure in a matcher's life is freed exactly once" {
-    // Growing in place succeeds or not depending on what earlier runs left in the testing
-    // allocator; refusing it makes every run allocate the same way, as the check needs.
-    const no_remap: Allocator = .{ .ptr = undefined, .vtable = &.{
-        .alloc = NoRemap.alloc,
-        .resize = std.mem.Allocator.noResize,
-        .remap = std.mem.Allocator.noRemap,
-        .free = NoRemap.free,
-    } };
-    try std.testing.checkAllAllocationFailures(no_remap, exerciseMatcher, .{});
+    try std.testing.checkAllAllocationFailures(NoRemap.allocator, exerciseMatcher, .{});
 }
 
+/// The testing allocator without growing in place: whether that succeeds depends on what
+/// earlier runs left in the testing allocator; refusing it makes every run allocate the same
+/// way, as `checkAllAllocationFailures` needs.
 const NoRemap = struct {
+    const allocator: Allocator = .{ .ptr = undefined, .vtable = &.{
+        .alloc = alloc,
+        .resize = std.mem.Allocator.noResize,
+        .remap = std.mem.Allocator.noRemap,
+        .free = free,
+    } };
+
     fn alloc(_: *anyopaque, len: usize, alignment: std.mem.Alignment, ra: usize) ?[*]u8 {
         return std.testing.allocator.rawAlloc(len, alignment, ra);
     }
