@@ -114,6 +114,19 @@ def test_budgets_bind_in_every_case(name):
     pytest.fail(f"{name}: the budget never changes an answer within {DEPTH_MAX} tokens")
 
 
+def test_a_budget_past_32_bits_compiles_and_binds_nowhere(wasm_variant):
+    """`max_tokens=4294967296` (found by the fuzzer: the IR encoder raised struct.error) is a
+    budget no output can spend: the masks are the reference's for the same IR."""
+    lark = 'start: foo "x"\nfoo[max_tokens=4294967296]: /[a-c]+/'
+    ir = lark_to_ir(lark)
+    stats = {"prefixes": 0, "refused": 0}
+    walk(Matcher(TOY, Grammar.lark(lark)), "huge", ReferenceRecognizer(ir), [], 0, stats)
+    assert stats["prefixes"] > 30 and stats["refused"] > 0, stats
+    tag = {"type": "structural_tag", "format": {"type": "any_text", "max_tokens": 1 << 40}}
+    m = Matcher(TOY, Grammar.structural_tag(tag))
+    assert m.consume_tokens([0, 5, 7]) and m.is_accepting()
+
+
 def test_rollback_and_fork_restore_the_budget(wasm_variant):
     """Rolling back into a capped lexeme gives its budget back; a fork keeps counting alone."""
     _, grammar = build("force_end")

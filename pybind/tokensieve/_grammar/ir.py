@@ -328,6 +328,7 @@ def productive_nonterminals(ir: GrammarIR) -> list[bool]:
 
 IR_MAGIC = 0x31475354
 _NONTERMINAL_FLAG = 1 << 31
+_WORD_MAX = (1 << 32) - 1
 _KIND_CODES = {"regex": 0, "literal": 1, "special": 2}
 
 
@@ -448,7 +449,9 @@ def _lexeme_record(lexeme: Lexeme, index: int) -> bytes:
                 texts = b"".join(_text_words(p, index) for p in patterns)  # raises, naming the lexeme
             out.append(struct.pack("<I", len(patterns)) + texts)
     if lexeme.max_tokens:
-        out.append(struct.pack("<I", lexeme.max_tokens))
+        # A budget past the IR's word (`max_tokens=4294967296` in Lark, found by the fuzzer:
+        # struct.error) is one no output can spend: the core counts tokens in 32 bits.
+        out.append(struct.pack("<I", min(lexeme.max_tokens, _WORD_MAX)))
     return b"".join(out)
 
 
