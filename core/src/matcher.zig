@@ -968,6 +968,14 @@ const EndMemo = struct {
     /// The next lexeme's start state; null when the parser refuses the lexeme's end.
     start: ?StateId = null,
 
+    /// Whether what is kept refuses `class` (a byte's) after the lexeme `at` ends, by the
+    /// transition table alone (a transition not built yet: no).
+    inline fn refuses(self: *const EndMemo, parser: *const earley.Parser, at: Position, pages: []const [*]StateId, class: u32) bool {
+        if (self.state != at.lexer_state or self.row != at.row or self.built != parser.rows_built) return false;
+        const next_start = self.start orelse return true;
+        return lexer_mod.Table.get(pages, next_start, class) == .dead;
+    }
+
     noinline fn stepByte(self: *EndMemo, parser: *earley.Parser, at: Position, b: u8) Error!?Position {
         const lexer = parser.lexer;
         if (try lexer.next(at.lexer_state, b) == .dead) {
@@ -1018,7 +1026,12 @@ fn walkTrieWith(
             // The lexeme in progress started in this token unless it is the start's own.
             const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
             const at: Position = .{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len };
-            const q = if (variant.text) try parser.stepByte(at, node.byte) else try memo.stepByte(parser, at, node.byte);
+            const q = if (variant.text)
+                try parser.stepByte(at, node.byte)
+            else if (next_state == .dead and memo.refuses(parser, at, pages, class_of[node.byte]))
+                null // (in the loop: a sibling run of refusals is most of some walks)
+            else
+                try memo.stepByte(parser, at, node.byte);
             pages = lexer.trans.pages.items;
             // A position whose lexer state is dead is still alive: the parse is complete there
             // and only EOS may follow (a lazy lexeme ending the grammar).
@@ -1212,6 +1225,7 @@ pub const WalkCache = struct {
         const key = keyOf(tokenizer.serial, null, from.lexer_state);
         if (self.entries.getPtr(key)) |entry| {
             self.prove(entry);
+            if (entry.plain) return walkTrie(nodes, parser, from, mask); // (not worth recording: `keepPlain`)
             self.replays += 1;
             return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
         }
@@ -1223,13 +1237,13 @@ pub const WalkCache = struct {
         // through nested entries count: those entries are kept on the same terms. With
         // `record_tokens_min` 0, as in tests, every walk is kept.)
         if (self.record_tokens_min > 0) {
-            if (recorder.walked > nodes.len / 4) return;
+            if (recorder.walked > nodes.len / 4) return self.keepPlain(gpa, key);
             // Every eighth word of the mask estimates the tokens allowed: a full count costs
             // a few µs, which most walks (a position inside a short string) would pay.
             var sampled: usize = 0;
             var i: usize = 0;
             while (i < mask.len) : (i += 8) sampled += @popCount(mask[i]);
-            if (sampled * 8 + recorder.frontier.items.len * parser_step_nodes < self.record_tokens_min + recorder.walked) return;
+            if (sampled * 8 + recorder.frontier.items.len * parser_step_nodes < self.record_tokens_min + recorder.walked) return self.keepPlain(gpa, key);
         }
         const size = mask.len * 4 + recorder.frontier.items.len * @sizeOf(Frontier);
         if (!self.makeRoom(gpa, size)) return;
