@@ -1172,8 +1172,8 @@ pub const WalkCache = struct {
         frontier: []Frontier,
         /// Replayed at least once: kept.
         proven: bool = false,
-        /// A nested walk not worth an entry (`walkBelow`), remembered so that replays walk it
-        /// without recording it again; no tokens, no frontier.
+        /// A walk not worth an entry, remembered so that later visits walk without
+        /// recording it again; no tokens, no frontier.
         plain: bool = false,
 
         fn bytes(self: Entry) usize {
@@ -1288,17 +1288,23 @@ pub const WalkCache = struct {
         const lexer = parser.lexer;
         if (at.lexer_state == parser.rows.items[at.row.index()].lexer_start or
             !lexer.isAccepting(at.lexer_state) or !try lexer.isFinal(at.lexer_state)) return at;
-        const r = try parser.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
+        const r = try endedRow(parser, at) orelse return null;
         return .{ .lexer_state = parser.rows.items[r.index()].lexer_start, .row = r, .lexeme_token_index = parser.token_index, .text_len = at.text_len };
     }
 
     /// The start state of the lexeme after the one `at` ends, as `earley.Parser.stepByte`
     /// finds it for a byte the lexeme cannot take; null when it refuses every such byte.
     fn nextLexemeStart(parser: *earley.Parser, at: Position) Error!?StateId {
+        const r = try endedRow(parser, at) orelse return null;
+        return parser.rows.items[r.index()].lexer_start;
+    }
+
+    /// The row after the lexeme in progress at `at` ends there; null when there is none in
+    /// progress, it cannot end here, or the parser refuses it.
+    fn endedRow(parser: *earley.Parser, at: Position) Error!?earley.RowId {
         if (at.lexer_state == parser.rows.items[at.row.index()].lexer_start) return null;
         if (!parser.lexer.isAccepting(at.lexer_state)) return null;
-        const r = try parser.endLexeme(at.row, at.lexer_state, at.text_len) orelse return null;
-        return parser.rows.items[r.index()].lexer_start;
+        return parser.endLexeme(at.row, at.lexer_state, at.text_len);
     }
 
     /// Clears the tokens of `frontier`'s subtrees in `mask` (below an `after` node: its own
@@ -1331,7 +1337,7 @@ pub const WalkCache = struct {
         self.unproven_bytes += entry.bytes();
     }
 
-    /// Remembers that the nested walk of `key` is walked plainly (when there is room).
+    /// Remembers that the walk of `key` is not worth recording (when there is room).
     fn keepPlain(self: *WalkCache, gpa: Allocator, key: Key) Error!void {
         if (!self.makeRoom(gpa, Entry.plain_entry_bytes)) return;
         try self.keep(gpa, key, .{ .frontier = &.{}, .plain = true });
