@@ -1831,9 +1831,13 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         entries_max: usize,
         nested_nodes_min: usize = WalkCache.default_nested_nodes_min,
         nested_mask_tokens_min: ?usize = null,
+        /// Walks worth less are remembered as plain (this vocabulary's walks are small: with
+        /// the default, every one is).
+        record_tokens_min: usize = 0,
     };
     var dropped: u64 = 0;
     var nested_replays: u64 = 0;
+    var plain_entries: usize = 0;
     const configs = [_]Config{
         .{ .rest_nodes_min = WalkCache.default_rest_nodes_min, .entries_max = 0 },
         .{ .rest_nodes_min = 0, .entries_max = 0 },
@@ -1842,6 +1846,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         .{ .rest_nodes_min = 0, .entries_max = 0, .nested_nodes_min = 0 },
         .{ .rest_nodes_min = 0, .entries_max = 4, .nested_nodes_min = 0 },
         .{ .rest_nodes_min = 0, .entries_max = 0, .nested_nodes_min = 0, .nested_mask_tokens_min = 0 },
+        .{ .rest_nodes_min = 0, .entries_max = 0, .record_tokens_min = WalkCache.default_record_tokens_min },
     };
     for (configs) |config| for (cases) |case| {
         var words = try nestedListIr(gpa, case.lexeme, case.flags);
@@ -1850,7 +1855,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         defer t.deinit(gpa);
         const cache = &t.grammar.walk_cache;
         cache.rest_nodes_min = config.rest_nodes_min;
-        cache.record_tokens_min = 0;
+        cache.record_tokens_min = config.record_tokens_min;
         cache.nested_nodes_min = config.nested_nodes_min;
         cache.nested_mask_tokens_min = config.nested_mask_tokens_min;
         if (config.entries_max > 0) {
@@ -1875,8 +1880,9 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
                 const replays = cache.replays;
                 m.mask_key = null;
                 try m.computeMask();
-                // Every mask goes through the cache when slices do and nothing is dropped.
-                const every_mask_cached = config.rest_nodes_min == 0 and config.entries_max == 0;
+                // Every mask goes through the cache when slices do, every walk is kept and
+                // nothing is dropped.
+                const every_mask_cached = config.rest_nodes_min == 0 and config.entries_max == 0 and config.record_tokens_min == 0;
                 if (every_mask_cached and visit > 0 and cache.replays != replays + 1) {
                     std.debug.print("case {s} after {d} bytes: not replayed\n", .{ case.lexeme, i });
                     return error.TestUnexpectedResult;
@@ -1897,7 +1903,9 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
             };
         }
         try std.testing.expect(m.isAccepting());
-        std.testing.expect(config.entries_max > 0 or cache.replays > 0) catch |err| {
+        var it = cache.entries.valueIterator();
+        while (it.next()) |entry| plain_entries += @intFromBool(entry.plain);
+        std.testing.expect(config.entries_max > 0 or config.record_tokens_min > 0 or cache.replays > 0) catch |err| {
             std.debug.print("case {s}, rest_nodes_min {d}, entries_max {d}: no replay\n", .{ case.lexeme, config.rest_nodes_min, config.entries_max });
             return err;
         };
@@ -1907,6 +1915,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
     };
     try std.testing.expect(dropped > 0);
     try std.testing.expect(nested_replays > 0);
+    try std.testing.expect(plain_entries > 0);
 }
 
 test "masks with slices equal full trie walks, byte by byte" {
