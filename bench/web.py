@@ -30,7 +30,7 @@ def _cases(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     if not args.maskbench_every:
         return [{"kind": e["kind"], "text": e["text"], "inputs": [e["input"]]} for e in _demo.EXAMPLES]
-    from .maskbench import find_maskbench_dir, instance_text, load_entries
+    from tokensieve._tools.maskbench import find_maskbench_dir, instance_text, load_entries
 
     data = Path(args.data) if args.data else find_maskbench_dir()
     if data is None:
