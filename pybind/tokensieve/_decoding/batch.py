@@ -63,7 +63,10 @@ from typing import Any
 from .._core import Core
 from .._core.binding import BatchCall
 from .._errors import ArgumentError, CoreTrap, LimitError, TokensieveError
-from .matcher import Matcher, batch_mark, batch_pending, batch_settle, batch_take, batch_unknown, row_view, whole_view
+from .matcher import (
+    Matcher, batch_mark, batch_pending, batch_settle, batch_take, batch_unknown, batch_unsettled, row_view, try_lock,
+    whole_view,
+)
 
 _THREADS_MAX = 8
 # Below this many matchers each fills on its own (unless their expected work is enough for
@@ -327,8 +330,8 @@ class _Plan:
         # Each lock taken is recorded in the same C call (`extend` over `filter`): an
         # exception a signal handler raises comes after it returns, when `locked` holds them.
         before = len(locked)
-        locked.extend(filter(_TRY_LOCK, locks))
-        if len(locked) - before != len(locks) or any(map(_UNSETTLED, matchers)):
+        locked.extend(filter(try_lock, locks))
+        if len(locked) - before != len(locks) or any(map(batch_unsettled, matchers)):
             # A matcher busy elsewhere, or left midway by an interrupted call (`Matcher._settle`,
             # on its own): the batch is checked and grouped again.
             for lock in locked[before:]:
@@ -338,8 +341,6 @@ class _Plan:
         return [planned.group(matchers) for planned in self.groups]
 
 
-_TRY_LOCK = operator.methodcaller("acquire", False)
-_UNSETTLED = operator.attrgetter("_unsettled")
 
 
 class _PlannedGroup:

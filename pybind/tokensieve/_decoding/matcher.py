@@ -780,7 +780,7 @@ def batch_take(matcher: Matcher, locked: list[Any]) -> tuple[Any, int, int] | No
     signal handler raises (it comes after a call returns) never leaves it held unrecorded."""
     lock = matcher._lock
     count = len(locked)
-    locked.extend(filter(_TRY_LOCK, (lock,)))
+    locked.extend(filter(try_lock, (lock,)))
     if len(locked) == count:
         return None
     if matcher._failure is not None or matcher._unsettled is not None:
@@ -825,13 +825,16 @@ def batch_mark(pairs: Sequence[tuple[Matcher, Any]]) -> None:
         matcher._unsettled = _APPLYING
 
 
-_TRY_LOCK = operator.methodcaller("acquire", False)
+# Takes a lock if it is free (`lock.acquire(False)`), for `filter` (`batch_take`, `batch._Plan`).
+try_lock: Callable[[Any], bool] = operator.methodcaller("acquire", False)
 
 # `Matcher._unsettled` while a pending token is being applied, and while one token
 # (`Matcher._consuming`) is being consumed: made once, so the step path makes no object.
 _APPLYING: tuple[str, Any] = ("consume", ())
 _CONSUMING: tuple[str, Any] = ("consume", None)
 
+# Whether a method on the matcher was left midway (`Matcher._settle`), read under its lock.
+batch_unsettled: Callable[[Matcher], Any] = operator.attrgetter("_unsettled")
 # A matcher's pending token or -1 (see `Matcher.consume_token`), read under its lock.
 batch_pending: Callable[[Matcher], int] = operator.attrgetter("_pending")
 
