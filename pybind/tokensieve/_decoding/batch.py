@@ -58,7 +58,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._core import Core
 from .._core.binding import BatchCall
@@ -490,9 +490,8 @@ class _Run:
     def __init__(self, threads: int, later: list[tuple[Matcher, int]]) -> None:
         self.threads = threads
         self.later = later
-        # The calls, each published by one `append` (`add`): instance, call, pairs, home
-        # thread and, for a helper's, a lock held until that helper is done with it.
-        self.prepared: list[tuple[Core, BatchCall, list[tuple[Matcher, int]], int, threading.Lock | None]] = []
+        # The calls, each published by one `append` (`add`).
+        self.prepared: list[_Prepared] = []
         # Who claimed each call (`_CALLER`, a helper's home, or `_NOBODY` once closed), by one
         # `setdefault`: the claim and its record are one C call, so an exception a signal
         # handler raises in the caller (Ctrl-C) never leaves a call claimed and unrecorded.
@@ -511,7 +510,7 @@ class _Run:
         if home:
             lock = threading.Lock()
             lock.acquire()
-        self.prepared.append((core, call, batch, home, lock))
+        self.prepared.append(_Prepared(core, call, batch, home, lock))
         if home:
             if not self.started:
                 self.started = time.perf_counter()
@@ -534,10 +533,9 @@ class _Run:
         self.finished.add(index)
 
     def _helper(self, index: int) -> None:
-        home = self.prepared[index][3]
+        home, lock = self.prepared[index].home, self.prepared[index].done
         if self.owner.setdefault(index, home) != home:
             return  # the caller made it (or closed the run)
-        lock = self.prepared[index][4]
         try:
             self._make(index)
             self._finish(index)
@@ -552,7 +550,7 @@ class _Run:
     def finish(self) -> None:
         """Make the caller's calls, then the unclaimed ones, then wait for the helpers'."""
         count = len(self.prepared)
-        homes = [entry[3] for entry in self.prepared]
+        homes = [entry.home for entry in self.prepared]
         for index in [i for i in range(count) if not homes[i]] + [i for i in range(count) if homes[i]]:
             if self.owner.setdefault(index, _CALLER) != _CALLER:
                 continue
@@ -562,7 +560,7 @@ class _Run:
         if helped:
             self._wait(len(helped))
         for index in helped:
-            with self.prepared[index][4]:  # type: ignore[union-attr] - until the helper is done (not consumed)
+            with self.prepared[index].done:  # type: ignore[union-attr] - until the helper is done (not consumed)
                 pass
             if index not in self.finished:
                 self._finish(index)
@@ -608,18 +606,30 @@ class _Run:
         instance is retired first (no call enters it again; its matchers move on), as after
         a trap in it."""
         try:
-            for index, (_, _, _, _, lock) in enumerate(self.prepared):
+            for index, entry in enumerate(self.prepared):
                 if self.owner.setdefault(index, _NOBODY) not in (_CALLER, _NOBODY):
-                    with lock:  # type: ignore[union-attr] - a helper is making it
+                    with entry.done:  # type: ignore[union-attr] - a helper is making it
                         pass
         except BaseException:
-            for index, (core, _, _, _, lock) in enumerate(self.prepared):
-                if self.owner.setdefault(index, _NOBODY) not in (_CALLER, _NOBODY) and lock.locked():  # type: ignore[union-attr]
-                    core.runtime.retire("a batch fill was interrupted while a helper thread was in this instance")
+            for index, entry in enumerate(self.prepared):
+                if self.owner.setdefault(index, _NOBODY) not in (_CALLER, _NOBODY) and entry.done.locked():  # type: ignore[union-attr]
+                    entry.core.runtime.retire("a batch fill was interrupted while a helper thread was in this instance")
             raise
         for index, (core, call, batch, _, _) in enumerate(self.prepared):
             if index not in self.finished:
                 _finish(core, call, batch, copy=False)
+
+
+class _Prepared(NamedTuple):
+    """A call of a batch fill (`_Run`): its instance, the call, the (matcher, row) pairs, the
+    thread it is meant for (0: the caller) and, for a helper's, a lock held until that helper
+    is done with it."""
+
+    core: Core
+    call: BatchCall
+    pairs: list[tuple[Matcher, int]]
+    home: int
+    done: threading.Lock | None
 
 
 _CALLER = 0  # `_Run.owner`: the calling thread (helpers are 1, 2, …: their homes)
