@@ -1388,7 +1388,10 @@ pub const WalkCache = struct {
         // followed by punctuation the grammar refuses there). Ending the lexeme gives the
         // same row for every node of the same state (the walk's row, the same lexer state):
         // its start state is kept for the last state met, and a byte that is dead from it
-        // is refused without the parser. (Rows read no text without distinct lists.)
+        // is refused without the parser. (Rows read no text without distinct lists.) Not
+        // `EndMemo`: it checks that no row was built since, as a walk's rows change, while the
+        // replay's row stays, and the walks between frontier nodes build rows: ending the
+        // lexeme again after each, `start: (WORD " ")*` took 44 µs a mask instead of 21.
         const lexer = parser.lexer;
         var ended_state: StateId = .missing;
         var ended_start: ?StateId = null;
