@@ -224,6 +224,15 @@ pub const Error = regex.Error;
 
 const Span = struct { start: u32, len: u32 };
 
+/// A set of bytes: byte b is bit b % 64 of word b / 64.
+pub const ByteSet = [4]u64;
+
+/// `Lexer.aliveAmong`'s record of a state: the bytes asked, and those alive among them.
+pub const AliveBytes = struct {
+    asked: ByteSet = @splat(0),
+    alive: ByteSet = @splat(0),
+};
+
 pub const StateInfo = struct {
     /// Lowest lexeme index whose expression is nullable here, or `none`.
     accepting_lexeme: u32,
@@ -234,6 +243,8 @@ pub const StateInfo = struct {
     lazy_accepting: bool = false,
     /// Every byte leads to the dead state (computed on demand by `isFinal`).
     final: enum(u2) { unknown, yes, no } = .unknown,
+    /// `Lexer.alive_bytes` holds this state's entry (`aliveAmong`).
+    alive_known: bool = false,
 
     pub const none = std.math.maxInt(u32);
 };
@@ -282,6 +293,10 @@ pub const Lexer = struct {
     state_table: std.HashMapUnmanaged(u32, void, PairsContext, 80) = .empty,
     info: std.ArrayList(StateInfo) = .empty,
     accepting_lexemes: std.ArrayList(u32) = .empty,
+    /// By state index, the bytes asked of a state by `aliveAmong` and which of them it does
+    /// not send to the dead state (entries of states never asked are not read:
+    /// `StateInfo.alive_known`).
+    alive_bytes: std.ArrayList(AliveBytes) = .empty,
     /// Per lexeme: ends at its shortest match. Empty slice: no lazy lexemes.
     lazy: []const bool = &.{},
     /// A state in which every lexeme has matched and none can go on (each pair's expression
@@ -328,6 +343,7 @@ pub const Lexer = struct {
         self.state_table.deinit(self.gpa);
         self.info.deinit(self.gpa);
         self.accepting_lexemes.deinit(self.gpa);
+        self.alive_bytes.deinit(self.gpa);
         self.* = undefined;
     }
 
@@ -460,6 +476,34 @@ pub const Lexer = struct {
         }
         self.info.items[index].final = if (final) .yes else .no;
         return final;
+    }
+
+    /// The bytes of `wanted` that `state` does not send to the dead state. Kept per state, byte
+    /// by byte as asked: a walk from `state` asks at every mask, for the first bytes of its
+    /// trie (`matcher.walkTrieTop`), and a byte first asked builds the transition the walk
+    /// would have built for it, no other.
+    pub fn aliveAmong(self: *Lexer, state: StateId, wanted: ByteSet) Error!ByteSet {
+        const index = self.stateIndex(state);
+        if (!self.info.items[index].alive_known) {
+            if (self.alive_bytes.items.len <= index) try self.alive_bytes.appendNTimes(self.gpa, .{}, index + 1 - self.alive_bytes.items.len);
+            self.alive_bytes.items[index] = .{};
+            self.info.items[index].alive_known = true;
+        }
+        var known = self.alive_bytes.items[index];
+        for (0..4) |w| {
+            var missing = wanted[w] & ~known.asked[w];
+            while (missing != 0) : (missing &= missing - 1) {
+                const b: u8 = @intCast(w * 64 + @ctz(missing));
+                const bit = @as(u64, 1) << @intCast(b & 63);
+                // (Building a transition may grow the tables: the entry is re-read below.)
+                if (try self.next(state, b) != .dead) known.alive[w] |= bit;
+                known.asked[w] |= bit;
+            }
+        }
+        self.alive_bytes.items[index] = known;
+        var out: ByteSet = undefined;
+        for (&out, known.alive, wanted) |*o, a, want| o.* = a & want;
+        return out;
     }
 
     /// The lexemes that match in `state` (sorted by index).

@@ -589,11 +589,11 @@ pub const Matcher = struct {
             );
             if (slice != null and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
                 @memcpy(self.mask, slice.?.mask);
-                try walkTrie(slice.?.rest.nodes, &self.parser, entered, self.mask);
+                try walkTrieTop(slice.?.rest.nodes, slice.?.rest.top, &self.parser, entered, self.mask);
             } else if (!budgeted) {
                 try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
             } else {
-                try walkTrie(tokenizer.trie.nodes, &self.parser, entered, self.mask);
+                try walkTrieTop(tokenizer.trie.nodes, tokenizer.trie.top, &self.parser, entered, self.mask);
             }
         }
         if (!self.eos_consumed) {
@@ -866,22 +866,67 @@ pub fn walkTrie(
     start: Position,
     mask: []u32,
 ) Error!void {
+    return walkTrieTop(nodes, null, parser, start, mask);
+}
+
+/// `walkTrie` over a whole trie whose `TopIndex` is `top`: the subtrees of first bytes the
+/// lexer and the parser refuse from `start` are not visited at all (null: every top-level
+/// node is, as `walkTrie` does).
+pub fn walkTrieTop(
+    nodes: []const Node,
+    top: ?*const trie_mod.TopIndex,
+    parser: *earley.Parser,
+    start: Position,
+    mask: []u32,
+) Error!void {
     // Copies of the loop: without lazy lexemes, token budgets and distinct lists (the common
     // case) the test for the slow path is one comparison per node.
     const lazy = parser.cfg.lazy_walk;
     if (parser.cfg.distinct_pos.len > 0) {
         // Distinct lists end their lexemes eagerly (`lazy_walk`) and read the path's text.
         try parser.reserveText(@as(usize, start.text_len) + trie_mod.token_length_max + 1);
-        if (parser.cfg.has_token_max) return walkTrieWith(.{ .lazy = true, .budgeted = true, .text = true }, nodes, parser, start, mask);
-        return walkTrieWith(.{ .lazy = true, .budgeted = false, .text = true }, nodes, parser, start, mask);
+        if (parser.cfg.has_token_max) return walkTrieWith(.{ .lazy = true, .budgeted = true, .text = true }, nodes, null, parser, start, mask);
+        return walkTrieWith(.{ .lazy = true, .budgeted = false, .text = true }, nodes, null, parser, start, mask);
     }
     if (parser.cfg.has_token_max) {
-        if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = true }, nodes, parser, start, mask);
-        return walkTrieWith(.{ .lazy = false, .budgeted = true }, nodes, parser, start, mask);
+        if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = true }, nodes, top, parser, start, mask);
+        return walkTrieWith(.{ .lazy = false, .budgeted = true }, nodes, top, parser, start, mask);
     }
-    if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = false }, nodes, parser, start, mask);
-    return walkTrieWith(.{ .lazy = false, .budgeted = false }, nodes, parser, start, mask);
+    if (lazy) return walkTrieWith(.{ .lazy = true, .budgeted = false }, nodes, top, parser, start, mask);
+    return walkTrieWith(.{ .lazy = false, .budgeted = false }, nodes, top, parser, start, mask);
 }
+
+/// Above this many live first bytes a walk visits every top-level node, one range.
+const top_ranges_live_max = 128;
+
+/// The ranges of top-level nodes a walk visits: all of them, or with a `TopIndex`, those of
+/// the first bytes in `bytes`, by increasing byte (so by increasing node).
+const TopRanges = struct {
+    top: ?*const trie_mod.TopIndex,
+    bytes: lexer_mod.ByteSet = @splat(0),
+    word: u32 = 0,
+    end: u32,
+    done: bool = false,
+
+    fn next(self: *TopRanges) ?[2]u32 {
+        const top = self.top orelse {
+            if (self.done) return null;
+            self.done = true;
+            return .{ 0, self.end };
+        };
+        while (self.word < 4) {
+            const bits = self.bytes[self.word];
+            if (bits == 0) {
+                self.word += 1;
+                continue;
+            }
+            const b = self.word * 64 + @ctz(bits);
+            self.bytes[self.word] = bits & (bits - 1);
+            if (top.start[b] < top.end[b]) return .{ top.start[b], top.end[b] };
+        }
+        return null;
+    }
+};
 
 /// Which copy of the walk's loop runs: what the grammar has that the common case does not.
 const WalkVariant = struct {
@@ -995,11 +1040,39 @@ const EndMemo = struct {
 fn walkTrieWith(
     comptime variant: WalkVariant,
     nodes: []const Node,
+    top: ?*const trie_mod.TopIndex,
     parser: *earley.Parser,
     start: Position,
     mask: []u32,
 ) Error!void {
     const lexer = parser.lexer;
+    var memo: EndMemo = .{};
+    var ranges: TopRanges = .{ .top = null, .end = @intCast(nodes.len) };
+    // A recording walk notes every top-level node where the lexeme would end, refused or not
+    // (a replay asks the parser again there), so it visits them all.
+    if (top != null and !variant.text and walk_recorder == null) {
+        // The first bytes the walk would not refuse: those the lexer goes on with, and where
+        // the lexeme may end, those the next lexeme may start with (`EndMemo`: the loop's own
+        // test, here seeded with what it would find at the first such byte).
+        const present = top.?.present;
+        ranges.top = top;
+        ranges.bytes = try lexer.aliveAmong(start.lexer_state, present);
+        if (lexer.isAccepting(start.lexer_state)) {
+            const at: Position = .{ .lexer_state = start.lexer_state, .row = start.row, .lexeme_token_index = start.lexeme_token_index, .text_len = 0 };
+            const ended_start = try WalkCache.nextLexemeStart(parser, at);
+            memo = .{ .state = at.lexer_state, .row = at.row, .start = ended_start, .built = parser.rows_built };
+            if (ended_start) |next| {
+                var dead: lexer_mod.ByteSet = undefined;
+                for (&dead, present, ranges.bytes) |*d, there, alive| d.* = there & ~alive;
+                const more = try lexer.aliveAmong(next, dead);
+                for (&ranges.bytes, more) |*word, extra| word.* |= extra;
+            }
+        }
+        // Most first bytes live (inside a string): the plain pass over the top-level nodes.
+        var live: u32 = 0;
+        for (ranges.bytes) |word| live += @popCount(word);
+        if (live > top_ranges_live_max) ranges.top = null;
+    }
     var pages = lexer.trans.pages.items;
     const class_of = &lexer.class_of;
     var states: [trie_mod.token_length_max + 1]StateId = undefined;
@@ -1008,61 +1081,64 @@ fn walkTrieWith(
     rows[0] = start.row;
     var depth: usize = 0;
     var p: usize = 0;
-    var memo: EndMemo = .{};
     comptime assert(StateId.dead.offset() == 0 and StateId.missing.offset() == std.math.maxInt(u32));
-    while (p < nodes.len) {
-        const node = nodes[p];
-        const state = states[depth];
-        const text_len: u32 = if (variant.text) start.text_len + @as(u32, @intCast(depth)) else 0;
-        if (variant.text) parser.text.items[text_len] = node.byte;
-        var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
-        var next_row = rows[depth];
-        // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
-        const special = next_state.offset() +% 1 <= 1;
-        var alive = !special;
-        // Inside a lazy lexeme a byte that reaches one of its matches ends it: the parser too.
-        const ends_lazily = variant.lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
-        if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
-            // The lexeme in progress started in this token unless it is the start's own.
-            const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
-            const at: Position = .{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len };
-            const q = if (variant.text)
-                try parser.stepByte(at, node.byte)
-            else if (next_state == .dead and memo.refuses(parser, at, pages, class_of[node.byte]))
-                null // (in the loop: a sibling run of refusals is most of some walks)
-            else
-                try memo.stepByte(parser, at, node.byte);
-            pages = lexer.trans.pages.items;
-            // A position whose lexer state is dead is still alive: the parse is complete there
-            // and only EOS may follow (a lazy lexeme ending the grammar).
-            alive = q != null;
-            if (q) |pos| {
-                next_state = pos.lexer_state;
-                next_row = pos.row;
+    while (ranges.next()) |range| {
+        p = range[0];
+        depth = 0;
+        while (p < range[1]) {
+            const node = nodes[p];
+            const state = states[depth];
+            const text_len: u32 = if (variant.text) start.text_len + @as(u32, @intCast(depth)) else 0;
+            if (variant.text) parser.text.items[text_len] = node.byte;
+            var next_state = lexer_mod.Table.get(pages, state, class_of[node.byte]);
+            var next_row = rows[depth];
+            // `dead` (0) and `missing` (all ones) are the two values for which `+% 1 <= 1`.
+            const special = next_state.offset() +% 1 <= 1;
+            var alive = !special;
+            // Inside a lazy lexeme a byte that reaches one of its matches ends it: the parser too.
+            const ends_lazily = variant.lazy and !special and lexer.stateInfo(next_state).lazy_accepting;
+            if (ends_lazily or (special and (next_state == .missing or lexer.isAccepting(state)))) {
+                // The lexeme in progress started in this token unless it is the start's own.
+                const first = if (rows[depth] == start.row) start.lexeme_token_index else parser.token_index;
+                const at: Position = .{ .lexer_state = state, .row = rows[depth], .lexeme_token_index = first, .text_len = text_len };
+                const q = if (variant.text)
+                    try parser.stepByte(at, node.byte)
+                else if (next_state == .dead and memo.refuses(parser, at, pages, class_of[node.byte]))
+                    null // (in the loop: a sibling run of refusals is most of some walks)
+                else
+                    try memo.stepByte(parser, at, node.byte);
+                pages = lexer.trans.pages.items;
+                // A position whose lexer state is dead is still alive: the parse is complete there
+                // and only EOS may follow (a lazy lexeme ending the grammar).
+                alive = q != null;
+                if (q) |pos| {
+                    next_state = pos.lexer_state;
+                    next_row = pos.row;
+                }
+                if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth, alive, node.subtree_size);
             }
-            if (walk_recorder) |recorder| if (rows[depth] == start.row) try recorder.note(lexer, state, node.byte, @intCast(p), depth, alive, node.subtree_size);
-        }
-        if (alive) {
-            if (variant.budgeted) {
-                const first = if (next_row == start.row) start.lexeme_token_index else parser.token_index;
-                const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first, .text_len = text_len + 1 };
-                if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
+            if (alive) {
+                if (variant.budgeted) {
+                    const first = if (next_row == start.row) start.lexeme_token_index else parser.token_index;
+                    const end: Position = .{ .lexer_state = next_state, .row = next_row, .lexeme_token_index = first, .text_len = text_len + 1 };
+                    if (try parser.tokenEndAlive(end, parser.token_index + 1)) {
+                        mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+                    }
+                } else {
                     mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
                 }
-            } else {
-                mask[node.token >> 5] |= @as(u32, 1) << @intCast(node.token & 31);
+                if (node.subtree_size > 1) {
+                    depth += 1;
+                    states[depth] = next_state;
+                    rows[depth] = next_row;
+                    p += 1;
+                    continue;
+                }
             }
-            if (node.subtree_size > 1) {
-                depth += 1;
-                states[depth] = next_state;
-                rows[depth] = next_row;
-                p += 1;
-                continue;
-            }
+            p += node.subtree_size;
+            // Wraps only past the last node of a subtree walked on its own (`WalkCache`).
+            depth -%= node.pop;
         }
-        p += node.subtree_size;
-        // Wraps only past the last node of a subtree walked on its own (`WalkCache`).
-        depth -%= node.pop;
     }
 }
 
@@ -1217,6 +1293,7 @@ pub const WalkCache = struct {
     /// copied and only its rest trie walked.
     fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, slice: ?*const slicer.Slice, mask: []u32) Error!void {
         const nodes = if (slice) |s| s.rest.nodes else tokenizer.trie.nodes;
+        const top = if (slice) |s| s.rest.top else tokenizer.trie.top;
         // A state some slice applies to is never final (`afterFinal`).
         const from = if (slice == null) try afterFinal(parser, start) orelse return else start;
         if (slice) |s| @memcpy(mask, s.mask);
@@ -1225,11 +1302,11 @@ pub const WalkCache = struct {
         const key = keyOf(tokenizer.serial, null, from.lexer_state);
         if (self.entries.getPtr(key)) |entry| {
             self.prove(entry);
-            if (entry.plain) return walkTrie(nodes, parser, from, mask); // (not worth recording: `keepPlain`)
+            if (entry.plain) return walkTrieTop(nodes, top, parser, from, mask); // (not worth recording: `keepPlain`)
             self.replays += 1;
             return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
         }
-        if (self.full(mask.len)) return walkTrie(nodes, parser, from, mask);
+        if (self.full(mask.len)) return walkTrieTop(nodes, top, parser, from, mask);
         const recorder = try self.recordingWalk(gpa, nodes, parser, from, mask, if (nested) self.nested_nodes_min else std.math.maxInt(usize));
         // Worth keeping when the walk allowed many tokens (it visited at least as many nodes),
         // and the frontier's subtrees a replay walks are under a quarter of the trie: otherwise
@@ -1919,6 +1996,63 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
     try std.testing.expect(dropped > 0);
     try std.testing.expect(nested_replays > 0);
     try std.testing.expect(plain_entries > 0);
+}
+
+test "walks over the live first bytes only equal walks of every top-level node" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const vocab = try slicerTestVocab(arena, 3000);
+    const Case = struct { lexeme: []const u8, flags: u32, text: []const u8 };
+    const cases = [_]Case{
+        // A number ends at any other byte: the next lexeme (`-`, `}`) decides which first
+        // bytes live, and only inside braces may `}` follow.
+        .{ .lexeme = "[0-9]+", .flags = 0, .text = "12-{3-{45}-6}-7" },
+        .{ .lexeme = "\"[^\"\\\\]*\"", .flags = 0, .text = "\"ab\"-{\"c d\"}-\"\"" },
+        .{ .lexeme = "[a-z]+", .flags = 0, .text = "{{ab}-m}-ab-{zz}" },
+        .{ .lexeme = "(?s:.)*\"", .flags = 1, .text = "ab \"-x-y\"-\"" }, // lazy: free text up to a quote
+    };
+    var narrowed: usize = 0;
+    for (cases) |case| {
+        var words = try nestedListIr(gpa, case.lexeme, case.flags);
+        defer words.deinit(gpa);
+        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, vocab), words.items);
+        defer t.deinit(gpa);
+        const m = t.matcher;
+        const trie = &t.tokenizer.trie;
+        const expected = try gpa.alloc(u32, m.mask.len);
+        defer gpa.free(expected);
+        const got = try gpa.alloc(u32, m.mask.len);
+        defer gpa.free(got);
+        for (0..case.text.len + 1) |i| {
+            const at = m.current();
+            @memset(expected, 0);
+            try walkTrie(trie.nodes, &m.parser, at, expected);
+            // Twice: the first walk asks the lexer about each first byte, the second reads
+            // what it kept.
+            for (0..2) |visit| {
+                @memset(got, 0);
+                try walkTrieTop(trie.nodes, trie.top, &m.parser, at, got);
+                std.testing.expectEqualSlices(u32, expected, got) catch |err| {
+                    std.debug.print("case {s} after {d} bytes, visit {d}\n", .{ case.lexeme, i, visit });
+                    return err;
+                };
+            }
+            const alive = try m.parser.lexer.aliveAmong(at.lexer_state, trie.top.present);
+            var live: u32 = 0;
+            var present: u32 = 0;
+            for (alive, trie.top.present) |a, p| {
+                live += @popCount(a);
+                present += @popCount(p);
+            }
+            narrowed += @intFromBool(live < present);
+            if (i == case.text.len) break;
+            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit));
+        }
+    }
+    // (Most positions' states refuse most first bytes.)
+    try std.testing.expect(narrowed > 20);
 }
 
 test "masks with slices equal full trie walks, byte by byte" {

@@ -65,6 +65,30 @@ comptime {
     assert(@sizeOf(Node) == 8);
 }
 
+/// Where the subtrees of each first byte are in a flat trie: the top-level nodes with byte b
+/// are `start[b]..end[b]` (consecutive siblings: tokens with the same bytes are sibling
+/// leaves; none when equal). A walk from a lexer state that refuses most first bytes (a JSON
+/// value's start allows ~20 of them) visits only the others' subtrees instead of every
+/// top-level node (`matcher.walkTrie`).
+pub const TopIndex = struct {
+    start: [256]u32,
+    end: [256]u32,
+    /// The first bytes present (byte b: bit b % 64 of word b / 64).
+    present: [4]u64,
+
+    pub fn of(nodes: []const Node) TopIndex {
+        var index: TopIndex = .{ .start = @splat(0), .end = @splat(0), .present = @splat(0) };
+        var p: u32 = 0;
+        while (p < nodes.len) : (p += nodes[p].subtree_size) {
+            const b = nodes[p].byte;
+            if (index.start[b] == index.end[b]) index.start[b] = p;
+            index.end[b] = p + nodes[p].subtree_size;
+            index.present[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+        }
+        return index;
+    }
+};
+
 /// The bytes on the path from the top of the flat trie `nodes` down to node `target`, the
 /// target's own byte excluded, written to `out` (which must have room for `depth` bytes, the
 /// target's depth); returns how many. Descends by subtree sizes: the siblings before each
@@ -107,9 +131,12 @@ pub const Trie = struct {
     /// Length of the longest token (the depth of the walk's state stack).
     depth_max: u32,
     token_count: u32,
+    /// Where each first byte's subtrees are (`TopIndex`).
+    top: *const TopIndex,
 
     pub fn deinit(self: *Trie, gpa: Allocator) void {
         gpa.free(self.nodes);
+        gpa.destroy(self.top);
         self.* = undefined;
     }
 
@@ -183,11 +210,11 @@ pub const Trie = struct {
             assert(depths.items[i] >= next_depth);
             node.pop = @intCast(depths.items[i] - next_depth);
         }
-        return .{
-            .nodes = try nodes.toOwnedSlice(gpa),
-            .depth_max = depth_max,
-            .token_count = token_count,
-        };
+        const top = try gpa.create(TopIndex);
+        errdefer gpa.destroy(top);
+        const owned = try nodes.toOwnedSlice(gpa);
+        top.* = .of(owned);
+        return .{ .nodes = owned, .depth_max = depth_max, .token_count = token_count, .top = top };
     }
 
     /// The trie of the tokens whose kind in `kinds` is `.text` — a subset of this trie's tokens
@@ -234,7 +261,9 @@ pub const Trie = struct {
             };
             if (kept) depth_max = @max(depth_max, depths[i]);
         }
-        return .{ .nodes = nodes, .depth_max = depth_max, .token_count = self.token_count };
+        const top = try gpa.create(TopIndex);
+        top.* = .of(nodes);
+        return .{ .nodes = nodes, .depth_max = depth_max, .token_count = self.token_count, .top = top };
     }
 
     /// The depth of the first kept node at or after old index `from` (one exists).
@@ -320,6 +349,30 @@ fn collectTokens(gpa: Allocator, trie: Trie, out: *std.StringHashMapUnmanaged(u3
             prefix.shrinkRetainingCapacity(prefix.items.len - 1 - node.pop);
         }
     }
+}
+
+test "the top index spans every top-level node of a first byte, duplicates included" {
+    const gpa = std.testing.allocator;
+    var v = try TestVocab.init(gpa, &.{ "b", "a", "ab", "a", "c", "ca" });
+    defer v.deinit(gpa);
+    var trie = try Trie.build(gpa, v.blob.items, v.offsets.items, v.kinds.items);
+    defer trie.deinit(gpa);
+    // Pre-order: a, a (the duplicate, a sibling leaf: no children of its own), ab's b, b, c, a.
+    var seen: usize = 0;
+    for (0..256) |b| {
+        const lo = trie.top.start[b];
+        const hi = trie.top.end[b];
+        const there = trie.top.present[b >> 6] >> @intCast(b & 63) & 1 == 1;
+        try std.testing.expectEqual(lo < hi, there);
+        var p = lo;
+        while (p < hi) : (p += trie.nodes[p].subtree_size) {
+            try std.testing.expectEqual(@as(u8, @intCast(b)), trie.nodes[p].byte);
+            seen += trie.nodes[p].subtree_size;
+        }
+    }
+    // The ranges cover the trie exactly once.
+    try std.testing.expectEqual(trie.nodes.len, seen);
+    try std.testing.expect(trie.top.end['a'] - trie.top.start['a'] == 3);
 }
 
 test "flat trie holds every token once, in DFS order" {
