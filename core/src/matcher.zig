@@ -1251,10 +1251,25 @@ pub const WalkCache = struct {
         /// A walk not worth an entry, remembered so that later visits walk without
         /// recording it again; no tokens, no frontier.
         plain: bool = false,
+        /// The bytes of the frontier nodes reached from the entry's own lexer state (not
+        /// `after`): a replay refuses those neither it nor the next lexeme goes on with by a
+        /// bit test (`replay`).
+        first_bytes: lexer_mod.ByteSet = @splat(0),
 
         fn bytes(self: Entry) usize {
             if (self.plain) return plain_entry_bytes;
-            return (self.mask.len + self.tokens.len) * 4 + self.frontier.len * @sizeOf(Frontier);
+            return (self.mask.len + self.tokens.len) * 4 + self.frontier.len * @sizeOf(Frontier) + @sizeOf(lexer_mod.ByteSet);
+        }
+
+        /// `first_bytes` of a recorded frontier over `nodes`, walked from `state`.
+        fn firstBytes(frontier: []const Frontier, nodes: []const Node, state: StateId) lexer_mod.ByteSet {
+            var set: lexer_mod.ByteSet = @splat(0);
+            for (frontier) |f| {
+                if (f.after or f.state != state) continue;
+                const b = nodes[f.node].byte;
+                set[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+            }
+            return set;
         }
 
         /// What a plain entry is counted as: about its slot in the map.
@@ -1334,7 +1349,7 @@ pub const WalkCache = struct {
             gpa.free(entry_mask);
             return err;
         };
-        try self.keep(gpa, key, .{ .mask = entry_mask, .frontier = frontier });
+        try self.keep(gpa, key, .{ .mask = entry_mask, .frontier = frontier, .first_bytes = Entry.firstBytes(frontier, nodes, from.lexer_state) });
     }
 
     /// Whether the entries replayed fill the budget (no entry of a `words`-word mask fits):
@@ -1472,7 +1487,30 @@ pub const WalkCache = struct {
         const lexer = parser.lexer;
         var ended_state: StateId = .missing;
         var ended_start: ?StateId = null;
+        // The frontier nodes from the entry's own state (most of them: every first byte
+        // after a number) refused at once: their bytes the state does not go on with, less
+        // those the next lexeme may start with.
+        var refused: lexer_mod.ByteSet = @splat(0);
+        if (!distinct_lists) {
+            const alive = try lexer.aliveAmong(from.lexer_state, entry.first_bytes);
+            var dead: lexer_mod.ByteSet = undefined;
+            var any_dead: u64 = 0;
+            for (&dead, entry.first_bytes, alive) |*d, there, a| {
+                d.* = there & ~a;
+                any_dead |= d.*;
+            }
+            if (any_dead != 0) {
+                ended_state = from.lexer_state;
+                ended_start = try nextLexemeStart(parser, from);
+                const started = if (ended_start) |next| try lexer.aliveAmong(next, dead) else @as(lexer_mod.ByteSet, @splat(0));
+                for (&refused, dead, started) |*out, d, st| out.* = d & ~st;
+            }
+        }
         for (entry.frontier) |f| {
+            if (f.state == from.lexer_state and !f.after) {
+                const b = nodes[f.node].byte;
+                if (refused[b >> 6] >> @intCast(b & 63) & 1 != 0) continue;
+            }
             const at: Position = .{ .lexer_state = f.state, .row = from.row, .lexeme_token_index = from.lexeme_token_index, .text_len = from.text_len + f.depth };
             const subtree = nodes[f.node..][0..nodes[f.node].subtree_size];
             if (f.after) {
@@ -1565,6 +1603,7 @@ pub const WalkCache = struct {
             entry.free(gpa);
             return err;
         };
+        entry.first_bytes = Entry.firstBytes(entry.frontier, children, from.lexer_state);
         try self.keep(gpa, key, entry);
     }
 };
