@@ -670,25 +670,29 @@ def test_logits_processor_allows_only_the_canonical_token_for_forced_bytes(llama
             assert canonical[len(opening)] in allowed and len(allowed) > 1  # `n`, `na`, … too
 
 
-def test_logits_processor_masks_exactly_the_matchers_mask_sparse_and_dense(llama3):
+@pytest.mark.parametrize("extra", [40, -56])
+def test_logits_processor_masks_exactly_the_matchers_mask_sparse_and_dense(llama3, extra):
     """The processor lists a sparse mask's tokens from its words and unpacks a dense one; both
     must leave finite exactly the tokens the matcher's mask allows (read bit by bit here): after
-    `{` (sparse) and inside a string (dense)."""
+    `{` (sparse) and inside a string (dense). Logits wider than the vocabulary, as models pad
+    them, or narrower (Llama-3.2 Vision leaves out its tokenizer's `<|image|>`; here the last
+    56 reserved ids): the mask of the tokenizer's own width, cut or padded, is the oracle."""
     import torch
 
     from tokensieve.hf import LogitsProcessor
 
     grammar = Grammar.json_schema({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})
-    width = llama3.vocab_size + 40  # logits wider than the vocabulary, as models have
+    width = llama3.vocab_size + extra
     prompt = llama3.encode("x")
     for text, sparse in (("{", True), ('{"s":"ab', False)):
         tokens = llama3.encode(text)
         processor = LogitsProcessor(llama3, grammar, canonical_forced=False)
         for n in range(len(tokens) + 1):
             scores = processor(torch.tensor([prompt + tokens[:n]]), torch.randn(1, width))
-        oracle = Matcher(llama3, grammar, vocab_size=width)
+        oracle = Matcher(llama3, grammar)
         assert oracle.consume_tokens(tokens)
-        expected = _python_bits(oracle.compute_bitmask().tolist(), width)
+        own = _python_bits(oracle.compute_bitmask().tolist(), llama3.vocab_size)
+        expected = (own + [False] * max(extra, 0))[:width]
         assert torch.isfinite(scores[0]).tolist() == expected, text
         assert (0 < sum(expected) * 8 < width) == sparse, text
 

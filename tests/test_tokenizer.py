@@ -381,8 +381,67 @@ def test_with_vocab_size_pads_and_shares_the_vocabulary() -> None:
     assert wide.encode("Hello world") == [15496, 995]
     assert wide.core_tables()[0] == gpt2.core_tables()[0]
     assert wide.core_tables()[2] == gpt2.core_tables()[2] + bytes([2]) * 47
-    with pytest.raises(TokenizerError, match="vocab_size >= 50257"):
+    with pytest.raises(TokenizerError, match="leaves out every EOS id \\(50256\\)"):
         gpt2.with_vocab_size(100)
+    with pytest.raises(TokenizerError, match="must be positive"):
+        gpt2.with_vocab_size(0)
+
+
+def _with_image_token(gpt2_json: str) -> str:
+    """GPT-2's tokenizer.json with one more added token, id 50257, as Llama-3.2 Vision's has
+    `<|image|>` past its model's 128,256 logits."""
+    doc = json.loads(gpt2_json)
+    doc["added_tokens"].append({"id": 50257, "content": "<|image|>", "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": True})
+    return json.dumps(doc)
+
+
+def test_a_model_narrower_than_its_tokenizer_leaves_out_the_ids_past_its_width(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mask is the model's width, the id past it is no token, and every other id is
+    allowed exactly where the tokenizer read at its own width allows it (XGrammar's
+    TokenizerInfo takes the same case)."""
+    import numpy as np
+
+    from tokensieve import Grammar, Matcher
+
+    text = _with_image_token(load("gpt2").json_text)
+    full = Tokenizer.from_str(text)
+    assert (full.n_tokens, full.vocab_size) == (50258, 50258)
+    narrow = Tokenizer.from_str(text, vocab_size=50257)
+    assert (narrow.n_tokens, narrow.vocab_size, narrow.eos_token_ids) == (50257, 50257, (50256,))
+    with pytest.raises(TokenizerError, match="out of range"):
+        narrow.token_bytes(50257)
+    assert full.with_vocab_size(50257).n_tokens == 50257
+    grammar = Grammar.json_schema({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+                                   "required": ["name", "n"]})
+    instance = '{"name": "a b", "n": 12}'
+    wide_m = Matcher(full, grammar)
+    narrow_ms = [Matcher(narrow, grammar), Matcher(full, grammar, vocab_size=50257)]
+    for token in narrow.encode(instance) + [50256]:
+        wide = np.unpackbits(wide_m.compute_bitmask().view(np.uint8), bitorder="little")
+        for m in narrow_ms:
+            mask = m.compute_bitmask()
+            assert mask.shape == ((50257 + 31) // 32,)
+            bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+            assert not bits[50257:].any()
+            assert (bits[:50257] == wide[:50257]).all()
+            assert bits[token]
+            assert m.consume_token(token)
+        assert wide_m.consume_token(token)
+    # config.json's width is the model's, narrower than the tokenizer too.
+    (tmp_path / "tokenizer.json").write_text(text)
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 50257}}))
+    files = {"tokenizer.json": tmp_path / "tokenizer.json", "config.json": tmp_path / "config.json"}
+
+    def fake_download(repo_id: str, filename: str, *, revision: str | None = None) -> str:
+        if filename not in files:
+            raise EntryNotFoundError(f"{filename} not found")
+        return str(files[filename])
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake_hub(fake_download))
+    pretrained = Tokenizer.from_pretrained("meta-llama/Llama-3.2-11B-Vision-Instruct")
+    assert (pretrained.n_tokens, pretrained.vocab_size) == (50257, 50257)
 
 
 # --- encode ------------------------------------------------------------------------------
@@ -699,7 +758,7 @@ def test_bad_tokenizer_json_is_rejected(json_text: str, message: str) -> None:
 
 def test_bad_arguments_are_rejected(tmp_path: Path) -> None:
     gpt2 = load("gpt2")
-    with pytest.raises(TokenizerError, match="vocab_size >= 50257"):
+    with pytest.raises(TokenizerError, match="leaves out every EOS id"):
         Tokenizer.from_str(gpt2.json_text, vocab_size=50000)
     with pytest.raises(TokenizerError, match="eos_token_ids"):
         Tokenizer.from_str(gpt2.json_text, eos_token_ids=[50257])

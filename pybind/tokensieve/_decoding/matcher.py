@@ -69,9 +69,10 @@ class Matcher:
         tokenizer: the model's tokenizer (a `tokensieve.Tokenizer`; for a transformers
             tokenizer, `Tokenizer.from_hf(it)`).
         grammar: what the output must follow.
-        vocab_size: the model's logits width, when wider than the tokenizer's: masks are this
-            many bits and the extra ids are never allowed. Matchers of one width share one trie
-            per core instance.
+        vocab_size: the model's logits width, when it is not the tokenizer's: masks are this
+            many bits; ids past the tokenizer's are never allowed, and a narrower width leaves
+            out the tokenizer's ids at or past it (Llama-3.2 Vision's `<|image|>`). Matchers of
+            one width share one trie per core instance.
         pool: the core instances to live in (default: `tokensieve.configure`'s pool).
     """
 

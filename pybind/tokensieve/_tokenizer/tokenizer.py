@@ -96,7 +96,7 @@ class Tokenizer:
         Args:
             token_bytes: the bytes of ids 0..n_tokens-1 (b"" for unused ids).
             kinds: one KIND_* per id 0..vocab_size-1.
-            vocab_size: the mask width, >= len(token_bytes).
+            vocab_size: the mask width, >= len(token_bytes) (`_fitted` cuts the tables of a narrower one).
             eos_token_ids: end-of-sequence ids, each < len(token_bytes).
             source: the tokenizer.json this came from, or None.
             space: the character that stands for a space in vocab strings ("▁"), if any.
@@ -139,7 +139,8 @@ class Tokenizer:
         Args:
             path: the file, gzip-compressed or not (detected from its content), or a folder
                 with `tokenizer.json` or `tokenizer.json.gz`.
-            vocab_size: the model's logits width, if larger than the tokenizer.
+            vocab_size: the model's logits width, when it is not the tokenizer's size (ids
+                past the tokenizer are padding; below it, the ids at or past it are dropped).
             eos_token_ids: end-of-sequence ids, overriding the configs.
 
         Returns:
@@ -147,7 +148,7 @@ class Tokenizer:
 
         Raises:
             TokenizerError: the file is missing, unreadable, not valid JSON, or unsupported;
-                `vocab_size` is too small; an EOS id is out of range.
+                `vocab_size` is out of range; an EOS id is out of range.
 
         Cost: about 0.2 s for Llama-3's 9 MB tokenizer.json (0.4 s for Gemma's 17 MB), most
         of it `json.loads`.
@@ -191,14 +192,14 @@ class Tokenizer:
 
         Args:
             json_text: the JSON text (str, or UTF-8 bytes).
-            vocab_size: the model's logits width, if larger than the tokenizer.
+            vocab_size: the model's logits width, when it is not the tokenizer's size.
             eos_token_ids: end-of-sequence ids; default: guessed from the added tokens.
 
         Returns:
             The loaded Tokenizer.
 
         Raises:
-            TokenizerError: malformed JSON, unsupported model, `vocab_size` too small, or an
+            TokenizerError: malformed JSON, unsupported model, `vocab_size` out of range, or an
                 EOS id out of range.
         """
         if isinstance(json_text, str):
@@ -285,8 +286,9 @@ class Tokenizer:
 
         Also reads, when the repository has them, `tokenizer_config.json` and
         `generation_config.json` for the EOS ids and `config.json` for the default
-        `vocab_size` (the model's logits width, when larger than the tokenizer). Uses
-        `huggingface_hub`'s cache, so it works offline for files downloaded before.
+        `vocab_size` (the model's logits width: wider than the tokenizer when its rows are
+        padded, narrower when it leaves out added tokens). Uses `huggingface_hub`'s cache, so
+        it works offline for files downloaded before.
 
         Args:
             name: the repository id, e.g. "Qwen/Qwen2.5-1.5B-Instruct".
@@ -362,14 +364,15 @@ class Tokenizer:
                 empty bytes is treated as unused.
             eos_token_ids: end-of-sequence ids (special).
             special_token_ids: ids never matched by grammar text; their bytes are their text.
-            vocab_size: the mask width, if larger than len(tokens).
+            vocab_size: the mask width, when it is not len(tokens) (ids at or past a smaller
+                one are dropped).
 
         Returns:
             The Tokenizer.
 
         Raises:
             TokenizerError: an entry is not bytes/None, an id is out of range or unused,
-                or `vocab_size` is too small.
+                or `vocab_size` is out of range.
         """
         token_bytes: list[bytes] = []
         kinds = bytearray()
@@ -400,14 +403,8 @@ class Tokenizer:
                     )
                 kinds[token_id] = KIND_SPECIAL
         size = _checked_vocab_size(vocab_size, n_tokens)
-        kinds.extend(bytes([KIND_UNUSED]) * (size - n_tokens))
-        return cls(
-            token_bytes,
-            kinds,
-            vocab_size=size,
-            eos_token_ids=checks[1][1],
-            source=None,
-        )
+        token_bytes, kinds, eos = _fitted(token_bytes, kinds, size, checks[1][1])
+        return cls(token_bytes, kinds, vocab_size=size, eos_token_ids=eos, source=None)
 
     @classmethod
     def default(cls) -> Tokenizer:
@@ -527,10 +524,10 @@ class Tokenizer:
             configured = model_config.get("vocab_size")
             if configured is None and isinstance(model_config.get("text_config"), dict):
                 configured = model_config["text_config"].get("vocab_size")
-            if isinstance(configured, int) and configured >= id_end:
+            if isinstance(configured, int) and configured > 0:
                 vocab_size = configured
         size = _checked_vocab_size(vocab_size, id_end)
-        kinds.extend(bytes([KIND_UNUSED]) * (size - id_end))
+        token_bytes, kinds, eos = _fitted(token_bytes, kinds, size, eos)
         needs_rewrite = flags_differ or _make_byte_exact(_pipeline_copy(doc))
         source = _JsonSource(raw, frozenset(special_contents), needs_rewrite)
         space = "" if flavour.byte_level else flavour.space
@@ -542,7 +539,9 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """The mask width: the model's logits width, >= n_tokens; ids >= n_tokens are padding."""
+        """The mask width: the model's logits width. Ids past the tokenizer's own are padding
+        (never allowed); a model narrower than its tokenizer drops the ids past its width
+        (Llama-3.2 Vision's `<|image|>`), so `n_tokens` is then `vocab_size`."""
         return self._vocab_size
 
     @property
@@ -601,14 +600,15 @@ class Tokenizer:
         """Return this tokenizer with another mask width (shares the vocabulary and encoders).
 
         Args:
-            vocab_size: the model's logits width, >= n_tokens.
+            vocab_size: the model's logits width.
 
         Returns:
             `self` if the width is unchanged, else a Tokenizer whose ids
-            n_tokens..vocab_size-1 are padding.
+            n_tokens..vocab_size-1 are padding, or, narrower, without the ids at or past
+            `vocab_size` (a model whose logits leave out some of its tokenizer's added tokens).
 
         Raises:
-            TokenizerError: `vocab_size` is smaller than n_tokens.
+            TokenizerError: `vocab_size` is out of range, or every EOS id is at or past it.
         """
         size = _checked_vocab_size(vocab_size, len(self._token_bytes))
         return self._variant(size, self._eos_token_ids)
@@ -641,13 +641,13 @@ class Tokenizer:
             found = self._widened.get(key)
             if found is None:
                 same_width = size == self._vocab_size
+                token_bytes = self._token_bytes
                 if same_width:
                     kinds = self._kinds  # read-only once made
                 else:
-                    kinds = bytearray(self._kinds[: len(self._token_bytes)])
-                    kinds.extend(bytes([KIND_UNUSED]) * (size - len(self._token_bytes)))
+                    token_bytes, kinds, eos = _fitted(token_bytes, bytearray(self._kinds[: len(token_bytes)]), size, eos)
                 found = Tokenizer(
-                    self._token_bytes,
+                    token_bytes,
                     kinds,
                     vocab_size=size,
                     eos_token_ids=eos,
@@ -940,14 +940,32 @@ def _checked_vocab_size(vocab_size: int | None, id_end: int) -> int:
         return id_end
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TokenizerError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
-    if vocab_size < id_end:
-        raise TokenizerError(
-            f"vocab_size={vocab_size} is smaller than the tokenizer, which defines ids "
-            f"0..{id_end - 1}; pass vocab_size >= {id_end} (the model's logits width)"
-        )
+    if vocab_size < 1:
+        raise TokenizerError(f"vocab_size={vocab_size} must be positive (the model's logits width)")
     if vocab_size > _TOKEN_COUNT_MAX:  # (a mask of 10**12 ids was a MemoryError)
         raise TokenizerError(f"vocab_size={vocab_size} is more than {_TOKEN_COUNT_MAX:,}, the most ids tokensieve supports")
     return vocab_size
+
+
+def _fitted(token_bytes: list[bytes], kinds: bytearray, size: int,
+            eos: tuple[int, ...]) -> tuple[list[bytes], bytearray, tuple[int, ...]]:
+    """The tables of ids 0..n_tokens-1 at mask width `size`: padded with unused ids, or cut
+    to the first `size` ids (their EOS ids with them).
+
+    Raises:
+        TokenizerError: every EOS id is at or past a narrower `size`.
+    """
+    n_tokens = len(token_bytes)
+    if size >= n_tokens:
+        kinds.extend(bytes([KIND_UNUSED]) * (size - n_tokens))
+        return token_bytes, kinds, eos
+    kept = tuple(token_id for token_id in eos if token_id < size)
+    if eos and not kept:
+        raise TokenizerError(
+            f"vocab_size={size} leaves out every EOS id ({', '.join(map(str, eos))}); pass "
+            "eos_token_ids= with ids below it"
+        )
+    return token_bytes[:size], kinds[:size], kept
 
 
 @functools.lru_cache(maxsize=1)

@@ -114,7 +114,9 @@ class TokensieveGrammarBackend(BaseGrammarBackend):
             raise ValueError(
                 f"the tokensieve grammar backend needs a fast Hugging Face tokenizer, got {type(tokenizer).__name__}"
             )
-        ts_tokenizer = Tokenizer.from_hf(tokenizer, vocab_size=max(vocab_size, len(tokenizer)))
+        # The logits' width, whatever the tokenizer's: a model may pad its rows, or leave out an
+        # added token (Llama-3.2 Vision's `<|image|>`, past its 128,256 logits).
+        ts_tokenizer = Tokenizer.from_hf(tokenizer, vocab_size=vocab_size)
         if eos_token_ids:
             ts_tokenizer = ts_tokenizer.with_eos_token_ids(sorted(eos_token_ids))
         self.ts_tokenizer = ts_tokenizer.prepare()  # the tries and encoder now, not in the first requests

@@ -65,7 +65,9 @@ def tokensieve_tokenizer(tokenizer: Any, vocab_size: int) -> Tokenizer:
             f"the tokensieve structured-output backend needs a fast Hugging Face tokenizer, "
             f"got {type(tokenizer).__name__}; use tokenizer_mode='hf'"
         )
-    return Tokenizer.from_hf(tokenizer, vocab_size=max(vocab_size, len(tokenizer)))
+    # The logits' width, whatever the tokenizer's: a model may pad its rows, or leave out an
+    # added token (Llama-3.2 Vision's `<|image|>`, past its 128,256 logits).
+    return Tokenizer.from_hf(tokenizer, vocab_size=vocab_size)
 
 
 @dataclass
