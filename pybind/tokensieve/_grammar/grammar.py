@@ -36,7 +36,8 @@ class Limits:
         step_fuel_max: derivative, emptiness and lexer-table work one call may do, in fuel
             units charged by the size of the terms built (15–20 ns each). Limit `step_fuel`.
         dfa_state_count_max: lexer DFA states the grammar may build (each costs a table row of
-            4 bytes per byte class plus its expression list). Limit `lexer_states`.
+            4 bytes per byte class plus its expression list, and 64 bytes once a mask's walk
+            starts from it). Limit `lexer_states`.
         expression_count_max: expression terms the grammar may hold (about 40 bytes each).
             Limit `expressions`.
         parser_row_items_max: Earley items in one parser row. Limit `parser_row_items`.
