@@ -899,34 +899,83 @@ pub fn walkTrieTop(
 /// Above this many live first bytes a walk visits every top-level node, one range.
 const top_ranges_live_max = 128;
 
-/// The ranges of top-level nodes a walk visits: all of them, or with a `TopIndex`, those of
-/// the first bytes in `bytes`, by increasing byte (so by increasing node).
+/// The ranges of nodes a walk visits: every top-level node, or with a `TopIndex`, those of
+/// the first bytes in `bytes`, by increasing byte (so by increasing node). A wide top-level
+/// node (`TopIndex.children`) comes alone, `expand` set: once the walk has entered it, its
+/// children's live bytes (`expand`) give the ranges of its children next, one level down.
 const TopRanges = struct {
     top: ?*const trie_mod.TopIndex,
     bytes: lexer_mod.ByteSet = @splat(0),
     word: u32 = 0,
     end: u32,
     done: bool = false,
+    /// The children being walked, and their live bytes not walked yet.
+    children: ?*const trie_mod.TopIndex = null,
+    child_bytes: lexer_mod.ByteSet = @splat(0),
+    child_word: u32 = 0,
 
-    fn next(self: *TopRanges) ?[2]u32 {
+    const Range = struct { begin: u32, end: u32, depth: u32 = 0, children: ?*const trie_mod.TopIndex = null };
+
+    fn next(self: *TopRanges) ?Range {
         const top = self.top orelse {
             if (self.done) return null;
             self.done = true;
-            return .{ 0, self.end };
+            return .{ .begin = 0, .end = self.end };
         };
-        while (self.word < 4) {
-            const bits = self.bytes[self.word];
+        if (self.children) |children| {
+            if (nextByte(&self.child_bytes, &self.child_word, children)) |b| return .{ .begin = children.start[b], .end = children.end[b], .depth = 1 };
+            self.children = null;
+        }
+        const b = nextByte(&self.bytes, &self.word, top) orelse return null;
+        if (top.children(b)) |children| return .{ .begin = top.start[b], .end = top.start[b] + 1, .children = children };
+        return .{ .begin = top.start[b], .end = top.end[b] };
+    }
+
+    /// Walk the children of the wide node just entered whose bytes are in `bytes`.
+    fn expand(self: *TopRanges, children: *const trie_mod.TopIndex, bytes: lexer_mod.ByteSet) void {
+        self.children = children;
+        self.child_bytes = bytes;
+        self.child_word = 0;
+    }
+
+    /// The next byte of `bytes` (taken out) with nodes in `index`.
+    fn nextByte(bytes: *lexer_mod.ByteSet, word: *u32, index: *const trie_mod.TopIndex) ?u8 {
+        while (word.* < 4) {
+            const bits = bytes[word.*];
             if (bits == 0) {
-                self.word += 1;
+                word.* += 1;
                 continue;
             }
-            const b = self.word * 64 + @ctz(bits);
-            self.bytes[self.word] = bits & (bits - 1);
-            if (top.start[b] < top.end[b]) return .{ top.start[b], top.end[b] };
+            const b: u8 = @intCast(word.* * 64 + @ctz(bits));
+            bytes[word.*] = bits & (bits - 1);
+            if (index.start[b] < index.end[b]) return b;
         }
         return null;
     }
 };
+
+/// The bytes of `present` a walk at `at` would not refuse: those the lexer state goes on with,
+/// and where its lexeme may end, those the next lexeme may start with (`EndMemo`'s test, whose
+/// memo is seeded with what the loop would find at the first such byte); null when there are
+/// so many that a pass over every node costs less.
+fn liveBytes(parser: *earley.Parser, at: Position, present: lexer_mod.ByteSet, memo: *EndMemo) Error!?lexer_mod.ByteSet {
+    const lexer = parser.lexer;
+    var bytes = try lexer.aliveAmong(at.lexer_state, present);
+    if (lexer.isAccepting(at.lexer_state)) {
+        const ended_start = try WalkCache.nextLexemeStart(parser, at);
+        memo.* = .{ .state = at.lexer_state, .row = at.row, .start = ended_start, .built = parser.rows_built };
+        if (ended_start) |next| {
+            var dead: lexer_mod.ByteSet = undefined;
+            for (&dead, present, bytes) |*d, there, alive| d.* = there & ~alive;
+            const more = try lexer.aliveAmong(next, dead);
+            for (&bytes, more) |*word, extra| word.* |= extra;
+        }
+    }
+    // Most bytes live (inside a string): the plain pass.
+    var live: u32 = 0;
+    for (bytes) |word| live += @popCount(word);
+    return if (live > top_ranges_live_max) null else bytes;
+}
 
 /// Which copy of the walk's loop runs: what the grammar has that the common case does not.
 const WalkVariant = struct {
@@ -1050,28 +1099,13 @@ fn walkTrieWith(
     var ranges: TopRanges = .{ .top = null, .end = @intCast(nodes.len) };
     // A recording walk notes every top-level node where the lexeme would end, refused or not
     // (a replay asks the parser again there), so it visits them all.
-    if (top != null and !variant.text and walk_recorder == null) {
-        // The first bytes the walk would not refuse: those the lexer goes on with, and where
-        // the lexeme may end, those the next lexeme may start with (`EndMemo`: the loop's own
-        // test, here seeded with what it would find at the first such byte).
-        const present = top.?.present;
-        ranges.top = top;
-        ranges.bytes = try lexer.aliveAmong(start.lexer_state, present);
-        if (lexer.isAccepting(start.lexer_state)) {
-            const at: Position = .{ .lexer_state = start.lexer_state, .row = start.row, .lexeme_token_index = start.lexeme_token_index, .text_len = 0 };
-            const ended_start = try WalkCache.nextLexemeStart(parser, at);
-            memo = .{ .state = at.lexer_state, .row = at.row, .start = ended_start, .built = parser.rows_built };
-            if (ended_start) |next| {
-                var dead: lexer_mod.ByteSet = undefined;
-                for (&dead, present, ranges.bytes) |*d, there, alive| d.* = there & ~alive;
-                const more = try lexer.aliveAmong(next, dead);
-                for (&ranges.bytes, more) |*word, extra| word.* |= extra;
-            }
+    const filtered = top != null and !variant.text and walk_recorder == null;
+    if (filtered) {
+        const at: Position = .{ .lexer_state = start.lexer_state, .row = start.row, .lexeme_token_index = start.lexeme_token_index, .text_len = 0 };
+        if (try liveBytes(parser, at, top.?.present, &memo)) |bytes| {
+            ranges.top = top;
+            ranges.bytes = bytes;
         }
-        // Most first bytes live (inside a string): the plain pass over the top-level nodes.
-        var live: u32 = 0;
-        for (ranges.bytes) |word| live += @popCount(word);
-        if (live > top_ranges_live_max) ranges.top = null;
     }
     var pages = lexer.trans.pages.items;
     const class_of = &lexer.class_of;
@@ -1083,9 +1117,9 @@ fn walkTrieWith(
     var p: usize = 0;
     comptime assert(StateId.dead.offset() == 0 and StateId.missing.offset() == std.math.maxInt(u32));
     while (ranges.next()) |range| {
-        p = range[0];
-        depth = 0;
-        while (p < range[1]) {
+        p = range.begin;
+        depth = range.depth;
+        while (p < range.end) {
             const node = nodes[p];
             const state = states[depth];
             const text_len: u32 = if (variant.text) start.text_len + @as(u32, @intCast(depth)) else 0;
@@ -1139,6 +1173,13 @@ fn walkTrieWith(
             // Wraps only past the last node of a subtree walked on its own (`WalkCache`).
             depth -%= node.pop;
         }
+        // A wide node the walk entered (its children next): only its children's live bytes.
+        if (range.children) |children| if (depth == 1 and p == range.end) {
+            const first = if (rows[1] == start.row) start.lexeme_token_index else parser.token_index;
+            const at: Position = .{ .lexer_state = states[1], .row = rows[1], .lexeme_token_index = first, .text_len = 0 };
+            ranges.expand(children, try liveBytes(parser, at, children.present, &memo) orelse children.present);
+            pages = lexer.trans.pages.items;
+        };
     }
 }
 
@@ -2042,7 +2083,15 @@ test "walks over the live first bytes only equal walks of every top-level node" 
     var arena_state = std.heap.ArenaAllocator.init(gpa);
     defer arena_state.deinit();
     const arena = arena_state.allocator();
-    const vocab = try slicerTestVocab(arena, 3000);
+    // With two-byte tokens of every printable second byte after some first bytes: top-level
+    // nodes with enough children for an index of their own (`TopIndex.children`), which a
+    // walk enters and then walks only the live children of.
+    const base = try slicerTestVocab(arena, 3000);
+    var tokens: std.ArrayList([]const u8) = .empty;
+    try tokens.appendSlice(arena, base[0 .. base.len - 1]);
+    for ("-{a1 \"") |first| for (0x20..0x7f) |second| try tokens.append(arena, try arena.dupe(u8, &.{ first, @intCast(second) }));
+    try tokens.append(arena, base[base.len - 1]); // the EOS, last
+    const vocab = tokens.items;
     const Case = struct { lexeme: []const u8, flags: u32, text: []const u8 };
     const cases = [_]Case{
         // A number ends at any other byte: the next lexeme (`-`, `}`) decides which first
@@ -2060,6 +2109,7 @@ test "walks over the live first bytes only equal walks of every top-level node" 
         defer t.deinit(gpa);
         const m = t.matcher;
         const trie = &t.tokenizer.trie;
+        for ("-{a1 \"") |first| try std.testing.expect(trie.top.children(first) != null);
         const expected = try gpa.alloc(u32, m.mask.len);
         defer gpa.free(expected);
         const got = try gpa.alloc(u32, m.mask.len);

@@ -69,23 +69,72 @@ comptime {
 /// are `start[b]..end[b]` (consecutive siblings: tokens with the same bytes are sibling
 /// leaves; none when equal). A walk from a lexer state that refuses most first bytes (a JSON
 /// value's start allows ~20 of them) visits only the others' subtrees instead of every
-/// top-level node (`matcher.walkTrie`).
+/// top-level node (`matcher.walkTrieTop`). The same for the children of a top-level node with
+/// many (`wide`: the space's 121 in Llama-3, which a walk after a number or a comma mostly
+/// refuses).
 pub const TopIndex = struct {
     start: [256]u32,
     end: [256]u32,
     /// The first bytes present (byte b: bit b % 64 of word b / 64).
     present: [4]u64,
+    /// By first byte, 1 + the index in `wide` of its node's children's index (0: none; the
+    /// top level's index only).
+    wide_of: [256]u16 = @splat(0),
+    wide: []TopIndex = &.{},
 
-    pub fn of(nodes: []const Node) TopIndex {
+    /// Top-level nodes with at least this many children get an index of their children.
+    pub const wide_children_min = 32;
+
+    /// The index of the sibling nodes `begin..end` of `nodes` (node indices are absolute).
+    fn ofSiblings(nodes: []const Node, begin: u32, end: u32) TopIndex {
         var index: TopIndex = .{ .start = @splat(0), .end = @splat(0), .present = @splat(0) };
-        var p: u32 = 0;
-        while (p < nodes.len) : (p += nodes[p].subtree_size) {
+        var p: u32 = begin;
+        while (p < end) : (p += nodes[p].subtree_size) {
             const b = nodes[p].byte;
             if (index.start[b] == index.end[b]) index.start[b] = p;
             index.end[b] = p + nodes[p].subtree_size;
             index.present[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
         }
         return index;
+    }
+
+    /// The index of `nodes`' top level, with its wide nodes' children's.
+    pub fn of(gpa: Allocator, nodes: []const Node) Error!TopIndex {
+        var index = ofSiblings(nodes, 0, @intCast(nodes.len));
+        var count: usize = 0;
+        for (0..256) |b| count += @intFromBool(isWide(nodes, index, b));
+        if (count == 0) return index;
+        index.wide = try gpa.alloc(TopIndex, count);
+        var k: u16 = 0;
+        for (0..256) |b| {
+            if (!isWide(nodes, index, b)) continue;
+            const p = index.start[b];
+            index.wide[k] = ofSiblings(nodes, p + 1, p + nodes[p].subtree_size);
+            k += 1;
+            index.wide_of[b] = k;
+        }
+        return index;
+    }
+
+    /// Whether byte b's top level is one node with at least `wide_children_min` children.
+    fn isWide(nodes: []const Node, index: TopIndex, b: usize) bool {
+        const p = index.start[b];
+        if (p == index.end[b] or p + nodes[p].subtree_size != index.end[b]) return false;
+        var count: usize = 0;
+        var c = p + 1;
+        while (c < index.end[b]) : (c += nodes[c].subtree_size) count += 1;
+        return count >= wide_children_min;
+    }
+
+    /// The children's index of byte b's top-level node, if it is wide.
+    pub fn children(self: *const TopIndex, b: u8) ?*const TopIndex {
+        const k = self.wide_of[b];
+        return if (k == 0) null else &self.wide[k - 1];
+    }
+
+    pub fn deinit(self: *TopIndex, gpa: Allocator) void {
+        gpa.free(self.wide);
+        self.* = undefined;
     }
 };
 
@@ -132,11 +181,13 @@ pub const Trie = struct {
     depth_max: u32,
     token_count: u32,
     /// Where each first byte's subtrees are (`TopIndex`).
-    top: *const TopIndex,
+    top: *TopIndex,
 
     pub fn deinit(self: *Trie, gpa: Allocator) void {
         gpa.free(self.nodes);
-        gpa.destroy(self.top);
+        var top = self.top;
+        top.deinit(gpa);
+        gpa.destroy(top);
         self.* = undefined;
     }
 
@@ -213,7 +264,10 @@ pub const Trie = struct {
         const top = try gpa.create(TopIndex);
         errdefer gpa.destroy(top);
         const owned = try nodes.toOwnedSlice(gpa);
-        top.* = .of(owned);
+        top.* = TopIndex.of(gpa, owned) catch |err| {
+            gpa.free(owned);
+            return err;
+        };
         return .{ .nodes = owned, .depth_max = depth_max, .token_count = token_count, .top = top };
     }
 
@@ -262,7 +316,8 @@ pub const Trie = struct {
             if (kept) depth_max = @max(depth_max, depths[i]);
         }
         const top = try gpa.create(TopIndex);
-        top.* = .of(nodes);
+        errdefer gpa.destroy(top);
+        top.* = try TopIndex.of(gpa, nodes);
         return .{ .nodes = nodes, .depth_max = depth_max, .token_count = self.token_count, .top = top };
     }
 
