@@ -896,13 +896,14 @@ pub fn walkTrieTop(
     return walkTrieWith(.{ .lazy = false, .budgeted = false }, nodes, top, parser, start, mask);
 }
 
-/// Above this many live first bytes a walk visits every top-level node, one range.
+/// Above this many live bytes a walk visits every node of the level (`liveBytes`).
 const top_ranges_live_max = 128;
 
 /// The ranges of nodes a walk visits: every top-level node, or with a `TopIndex`, those of
 /// the first bytes in `bytes`, by increasing byte (so by increasing node). A wide top-level
-/// node (`TopIndex.children`) comes alone, `expand` set: once the walk has entered it, its
-/// children's live bytes (`expand`) give the ranges of its children next, one level down.
+/// node comes alone, with its children's index (`TopIndex.children`): once the walk has
+/// entered it, `expand` gives its children's live bytes, whose ranges come next, one level
+/// down.
 const TopRanges = struct {
     top: ?*const trie_mod.TopIndex,
     bytes: lexer_mod.ByteSet = @splat(0),
