@@ -132,6 +132,31 @@ def test_vllm_request_types(fake_engines, hf_llama3):
         assert grammar.accept_tokens("r", [hf_llama3.eos_token_id]) and grammar.is_terminated()
 
 
+def test_backends_take_a_width_narrower_than_the_tokenizer(fake_engines, hf_llama3):
+    """A model whose logits leave out some of its tokenizer's added tokens (Llama-3.2 Vision's
+    `<|image|>`): the engine's width is the masks' width, not the tokenizer's (here the last 56
+    of Llama-3's reserved ids left out)."""
+    vllm_adapter = fake_engines["vllm"]
+    sglang_adapter = fake_engines["sglang"]
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    width = 128_200
+    assert len(hf_llama3) > width
+    config = SimpleNamespace(structured_outputs_config=SimpleNamespace(disable_any_whitespace=True))
+    backend = vllm_adapter.TokensieveBackend(config, tokenizer=hf_llama3, vocab_size=width)
+    bitmask = backend.allocate_token_bitmask(2)
+    assert backend.vocab_size == width and tuple(bitmask.shape) == (2, (width + 31) // 32)
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, json.dumps(SCHEMA))
+    for token in target_tokens(hf_llama3):
+        grammar.fill_bitmask(bitmask, 0)
+        assert bit(bitmask[0], token)
+        assert grammar.accept_tokens("r", [token])
+    assert grammar.is_terminated()
+    sglang_backend = sglang_adapter.TokensieveGrammarBackend(hf_llama3, width, {hf_llama3.eos_token_id})
+    sglang_grammar = sglang_backend.dispatch_json(json.dumps(SCHEMA))
+    assert sglang_grammar.allocate_vocab_mask(width, 1, "cpu").shape[-1] == (width + 31) // 32
+
+
 def test_sglang_backend_through_its_calls(fake_engines, hf_llama3):
     sglang_adapter = fake_engines["sglang"]
     from sglang.srt.constrained.base_grammar_backend import GrammarRow, InvalidGrammarObject
