@@ -495,7 +495,8 @@ pub const Lexer = struct {
             while (missing != 0) : (missing &= missing - 1) {
                 const b: u8 = @intCast(w * 64 + @ctz(missing));
                 const bit = @as(u64, 1) << @intCast(b & 63);
-                // (Building a transition may grow the tables: the entry is re-read below.)
+                // (Building a transition may grow the lexer's tables, never this list: the
+                // entry is written back below.)
                 if (try self.next(state, b) != .dead) known.alive[w] |= bit;
                 known.asked[w] |= bit;
             }
