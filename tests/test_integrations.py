@@ -446,6 +446,14 @@ def test_apply_token_bitmask_masks_exactly_the_disallowed_tokens():
     apply_token_bitmask_inplace(logits, bitmask[:2], indices=[3, 1])
     assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[2]).all()
     assert torch.isfinite(logits[3]).tolist() == _python_bits(bitmask[0].tolist(), 70)
+    # An allowed logit keeps its value, a refused one is -inf, in every float dtype.
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        values = torch.from_numpy(rng.normal(size=(3, 100))).to(dtype)
+        logits = values.clone()
+        apply_token_bitmask_inplace(logits, bitmask)
+        for row in range(3):
+            for token, allowed in enumerate(_python_bits(bitmask[row].tolist(), 100)):
+                assert logits[row, token].item() == (values[row, token].item() if allowed else float("-inf")), (dtype, row, token)
 
 
 def test_apply_token_bitmask_refuses_what_it_cannot_mask():

@@ -47,16 +47,21 @@ def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor
     return torch.cat([flat, pad], dim=-1)
 
 
-def _unpack_cpu(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """`unpack_token_bitmask` for CPU tensors through numpy's unpackbits (a C loop)."""
+def _ceiling_cpu(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype) -> torch.Tensor:
+    """Per logit of a CPU bitmask's rows, +inf where the token is allowed and -inf where not
+    (past the bitmask's bits: not), for `torch.minimum`: the mask applied without a branch per
+    logit. `masked_fill_` over an irregular mask (the tokens made of letters, scattered over
+    the ids) mispredicted nearly every branch: ~430 µs a 128k row, against ~100 µs this way and
+    ~60 for `masked_fill_` over a regular one."""
     import numpy as np
 
     words = bitmask.contiguous().numpy()
-    bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
-    if bits.shape[-1] < vocab_size:
-        pad = np.zeros((*bits.shape[:-1], vocab_size - bits.shape[-1]), dtype=bits.dtype)
-        bits = np.concatenate([bits, pad], axis=-1)
-    return torch.from_numpy(bits[..., :vocab_size].astype(bool))
+    refused = np.unpackbits((~words).view(np.uint8), axis=-1, bitorder="little")
+    if refused.shape[-1] < vocab_size:
+        pad = np.ones((*refused.shape[:-1], vocab_size - refused.shape[-1]), dtype=refused.dtype)
+        refused = np.concatenate([refused, pad], axis=-1)
+    ceiling = torch.from_numpy(np.take(np.array([np.inf, -np.inf], dtype=np.float32), refused[..., :vocab_size]))
+    return ceiling if dtype == torch.float32 else ceiling.to(dtype)
 
 
 def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, indices: Any = None) -> None:
@@ -77,7 +82,17 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, 
     if bitmask.dim() != logits.dim():
         raise ValueError(f"bitmask shape {tuple(bitmask.shape)} does not match logits shape {tuple(logits.shape)}")
     if logits.device.type == "cpu" and bitmask.device.type == "cpu":
-        allowed = _unpack_cpu(bitmask, logits.shape[-1])
+        ceiling = _ceiling_cpu(bitmask, logits.shape[-1], logits.dtype)
+        if indices is None:
+            if logits.dim() == 2 and ceiling.shape[0] != logits.shape[0]:
+                raise ValueError(f"bitmask has {ceiling.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
+            torch.minimum(logits, ceiling, out=logits)
+            return
+        index = _checked_indices(indices, ceiling.shape[0], logits)
+        rows = logits.index_select(0, index)
+        torch.minimum(rows, ceiling, out=rows)
+        logits.index_copy_(0, index, rows)
+        return
     else:
         if bitmask.device != logits.device:
             bitmask = bitmask.to(logits.device, non_blocking=True)
@@ -87,14 +102,19 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, 
             raise ValueError(f"bitmask has {allowed.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
         logits.masked_fill_(~allowed, float("-inf"))
         return
+    index = _checked_indices(indices, allowed.shape[0], logits)
+    rows = logits.index_select(0, index)
+    rows.masked_fill_(~allowed, float("-inf"))
+    logits.index_copy_(0, index, rows)
+
+
+def _checked_indices(indices: Any, rows: int, logits: torch.Tensor) -> torch.Tensor:
+    """`indices` as a long tensor on the logits' device, one per bitmask row."""
     index = torch.as_tensor(indices, dtype=torch.long)
-    if index.numel() != allowed.shape[0]:
-        raise ValueError(f"{index.numel()} indices for {allowed.shape[0]} bitmask rows")
+    if index.numel() != rows:
+        raise ValueError(f"{index.numel()} indices for {rows} bitmask rows")
     # Checked where it costs no device sync (indices given as a list or a CPU tensor): on CUDA
     # an index out of range is a device-side assert, which ends the CUDA context.
     if index.device.type == "cpu" and index.numel() and not (0 <= int(index.min()) and int(index.max()) < logits.shape[0]):
         raise ValueError(f"indices must be rows of the logits, 0..{logits.shape[0] - 1}")
-    index = index.to(logits.device)
-    rows = logits.index_select(0, index)
-    rows.masked_fill_(~allowed, float("-inf"))
-    logits.index_copy_(0, index, rows)
+    return index.to(logits.device)
