@@ -18,10 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
-
-from conftest import load_shared_tokenizer
 
 ENGINES = Path(__file__).resolve().parent / "engines"
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}
