@@ -955,27 +955,40 @@ const TopRanges = struct {
     }
 };
 
-/// The bytes of `present` a walk at `at` would not refuse: those the lexer state goes on with,
-/// and where its lexeme may end, those the next lexeme may start with (`EndMemo`'s test, whose
-/// memo is seeded with what the loop would find at the first such byte); null when there are
-/// so many that a pass over every node costs less.
-fn liveBytes(parser: *earley.Parser, at: Position, present: lexer_mod.ByteSet, memo: *EndMemo) Error!?lexer_mod.ByteSet {
+/// The bytes of `wanted` a walk at `at` would not refuse: those the lexer state goes on with,
+/// and where its lexeme may end, those the next lexeme may start with (`EndMemo`'s test), with
+/// that lexeme's start state when the lexeme's end was asked about (`ended`).
+const Live = struct { bytes: lexer_mod.ByteSet, ended: bool = false, ended_start: ?StateId = null };
+
+fn liveAmong(parser: *earley.Parser, at: Position, wanted: lexer_mod.ByteSet) Error!Live {
     const lexer = parser.lexer;
-    var bytes = try lexer.aliveAmong(at.lexer_state, present);
-    if (lexer.isAccepting(at.lexer_state)) {
-        const ended_start = try WalkCache.nextLexemeStart(parser, at);
-        memo.* = .{ .state = at.lexer_state, .row = at.row, .start = ended_start, .built = parser.rows_built };
-        if (ended_start) |next| {
-            var dead: lexer_mod.ByteSet = undefined;
-            for (&dead, present, bytes) |*d, there, alive| d.* = there & ~alive;
-            const more = try lexer.aliveAmong(next, dead);
-            for (&bytes, more) |*word, extra| word.* |= extra;
-        }
+    var live: Live = .{ .bytes = try lexer.aliveAmong(at.lexer_state, wanted) };
+    var dead: lexer_mod.ByteSet = undefined;
+    var any_dead: u64 = 0;
+    for (&dead, wanted, live.bytes) |*d, there, alive| {
+        d.* = there & ~alive;
+        any_dead |= d.*;
     }
+    if (any_dead == 0 or !lexer.isAccepting(at.lexer_state)) return live;
+    live.ended = true;
+    live.ended_start = try WalkCache.nextLexemeStart(parser, at);
+    if (live.ended_start) |next| {
+        const more = try lexer.aliveAmong(next, dead);
+        for (&live.bytes, more) |*word, extra| word.* |= extra;
+    }
+    return live;
+}
+
+/// `liveAmong` of a level of the trie (its first bytes `present`), with `memo` seeded with what
+/// the walk's loop would find at the first byte that ends the lexeme; null when so many bytes
+/// live that a pass over every node costs less.
+fn liveBytes(parser: *earley.Parser, at: Position, present: lexer_mod.ByteSet, memo: *EndMemo) Error!?lexer_mod.ByteSet {
+    const live = try liveAmong(parser, at, present);
+    if (live.ended) memo.* = .{ .state = at.lexer_state, .row = at.row, .start = live.ended_start, .built = parser.rows_built };
     // Most bytes live (inside a string): the plain pass.
-    var live: u32 = 0;
-    for (bytes) |word| live += @popCount(word);
-    return if (live > top_ranges_live_max) null else bytes;
+    var count: u32 = 0;
+    for (live.bytes) |word| count += @popCount(word);
+    return if (count > top_ranges_live_max) null else live.bytes;
 }
 
 /// Which copy of the walk's loop runs: what the grammar has that the common case does not.
@@ -1534,18 +1547,11 @@ pub const WalkCache = struct {
         // those the next lexeme may start with.
         var refused: lexer_mod.ByteSet = @splat(0);
         if (!distinct_lists) {
-            const alive = try lexer.aliveAmong(from.lexer_state, entry.first_bytes);
-            var dead: lexer_mod.ByteSet = undefined;
-            var any_dead: u64 = 0;
-            for (&dead, entry.first_bytes, alive) |*d, there, a| {
-                d.* = there & ~a;
-                any_dead |= d.*;
-            }
-            if (any_dead != 0) {
+            const live = try liveAmong(parser, from, entry.first_bytes);
+            for (&refused, entry.first_bytes, live.bytes) |*out, there, alive| out.* = there & ~alive;
+            if (live.ended) {
                 ended_state = from.lexer_state;
-                ended_start = try nextLexemeStart(parser, from);
-                const started = if (ended_start) |next| try lexer.aliveAmong(next, dead) else @as(lexer_mod.ByteSet, @splat(0));
-                for (&refused, dead, started) |*out, d, st| out.* = d & ~st;
+                ended_start = live.ended_start;
             }
         }
         for (entry.frontier) |f| {
