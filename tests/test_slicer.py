@@ -343,3 +343,87 @@ def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant
     sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
     assert (sliced == walked).all()
     assert not sliced[tok.encode("bbbbbbbb")[0]]
+
+
+# -- tool calls: JSON arguments beside lazy free text --------------------------------------------
+#
+# A tool-call grammar has lazy lexemes (its free text ends at a trigger), which may end inside a
+# token while the lexer stays alive: a state holding one gets no slice and no clamped state. A
+# state without one (inside the call's JSON arguments) is walked as in a grammar without lazy
+# lexemes. The reference is the same matcher walking the whole trie from the real state
+# (`Core.debug_slices(False)`, `Core.debug_clamp(False)`) at every step, free text included.
+
+_NOTE_TOOLS = [{"type": "function", "function": {"name": "write_note", "parameters": {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 24},
+        "body": {"type": "string"},
+        "tag": {"type": "string", "pattern": "^[a-z_]{1,12}$"},
+        "words": {"type": "string", "pattern": r"^(?:\S+\s+){0,3}\S+$", "maxLength": 40},
+    },
+    "required": ["title", "body"]}}}]
+
+
+def _masks_of_the_real_walk(m: Matcher, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    def bits(x: Matcher) -> np.ndarray:
+        return np.unpackbits(x.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
+
+    fast = bits(m)
+    core = m._core
+    core.debug_slices(False)
+    core.debug_clamp(False)
+    try:
+        walked = bits(m.fork())
+    finally:
+        core.debug_slices(True)
+        core.debug_clamp(True)
+    return fast, walked
+
+
+@pytest.mark.parametrize("arguments", [
+    {"title": "Groceries for the weekend", "body": "Milk, eggs, \"fresh\" bread \\ and 東京 tea <b>bold</b>", "tag": "home_list"},
+    {"title": "A title that runs to the b", "body": "", "words": "one two three four"},
+])
+def test_tool_call_masks_equal_full_walks(arguments):
+    from conftest import load_shared_tokenizer
+    from tokensieve import tool_call_structural_tag
+
+    tok = load_shared_tokenizer("llama3")
+    spec = tool_call_structural_tag(model="qwen_3", tools=_NOTE_TOOLS, tool_choice="auto", reasoning="auto")
+    grammar = Grammar.structural_tag(spec, tokenizer=tok)
+    arguments["title"] = arguments["title"][:24]
+    text = (
+        "<think>\nThe user wants a note: <b> tags and </thin are fine here.\n</think>\n\n"
+        "Sure, writing it <now>.<tool_call>\n"
+        f'{{"name": "write_note", "arguments": {json.dumps(arguments, ensure_ascii=False)}}}\n</tool_call>'
+    )
+    m = Matcher(tok, grammar)
+    ids = tok.encode(text)
+    for i, t in enumerate(ids):
+        fast, walked = _masks_of_the_real_walk(m, tok.vocab_size)
+        diff = np.flatnonzero(fast != walked).tolist()
+        assert not diff, f"after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
+        assert fast[t], f"{tok.token_bytes(t)!r} refused after {tok.decode(ids[:i])!r}"
+        assert m.consume_token(t)
+
+
+def test_lazy_lexemes_get_no_slice():
+    """A lazy lexeme ends at its shortest match, even inside a token the lexer would go on
+    with: `!important` after some text ends `text` at its `!`, and `important` is not `?`. The
+    text slice would allow it (every text string keeps `(?s:.)*!` alive), so a state holding
+    a lazy lexeme must be walked."""
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    grammar = Grammar.lark('start: text "?"\ntext[lazy]: /(?s:.)*!/\n')
+    m = Matcher(tok, grammar)
+    ids = tok.encode("Some words first!?")
+    bang = tok.encode("!important")
+    assert len(bang) == 1
+    for i, t in enumerate(ids):
+        fast, walked = _masks_of_the_real_walk(m, tok.vocab_size)
+        diff = np.flatnonzero(fast != walked).tolist()
+        assert not diff, f"after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
+        if i > 0 and b"!" not in tok.decode(ids[:i]):
+            assert not fast[bang[0]]
+        assert m.consume_token(t)

@@ -241,6 +241,11 @@ pub const StateInfo = struct {
     accepting_count: u32 = 0,
     /// Some lazy lexeme matches here: the lexeme ends now, whatever could follow.
     lazy_accepting: bool = false,
+    /// Some pair's lexeme is lazy. Without one no state reached from here is
+    /// `lazy_accepting` (a byte keeps each pair's lexeme or drops the pair), so a walk from
+    /// here asks the lexer only what it asks in a grammar without lazy lexemes (slices and
+    /// clamped states apply: `Matcher.computeMask`).
+    lazy_pairs: bool = false,
     /// Every byte leads to the dead state (computed on demand by `isFinal`).
     final: enum(u2) { unknown, yes, no } = .unknown,
     /// `Lexer.alive_bytes` holds this state's entry (`aliveAmong`).
@@ -535,8 +540,10 @@ pub const Lexer = struct {
         var accepting: u32 = StateInfo.none;
         const accepting_start: u32 = @intCast(self.accepting_lexemes.items.len);
         var lazy_accepting = false;
+        var lazy_pairs = false;
         var i: usize = 0;
         while (i < pairs.len) : (i += 2) {
+            if (self.lazy.len > 0 and pairs[i] != start_marker and self.lazy[pairs[i]]) lazy_pairs = true;
             if (self.exprs.nullable(@fromBackingInt(@intCast(pairs[i + 1])))) {
                 accepting = @min(accepting, pairs[i]);
                 try self.accepting_lexemes.append(self.gpa, pairs[i]);
@@ -566,6 +573,7 @@ pub const Lexer = struct {
             .accepting_start = accepting_start,
             .accepting_count = accepting_count,
             .lazy_accepting = lazy_accepting,
+            .lazy_pairs = lazy_pairs,
         });
         gop.key_ptr.* = index;
         return id;

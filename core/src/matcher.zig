@@ -569,20 +569,23 @@ pub const Matcher = struct {
         @memset(self.mask, 0);
         const tokenizer = self.tokenizer;
         // With token budgets the mask also depends on the token index, and a slice token must
-        // still be checked where it ends: no mask cache, no slices. Lazy lexemes can end inside a
-        // token even while the lexer stays alive: no slices either.
+        // still be checked where it ends: no mask cache, no slices.
         const budgeted = self.parser.cfg.has_token_max;
         if (!self.eos_consumed) walk: {
             var entered = try self.enterNextToken(at) orelse break :walk;
+            // A lazy lexeme can end inside a token even while the lexer stays alive: no slices
+            // and no clamped state from a state holding one. A state without one (a JSON
+            // argument's string inside a tool call) is walked as in a grammar without them.
+            const lazy = self.parser.cfg.has_lazy and self.parser.lexer.stateInfo(entered.lexer_state).lazy_pairs;
             // Only the walk starts from the clamped state: the positions kept, consumes and
             // forks use the real one. Not a row's start state (the parser tells "no lexeme in
             // progress" by it), nor with lazy lexemes or token budgets (they ask more of a
             // state than which tokens it allows).
             const row_start = self.parser.rows.items[entered.row.index()].lexer_start;
-            if (clamp_enabled and !self.parser.cfg.has_lazy and !budgeted and entered.lexer_state != row_start) {
+            if (clamp_enabled and !lazy and !budgeted and entered.lexer_state != row_start) {
                 entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
             }
-            const slice = if (!slices_enabled or self.parser.cfg.has_lazy or budgeted) null else try tokenizer.slices.pick(
+            const slice = if (!slices_enabled or lazy or budgeted) null else try tokenizer.slices.pick(
                 &self.grammar.slice_depths,
                 self.parser.lexer,
                 entered.lexer_state,
@@ -1275,8 +1278,9 @@ pub const WalkCache = struct {
     /// What a parser step costs a walk, in trie nodes visited (`record_tokens_min`).
     const parser_step_nodes = 16;
 
-    /// The tokenizer's serial, the frontier node plus one (0: the walk from the top of the
-    /// trie or of a slice's rest trie) and the lexer state the walk starts from.
+    /// The slice's tag (0: none; an entry's frontier indexes its slice's rest trie), the
+    /// tokenizer's serial, the frontier node plus one (0: the walk from the top of the trie
+    /// or of a slice's rest trie) and the lexer state the walk starts from.
     const Key = u128;
 
     const KeyContext = struct {
@@ -1290,9 +1294,10 @@ pub const WalkCache = struct {
         }
     };
 
-    fn keyOf(serial: u32, below: ?u32, state: StateId) Key {
+    fn keyOf(slice: ?*const slicer.Slice, serial: u32, below: ?u32, state: StateId) Key {
         const node: u64 = if (below) |n| @as(u64, n) + 1 else 0;
-        return @as(Key, serial) << 64 | @as(Key, node) << 32 | state.offset();
+        const tag: Key = if (slice) |s| s.tag else 0;
+        return tag << 96 | @as(Key, serial) << 64 | @as(Key, node) << 32 | state.offset();
     }
 
     const Entry = struct {
@@ -1367,9 +1372,10 @@ pub const WalkCache = struct {
         // A state some slice applies to is never final (`afterFinal`).
         const from = if (slice == null) try afterFinal(parser, start) orelse return else start;
         if (slice) |s| @memcpy(mask, s.mask);
-        // A state's slice is a function of the state, so one key serves both kinds of entry.
+        // A state's slice is a function of the state (but for tests, which turn slices off),
+        // and the key holds it: an entry's frontier indexes the trie it was recorded over.
         const nested = slice == null and parser.cfg.distinct_pos.len == 0;
-        const key = keyOf(tokenizer.serial, null, from.lexer_state);
+        const key = keyOf(slice, tokenizer.serial, null, from.lexer_state);
         if (self.entries.getPtr(key)) |entry| {
             self.prove(entry);
             if (entry.plain) return walkTrieTop(nodes, top, parser, from, mask); // (not worth recording: `keepPlain`)
@@ -1598,7 +1604,7 @@ pub const WalkCache = struct {
         const children = subtree[1..];
         if (children.len == 0) return;
         const from = try afterFinal(parser, at) orelse return;
-        const key = keyOf(serial, index, from.lexer_state);
+        const key = keyOf(null, serial, index, from.lexer_state);
         if (self.entries.getPtr(key)) |entry| {
             self.prove(entry);
             if (entry.plain) return walkTrie(children, parser, from, mask);

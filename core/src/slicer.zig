@@ -214,6 +214,9 @@ pub fn isText(bytes: []const u8) bool {
 
 pub const Slice = struct {
     family: Family,
+    /// Distinct among the tokenizer's slices, from 1: walk-cache entries recorded over the
+    /// slice's rest trie are keyed by it (`matcher.WalkCache`).
+    tag: u8 = 0,
     /// Every token of the slice has at most this many bytes.
     bound_bytes: u16,
     token_count: u32,
@@ -260,6 +263,7 @@ pub const Slices = struct {
             }
         };
         std.mem.sort(Slice, self.items[0..self.count], {}, BySize.lessThan);
+        for (self.items[0..self.count], 1..) |*s, tag| s.tag = @intCast(tag);
         return self;
     }
 
