@@ -2,8 +2,8 @@
 //!
 //! Ownership and lifetimes:
 //! - `Tokenizer` holds the token bytes, the trie and the slices (`slicer.zig`); immutable after
-//!   creation, shared by every matcher over it (reference counted, so freeing a handle never
-//!   leaves a matcher dangling).
+//!   creation but for the open slices free text builds on first use, shared by every matcher
+//!   over it (reference counted, so freeing a handle never leaves a matcher dangling).
 //! - `Grammar` holds a compiled grammar IR (`earley.Cfg`, read by `ir_reader.zig`), its
 //!   expression set, the lazy lexer DFA, and the caches masks read (`slicer.DepthCache`,
 //!   `WalkCache`). The DFA cache grows as matchers walk it, within the grammar's limits; all
@@ -80,6 +80,10 @@ pub const Tokenizer = struct {
     trie: Trie,
     /// Text tokens as precomputed masks, each with the trie of the other tokens (`slicer.zig`).
     slices: slicer.Slices,
+    /// The open slices (`slicer.OpenSlices`), built as free text asks for them: the one
+    /// part of a tokenizer that changes after it is made (a core instance is
+    /// single-threaded). Shared with the tokenizers made `withEos`.
+    open_slices: *slicer.OpenSlices,
     /// The tokenizer whose tables (`blob`, `offsets`, `kinds`, `trie`, `slices`) this one
     /// shares, holding a reference to it (`withEos`); null when it owns them.
     base: ?*Tokenizer = null,
@@ -109,6 +113,9 @@ pub const Tokenizer = struct {
         const kinds_copy = try gpa.dupe(TokenKind, kinds);
         errdefer gpa.free(kinds_copy);
         const eos_copy = try gpa.dupe(TokenId, eos_ids);
+        errdefer gpa.free(eos_copy);
+        const open_slices = try gpa.create(slicer.OpenSlices);
+        open_slices.* = .{};
         tokenizer_serial +%= 1;
         self.* = .{
             .serial = tokenizer_serial,
@@ -118,6 +125,7 @@ pub const Tokenizer = struct {
             .eos_ids = eos_copy,
             .trie = trie,
             .slices = slices,
+            .open_slices = open_slices,
         };
         return self;
     }
@@ -156,6 +164,8 @@ pub const Tokenizer = struct {
         gpa.free(self.eos_ids);
         self.trie.deinit(gpa);
         self.slices.deinit(gpa);
+        self.open_slices.deinit(gpa);
+        gpa.destroy(self.open_slices);
         gpa.destroy(self);
     }
 
@@ -573,6 +583,9 @@ pub const Matcher = struct {
         const budgeted = self.parser.cfg.has_token_max;
         if (!self.eos_consumed) walk: {
             var entered = try self.enterNextToken(at) orelse break :walk;
+            // After a lexeme nothing can extend (a literal's last byte) the walk goes on from
+            // the next lexeme's start (`WalkCache.afterFinal`): its slice applies.
+            if (!budgeted) entered = try WalkCache.afterFinal(&self.parser, entered) orelse break :walk;
             // A lazy lexeme can end inside a token even while the lexer stays alive: no slices
             // and no clamped state from a state holding one. A state without one (a JSON
             // argument's string inside a tool call) is walked as in a grammar without them.
@@ -585,12 +598,15 @@ pub const Matcher = struct {
             if (clamp_enabled and !lazy and !budgeted and entered.lexer_state != row_start) {
                 entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
             }
-            const slice = if (!slices_enabled or lazy or budgeted) null else try tokenizer.slices.pick(
-                &self.grammar.slice_depths,
-                self.parser.lexer,
-                entered.lexer_state,
-            );
-            if (slice != null and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
+            const slice = if (!slices_enabled or budgeted)
+                null
+            else if (lazy)
+                try self.openSlice(entered.lexer_state)
+            else
+                try tokenizer.slices.pick(&self.grammar.slice_depths, self.parser.lexer, entered.lexer_state);
+            // (An open slice goes through the cache although its rest trie is small: free
+            // text's frontier, the tokens that could end it, is smaller still.)
+            if (slice != null and !lazy and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
                 @memcpy(self.mask, slice.?.mask);
                 try walkTrieTop(slice.?.rest.nodes, slice.?.rest.top, &self.parser, entered, self.mask);
             } else if (!budgeted) {
@@ -620,6 +636,19 @@ pub const Matcher = struct {
         // A mask that read no item's text (distinct lists) is a function of the position
         // without its text offset, like every other grammar's.
         if (!self.eos_consumed and !budgeted and !self.parser.text_read) self.mask_key = maskKey(at);
+    }
+
+    /// The open slice a walk from `state`, which holds a lazy lexeme, may take (`slicer.OpenSlices`);
+    /// null when there is none (nor with distinct lists, whose walks read the text).
+    fn openSlice(self: *Matcher, state: StateId) Error!?*const slicer.Slice {
+        if (self.parser.cfg.distinct_pos.len > 0) return null;
+        const excluded = try self.grammar.slice_depths.openExcluded(self.parser.lexer, state) orelse return null;
+        const tokenizer = self.tokenizer;
+        return tokenizer.open_slices.get(self.gpa, &tokenizer.trie, tokenizer.blob, tokenizer.offsets, tokenizer.kinds, excluded) catch |err| switch (err) {
+            error.OutOfMemory => error.OutOfMemory,
+            // (The trie was built from these tokens: it cannot refuse them now.)
+            error.InvalidTokens, error.LimitExceeded => null,
+        };
     }
 
     /// Bytes the grammar forces next (no alternative, and it cannot end here), up to `out.len`.
@@ -1371,26 +1400,35 @@ pub const WalkCache = struct {
         const top = if (slice) |s| s.rest.top else tokenizer.trie.top;
         // A state some slice applies to is never final (`afterFinal`).
         const from = if (slice == null) try afterFinal(parser, start) orelse return else start;
-        if (slice) |s| @memcpy(mask, s.mask);
         // A state's slice is a function of the state (but for tests, which turn slices off),
         // and the key holds it: an entry's frontier indexes the trie it was recorded over.
         const nested = slice == null and parser.cfg.distinct_pos.len == 0;
         const key = keyOf(slice, tokenizer.serial, null, from.lexer_state);
-        if (self.entries.getPtr(key)) |entry| {
+        const known = self.entries.getPtr(key);
+        if (known) |entry| {
             self.prove(entry);
-            if (entry.plain) return walkTrieTop(nodes, top, parser, from, mask); // (not worth recording: `keepPlain`)
-            self.replays += 1;
-            return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
+            if (!entry.plain) {
+                self.replays += 1;
+                // (The entry's mask holds the slice's tokens: the replay copies it.)
+                return self.replay(gpa, tokenizer.serial, entry.*, nodes, 0, parser, from, mask, nested, true);
+            }
         }
+        if (slice) |s| @memcpy(mask, s.mask);
+        if (known != null) return walkTrieTop(nodes, top, parser, from, mask); // (plain: not worth recording, `keepPlain`)
         if (self.full(mask.len)) return walkTrieTop(nodes, top, parser, from, mask);
         const recorder = try self.recordingWalk(gpa, nodes, parser, from, mask, if (nested) self.nested_nodes_min else std.math.maxInt(usize));
         // Worth keeping when the walk allowed many tokens (it visited at least as many nodes),
         // and the frontier's subtrees a replay walks are under a quarter of the trie: otherwise
         // a replay costs about what the walk did. (The tokens of subtrees a replay takes
         // through nested entries count: those entries are kept on the same terms. With
-        // `record_tokens_min` 0, as in tests, every walk is kept.)
+        // `record_tokens_min` 0, as in tests, every walk is kept.) Not the quarter for an open
+        // slice: its rest trie is small (~1,500 nodes on Llama-3) and free text's frontier,
+        // the tokens that could end it, is much of it near a stop string, yet a replay still
+        // costs less than a walk (`bench tools`' free-text steps at `<think` and after
+        // `</think>`: 13-16 µs replayed, 20 as plain entries; without the slice, 13-16).
         if (self.record_tokens_min > 0) {
-            if (recorder.walked > nodes.len / 4) return self.keepPlain(gpa, key);
+            const open_slice = slice != null and slice.?.family == null;
+            if (recorder.walked > nodes.len / 4 and !open_slice) return self.keepPlain(gpa, key);
             // Every eighth word of the mask estimates the tokens allowed: a full count costs
             // a few µs, which most walks (a position inside a short string) would pay.
             var sampled: usize = 0;
@@ -2089,6 +2127,84 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
     try std.testing.expect(dropped > 0);
     try std.testing.expect(nested_replays > 0);
     try std.testing.expect(plain_entries > 0);
+}
+
+test "open slices: masks over lazy free text equal full trie walks" {
+    const gpa = std.testing.allocator;
+    var arena_state = std.heap.ArenaAllocator.init(gpa);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    // Tokens of stop-string pieces, text, a quote, partial and whole UTF-8 characters.
+    const pieces = [_][]const u8{ "a", "b", "x", " ", "<", "/", ">", "\"", "-", "{", "}", "\n", "\xc3\xa9", "\xe2\x82\xac", "\xc3", "\xa9", "\xff" };
+    var tokens: std.ArrayList([]const u8) = .empty;
+    for (0..256) |b| try tokens.append(arena, try arena.dupe(u8, &.{@intCast(b)}));
+    var prng = std.Random.DefaultPrng.init(0x09e2);
+    const random = prng.random();
+    for (0..2000) |_| {
+        var token: std.ArrayList(u8) = .empty;
+        for (0..random.intRangeAtMost(usize, 2, 6)) |_| try token.appendSlice(arena, pieces[random.uintLessThan(usize, pieces.len)]);
+        try tokens.append(arena, token.items);
+    }
+    try tokens.append(arena, "<eos>");
+    const Case = struct { lexeme: []const u8, text: []const u8, excluded: ?[]const u8 };
+    const cases = [_]Case{
+        // Text until `</x>`: every string without `>` keeps it going.
+        .{ .lexeme = "(?s:.)*</x>", .text = "a</b </x x>y\xc3\xa9\n</x>-q<</x>", .excluded = ">" },
+        .{ .lexeme = "(?s:.)*\"", .text = "ab \"-x-y\"-\"", .excluded = "\"" },
+        // A shortest match after one letter: every letter would have to be left out.
+        .{ .lexeme = "[a-z]+", .text = "a-b-{x}", .excluded = null },
+        // Ends at a non-ASCII character, which an open slice cannot leave out.
+        .{ .lexeme = "(?s:.)*\xc3\xa9", .text = "ab\xc3\xa9-\xc3\xa9", .excluded = null },
+    };
+    for ([_]usize{ 0, WalkCache.default_record_tokens_min }) |record_tokens_min| for (cases) |case| {
+        var words = try nestedListIr(gpa, case.lexeme, 1);
+        defer words.deinit(gpa);
+        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, tokens.items), words.items);
+        defer t.deinit(gpa);
+        t.grammar.walk_cache.record_tokens_min = record_tokens_min;
+        const m = t.matcher;
+        const expected = try gpa.alloc(u32, m.mask.len);
+        defer gpa.free(expected);
+        const dummy = t.tokenizer.vocabSize();
+        const eos = dummy - 1;
+        for (0..case.text.len + 1) |i| {
+            @memset(expected, 0);
+            try walkTrie(t.tokenizer.trie.nodes, &m.parser, m.current(), expected);
+            expected[dummy >> 5] &= ~(@as(u32, 1) << @intCast(dummy & 31));
+            for (0..3) |visit| {
+                m.mask_key = null;
+                try m.computeMask();
+                m.mask[eos >> 5] &= ~(@as(u32, 1) << @intCast(eos & 31));
+                std.testing.expectEqualSlices(u32, expected, m.mask) catch |err| {
+                    std.debug.print("case {s} after {d} bytes, visit {d}, record_tokens_min {d}\n", .{ case.lexeme, i, visit, record_tokens_min });
+                    return err;
+                };
+            }
+            m.mask_key = null;
+            if (i == case.text.len) break;
+            std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit)) catch |err| {
+                std.debug.print("case {s}: byte {d} refused\n", .{ case.lexeme, i });
+                return err;
+            };
+        }
+        const open = t.tokenizer.open_slices;
+        if (case.excluded) |bytes| {
+            var want: lexer_mod.ByteSet = @splat(0);
+            for (bytes) |b| want[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+            std.testing.expect(open.count == 1 and std.mem.eql(u64, &open.excluded[0], &want)) catch |err| {
+                std.debug.print("case {s}: {d} open slices\n", .{ case.lexeme, open.count });
+                return err;
+            };
+            // Its tokens are the text tokens without those bytes.
+            for (tokens.items, 0..) |token, id| {
+                const in_slice = (open.items[0].mask[id >> 5] >> @intCast(id & 31)) & 1 != 0;
+                const text = t.tokenizer.kinds[id] == .text and slicer.isOpenText(token, &want);
+                try std.testing.expectEqual(text, in_slice);
+            }
+        } else {
+            try std.testing.expectEqual(@as(u32, 0), open.count);
+        }
+    };
 }
 
 test "walks over the live first bytes only equal walks of every top-level node" {

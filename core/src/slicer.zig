@@ -45,6 +45,11 @@
 //! strings (`maxLength`: a new DFA state per character) pay nothing beyond their structural
 //! check.
 //!
+//! Lazy lexemes (free text until a stop string) get none of these: they may end inside a token
+//! the lexer survives. They get *open* slices instead, built on first use: the text tokens
+//! without a few ASCII bytes, found per lexer state by exploring its transitions
+//! (`OpenSlices`, `DepthCache.openExcluded`).
+//!
 //! Memory per tokenizer (Llama-3, 128k ids): see `docs/trie.md`.
 
 const std = @import("std");
@@ -56,6 +61,7 @@ const ExprSet = regex.ExprSet;
 const lexer_mod = @import("lexer.zig");
 const Lexer = lexer_mod.Lexer;
 const StateId = lexer_mod.StateId;
+const ByteSet = lexer_mod.ByteSet;
 const trie_mod = @import("trie.zig");
 const Trie = trie_mod.Trie;
 const TokenKind = trie_mod.TokenKind;
@@ -213,7 +219,8 @@ pub fn isText(bytes: []const u8) bool {
 // -- per tokenizer: the slices ----------------------------------------------------------------
 
 pub const Slice = struct {
-    family: Family,
+    /// Null for an open slice (`OpenSlices`).
+    family: ?Family,
     /// Distinct among the tokenizer's slices, from 1: walk-cache entries recorded over the
     /// slice's rest trie are keyed by it (`matcher.WalkCache`).
     tag: u8 = 0,
@@ -276,21 +283,17 @@ pub const Slices = struct {
         family: Family,
         bound: u16,
     ) trie_mod.Error!Slice {
-        const mask = try gpa.alloc(u32, kinds.len / 32 + 1);
-        errdefer gpa.free(mask);
-        @memset(mask, 0);
-        const rest_kinds = try gpa.dupe(TokenKind, kinds);
-        defer gpa.free(rest_kinds);
-        var token_count: u32 = 0;
-        for (kinds, 0..) |kind, id| {
-            const bytes = blob[offsets[id]..offsets[id + 1]];
-            if (kind != .text or bytes.len == 0 or bytes.len > bound or !isIn(family, bytes)) continue;
-            mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
-            rest_kinds[id] = .unused;
-            token_count += 1;
-        }
-        const rest = try trie.filtered(gpa, rest_kinds);
-        return .{ .family = family, .bound_bytes = bound, .token_count = token_count, .mask = mask, .rest = rest };
+        const Members = struct {
+            family: Family,
+            bound: u16,
+            fn has(self: @This(), bytes: []const u8) bool {
+                return bytes.len <= self.bound and isIn(self.family, bytes);
+            }
+        };
+        var slice = try buildOf(gpa, trie, blob, offsets, kinds, Members{ .family = family, .bound = bound });
+        slice.family = family;
+        slice.bound_bytes = bound;
+        return slice;
     }
 
     pub fn deinit(self: *Slices, gpa: Allocator) void {
@@ -305,12 +308,199 @@ pub const Slices = struct {
     pub fn pick(self: *const Slices, cache: *DepthCache, lexer: *Lexer, state: StateId) Error!?*const Slice {
         var depths: [family_count]?u16 = @splat(null);
         for (self.items[0..self.count]) |*s| {
-            const f = @backingInt(s.family);
-            const depth = depths[f] orelse try cache.depthOf(lexer, state, s.family);
+            const family = s.family.?;
+            const f = @backingInt(family);
+            const depth = depths[f] orelse try cache.depthOf(lexer, state, family);
             depths[f] = depth;
             if (s.bound_bytes <= depth) return s;
         }
         return null;
+    }
+};
+
+/// The slice of the text tokens `members.has` takes (its `family` and `bound_bytes` left for
+/// the caller: null and the longest token's length).
+fn buildOf(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, members: anytype) trie_mod.Error!Slice {
+    const mask = try gpa.alloc(u32, kinds.len / 32 + 1);
+    errdefer gpa.free(mask);
+    @memset(mask, 0);
+    const rest_kinds = try gpa.dupe(TokenKind, kinds);
+    defer gpa.free(rest_kinds);
+    var token_count: u32 = 0;
+    var longest: u16 = 0;
+    for (kinds, 0..) |kind, id| {
+        const bytes = blob[offsets[id]..offsets[id + 1]];
+        if (kind != .text or bytes.len == 0 or !members.has(bytes)) continue;
+        mask[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+        rest_kinds[id] = .unused;
+        token_count += 1;
+        longest = @max(longest, @as(u16, @intCast(bytes.len)));
+    }
+    const rest = try trie.filtered(gpa, rest_kinds);
+    return .{ .family = null, .bound_bytes = longest, .token_count = token_count, .mask = mask, .rest = rest };
+}
+
+// -- per tokenizer, on first use: text without a few ASCII bytes -----------------------------
+//
+// Free text that runs until a stop string (`</think>`, `<tool_call>`) is a lazy lexeme: it ends
+// at the stop string's last byte even inside a token, so the families' slices, which only
+// know that the lexer stays alive, do not apply, and a state's first mask walked the whole
+// trie (~2 ms on Llama-3, at each of the ~11 free-text states of a tool-call output, on every
+// grammar's first request in each core instance). An *open* slice is the text tokens with
+// none of a few ASCII bytes (`excluded`), any other ASCII byte (controls, `"` and `\`
+// included) and any UTF-8 character allowed. `DepthCache.openExcluded` finds, for a lexer
+// state holding a lazy lexeme, bytes whose absence keeps every such string on alive states
+// where no lazy lexeme matches: for text until `</think>` the `>`, which ends it. The walk
+// takes the slice's tokens as they are and walks the rest trie: Llama-3's slice without `>`
+// leaves ~930 tokens and ~1,500 nodes. Slices are kept for the tokenizer's life (entries of
+// grammars' walk caches index their rest tries), at most `open_slice_count_max` of them.
+
+pub const open_slice_count_max = 8;
+/// An open slice leaves out at most this many ASCII bytes.
+pub const open_excluded_max = 8;
+/// `openExcluded` gives up past this many (lexer state, character automaton state) pairs, or
+/// when its search has made this many new lexer states (each costs a derivative per byte
+/// class: the start of a tool-call output made 28).
+const open_pairs_max = 128;
+const open_new_states_max = 64;
+
+/// The text automaton (`text_next`) with every ASCII byte but those of `excluded`.
+fn openNext(state: u8, b: u8, excluded: *const ByteSet) u8 {
+    if (b >= 0x80) return text_next[state][b];
+    if (state != 0 or (excluded[b >> 6] >> @intCast(b & 63)) & 1 != 0) return reject;
+    return 0;
+}
+
+/// Are `bytes` a prefix of a string of UTF-8 characters without a byte of `excluded`?
+pub fn isOpenText(bytes: []const u8, excluded: *const ByteSet) bool {
+    var state: u8 = 0;
+    for (bytes) |b| {
+        state = openNext(state, b, excluded);
+        if (state == reject) return false;
+    }
+    return true;
+}
+
+/// `DepthCache.openExcluded`'s search: the lexer's transitions from a state, paired with the
+/// character automaton's (`openNext`), breadth first. A byte that leads to a dead or lazily
+/// matching state is left out (a non-ASCII one ends the search) and the search goes on. A
+/// byte left out after the search went through it only makes it visit more pairs than the
+/// answer reaches, so every pair the answer reaches was checked. It builds the transitions
+/// it reads, which the state's first walk would build anyway (free text takes nearly every
+/// byte).
+const OpenSearch = struct {
+    pairs: [open_pairs_max]Pair = undefined,
+    /// Per pair: the bytes that lead into it, and how many bytes it leaves out (a refused
+    /// non-ASCII byte counts as two: it cannot be left out).
+    entries: [open_pairs_max]ByteSet = undefined,
+    refusals: [open_pairs_max]u16 = undefined,
+    count: usize = 0,
+    /// The last run met no pair limit (it left out too many bytes, or a non-ASCII one).
+    complete: bool = false,
+
+    const Pair = struct { state: StateId, char: u8 };
+
+    /// The bytes left out from `state`, starting with `excluded`; null past the limits.
+    fn run(self: *OpenSearch, lexer: *Lexer, state: StateId, initial: ByteSet) Error!?ByteSet {
+        var excluded = initial;
+        var refused_non_ascii = false;
+        var excluded_count: u32 = 0;
+        for (excluded) |word| excluded_count += @popCount(word);
+        const states_before = lexer.stateCount();
+        if (excluded_count > open_excluded_max) return null;
+        self.pairs[0] = .{ .state = state, .char = 0 };
+        self.entries[0] = @splat(0);
+        self.refusals[0] = 0;
+        self.count = 1;
+        self.complete = false;
+        var next_pair: usize = 0;
+        while (next_pair < self.count) : (next_pair += 1) {
+            const from = self.pairs[next_pair];
+            for (0..256) |byte| {
+                const b: u8 = @intCast(byte);
+                const char = openNext(from.char, b, &excluded);
+                if (char == reject) continue;
+                const to = try lexer.next(from.state, b);
+                if (lexer.stateCount() - states_before > open_new_states_max) return null;
+                if (to == .dead or lexer.stateInfo(to).lazy_accepting) {
+                    // (On to the end either way: `trapEntries` reads the refusals.)
+                    if (b >= 0x80) {
+                        refused_non_ascii = true;
+                        self.refusals[next_pair] += 2;
+                        continue;
+                    }
+                    excluded[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+                    excluded_count += 1;
+                    self.refusals[next_pair] += 1;
+                    continue;
+                }
+                const pair: Pair = .{ .state = to, .char = char };
+                const at = for (self.pairs[0..self.count], 0..) |known, i| {
+                    if (known.state == pair.state and known.char == pair.char) break i;
+                } else at: {
+                    if (self.count == open_pairs_max) return null;
+                    self.pairs[self.count] = pair;
+                    self.entries[self.count] = @splat(0);
+                    self.refusals[self.count] = 0;
+                    self.count += 1;
+                    break :at self.count - 1;
+                };
+                self.entries[at][b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+            }
+        }
+        self.complete = true;
+        return if (refused_non_ascii or excluded_count > open_excluded_max) null else excluded;
+    }
+
+    /// The bytes that lead into the pairs of the last run that left out more than one byte
+    /// (not the start's); null when one of them is not ASCII or there is none.
+    fn trapEntries(self: *const OpenSearch) ?ByteSet {
+        var out: ByteSet = @splat(0);
+        var any = false;
+        for (self.entries[1..self.count], self.refusals[1..self.count]) |entry, refusals| {
+            if (refusals < 2) continue;
+            if (entry[2] | entry[3] != 0) return null;
+            for (&out, entry) |*o, e| o.* |= e;
+            any = true;
+        }
+        return if (any) out else null;
+    }
+};
+
+pub const OpenSlices = struct {
+    items: [open_slice_count_max]Slice = undefined,
+    excluded: [open_slice_count_max]ByteSet = undefined,
+    count: u32 = 0,
+
+    pub fn deinit(self: *OpenSlices, gpa: Allocator) void {
+        for (self.items[0..self.count]) |*s| {
+            gpa.free(s.mask);
+            s.rest.deinit(gpa);
+        }
+        self.count = 0;
+    }
+
+    /// The open slice without the bytes of `excluded`, built on its first use (a pass over
+    /// the tokens and one over the trie: a few ms for 128k tokens); null when the tokenizer
+    /// has `open_slice_count_max` others.
+    pub fn get(self: *OpenSlices, gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, excluded: ByteSet) trie_mod.Error!?*const Slice {
+        for (self.excluded[0..self.count], self.items[0..self.count]) |known, *s| {
+            if (std.mem.eql(u64, &known, &excluded)) return s;
+        }
+        if (self.count == open_slice_count_max) return null;
+        const Members = struct {
+            excluded: ByteSet,
+            fn has(members: @This(), bytes: []const u8) bool {
+                return isOpenText(bytes, &members.excluded);
+            }
+        };
+        var slice = try buildOf(gpa, trie, blob, offsets, kinds, Members{ .excluded = excluded });
+        // After the families' tags (`Slices.build`: at most `slice_count_max`).
+        slice.tag = @intCast(slice_count_max + 1 + self.count);
+        self.items[self.count] = slice;
+        self.excluded[self.count] = excluded;
+        self.count += 1;
+        return &self.items[self.count - 1];
     }
 };
 
@@ -355,6 +545,10 @@ pub const DepthCache = struct {
     /// Per lexeme, the character term of a JSON string length bound the front-end marked
     /// (`Lexeme.string_length`), else `nothing`: `lengthDepth` reads it. The grammar's.
     length_chars: []const ExprId = &.{},
+    /// By state index, `openExcluded`'s answers (entries of states never asked are unknown).
+    open: std.ArrayList(OpenAnswer) = .empty,
+
+    const OpenAnswer = struct { known: bool = false, found: bool = false, excluded: ByteSet = @splat(0) };
 
     pub fn init(gpa: Allocator) DepthCache {
         return .{ .gpa = gpa };
@@ -365,7 +559,33 @@ pub const DepthCache = struct {
         self.covers_memo.deinit(self.gpa);
         self.finite_memo.deinit(self.gpa);
         for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
+        self.open.deinit(self.gpa);
         self.* = undefined;
+    }
+
+    /// The bytes an open slice at `state` leaves out (`OpenSlices`): every string of UTF-8
+    /// characters without them keeps the lexer, byte after byte, on alive states where no
+    /// lazy lexeme matches, so the walk would allow every such token without the parser.
+    /// Null when none is found (at most `open_excluded_max` bytes, `open_pairs_max` pairs).
+    /// Computed once per state (`openSearch`).
+    pub fn openExcluded(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ByteSet {
+        const index = lexer.stateIndex(state);
+        if (index < self.open.items.len) {
+            const known = self.open.items[index];
+            if (known.known) return if (known.found) known.excluded else null;
+        } else {
+            try self.open.appendNTimes(self.gpa, .{}, index + 1 - self.open.items.len);
+        }
+        var search: OpenSearch = .{};
+        var answer = try search.run(lexer, state, @splat(0));
+        if (answer == null and search.complete) {
+            // Too many bytes left out, or a non-ASCII one: a state where the free text died
+            // beside a literal that ends there (`<think>` beside text that excludes it)
+            // refuses every byte. Leave out the bytes that lead into such states instead.
+            if (search.trapEntries()) |entries| answer = try search.run(lexer, state, entries);
+        }
+        self.open.items[index] = .{ .known = true, .found = answer != null, .excluded = answer orelse @splat(0) };
+        return answer;
     }
 
     /// The depth of `state` for `family`: every string of the family of at most this many
