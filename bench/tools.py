@@ -6,6 +6,8 @@
 - steps: µs per mask along one model output (reasoning, free text, one tool call), split into
   the free-text steps and the steps inside the call's arguments; the arguments are also
   replayed under the same tool's schema alone, which is what an argument step should cost.
+- requests that bring their own tools (a new grammar each): compile and every mask of one
+  output on the grammar's first matcher, what a server pays per request when tools vary.
 
 Machines are noisy: compare the ratios printed beside each pair, not absolute times.
 """
@@ -184,14 +186,55 @@ def run_tools_bench(tokenizer_path: Path, *, tool_count: int, rounds: int, model
                             parts[2], rounds)
     results["schema_alone_steps"] = _summary([_median(p) for p in per_alone])
 
+    results["new_tools"] = _new_tools_requests(tok.encode, model, lambda spec: Grammar.structural_tag(spec, tokenizer=tok),
+                                               lambda g: Matcher(tok, g), lambda m: m.fill_bitmask(buf), _consume_untimed)
+
     if vs_xgrammar:
-        results.update(_xgrammar_figures(tokenizer_path, spec, tokens, free, args, rounds))
+        results.update(_xgrammar_figures(tokenizer_path, spec, tokens, free, args, rounds, model))
     _print(results)
     return results
 
 
+_NEW_TOOLS_REQUESTS = 6
+_NEW_TOOLS_COUNT = 16
+
+
+def _new_tools_requests(encode: Callable[[str], list[int]], model: str, compile_spec: Callable[[dict[str, Any]], Any], make: Callable[[Any], Any],
+                        fill: Callable[[Any], None], consume: Callable[[Any, int], Any]) -> dict[str, float]:
+    """A server whose requests bring their own tools: per request, a grammar for
+    `_NEW_TOOLS_COUNT` tools it has not seen and one output calling a tool with string
+    arguments (reasoning, text, the call), every step timed on the grammar's first matcher.
+    Medians over the requests after the first (which may pay once-per-process work)."""
+    from tokensieve import tool_call_structural_tag
+
+    compiles, totals, largest = [], [], []
+    for k in range(_NEW_TOOLS_REQUESTS + 1):
+        tools = make_tools(_NEW_TOOLS_COUNT, seed=1000 + k)
+        spec = tool_call_structural_tag(model=model, tools=tools, tool_choice="auto", reasoning="auto")
+        t0 = time.perf_counter()
+        grammar = compile_spec(spec)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        index = next(i for i, tool in enumerate(tools)
+                     if any(p.get("type") == "string" and "enum" not in p and "format" not in p
+                            for p in tool["function"]["parameters"]["properties"].values()))
+        tokens = [t for part in _output(tools, index) for t in encode(part)]
+        m = make(grammar)
+        steps = []
+        for t in tokens:
+            t0 = time.perf_counter()
+            fill(m)
+            steps.append((time.perf_counter() - t0) * 1e6)
+            if consume(m, t) is False:
+                raise RuntimeError("a token of the output was refused")
+        if k > 0:
+            compiles.append(compile_ms)
+            totals.append(sum(steps) / 1e3)
+            largest.append(max(steps))
+    return {"compile_ms": _median(compiles), "masks_ms": _median(totals), "largest_step_us": _median(largest)}
+
+
 def _xgrammar_figures(tokenizer_path: Path, spec: dict[str, Any], tokens: list[int], free: slice,
-                      args: slice, rounds: int) -> dict[str, Any]:
+                      args: slice, rounds: int, model: str) -> dict[str, Any]:
     try:
         import xgrammar
         from transformers import PreTrainedTokenizerFast
@@ -222,6 +265,9 @@ def _xgrammar_figures(tokenizer_path: Path, spec: dict[str, Any], tokens: list[i
     out["xgr_cold_steps"] = _summary(cold)
     out["xgr_free_steps"] = _summary([_median(p) for p in per[free]])
     out["xgr_args_steps"] = _summary([_median(p) for p in per[args]])
+    out["xgr_new_tools"] = _new_tools_requests(
+        lambda text: hf.encode(text, add_special_tokens=False), model, lambda s: compiler.compile_structural_tag(json.dumps(s)),
+        xgrammar.GrammarMatcher, lambda m: m.fill_next_token_bitmask(bitmask), lambda m, t: m.accept_token(t))
     return out
 
 
@@ -250,6 +296,11 @@ def _print(r: dict[str, Any]) -> None:
         print(f"{'schema alone step ' + stat + ' (µs)':<34} {r['schema_alone_steps'][stat]:>11.2f}")
     for stat in ("p50", "avg", "max"):
         line(f"first request, any step {stat} (µs)", r["cold_steps"][stat], r["xgr_cold_steps"][stat] if has_xgr else None)
+    new, xgr_new = r["new_tools"], r.get("xgr_new_tools")
+    print(f"requests bringing {_NEW_TOOLS_COUNT} new tools each (median of {_NEW_TOOLS_REQUESTS}):")
+    line("  compile (ms)", new["compile_ms"], xgr_new["compile_ms"] if xgr_new else None)
+    line("  masks of its output (ms)", new["masks_ms"], xgr_new["masks_ms"] if xgr_new else None)
+    line("  its largest step (µs)", new["largest_step_us"], xgr_new["largest_step_us"] if xgr_new else None)
     print(f"ratio = tokensieve / XGrammar (lower is better for us). Steps: after {_WARM_UP_ROUNDS} warm-up requests, "
           "median over rounds per position, then p50/avg/max over positions; 'first request' = the first matcher's "
           "steps on a freshly compiled grammar.")
