@@ -490,6 +490,45 @@ def test_masks_agree_with_the_reference(llama3, model: str) -> None:
     check_against_reference(llama3, Grammar.structural_tag(spec, tokenizer=llama3), ir, accept, [], seed=model, steps_max=4)
 
 
+@pytest.mark.parametrize("model", sorted(MODEL_FAMILIES))
+def test_masks_equal_full_walks_at_every_step(llama3, model: str) -> None:
+    """Free text takes open slices and the arguments the families' slices and clamped states
+    (`docs/trie.md`); at every step of sampled outputs each mask must be the one the whole
+    trie's walk from the real state gives (`Core.debug_slices(False)`, `debug_clamp(False)`)."""
+    import numpy as np
+
+    spec = tool_call_structural_tag(model=model, tools=TOOLS[:2], tool_choice="auto", reasoning="auto")
+    grammar = Grammar.structural_tag(spec, tokenizer=llama3)
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(spec))
+    rng = random.Random(f"walks:{model}")
+    sampler = _Sampler(spec["format"], lambda n: rng.randrange(n))
+    texts: list[str] = []
+    while len(texts) < 2:
+        text = "".join(sampler.write(spec["format"]))
+        if _is_grammar_accept_string(theirs, text):
+            texts.append(text)
+
+    def bits(m: Matcher) -> Any:
+        return np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[: llama3.vocab_size].copy()
+
+    for text in texts:
+        m = Matcher(llama3, grammar)
+        ids = llama3.encode(text)
+        for i, t in enumerate(ids):
+            fast = bits(m)
+            core = m._core
+            core.debug_slices(False)
+            core.debug_clamp(False)
+            try:
+                walked = bits(m.fork())
+            finally:
+                core.debug_slices(True)
+                core.debug_clamp(True)
+            diff = np.flatnonzero(fast != walked).tolist()
+            assert not diff, f"after {llama3.decode(ids[:i])!r}: {[(llama3.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
+            assert m.consume_token(t), f"{llama3.token_bytes(t)!r} refused after {llama3.decode(ids[:i])!r}"
+
+
 @pytest.mark.parametrize(("spec", "pointer"), [
     ({"type": "structural_tag", "format": {"type": "nope"}}, "/format"),
     ({"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "const_string"}]}}, "/format/elements/0"),
