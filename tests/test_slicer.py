@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import regex as regex_module
 
+from full_walk import expect_walked_masks_along, masks_fast_and_walked
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher
 from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
@@ -257,22 +258,8 @@ def test_key_regions_together_follow_the_oracle(tokenizer_name, layout):
 #
 # Where a JSON string's `maxLength` is within reach (fewer than L + mm(P) characters left, so
 # the clamp keeps the intersection `P·v ∩ C{0,m}"`), the slice depth is min(d(P·v), m − mm(P·v))
-# (`DepthCache.lengthDepth`). The reference is the same matcher walking the whole trie
-# (`Core.debug_slices(False)`) from the same position.
-
-
-def _masks_sliced_and_walked(m: Matcher, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    def bits(x: Matcher) -> np.ndarray:
-        return np.unpackbits(x.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
-
-    sliced = bits(m)
-    core = m._core
-    core.debug_slices(False)
-    try:
-        walked = bits(m.fork())
-    finally:
-        core.debug_slices(True)
-    return sliced, walked
+# (`DepthCache.lengthDepth`). The reference is the same matcher walking the whole trie from the
+# same position and the real state (`full_walk.py`).
 
 
 def _small_tokenizer():
@@ -292,7 +279,7 @@ def _small_tokenizer():
 def test_length_bounded_strings_sliced_masks_match_full_walks(pattern, wasm_variant):
     tok = _small_tokenizer()
     rng = random.Random(pattern)
-    steps = sliced_steps = 0
+    steps = 0
     for min_length, max_length in [(0, 6), (1, 9), (0, 12), (1, 17), (2, 14), (5, 30), (0, 25), (1, 40)]:
         grammar = Grammar.json_schema({"type": "string", "pattern": pattern, "minLength": min_length, "maxLength": max_length})
         for _ in range(3):
@@ -300,7 +287,7 @@ def test_length_bounded_strings_sliced_masks_match_full_walks(pattern, wasm_vari
             assert m.consume_token(tok.encode('"')[0])
             text = b'"'
             for _ in range(40):
-                sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+                sliced, walked = masks_fast_and_walked(m, tok.vocab_size)
                 diff = np.flatnonzero(sliced != walked).tolist()
                 assert not diff, f"maxLength {max_length} after {text!r}: {[(tok.token_bytes(t), int(sliced[t])) for t in diff[:8]]}"
                 steps += 1
@@ -327,7 +314,7 @@ def test_llama3_word_counts_near_the_length_bound_sliced_masks_match_full_walks(
         kept = " ".join(words[: int(pattern.split("{0,")[1].split("}")[0]) + 1])[: max_length - 1].rstrip()
         ids = tok.encode(json.dumps(kept))
         for i, t in enumerate(ids):
-            sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+            sliced, walked = masks_fast_and_walked(m, tok.vocab_size)
             diff = np.flatnonzero(sliced != walked).tolist()
             assert not diff, f"{pattern} after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(t), int(sliced[t])) for t in diff[:8]]}"
             assert m.consume_token(t)
@@ -340,7 +327,7 @@ def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant
     tok = _small_tokenizer()
     m = Matcher(tok, Grammar.json_schema({"type": "string", "pattern": "^(?:.{0,8}|x{30})$", "minLength": 10, "maxLength": 40}))
     assert m.consume_token(tok.encode('"')[0])
-    sliced, walked = _masks_sliced_and_walked(m, tok.vocab_size)
+    sliced, walked = masks_fast_and_walked(m, tok.vocab_size)
     assert (sliced == walked).all()
     assert not sliced[tok.encode("bbbbbbbb")[0]]
 
@@ -351,7 +338,7 @@ def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant
 # token while the lexer stays alive: a state holding one gets no slice and no clamped state. A
 # state without one (inside the call's JSON arguments) is walked as in a grammar without lazy
 # lexemes. The reference is the same matcher walking the whole trie from the real state
-# (`Core.debug_slices(False)`, `Core.debug_clamp(False)`) at every step, free text included.
+# (`full_walk.py`) at every step, free text included.
 
 _NOTE_TOOLS = [{"type": "function", "function": {"name": "write_note", "parameters": {
     "type": "object",
@@ -362,22 +349,6 @@ _NOTE_TOOLS = [{"type": "function", "function": {"name": "write_note", "paramete
         "words": {"type": "string", "pattern": r"^(?:\S+\s+){0,3}\S+$", "maxLength": 40},
     },
     "required": ["title", "body"]}}}]
-
-
-def _masks_of_the_real_walk(m: Matcher, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    def bits(x: Matcher) -> np.ndarray:
-        return np.unpackbits(x.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
-
-    fast = bits(m)
-    core = m._core
-    core.debug_slices(False)
-    core.debug_clamp(False)
-    try:
-        walked = bits(m.fork())
-    finally:
-        core.debug_slices(True)
-        core.debug_clamp(True)
-    return fast, walked
 
 
 @pytest.mark.parametrize("arguments", [
@@ -397,14 +368,7 @@ def test_tool_call_masks_equal_full_walks(arguments):
         "Sure, writing it <now>.<tool_call>\n"
         f'{{"name": "write_note", "arguments": {json.dumps(arguments, ensure_ascii=False)}}}\n</tool_call>'
     )
-    m = Matcher(tok, grammar)
-    ids = tok.encode(text)
-    for i, t in enumerate(ids):
-        fast, walked = _masks_of_the_real_walk(m, tok.vocab_size)
-        diff = np.flatnonzero(fast != walked).tolist()
-        assert not diff, f"after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
-        assert fast[t], f"{tok.token_bytes(t)!r} refused after {tok.decode(ids[:i])!r}"
-        assert m.consume_token(t)
+    expect_walked_masks_along(Matcher(tok, grammar), tok, tok.encode(text))
 
 
 def test_lazy_lexemes_get_no_slice():
@@ -416,14 +380,8 @@ def test_lazy_lexemes_get_no_slice():
 
     tok = load_shared_tokenizer("llama3")
     grammar = Grammar.lark('start: text "?"\ntext[lazy]: /(?s:.)*!/\n')
-    m = Matcher(tok, grammar)
     ids = tok.encode("Some words first!?")
-    bang = tok.encode("!important")
-    assert len(bang) == 1
-    for i, t in enumerate(ids):
-        fast, walked = _masks_of_the_real_walk(m, tok.vocab_size)
-        diff = np.flatnonzero(fast != walked).tolist()
-        assert not diff, f"after {tok.decode(ids[:i])!r}: {[(tok.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
-        if i > 0 and b"!" not in tok.decode(ids[:i]):
-            assert not fast[bang[0]]
-        assert m.consume_token(t)
+    (bang,) = tok.encode("!important")
+    masks = expect_walked_masks_along(Matcher(tok, grammar), tok, ids)
+    # Nowhere in the text: its `!` ends it, and `important` is not `?`.
+    assert not any(mask[bang] for mask in masks)

@@ -31,6 +31,7 @@ from xgrammar.testing import _is_grammar_accept_string
 
 from cfg_check import allowed_ids, check_against_reference
 from conftest import load_shared_tokenizer
+from full_walk import expect_walked_masks_along
 from tokensieve import Grammar, GrammarError, Matcher, Tokenizer
 from tokensieve._grammar.structural_tag import structural_tag_to_ir
 from tokensieve._grammar.tool_calls import MODEL_FAMILIES, tool_call_structural_tag
@@ -494,9 +495,7 @@ def test_masks_agree_with_the_reference(llama3, model: str) -> None:
 def test_masks_equal_full_walks_at_every_step(llama3, model: str) -> None:
     """Free text takes open slices and the arguments the families' slices and clamped states
     (`docs/trie.md`); at every step of sampled outputs each mask must be the one the whole
-    trie's walk from the real state gives (`Core.debug_slices(False)`, `debug_clamp(False)`)."""
-    import numpy as np
-
+    trie's walk from the real state gives (`full_walk.py`)."""
     spec = tool_call_structural_tag(model=model, tools=TOOLS[:2], tool_choice="auto", reasoning="auto")
     grammar = Grammar.structural_tag(spec, tokenizer=llama3)
     theirs = xgr.Grammar.from_structural_tag(json.dumps(spec))
@@ -508,25 +507,8 @@ def test_masks_equal_full_walks_at_every_step(llama3, model: str) -> None:
         if _is_grammar_accept_string(theirs, text):
             texts.append(text)
 
-    def bits(m: Matcher) -> Any:
-        return np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[: llama3.vocab_size].copy()
-
     for text in texts:
-        m = Matcher(llama3, grammar)
-        ids = llama3.encode(text)
-        for i, t in enumerate(ids):
-            fast = bits(m)
-            core = m._core
-            core.debug_slices(False)
-            core.debug_clamp(False)
-            try:
-                walked = bits(m.fork())
-            finally:
-                core.debug_slices(True)
-                core.debug_clamp(True)
-            diff = np.flatnonzero(fast != walked).tolist()
-            assert not diff, f"after {llama3.decode(ids[:i])!r}: {[(llama3.token_bytes(d), int(fast[d])) for d in diff[:8]]}"
-            assert m.consume_token(t), f"{llama3.token_bytes(t)!r} refused after {llama3.decode(ids[:i])!r}"
+        expect_walked_masks_along(Matcher(llama3, grammar), llama3, llama3.encode(text))
 
 
 @pytest.mark.parametrize(("spec", "pointer"), [
