@@ -383,11 +383,11 @@ pub fn isOpenText(bytes: []const u8, excluded: *const ByteSet) bool {
 
 /// `DepthCache.openExcluded`'s search: the lexer's transitions from a state, paired with the
 /// character automaton's (`openNext`), breadth first. A byte that leads to a dead or lazily
-/// matching state is left out (a non-ASCII one ends the search) and the search goes on. A
-/// byte left out after the search went through it only makes it visit more pairs than the
-/// answer reaches, so every pair the answer reaches was checked. It builds the transitions
-/// it reads, which the state's first walk would build anyway (free text takes nearly every
-/// byte).
+/// matching state is left out (a non-ASCII one cannot be: the run fails, but goes on to the
+/// end for `trapEntries`) and the search goes on. A byte left out after the search went
+/// through it only makes it visit more pairs than the answer reaches, so every pair the
+/// answer reaches was checked. It builds the transitions it reads, which the state's first
+/// walk would mostly build anyway (free text takes nearly every byte).
 const OpenSearch = struct {
     pairs: [open_pairs_max]Pair = undefined,
     /// Per pair: the bytes that lead into it, and how many bytes it leaves out (a refused
@@ -580,7 +580,7 @@ pub const DepthCache = struct {
     /// characters without them keeps the lexer, byte after byte, on alive states where no
     /// lazy lexeme matches, so the walk would allow every such token without the parser.
     /// Null when none is found (at most `open_excluded_max` bytes, `open_pairs_max` pairs).
-    /// Computed once per state (`openSearch`).
+    /// Computed once per state (`OpenSearch`).
     pub fn openExcluded(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ByteSet {
         const index = lexer.stateIndex(state);
         if (index < self.open.items.len) {
