@@ -241,10 +241,10 @@ pub const StateInfo = struct {
     accepting_count: u32 = 0,
     /// Some lazy lexeme matches here: the lexeme ends now, whatever could follow.
     lazy_accepting: bool = false,
-    /// Some pair's lexeme is lazy. Without one no state reached from here is
-    /// `lazy_accepting` (a byte keeps each pair's lexeme or drops the pair), so a walk from
-    /// here asks the lexer only what it asks in a grammar without lazy lexemes (slices and
-    /// clamped states apply: `Matcher.computeMask`).
+    /// Some pair's lexeme is lazy. Without one no state reached from here is a lazy match (a
+    /// byte keeps each pair's lexeme or drops the pair; `end_when_final` marks final states
+    /// as in a grammar without lazy lexemes), so a walk from here asks the lexer only what it
+    /// asks in such a grammar (slices and clamped states apply: `Matcher.computeMask`).
     lazy_pairs: bool = false,
     /// Every byte leads to the dead state (computed on demand by `isFinal`).
     final: enum(u2) { unknown, yes, no } = .unknown,
