@@ -351,18 +351,19 @@ _NOTE_TOOLS = [{"type": "function", "function": {"name": "write_note", "paramete
     "required": ["title", "body"]}}}]
 
 
+@pytest.mark.parametrize("tokenizer_name", ["llama3", "gemma"])
 @pytest.mark.parametrize("arguments", [
     {"title": "Groceries for the weekend", "body": "Milk, eggs, \"fresh\" bread \\ and 東京 tea <b>bold</b>", "tag": "home_list"},
     {"title": "A title that runs to the b", "body": "", "words": "one two three four"},
 ])
-def test_tool_call_masks_equal_full_walks(arguments):
+def test_tool_call_masks_equal_full_walks(arguments, tokenizer_name):
     from conftest import load_shared_tokenizer
     from tokensieve import tool_call_structural_tag
 
-    tok = load_shared_tokenizer("llama3")
+    tok = load_shared_tokenizer(tokenizer_name)
     spec = tool_call_structural_tag(model="qwen_3", tools=_NOTE_TOOLS, tool_choice="auto", reasoning="auto")
     grammar = Grammar.structural_tag(spec, tokenizer=tok)
-    arguments["title"] = arguments["title"][:24]
+    arguments = dict(arguments, title=arguments["title"][:24])
     text = (
         "<think>\nThe user wants a note: <b> tags and </thin are fine here.\n</think>\n\n"
         "Sure, writing it <now>.<tool_call>\n"
