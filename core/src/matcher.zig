@@ -1392,14 +1392,13 @@ pub const WalkCache = struct {
         self.* = undefined;
     }
 
-    /// Sets in `mask` (all zeros) every token allowed from `start`, which `walkTrie` over the
-    /// whole trie would set; `slice` is the slice `start` allows, if any, its tokens then
-    /// copied and only its rest trie walked.
-    fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, start: Position, slice: ?*const slicer.Slice, mask: []u32) Error!void {
+    /// Sets in `mask` (all zeros) every token allowed from `from`, which `walkTrie` over the
+    /// whole trie would set; `slice` is the slice `from` allows, if any, its tokens then
+    /// copied and only its rest trie walked. `from` is past any lexeme nothing extends
+    /// (`afterFinal`: the caller's first step), so its entries are keyed by states that recur.
+    fn walk(self: *WalkCache, gpa: Allocator, tokenizer: *const Tokenizer, parser: *earley.Parser, from: Position, slice: ?*const slicer.Slice, mask: []u32) Error!void {
         const nodes = if (slice) |s| s.rest.nodes else tokenizer.trie.nodes;
         const top = if (slice) |s| s.rest.top else tokenizer.trie.top;
-        // A state some slice applies to is never final (`afterFinal`).
-        const from = if (slice == null) try afterFinal(parser, start) orelse return else start;
         // A state's slice is a function of the state (but for tests, which turn slices off),
         // and the key holds it: an entry's frontier indexes the trie it was recorded over.
         const nested = slice == null and parser.cfg.distinct_pos.len == 0;
@@ -1917,9 +1916,7 @@ fn exerciseMatcher(gpa: Allocator) !void {
 /// (and `after` nodes' children: a literal's last byte), the third replays those.
 fn exerciseWalkCache(gpa: Allocator) !void {
     const vocab = [_][]const u8{ "a", "b", "-", "{", "}", "ab", "ba", "a-", "a-b", "-a", "-ab", "-{", "-{a", "ab-", "ab-a", "}-", "}-a", "{a", "{ab", "<eos>" };
-    var words = try nestedListIr(gpa, "[a-z]+", 0);
-    defer words.deinit(gpa);
-    var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, &vocab), words.items);
+    var t = try nestedListSetup(gpa, &vocab, "[a-z]+", 0);
     defer t.deinit(gpa);
     const cache = &t.grammar.walk_cache;
     cache.record_tokens_min = 0;
@@ -2002,6 +1999,13 @@ const SlicerCase = struct {
     family: ?slicer.Family = null,
 };
 
+/// A matcher over `vocab` and the grammar of `nestedListIr`.
+fn nestedListSetup(gpa: Allocator, vocab: []const []const u8, lexeme: []const u8, lexeme_flags: u32) !TestSetup {
+    var words = try nestedListIr(gpa, lexeme, lexeme_flags);
+    defer words.deinit(gpa);
+    return TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, vocab), words.items);
+}
+
 /// `S → E | E "-" S`, `E → L | "{" S "}"`: lists of `lexeme`s (flags `lexeme_flags`) joined
 /// by dashes, nested in braces, so that tokens span lexeme ends (the walk cache's frontier)
 /// and a lexer state recurs where the parser decides differently (a `}` only inside braces).
@@ -2060,9 +2064,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
         .{ .rest_nodes_min = 0, .entries_max = 0, .record_tokens_min = WalkCache.default_record_tokens_min },
     };
     for (configs) |config| for (cases) |case| {
-        var words = try nestedListIr(gpa, case.lexeme, case.flags);
-        defer words.deinit(gpa);
-        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, vocab), words.items);
+        var t = try nestedListSetup(gpa, vocab, case.lexeme, case.flags);
         defer t.deinit(gpa);
         const cache = &t.grammar.walk_cache;
         cache.rest_nodes_min = config.rest_nodes_min;
@@ -2157,9 +2159,7 @@ test "open slices: masks over lazy free text equal full trie walks" {
         .{ .lexeme = "(?s:.)*\xc3\xa9", .text = "ab\xc3\xa9-\xc3\xa9", .excluded = null },
     };
     for ([_]usize{ 0, WalkCache.default_record_tokens_min }) |record_tokens_min| for (cases) |case| {
-        var words = try nestedListIr(gpa, case.lexeme, 1);
-        defer words.deinit(gpa);
-        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, tokens.items), words.items);
+        var t = try nestedListSetup(gpa, tokens.items, case.lexeme, 1);
         defer t.deinit(gpa);
         t.grammar.walk_cache.record_tokens_min = record_tokens_min;
         const m = t.matcher;
@@ -2232,9 +2232,7 @@ test "walks over the live first bytes only equal walks of every top-level node" 
     };
     var narrowed: usize = 0;
     for (cases) |case| {
-        var words = try nestedListIr(gpa, case.lexeme, case.flags);
-        defer words.deinit(gpa);
-        var t = try TestSetup.initTokenizer(gpa, try TestSetup.testTokenizer(gpa, vocab), words.items);
+        var t = try nestedListSetup(gpa, vocab, case.lexeme, case.flags);
         defer t.deinit(gpa);
         const m = t.matcher;
         const trie = &t.tokenizer.trie;

@@ -231,6 +231,11 @@ pub const Slice = struct {
     mask: []u32,
     /// The trie of the text tokens not in the slice.
     rest: Trie,
+
+    fn deinit(self: *Slice, gpa: Allocator) void {
+        gpa.free(self.mask);
+        self.rest.deinit(gpa);
+    }
 };
 
 pub const Slices = struct {
@@ -297,10 +302,7 @@ pub const Slices = struct {
     }
 
     pub fn deinit(self: *Slices, gpa: Allocator) void {
-        for (self.items[0..self.count]) |*s| {
-            gpa.free(s.mask);
-            s.rest.deinit(gpa);
-        }
+        for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
     }
 
@@ -473,10 +475,7 @@ pub const OpenSlices = struct {
     count: u32 = 0,
 
     pub fn deinit(self: *OpenSlices, gpa: Allocator) void {
-        for (self.items[0..self.count]) |*s| {
-            gpa.free(s.mask);
-            s.rest.deinit(gpa);
-        }
+        for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
     }
 
