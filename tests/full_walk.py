@@ -14,11 +14,13 @@ def mask_bits(m: Any, vocab_size: int) -> np.ndarray:
     return np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
 
 
-def masks_fast_and_walked(m: Any, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(the mask as the matcher computes it, the whole trie's walk from the same position)."""
+def masks_fast_and_walked(m: Any, vocab_size: int, *, keep_slices: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(the mask as the matcher computes it, the whole trie's walk from the same position);
+    with `keep_slices`, the reference differs only in its unclamped state (cheaper, for tests
+    of clamping alone)."""
     fast = mask_bits(m, vocab_size)
     core = m._core
-    slices, clamp = core.debug_slices(False), core.debug_clamp(False)
+    slices, clamp = core.debug_slices(keep_slices), core.debug_clamp(False)
     try:
         walked = mask_bits(m.fork(), vocab_size)
     finally:

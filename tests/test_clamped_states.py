@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import load_shared_tokenizer
+from full_walk import masks_fast_and_walked
 from oracle import RegexOracle
 from tokensieve import Grammar, Matcher, Tokenizer
 from tokensieve._grammar.ir import GrammarIR, Lexeme, Sym
@@ -30,22 +31,6 @@ def llama3() -> Tokenizer:
     return load_shared_tokenizer("llama3")
 
 
-def mask_bits(m: Matcher, vocab_size: int) -> np.ndarray:
-    return np.unpackbits(m.compute_bitmask().view(np.uint8), bitorder="little")[:vocab_size].copy()
-
-
-def masks_clamped_and_real(m: Matcher, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mask with clamping (as served), and the mask of a fork walked from the real state."""
-    clamped = mask_bits(m, vocab_size)
-    core = m._core
-    core.debug_clamp(False)
-    try:
-        real = mask_bits(m.fork(), vocab_size)
-    finally:
-        core.debug_clamp(True)
-    return clamped, real
-
-
 def drive(m: Matcher, tok: Tokenizer, steps: int, seed: int, check) -> int:
     """Consume up to `steps` tokens picked at random among the allowed text tokens (EOS never;
     a token with a `"`, which may end a JSON string, one time in 30), calling
@@ -53,7 +38,7 @@ def drive(m: Matcher, tok: Tokenizer, steps: int, seed: int, check) -> int:
     rng = random.Random(seed)
     text = b""
     for step in range(steps):
-        clamped, real = masks_clamped_and_real(m, tok.vocab_size)
+        clamped, real = masks_fast_and_walked(m, tok.vocab_size, keep_slices=True)
         check(clamped, real, text)
         allowed = [t for t in np.flatnonzero(clamped).tolist() if t not in tok.eos_token_ids]
         going_on = [t for t in allowed if b'"' not in tok.token_bytes(t)]
@@ -159,7 +144,7 @@ def test_json_string_every_budget_value_clamped_masks_match_real(unit, wasm_vari
             text += unit
         ids = tok.encode(text)  # greedy longest match over the small vocabulary
         for i, t in enumerate(ids):
-            clamped, real = masks_clamped_and_real(m, tok.vocab_size)
+            clamped, real = masks_fast_and_walked(m, tok.vocab_size, keep_slices=True)
             assert_same(clamped, real, tok, b"".join(tok.token_bytes(x) for x in ids[:i]))
             assert m.consume_token(t), (text, i)
 
@@ -202,12 +187,12 @@ def test_intersections_without_the_promise_stay_exact():
     for grammar in (lark, honest):
         m = Matcher(tok, grammar)
         assert m.consume_token(tok.encode('"')[0])
-        clamped, real = masks_clamped_and_real(m, tok.vocab_size)
+        clamped, real = masks_fast_and_walked(m, tok.vocab_size, keep_slices=True)
         assert_same(clamped, real, tok, b'"')
         assert not clamped[control] and clamped[tok.encode("a")[0]]
     m = Matcher(tok, false_promise)
     assert m.consume_token(tok.encode('"')[0])
-    clamped, real = masks_clamped_and_real(m, tok.vocab_size)
+    clamped, real = masks_fast_and_walked(m, tok.vocab_size, keep_slices=True)
     assert clamped[control] and not real[control]
 
 
@@ -249,6 +234,6 @@ def test_llama3_json_strings_near_the_length_boundary(llama3):
         limit = length or 400
         ids = llama3.encode(json.dumps(text[1 : limit - 2].rstrip()))
         for i, t in enumerate(ids[:60]):
-            clamped, real = masks_clamped_and_real(m, llama3.vocab_size)
+            clamped, real = masks_fast_and_walked(m, llama3.vocab_size, keep_slices=True)
             assert_same(clamped, real, llama3, b"".join(llama3.token_bytes(x) for x in ids[:i]))
             assert m.consume_token(t)

@@ -433,13 +433,7 @@ def test_a_model_narrower_than_its_tokenizer_leaves_out_the_ids_past_its_width(t
     (tmp_path / "tokenizer.json").write_text(text)
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 50257}}))
     files = {"tokenizer.json": tmp_path / "tokenizer.json", "config.json": tmp_path / "config.json"}
-
-    def fake_download(repo_id: str, filename: str, *, revision: str | None = None) -> str:
-        if filename not in files:
-            raise EntryNotFoundError(f"{filename} not found")
-        return str(files[filename])
-
-    monkeypatch.setitem(sys.modules, "huggingface_hub", fake_hub(fake_download))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", files_hub(files))
     pretrained = Tokenizer.from_pretrained("meta-llama/Llama-3.2-11B-Vision-Instruct")
     assert (pretrained.n_tokens, pretrained.vocab_size) == (50257, 50257)
 
@@ -663,6 +657,19 @@ def fake_hub(download: Any) -> types.ModuleType:
     return module
 
 
+def files_hub(files: dict[str, Path], calls: list[tuple[str, str, str | None]] | None = None) -> types.ModuleType:
+    """`fake_hub` serving `files` by name (any other is missing), noting each call in `calls`."""
+
+    def download(repo_id: str, filename: str, *, revision: str | None = None) -> str:
+        if calls is not None:
+            calls.append((repo_id, filename, revision))
+        if filename not in files:
+            raise EntryNotFoundError(f"{filename} not found")
+        return str(files[filename])
+
+    return fake_hub(download)
+
+
 def test_from_pretrained_uses_the_hub_and_configs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -673,15 +680,8 @@ def test_from_pretrained_uses_the_hub_and_configs(
     }
     files["generation_config.json"].write_text(json.dumps({"eos_token_id": 50256}))
     files["config.json"].write_text(json.dumps({"vocab_size": 50304}))
-    calls = []
-
-    def fake_download(repo_id: str, filename: str, *, revision: str | None = None) -> str:
-        calls.append((repo_id, filename, revision))
-        if filename not in files:
-            raise EntryNotFoundError(f"{filename} not found")
-        return str(files[filename])
-
-    monkeypatch.setitem(sys.modules, "huggingface_hub", fake_hub(fake_download))
+    calls: list[tuple[str, str, str | None]] = []
+    monkeypatch.setitem(sys.modules, "huggingface_hub", files_hub(files, calls))
     tokenizer = Tokenizer.from_pretrained("openai-community/gpt2", revision="main")
     assert tokenizer.eos_token_ids == (50256,)
     assert (tokenizer.n_tokens, tokenizer.vocab_size) == (50257, 50304)

@@ -8,7 +8,7 @@ does not need torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -83,28 +83,25 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, *, 
         raise ValueError(f"bitmask shape {tuple(bitmask.shape)} does not match logits shape {tuple(logits.shape)}")
     if logits.device.type == "cpu" and bitmask.device.type == "cpu":
         ceiling = _ceiling_cpu(bitmask, logits.shape[-1], logits.dtype)
-        if indices is None:
-            if logits.dim() == 2 and ceiling.shape[0] != logits.shape[0]:
-                raise ValueError(f"bitmask has {ceiling.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
-            torch.minimum(logits, ceiling, out=logits)
-            return
-        index = _checked_indices(indices, ceiling.shape[0], logits)
-        rows = logits.index_select(0, index)
-        torch.minimum(rows, ceiling, out=rows)
-        logits.index_copy_(0, index, rows)
+        _apply_to_rows(logits, ceiling.shape[0], indices, lambda t: torch.minimum(t, ceiling, out=t))
         return
-    else:
-        if bitmask.device != logits.device:
-            bitmask = bitmask.to(logits.device, non_blocking=True)
-        allowed = unpack_token_bitmask(bitmask, logits.shape[-1])
+    if bitmask.device != logits.device:
+        bitmask = bitmask.to(logits.device, non_blocking=True)
+    refused = ~unpack_token_bitmask(bitmask, logits.shape[-1])
+    _apply_to_rows(logits, refused.shape[0], indices, lambda t: t.masked_fill_(refused, float("-inf")))
+
+
+def _apply_to_rows(logits: torch.Tensor, row_count: int, indices: Any, apply: Callable[[torch.Tensor], object]) -> None:
+    """`apply(t)`, which masks `t` in place, to the logits (the bitmask's rows match theirs)
+    or, with `indices`, to the rows they name."""
     if indices is None:
-        if logits.dim() == 2 and allowed.shape[0] != logits.shape[0]:
-            raise ValueError(f"bitmask has {allowed.shape[0]} rows, logits {logits.shape[0]}; pass indices=")
-        logits.masked_fill_(~allowed, float("-inf"))
+        if logits.dim() == 2 and row_count != logits.shape[0]:
+            raise ValueError(f"bitmask has {row_count} rows, logits {logits.shape[0]}; pass indices=")
+        apply(logits)
         return
-    index = _checked_indices(indices, allowed.shape[0], logits)
+    index = _checked_indices(indices, row_count, logits)
     rows = logits.index_select(0, index)
-    rows.masked_fill_(~allowed, float("-inf"))
+    apply(rows)
     logits.index_copy_(0, index, rows)
 
 
