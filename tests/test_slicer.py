@@ -367,6 +367,26 @@ def test_tool_call_masks_equal_full_walks(arguments, tokenizer_name):
     expect_walked_masks_along(Matcher(tok, grammar), tok, tok.encode(text))
 
 
+def test_tool_call_masks_equal_full_walks_on_grammars_that_follow_another():
+    """A server whose requests bring their own tools compiles a grammar per request. The free
+    text around the calls is the same in each, and a new grammar takes its open slices'
+    answers from the searches of earlier ones (`slicer.OpenAnswers`, kept per tokenizer):
+    each grammar here, other tools and the same text, must still mask as the whole trie's
+    walk does, at every step."""
+    from conftest import load_shared_tokenizer
+    from tokensieve import tool_call_structural_tag
+
+    tok = load_shared_tokenizer("llama3")
+    for name in ("write_note", "save_memo", "add_todo_item"):
+        tools = [{"type": "function", "function": dict(_NOTE_TOOLS[0]["function"], name=name)}]
+        spec = tool_call_structural_tag(model="qwen_3", tools=tools, tool_choice="auto", reasoning="auto")
+        text = (
+            "<think>\nA note, then. </thin is not the end.\n</think>\n\n"
+            f'Writing it.<tool_call>\n{{"name": "{name}", "arguments": {{"title": "Plan", "body": "a <b> c"}}}}\n</tool_call>'
+        )
+        expect_walked_masks_along(Matcher(tok, Grammar.structural_tag(spec, tokenizer=tok)), tok, tok.encode(text))
+
+
 def test_lazy_lexemes_get_no_slice():
     """A lazy lexeme ends at its shortest match, even inside a token the lexer would go on
     with: `!important` after some text ends `text` at its `!`, and `important` is not `?`. The

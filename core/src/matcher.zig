@@ -642,8 +642,8 @@ pub const Matcher = struct {
     /// null when there is none (nor with distinct lists, whose walks read the text).
     fn openSlice(self: *Matcher, state: StateId) Error!?*const slicer.Slice {
         if (self.parser.cfg.distinct_pos.len > 0) return null;
-        const excluded = try self.grammar.slice_depths.openExcluded(self.parser.lexer, state) orelse return null;
         const tokenizer = self.tokenizer;
+        const excluded = try self.grammar.slice_depths.openExcluded(self.parser.lexer, state, &tokenizer.open_slices.answers) orelse return null;
         return tokenizer.open_slices.get(self.gpa, &tokenizer.trie, tokenizer.blob, tokenizer.offsets, tokenizer.kinds, excluded) catch |err| switch (err) {
             error.OutOfMemory => error.OutOfMemory,
             // (The trie was built from these tokens: it cannot refuse them now.)
@@ -2205,6 +2205,67 @@ test "open slices: masks over lazy free text equal full trie walks" {
             try std.testing.expectEqual(@as(u32, 0), open.count);
         }
     };
+}
+
+test "open slices: a grammar takes the answer an earlier grammar's search found for its free text" {
+    const gpa = std.testing.allocator;
+    var answers: slicer.OpenAnswers = .{};
+    defer answers.deinit(gpa);
+    // `nestedListIr`'s language, its lexeme (lazy) first or after the punctuation: other
+    // lexeme indices and other expression ids, the same states.
+    const listIr = struct {
+        fn build(lexeme: []const u8, last: bool, close: u8) !std.ArrayList(u32) {
+            const a = std.testing.allocator;
+            var words: std.ArrayList(u32) = .empty;
+            errdefer words.deinit(a);
+            try words.appendSlice(a, &.{ ir_reader.ir_magic, 4, 2, 4, 0, 0 });
+            const punctuation = [_]u8{ '-', '{', close };
+            if (!last) try appendLazy(&words, lexeme);
+            for (punctuation) |c| try words.appendSlice(a, &.{ 1, 0, 1, c });
+            if (last) try appendLazy(&words, lexeme);
+            const l: u32 = if (last) 3 else 0;
+            const p: u32 = if (last) 0 else 1; // the dash; the braces follow it
+            const s = ir_reader.ir_nonterminal_flag | 0;
+            const e = ir_reader.ir_nonterminal_flag | 1;
+            try words.appendSlice(a, &.{ 0, 1, e, 0, 3, e, p, s, 1, 1, l, 1, 3, p + 1, s, p + 2 });
+            return words;
+        }
+        fn appendLazy(words: *std.ArrayList(u32), lexeme: []const u8) !void {
+            try words.appendSlice(std.testing.allocator, &.{ 0, 1 });
+            try ir_reader.appendIrBytes(std.testing.allocator, words, lexeme);
+        }
+    }.build;
+    const Case = struct { lexeme: []const u8, last: bool, close: u8 = '}', hits: u64, excluded: []const u8 };
+    const cases = [_]Case{
+        .{ .lexeme = "(?s:.)*</x>", .last = false, .hits = 0, .excluded = ">" },
+        .{ .lexeme = "(?s:.)*</x>", .last = true, .hits = 1, .excluded = ">" },
+        // Another stop string with the same answer, another literal beside: not the same state.
+        .{ .lexeme = "(?s:.)*</y>", .last = true, .hits = 1, .excluded = ">" },
+        .{ .lexeme = "(?s:.)*</x>", .last = false, .close = ']', .hits = 1, .excluded = ">" },
+        .{ .lexeme = "(?s:.)*\"", .last = false, .hits = 1, .excluded = "\"" },
+        .{ .lexeme = "(?s:.)*\"", .last = true, .hits = 2, .excluded = "\"" },
+    };
+    for (cases, 0..) |case, k| {
+        var words = try listIr(case.lexeme, case.last, case.close);
+        defer words.deinit(gpa);
+        var diag: ir_reader.CompileDiagnostic = .{};
+        const grammar = try Grammar.create(gpa, words.items, .{}, null, &diag);
+        defer grammar.release(gpa);
+        const start = try grammar.lexer.startState(null);
+        const got = try grammar.slice_depths.openExcluded(&grammar.lexer, start, &answers) orelse return error.TestUnexpectedResult;
+        std.testing.expectEqual(case.hits, answers.hits) catch |err| {
+            std.debug.print("case {d}\n", .{k});
+            return err;
+        };
+        // What the grammar's own search finds (a cache of its own, nothing shared).
+        var alone = slicer.DepthCache.init(gpa);
+        defer alone.deinit();
+        const own = try alone.openExcluded(&grammar.lexer, start, null) orelse return error.TestUnexpectedResult;
+        try std.testing.expectEqualSlices(u64, &own, &got);
+        var want: lexer_mod.ByteSet = @splat(0);
+        for (case.excluded) |b| want[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+        try std.testing.expectEqualSlices(u64, &want, &got);
+    }
 }
 
 test "walks over the live first bytes only equal walks of every top-level node" {

@@ -2291,6 +2291,97 @@ pub const ExprSet = struct {
         }
     }
 
+    /// `exportTerm` with the members of each alternation and intersection in an order given by
+    /// their structure (a hash of it, ties by id) instead of by their ids, which depend on what
+    /// the set built before. So two sets that built the same term give the same recipe (unless
+    /// two members' hashes tie), and a recipe is an exact key for facts about the term's
+    /// language that hold in any grammar (`slicer.OpenAnswers`): equal recipes are one term,
+    /// whatever the hashes were. Two walks over the term, an explicit stack each.
+    pub fn exportTermCanonical(self: *const ExprSet, gpa: Allocator, e: ExprId, recipe: *std.ArrayList(u32)) Allocator.Error!void {
+        var hashes: IntMap(u32, u64) = .empty; // a term's structure hash
+        defer hashes.deinit(gpa);
+        var stack: std.ArrayList(u32) = .empty;
+        defer stack.deinit(gpa);
+        var members: std.ArrayList(u64) = .empty;
+        defer members.deinit(gpa);
+        try stack.append(gpa, e.index());
+        while (stack.items.len > 0) {
+            const id = stack.items[stack.items.len - 1];
+            if (hashes.contains(id)) {
+                _ = stack.pop();
+                continue;
+            }
+            const run = self.runOf(id);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+            var waiting = false;
+            for (run[1..], 0..) |arg, i| {
+                if (isChildArg(t, i) and !hashes.contains(arg)) {
+                    try stack.append(gpa, arg);
+                    waiting = true;
+                }
+            }
+            if (waiting) continue;
+            _ = stack.pop();
+            var h = hashFinish(@as(u64, run[0]) *% 0x9E37_79B9_7F4A_7C15);
+            if (t == .alt or t == .and_) {
+                members.clearRetainingCapacity();
+                for (run[1..]) |arg| try members.append(gpa, hashes.get(arg).?);
+                std.mem.sortUnstable(u64, members.items, {}, std.sort.asc(u64));
+                for (members.items) |m| h = hashFinish((h ^ m) *% 0x9E37_79B9_7F4A_7C15);
+            } else {
+                for (run[1..], 0..) |arg, i| {
+                    const word = if (isChildArg(t, i)) hashes.get(arg).? else arg;
+                    h = hashFinish((h ^ word) *% 0x9E37_79B9_7F4A_7C15);
+                }
+            }
+            try hashes.put(gpa, id, h);
+        }
+        // As `exportTerm`, with each alternation's and intersection's members visited and
+        // written in the order of their hashes.
+        const Order = struct {
+            hashes: *const IntMap(u32, u64),
+            fn less(context: @This(), a: u32, b: u32) bool {
+                const ha = context.hashes.get(a).?;
+                const hb = context.hashes.get(b).?;
+                return ha < hb or (ha == hb and a < b);
+            }
+        };
+        var position: IntMap(u32, u32) = .empty; // a term's node position
+        defer position.deinit(gpa);
+        var ordered: std.ArrayList(u32) = .empty; // the node's arguments, members in order
+        defer ordered.deinit(gpa);
+        var node_count: u32 = 0;
+        stack.clearRetainingCapacity();
+        try stack.append(gpa, e.index());
+        while (stack.items.len > 0) {
+            const id = stack.items[stack.items.len - 1];
+            if (position.contains(id)) {
+                _ = stack.pop();
+                continue;
+            }
+            const run = self.runOf(id);
+            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
+            ordered.clearRetainingCapacity();
+            try ordered.appendSlice(gpa, run[1..]);
+            if (t == .alt or t == .and_) std.mem.sortUnstable(u32, ordered.items, Order{ .hashes = &hashes }, Order.less);
+            var waiting = false;
+            for (ordered.items, 0..) |arg, i| {
+                if (isChildArg(t, i) and !position.contains(arg)) {
+                    try stack.append(gpa, arg);
+                    waiting = true;
+                }
+            }
+            if (waiting) continue;
+            _ = stack.pop();
+            try recipe.ensureUnusedCapacity(gpa, ordered.items.len + 2);
+            recipe.appendAssumeCapacity(run[0]);
+            recipe.appendAssumeCapacity(@intCast(ordered.items.len));
+            for (ordered.items, 0..) |arg, i| recipe.appendAssumeCapacity(if (isChildArg(t, i)) position.get(arg).? else arg);
+            try position.put(gpa, id, node_count);
+            node_count += 1;
+        }
+    }
+
     /// Appends to `out` the ids of the terms under `e` (itself included) that `forEachByteSet`
     /// reads: byte sets and `digits_mod` terms. Each once; an explicit stack.
     pub fn classTerms(self: *const ExprSet, gpa: Allocator, e: ExprId, out: *std.ArrayList(u32)) Allocator.Error!void {
@@ -4231,4 +4322,54 @@ test "literal builds the term and spends the fuel of concatenating its bytes" {
         try std.testing.expectEqual(reference.fuel_spent, fast.fuel_spent);
         if (len > 0) try std.testing.expect(fast.accepts(got, text[0..len]) catch unreachable);
     }
+}
+
+test "canonical recipe: a term built after other terms (other ids) gives the same recipe, one that rebuilds it" {
+    const gpa = std.testing.allocator;
+    const parts = [_][]const u8{ "</think>", "<tool_call>", "[0-9]+x", "a(?:b|c)", "zz*" };
+    const Built = struct {
+        set: ExprSet,
+        term: ExprId,
+        fn init(order: []const usize) !@This() {
+            var set = try ExprSet.init(std.testing.allocator, .{});
+            errdefer set.deinit();
+            // The parts first, in `order`: their ids (and the order of the alternation's and
+            // the intersection's members by id) follow it.
+            var ids: [parts.len]ExprId = undefined;
+            for (order) |i| ids[i] = try parseTest(&set, parts[i]);
+            const any = try parseTest(&set, "(?s:.)*");
+            var searches: [2]ExprId = undefined;
+            for (&searches, ids[0..2]) |*s, stop| s.* = try set.concat(any, try set.concat(stop, any));
+            const text = try set.andAll(&.{ try set.not(searches[0]), try set.not(searches[1]), any });
+            const term = try set.concat(try set.alt(&.{ ids[2], ids[3], ids[4] }), text);
+            return .{ .set = set, .term = term };
+        }
+    };
+    var forward = try Built.init(&.{ 0, 1, 2, 3, 4 });
+    defer forward.set.deinit();
+    var backward = try Built.init(&.{ 4, 3, 2, 1, 0 });
+    defer backward.set.deinit();
+    var recipes: [4]std.ArrayList(u32) = @splat(.empty);
+    defer for (&recipes) |*r| r.deinit(gpa);
+    try forward.set.exportTerm(gpa, forward.term, &recipes[0]);
+    try backward.set.exportTerm(gpa, backward.term, &recipes[1]);
+    try forward.set.exportTermCanonical(gpa, forward.term, &recipes[2]);
+    try backward.set.exportTermCanonical(gpa, backward.term, &recipes[3]);
+    // The ids order the members differently (else this test shows nothing), the structure not.
+    try std.testing.expect(!std.mem.eql(u32, recipes[0].items, recipes[1].items));
+    try std.testing.expectEqualSlices(u32, recipes[2].items, recipes[3].items);
+    // Every recipe rebuilds the one term in a third set.
+    var third = try ExprSet.init(gpa, .{});
+    defer third.deinit();
+    const rebuilt = try third.importTerm(recipes[0].items);
+    for (recipes[1..]) |r| try std.testing.expectEqual(rebuilt, try third.importTerm(r.items));
+    // Another term (one stop string changed) has another recipe.
+    var other: std.ArrayList(u32) = .empty;
+    defer other.deinit(gpa);
+    const changed = try forward.set.concat(try parseTest(&forward.set, "[0-9]+x|a(?:b|c)|zz*"), try forward.set.andAll(&.{
+        try forward.set.not(try parseTest(&forward.set, "(?s:.)*</think>(?s:.)*")),
+        try forward.set.not(try parseTest(&forward.set, "(?s:.)*<tool_cal>(?s:.)*")),
+    }));
+    try forward.set.exportTermCanonical(gpa, changed, &other);
+    try std.testing.expect(!std.mem.eql(u32, other.items, recipes[2].items));
 }

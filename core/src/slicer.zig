@@ -469,14 +469,78 @@ const OpenSearch = struct {
     }
 };
 
+/// `DepthCache.openExcluded`'s answers shared between grammars, per tokenizer (in its
+/// `OpenSlices`). A server whose requests bring their own tools compiles a grammar per
+/// request, and the free text around the calls is the same in each (the tools differ, the
+/// text until `<tool_call>` or `</think>` does not); its search made ~28 lexer states with a
+/// derivative per byte class each: ~1.5 ms of a new grammar's first mask, and again at the
+/// first visit of the reasoning text. An answer depends only on the state's expressions
+/// (its pairs' languages, which of their lexemes are lazy, and `end_when_final`), so it is
+/// kept under a key that spells them out (`DepthCache.openKey`: each expression as
+/// `ExprSet.exportTermCanonical` writes it, independent of the grammar's ids): an equal key
+/// is an equal state, whatever grammar it comes from. (The search's limit on new lexer states
+/// depends on which states the grammar had already, so a state may find an answer in
+/// another grammar that its own search would have given up on: it is the same answer.)
+/// Bounded by `open_answer_count_max` and `open_answer_words_max` (then emptied); failing to
+/// remember (out of memory) only costs the search next time.
+pub const OpenAnswers = struct {
+    words: std.ArrayList(u32) = .empty,
+    entries: std.ArrayList(Entry) = .empty,
+    /// Answers found here (tests, measurements).
+    hits: u64 = 0,
+
+    const Entry = struct { hash: u32, start: u32, len: u32, found: bool, excluded: ByteSet };
+
+    pub fn deinit(self: *OpenAnswers, gpa: Allocator) void {
+        self.words.deinit(gpa);
+        self.entries.deinit(gpa);
+    }
+
+    fn find(self: *OpenAnswers, key: []const u32, hash: u32) ?Entry {
+        for (self.entries.items) |entry| {
+            if (entry.hash == hash and regex.wordsEqual(self.words.items[entry.start..][0..entry.len], key)) {
+                self.hits += 1;
+                return entry;
+            }
+        }
+        return null;
+    }
+
+    fn remember(self: *OpenAnswers, gpa: Allocator, key: []const u32, hash: u32, answer: ?ByteSet) Allocator.Error!void {
+        if (self.entries.items.len == open_answer_count_max or self.words.items.len + key.len > open_answer_words_max) {
+            self.words.clearRetainingCapacity();
+            self.entries.clearRetainingCapacity();
+        }
+        try self.entries.ensureUnusedCapacity(gpa, 1);
+        const start: u32 = @intCast(self.words.items.len);
+        try self.words.appendSlice(gpa, key);
+        self.entries.appendAssumeCapacity(.{
+            .hash = hash,
+            .start = start,
+            .len = @intCast(key.len),
+            .found = answer != null,
+            .excluded = answer orelse @splat(0),
+        });
+    }
+};
+
+/// `OpenAnswers`' bounds: entries, and the words of their keys (1 MiB); a key longer than
+/// `open_key_words_max` is not kept (nor looked up).
+const open_answer_count_max = 64;
+const open_answer_words_max = 1 << 18;
+const open_key_words_max = 1 << 14;
+
 pub const OpenSlices = struct {
     items: [open_slice_count_max]Slice = undefined,
     excluded: [open_slice_count_max]ByteSet = undefined,
     count: u32 = 0,
+    /// `openExcluded`'s answers, for the grammars that follow.
+    answers: OpenAnswers = .{},
 
     pub fn deinit(self: *OpenSlices, gpa: Allocator) void {
         for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
+        self.answers.deinit(gpa);
     }
 
     /// The open slice without the bytes of `excluded`, built on its first use (a pass over
@@ -580,13 +644,23 @@ pub const DepthCache = struct {
     /// lazy lexeme matches, so the walk would allow every such token without the parser.
     /// Null when none is found (at most `open_excluded_max` bytes, `open_pairs_max` pairs).
     /// Computed once per state (`OpenSearch`).
-    pub fn openExcluded(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ByteSet {
+    pub fn openExcluded(self: *DepthCache, lexer: *Lexer, state: StateId, shared: ?*OpenAnswers) Error!?ByteSet {
         const index = lexer.stateIndex(state);
         if (index < self.open.items.len) {
             const known = self.open.items[index];
             if (known.known) return if (known.found) known.excluded else null;
         } else {
             try self.open.appendNTimes(self.gpa, .{}, index + 1 - self.open.items.len);
+        }
+        var key: std.ArrayList(u32) = .empty;
+        defer key.deinit(self.gpa);
+        const keyed = shared != null and try self.openKey(lexer, state, &key);
+        const hash = if (keyed) regex.hashWords32(key.items) else 0;
+        if (keyed) {
+            if (shared.?.find(key.items, hash)) |known| {
+                self.open.items[index] = .{ .known = true, .found = known.found, .excluded = known.excluded };
+                return if (known.found) known.excluded else null;
+            }
         }
         var search: OpenSearch = .{};
         var answer = try search.run(lexer, state, @splat(0));
@@ -597,8 +671,48 @@ pub const DepthCache = struct {
             if (search.trapEntries()) |entries| answer = try search.run(lexer, state, entries);
         }
         self.open.items[index] = .{ .known = true, .found = answer != null, .excluded = answer orelse @splat(0) };
+        if (keyed) shared.?.remember(self.gpa, key.items, hash, answer) catch {};
         return answer;
     }
+
+    /// `OpenAnswers`' key of `state`: `end_when_final`, then per pair (the start marker left
+    /// out) whether its lexeme is lazy, the length of its expression's recipe and the recipe
+    /// (`ExprSet.exportTermCanonical`), the pairs in the order of these words (not of their
+    /// lexemes' indices, which depend on the rest of the grammar). False when it grows past
+    /// `open_key_words_max`.
+    fn openKey(self: *DepthCache, lexer: *Lexer, state: StateId, key: *std.ArrayList(u32)) Allocator.Error!bool {
+        var parts: std.ArrayList(u32) = .empty;
+        defer parts.deinit(self.gpa);
+        var spans: std.ArrayList(Span) = .empty;
+        defer spans.deinit(self.gpa);
+        const pairs = lexer.statePairs(state); // (no state is added below)
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] == lexer_mod.start_marker) continue;
+            const lazy = lexer.lazy.len > 0 and lexer.lazy[pairs[i]];
+            const head = parts.items.len;
+            try parts.appendSlice(self.gpa, &.{ @intFromBool(lazy), 0 });
+            try lexer.exprs.exportTermCanonical(self.gpa, @fromBackingInt(@intCast(pairs[i + 1])), &parts);
+            parts.items[head + 1] = @intCast(parts.items.len - head - 2);
+            if (parts.items.len >= open_key_words_max) return false;
+            try spans.append(self.gpa, .{ .start = @intCast(head), .len = @intCast(parts.items.len - head) });
+        }
+        std.mem.sortUnstable(Span, spans.items, parts.items, Span.less);
+        try key.ensureUnusedCapacity(self.gpa, parts.items.len + 1);
+        key.appendAssumeCapacity(@intFromBool(lexer.end_when_final));
+        for (spans.items) |span| key.appendSliceAssumeCapacity(parts.items[span.start..][0..span.len]);
+        return true;
+    }
+
+    /// A pair's words in `openKey`'s list, ordered by length, then word by word.
+    const Span = struct {
+        start: u32,
+        len: u32,
+        fn less(words: []const u32, a: Span, b: Span) bool {
+            if (a.len != b.len) return a.len < b.len;
+            return std.mem.order(u32, words[a.start..][0..a.len], words[b.start..][0..b.len]) == .lt;
+        }
+    };
 
     /// The depth of `state` for `family`: every string of the family of at most this many
     /// bytes keeps the lexer alive from it (`depth_unbounded`: any length).
