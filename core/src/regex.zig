@@ -2259,36 +2259,7 @@ pub const ExprSet = struct {
     /// count and its arguments, a child given as its node's position in the list. Only `e`'s
     /// own subterms go in. An explicit stack (terms nest as deep as a long literal).
     pub fn exportTerm(self: *const ExprSet, gpa: Allocator, e: ExprId, recipe: *std.ArrayList(u32)) Allocator.Error!void {
-        var position: IntMap(u32, u32) = .empty; // a term's node position
-        defer position.deinit(gpa);
-        var stack: std.ArrayList(u32) = .empty;
-        defer stack.deinit(gpa);
-        try stack.append(gpa, e.index());
-        var node_count: u32 = 0;
-        while (stack.items.len > 0) {
-            const id = stack.items[stack.items.len - 1];
-            if (position.contains(id)) {
-                _ = stack.pop();
-                continue;
-            }
-            const run = self.runOf(id);
-            const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
-            var waiting = false;
-            for (run[1..], 0..) |arg, i| {
-                if (isChildArg(t, i) and !position.contains(arg)) {
-                    try stack.append(gpa, arg);
-                    waiting = true;
-                }
-            }
-            if (waiting) continue;
-            _ = stack.pop();
-            try recipe.ensureUnusedCapacity(gpa, run.len + 1);
-            recipe.appendAssumeCapacity(run[0]);
-            recipe.appendAssumeCapacity(@intCast(run.len - 1));
-            for (run[1..], 0..) |arg, i| recipe.appendAssumeCapacity(if (isChildArg(t, i)) position.get(arg).? else arg);
-            try position.put(gpa, id, node_count);
-            node_count += 1;
-        }
+        return self.exportOrdered(gpa, e, recipe, null);
     }
 
     /// `exportTerm` with the members of each alternation and intersection in an order given by
@@ -2336,8 +2307,12 @@ pub const ExprSet = struct {
             }
             try hashes.put(gpa, id, h);
         }
-        // As `exportTerm`, with each alternation's and intersection's members visited and
-        // written in the order of their hashes.
+        return self.exportOrdered(gpa, e, recipe, &hashes);
+    }
+
+    /// `exportTerm`'s walk; with `hashes` (`exportTermCanonical`'s, of every term under `e`),
+    /// each alternation's and intersection's members visited and written in their order.
+    fn exportOrdered(self: *const ExprSet, gpa: Allocator, e: ExprId, recipe: *std.ArrayList(u32), hashes: ?*const IntMap(u32, u64)) Allocator.Error!void {
         const Order = struct {
             hashes: *const IntMap(u32, u64),
             fn less(context: @This(), a: u32, b: u32) bool {
@@ -2348,11 +2323,12 @@ pub const ExprSet = struct {
         };
         var position: IntMap(u32, u32) = .empty; // a term's node position
         defer position.deinit(gpa);
+        var stack: std.ArrayList(u32) = .empty;
+        defer stack.deinit(gpa);
         var ordered: std.ArrayList(u32) = .empty; // the node's arguments, members in order
         defer ordered.deinit(gpa);
-        var node_count: u32 = 0;
-        stack.clearRetainingCapacity();
         try stack.append(gpa, e.index());
+        var node_count: u32 = 0;
         while (stack.items.len > 0) {
             const id = stack.items[stack.items.len - 1];
             if (position.contains(id)) {
@@ -2361,11 +2337,15 @@ pub const ExprSet = struct {
             }
             const run = self.runOf(id);
             const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
-            ordered.clearRetainingCapacity();
-            try ordered.appendSlice(gpa, run[1..]);
-            if (t == .alt or t == .and_) std.mem.sortUnstable(u32, ordered.items, Order{ .hashes = &hashes }, Order.less);
+            var node_args = run[1..];
+            if (hashes) |by_structure| if (t == .alt or t == .and_) {
+                ordered.clearRetainingCapacity();
+                try ordered.appendSlice(gpa, node_args);
+                std.mem.sortUnstable(u32, ordered.items, Order{ .hashes = by_structure }, Order.less);
+                node_args = ordered.items;
+            };
             var waiting = false;
-            for (ordered.items, 0..) |arg, i| {
+            for (node_args, 0..) |arg, i| {
                 if (isChildArg(t, i) and !position.contains(arg)) {
                     try stack.append(gpa, arg);
                     waiting = true;
@@ -2373,10 +2353,10 @@ pub const ExprSet = struct {
             }
             if (waiting) continue;
             _ = stack.pop();
-            try recipe.ensureUnusedCapacity(gpa, ordered.items.len + 2);
+            try recipe.ensureUnusedCapacity(gpa, node_args.len + 2);
             recipe.appendAssumeCapacity(run[0]);
-            recipe.appendAssumeCapacity(@intCast(ordered.items.len));
-            for (ordered.items, 0..) |arg, i| recipe.appendAssumeCapacity(if (isChildArg(t, i)) position.get(arg).? else arg);
+            recipe.appendAssumeCapacity(@intCast(node_args.len));
+            for (node_args, 0..) |arg, i| recipe.appendAssumeCapacity(if (isChildArg(t, i)) position.get(arg).? else arg);
             try position.put(gpa, id, node_count);
             node_count += 1;
         }
