@@ -315,6 +315,26 @@ def test_llama3_word_counts_near_the_length_bound_sliced_masks_match_full_walks(
         expect_walked_masks_along(m, tok, tok.encode(json.dumps(kept)))
 
 
+@pytest.mark.parametrize(("schema", "text"), [
+    # MaskBench Github_hard---o79409's trace_id: an unanchored pattern (its body ends in `C*`)
+    # under `minLength`, every step inside it a new state that walked the whole trie.
+    ({"type": "string", "minLength": 35, "pattern": r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}, "1-60f6f7e7-0123456789abcdef01234567"),
+    ({"type": "string", "minLength": 12, "maxLength": 20, "pattern": "^ab"}, "abcdefghijklmnopq"),
+    # One branch goes on with any characters, the other does not: no slice.
+    ({"type": "string", "minLength": 8, "pattern": "^(?:b.*|bc{1,8})$"}, "bccccccccx"),
+    # The body ends with `x`: no slice while characters are required.
+    ({"type": "string", "minLength": 10, "pattern": "x$"}, "aaaaaaaaaaaax"),
+])
+def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(schema, text):
+    """Characters still required (`minLength`) beside a pattern whose every body goes on with
+    any characters: the slice's strings keep the state alive, and a completion is padded up to
+    the minimum (`DepthCache.bodyEndsOpen`)."""
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer("llama3")
+    expect_walked_masks_along(Matcher(tok, Grammar.json_schema(schema)), tok, tok.encode(json.dumps(text)))
+
+
 def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant):
     """`minLength` not reached yet: the slice depth of `P·v ∩ C{a,m}"` needs a ≤ 1. Here P's
     short branch `.{0,8}` is alive on every text token of 8 bytes, but only `x{30}` reaches 10

@@ -38,7 +38,8 @@
 //!   (`exclusionHeld`): JSON object keys beside `patternProperties` regions, "any other key"
 //!   being `"C*" & ~("x-C*" | names)`, alive on `x-…` through the pattern's own region;
 //! - a marked JSON string's `P·v ∩ C{0,m}"` has min(d(P·v), m − completionMax(P·v))
-//!   (`lengthDepth`); a lead-space depth is min(d(e), 1 + d(e·' ')) over text without spaces;
+//!   (`lengthDepth`), and so has `P·v ∩ C{a,m}"` with a > 1 when every body of P·v goes on
+//!   with any characters (`bodyEndsOpen`); a lead-space depth is min(d(e), 1 + d(e·' ')) over text without spaces;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
@@ -840,8 +841,9 @@ pub const DepthCache = struct {
     /// v ends between characters (Y has no prefix before its counter), so w·u is C characters
     /// then `"`, at most d + mm ≤ m of them: a word of Y too. Either member may be taken for Y
     /// (both spell JSON strings from v on), so both are tried. Needs a lower bound a ≤ 1 (w is
-    /// not empty, so w·u has a character: `minLength: 1` at a string's start); 0 otherwise, and
-    /// for any other intersection of two positive terms.
+    /// not empty, so w·u has a character: `minLength: 1` at a string's start), or P·v's bodies
+    /// all going on with any characters (`bodyEndsOpen`), which pad w·u up to a ≤ m; 0
+    /// otherwise, and for any other intersection of two positive terms.
     fn lengthDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, char: ExprId, pairs: []const u32, levels: u32) Error!u16 {
         if (char == .nothing or exprs.args(e).len != 2) return 0;
         const quote = try exprs.byte('"');
@@ -849,9 +851,15 @@ pub const DepthCache = struct {
         var best: u16 = 0;
         for (0..2) |i| {
             const bound = exprs.lengthShape(members[i], char, quote) orelse continue;
-            if (bound.prefix_len != 0 or bound.count_min > 1) continue;
+            if (bound.prefix_len != 0) continue;
             const pattern = members[1 - i];
             if (exprs.isBoolean(pattern)) continue;
+            // Characters still required (`minLength` not reached): a string that keeps the
+            // pattern alive may have no completion long enough (`.{0,8}|x{30}` after `bbbb`
+            // under `minLength: 10`), unless every body of the pattern goes on with any
+            // characters (`\d+-[0-9a-f]{24}` unanchored: `…[0-9a-f]{24}C*"`), which pad a
+            // completion up to the minimum (at most the maximum: padding stops there).
+            if (bound.count_min > 1 and !try self.bodyEndsOpen(exprs, pattern, char, quote, 0)) continue;
             const mm = exprs.completionMax(pattern);
             const room: u32 = if (bound.count_max == regex.repeat_unbounded) depth_finite_max else bound.count_max;
             if (room <= mm) continue;
@@ -859,6 +867,45 @@ pub const DepthCache = struct {
             best = @max(best, @min(d, @as(u16, @intCast(@min(room - mm, depth_finite_max)))));
         }
         return best;
+    }
+
+    /// Does every word of `e`, a JSON string's rest ending with its closing quote, stay a
+    /// word with any characters (`char`) put before that quote? Its body then ends in `Y*`
+    /// with `char` ⊆ Y on every branch: `h t` when t does (a nullable t is then `char`-closed
+    /// too), an alternation when every member does. Conservative: anything else is no.
+    fn bodyEndsOpen(self: *DepthCache, exprs: *const ExprSet, e: ExprId, char: ExprId, quote: ExprId, depth: u32) Error!bool {
+        if (depth > expr_depth_max) return false;
+        switch (exprs.tag(e)) {
+            .concat => {
+                const head = @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[0])));
+                const tail = @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[1])));
+                if (tail == quote) return self.endsOpen(exprs, head, char, depth + 1);
+                return self.bodyEndsOpen(exprs, tail, char, quote, depth + 1);
+            },
+            .alt => {
+                for (exprs.args(e)) |m| {
+                    if (!try self.bodyEndsOpen(exprs, @fromBackingInt(@intCast(m)), char, quote, depth + 1)) return false;
+                }
+                return true;
+            },
+            else => return false,
+        }
+    }
+
+    /// Does every word of `e` stay a word of `e` with any characters (`char`) after it?
+    fn endsOpen(self: *DepthCache, exprs: *const ExprSet, e: ExprId, char: ExprId, depth: u32) Error!bool {
+        if (depth > expr_depth_max) return false;
+        switch (exprs.tag(e)) {
+            .repeat => return exprs.args(e)[2] == regex.repeat_unbounded and try self.included(exprs, char, @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[0])))),
+            .concat => return self.endsOpen(exprs, @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[1]))), char, depth + 1),
+            .alt => {
+                for (exprs.args(e)) |m| {
+                    if (!try self.endsOpen(exprs, @fromBackingInt(@intCast(m)), char, depth + 1)) return false;
+                }
+                return true;
+            },
+            else => return false,
+        }
     }
 
     /// Do the state's pairs (`pairs`, its (lexeme, expression) list) hold all words of
