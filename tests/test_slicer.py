@@ -335,6 +335,33 @@ def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(sc
     expect_walked_masks_along(Matcher(tok, Grammar.json_schema(schema)), tok, tok.encode(json.dumps(text)))
 
 
+@pytest.mark.parametrize("tokenizer_name", ["llama3", "gemma", "mistral"])
+@pytest.mark.parametrize(("schema", "text", "ascii"), [
+    ({"type": "string", "maxLength": 10}, "94043-1234", False),
+    # Characters of several bytes count once, and tokens may end inside one (byte-level BPE).
+    ({"type": "string", "maxLength": 12}, "東京 tea é€x🙂", False),
+    # Escapes and quotes are outside the text family: the walk beside the mask takes them.
+    ({"type": "string", "minLength": 7, "maxLength": 9}, 'a"b\u00e9cdef', True),
+    ({"type": "string", "maxLength": 31}, "Springfield, near the old bridg", False),
+    ({"type": "string", "maxLength": 3}, "ab", False),
+    # A narrower character than text's (a pattern's class): not these masks.
+    ({"type": "string", "maxLength": 6, "pattern": "^[a-z]*$"}, "abcde", False),
+    ({"type": "string", "pattern": "^[a-z]{0,6}$"}, "abcde", False),
+    # Two string lexemes in the state: not these masks either.
+    ({"anyOf": [{"type": "string", "maxLength": 5}, {"type": "string", "maxLength": 8, "pattern": "^x"}]}, "xab", False),
+])
+def test_strings_near_their_bound_masks_match_full_walks(schema, text, ascii, tokenizer_name):
+    """A JSON string with at most 31 characters left and nothing else in the lexer state allows
+    exactly the text tokens of at most that many characters (`slicer.ShortTexts`), and the
+    tokens outside the text family through a walk; every step to the bound against the whole
+    trie's walk."""
+    from conftest import load_shared_tokenizer
+
+    tok = load_shared_tokenizer(tokenizer_name)
+    encoded = json.dumps(text, ensure_ascii=ascii) if ascii else json.dumps(text, ensure_ascii=False)
+    expect_walked_masks_along(Matcher(tok, Grammar.json_schema(schema)), tok, tok.encode(encoded))
+
+
 def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant):
     """`minLength` not reached yet: the slice depth of `P·v ∩ C{a,m}"` needs a ≤ 1. Here P's
     short branch `.{0,8}` is alive on every text token of 8 bytes, but only `x{30}` reaches 10

@@ -598,6 +598,13 @@ pub const Matcher = struct {
             if (clamp_enabled and !lazy and !budgeted and entered.lexer_state != row_start) {
                 entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
             }
+            // A string near its bound and nothing else: its text tokens by their characters,
+            // then the tokens outside the text family (`slicer.ShortTexts`).
+            if (slices_enabled and !lazy and !budgeted) if (try self.shortTexts(entered.lexer_state)) |short| {
+                @memcpy(self.mask, short.mask);
+                try walkTrieTop(short.rest.nodes, short.rest.top, &self.parser, entered, self.mask);
+                break :walk;
+            };
             const slice = if (!slices_enabled or budgeted)
                 null
             else if (lazy)
@@ -636,6 +643,17 @@ pub const Matcher = struct {
         // A mask that read no item's text (distinct lists) is a function of the position
         // without its text offset, like every other grammar's.
         if (!self.eos_consumed and !budgeted and !self.parser.text_read) self.mask_key = maskKey(at);
+    }
+
+    /// The text tokens `state` allows when it is a string near its bound and nothing else
+    /// (`slicer.DepthCache.shortTextChars`), and the trie of the tokens outside the text
+    /// family (the unbounded text slice's rest) to walk beside them; else null.
+    fn shortTexts(self: *Matcher, state: StateId) Error!?struct { mask: []const u32, rest: *const trie_mod.Trie } {
+        const k = try self.grammar.slice_depths.shortTextChars(self.parser.lexer, state) orelse return null;
+        const tokenizer = self.tokenizer;
+        const text = tokenizer.slices.unboundedText() orelse return null;
+        const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.blob, tokenizer.offsets, tokenizer.kinds, k);
+        return .{ .mask = mask, .rest = &text.rest };
     }
 
     /// The open slice a walk from `state`, which holds a lazy lexeme, may take (`slicer.OpenSlices`);

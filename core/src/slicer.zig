@@ -307,6 +307,16 @@ pub const Slices = struct {
         self.count = 0;
     }
 
+    /// The text slice without a bound (its longest token's), whose rest trie holds the tokens
+    /// outside the text family; null for a tokenizer without text tokens.
+    pub fn unboundedText(self: *const Slices) ?*const Slice {
+        var best: ?*const Slice = null;
+        for (self.items[0..self.count]) |*s| {
+            if (s.family == .text and (best == null or s.bound_bytes > best.?.bound_bytes)) best = s;
+        }
+        return best;
+    }
+
     /// The slice with the smallest rest trie whose tokens `state` all allows, if any.
     pub fn pick(self: *const Slices, cache: *DepthCache, lexer: *Lexer, state: StateId) Error!?*const Slice {
         var depths: [family_count]?u16 = @splat(null);
@@ -482,6 +492,62 @@ const OpenSearch = struct {
     }
 };
 
+// -- per tokenizer, on first use: text tokens by their characters ---------------------------
+//
+// A JSON string near its `maxLength` (k characters left, k under the smallest text slice's
+// bound or not far above it) took no slice or one whose rest trie is most of the trie (the ≤8
+// slice leaves 144,000 of Llama-3's 275,000 nodes), and each position is a new lexer state:
+// every step to the bound walked ~100,000 nodes (0.6-1.6 ms on Llama-3). Where the state is
+// the bound and nothing else (`DepthCache.shortTextChars`), the text tokens it allows are
+// exactly those of at most k characters, whatever their bytes: the mask of those, and a walk
+// of the tokens outside the text family (quotes, escapes: the unbounded text slice's rest
+// trie, a few thousand nodes).
+
+/// `ShortTexts` holds masks for 1 to this many characters.
+pub const short_text_chars_max = 31;
+
+/// Per tokenizer (in its `OpenSlices`), built on first use: per count k the text tokens of at
+/// most k characters (a partial last character counts as one, as it takes a place in the
+/// bound), 16 kB each on Llama-3.
+pub const ShortTexts = struct {
+    /// Per token: its characters when it is text (`isText`), else 0xFF; made with the first mask.
+    chars: []u8 = &.{},
+    masks: [short_text_chars_max][]u32 = @splat(&.{}),
+
+    pub fn deinit(self: *ShortTexts, gpa: Allocator) void {
+        gpa.free(self.chars);
+        for (self.masks) |m| gpa.free(m);
+        self.* = .{};
+    }
+
+    /// The text tokens of at most `k` characters (1 ≤ k ≤ `short_text_chars_max`), in the
+    /// matcher's mask layout.
+    pub fn mask(self: *ShortTexts, gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, k: u32) Allocator.Error![]const u32 {
+        assert(1 <= k and k <= short_text_chars_max);
+        const slot = &self.masks[k - 1];
+        if (slot.len > 0) return slot.*;
+        if (self.chars.len == 0) {
+            const chars = try gpa.alloc(u8, kinds.len);
+            for (kinds, chars, 0..) |kind, *c, id| {
+                const bytes = blob[offsets[id]..offsets[id + 1]];
+                c.* = 0xFF;
+                if (kind != .text or bytes.len == 0 or !isText(bytes)) continue;
+                var count: u32 = 0;
+                for (bytes) |b| count += @intFromBool(b & 0xC0 != 0x80); // (text starts on a character)
+                c.* = @intCast(@min(count, 0xFE));
+            }
+            self.chars = chars;
+        }
+        const m = try gpa.alloc(u32, kinds.len / 32 + 1);
+        @memset(m, 0);
+        for (self.chars, 0..) |c, id| {
+            if (c <= k) m[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
+        }
+        slot.* = m;
+        return m;
+    }
+};
+
 /// `DepthCache.openExcluded`'s answers shared between grammars, per tokenizer (in its
 /// `OpenSlices`). A server whose requests bring their own tools compiles a grammar per
 /// request, and the free text around the calls is the same in each (the tools differ, the
@@ -549,11 +615,14 @@ pub const OpenSlices = struct {
     count: u32 = 0,
     /// `openExcluded`'s answers, for the grammars that follow.
     answers: OpenAnswers = .{},
+    /// Text tokens by their characters, for strings near their bound (also built on first use).
+    short: ShortTexts = .{},
 
     pub fn deinit(self: *OpenSlices, gpa: Allocator) void {
         for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
         self.answers.deinit(gpa);
+        self.short.deinit(gpa);
     }
 
     /// The open slice without the bytes of `excluded`, built on its first use (a pass over
@@ -650,6 +719,35 @@ pub const DepthCache = struct {
         for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
         self.open.deinit(self.gpa);
         self.* = undefined;
+    }
+
+    /// k when `state` is a JSON string with 1 ≤ k ≤ `short_text_chars_max` characters left
+    /// and nothing else: one pair, a JSON string lexeme with a length bound (a marked one,
+    /// `length_chars`, or `"C{a,n}"` itself) whose expression is now the bound `C{a,k}"`
+    /// between characters, C covering text. A text token then keeps it
+    /// alive exactly when it has at most k characters (a shorter string pads up to a), and no
+    /// lexeme ends inside one (only a quote ends the string): those are the tokens
+    /// `ShortTexts` holds. Else null.
+    pub fn shortTextChars(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?u32 {
+        const pairs = lexer.statePairs(state);
+        var only: ?[2]u32 = null;
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] == lexer_mod.start_marker) continue;
+            if (only != null) return null;
+            only = .{ pairs[i], pairs[i + 1] };
+        }
+        const pair = only orelse return null;
+        const exprs = lexer.exprs;
+        // A lexeme the front-end marked (a pattern beside the bound), or a bound alone.
+        const marked = if (pair[0] < self.length_chars.len) self.length_chars[pair[0]] else .nothing;
+        const char = if (marked != .nothing) marked else try exprs.lengthBoundChar(lexer.lexemes[pair[0]]) orelse return null;
+        const quote = try exprs.byte('"');
+        const shape = exprs.lengthShape(@fromBackingInt(@intCast(pair[1])), char, quote) orelse return null;
+        if (shape.prefix_len != 0 or shape.count_max == 0 or shape.count_max > short_text_chars_max) return null;
+        try self.prepareEdges(lexer);
+        if (!try self.covers(exprs, char, .text)) return null;
+        return shape.count_max;
     }
 
     /// The bytes an open slice at `state` leaves out (`OpenSlices`): every string of UTF-8
