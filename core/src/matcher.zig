@@ -652,7 +652,7 @@ pub const Matcher = struct {
         const k = try self.grammar.slice_depths.shortTextChars(self.parser.lexer, state) orelse return null;
         const tokenizer = self.tokenizer;
         const text = tokenizer.slices.unboundedText() orelse return null;
-        const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.blob, tokenizer.offsets, tokenizer.kinds, k);
+        const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.slices.text_chars, k);
         return .{ .mask = mask, .rest = &text.rest };
     }
 

@@ -243,17 +243,28 @@ pub const Slices = struct {
     /// By increasing rest-trie size: the first slice that applies leaves the least to walk.
     items: [slice_count_max]Slice,
     count: u32,
+    /// Per token: its characters when it is text (`isText`; a partial last one counts), else
+    /// 0xFF (`ShortTexts`' masks are read from it).
+    text_chars: []u8 = &.{},
 
     /// Builds the slices; `trie` is the tokenizer's full trie, which the rest tries are cut from.
     pub fn build(gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!Slices {
         var self: Slices = .{ .items = undefined, .count = 0 };
         errdefer self.deinit(gpa);
+        self.text_chars = try gpa.alloc(u8, kinds.len);
+        @memset(self.text_chars, 0xFF);
         for ([_]Family{ .text, .word, .lead_space, .no_space }) |family| {
             // An unbounded slice's bound is its longest token.
             var longest: u16 = 0;
             for (kinds, 0..) |kind, id| {
                 const bytes = blob[offsets[id]..offsets[id + 1]];
-                if (kind == .text and isIn(family, bytes)) longest = @max(longest, @as(u16, @intCast(bytes.len)));
+                if (kind != .text or bytes.len == 0 or !isIn(family, bytes)) continue;
+                longest = @max(longest, @as(u16, @intCast(bytes.len)));
+                if (family == .text) {
+                    var chars: u32 = 0;
+                    for (bytes) |b| chars += @intFromBool(b & 0xC0 != 0x80); // (text starts on a character)
+                    self.text_chars[id] = @intCast(@min(chars, 0xFE));
+                }
             }
             if (longest == 0) continue;
             const first_bound = switch (family) {
@@ -305,6 +316,8 @@ pub const Slices = struct {
     pub fn deinit(self: *Slices, gpa: Allocator) void {
         for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
+        gpa.free(self.text_chars);
+        self.text_chars = &.{};
     }
 
     /// The text slice without a bound (its longest token's), whose rest trie holds the tokens
@@ -508,39 +521,24 @@ pub const short_text_chars_max = 31;
 
 /// Per tokenizer (in its `OpenSlices`), built on first use: per count k the text tokens of at
 /// most k characters (a partial last character counts as one, as it takes a place in the
-/// bound), 16 kB each on Llama-3.
+/// bound), 16 kB each on Llama-3, from `Slices.text_chars` (a pass over its bytes, ~0.1 ms).
 pub const ShortTexts = struct {
-    /// Per token: its characters when it is text (`isText`), else 0xFF; made with the first mask.
-    chars: []u8 = &.{},
     masks: [short_text_chars_max][]u32 = @splat(&.{}),
 
     pub fn deinit(self: *ShortTexts, gpa: Allocator) void {
-        gpa.free(self.chars);
         for (self.masks) |m| gpa.free(m);
         self.* = .{};
     }
 
     /// The text tokens of at most `k` characters (1 ≤ k ≤ `short_text_chars_max`), in the
-    /// matcher's mask layout.
-    pub fn mask(self: *ShortTexts, gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, k: u32) Allocator.Error![]const u32 {
+    /// matcher's mask layout; `text_chars` is the tokenizer's `Slices.text_chars`.
+    pub fn mask(self: *ShortTexts, gpa: Allocator, text_chars: []const u8, k: u32) Allocator.Error![]const u32 {
         assert(1 <= k and k <= short_text_chars_max);
         const slot = &self.masks[k - 1];
         if (slot.len > 0) return slot.*;
-        if (self.chars.len == 0) {
-            const chars = try gpa.alloc(u8, kinds.len);
-            for (kinds, chars, 0..) |kind, *c, id| {
-                const bytes = blob[offsets[id]..offsets[id + 1]];
-                c.* = 0xFF;
-                if (kind != .text or bytes.len == 0 or !isText(bytes)) continue;
-                var count: u32 = 0;
-                for (bytes) |b| count += @intFromBool(b & 0xC0 != 0x80); // (text starts on a character)
-                c.* = @intCast(@min(count, 0xFE));
-            }
-            self.chars = chars;
-        }
-        const m = try gpa.alloc(u32, kinds.len / 32 + 1);
+        const m = try gpa.alloc(u32, text_chars.len / 32 + 1);
         @memset(m, 0);
-        for (self.chars, 0..) |c, id| {
+        for (text_chars, 0..) |c, id| {
             if (c <= k) m[id >> 5] |= @as(u32, 1) << @intCast(id & 31);
         }
         slot.* = m;
