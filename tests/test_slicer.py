@@ -349,6 +349,9 @@ def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(sc
     ({"type": "string", "pattern": "^[a-z]{0,6}$"}, "abcde", False),
     # Two string lexemes in the state: not these masks either.
     ({"anyOf": [{"type": "string", "maxLength": 5}, {"type": "string", "maxLength": 8, "pattern": "^x"}]}, "xab", False),
+    # `"X"` with X a whole body (`$|é*0e9*z` unanchored: any string), not a bound: found by
+    # `tokensieve fuzz --kind json --seed 2703` when any lexeme of that shape was taken for one.
+    ({"type": "string", "pattern": "$|\u00e9*0e9*z"}, "Github issue", False),
 ])
 def test_strings_near_their_bound_masks_match_full_walks(schema, text, ascii, tokenizer_name):
     """A JSON string with at most 31 characters left and nothing else in the lexer state allows

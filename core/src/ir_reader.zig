@@ -85,8 +85,10 @@ const LexemeFlags = packed struct(u32) {
     token_budget: bool,
     /// A JSON string with a length bound (`docs/grammar_ir.md`): the front-end vouches that
     /// the payload spells only JSON strings `"C*"` and that the one and-pattern is the length
-    /// bound `"C{a,n}"`. Masks may then drop the bound where no token can reach it
-    /// (`regex.ExprSet.clampedLengthBound`); any other shape ignores the flag.
+    /// bound `"C{a,n}"`, or (no and-pattern) that the payload is that bound itself, C being
+    /// the JSON string character either way. Masks may then drop the bound where no token can
+    /// reach it (`regex.ExprSet.clampedLengthBound`) and take the text tokens by their
+    /// characters near its end (`slicer.ShortTexts`); any other shape ignores the flag.
     string_length: bool,
     unused: u26,
 };
@@ -107,7 +109,7 @@ pub const Compiled = struct {
     lexeme_exprs: []regex.ExprId,
     lazy: []bool,
     /// Per lexer lexeme: the character term C of its length bound when the lexeme is a JSON
-    /// string `"P" ∩ "C{a,n}"` marked `string_length`, else `nothing`.
+    /// string `"P" ∩ "C{a,n}"` or bound `"C{a,n}"` marked `string_length`, else `nothing`.
     length_chars: []regex.ExprId,
 
     pub fn deinit(self: *Compiled, gpa: Allocator) void {
@@ -589,6 +591,8 @@ const Lexemes = struct {
                 !exprs.isBoolean(@fromBackingInt(@intCast(exprs.args(e)[0]))) and
                 !exprs.isBoolean(@fromBackingInt(@intCast(exprs.args(e)[1])));
             if (flags.string_length and two_plain) self.length_chars[l] = length_char;
+        } else if (flags.string_length and kind == @backingInt(LexemeKind.regex)) {
+            self.length_chars[l] = try exprs.lengthBoundChar(self.exprs[l]) orelse .nothing;
         }
         if (flags.token_budget) {
             // A special lexeme is one token: a budget cannot bind it.

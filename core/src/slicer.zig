@@ -720,9 +720,9 @@ pub const DepthCache = struct {
     }
 
     /// k when `state` is a JSON string with 1 ≤ k ≤ `short_text_chars_max` characters left
-    /// and nothing else: one pair, a JSON string lexeme with a length bound (a marked one,
-    /// `length_chars`, or `"C{a,n}"` itself) whose expression is now the bound `C{a,k}"`
-    /// between characters, C covering text. A text token then keeps it
+    /// and nothing else: one pair, a JSON string lexeme the front-end marked with its length
+    /// bound (`length_chars`) whose expression is now the bound `C{a,k}"` between
+    /// characters, C covering text. A text token then keeps it
     /// alive exactly when it has at most k characters (a shorter string pads up to a), and no
     /// lexeme ends inside one (only a quote ends the string): those are the tokens
     /// `ShortTexts` holds. Else null.
@@ -737,9 +737,12 @@ pub const DepthCache = struct {
         }
         const pair = only orelse return null;
         const exprs = lexer.exprs;
-        // A lexeme the front-end marked (a pattern beside the bound), or a bound alone.
-        const marked = if (pair[0] < self.length_chars.len) self.length_chars[pair[0]] else .nothing;
-        const char = if (marked != .nothing) marked else try exprs.lengthBoundChar(lexer.lexemes[pair[0]]) orelse return null;
+        // Only a lexeme the front-end marked (`Lexeme.string_length`): its C is the JSON
+        // character. (`"X"` of any other lexeme has the bound's shape with X a whole body:
+        // `"(?:C*|…)"` read as one character allowed one-character tokens only.)
+        if (pair[0] >= self.length_chars.len) return null;
+        const char = self.length_chars[pair[0]];
+        if (char == .nothing) return null;
         const quote = try exprs.byte('"');
         const shape = exprs.lengthShape(@fromBackingInt(@intCast(pair[1])), char, quote) orelse return null;
         if (shape.prefix_len != 0 or shape.count_max == 0 or shape.count_max > short_text_chars_max) return null;

@@ -96,10 +96,12 @@ class Lexeme:
         max_tokens: the most tokens of model output one occurrence may span (0: no limit).
             When the budget is spent at a token boundary the lexeme ends there if it matches
             (even if the next byte could extend it); `docs/grammar_ir.md` has the details.
-        string_length: a JSON string with a pattern and a length bound: `value` spells only
-            JSON strings (`"` STRING_CHAR* `"`) and the one and-pattern is the length bound
-            (`strings.string_regex`). Lets masks drop the bound where no token can reach it
-            (`docs/lexer.md`); a promise the front-end makes, so only set it when it holds.
+        string_length: a JSON string with a length bound: either `value` spells only JSON
+            strings (`"` STRING_CHAR* `"`) and the one and-pattern is the length bound, or
+            `value` is the bound itself with no and-pattern (`strings.string_regex` both).
+            Lets masks drop the bound where no token can reach it and take the text tokens by
+            their characters near its end (`docs/lexer.md`, `docs/trie.md`); a promise the
+            front-end makes, so only set it when it holds.
     """
 
     name: str
@@ -377,7 +379,7 @@ def _lexeme_words(lexeme: Lexeme, index: int) -> bytes:
     fields = lexeme.__dict__
     kind = fields["kind"]
     if not (fields["and_patterns"] or fields["not_patterns"] or fields["lazy"] or fields["dot_all"]
-            or fields["ignore_case"] or fields["max_tokens"] or kind == "special"):
+            or fields["ignore_case"] or fields["max_tokens"] or fields["string_length"] or kind == "special"):
         # The commonest record (no flags, a pattern or literal; most lexemes of a median schema):
         # `_lexeme_record`'s words with flags 0, from a header made once per kind
         # (tests/test_core_api.py compares the two).
@@ -433,7 +435,7 @@ def _lexeme_record(lexeme: Lexeme, index: int) -> bytes:
         | (4 if lexeme.dot_all else 0)
         | (8 if lexeme.ignore_case else 0)
         | (16 if lexeme.max_tokens else 0)
-        | (32 if lexeme.string_length and boolean else 0)
+        | (32 if lexeme.string_length else 0)
     )
     out = [struct.pack("<2I", _KIND_CODES[lexeme.kind], flags)]
     if lexeme.kind == "special":

@@ -3901,7 +3901,9 @@ class _Compiler:
             if min_length == 0 and max_length is None:
                 return self.string()
             upper = "" if max_length is None else max_length
-            return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length)
+            # The bound alone: the lexeme says so too (`Lexeme.string_length`), and masks near
+            # its end take the text tokens by their characters (docs/trie.md).
+            return self.lexeme(f"string{{{min_length},{upper}}}", "regex", length, string_length=True)
         # One pattern (or format) and the length: the lexeme may say so (`Lexeme.string_length`),
         # since both spell only JSON strings, and masks then drop a bound no token can reach.
         string_length = len(bodies) == 1 and not nots and (min_length > 0 or max_length is not None)
