@@ -151,8 +151,10 @@ def test_json_string_every_budget_value_clamped_masks_match_real(unit, wasm_vari
 
 def test_json_string_lexeme_says_string_length_only_for_pattern_and_length():
     """The promise `Lexeme.string_length` makes holds only for one pattern (or format) and the
-    length bound: not with excluded values, and not without a bound."""
+    length bound, or for the bound alone (the lexeme is then the bound): not with excluded
+    values, and not without a bound."""
     from tokensieve._grammar.json_schema.compiler import json_schema_to_ir  # noqa: PLC0415
+    from tokensieve._grammar.json_schema.strings import string_regex  # noqa: PLC0415
 
     def lexemes(schema):
         return [lx for lx in json_schema_to_ir(schema).lexemes if lx.and_patterns or lx.string_length]
@@ -163,7 +165,8 @@ def test_json_string_lexeme_says_string_length_only_for_pattern_and_length():
     assert lx.string_length
     assert not any(lx.string_length for lx in lexemes({"type": "string", "pattern": "^a+$"}))
     assert not any(lx.string_length for lx in lexemes({"type": "string", "pattern": "^a+$", "maxLength": 9, "not": {"const": "aa"}}))
-    assert not any(lx.string_length for lx in lexemes({"type": "string", "maxLength": 9}))
+    (lx,) = lexemes({"type": "string", "maxLength": 9})
+    assert lx.string_length and not lx.and_patterns and lx.value == string_regex(0, 9)
 
 
 def ir_with_lexeme(lexeme: Lexeme) -> GrammarIR:
