@@ -328,7 +328,7 @@ def test_llama3_word_counts_near_the_length_bound_sliced_masks_match_full_walks(
 def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(schema, text):
     """Characters still required (`minLength`) beside a pattern whose every body goes on with
     any characters: the slice's strings keep the state alive, and a completion is padded up to
-    the minimum (`DepthCache.bodyEndsOpen`)."""
+    the minimum (`DepthCache.endsOpen`)."""
     from conftest import load_shared_tokenizer
 
     tok = load_shared_tokenizer("llama3")
@@ -361,8 +361,7 @@ def test_strings_near_their_bound_masks_match_full_walks(schema, text, ascii, to
     from conftest import load_shared_tokenizer
 
     tok = load_shared_tokenizer(tokenizer_name)
-    encoded = json.dumps(text, ensure_ascii=ascii) if ascii else json.dumps(text, ensure_ascii=False)
-    expect_walked_masks_along(Matcher(tok, Grammar.json_schema(schema)), tok, tok.encode(encoded))
+    expect_walked_masks_along(Matcher(tok, Grammar.json_schema(schema)), tok, tok.encode(json.dumps(text, ensure_ascii=ascii)))
 
 
 def test_length_bound_with_characters_still_required_gives_no_slice(wasm_variant):

@@ -2017,6 +2017,21 @@ const SlicerCase = struct {
     family: ?slicer.Family = null,
 };
 
+/// Feeds byte `i` of a test case's `text` to `m`, naming the case when the grammar refuses it.
+fn consumeTestByte(m: *Matcher, name: []const u8, text: []const u8, i: usize) !void {
+    std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(text[i])}, .commit)) catch |err| {
+        std.debug.print("case {s}: byte {d} refused\n", .{ name, i });
+        return err;
+    };
+}
+
+/// The byte set of `bytes`.
+fn testByteSet(bytes: []const u8) lexer_mod.ByteSet {
+    var set: lexer_mod.ByteSet = @splat(0);
+    for (bytes) |b| set[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+    return set;
+}
+
 /// A matcher over `vocab` and the grammar of `nestedListIr`.
 fn nestedListSetup(gpa: Allocator, vocab: []const []const u8, lexeme: []const u8, lexeme_flags: u32) !TestSetup {
     var words = try nestedListIr(gpa, lexeme, lexeme_flags);
@@ -2128,10 +2143,7 @@ test "walk-cache entries, recorded and replayed, equal full trie walks across le
             }
             m.mask_key = null;
             if (i == case.text.len) break;
-            std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit)) catch |err| {
-                std.debug.print("case {s}: byte {d} refused\n", .{ case.lexeme, i });
-                return err;
-            };
+            try consumeTestByte(m, case.lexeme, case.text, i);
         }
         try std.testing.expect(m.isAccepting());
         var it = cache.entries.valueIterator();
@@ -2200,15 +2212,11 @@ test "open slices: masks over lazy free text equal full trie walks" {
             }
             m.mask_key = null;
             if (i == case.text.len) break;
-            std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit)) catch |err| {
-                std.debug.print("case {s}: byte {d} refused\n", .{ case.lexeme, i });
-                return err;
-            };
+            try consumeTestByte(m, case.lexeme, case.text, i);
         }
         const open = t.tokenizer.open_slices;
         if (case.excluded) |bytes| {
-            var want: lexer_mod.ByteSet = @splat(0);
-            for (bytes) |b| want[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
+            const want = testByteSet(bytes);
             std.testing.expect(open.count == 1 and std.mem.eql(u64, &open.excluded[0], &want)) catch |err| {
                 std.debug.print("case {s}: {d} open slices\n", .{ case.lexeme, open.count });
                 return err;
@@ -2280,9 +2288,7 @@ test "open slices: a grammar takes the answer an earlier grammar's search found 
         defer alone.deinit();
         const own = try alone.openExcluded(&grammar.lexer, start, null) orelse return error.TestUnexpectedResult;
         try std.testing.expectEqualSlices(u64, &own, &got);
-        var want: lexer_mod.ByteSet = @splat(0);
-        for (case.excluded) |b| want[b >> 6] |= @as(u64, 1) << @intCast(b & 63);
-        try std.testing.expectEqualSlices(u64, &want, &got);
+        try std.testing.expectEqualSlices(u64, &testByteSet(case.excluded), &got);
     }
 }
 
@@ -2343,7 +2349,7 @@ test "walks over the live first bytes only equal walks of every top-level node" 
             }
             narrowed += @intFromBool(live < present);
             if (i == case.text.len) break;
-            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit));
+            try consumeTestByte(m, case.lexeme, case.text, i);
         }
     }
     // (Most positions' states refuse most first bytes.)
@@ -2416,7 +2422,7 @@ test "masks with slices equal full trie walks, byte by byte" {
                 if (case.family == slice.family) family_steps += 1;
             }
             if (i == case.text.len) break;
-            try std.testing.expectEqual(@as(u32, 1), try m.consume(&.{.fromIndex(case.text[i])}, .commit));
+            try consumeTestByte(m, case.pattern, case.text, i);
         }
         std.testing.expectEqual(case.sliced, sliced_steps > 0) catch |err| {
             std.debug.print("case {s}: {d} sliced steps\n", .{ case.pattern, sliced_steps });

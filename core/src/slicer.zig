@@ -39,7 +39,7 @@
 //!   being `"C*" & ~("x-C*" | names)`, alive on `x-…` through the pattern's own region;
 //! - a marked JSON string's `P·v ∩ C{0,m}"` has min(d(P·v), m − completionMax(P·v))
 //!   (`lengthDepth`), and so has `P·v ∩ C{a,m}"` with a > 1 when every body of P·v goes on
-//!   with any characters (`bodyEndsOpen`); a lead-space depth is min(d(e), 1 + d(e·' ')) over text without spaces;
+//!   with any characters (`endsOpen`); a lead-space depth is min(d(e), 1 + d(e·' ')) over text without spaces;
 //! - anything else has depth 0 (the walk covers it).
 //! This is a sound under-approximation that costs a few lookups per DFA state, computed once per
 //! state and family and kept for the grammar's lifetime. It reads no transitions, so bounded
@@ -624,16 +624,16 @@ pub const OpenSlices = struct {
     }
 
     /// The open slice without the bytes of `excluded`, built on its first use (a pass over
-    /// the tokens and one over the trie: a few ms for 128k tokens); null when the tokenizer
-    /// has `open_slice_count_max` others.
+    /// the tokens and a trie of the few others: ~2.7 ms for Llama-3's 128k); null when the
+    /// tokenizer has `open_slice_count_max` others.
     pub fn get(self: *OpenSlices, gpa: Allocator, trie: *const Trie, blob: []const u8, offsets: []const u32, kinds: []const TokenKind, excluded: ByteSet) trie_mod.Error!?*const Slice {
         for (self.excluded[0..self.count], self.items[0..self.count]) |known, *s| {
             if (std.mem.eql(u64, &known, &excluded)) return s;
         }
         if (self.count == open_slice_count_max) return null;
         // `openNext` as a table, one load a byte (`isOpenText`, a call and three tests a byte,
-        // cost ~0.6 ms more of a build's ~5.5 ms on Llama-3; most of the rest is cutting the
-        // rest trie out of the full one).
+        // cost ~0.6 ms more of a build, ~2.7 ms on Llama-3 with its rest trie built from its
+        // few tokens: `buildOf`).
         const Members = struct {
             next: *const [text_state_count][256]u8,
             fn has(members: @This(), bytes: []const u8) bool {
@@ -703,6 +703,8 @@ pub const DepthCache = struct {
     length_chars: []const ExprId = &.{},
     /// By state index, `openExcluded`'s answers (entries of states never asked are unknown).
     open: std.ArrayList(OpenAnswer) = .empty,
+    /// By state index, `shortTextChars`' answers: 0 unknown, `short_none` none, else k.
+    short: std.ArrayList(u8) = .empty,
 
     const OpenAnswer = struct { known: bool = false, found: bool = false, excluded: ByteSet = @splat(0) };
 
@@ -716,6 +718,7 @@ pub const DepthCache = struct {
         self.finite_memo.deinit(self.gpa);
         for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
         self.open.deinit(self.gpa);
+        self.short.deinit(self.gpa);
         self.* = undefined;
     }
 
@@ -725,8 +728,20 @@ pub const DepthCache = struct {
     /// characters, C covering text. A text token then keeps it
     /// alive exactly when it has at most k characters (a shorter string pads up to a), and no
     /// lexeme ends inside one (only a quote ends the string): those are the tokens
-    /// `ShortTexts` holds. Else null.
+    /// `ShortTexts` holds. Else null. Computed once per state (every mask asks).
     pub fn shortTextChars(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?u32 {
+        const index = lexer.stateIndex(state);
+        if (index >= self.short.items.len) try self.short.appendNTimes(self.gpa, 0, index + 1 - self.short.items.len);
+        const known = self.short.items[index];
+        if (known != 0) return if (known == short_none) null else known;
+        const k = try self.shortTextCharsOf(lexer, state);
+        self.short.items[index] = if (k) |n| @intCast(n) else short_none;
+        return k;
+    }
+
+    const short_none: u8 = 0xFF;
+
+    fn shortTextCharsOf(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?u32 {
         const pairs = lexer.statePairs(state);
         var only: ?[2]u32 = null;
         var i: usize = 0;
@@ -941,7 +956,7 @@ pub const DepthCache = struct {
     /// then `"`, at most d + mm ≤ m of them: a word of Y too. Either member may be taken for Y
     /// (both spell JSON strings from v on), so both are tried. Needs a lower bound a ≤ 1 (w is
     /// not empty, so w·u has a character: `minLength: 1` at a string's start), or P·v's bodies
-    /// all going on with any characters (`bodyEndsOpen`), which pad w·u up to a ≤ m; 0
+    /// all going on with any characters (`endsOpen`), which pad w·u up to a ≤ m; 0
     /// otherwise, and for any other intersection of two positive terms.
     fn lengthDepth(self: *DepthCache, exprs: *ExprSet, e: ExprId, family: Family, char: ExprId, pairs: []const u32, levels: u32) Error!u16 {
         if (char == .nothing or exprs.args(e).len != 2) return 0;
@@ -958,7 +973,7 @@ pub const DepthCache = struct {
             // under `minLength: 10`), unless every body of the pattern goes on with any
             // characters (`\d+-[0-9a-f]{24}` unanchored: `…[0-9a-f]{24}C*"`), which pad a
             // completion up to the minimum (at most the maximum: padding stops there).
-            if (bound.count_min > 1 and !try self.bodyEndsOpen(exprs, pattern, char, quote, 0)) continue;
+            if (bound.count_min > 1 and !try self.endsOpen(exprs, pattern, char, quote, 0)) continue;
             const mm = exprs.completionMax(pattern);
             const room: u32 = if (bound.count_max == regex.repeat_unbounded) depth_finite_max else bound.count_max;
             if (room <= mm) continue;
@@ -968,38 +983,24 @@ pub const DepthCache = struct {
         return best;
     }
 
-    /// Does every word of `e`, a JSON string's rest ending with its closing quote, stay a
-    /// word with any characters (`char`) put before that quote? Its body then ends in `Y*`
-    /// with `char` ⊆ Y on every branch: `h t` when t does (a nullable t is then `char`-closed
-    /// too), an alternation when every member does. Conservative: anything else is no.
-    fn bodyEndsOpen(self: *DepthCache, exprs: *const ExprSet, e: ExprId, char: ExprId, quote: ExprId, depth: u32) Error!bool {
+    /// Does every word of `e` stay a word of `e` with any characters (`char`) added at its
+    /// end, or, with `quote` (`e` a JSON string's rest), put before its closing quote? Every
+    /// branch then ends in `Y*` with `char` ⊆ Y (before the quote): `h t` when t does (a
+    /// nullable t is then `char`-closed too), an alternation when every member does.
+    /// Conservative: anything else is no.
+    fn endsOpen(self: *DepthCache, exprs: *const ExprSet, e: ExprId, char: ExprId, quote: ?ExprId, depth: u32) Error!bool {
         if (depth > expr_depth_max) return false;
+        const args = exprs.args(e); // (`included` only reads the arena)
         switch (exprs.tag(e)) {
+            .repeat => return quote == null and args[2] == regex.repeat_unbounded and try self.included(exprs, char, @fromBackingInt(@intCast(args[0]))),
             .concat => {
-                const head = @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[0])));
-                const tail = @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[1])));
-                if (tail == quote) return self.endsOpen(exprs, head, char, depth + 1);
-                return self.bodyEndsOpen(exprs, tail, char, quote, depth + 1);
+                const tail: ExprId = @fromBackingInt(@intCast(args[1]));
+                if (quote != null and tail == quote.?) return self.endsOpen(exprs, @fromBackingInt(@intCast(args[0])), char, null, depth + 1);
+                return self.endsOpen(exprs, tail, char, quote, depth + 1);
             },
             .alt => {
-                for (exprs.args(e)) |m| {
-                    if (!try self.bodyEndsOpen(exprs, @fromBackingInt(@intCast(m)), char, quote, depth + 1)) return false;
-                }
-                return true;
-            },
-            else => return false,
-        }
-    }
-
-    /// Does every word of `e` stay a word of `e` with any characters (`char`) after it?
-    fn endsOpen(self: *DepthCache, exprs: *const ExprSet, e: ExprId, char: ExprId, depth: u32) Error!bool {
-        if (depth > expr_depth_max) return false;
-        switch (exprs.tag(e)) {
-            .repeat => return exprs.args(e)[2] == regex.repeat_unbounded and try self.included(exprs, char, @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[0])))),
-            .concat => return self.endsOpen(exprs, @as(ExprId, @fromBackingInt(@intCast(exprs.args(e)[1]))), char, depth + 1),
-            .alt => {
-                for (exprs.args(e)) |m| {
-                    if (!try self.endsOpen(exprs, @fromBackingInt(@intCast(m)), char, depth + 1)) return false;
+                for (args) |m| {
+                    if (!try self.endsOpen(exprs, @fromBackingInt(@intCast(m)), char, quote, depth + 1)) return false;
                 }
                 return true;
             },
