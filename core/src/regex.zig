@@ -1523,7 +1523,9 @@ pub const ExprSet = struct {
     /// and m ≥ `bytes_max` + `completionMax(P·v)`, every word of P·v up to `bytes_max` bytes
     /// fits the bound, and so does the shortest completion of every prefix of P·v up to
     /// `bytes_max` bytes: both lexemes answer alike for every token (docs/lexer.md has the
-    /// whole argument).
+    /// whole argument). So also when a' = 1, T is nothing and `"` alone is not a word of P·v
+    /// (`minLength: 1` at the start of a pattern that needs a character): every word of P·v
+    /// then has a character, and the bound might as well be `C{0,m} "`.
     ///
     /// Which member is the bound: the bound's derivative always has the shape
     /// `T C{a',m} "` or `T C "`, except once m = 0, when it is `T "`, at most `maxlen(C)`
@@ -1540,7 +1542,11 @@ pub const ExprSet = struct {
         for (0..2) |i| {
             const bound = shapes[i] orelse continue;
             const pattern = members[1 - i];
-            if (bound.count_min != 0 or self.isBoolean(pattern)) continue;
+            if (bound.count_min > 1 or self.isBoolean(pattern)) continue;
+            // One character still required (`minLength: 1` at a string's start): every word
+            // of P·v has one when `"` alone is not a word of it, and then the bound is
+            // `C{0,m} "` as far as P·v goes.
+            if (bound.count_min == 1 and (bound.prefix_len != 0 or self.nullable(try self.deriv(pattern, '"')))) continue;
             if (shapes[1 - i] == null and self.lengthsOf(pattern).max <= self.lengthsOf(char).max) continue;
             if (bound.count_max != repeat_unbounded and bound.count_max < bytes_max +| self.completionMax(pattern)) continue;
             return pattern;
@@ -3727,6 +3733,8 @@ test "a length bound no short word can reach is dropped, with the same answers" 
     const representatives = "ab\"x";
     var dropped: u32 = 0;
     var kept: u32 = 0;
+    // At the start under `minLength: 1` (a' = 1), where X needs a character.
+    var dropped_needing_one: u32 = 0;
     for (0..60) |i| {
         const x = try randomTerm(&set, random, @intCast(1 + i % 3), counters_clamped);
         const pattern = try set.concatAll(&.{ quote, x, quote });
@@ -3745,6 +3753,7 @@ test "a length bound no short word can reach is dropped, with the same answers" 
                     continue;
                 };
                 dropped += 1;
+                if (min == 1 and v.len == 0) dropped_needing_one += 1;
                 try std.testing.expect(!set.isBoolean(p));
                 for (words.items) |w| {
                     if (w.len > bytes_max) break;
@@ -3754,7 +3763,7 @@ test "a length bound no short word can reach is dropped, with the same answers" 
             }
         }
     }
-    try std.testing.expect(dropped > 100 and kept > 100);
+    try std.testing.expect(dropped > 100 and kept > 100 and dropped_needing_one > 4);
 }
 
 /// The value of the digit string `w` modulo `modulus`, after digits that left `residue`: the
