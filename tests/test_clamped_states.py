@@ -240,3 +240,30 @@ def test_llama3_json_strings_near_the_length_boundary(llama3):
             clamped, real = masks_fast_and_walked(m, llama3.vocab_size, keep_slices=True)
             assert_same(clamped, real, llama3, b"".join(llama3.token_bytes(x) for x in ids[:i]))
             assert m.consume_token(t)
+
+
+def test_llama3_long_tokens_apart_from_a_shorter_clamp(llama3):
+    """Where the state clamped for 32 bytes clamps more than the one for the longest token
+    (a bound ~40-160 characters away, a word count over 16), the mask walks from the former
+    and takes the tokens over 32 bytes (Llama-3: runs of 33-128 spaces, of 48-96 dashes) from
+    a walk of their own trie from the latter (`slicer.LongTokens`). Compared with the real
+    state's walk at every step, on each side of the point where a long token stops fitting:
+    48 dashes under the bound, 64 spaces (a separator) under the word count."""
+    (dashes,) = llama3.encode("-" * 48)
+    (spaces,) = llama3.encode(" " * 64)
+    cases = [
+        ({"type": "string", "pattern": r"^[-a-z ]*$", "maxLength": 110}, "ab" * 20 + "-" * 48 + "ab" * 10, dashes),
+        ({"type": "string", "maxLength": 120}, "ab" * 55, dashes),
+        ({"type": "string", "pattern": r"^(?:\S+\s+){0,24}\S+$", "minLength": 1, "maxLength": 150}, "ab " * 24 + "ab", spaces),
+        ({"type": "string", "pattern": r"^(?:\S+\s+){0,20}\S+$"}, "ab " * 20 + "ab", spaces),
+    ]
+    for schema, text, long in cases:
+        m = Matcher(llama3, Grammar.json_schema(schema))
+        ids = llama3.encode(json.dumps(text)[:-1])
+        seen = set()
+        for i, t in enumerate(ids):
+            clamped, real = masks_fast_and_walked(m, llama3.vocab_size, keep_slices=True)
+            assert_same(clamped, real, llama3, b"".join(llama3.token_bytes(x) for x in ids[:i]))
+            seen.add(bool(real[long]))
+            assert m.consume_token(t)
+        assert seen == {True, False}, schema

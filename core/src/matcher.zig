@@ -581,6 +581,9 @@ pub const Matcher = struct {
         // With token budgets the mask also depends on the token index, and a slice token must
         // still be checked where it ends: no mask cache, no slices.
         const budgeted = self.parser.cfg.has_token_max;
+        // The tokens over `slicer.long_token_bytes` and where to walk them from, when the
+        // walk below starts from a state clamped for the shorter ones only.
+        var long_walk: ?struct { tokens: *const slicer.LongTokens, from: Position } = null;
         if (!self.eos_consumed) walk: {
             var entered = try self.enterNextToken(at) orelse break :walk;
             // After a lexeme nothing can extend (a literal's last byte) the walk goes on from
@@ -596,7 +599,18 @@ pub const Matcher = struct {
             // state than which tokens it allows).
             const row_start = self.parser.rows.items[entered.row.index()].lexer_start;
             if (clamp_enabled and !lazy and !budgeted and entered.lexer_state != row_start) {
-                entered.lexer_state = try self.grammar.clampedState(self.gpa, entered.lexer_state, tokenizer.trie.depth_max);
+                const real = entered.lexer_state;
+                entered.lexer_state = try self.grammar.clampedState(self.gpa, real, tokenizer.trie.depth_max);
+                // Clamped for the tokens of at most `long_token_bytes` instead, when that
+                // clamps more (a word count, a string's bound within reach of the longest
+                // token only): the longer ones are walked apart (`slicer.LongTokens`).
+                if (slices_enabled and tokenizer.trie.depth_max > slicer.long_token_bytes) {
+                    const short = try self.grammar.clampedState(self.gpa, real, slicer.long_token_bytes);
+                    if (short != entered.lexer_state) if (try self.longTokens()) |tokens| {
+                        long_walk = .{ .tokens = tokens, .from = entered };
+                        entered.lexer_state = short;
+                    };
+                }
             }
             // A string near its bound and nothing else: its text tokens by their characters,
             // then the tokens outside the text family (`slicer.ShortTexts`).
@@ -621,6 +635,10 @@ pub const Matcher = struct {
             } else {
                 try walkTrieTop(tokenizer.trie.nodes, tokenizer.trie.top, &self.parser, entered, self.mask);
             }
+        }
+        if (long_walk) |long| {
+            long.tokens.clear(self.mask);
+            try walkTrieTop(long.tokens.trie.nodes, long.tokens.trie.top, &self.parser, long.from, self.mask);
         }
         if (!self.eos_consumed) {
             // Clear the dummy bit of nodes without a token.
@@ -654,6 +672,16 @@ pub const Matcher = struct {
         const text = tokenizer.slices.unboundedText() orelse return null;
         const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.slices.text_chars, k);
         return .{ .mask = mask, .rest = &text.rest };
+    }
+
+    /// The tokenizer's long tokens (`slicer.LongTokens`), null when they cannot be had.
+    fn longTokens(self: *Matcher) Error!?*const slicer.LongTokens {
+        const tokenizer = self.tokenizer;
+        return tokenizer.open_slices.longTokens(self.gpa, tokenizer.blob, tokenizer.offsets, tokenizer.kinds) catch |err| switch (err) {
+            error.OutOfMemory => error.OutOfMemory,
+            // (The trie was built from these tokens: it cannot refuse them now.)
+            error.InvalidTokens, error.LimitExceeded => null,
+        };
     }
 
     /// The open slice a walk from `state`, which holds a lazy lexeme, may take (`slicer.OpenSlices`);

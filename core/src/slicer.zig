@@ -546,6 +546,60 @@ pub const ShortTexts = struct {
     }
 };
 
+/// Masks walk from a state clamped for tokens of at most this many bytes when that differs
+/// from the state clamped for the longest token, and take the longer tokens from a walk of
+/// their own trie (`LongTokens`). Llama-3 has 231 text tokens over 32 bytes (3.3k trie
+/// nodes); over 16 bytes, 1,566 (17.6k nodes), whose walk from a new state costs about what
+/// the shorter clamp saves.
+pub const long_token_bytes: u32 = 32;
+
+/// The text tokens longer than `long_token_bytes`: their ids and their trie, per tokenizer
+/// (in its `OpenSlices`).
+///
+/// A mask walks from a *clamped* lexer state, one that answers like the real state for every
+/// token of at most L bytes (`Grammar.clampedState`; docs/lexer.md, "Clamped states"), L
+/// being the longest token (128 bytes on Llama-3). Counters a long token could exhaust stay,
+/// so a word count `(?:\S+\s+){0,49}` (up to 64 copies in 128 bytes) or a JSON string with
+/// fewer than ~140 characters left under `maxLength` makes every position a new state, and
+/// each mask a first visit: a walk deriving new transitions, ~0.25 ms a step for the word
+/// count and ~1.1-1.5 ms under `maxLength` 100 with a pattern (an intersection, whose new
+/// states cost more). Clamped for L = `long_token_bytes` instead, those states repeat (the
+/// bound is dropped, the counter loses its upper bound) and the walk cache answers; the few
+/// longer tokens are then cleared from that mask and walked from the state clamped for the
+/// longest token: exact for every token, at the cost of a walk of this trie.
+pub const LongTokens = struct {
+    ids: []u32,
+    trie: Trie,
+
+    fn build(gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!LongTokens {
+        const long_kinds = try gpa.dupe(TokenKind, kinds);
+        defer gpa.free(long_kinds);
+        var ids: std.ArrayList(u32) = .empty;
+        defer ids.deinit(gpa);
+        for (long_kinds, 0..) |*kind, id| {
+            if (kind.* != .text) continue;
+            if (offsets[id + 1] - offsets[id] > long_token_bytes) {
+                try ids.append(gpa, @intCast(id));
+            } else {
+                kind.* = .unused;
+            }
+        }
+        var trie = try Trie.build(gpa, blob, offsets, long_kinds);
+        errdefer trie.deinit(gpa);
+        return .{ .ids = try ids.toOwnedSlice(gpa), .trie = trie };
+    }
+
+    pub fn deinit(self: *LongTokens, gpa: Allocator) void {
+        gpa.free(self.ids);
+        self.trie.deinit(gpa);
+    }
+
+    /// Clear the long tokens' bits of `mask`.
+    pub fn clear(self: *const LongTokens, mask: []u32) void {
+        for (self.ids) |id| mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+    }
+};
+
 /// `DepthCache.openExcluded`'s answers shared between grammars, per tokenizer (in its
 /// `OpenSlices`). A server whose requests bring their own tools compiles a grammar per
 /// request, and the free text around the calls is the same in each (the tools differ, the
@@ -615,12 +669,22 @@ pub const OpenSlices = struct {
     answers: OpenAnswers = .{},
     /// Text tokens by their characters, for strings near their bound (also built on first use).
     short: ShortTexts = .{},
+    /// The tokens longer than `long_token_bytes` (also built on first use).
+    long: ?LongTokens = null,
 
     pub fn deinit(self: *OpenSlices, gpa: Allocator) void {
         for (self.items[0..self.count]) |*s| s.deinit(gpa);
         self.count = 0;
         self.answers.deinit(gpa);
         self.short.deinit(gpa);
+        if (self.long) |*long| long.deinit(gpa);
+        self.long = null;
+    }
+
+    /// The tokenizer's `LongTokens`, built on first use.
+    pub fn longTokens(self: *OpenSlices, gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!*const LongTokens {
+        if (self.long == null) self.long = try LongTokens.build(gpa, blob, offsets, kinds);
+        return &self.long.?;
     }
 
     /// The open slice without the bytes of `excluded`, built on its first use (a pass over
