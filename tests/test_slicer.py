@@ -344,9 +344,19 @@ def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(sc
     ({"type": "string", "minLength": 7, "maxLength": 9}, 'a"b\u00e9cdef', True),
     ({"type": "string", "maxLength": 31}, "Springfield, near the old bridg", False),
     ({"type": "string", "maxLength": 3}, "ab", False),
-    # A narrower character than text's (a pattern's class): not these masks.
+    # Beside a pattern side of single characters `X{a,b}"` (X ⊆ C, b ≥ k): the text tokens
+    # that side's own walk allows, of at most k characters.
     ({"type": "string", "maxLength": 6, "pattern": "^[a-z]*$"}, "abcde", False),
     ({"type": "string", "pattern": "^[a-z]{0,6}$"}, "abcde", False),
+    ({"type": "string", "maxLength": 24, "pattern": "^[^<>]*$"}, "héllo wörld 東京 🙂 ok", False),
+    ({"type": "string", "minLength": 5, "maxLength": 20, "pattern": "^.*$"}, "line one, line two", False),
+    # MaskBench Snowplow's `version`: `\d*.*"` once `1.0.0` is read, a head inside the loop.
+    ({"type": "string", "maxLength": 32, "pattern": r"^(\d+\.\d+\.\d+.*)$"}, "1.0.0-beta+exp.sha.5114f85 abc", False),
+    # A loop of two characters is no single character: at 8 of 9, `a` has no room for its `b`.
+    ({"type": "string", "maxLength": 9, "pattern": "^(?:ab)*$"}, "abababab", False),
+    # Heads that are not inside the loop, or not nullable: not these masks.
+    ({"type": "string", "maxLength": 20, "pattern": r"^\d+\.\d+[a-z]*$"}, "12.34abcdefgh", False),
+    ({"type": "string", "maxLength": 16, "pattern": r"^[a-z]*[0-9]{2}[a-z ]*$"}, "ab12cd ef gh", False),
     # Two string lexemes in the state: not these masks either.
     ({"anyOf": [{"type": "string", "maxLength": 5}, {"type": "string", "maxLength": 8, "pattern": "^x"}]}, "xab", False),
     # `"X"` with X a whole body (`$|é*0e9*z` unanchored: any string), not a bound: found by
@@ -355,9 +365,9 @@ def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(sc
 ])
 def test_strings_near_their_bound_masks_match_full_walks(schema, text, ascii, tokenizer_name):
     """A JSON string with at most 31 characters left and nothing else in the lexer state allows
-    exactly the text tokens of at most that many characters (`slicer.ShortTexts`), and the
-    tokens outside the text family through a walk; every step to the bound against the whole
-    trie's walk."""
+    exactly the text tokens of at most that many characters (`slicer.ShortTexts`) that its
+    pattern side of single characters allows, if it has one, and the tokens outside the text
+    family through a walk; every step to the bound against the whole trie's walk."""
     from conftest import load_shared_tokenizer
 
     tok = load_shared_tokenizer(tokenizer_name)

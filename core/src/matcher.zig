@@ -612,33 +612,38 @@ pub const Matcher = struct {
                     };
                 }
             }
-            // A string near its bound and nothing else: its text tokens by their characters,
-            // then the tokens outside the text family (`slicer.ShortTexts`).
+            // A string near its bound and nothing else: its text tokens by their characters
+            // (those its pattern side allows, when it has one), then the tokens outside the
+            // text family (`slicer.ShortTexts`).
             if (slices_enabled and !lazy and !budgeted) if (try self.shortTexts(entered.lexer_state)) |short| {
-                @memcpy(self.mask, short.mask);
+                if (short.pattern == .nothing) {
+                    @memcpy(self.mask, short.mask);
+                } else {
+                    var pattern = entered;
+                    pattern.lexer_state = try self.withExpression(entered.lexer_state, short.pattern);
+                    try self.walkSliced(pattern, false);
+                    for (self.mask, short.mask) |*word, text| word.* &= text;
+                }
                 try walkTrieTop(short.rest.nodes, short.rest.top, &self.parser, entered, self.mask);
                 break :walk;
             };
-            const slice = if (!slices_enabled or budgeted)
-                null
-            else if (lazy)
-                try self.openSlice(entered.lexer_state)
-            else
-                try tokenizer.slices.pick(&self.grammar.slice_depths, self.parser.lexer, entered.lexer_state);
-            // (An open slice goes through the cache although its rest trie is small: free
-            // text's frontier, the tokens that could end it, is smaller still.)
-            if (slice != null and !lazy and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
-                @memcpy(self.mask, slice.?.mask);
-                try walkTrieTop(slice.?.rest.nodes, slice.?.rest.top, &self.parser, entered, self.mask);
-            } else if (!budgeted) {
-                try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
-            } else {
+            if (budgeted) {
                 try walkTrieTop(tokenizer.trie.nodes, tokenizer.trie.top, &self.parser, entered, self.mask);
+            } else {
+                try self.walkSliced(entered, lazy);
             }
         }
         if (long_walk) |long| {
-            long.tokens.clear(self.mask);
-            try walkTrieTop(long.tokens.trie.nodes, long.tokens.trie.top, &self.parser, long.from, self.mask);
+            // A string's bound (and a pattern side of single characters): the long text
+            // tokens as the shorter clamp allowed them, held to the characters left; the
+            // others walked (`slicer.LongTokens`). Else every long token walked.
+            if (try self.grammar.slice_depths.boundChars(self.parser.lexer, long.from.lexer_state)) |bound| {
+                long.tokens.clearBeyond(self.mask, tokenizer.slices.text_chars, bound.chars);
+                try walkTrieTop(long.tokens.other.nodes, long.tokens.other.top, &self.parser, long.from, self.mask);
+            } else {
+                long.tokens.clear(self.mask);
+                try walkTrieTop(long.tokens.trie.nodes, long.tokens.trie.top, &self.parser, long.from, self.mask);
+            }
         }
         if (!self.eos_consumed) {
             // Clear the dummy bit of nodes without a token.
@@ -663,15 +668,49 @@ pub const Matcher = struct {
         if (!self.eos_consumed and !budgeted and !self.parser.text_read) self.mask_key = maskKey(at);
     }
 
+    /// The mask of `entered` (into the zeroed `self.mask`) by the slice its state allows,
+    /// through the walk cache, or by an open slice for a state holding a lazy lexeme.
+    fn walkSliced(self: *Matcher, entered: Position, lazy: bool) Error!void {
+        const tokenizer = self.tokenizer;
+        const slice = if (!slices_enabled)
+            null
+        else if (lazy)
+            try self.openSlice(entered.lexer_state)
+        else
+            try tokenizer.slices.pick(&self.grammar.slice_depths, self.parser.lexer, entered.lexer_state);
+        // (An open slice goes through the cache although its rest trie is small: free
+        // text's frontier, the tokens that could end it, is smaller still.)
+        if (slice != null and !lazy and slice.?.rest.nodes.len < self.grammar.walk_cache.rest_nodes_min) {
+            @memcpy(self.mask, slice.?.mask);
+            try walkTrieTop(slice.?.rest.nodes, slice.?.rest.top, &self.parser, entered, self.mask);
+        } else {
+            try self.grammar.walk_cache.walk(self.gpa, tokenizer, &self.parser, entered, slice, self.mask);
+        }
+    }
+
     /// The text tokens `state` allows when it is a string near its bound and nothing else
-    /// (`slicer.DepthCache.shortTextChars`), and the trie of the tokens outside the text
-    /// family (the unbounded text slice's rest) to walk beside them; else null.
-    fn shortTexts(self: *Matcher, state: StateId) Error!?struct { mask: []const u32, rest: *const trie_mod.Trie } {
-        const k = try self.grammar.slice_depths.shortTextChars(self.parser.lexer, state) orelse return null;
+    /// (`slicer.DepthCache.shortTextChars`): those of at most k characters, of which the
+    /// pattern side's walk must also allow each, when there is one (`pattern`, else
+    /// `nothing`); and the trie of the tokens outside the text family (the unbounded text
+    /// slice's rest) to walk beside them. Else null.
+    fn shortTexts(self: *Matcher, state: StateId) Error!?struct { mask: []const u32, pattern: regex.ExprId, rest: *const trie_mod.Trie } {
+        const short = try self.grammar.slice_depths.shortTextChars(self.parser.lexer, state) orelse return null;
         const tokenizer = self.tokenizer;
         const text = tokenizer.slices.unboundedText() orelse return null;
-        const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.slices.text_chars, k);
-        return .{ .mask = mask, .rest = &text.rest };
+        const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.slices.text_chars, short.chars);
+        return .{ .mask = mask, .pattern = short.pattern, .rest = &text.rest };
+    }
+
+    /// `state` with its one lexeme's expression replaced by `e`.
+    fn withExpression(self: *Matcher, state: StateId, e: regex.ExprId) Error!StateId {
+        const lexer = self.parser.lexer;
+        const pairs = try self.gpa.dupe(u32, lexer.statePairs(state));
+        defer self.gpa.free(pairs);
+        var i: usize = 0;
+        while (i < pairs.len) : (i += 2) {
+            if (pairs[i] != lexer_mod.start_marker) pairs[i + 1] = e.index();
+        }
+        return lexer.internState(pairs);
     }
 
     /// The tokenizer's long tokens (`slicer.LongTokens`), null when they cannot be had.

@@ -567,36 +567,75 @@ pub const long_token_bytes: u32 = 32;
 /// bound is dropped, the counter loses its upper bound) and the walk cache answers; the few
 /// longer tokens are then cleared from that mask and walked from the state clamped for the
 /// longest token: exact for every token, at the cost of a walk of this trie.
+///
+/// Where the state clamped for the longest token is a JSON string's bound with k characters
+/// left, alone or beside a pattern side of single characters (`DepthCache.boundChars`, the
+/// plain `maxLength` string of 40-140 characters), the long tokens of the text family need no
+/// walk: the shorter clamp's state answers for them as the pattern side does, and the real
+/// state allows those of at most k characters of them. Only the others (`other`: with a
+/// quote, a backslash or a control byte) are walked.
 pub const LongTokens = struct {
+    /// The long tokens in the text family, then the others (from `other_start` on).
     ids: []u32,
+    other_start: usize,
     trie: Trie,
+    /// The trie of the long tokens outside the text family.
+    other: Trie,
 
     fn build(gpa: Allocator, blob: []const u8, offsets: []const u32, kinds: []const TokenKind) trie_mod.Error!LongTokens {
         const long_kinds = try gpa.dupe(TokenKind, kinds);
         defer gpa.free(long_kinds);
-        var ids: std.ArrayList(u32) = .empty;
-        defer ids.deinit(gpa);
-        for (long_kinds, 0..) |*kind, id| {
+        const other_kinds = try gpa.dupe(TokenKind, kinds);
+        defer gpa.free(other_kinds);
+        var text_ids: std.ArrayList(u32) = .empty;
+        defer text_ids.deinit(gpa);
+        var other_ids: std.ArrayList(u32) = .empty;
+        defer other_ids.deinit(gpa);
+        for (long_kinds, other_kinds, 0..) |*kind, *other_kind, id| {
             if (kind.* != .text) continue;
-            if (offsets[id + 1] - offsets[id] > long_token_bytes) {
-                try ids.append(gpa, @intCast(id));
-            } else {
+            const bytes = blob[offsets[id]..offsets[id + 1]];
+            if (bytes.len <= long_token_bytes) {
                 kind.* = .unused;
+                other_kind.* = .unused;
+            } else if (isIn(.text, bytes)) {
+                try text_ids.append(gpa, @intCast(id));
+                other_kind.* = .unused;
+            } else {
+                try other_ids.append(gpa, @intCast(id));
             }
         }
         var trie = try Trie.build(gpa, blob, offsets, long_kinds);
         errdefer trie.deinit(gpa);
-        return .{ .ids = try ids.toOwnedSlice(gpa), .trie = trie };
+        var other = try Trie.build(gpa, blob, offsets, other_kinds);
+        errdefer other.deinit(gpa);
+        const ids = try gpa.alloc(u32, text_ids.items.len + other_ids.items.len);
+        @memcpy(ids[0..text_ids.items.len], text_ids.items);
+        @memcpy(ids[text_ids.items.len..], other_ids.items);
+        return .{ .ids = ids, .other_start = text_ids.items.len, .trie = trie, .other = other };
     }
 
     pub fn deinit(self: *LongTokens, gpa: Allocator) void {
         gpa.free(self.ids);
         self.trie.deinit(gpa);
+        self.other.deinit(gpa);
     }
 
     /// Clear the long tokens' bits of `mask`.
     pub fn clear(self: *const LongTokens, mask: []u32) void {
-        for (self.ids) |id| mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+        clearIds(self.ids, mask);
+    }
+
+    /// Clear the bits of the long tokens outside the text family, and of those in it with
+    /// more than `chars` characters (`text_chars`: `Slices.text_chars`).
+    pub fn clearBeyond(self: *const LongTokens, mask: []u32, text_chars: []const u8, chars: u32) void {
+        for (self.ids[0..self.other_start]) |id| {
+            if (text_chars[id] > chars) mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+        }
+        clearIds(self.ids[self.other_start..], mask);
+    }
+
+    fn clearIds(ids: []const u32, mask: []u32) void {
+        for (ids) |id| mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
     }
 };
 
@@ -756,6 +795,8 @@ pub const DepthCache = struct {
     covers_memo: std.AutoHashMapUnmanaged(u64, bool) = .empty,
     /// Does expression E denote a finite language? By expression id.
     finite_memo: std.AutoHashMapUnmanaged(u32, bool) = .empty,
+    /// `charWithin`'s answers, by `x << 32 | y`.
+    within_memo: std.AutoHashMapUnmanaged(u64, bool) = .empty,
     /// Per family and automaton state: one byte per (byte class, next state), to take
     /// derivatives with.
     edges: [family_count][text_state_count]std.ArrayList(Edge) = @splat(@splat(.empty)),
@@ -767,8 +808,10 @@ pub const DepthCache = struct {
     length_chars: []const ExprId = &.{},
     /// By state index, `openExcluded`'s answers (entries of states never asked are unknown).
     open: std.ArrayList(OpenAnswer) = .empty,
-    /// By state index, `shortTextChars`' answers: 0 unknown, `short_none` none, else k.
+    /// By state index, `boundChars`' answers: 0 unknown, `short_none` none, else k; and
+    /// with k, the answer's pattern side (`nothing` for a bound alone).
     short: std.ArrayList(u8) = .empty,
+    short_patterns: std.ArrayList(ExprId) = .empty,
 
     const OpenAnswer = struct { known: bool = false, found: bool = false, excluded: ByteSet = @splat(0) };
 
@@ -780,32 +823,64 @@ pub const DepthCache = struct {
         for (&self.depths) |*d| d.deinit(self.gpa);
         self.covers_memo.deinit(self.gpa);
         self.finite_memo.deinit(self.gpa);
+        self.within_memo.deinit(self.gpa);
         for (&self.edges) |*per_family| for (per_family) |*e| e.deinit(self.gpa);
         self.open.deinit(self.gpa);
         self.short.deinit(self.gpa);
+        self.short_patterns.deinit(self.gpa);
         self.* = undefined;
     }
+
+    /// `shortTextChars`' answer: the characters left, and where the state is an intersection
+    /// with a pattern side `X{a,b} "` (X ⊆ C, b ≥ k), that side (else `nothing`).
+    pub const ShortText = struct { chars: u32, pattern: ExprId };
 
     /// k when `state` is a JSON string with 1 ≤ k ≤ `short_text_chars_max` characters left
     /// and nothing else: one pair, a JSON string lexeme the front-end marked with its length
     /// bound (`length_chars`) whose expression is now the bound `C{a,k}"` between
-    /// characters, C covering text. A text token then keeps it
-    /// alive exactly when it has at most k characters (a shorter string pads up to a), and no
-    /// lexeme ends inside one (only a quote ends the string): those are the tokens
-    /// `ShortTexts` holds. Else null. Computed once per state (every mask asks).
-    pub fn shortTextChars(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?u32 {
+    /// characters, C covering text. A text token then keeps it alive exactly when it has at
+    /// most k characters (a shorter string pads up to a), and no lexeme ends inside one (only
+    /// a quote ends the string): those are the tokens `ShortTexts` holds.
+    ///
+    /// Or the expression is the intersection of that bound with a pattern side `X{a',b'} "`
+    /// whose X matches single characters of C only (X ⊆ C, `^[^<>]*$`, `.*` once the pattern
+    /// reached it) and b' ≥ k: a text token keeps it alive exactly when it is a prefix of
+    /// X characters and has at most k characters (both counters then pad up to their
+    /// minimum, the intersection being alive), so the mask is those of `ShortTexts` that a
+    /// walk from the pattern side alone allows, and `pattern` names that side. Before, each
+    /// of the last k characters of such a string was a new state walked through the ≤8 text
+    /// slice's rest trie (MaskBench Snowplow's `version`, `^(\d+\.\d+\.\d+.*)$` under
+    /// `maxLength` 32: 2.7 ms a step).
+    ///
+    /// Else null. Computed once per state (every mask asks).
+    pub fn shortTextChars(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ShortText {
+        const answer = try self.boundChars(lexer, state) orelse return null;
+        return if (answer.chars <= short_text_chars_max) answer else null;
+    }
+
+    /// `shortTextChars` without its bound on k (at most `bound_chars_max`): where the state
+    /// is such a string, a text token keeps it alive exactly when the pattern side allows it
+    /// (or always, for a bound alone) and it has at most k characters, whatever k. The
+    /// tokens over `long_token_bytes` are taken that way (`LongTokens`).
+    pub fn boundChars(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ShortText {
         const index = lexer.stateIndex(state);
-        if (index >= self.short.items.len) try self.short.appendNTimes(self.gpa, 0, index + 1 - self.short.items.len);
+        if (index >= self.short.items.len) {
+            try self.short.appendNTimes(self.gpa, 0, index + 1 - self.short.items.len);
+            try self.short_patterns.appendNTimes(self.gpa, .nothing, index + 1 - self.short_patterns.items.len);
+        }
         const known = self.short.items[index];
-        if (known != 0) return if (known == short_none) null else known;
-        const k = try self.shortTextCharsOf(lexer, state);
-        self.short.items[index] = if (k) |n| @intCast(n) else short_none;
-        return k;
+        if (known != 0) return if (known == short_none) null else .{ .chars = known, .pattern = self.short_patterns.items[index] };
+        const answer = try self.boundCharsOf(lexer, state);
+        self.short.items[index] = if (answer) |a| @intCast(a.chars) else short_none;
+        if (answer) |a| self.short_patterns.items[index] = a.pattern;
+        return answer;
     }
 
     const short_none: u8 = 0xFF;
+    /// The largest k `boundChars` answers (kept in a byte per state).
+    pub const bound_chars_max: u32 = short_none - 1;
 
-    fn shortTextCharsOf(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?u32 {
+    fn boundCharsOf(self: *DepthCache, lexer: *Lexer, state: StateId) Error!?ShortText {
         const pairs = lexer.statePairs(state);
         var only: ?[2]u32 = null;
         var i: usize = 0;
@@ -823,12 +898,79 @@ pub const DepthCache = struct {
         const char = self.length_chars[pair[0]];
         if (char == .nothing) return null;
         const quote = try exprs.byte('"');
-        const shape = exprs.lengthShape(@fromBackingInt(@intCast(pair[1])), char, quote) orelse return null;
-        if (shape.prefix_len != 0 or shape.count_max == 0 or shape.count_max > short_text_chars_max) return null;
+        const e: ExprId = @fromBackingInt(@intCast(pair[1]));
+        if (exprs.tag(e) == .and_) return self.shortIntersection(exprs, e, char, quote);
+        const k = shortBound(exprs, e, char, quote) orelse return null;
         try self.prepareEdges(lexer);
         if (!try self.covers(exprs, char, .text)) return null;
+        return .{ .chars = k, .pattern = .nothing };
+    }
+
+    /// k when `e` is the bound `C{a,k}"` between characters with 1 ≤ k ≤ `bound_chars_max`.
+    fn shortBound(exprs: *const ExprSet, e: ExprId, char: ExprId, quote: ExprId) ?u32 {
+        const shape = exprs.lengthShape(e, char, quote) orelse return null;
+        if (shape.prefix_len != 0 or shape.count_max == 0 or shape.count_max > bound_chars_max) return null;
         return shape.count_max;
     }
+
+    /// `shortTextChars` for an intersection: one member the bound, the other `X{a',b'} "`
+    /// with X ⊆ C and b' ≥ k.
+    fn shortIntersection(self: *DepthCache, exprs: *ExprSet, e: ExprId, char: ExprId, quote: ExprId) Error!?ShortText {
+        const args = exprs.args(e);
+        if (args.len != 2) return null;
+        const members = [2]ExprId{ @fromBackingInt(@intCast(args[0])), @fromBackingInt(@intCast(args[1])) };
+        self.cover_steps_left = cover_steps_max;
+        for (0..2) |i| {
+            const k = shortBound(exprs, members[i], char, quote) orelse continue;
+            const pattern = members[1 - i];
+            // `H1 (H2 (… (X{a',b'} "))))`: the heads are what the pattern left of its parts
+            // before the loop (`\d*` of `\d+\.\d+\.\d+.*` after `1.0.0`).
+            var heads: [short_heads_max]ExprId = undefined;
+            var head_count: usize = 0;
+            var rest = pattern;
+            while (exprs.tag(rest) == .concat and head_count < short_heads_max) {
+                const parts = exprs.args(rest);
+                if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) == quote) break;
+                heads[head_count] = @fromBackingInt(@intCast(parts[0]));
+                head_count += 1;
+                rest = @fromBackingInt(@intCast(parts[1]));
+            }
+            if (exprs.tag(rest) != .concat) continue;
+            const parts = exprs.args(rest);
+            const counted: ExprId = @fromBackingInt(@intCast(parts[0]));
+            if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) != quote or exprs.tag(counted) != .repeat) continue;
+            const counter = exprs.args(counted);
+            if (counter[2] < k) continue; // (`repeat_unbounded` is the largest)
+            if (!try self.charWithin(exprs, @fromBackingInt(@intCast(counter[0])), char)) continue;
+            // With heads, the loop unbounded and each head nullable and inside `X*`: then
+            // `H X{a',}` is `X{a',}` (a head adds nothing a loop could not, and may be empty).
+            if (head_count > 0 and counter[2] != regex.repeat_unbounded) continue;
+            const star = try exprs.repeat(@fromBackingInt(@intCast(counter[0])), 0, regex.repeat_unbounded);
+            const held = for (heads[0..head_count]) |h| {
+                if (!exprs.nullable(h) or !try self.included(exprs, h, star)) break false;
+            } else true;
+            if (!held) continue;
+            return .{ .chars = k, .pattern = pattern };
+        }
+        return null;
+    }
+
+    /// `shortIntersection` reads at most this many heads before a pattern side's loop.
+    const short_heads_max = 4;
+
+    /// `ExprSet.includes` (x ⊆ y) for two character terms, remembered: a pattern's class and
+    /// the JSON character are alternations of a few dozen spellings each, which take
+    /// hundreds of inclusion steps, and every position of a string asks again.
+    fn charWithin(self: *DepthCache, exprs: *const ExprSet, x: ExprId, y: ExprId) Error!bool {
+        const key = (@as(u64, x.index()) << 32) | y.index();
+        if (self.within_memo.get(key)) |hit| return hit;
+        var budget: u32 = char_within_budget;
+        const within = exprs.includes(x, y, &budget);
+        try self.within_memo.put(self.gpa, key, within);
+        return within;
+    }
+
+    const char_within_budget: u32 = 4096;
 
     /// The bytes an open slice at `state` leaves out (`OpenSlices`): every string of UTF-8
     /// characters without them keeps the lexer, byte after byte, on alive states where no
