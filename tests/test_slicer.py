@@ -354,9 +354,10 @@ def test_llama3_min_length_beside_open_patterns_sliced_masks_match_full_walks(sc
     ({"type": "string", "maxLength": 32, "pattern": r"^(\d+\.\d+\.\d+.*)$"}, "1.0.0-beta+exp.sha.5114f85 abc", False),
     # A loop of two characters is no single character: at 8 of 9, `a` has no room for its `b`.
     ({"type": "string", "maxLength": 9, "pattern": "^(?:ab)*$"}, "abababab", False),
-    # Alternations are not these masks (an unanchored pattern's body once matched is
-    # `C* " | C* [0-9a-fA-F] C* "`; `(?:[ab]*|abc…)"`, where after `ab` a `c` needs 14
-    # characters of the 10 left): the slices as before.
+    # An unanchored pattern's body once matched, `C* " | C* [0-9a-fA-F] C* "` (MaskBench
+    # Github_easy---o10013's `userId`): a loop holding the other member, these masks. Anchored
+    # alternations keep the quote outside (`(?:a*|b*) "`, `(?:[ab]*|abc…) "`, where after `ab` a
+    # `c` needs 14 characters of the 10 left): the slices as before.
     ({"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}, "012345abcdef", False),
     ({"type": "string", "maxLength": 10, "pattern": "^(?:a*|b*)$"}, "bbbbbbbbb", False),
     ({"type": "string", "maxLength": 12, "pattern": "^(?:[ab]*|abcdefghijklmnop)$"}, "ababab", False),

@@ -923,37 +923,75 @@ pub const DepthCache = struct {
         for (0..2) |i| {
             const k = shortBound(exprs, members[i], char, quote) orelse continue;
             const pattern = members[1 - i];
-            // `H1 (H2 (… (X{a',b'} "))))`: the heads are what the pattern left of its parts
-            // before the loop (`\d*` of `\d+\.\d+\.\d+.*` after `1.0.0`).
-            var heads: [short_heads_max]ExprId = undefined;
-            var head_count: usize = 0;
-            var rest = pattern;
-            while (exprs.tag(rest) == .concat and head_count < short_heads_max) {
-                const parts = exprs.args(rest);
-                if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) == quote) break;
-                heads[head_count] = @fromBackingInt(@intCast(parts[0]));
-                head_count += 1;
-                rest = @fromBackingInt(@intCast(parts[1]));
-            }
-            if (exprs.tag(rest) != .concat) continue;
-            const parts = exprs.args(rest);
-            const counted: ExprId = @fromBackingInt(@intCast(parts[0]));
-            if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) != quote or exprs.tag(counted) != .repeat) continue;
-            const counter = exprs.args(counted);
-            if (counter[2] < k) continue; // (`repeat_unbounded` is the largest)
-            if (!try self.charWithin(exprs, @fromBackingInt(@intCast(counter[0])), char)) continue;
-            // With heads, the loop unbounded and each head nullable and inside `X*`: then
-            // `H X{a',}` is `X{a',}` (a head adds nothing a loop could not, and may be empty).
-            if (head_count > 0 and counter[2] != regex.repeat_unbounded) continue;
-            const star = try exprs.repeat(@fromBackingInt(@intCast(counter[0])), 0, regex.repeat_unbounded);
-            const held = for (heads[0..head_count]) |h| {
-                if (!exprs.nullable(h) or !try self.included(exprs, h, star)) break false;
-            } else true;
-            if (!held) continue;
-            return .{ .chars = k, .pattern = pattern };
+            if (try self.singleLoop(exprs, pattern, char, quote, k)) return .{ .chars = k, .pattern = pattern };
+            if (try self.heldByLoops(exprs, pattern, char, quote, k)) return .{ .chars = k, .pattern = pattern };
         }
         return null;
     }
+
+    /// Is `pattern` `H1 (H2 (… (X{a',b'} "))))` with X ⊆ C (`char`), a' ≤ k ≤ b', and, with
+    /// heads (what a pattern left of its parts before the loop: `\d*` of
+    /// `\d+\.\d+\.\d+.*` after `1.0.0`), the loop unbounded and each head nullable and
+    /// inside `X*`? Then it is `X{a',b'} "` as a language (a head adds nothing a loop could
+    /// not, and may be empty), and any prefix of its words of at most k characters pads to a
+    /// word of at most k.
+    fn singleLoop(self: *DepthCache, exprs: *ExprSet, pattern: ExprId, char: ExprId, quote: ExprId, k: u32) Error!bool {
+        var heads: [short_heads_max]ExprId = undefined;
+        var head_count: usize = 0;
+        var rest = pattern;
+        while (exprs.tag(rest) == .concat and head_count < short_heads_max) {
+            const parts = exprs.args(rest);
+            if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) == quote) break;
+            heads[head_count] = @fromBackingInt(@intCast(parts[0]));
+            head_count += 1;
+            rest = @fromBackingInt(@intCast(parts[1]));
+        }
+        if (exprs.tag(rest) != .concat) return false;
+        const parts = exprs.args(rest);
+        const counted: ExprId = @fromBackingInt(@intCast(parts[0]));
+        if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) != quote or exprs.tag(counted) != .repeat) return false;
+        const counter = exprs.args(counted);
+        // (`repeat_unbounded` is the largest)
+        if (counter[1] > k or counter[2] < k) return false;
+        if (!try self.charWithin(exprs, @fromBackingInt(@intCast(counter[0])), char)) return false;
+        if (head_count == 0) return true;
+        if (counter[2] != regex.repeat_unbounded) return false;
+        const star = try exprs.repeat(@fromBackingInt(@intCast(counter[0])), 0, regex.repeat_unbounded);
+        for (heads[0..head_count]) |h| {
+            if (!exprs.nullable(h) or !try self.included(exprs, h, star)) return false;
+        }
+        return true;
+    }
+
+    /// Is `pattern` an alternation of `singleLoop`s and of members each inside one of them
+    /// (an unanchored pattern's body once matched: `C* " | C* [0-9a-f] C* "`)? A text string
+    /// keeping it alive is then a prefix of some loop's words (the other members' words are
+    /// words of a loop), padded in that loop.
+    fn heldByLoops(self: *DepthCache, exprs: *ExprSet, pattern: ExprId, char: ExprId, quote: ExprId, k: u32) Error!bool {
+        if (exprs.tag(pattern) != .alt or exprs.args(pattern).len > short_alternatives_max) return false;
+        var members_buffer: [short_alternatives_max]ExprId = undefined;
+        const alternatives = members_buffer[0..exprs.args(pattern).len];
+        for (exprs.args(pattern), alternatives) |raw, *m| m.* = @fromBackingInt(@intCast(raw));
+        var loops: [short_alternatives_max]bool = undefined;
+        var any_loop = false;
+        for (alternatives, 0..) |m, n| {
+            loops[n] = try self.singleLoop(exprs, m, char, quote, k);
+            any_loop = any_loop or loops[n];
+        }
+        if (!any_loop) return false;
+        var budget: u32 = char_within_budget;
+        for (alternatives, 0..) |other, o| {
+            if (loops[o]) continue;
+            const inside = for (alternatives, 0..) |loop, n| {
+                if (loops[n] and exprs.includes(other, loop, &budget)) break true;
+            } else false;
+            if (!inside) return false;
+        }
+        return true;
+    }
+
+    /// `heldByLoops` reads an alternation of at most this many members.
+    const short_alternatives_max = 8;
 
     /// `shortIntersection` reads at most this many heads before a pattern side's loop.
     const short_heads_max = 4;
@@ -1765,4 +1803,71 @@ test "no_space and lead_space membership: every character, and a leading space" 
     try std.testing.expect(!isIn(.lead_space, "a b"));
     try std.testing.expect(!isIn(.lead_space, "  b"));
     try std.testing.expect(isIn(.lead_space, " \xe2\x80")); // ends inside a character
+}
+
+test "strings near their bound beside a pattern: loops of single characters, and alternations they hold" {
+    const gpa = std.testing.allocator;
+    var exprs = try ExprSet.init(gpa, .{});
+    defer exprs.deinit();
+    var cache = DepthCache.init(gpa);
+    defer cache.deinit();
+    var diag: regex_syntax.Diagnostic = .{};
+    // Characters a, b and c (C), three of them left: the bound `C{0,3}"`.
+    var abc: regex.ByteSet = .{};
+    for ("abc") |b| abc.add(b);
+    const char = try exprs.byteSet(abc);
+    const quote = try exprs.byte('"');
+    const k = 3;
+    const bound = try exprs.concatAll(&.{ try exprs.repeat(char, 0, k), quote });
+    // `taken`: the intersection takes the short-text rule (a text string keeps it alive exactly
+    // when the pattern side allows it and it has at most k characters); `wrong`: that rule
+    // would answer wrongly for some string, so it must not be taken.
+    const Case = struct { pattern: []const u8, taken: bool, wrong: bool = false };
+    const cases = [_]Case{
+        .{ .pattern = "[ab]*\"", .taken = true },
+        .{ .pattern = "[ab]*\"|c*\"", .taken = true },
+        .{ .pattern = "[ab]*\"|a*b\"", .taken = true }, // a member inside the loop
+        .{ .pattern = "a*[ab]*\"", .taken = true }, // a head inside the loop
+        .{ .pattern = "[ab]*\"|cccccc\"", .taken = false, .wrong = true }, // `c` needs six characters
+        .{ .pattern = "[ab]*\"|c{6,}\"", .taken = false, .wrong = true }, // a loop needing more than k
+        .{ .pattern = "(?:ab)*\"", .taken = false, .wrong = true }, // two characters a copy: `aba`
+        .{ .pattern = "c?[ab]*\"", .taken = false }, // a head outside the loop (refused, though harmless here)
+    };
+    const representatives = "abc\"x";
+    const Viable = struct {
+        fn of(set: *ExprSet, e: ExprId, w: []const u8) !bool {
+            var d = e;
+            for (w) |b| d = try set.deriv(d, b);
+            return !try set.isEmpty(d, representatives);
+        }
+    };
+    var word: [4]u8 = undefined;
+    for (cases) |case| {
+        const pattern = try regex_syntax.parse(&exprs, case.pattern, .{}, &diag);
+        const e = try exprs.andAll(&.{ pattern, bound });
+        const answer = try cache.shortIntersection(&exprs, e, char, quote);
+        std.testing.expectEqual(case.taken, answer != null) catch |err| {
+            std.debug.print("pattern {s}\n", .{case.pattern});
+            return err;
+        };
+        if (answer) |a| try std.testing.expectEqual(@as(u32, k), a.chars);
+        // Every string over {a, b, c} of up to 4 characters: the rule against the intersection.
+        var disagreements: u32 = 0;
+        for (0..word.len + 1) |len| {
+            var n: usize = 0;
+            const count = std.math.pow(usize, 3, len);
+            while (n < count) : (n += 1) {
+                var v = n;
+                for (word[0..len]) |*b| {
+                    b.* = "abc"[v % 3];
+                    v /= 3;
+                }
+                const w = word[0..len];
+                const rule = w.len <= k and try Viable.of(&exprs, pattern, w);
+                if (rule != try Viable.of(&exprs, e, w)) disagreements += 1;
+            }
+        }
+        if (case.taken) try std.testing.expectEqual(@as(u32, 0), disagreements);
+        if (case.wrong) try std.testing.expect(disagreements > 0);
+    }
 }
