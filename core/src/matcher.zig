@@ -616,13 +616,13 @@ pub const Matcher = struct {
             // (those its pattern side allows, when it has one), then the tokens outside the
             // text family (`slicer.ShortTexts`).
             if (slices_enabled and !lazy and !budgeted) if (try self.shortTexts(entered.lexer_state)) |short| {
-                if (short.pattern == .nothing) {
-                    @memcpy(self.mask, short.mask);
-                } else {
+                if (short.pattern) |side| {
                     var pattern = entered;
-                    pattern.lexer_state = try self.withExpression(entered.lexer_state, short.pattern);
+                    pattern.lexer_state = side;
                     try self.walkSliced(pattern, false);
                     for (self.mask, short.mask) |*word, text| word.* &= text;
+                } else {
+                    @memcpy(self.mask, short.mask);
                 }
                 try walkTrieTop(short.rest.nodes, short.rest.top, &self.parser, entered, self.mask);
                 break :walk;
@@ -690,27 +690,15 @@ pub const Matcher = struct {
 
     /// The text tokens `state` allows when it is a string near its bound and nothing else
     /// (`slicer.DepthCache.shortTextChars`): those of at most k characters, of which the
-    /// pattern side's walk must also allow each, when there is one (`pattern`, else
-    /// `nothing`); and the trie of the tokens outside the text family (the unbounded text
+    /// walk from the pattern side's state must also allow each, when there is one
+    /// (`pattern`); and the trie of the tokens outside the text family (the unbounded text
     /// slice's rest) to walk beside them. Else null.
-    fn shortTexts(self: *Matcher, state: StateId) Error!?struct { mask: []const u32, pattern: regex.ExprId, rest: *const trie_mod.Trie } {
+    fn shortTexts(self: *Matcher, state: StateId) Error!?struct { mask: []const u32, pattern: ?StateId, rest: *const trie_mod.Trie } {
         const short = try self.grammar.slice_depths.shortTextChars(self.parser.lexer, state) orelse return null;
         const tokenizer = self.tokenizer;
         const text = tokenizer.slices.unboundedText() orelse return null;
         const mask = try tokenizer.open_slices.short.mask(self.gpa, tokenizer.slices.text_chars, short.chars);
         return .{ .mask = mask, .pattern = short.pattern, .rest = &text.rest };
-    }
-
-    /// `state` with its one lexeme's expression replaced by `e`.
-    fn withExpression(self: *Matcher, state: StateId, e: regex.ExprId) Error!StateId {
-        const lexer = self.parser.lexer;
-        const pairs = try self.gpa.dupe(u32, lexer.statePairs(state));
-        defer self.gpa.free(pairs);
-        var i: usize = 0;
-        while (i < pairs.len) : (i += 2) {
-            if (pairs[i] != lexer_mod.start_marker) pairs[i + 1] = e.index();
-        }
-        return lexer.internState(pairs);
     }
 
     /// The tokenizer's long tokens (`slicer.LongTokens`), null when they cannot be had.

@@ -1573,18 +1573,28 @@ pub const ExprSet = struct {
 
     /// `m` as `t₁ (t₂ (… (N "))))` with N = `char{a,b}` or `char` (a = b = 1), or null.
     pub fn lengthShape(self: *const ExprSet, m: ExprId, char: ExprId, quote: ExprId) ?LengthShape {
-        var shape: LengthShape = .{ .prefix = undefined, .prefix_len = 0, .count_min = 1, .count_max = 1 };
+        const quoted = self.quotedShape(m, quote) orelse return null;
+        var shape: LengthShape = .{ .prefix = quoted.prefix, .prefix_len = quoted.prefix_len, .count_min = 1, .count_max = 1 };
+        if (quoted.last == char) return shape;
+        if (self.tag(quoted.last) != .repeat or self.argId(quoted.last, 0) != char) return null;
+        shape.count_min = self.args(quoted.last)[1];
+        shape.count_max = self.args(quoted.last)[2];
+        return shape;
+    }
+
+    /// `m` as `t₁ (t₂ (… (N "))))`: its heads before N (at most `length_prefix_max`) and N.
+    pub const QuotedShape = struct { prefix: [length_prefix_max]ExprId, prefix_len: u32, last: ExprId };
+
+    /// `m`'s `QuotedShape`, or null.
+    pub fn quotedShape(self: *const ExprSet, m: ExprId, quote: ExprId) ?QuotedShape {
+        var shape: QuotedShape = .{ .prefix = undefined, .prefix_len = 0, .last = undefined };
         var x = m;
         while (self.tag(x) == .concat) {
             const head = self.argId(x, 0);
             const tail = self.argId(x, 1);
             if (tail == quote) {
-                if (head == char) return shape;
-                if (self.tag(head) == .repeat and self.argId(head, 0) == char) {
-                    shape.count_min = self.args(head)[1];
-                    shape.count_max = self.args(head)[2];
-                    return shape;
-                }
+                shape.last = head;
+                return shape;
             }
             if (shape.prefix_len == length_prefix_max) return null;
             shape.prefix[shape.prefix_len] = head;
@@ -2290,14 +2300,7 @@ pub const ExprSet = struct {
             }
             const run = self.runOf(id);
             const t: Tag = @fromBackingInt(@intCast(@as(u8, @truncate(run[0]))));
-            var waiting = false;
-            for (run[1..], 0..) |arg, i| {
-                if (isChildArg(t, i) and !hashes.contains(arg)) {
-                    try stack.append(gpa, arg);
-                    waiting = true;
-                }
-            }
-            if (waiting) continue;
+            if (try pushPendingChildren(gpa, t, run[1..], &hashes, &stack)) continue;
             _ = stack.pop();
             var h = hashFinish(@as(u64, run[0]) *% 0x9E37_79B9_7F4A_7C15);
             if (t == .alt or t == .and_) {
@@ -2350,14 +2353,7 @@ pub const ExprSet = struct {
                 std.mem.sortUnstable(u32, ordered.items, Order{ .hashes = by_structure }, Order.less);
                 node_args = ordered.items;
             };
-            var waiting = false;
-            for (node_args, 0..) |arg, i| {
-                if (isChildArg(t, i) and !position.contains(arg)) {
-                    try stack.append(gpa, arg);
-                    waiting = true;
-                }
-            }
-            if (waiting) continue;
+            if (try pushPendingChildren(gpa, t, node_args, &position, &stack)) continue;
             _ = stack.pop();
             try recipe.ensureUnusedCapacity(gpa, node_args.len + 2);
             recipe.appendAssumeCapacity(run[0]);
@@ -2366,6 +2362,20 @@ pub const ExprSet = struct {
             try position.put(gpa, id, node_count);
             node_count += 1;
         }
+    }
+
+    /// A post-order walk's step (`exportTermCanonical`, `exportOrdered`): pushes the children
+    /// among a node's `arguments` (of tag `t`) that `done` has no entry for; whether any
+    /// was pushed (the node then waits for them).
+    fn pushPendingChildren(gpa: Allocator, t: Tag, arguments: []const u32, done: anytype, stack: *std.ArrayList(u32)) Allocator.Error!bool {
+        var waiting = false;
+        for (arguments, 0..) |arg, i| {
+            if (isChildArg(t, i) and !done.contains(arg)) {
+                try stack.append(gpa, arg);
+                waiting = true;
+            }
+        }
+        return waiting;
     }
 
     /// Appends to `out` the ids of the terms under `e` (itself included) that `forEachByteSet`

@@ -575,9 +575,9 @@ pub const long_token_bytes: u32 = 32;
 /// state allows those of at most k characters of them. Only the others (`other`: with a
 /// quote, a backslash or a control byte) are walked.
 pub const LongTokens = struct {
-    /// The long tokens in the text family, then the others (from `other_start` on).
-    ids: []u32,
-    other_start: usize,
+    /// The long tokens in the text family, and the others.
+    text_ids: []u32,
+    other_ids: []u32,
     trie: Trie,
     /// The trie of the long tokens outside the text family.
     other: Trie,
@@ -608,34 +608,33 @@ pub const LongTokens = struct {
         errdefer trie.deinit(gpa);
         var other = try Trie.build(gpa, blob, offsets, other_kinds);
         errdefer other.deinit(gpa);
-        const ids = try gpa.alloc(u32, text_ids.items.len + other_ids.items.len);
-        @memcpy(ids[0..text_ids.items.len], text_ids.items);
-        @memcpy(ids[text_ids.items.len..], other_ids.items);
-        return .{ .ids = ids, .other_start = text_ids.items.len, .trie = trie, .other = other };
+        const text_owned = try text_ids.toOwnedSlice(gpa);
+        errdefer gpa.free(text_owned);
+        return .{ .text_ids = text_owned, .other_ids = try other_ids.toOwnedSlice(gpa), .trie = trie, .other = other };
     }
 
     pub fn deinit(self: *LongTokens, gpa: Allocator) void {
-        gpa.free(self.ids);
+        gpa.free(self.text_ids);
+        gpa.free(self.other_ids);
         self.trie.deinit(gpa);
         self.other.deinit(gpa);
     }
 
     /// Clear the long tokens' bits of `mask`.
     pub fn clear(self: *const LongTokens, mask: []u32) void {
-        clearIds(self.ids, mask);
+        for (self.text_ids) |id| clearToken(mask, id);
+        for (self.other_ids) |id| clearToken(mask, id);
     }
 
     /// Clear the bits of the long tokens outside the text family, and of those in it with
     /// more than `chars` characters (`text_chars`: `Slices.text_chars`).
     pub fn clearBeyond(self: *const LongTokens, mask: []u32, text_chars: []const u8, chars: u32) void {
-        for (self.ids[0..self.other_start]) |id| {
-            if (text_chars[id] > chars) mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
-        }
-        clearIds(self.ids[self.other_start..], mask);
+        for (self.text_ids) |id| if (text_chars[id] > chars) clearToken(mask, id);
+        for (self.other_ids) |id| clearToken(mask, id);
     }
 
-    fn clearIds(ids: []const u32, mask: []u32) void {
-        for (ids) |id| mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
+    fn clearToken(mask: []u32, id: u32) void {
+        mask[id >> 5] &= ~(@as(u32, 1) << @intCast(id & 31));
     }
 };
 
@@ -809,9 +808,9 @@ pub const DepthCache = struct {
     /// By state index, `openExcluded`'s answers (entries of states never asked are unknown).
     open: std.ArrayList(OpenAnswer) = .empty,
     /// By state index, `boundChars`' answers: 0 unknown, `short_none` none, else k; and
-    /// with k, the answer's pattern side (`nothing` for a bound alone).
+    /// with k, the answer's pattern-side state (`dead` for a bound alone).
     short: std.ArrayList(u8) = .empty,
-    short_patterns: std.ArrayList(ExprId) = .empty,
+    short_patterns: std.ArrayList(StateId) = .empty,
 
     const OpenAnswer = struct { known: bool = false, found: bool = false, excluded: ByteSet = @splat(0) };
 
@@ -832,8 +831,9 @@ pub const DepthCache = struct {
     }
 
     /// `shortTextChars`' answer: the characters left, and where the state is an intersection
-    /// with a pattern side `X{a,b} "` (X ⊆ C, b ≥ k), that side (else `nothing`).
-    pub const ShortText = struct { chars: u32, pattern: ExprId };
+    /// with a pattern side of single-character loops, the state with that side in its place
+    /// (else null).
+    pub const ShortText = struct { chars: u32, pattern: ?StateId };
 
     /// k when `state` is a JSON string with 1 ≤ k ≤ `short_text_chars_max` characters left
     /// and nothing else: one pair, a JSON string lexeme the front-end marked with its length
@@ -847,7 +847,7 @@ pub const DepthCache = struct {
     /// reached it) and b' ≥ k: a text token keeps it alive exactly when it is a prefix of
     /// X characters and has at most k characters (both counters then pad up to their
     /// minimum, the intersection being alive), so the mask is those of `ShortTexts` that a
-    /// walk from the pattern side alone allows, and `pattern` names that side. Before, each
+    /// walk from the pattern side alone allows, and `pattern` is that side's state. Before, each
     /// of the last k characters of such a string was a new state walked through the ≤8 text
     /// slice's rest trie (MaskBench Snowplow's `version`, `^(\d+\.\d+\.\d+.*)$` under
     /// `maxLength` 32: 2.7 ms a step).
@@ -866,13 +866,17 @@ pub const DepthCache = struct {
         const index = lexer.stateIndex(state);
         if (index >= self.short.items.len) {
             try self.short.appendNTimes(self.gpa, 0, index + 1 - self.short.items.len);
-            try self.short_patterns.appendNTimes(self.gpa, .nothing, index + 1 - self.short_patterns.items.len);
+            try self.short_patterns.appendNTimes(self.gpa, .dead, index + 1 - self.short_patterns.items.len);
         }
         const known = self.short.items[index];
-        if (known != 0) return if (known == short_none) null else .{ .chars = known, .pattern = self.short_patterns.items[index] };
+        if (known != 0) {
+            if (known == short_none) return null;
+            const pattern = self.short_patterns.items[index];
+            return .{ .chars = known, .pattern = if (pattern == .dead) null else pattern };
+        }
         const answer = try self.boundCharsOf(lexer, state);
         self.short.items[index] = if (answer) |a| @intCast(a.chars) else short_none;
-        if (answer) |a| self.short_patterns.items[index] = a.pattern;
+        if (answer) |a| self.short_patterns.items[index] = a.pattern orelse .dead;
         return answer;
     }
 
@@ -899,11 +903,20 @@ pub const DepthCache = struct {
         if (char == .nothing) return null;
         const quote = try exprs.byte('"');
         const e: ExprId = @fromBackingInt(@intCast(pair[1]));
-        if (exprs.tag(e) == .and_) return self.shortIntersection(exprs, e, char, quote);
+        if (exprs.tag(e) == .and_) {
+            const side = try self.shortIntersection(exprs, e, char, quote) orelse return null;
+            // The state with the pattern side in the intersection's place (start markers kept).
+            const with_side = try self.gpa.dupe(u32, pairs);
+            defer self.gpa.free(with_side);
+            for (0..with_side.len / 2) |n| {
+                if (with_side[2 * n] != lexer_mod.start_marker) with_side[2 * n + 1] = side.pattern.index();
+            }
+            return .{ .chars = side.chars, .pattern = try lexer.internState(with_side) };
+        }
         const k = shortBound(exprs, e, char, quote) orelse return null;
         try self.prepareEdges(lexer);
         if (!try self.covers(exprs, char, .text)) return null;
-        return .{ .chars = k, .pattern = .nothing };
+        return .{ .chars = k, .pattern = null };
     }
 
     /// k when `e` is the bound `C{a,k}"` between characters with 1 ≤ k ≤ `bound_chars_max`.
@@ -913,9 +926,9 @@ pub const DepthCache = struct {
         return shape.count_max;
     }
 
-    /// `shortTextChars` for an intersection: one member the bound, the other `X{a',b'} "`
-    /// with X ⊆ C and b' ≥ k.
-    fn shortIntersection(self: *DepthCache, exprs: *ExprSet, e: ExprId, char: ExprId, quote: ExprId) Error!?ShortText {
+    /// `shortTextChars` for an intersection: one member the bound, the other a pattern side
+    /// of single-character loops (`singleLoop`, `heldByLoops`): k and that side.
+    fn shortIntersection(self: *DepthCache, exprs: *ExprSet, e: ExprId, char: ExprId, quote: ExprId) Error!?struct { chars: u32, pattern: ExprId } {
         const args = exprs.args(e);
         if (args.len != 2) return null;
         const members = [2]ExprId{ @fromBackingInt(@intCast(args[0])), @fromBackingInt(@intCast(args[1])) };
@@ -923,8 +936,7 @@ pub const DepthCache = struct {
         for (0..2) |i| {
             const k = shortBound(exprs, members[i], char, quote) orelse continue;
             const pattern = members[1 - i];
-            if (try self.singleLoop(exprs, pattern, char, quote, k)) return .{ .chars = k, .pattern = pattern };
-            if (try self.heldByLoops(exprs, pattern, char, quote, k)) return .{ .chars = k, .pattern = pattern };
+            if (try self.singleLoop(exprs, pattern, char, quote, k) or try self.heldByLoops(exprs, pattern, char, quote, k)) return .{ .chars = k, .pattern = pattern };
         }
         return null;
     }
@@ -936,28 +948,17 @@ pub const DepthCache = struct {
     /// not, and may be empty), and any prefix of its words of at most k characters pads to a
     /// word of at most k.
     fn singleLoop(self: *DepthCache, exprs: *ExprSet, pattern: ExprId, char: ExprId, quote: ExprId, k: u32) Error!bool {
-        var heads: [short_heads_max]ExprId = undefined;
-        var head_count: usize = 0;
-        var rest = pattern;
-        while (exprs.tag(rest) == .concat and head_count < short_heads_max) {
-            const parts = exprs.args(rest);
-            if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) == quote) break;
-            heads[head_count] = @fromBackingInt(@intCast(parts[0]));
-            head_count += 1;
-            rest = @fromBackingInt(@intCast(parts[1]));
-        }
-        if (exprs.tag(rest) != .concat) return false;
-        const parts = exprs.args(rest);
-        const counted: ExprId = @fromBackingInt(@intCast(parts[0]));
-        if (@as(ExprId, @fromBackingInt(@intCast(parts[1]))) != quote or exprs.tag(counted) != .repeat) return false;
-        const counter = exprs.args(counted);
+        const shape = exprs.quotedShape(pattern, quote) orelse return false;
+        if (shape.prefix_len > short_heads_max or exprs.tag(shape.last) != .repeat) return false;
+        const counter = exprs.args(shape.last);
         // (`repeat_unbounded` is the largest)
         if (counter[1] > k or counter[2] < k) return false;
-        if (!try self.charWithin(exprs, @fromBackingInt(@intCast(counter[0])), char)) return false;
-        if (head_count == 0) return true;
+        const x: ExprId = @fromBackingInt(@intCast(counter[0]));
+        if (!try self.charWithin(exprs, x, char)) return false;
+        if (shape.prefix_len == 0) return true;
         if (counter[2] != regex.repeat_unbounded) return false;
-        const star = try exprs.repeat(@fromBackingInt(@intCast(counter[0])), 0, regex.repeat_unbounded);
-        for (heads[0..head_count]) |h| {
+        const star = try exprs.repeat(x, 0, regex.repeat_unbounded);
+        for (shape.prefix[0..shape.prefix_len]) |h| {
             if (!exprs.nullable(h) or !try self.included(exprs, h, star)) return false;
         }
         return true;
